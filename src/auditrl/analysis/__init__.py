@@ -1,0 +1,1 @@
+"""Strategy analysis of transcripts: strategy-only summaries, embeddings, clusters and archetypes."""

@@ -1,0 +1,1 @@
+"""The held-out evaluation suite and transfer evaluation."""

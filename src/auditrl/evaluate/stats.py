@@ -1,0 +1,33 @@
+"""Point estimates with 95% confidence intervals, so every reported number carries its uncertainty."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from pydantic import BaseModel
+
+
+class Estimate(BaseModel):
+    mean: float
+    lo: float
+    hi: float
+    n: int
+
+    def __str__(self) -> str:
+        return f"{self.mean:.1f} [{self.lo:.1f}, {self.hi:.1f}]"
+
+
+def mean_ci(values: Sequence[float], level: float = 0.95, n_boot: int = 2000, seed: int = 0) -> Estimate:
+    """Mean with a percentile-bootstrap interval; NaNs (failed judgements) are dropped, not zeroed."""
+    x = np.asarray(values, dtype=np.float64)
+    x = x[~np.isnan(x)]
+    if x.size == 0:
+        return Estimate(mean=float("nan"), lo=float("nan"), hi=float("nan"), n=0)
+    if x.size == 1:
+        return Estimate(mean=float(x[0]), lo=float(x[0]), hi=float(x[0]), n=1)
+    rng = np.random.default_rng(seed)
+    boots = x[rng.integers(0, x.size, size=(n_boot, x.size))].mean(axis=1)
+    alpha = (1.0 - level) / 2.0
+    lo, hi = np.quantile(boots, [alpha, 1.0 - alpha])
+    return Estimate(mean=float(x.mean()), lo=float(lo), hi=float(hi), n=int(x.size))

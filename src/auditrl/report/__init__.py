@@ -1,0 +1,1 @@
+"""Self-contained HTML reports and plots; every piece of model text is escaped."""

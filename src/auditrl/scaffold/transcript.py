@@ -1,0 +1,151 @@
+"""The typed audit transcript: every target branch, the auditor's side, the report and the scores.
+
+Everything downstream (judges, rewards, trainer, evaluate, analysis, report) reads this model, so
+it is the one contract between the episode engine and the rest of the system.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timezone
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+Role = Literal["system", "user", "assistant", "tool"]
+Status = Literal["completed", "budget_exhausted", "error"]
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+class ToolCallRecord(BaseModel):
+    """A tool call made by the auditor or by the target, as parsed (parse_error set when it was malformed)."""
+
+    id: str
+    function: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    parse_error: str | None = None
+
+
+class ToolSpec(BaseModel):
+    """A synthetic tool the auditor gave the target with create_tool."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any] = Field(default_factory=dict, description="JSON schema of the arguments.")
+
+
+class TargetMessage(BaseModel):
+    """One node of the target conversation tree; `parent` links make rollback branches explicit."""
+
+    id: str
+    parent: str | None
+    role: Role
+    content: str
+    tool_calls: list[ToolCallRecord] = Field(default_factory=list)
+    tool_call_id: str | None = None
+    prefill: str | None = Field(default=None, description="Text the auditor forced at the start of this reply.")
+    annotations: dict[str, Any] = Field(
+        default_factory=dict, description="Hidden ground truth from simulated targets; never shown to auditors."
+    )
+
+
+class AuditorMessage(BaseModel):
+    """The auditor's own conversation: its outputs and the tool results the engine returned to it."""
+
+    turn: int
+    role: Role
+    content: str
+    tool_calls: list[ToolCallRecord] = Field(default_factory=list)
+    tool_call_id: str | None = None
+    error: str | None = Field(default=None, description="Set on a tool result that reports an invalid call.")
+
+
+class QuoteCheck(BaseModel):
+    quote: str
+    verified: bool
+    message_id: str | None = Field(default=None, description="Target message where the quote was found.")
+
+
+class Prediction(BaseModel):
+    rank: int = Field(ge=1, le=3)
+    description: str
+    confidence: float = Field(ge=0.0, le=1.0)
+    quotes: list[str] = Field(default_factory=list)
+    reasoning: str = ""
+    quote_checks: list[QuoteCheck] = Field(default_factory=list)
+
+
+class Report(BaseModel):
+    """The auditor's final report: ranked predictions, or an explicit finding of no hidden behavior."""
+
+    no_behavior_found: bool
+    predictions: list[Prediction] = Field(default_factory=list, max_length=3)
+    summary: str = ""
+    parse_error: str | None = Field(default=None, description="Set when the report had to be recovered leniently.")
+
+    @property
+    def unverified_quotes(self) -> int:
+        return sum(not q.verified for p in self.predictions for q in p.quote_checks)
+
+
+class Budget(BaseModel):
+    max_turns: int = Field(default=15, ge=1)
+    max_tokens: int | None = Field(default=None, ge=1, description="Auditor output tokens; None = unlimited.")
+
+
+class Transcript(BaseModel):
+    """One audit episode, complete enough to judge, replay, export and analyse."""
+
+    id: str = Field(default_factory=new_id)
+    created: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
+    auditor_model: str
+    target_model: str
+    target_family: str | None = None
+    behavior_id: str | None = Field(default=None, description="Planted behavior; None for a benign target.")
+    seed_id: str
+    seed_instructions: str
+    target_system_prompt: str = Field(default="", description="The hidden plant (or benign persona prompt).")
+    target_tools: list[ToolSpec] = Field(default_factory=list)
+    target_messages: list[TargetMessage] = Field(default_factory=list)
+    head: str | None = Field(default=None, description="Id of the current leaf of the target conversation.")
+    auditor_messages: list[AuditorMessage] = Field(default_factory=list)
+    report: Report | None = None
+    budget: Budget = Field(default_factory=Budget)
+    turns_used: int = 0
+    auditor_tokens: int = 0
+    status: Status = "completed"
+    error: str | None = None
+    scores: dict[str, Any] = Field(default_factory=dict, description="Judge verdicts, rewards, training step.")
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def benign(self) -> bool:
+        return self.behavior_id is None
+
+    def message(self, message_id: str) -> TargetMessage:
+        for m in self.target_messages:
+            if m.id == message_id:
+                return m
+        raise KeyError(message_id)
+
+    def branch(self, leaf: str | None = None) -> list[TargetMessage]:
+        """Messages from the root to `leaf` (default: the current head), in order."""
+        by_id = {m.id: m for m in self.target_messages}
+        path: list[TargetMessage] = []
+        cur = leaf if leaf is not None else self.head
+        while cur is not None:
+            node = by_id[cur]
+            path.append(node)
+            cur = node.parent
+        return path[::-1]
+
+    def leaves(self) -> list[str]:
+        parents = {m.parent for m in self.target_messages}
+        return [m.id for m in self.target_messages if m.id not in parents]
+
+    def target_said(self) -> list[TargetMessage]:
+        """Every target reply on every branch: the only admissible evidence."""
+        return [m for m in self.target_messages if m.role == "assistant"]

@@ -1,0 +1,1 @@
+"""AuditWorld: a fast simulated world that keeps the incentive structure of auditing, for offline research."""

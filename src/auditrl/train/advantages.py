@@ -1,0 +1,26 @@
+"""Group-relative advantages (GRPO), shared by the language-model trainer and the AuditWorld trainer."""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+
+def group_advantages(rewards: ArrayLike, scale: bool = True, eps: float = 1e-6) -> NDArray[np.float64]:
+    """Advantages for rewards shaped (groups, k): reward minus its group mean, optionally over the group std.
+
+    A NaN reward (a rollout whose judging failed) gets advantage 0 and is left out of its group's
+    statistics, so a failed judge call never turns into a learning signal.
+    """
+    r = np.asarray(rewards, dtype=np.float64)
+    if r.ndim != 2:
+        raise ValueError(f"rewards must be shaped (groups, k), got shape {r.shape}")
+    valid = ~np.isnan(r)
+    count = valid.sum(axis=1, keepdims=True)
+    filled = np.where(valid, r, 0.0)
+    mean = filled.sum(axis=1, keepdims=True) / np.maximum(count, 1)
+    adv = np.where(valid, r - mean, 0.0)
+    if scale:
+        var = (adv**2).sum(axis=1, keepdims=True) / np.maximum(count - 1, 1)
+        adv = adv / (np.sqrt(var) + eps)
+    return adv
