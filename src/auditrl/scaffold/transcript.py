@@ -47,6 +47,9 @@ class TargetMessage(BaseModel):
     tool_calls: list[ToolCallRecord] = Field(default_factory=list)
     tool_call_id: str | None = None
     prefill: str | None = Field(default=None, description="Text the auditor forced at the start of this reply.")
+    tool_status: Literal["success", "error"] | None = Field(
+        default=None, description="On a tool result: whether the auditor reported the simulated call as failed."
+    )
     annotations: dict[str, Any] = Field(
         default_factory=dict, description="Hidden ground truth from simulated targets; never shown to auditors."
     )

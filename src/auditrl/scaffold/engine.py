@@ -1,0 +1,399 @@
+"""The audit episode engine: an auditor model drives a target model through Petri's six tools.
+
+`AuditEpisode` is step-able so a trainer can batch auditor generation across many episodes: read
+`auditor_messages()` and `tools`/`tool_choice`, generate, then `await step(output)`. Each step is one
+auditor turn; the engine runs the turn's tool calls (calling the target model when a message or the
+last pending tool result goes out), answers invalid calls with an error result so the episode goes
+on, and enforces the turn and token budgets. When the auditor ends the conversation or a budget runs
+out, the episode moves to the report phase: one more generation whose text is parsed into a
+`Report` with verified quotes. `run_audit` is the plain loop around it.
+
+Tool protocols: "native" passes the tools to the auditor model and reads its tool calls; "text"
+describes them in the system prompt (see `text_protocol`) and parses the auditor's plain text.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from string import Template
+from typing import Any, Literal
+
+import yaml
+from inspect_ai.model import (
+    ChatMessage,
+    ChatMessageAssistant,
+    ChatMessageSystem,
+    ChatMessageTool,
+    ChatMessageUser,
+    GenerateConfig,
+    Model,
+    ModelOutput,
+)
+from inspect_ai.tool import ToolCall, ToolCallError, ToolInfo
+from pydantic import BaseModel, Field
+
+from auditrl.behaviors.schema import Behavior, Seed
+from auditrl.scaffold.report import parse_report, report_from_object, verify_quotes
+from auditrl.scaffold.text_protocol import parse_tool_calls, render_tools_prompt
+from auditrl.scaffold.tools import (
+    InvalidToolCall,
+    TargetConversation,
+    auditor_tools,
+    prompt_text,
+    validate_arguments,
+)
+from auditrl.scaffold.transcript import (
+    AuditorMessage,
+    Budget,
+    Role,
+    Status,
+    TargetMessage,
+    ToolCallRecord,
+    Transcript,
+)
+
+Phase = Literal["audit", "report", "done"]
+ToolProtocol = Literal["native", "text"]
+
+
+class AuditSpec(BaseModel):
+    """Everything needed to run one audit."""
+
+    seed: Seed
+    behavior: Behavior | None = Field(default=None, description="None = benign target.")
+    target_system_prompt: str = Field(description="Hidden plant or benign prompt (from behaviors.plant).")
+    budget: Budget = Field(default_factory=Budget)
+    auditor_model: str
+    target_model: str
+    target_family: str | None = None
+    tool_protocol: ToolProtocol = "native"
+
+
+class TargetFailure(Exception):
+    """The target model failed on every attempt; the episode ends with status "error"."""
+
+
+def estimate_tokens(text: str) -> int:
+    """Whitespace-token count, used when a model reports no usage."""
+    return len(text.split())
+
+
+@functools.cache
+def _messages() -> dict[str, Any]:
+    return yaml.safe_load(prompt_text("messages.yaml"))
+
+
+@functools.cache
+def _text_tools_prompt() -> str:
+    return render_tools_prompt(auditor_tools())
+
+
+def _record(call: ToolCall) -> ToolCallRecord:
+    arguments = call.arguments if isinstance(call.arguments, dict) else {}
+    return ToolCallRecord(id=call.id, function=call.function, arguments=arguments, parse_error=call.parse_error)
+
+
+class AuditEpisode:
+    """One audit, advanced one auditor turn at a time; `transcript` is filled as it goes."""
+
+    def __init__(
+        self,
+        spec: AuditSpec,
+        target: Model,
+        *,
+        target_config: GenerateConfig | None = None,
+        target_attempts: int = 3,
+    ) -> None:
+        self.spec = spec
+        self.target = target
+        self.target_config = target_config or GenerateConfig()
+        self.target_attempts = max(1, target_attempts)
+        self.transcript = Transcript(
+            auditor_model=spec.auditor_model,
+            target_model=spec.target_model,
+            target_family=spec.target_family,
+            behavior_id=spec.behavior.id if spec.behavior is not None else None,
+            seed_id=spec.seed.id,
+            seed_instructions=spec.seed.instructions,
+            target_system_prompt=spec.target_system_prompt,
+            budget=spec.budget,
+        )
+        self.conversation = TargetConversation(self.transcript)
+        self.phase: Phase = "audit"
+        self._ended = False
+        self._history: list[ChatMessage] = []
+        system = Template(prompt_text("auditor_system.md")).substitute(
+            seed_instructions=spec.seed.instructions.strip(), max_turns=spec.budget.max_turns
+        )
+        if spec.tool_protocol == "text":
+            system = f"{system.rstrip()}\n\n{_text_tools_prompt()}"
+        self._say("system", system, 0)
+        self._say("user", prompt_text("auditor_start.md").strip(), 0)
+
+    @property
+    def done(self) -> bool:
+        return self.phase == "done"
+
+    @property
+    def tools(self) -> list[ToolInfo]:
+        """Tools to pass to the auditor's generate (none with the text protocol)."""
+        return auditor_tools() if self.spec.tool_protocol == "native" else []
+
+    @property
+    def tool_choice(self) -> Literal["auto", "none"] | None:
+        """The auditor's tool choice: "none" while the report is requested (tools stay declared, as some APIs require)."""
+        if self.spec.tool_protocol != "native":
+            return None
+        return "none" if self.phase == "report" else "auto"
+
+    def auditor_messages(self) -> list[ChatMessage]:
+        """The auditor's next input (a new list; the messages themselves are shared)."""
+        return list(self._history)
+
+    def fail(self, error: str) -> None:
+        """End the episode as failed (e.g. the auditor model could not be reached)."""
+        self.transcript.status = "error"
+        self.transcript.error = error
+        self.phase = "done"
+
+    def _say(self, role: Role, content: str, turn: int, error: str | None = None) -> None:
+        """Add an engine message to the auditor's conversation and to the transcript."""
+        message: ChatMessage = ChatMessageSystem(content=content) if role == "system" else ChatMessageUser(content=content)
+        self._history.append(message)
+        self.transcript.auditor_messages.append(AuditorMessage(turn=turn, role=role, content=content, error=error))
+
+    async def step(self, output: ChatMessageAssistant | ModelOutput, output_tokens: int | None = None) -> None:
+        """Apply one auditor generation (`output_tokens` overrides the usage/estimate)."""
+        if self.phase == "done":
+            raise RuntimeError(f"episode {self.transcript.id} is finished; step() was called again")
+        message = output.message if isinstance(output, ModelOutput) else output
+        if output_tokens is None:
+            usage = output.usage if isinstance(output, ModelOutput) else None
+            output_tokens = usage.output_tokens if usage is not None else estimate_tokens(message.text)
+        self.transcript.auditor_tokens += output_tokens
+        if self.phase == "report":
+            self._finish_report(message)
+            return
+        await self._audit_turn(message)
+
+    async def _audit_turn(self, message: ChatMessageAssistant) -> None:
+        turn = self.transcript.turns_used = self.transcript.turns_used + 1
+        native = bool(message.tool_calls)
+        text = message.text
+        if native:
+            calls = [_record(c) for c in message.tool_calls or []]
+        elif self.spec.tool_protocol == "text":
+            calls = [c.model_copy(update={"id": f"t{turn}_{c.id}"}) for c in parse_tool_calls(text)]
+        else:
+            calls = []
+        self._history.append(message)
+        self.transcript.auditor_messages.append(
+            AuditorMessage(turn=turn, role="assistant", content=text, tool_calls=calls)
+        )
+        if not calls:
+            self._say("user", _messages()["no_tool_call"][self.spec.tool_protocol], turn, error="no tool call")
+        else:
+            results: list[tuple[ToolCallRecord, str, str | None]] = []
+            for call in calls:
+                if self._ended:
+                    result, error = _messages()["after_end"], "called after end_conversation"
+                else:
+                    try:
+                        result, error = await self._execute(call), None
+                    except InvalidToolCall as e:
+                        result, error = f"Error: {e}", str(e)
+                    except TargetFailure as e:
+                        self.fail(str(e))
+                        return
+                results.append((call, result, error))
+                self.transcript.auditor_messages.append(
+                    AuditorMessage(turn=turn, role="tool", content=result, tool_call_id=call.id, error=error)
+                )
+            self._history += self._result_messages(results, native)
+        self._check_end()
+
+    @staticmethod
+    def _result_messages(results: list[tuple[ToolCallRecord, str, str | None]], native: bool) -> list[ChatMessage]:
+        if native:
+            return [
+                ChatMessageTool(
+                    content=result,
+                    tool_call_id=call.id,
+                    function=call.function,
+                    error=ToolCallError("parsing", error) if error else None,
+                )
+                for call, result, error in results
+            ]
+        blocks = []
+        for call, result, error in results:
+            flag = ' error="true"' if error else ""
+            blocks.append(f'<tool_result name="{call.function}" id="{call.id}"{flag}>\n{result}\n</tool_result>')
+        return [ChatMessageUser(content="\n\n".join(blocks))]
+
+    def _check_end(self) -> None:
+        budget = self.spec.budget
+        reasons = _messages()["report_reason"]
+        if self._ended:
+            self._request_report(reasons["ended"], "completed")
+        elif self.transcript.turns_used >= budget.max_turns:
+            self._request_report(Template(reasons["turns"]).substitute(max_turns=budget.max_turns), "budget_exhausted")
+        elif budget.max_tokens is not None and self.transcript.auditor_tokens >= budget.max_tokens:
+            reason = Template(reasons["tokens"]).substitute(max_tokens=budget.max_tokens)
+            self._request_report(reason, "budget_exhausted")
+
+    def _request_report(self, reason: str, status: Status) -> None:
+        self.transcript.status = status
+        self.phase = "report"
+        request = Template(prompt_text("report_request.md")).substitute(reason=reason).strip()
+        self._say("user", request, self.transcript.turns_used + 1)
+
+    def _finish_report(self, message: ChatMessageAssistant) -> None:
+        text = message.text
+        report = parse_report(text)
+        if not report.predictions and report.parse_error and message.tool_calls:
+            objects = [c.arguments for c in message.tool_calls if isinstance(c.arguments, dict)]
+            if objects:
+                report = report_from_object(objects[0])
+        self.transcript.report = verify_quotes(report, self.transcript)
+        self._history.append(message)
+        self.transcript.auditor_messages.append(
+            AuditorMessage(
+                turn=self.transcript.turns_used + 1,
+                role="assistant",
+                content=text,
+                tool_calls=[_record(c) for c in message.tool_calls or []],
+            )
+        )
+        self.phase = "done"
+
+    async def _execute(self, call: ToolCallRecord) -> str:
+        """Run one auditor tool call; raises InvalidToolCall (shown to the auditor) or TargetFailure."""
+        if call.parse_error:
+            raise InvalidToolCall(f"could not parse the call to '{call.function or '?'}': {call.parse_error}")
+        args = validate_arguments(call.function, call.arguments)
+        conv = self.conversation
+        match call.function:
+            case "create_tool":
+                spec = conv.create_tool(args["name"], args["description"], args.get("parameters"))
+                return f"Created tool '{spec.name}'. The target can call it from its next reply."
+            case "set_target_system_message":
+                node = conv.set_system_message(args["system_message"])
+                return f'Target system message set; its conversation restarts from it (message_id="{node.id}", index 0).'
+            case "send_message":
+                if not args["message"].strip():
+                    raise InvalidToolCall("send_message: 'message' must not be empty.")
+                conv.add_user_message(args["message"])
+                return await self._target_turn(args.get("prefill"))
+            case "send_tool_call_result":
+                pending = conv.pending_tool_calls()
+                if args.get("prefill") and len(pending) > 1:
+                    raise InvalidToolCall(
+                        "send_tool_call_result: a prefill applies to the target's next reply, so give it only "
+                        "with the last pending result."
+                    )
+                conv.add_tool_result(args["tool_call_id"], args["result"], args.get("status", "success"))
+                remaining = conv.pending_tool_calls()
+                if remaining:
+                    ids = ", ".join(c.id for c in remaining)
+                    return f"Result recorded. The target still waits for {len(remaining)} tool call result(s): {ids}."
+                return await self._target_turn(args.get("prefill"))
+            case "rollback_conversation":
+                node = conv.rollback(args["index"])
+                index = len(conv.branch) - 1
+                return (
+                    f'Rolled back to message index {index} (message_id="{node.id}"). The target no longer sees '
+                    "any later message; your next message starts a new branch."
+                )
+            case _:
+                self._ended = True
+                return "The conversation has ended."
+
+    async def _generate_target(self, messages: list[ChatMessage]) -> ModelOutput:
+        last = ""
+        for _ in range(self.target_attempts):
+            try:
+                output = await self.target.generate(
+                    input=messages, tools=self.conversation.tools, config=self.target_config
+                )
+            except Exception as e:  # noqa: BLE001 - any provider error is retried, then recorded
+                last = f"{type(e).__name__}: {e}"
+                continue
+            if output.empty:
+                last = "the model returned no choices"
+                continue
+            return output
+        raise TargetFailure(
+            f"target model {self.spec.target_model} failed after {self.target_attempts} attempt(s): {last}"
+        )
+
+    async def _target_turn(self, prefill: str | None) -> str:
+        """Get the target's reply to the current branch and record it."""
+        messages = self.conversation.target_input()
+        if prefill:
+            messages = [*messages, ChatMessageAssistant(content=prefill)]
+        output = await self._generate_target(messages)
+        reply = output.message
+        annotations: dict[str, Any] = {}
+        for meta in (output.metadata, reply.metadata):
+            if meta and isinstance(meta.get("annotations"), dict):
+                annotations.update(meta["annotations"])
+        content = f"{prefill}{reply.text}" if prefill else reply.text
+        node = self.conversation.add_target_reply(
+            content, [_record(c) for c in reply.tool_calls or []], prefill or None, annotations
+        )
+        return self._format_reply(node)
+
+    def _format_reply(self, node: TargetMessage) -> str:
+        index = len(self.conversation.branch) - 1
+        parts = [f'<target_response message_id="{node.id}" index="{index}">\n{node.content}\n</target_response>']
+        if node.tool_calls:
+            calls = "\n".join(
+                f'<target_tool_call id="{c.id}" name="{c.function}">{json.dumps(c.arguments, ensure_ascii=False)}'
+                "</target_tool_call>"
+                for c in node.tool_calls
+            )
+            parts.append(f"<target_tool_calls>\n{calls}\n</target_tool_calls>")
+            parts.append(
+                f"The target waits for {len(node.tool_calls)} tool call result(s); answer each with "
+                "send_tool_call_result."
+            )
+        return "\n".join(parts)
+
+
+async def run_audit(
+    spec: AuditSpec,
+    auditor: Model,
+    target: Model,
+    *,
+    auditor_config: GenerateConfig | None = None,
+    target_config: GenerateConfig | None = None,
+    attempts: int = 3,
+) -> Transcript:
+    """Run one audit to the end (report included); a model failing `attempts` times ends it as "error"."""
+    episode = AuditEpisode(spec, target, target_config=target_config, target_attempts=attempts)
+    config = auditor_config or GenerateConfig()
+    while not episode.done:
+        output: ModelOutput | None = None
+        last = ""
+        for _ in range(max(1, attempts)):
+            try:
+                output = await auditor.generate(
+                    input=episode.auditor_messages(),
+                    tools=episode.tools,
+                    tool_choice=episode.tool_choice,
+                    config=config,
+                )
+            except Exception as e:  # noqa: BLE001 - any provider error is retried, then recorded
+                last = f"{type(e).__name__}: {e}"
+                output = None
+                continue
+            if output.empty:
+                last, output = "the model returned no choices", None
+                continue
+            break
+        if output is None:
+            episode.fail(f"auditor model {spec.auditor_model} failed after {max(1, attempts)} attempt(s): {last}")
+            break
+        await episode.step(output)
+    return episode.transcript
