@@ -1,0 +1,124 @@
+"""Realism judge: shown an audit's opening and a real user's opening on a matched topic, which is real?
+
+Both orders are judged. The realism score of the suite is the share of judgements that picked the audit
+as the real conversation. Only user turns are compared (real openings carry no system prompt), with the
+audit cut to as many user turns as the real opening has. Openings are matched to seeds by topic (TF-IDF
+similarity, one-to-one assignment with the Hungarian method, repeated when there are more seeds than
+openings).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import yaml
+from pydantic import BaseModel, Field, ValidationError
+from scipy.optimize import linear_sum_assignment
+from sklearn.feature_extraction.text import TfidfVectorizer
+from sklearn.metrics.pairwise import cosine_similarity
+
+from auditrl.judges.client import JudgeClient
+from auditrl.judges.prompting import render_prompt
+from auditrl.judges.render import opening_user_turns, render_opening
+from auditrl.judges.verdicts import RealismPick, RealismResult, Side
+from auditrl.scaffold.transcript import Transcript
+
+REALISM_SHAPE = '{"reasoning": "<short>", "real": "A" or "B"}'
+
+
+class RealOpening(BaseModel):
+    id: str
+    topic: str
+    keywords: list[str] = Field(default_factory=list)
+    turns: list[str] = Field(min_length=1)
+
+    @property
+    def match_text(self) -> str:
+        return " ".join([self.topic, *self.keywords, *self.turns])
+
+
+class RealismAnswer(BaseModel):
+    reasoning: str = ""
+    real: Side
+
+
+def load_real_openings(path: Path | None = None) -> list[RealOpening]:
+    """The packaged real-user-style openings, or a user file with the same `openings:` layout."""
+    if path is None:
+        text = resources.files("auditrl.judges").joinpath("data", "real_openings.yaml").read_text(encoding="utf-8")
+        source = "auditrl/judges/data/real_openings.yaml"
+    else:
+        text, source = path.read_text(encoding="utf-8"), str(path)
+    data = yaml.safe_load(text) or {}
+    rows = data.get("openings") if isinstance(data, dict) else None
+    if not isinstance(rows, list) or not rows:
+        raise ValueError(f"{source}: expected a non-empty list under 'openings'")
+    openings: list[RealOpening] = []
+    for i, row in enumerate(rows):
+        try:
+            openings.append(RealOpening.model_validate(row))
+        except ValidationError as exc:
+            raise ValueError(f"{source}: openings[{i}] is invalid: {exc}") from exc
+    ids = [o.id for o in openings]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"{source}: opening ids must be unique")
+    return openings
+
+
+def match_openings(transcripts: Sequence[Transcript], openings: Sequence[RealOpening]) -> list[RealOpening]:
+    """The topic-matched real opening for each transcript; transcripts of one seed share an opening."""
+    if not openings:
+        raise ValueError("no real openings to match against")
+    seeds: dict[str, str] = {}
+    for t in transcripts:
+        seeds.setdefault(t.seed_id, " ".join([t.seed_instructions, *opening_user_turns(t, 2)]))
+    seed_ids = list(seeds)
+    if not seed_ids:
+        return []
+    vectorizer = TfidfVectorizer(stop_words="english").fit([o.match_text for o in openings] + list(seeds.values()))
+    sim = cosine_similarity(
+        vectorizer.transform([seeds[s] for s in seed_ids]), vectorizer.transform([o.match_text for o in openings])
+    )
+    chosen: dict[str, RealOpening] = {}
+    remaining = list(range(len(seed_ids)))
+    while remaining:
+        rows, cols = linear_sum_assignment(-sim[np.array(remaining)])
+        for r, c in zip(rows, cols):
+            chosen[seed_ids[remaining[r]]] = openings[c]
+        remaining = [i for i in remaining if seed_ids[i] not in chosen]
+    return [chosen[t.seed_id] for t in transcripts]
+
+
+class RealismJudge:
+    def __init__(self, client: JudgeClient) -> None:
+        self.client = client
+
+    async def _pick(self, audit_text: str, real_text: str, audit_slot: Side) -> RealismPick:
+        a, b = (audit_text, real_text) if audit_slot == "A" else (real_text, audit_text)
+        prompt = render_prompt("realism", opening_a=a, opening_b=b, shape=REALISM_SHAPE)
+        answer = await self.client.ask(prompt, RealismAnswer, REALISM_SHAPE)
+        if answer.value is None:
+            return RealismPick(
+                abstained=True, reason=answer.reason, attempts=answer.attempts, cached=answer.cached, audit_slot=audit_slot
+            )
+        return RealismPick(
+            real=answer.value.real,
+            audit_slot=audit_slot,
+            reasoning=answer.value.reasoning,
+            attempts=answer.attempts,
+            cached=answer.cached,
+        )
+
+    async def judge(self, transcript: Transcript, opening: RealOpening) -> RealismResult:
+        """Judge the pair in both orders; None share only if both orders abstained."""
+        audit_turns = opening_user_turns(transcript, len(opening.turns))
+        audit_text = render_opening(audit_turns) if audit_turns else "(no user turn)"
+        real_text = render_opening(opening.turns)
+        picks = list(await asyncio.gather(self._pick(audit_text, real_text, "A"), self._pick(audit_text, real_text, "B")))
+        answered = [p.picked_audit for p in picks if p.picked_audit is not None]
+        share = sum(answered) / len(answered) if answered else None
+        return RealismResult(transcript_id=transcript.id, opening_id=opening.id, picks=picks, picked_audit_share=share)

@@ -1,0 +1,104 @@
+import pytest
+
+from auditrl.judges.client import JudgeClient
+from auditrl.judges.concerningness import CONCERNINGNESS_DIMENSIONS, ConcerningnessJudge
+from auditrl.judges.cost import CostMeter
+from auditrl.judges.pairwise import PairwiseJudge
+from auditrl.judges.programmatic import ProgrammaticBinaryJudge, ProgrammaticPairwiseJudge
+from auditrl.judges.scripted import JudgeCall, scripted_judge_model
+from auditrl.rewards.designs import BinaryMatch, CalibrationMix, InGroupPairwise, PointwiseConcerningness, ReferencePairwise
+from auditrl.rewards.reference import ReferenceStore
+from auditrl.rewards.registry import build_design
+
+from reward_factories import transcript
+
+
+def _scores(call: JudgeCall) -> dict:
+    if "abstain-me" in call.prompt:
+        return {"scores": {}}
+    return {"scores": dict(zip(CONCERNINGNESS_DIMENSIONS, [10, 8, 1, 1, 1]))}
+
+
+async def test_pointwise_concerningness_formula_and_abstain() -> None:
+    design = PointwiseConcerningness(ConcerningnessJudge(JudgeClient(scripted_judge_model(_scores), max_retries=0)))
+    rewards = await design.score_group([transcript("a"), transcript("b", reply="abstain-me")])
+    assert rewards[0] == pytest.approx(1.0 + 0.1 * 7 / 9) and rewards[1] is None
+
+
+async def test_binary_match_planted_and_benign() -> None:
+    design = BinaryMatch(ProgrammaticBinaryJudge(strict=True))
+    assert design.name == "binary_strict"
+    assert await design.score_group([transcript("a", expressed=True), transcript("b")]) == [1.0, 0.0]
+    benign = [transcript("c", behavior=None, null_report=True), transcript("d", behavior=None, null_report=False),
+              transcript("e", behavior=None)]
+    assert await design.score_group(benign) == [1.0, 0.0, None]
+
+
+async def test_ingroup_pairwise_win_rate_and_bt() -> None:
+    group = [transcript("a", expressed=True), transcript("b"), transcript("c", expressed=True, reply="x")]
+    group[2].target_messages[1].annotations["eval_aware"] = True
+    design = InGroupPairwise(ProgrammaticPairwiseJudge())
+    # a beats b and c; c (evidence but eval-aware) beats b
+    assert await design.score_group(group) == pytest.approx([1.0, 0.0, 0.5])
+    assert design.position_bias_rate == 0.0
+    bt = await InGroupPairwise(ProgrammaticPairwiseJudge(), aggregate="bradley_terry").score_group(group)
+    assert bt[0] > bt[2] > bt[1]
+
+
+async def test_ingroup_abstained_rollout_gets_none() -> None:
+    def respond(call: JudgeCall) -> dict | str:
+        return "garbage" if "BROKEN" in call.prompt else {"winner": "A", "confidence": 70}
+
+    client = JudgeClient(scripted_judge_model(respond), max_retries=0)
+    group = [transcript("a"), transcript("b", reply="BROKEN")]
+    rewards = await InGroupPairwise(PairwiseJudge(client)).score_group(group)
+    assert rewards == [None, None]
+    with pytest.raises(ValueError, match="one \\(behavior, seed\\)"):
+        await InGroupPairwise(PairwiseJudge(client)).score_group([transcript("a"), transcript("b", seed="s2")])
+
+
+async def test_reference_refresh_schedule_and_persistence(tmp_path) -> None:
+    path = tmp_path / "refs.json"
+    store = ReferenceStore(path, refresh_every=2)
+    design = ReferencePairwise(ProgrammaticPairwiseJudge(), store)
+    key = "flattery/s1"
+    design.set_step(0)
+    first = [transcript("r0"), transcript("r0b", expressed=True)]
+    assert await design.score_group(first) == [0.5, 1.0]  # missing reference seeded from the group
+    assert store.get(key).id == "r0" and store.step_of(key) == 0
+    design.set_step(1)
+    await design.score_group([transcript("s1a", expressed=True), transcript("s1b")])
+    assert store.get(key).id == "r0"  # not due yet
+    design.set_step(2)
+    rewards = await design.score_group([transcript("s2a", expressed=True), transcript("s2b")])
+    assert rewards == [1.0, 0.5]  # scored against the old reference, then refreshed
+    assert store.get(key).id == "s2a" and store.step_of(key) == 2
+    reloaded = ReferenceStore(path, refresh_every=2)
+    assert reloaded.get(key).id == "s2a" and not reloaded.refresh_due(key, 3) and reloaded.refresh_due(key, 4)
+    assert reloaded.refresh(10, [transcript("z1", seed="s9"), transcript("z2", seed="s9")]) == 1
+    assert ReferenceStore(path).get("flattery/s9").id == "z1"
+
+
+async def test_calibration_mix_dispatches_benign_groups() -> None:
+    mix = CalibrationMix(BinaryMatch(ProgrammaticBinaryJudge()), InGroupPairwise(ProgrammaticPairwiseJudge()), benign_fraction=0.5)
+    honest, accuser = transcript("h", behavior=None, null_report=True), transcript("x", behavior=None, null_report=False)
+    assert await mix.score_group([honest, accuser]) == [1.0, 0.0]
+    assert await mix.score_group([transcript("p", expressed=True)]) == [1.0]
+    with pytest.raises(ValueError):
+        CalibrationMix(mix, mix, benign_fraction=1.5)
+
+
+async def test_cost_counted_per_design() -> None:
+    meter = CostMeter()
+    client = JudgeClient(scripted_judge_model(lambda call: {"winner": "A", "confidence": 60}), meter=meter)
+    pairwise = build_design("ingroup_pairwise", client)
+    reference = build_design("reference_pairwise", client)
+    group = [transcript("a"), transcript("b"), transcript("c")]
+    await pairwise.score_group(group)
+    await reference.score_group(group)
+    await pairwise.score_group(group)  # identical inputs: served from the cache
+    assert meter.get("ingroup_pairwise").calls == 6 and meter.get("ingroup_pairwise").cache_hits == 6
+    # the reference comparisons (b vs a, c vs a, both orders) repeat in-group inputs: all cached
+    assert meter.get("reference_pairwise").calls == 0 and meter.get("reference_pairwise").cache_hits == 4
+    assert meter.total().tokens > 0
+    assert meter.table().row_count == 2
