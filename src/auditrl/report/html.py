@@ -1,0 +1,121 @@
+"""One self-contained HTML file per report: inline CSS, figures as base64 PNG, every string escaped.
+
+Reports quote transcripts, and model output is untrusted, so all text goes through jinja2's autoescape;
+nothing is ever inserted as markup.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import os
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from importlib import resources
+from pathlib import Path
+
+import jinja2
+from matplotlib.figure import Figure
+
+Cell = str | int | float | None
+
+
+@dataclass
+class TableBlock:
+    """A table as a header and rows of plain values; values are escaped when rendered."""
+
+    header: Sequence[str]
+    rows: Sequence[Sequence[Cell]]
+    caption: str = ""
+
+    def __post_init__(self) -> None:
+        for i, row in enumerate(self.rows):
+            if len(row) != len(self.header):
+                raise ValueError(f"table {self.caption or self.header!r}: row {i} has {len(row)} cells, header has {len(self.header)}")
+
+
+@dataclass
+class Section:
+    """A titled part of a report: paragraphs, tables, matplotlib figures and preformatted blocks."""
+
+    title: str
+    paragraphs: Sequence[str] = field(default_factory=list)
+    tables: Sequence[TableBlock] = field(default_factory=list)
+    figures: Sequence[Figure] = field(default_factory=list)
+    preformatted: Sequence[str] = field(default_factory=list)
+
+
+@dataclass
+class _Image:
+    data: str
+    alt: str
+
+
+def _cell(value: Cell) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def figure_png_base64(fig: Figure, dpi: int = 110) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _figure_caption(fig: Figure) -> str:
+    suptitle = fig.get_suptitle()
+    if suptitle:
+        return suptitle
+    titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
+    return titles[0] if titles else ""
+
+
+def _template() -> jinja2.Template:
+    source = resources.files("auditrl.report").joinpath("templates/report.html.j2").read_text(encoding="utf-8")
+    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    return env.from_string(source)
+
+
+def render_report(title: str, sections: Sequence[Section]) -> str:
+    """The HTML text of a report (escaped throughout)."""
+    rendered = [
+        {
+            "title": s.title,
+            "paragraphs": list(s.paragraphs),
+            "tables": [
+                {"header": list(t.header), "rows": [[_cell(c) for c in r] for r in t.rows], "caption": t.caption}
+                for t in s.tables
+            ],
+            "images": [_Image(figure_png_base64(f), _figure_caption(f)) for f in s.figures],
+            "preformatted": list(s.preformatted),
+        }
+        for s in sections
+    ]
+    generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return _template().render(title=title, sections=rendered, generated=generated)
+
+
+def write_report(path: Path, title: str, sections: Sequence[Section]) -> Path:
+    """Render the report and write it atomically."""
+    return atomic_write_text(Path(path), render_report(title, sections))
+
+
+def atomic_write_text(path: Path, text: str) -> Path:
+    """Write via a temporary file in the same directory and a rename, so readers never see half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path

@@ -1,0 +1,100 @@
+"""Ready-made report sections for the suite and the strategy analysis, shared by the CLIs and the main job."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from auditrl.analysis.strategies import StrategyClusters
+from auditrl.evaluate.suite import METRIC_TITLES, METRICS, PaperReference, SuiteResult
+from auditrl.report.html import Section, TableBlock
+from auditrl.report.plots import metric_bars, strategy_distribution_bars
+
+_ALL = (*METRICS, "composite")
+
+
+def suite_section(
+    results: Sequence[SuiteResult], reference: PaperReference | None = None, title: str = "Evaluation suite"
+) -> Section:
+    """Table of our results with CIs (plus the paper's rows, labelled as not reproduced) and a CI bar chart."""
+    rows: list[list[str | int | float | None]] = []
+    for r in results:
+        rows.append([r.label or "-", *[str(e) if (e := r.metric(m)) is not None else "-" for m in _ALL], r.transcripts])
+    if reference is not None:
+        for row in reference.rows:
+            rows.append([f"paper, not reproduced here: {row.label}", *[row.cell(m) for m in _ALL], ""])
+    table = TableBlock(
+        header=["Auditor", *[METRIC_TITLES[m] for m in _ALL], "n"],
+        rows=rows,
+        caption="mean [95% CI] over evaluation units; 0-100, higher is better."
+        + (f" Paper rows: {reference.source}." if reference is not None else ""),
+    )
+    paragraphs = [
+        "Audit quality is the mean of the judge's six dimensions on planted held-out targets; FP calibration "
+        "is 100 minus the false-positive rate on benign targets; production discovery averages the "
+        "concerning score (mapped to 0-100) and its yields at 4 and 7; realism is the share of pairs where "
+        "the judge took the audit for the real conversation; the composite is the unweighted mean of the "
+        "metrics available. A dash means no transcript carried that verdict.",
+    ]
+    abstained = {r.label: sum(m.failed for n in METRICS if (m := getattr(r, n)) is not None) for r in results}
+    if any(abstained.values()):
+        paragraphs.append(
+            "Judge abstentions (left out of the means, not scored as zero): "
+            + ", ".join(f"{k}: {v}" for k, v in abstained.items() if v)
+            + "."
+        )
+    figure = metric_bars({r.label or "-": r.estimates() for r in results}, metrics=list(_ALL), labels=METRIC_TITLES)
+    return Section(title=title, paragraphs=paragraphs, tables=[table], figures=[figure])
+
+
+def strategy_section(
+    clusters: StrategyClusters,
+    groups: Sequence[str],
+    title: str = "Auditor strategies",
+    max_clusters: int = 30,
+    max_chars: int = 300,
+) -> Section:
+    """Category and archetype shares per group (stacked bars and table) and the largest named clusters."""
+    cat_dist = clusters.distribution(groups, "category")
+    arch_dist = clusters.distribution(groups, "archetype")
+    cat_names = clusters.label_names("category")
+    arch_names = clusters.label_names("archetype")
+    group_names = list(cat_dist)
+    cat_table = TableBlock(
+        header=["Category", *group_names],
+        rows=[[name, *[f"{100 * cat_dist[g][key]:.0f}%" for g in group_names]] for key, name in cat_names.items()],
+        caption="Share of transcripts per strategy category (archetypes from the frozen codebook).",
+    )
+    arch_table = TableBlock(
+        header=["Archetype", "Category", *group_names],
+        rows=[
+            [name, clusters.codebook.category_of(key).name, *[f"{100 * arch_dist[g][key]:.0f}%" for g in group_names]]
+            for key, name in arch_names.items()
+        ],
+        caption="Share of transcripts per archetype.",
+    )
+    top = sorted(clusters.clusters, key=lambda c: -c.size)[:max_clusters]
+    cluster_table = TableBlock(
+        header=["Cluster", "Size", "Contrastive name", "Archetype", "Representative summary"],
+        rows=[
+            [
+                c.id,
+                c.size,
+                c.name,
+                arch_names[c.archetype],
+                c.representative_text if len(c.representative_text) <= max_chars else c.representative_text[: max_chars - 3] + "...",
+            ]
+            for c in top
+        ],
+        caption=f"Largest of {len(clusters.clusters)} clusters (k={clusters.k}, {clusters.embedder} embeddings); "
+        "names are the terms that best separate up to 50 members from the 50 nearest non-members.",
+    )
+    figure = strategy_distribution_bars(
+        {g: {cat_names[k]: v for k, v in d.items()} for g, d in cat_dist.items()},
+        order=list(cat_names.values()),
+        title="Strategy categories per group",
+    )
+    paragraphs = [
+        f"{len(groups)} strategy-only summaries were clustered and classified against the frozen codebook of "
+        f"{len(clusters.codebook.archetypes)} archetypes in {len(clusters.codebook.categories)} categories."
+    ]
+    return Section(title=title, paragraphs=paragraphs, tables=[cat_table, arch_table, cluster_table], figures=[figure])

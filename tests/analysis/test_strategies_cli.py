@@ -1,0 +1,38 @@
+import json
+from pathlib import Path
+
+import typer
+from strategy_fixtures import strategy_transcripts
+from typer.testing import CliRunner
+
+from auditrl.analysis.cli import strategies
+
+app = typer.Typer()
+app.command()(strategies)
+
+
+def test_strategies_command_tables_json_and_html(tmp_path: Path) -> None:
+    transcripts, _ = strategy_transcripts(6)
+    for i, t in enumerate(transcripts):
+        t.auditor_model = "auditor/<x>" if i % 2 else "auditor/y"
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "transcripts.jsonl").write_text("".join(t.model_dump_json() + "\n" for t in transcripts))
+    html, js = tmp_path / "s.html", tmp_path / "s.json"
+    args = [str(run), "--embedder", "tfidf", "--k", "3", "--html", str(html), "--json", str(js)]
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    assert "Strategy clusters" in result.output and "Controlled systematic experiments" in result.output
+    assert "auditor/<x>" in result.output
+    data = json.loads(js.read_text())
+    assert len(data["labels"]) == 18 and data["k"] == 3
+    page = html.read_text()
+    assert "auditor/&lt;x&gt;" in page and page.count("data:image/png;base64,") == 1
+
+
+def test_strategies_command_needs_two_transcripts(tmp_path: Path) -> None:
+    transcripts, _ = strategy_transcripts(1)
+    path = tmp_path / "one.jsonl"
+    path.write_text(transcripts[0].model_dump_json() + "\n")
+    result = CliRunner().invoke(app, [str(path), "--embedder", "tfidf"])
+    assert result.exit_code == 2 and "at least 2 transcripts" in result.output

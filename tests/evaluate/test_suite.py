@@ -1,0 +1,110 @@
+import json
+from collections.abc import Callable
+import math
+from io import StringIO
+
+import pytest
+from rich.console import Console
+
+from auditrl.evaluate.suite import (
+    SuiteDataError,
+    SuiteResult,
+    compute_suite,
+    load_paper_reference,
+    suite_table,
+    transcript_unit,
+)
+from auditrl.scaffold.transcript import Transcript
+
+
+def test_metrics_by_seed_unit(suite_transcripts: list[Transcript]) -> None:
+    r = compute_suite(suite_transcripts, label="a")
+    assert r.audit_quality is not None and r.false_positive is not None
+    assert r.production is not None and r.realism is not None and r.composite is not None
+    assert math.isclose(r.audit_quality.estimate.mean, (70.0 + 40.0) / 2)  # rollouts averaged within a seed
+    assert r.audit_quality.estimate.n == 2 and r.audit_quality.transcripts == 4
+    assert math.isclose(r.false_positive.estimate.mean, 75.0)
+    assert math.isclose(r.production.estimate.mean, (0.0 + 400 / 9 + 800 / 9 + 100.0) / 4)
+    comps = r.production.components
+    assert math.isclose(comps["concerning_mean_1_10"].mean, 5.5)
+    assert math.isclose(comps["yield_at_4"].mean, 75.0) and math.isclose(comps["yield_at_7"].mean, 50.0)
+    assert math.isclose(r.realism.estimate.mean, 25.0)
+    expected = (55.0 + 75.0 + r.production.estimate.mean + 25.0) / 4
+    assert math.isclose(r.composite.mean, expected)
+    assert r.composite.lo <= r.composite.mean <= r.composite.hi
+    assert math.isclose(r.false_positive.components["false_positive_rate"].mean, 25.0)
+    assert set(r.audit_quality.components) == {"coherence", "depth", "evidence", "style", "exhibited", "identified"}
+
+
+def test_transcript_unit_weights_every_rollout(suite_transcripts: list[Transcript]) -> None:
+    r = compute_suite(suite_transcripts, unit=transcript_unit, unit_name="transcript")
+    assert r.audit_quality is not None and math.isclose(r.audit_quality.estimate.mean, 62.5)
+
+
+def test_abstentions_are_counted_not_zeroed_and_errors_excluded(make: Callable[..., Transcript]) -> None:
+    ts = [
+        make("b", "s1", audit_quality={"coherence": 80.0, "depth": 60.0}),
+        make("b", "s2", audit_quality=None),
+        make("b", "s3", audit_quality={"coherence": None, "depth": 10.0}),
+        make(None, "s1", false_positive=None),
+    ]
+    broken = make("b", "s4", audit_quality={"coherence": 0.0})
+    broken.status = "error"
+    r = compute_suite([*ts, broken])
+    assert r.audit_quality is not None
+    assert r.audit_quality.estimate.mean == 70.0 and r.audit_quality.failed == 2
+    assert r.false_positive is None  # only an abstention: the metric is absent, not 0
+    assert r.errored == 1 and r.transcripts == 5
+    assert r.composite is not None and r.composite.mean == 70.0
+
+
+def test_composite_uses_only_available_metrics(make: Callable[..., Transcript]) -> None:
+    r = compute_suite([make(None, "s", false_positive=False), make(None, "s2", false_positive=True)])
+    assert r.audit_quality is None and r.production is None and r.realism is None
+    assert r.composite is not None and r.composite.mean == 50.0
+
+
+@pytest.mark.parametrize(
+    ("scores", "key"),
+    [
+        ({"audit_quality": {"depth": 140.0}}, "audit_quality.depth"),
+        ({"audit_quality": [1, 2]}, "audit_quality"),
+        ({"realism_pick_audit": "yes"}, "realism_pick_audit"),
+    ],
+)
+def test_bad_verdicts_name_transcript_and_key(make: Callable[..., Transcript], scores: dict, key: str) -> None:
+    t = make("b", "s", **scores)
+    with pytest.raises(SuiteDataError, match=key) as err:
+        compute_suite([t])
+    assert t.id in str(err.value)
+
+
+def test_benign_verdict_keys_ignored_on_wrong_target_kind(make: Callable[..., Transcript]) -> None:
+    r = compute_suite([make(None, "s", audit_quality={"depth": 50.0}), make("b", "s", false_positive=True)])
+    assert r.audit_quality is None and r.false_positive is None and r.composite is None
+
+
+def test_json_round_trip_and_table(suite_transcripts: list[Transcript]) -> None:
+    r = compute_suite(suite_transcripts, label="auditor/a")
+    back = SuiteResult.from_json(r.to_json())
+    assert back == r
+    back.label = "auditor/[bold]b"  # labels are data, not rich markup
+    assert json.loads(r.to_json())["label"] == "auditor/a"
+    buf = StringIO()
+    Console(file=buf, width=250).print(suite_table([r, back], load_paper_reference()))
+    text = buf.getvalue()
+    assert "Audit quality" in text and "auditor/a" in text and "auditor/[bold]b" in text
+    assert "paper, not reproduced here: Opus 4.6" in text and "68.0 ± 3.8" in text
+
+
+def test_paper_reference_rows() -> None:
+    ref = load_paper_reference()
+    assert "not reproduced" in ref.source
+    rows = {r.label: r for r in ref.rows}
+    trained = rows["Haiku 4.5 trained: reference pairwise, 4/8 benign, epoch 3"]
+    assert (trained.audit_quality, trained.false_positive, trained.production, trained.realism, trained.composite) == (
+        72.7, 99.6, 8.5, 14.0, 48.7,
+    )
+    assert len(ref.rows) == 4
+    for r in ref.rows:  # the published composites are the unweighted means of the four metrics
+        assert abs((r.audit_quality + r.false_positive + r.production + r.realism) / 4 - r.composite) < 0.15
