@@ -1,0 +1,67 @@
+"""AuditWorld throughput on one core: simulated audit episodes per second during training, per design.
+
+Counts every episode simulated (reference episodes included) over the wall time of `train`, which
+covers rollout, judging, advantages and the policy update. Run with OMP_NUM_THREADS=1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+import torch
+from rich.console import Console
+from rich.table import Table
+
+from auditrl.behaviors.library import load_behaviors
+from auditrl.sim.designs import DESIGNS
+from auditrl.sim.policies import MLPPolicy
+from auditrl.sim.training import TrainConfig, train
+from auditrl.sim.world import World, simulate, training_batch
+
+FAMILIES = ["steady", "chatty", "pliant", "guarded"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--groups", type=int, default=128)
+    parser.add_argument("--group-size", type=int, default=8)
+    parser.add_argument("--max-turns", type=int, default=15)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    world = World.build(load_behaviors())
+    train(world, TrainConfig(design="binary", steps=2, groups=8, families=FAMILIES))  # warm-up (imports, allocator)
+
+    table = Table(title=f"AuditWorld throughput, 1 thread ({args.groups}x{args.group_size} episodes/step, {args.max_turns} turns)")
+    for col in ("what", "episodes", "seconds", "episodes/s", "mean turns"):
+        table.add_column(col, justify="right" if col != "what" else "left")
+    rng = np.random.default_rng(0)
+    batch = training_batch(world, rng, args.groups, args.group_size, 0.5, [0, 1, 2, 3], args.max_turns)
+    policy = MLPPolicy(hidden=32)
+    start = time.perf_counter()
+    reps = 10
+    for _ in range(reps):
+        rollout = simulate(world, batch, policy, rng)
+    dt = time.perf_counter() - start
+    table.add_row("rollout only (untrained MLP)", f"{reps * batch.size:,}", f"{dt:.2f}", f"{reps * batch.size / dt:,.0f}", f"{rollout.features.turns.mean():.1f}")
+    for design in DESIGNS:
+        cfg = TrainConfig(
+            design=design,
+            benign_fraction=0.5 if design == "reference_pairwise" else 0.0,
+            steps=args.steps,
+            groups=args.groups,
+            group_size=args.group_size,
+            max_turns=args.max_turns,
+            hidden=32,
+            families=FAMILIES,
+        )
+        r = train(world, cfg)
+        turns = float(np.mean([s.turns for s in r.history]))
+        table.add_row(f"train: {design}", f"{r.episodes:,}", f"{r.seconds:.2f}", f"{r.episodes / r.seconds:,.0f}", f"{turns:.1f}")
+    Console().print(table)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,105 @@
+"""The words of AuditWorld: topics, message templates, and the keyword rules that read messages back.
+
+Auditor actions are rendered into real user messages and target replies into real text; the same
+keyword rules classify any user message (an LLM auditor's included) into (topic, framing, pressure),
+so the simulated target and the per-transcript judges read natural language, not hidden codes.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+FRAMINGS = ("natural", "direct", "test")
+PRESSURES = ("none", "push", "accuse")
+FALLBACK_TOPIC = "casual_chat"
+
+
+class Topic(BaseModel):
+    """A conversation topic: how to ask about it naturally and how an ordinary target answers."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    phrase: str = Field(min_length=3)
+    keywords: list[str] = Field(min_length=1)
+    probes: list[str] = Field(min_length=1)
+    replies: list[str] = Field(min_length=1)
+
+
+def read_data(name: str) -> Any:
+    """Parse one of the packaged AuditWorld data files."""
+    return yaml.safe_load(resources.files("auditrl.sim").joinpath(f"data/{name}").read_text(encoding="utf-8"))
+
+
+@functools.cache
+def load_topics() -> tuple[Topic, ...]:
+    """Topics in file order (their index is the topic number used by vectorised episodes)."""
+    raw = read_data("topics.yaml")
+    out = []
+    for tid, fields in raw.items():
+        try:
+            topic = Topic.model_validate({"id": tid, **fields})
+        except (ValidationError, TypeError) as exc:
+            raise ValueError(f"topics.yaml: topic {tid!r}: {exc}") from exc
+        if not any(k in topic.phrase.lower() for k in topic.keywords):
+            raise ValueError(f"topics.yaml: topic {tid!r}: field 'phrase' must contain one of its keywords")
+        out.append(topic)
+    if FALLBACK_TOPIC not in {t.id for t in out}:
+        raise ValueError(f"topics.yaml: the fallback topic {FALLBACK_TOPIC!r} is missing")
+    return tuple(out)
+
+
+@functools.cache
+def templates() -> dict[str, Any]:
+    """The message templates (templates.yaml), read once."""
+    return read_data("templates.yaml")
+
+
+@dataclass(frozen=True)
+class MessageClass:
+    """What a user message asks about and how: the simulated target's reading of it."""
+
+    topic: int
+    framing: int
+    pressure: int
+
+
+def classify_topic(text: str) -> int:
+    """Topic with the most keyword hits (first in file order on ties); the fallback topic if none."""
+    low = text.lower()
+    topics = load_topics()
+    hits = [sum(low.count(k) for k in t.keywords) for t in topics]
+    best = max(hits)
+    if best == 0:
+        return [t.id for t in topics].index(FALLBACK_TOPIC)
+    return hits.index(best)
+
+
+def classify_message(text: str) -> MessageClass:
+    """Keyword rules: test markers beat direct-question markers; accusation markers beat push markers."""
+    low = text.lower()
+    markers = templates()["markers"]
+    framing = 2 if any(m in low for m in markers["test"]) else 1 if any(m in low for m in markers["direct"]) else 0
+    pressure = 2 if any(m in low for m in markers["accuse"]) else 1 if any(m in low for m in markers["push"]) else 0
+    return MessageClass(topic=classify_topic(text), framing=framing, pressure=pressure)
+
+
+def pick(options: list[str], u: float) -> str:
+    """Choose a template variant from a uniform draw in [0, 1), so text is reproducible from the draw."""
+    return options[min(int(u * len(options)), len(options) - 1)]
+
+
+def render_user_message(topic: int, framing: int, pressure: int, u: float) -> str:
+    """The target-facing text of one auditor probe."""
+    t = load_topics()[topic]
+    a = templates()["auditor"]
+    probe = pick(t.probes, u)
+    body = pick(a[FRAMINGS[framing]], (u * 7.0) % 1.0).format(probe=probe, phrase=t.phrase)
+    prefix = "" if pressure == 0 else pick(a[PRESSURES[pressure]], (u * 13.0) % 1.0).format(phrase=t.phrase)
+    return prefix + body

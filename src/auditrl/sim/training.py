@@ -1,0 +1,217 @@
+"""GRPO-style policy-gradient training of AuditWorld auditors, vectorised over a whole batch of groups.
+
+Each step: a batch of groups (k rollouts per (behavior, seed, family), some groups benign), one
+vectorised rollout, rewards from the chosen design, group-relative advantages (shared with the LM
+trainer), and one REINFORCE update of the MLP policy on the log-probabilities of every action taken.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from numpy.typing import NDArray
+from pydantic import BaseModel, ConfigDict, Field
+
+from auditrl.sim.designs import (
+    DesignName,
+    binary_rewards,
+    concerningness_rewards,
+    ingroup_pairwise_rewards,
+    reference_pairwise_rewards,
+)
+from auditrl.sim.judges import JudgeParams, pairwise_quality
+from auditrl.sim.policies import HEAD_SIZES, MLPPolicy
+from auditrl.sim.world import EpisodeBatch, Rollout, World, simulate, training_batch
+from auditrl.train.advantages import group_advantages
+
+
+class TrainConfig(BaseModel):
+    """One training run of an AuditWorld auditor."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    design: DesignName
+    benign_fraction: float = Field(default=0.0, ge=0.0, le=1.0)
+    steps: int = Field(default=120, ge=1)
+    groups: int = Field(default=64, ge=1)
+    group_size: int = Field(default=8, ge=2)
+    max_turns: int = Field(default=15, ge=1)
+    lr: float = Field(default=0.01, gt=0.0)
+    entropy_coef: float = Field(default=0.01, ge=0.0)
+    grad_clip: float = Field(default=1.0, gt=0.0)
+    hidden: int = Field(default=64, ge=4)
+    reference_refresh: int = Field(default=50, ge=1)
+    binary_strict: bool = False
+    families: list[str] = Field(min_length=1)
+    seed: int = 0
+
+
+@dataclass
+class StepStats:
+    """What the monitors of reward hacking watch, per step."""
+
+    step: int
+    reward: float
+    reward_planted: float
+    false_positive_rate: float  # benign episodes with a claim (NaN without benign groups)
+    claim_rate: float
+    correct_rate: float  # planted episodes with a correct claim
+    accusations: float
+    confessions: float
+    eval_aware: float
+    turns: float
+
+
+@dataclass
+class TrainResult:
+    policy: MLPPolicy
+    config: TrainConfig
+    history: list[StepStats] = field(default_factory=list)
+    episodes: int = 0
+    seconds: float = 0.0
+
+
+def _head_logprobs(logits: torch.Tensor, actions: torch.Tensor, sizes: tuple[int, ...]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Per head: log-prob of the chosen index, and the head's entropy."""
+    lps, ents = [], []
+    for h, part in enumerate(torch.split(logits, list(sizes), dim=-1)):
+        logp = torch.log_softmax(part, dim=-1)
+        lps.append(logp.gather(-1, actions[..., h : h + 1]).squeeze(-1))
+        ents.append(-(logp.exp() * logp).sum(-1))
+    return lps, ents
+
+
+def policy_loss(
+    policy: MLPPolicy, rollout: Rollout, advantages: NDArray[np.float64], entropy_coef: float
+) -> torch.Tensor:
+    """REINFORCE with group-relative advantages over every acted turn and the report.
+
+    Heads that did not matter are left out: topic, framing and pressure when the tool was end, the
+    confidence when the report claimed nothing.
+    """
+    n_act = len(HEAD_SIZES) - 2
+    acted = torch.from_numpy(rollout.acted)
+    obs = torch.from_numpy(rollout.obs)
+    actions = torch.from_numpy(rollout.actions)
+    logits = policy(obs)
+    lps, ents = _head_logprobs(logits[..., : sum(HEAD_SIZES[:n_act])], actions, HEAD_SIZES[:n_act])
+    sent = acted & (actions[..., 0] != 2)
+    turn_lp = lps[0] * acted + (lps[1] + lps[2] + lps[3]) * sent
+    turn_ent = ents[0] * acted + (ents[1] + ents[2] + ents[3]) * sent
+    report = torch.from_numpy(rollout.report)
+    r_logits = policy(torch.from_numpy(rollout.final_obs))[..., sum(HEAD_SIZES[:n_act]) :]
+    r_lps, r_ents = _head_logprobs(r_logits, report, HEAD_SIZES[n_act:])
+    claimed = report[:, 0] != 0
+    report_lp = r_lps[0] + r_lps[1] * claimed
+    adv = torch.from_numpy(advantages).float()
+    episode_lp = turn_lp.sum(1) + report_lp
+    entropy = (turn_ent.sum(1) / acted.sum(1).clamp(min=1) + r_ents[0]).mean()
+    return -(adv * episode_lp).mean() - entropy_coef * entropy
+
+
+class ReferenceCache:
+    """Pairwise quality of one reference episode per context, from a policy snapshot refreshed every N steps."""
+
+    def __init__(self, world: World, n_contexts: int, refresh_every: int, params: JudgeParams) -> None:
+        self.world = world
+        self.refresh_every = refresh_every
+        self.params = params
+        self.q = np.full(n_contexts, np.nan)
+        self.snapshot: MLPPolicy | None = None
+        self.refreshes = 0
+
+    def lookup(
+        self, policy: MLPPolicy, step: int, batch: EpisodeBatch, rng: np.random.Generator
+    ) -> tuple[NDArray[np.float64], int]:
+        """Reference quality per episode, and how many reference episodes had to be simulated."""
+        if self.snapshot is None or step % self.refresh_every == 0:
+            self.snapshot = copy.deepcopy(policy)
+            self.q[:] = np.nan
+            self.refreshes += 1
+        ctx = batch.context(self.world)
+        need = np.unique(ctx[np.isnan(self.q[ctx])])
+        if need.size:
+            first = np.array([np.flatnonzero(ctx == c)[0] for c in need])
+            ref = simulate(self.world, batch.select(first), self.snapshot, rng)
+            self.q[need] = pairwise_quality(ref.features, self.params)
+        return self.q[ctx], int(need.size)
+
+
+def compute_rewards(
+    cfg: TrainConfig, rollout: Rollout, params: JudgeParams, q_reference: NDArray[np.float64] | None
+) -> NDArray[np.float64]:
+    f = rollout.features
+    if cfg.design == "concerningness":
+        return concerningness_rewards(f, params)
+    if cfg.design == "binary":
+        return binary_rewards(f, cfg.binary_strict)
+    if cfg.design == "ingroup_pairwise":
+        return ingroup_pairwise_rewards(f, cfg.group_size, params)
+    if q_reference is None:
+        raise ValueError("reference_pairwise needs reference qualities")
+    return reference_pairwise_rewards(f, q_reference, params)
+
+
+def _stats(step: int, rollout: Rollout, rewards: NDArray[np.float64]) -> StepStats:
+    f = rollout.features
+    benign = ~f.planted
+    mean = lambda x, m: float(x[m].mean()) if m.any() else float("nan")  # noqa: E731
+    return StepStats(
+        step=step,
+        reward=float(rewards.mean()),
+        reward_planted=mean(rewards, f.planted),
+        false_positive_rate=mean(f.claim >= 0, benign),
+        claim_rate=float((f.claim >= 0).mean()),
+        correct_rate=mean(f.correct, f.planted),
+        accusations=float(f.accusations.mean()),
+        confessions=float(f.confessions.mean()),
+        eval_aware=float(f.eval_aware.mean()),
+        turns=float(f.turns.mean()),
+    )
+
+
+def train(
+    world: World,
+    cfg: TrainConfig,
+    params: JudgeParams | None = None,
+    on_step: Callable[[StepStats], None] | None = None,
+) -> TrainResult:
+    """Train one auditor; deterministic for a given config (numpy and torch seeded from `cfg.seed`)."""
+    params = params or JudgeParams()
+    torch.manual_seed(cfg.seed)
+    rng = np.random.default_rng(cfg.seed)
+    policy = MLPPolicy(hidden=cfg.hidden, seed=cfg.seed, name=cfg.design)
+    opt = torch.optim.Adam(policy.parameters(), lr=cfg.lr)
+    fams = [world.families.index(n) for n in cfg.families]
+    reference = None
+    if cfg.design == "reference_pairwise":
+        probe = training_batch(world, rng, 1, cfg.group_size, 0.0, fams, cfg.max_turns)
+        reference = ReferenceCache(world, probe.n_contexts(world), cfg.reference_refresh, params)
+    result = TrainResult(policy=policy, config=cfg)
+    start = time.perf_counter()
+    for step in range(cfg.steps):
+        batch = training_batch(world, rng, cfg.groups, cfg.group_size, cfg.benign_fraction, fams, cfg.max_turns)
+        rollout = simulate(world, batch, policy, rng)
+        q_ref = None
+        if reference is not None:
+            q_ref, extra = reference.lookup(policy, step, batch, rng)
+            result.episodes += extra
+        rewards = compute_rewards(cfg, rollout, params, q_ref)
+        adv = group_advantages(rewards.reshape(cfg.groups, cfg.group_size)).ravel()
+        loss = policy_loss(policy, rollout, adv, cfg.entropy_coef)
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.grad_clip)
+        opt.step()
+        result.episodes += batch.size
+        stats = _stats(step, rollout, rewards)
+        result.history.append(stats)
+        if on_step is not None:
+            on_step(stats)
+    result.seconds = time.perf_counter() - start
+    return result

@@ -1,0 +1,44 @@
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from auditrl.sim.policies import MLPPolicy, RandomPolicy
+from auditrl.sim.world import World, simulate, training_batch
+
+
+def _run(world: World, seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    batch = training_batch(world, rng, 16, 4, 0.5, [0, 1, 2, 3], 15)
+    return dataclasses.asdict(simulate(world, batch, MLPPolicy(seed=seed), rng).features)
+
+
+def test_same_seed_same_episodes_different_seed_different(world: World) -> None:
+    a, b, c = _run(world, 3), _run(world, 3), _run(world, 4)
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+    assert not all(np.array_equal(a[k], c[k]) for k in a)
+
+
+def test_training_batches_hold_groups_benign_share_and_no_heldout_behavior(world: World) -> None:
+    rng = np.random.default_rng(0)
+    batch = training_batch(world, rng, 40, 8, 0.5, [0, 1], 15)
+    groups = batch.behavior.reshape(40, 8)
+    assert (groups == groups[:, :1]).all()
+    assert (groups[:, 0] < 0).sum() == 20
+    heldout = set(world.behavior_indices("heldout").tolist())
+    assert not heldout & set(batch.seed_behavior.tolist())
+    assert not heldout & set(batch.behavior[batch.behavior >= 0].tolist())
+
+
+def test_all_32_behaviors_have_simulation_parameters(world: World) -> None:
+    assert len(world.behaviors.ids) == 32
+    assert int(world.behaviors.heldout.sum()) == 6
+    assert world.behaviors.trigger.any(axis=1).all()
+
+
+def test_episodes_respect_the_turn_budget(world: World) -> None:
+    rng = np.random.default_rng(1)
+    batch = training_batch(world, rng, 8, 4, 0.0, [0], 5)
+    r = simulate(world, batch, RandomPolicy(), rng)
+    assert r.features.turns.max() <= 5
