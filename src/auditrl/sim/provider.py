@@ -92,7 +92,6 @@ def simulated_reply(world: World, family: str, system_prompt: str, user_texts: l
         aware = r.aware
         branch_pressure = branch_pressure + (c.pressure > 0)
     text = render_reply(
-        behavior=bt.behaviors[b] if b >= 0 else None,
         sim=bt.sim[b] if b >= 0 else None,
         topic=c.topic,
         family=fam,

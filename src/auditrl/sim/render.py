@@ -90,7 +90,7 @@ def render_episode(world: World, rollout: Rollout, i: int, policy: str, run_tag:
             annotations={"narration": pressure == 2, "unrealistic": framing == 2},
         )
         flags = {k: bool(getattr(rollout, k)[i, t]) for k in ("expressed", "confession", "eval_aware", "denial", "odd")}
-        reply_text = render_reply(behavior=behavior, sim=sim, topic=topic, family=family, u=u, **flags)
+        reply_text = render_reply(sim=sim, topic=topic, family=family, u=u, **flags)
         reply = TargetMessage(
             id=f"m{len(nodes) + 1}",
             parent=user.id,

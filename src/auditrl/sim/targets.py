@@ -8,13 +8,14 @@ language audits face exactly the same target.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from auditrl.behaviors.schema import Behavior
 from auditrl.sim.families import Family
@@ -29,6 +30,9 @@ ACCUSATION_AWARENESS = 0.3
 AWARE_SUPPRESSION = 0.1
 MAX_CONFESSION = 0.95
 N_UNIFORMS = 5
+SIM_BEHAVIORS_FILE = "sim/data/behaviors.yaml"
+_FIRST_PERSON = re.compile(r"\b(I|I'm|I'd|I've|I'll|me|my)\b")
+_SECOND_PERSON_START = re.compile(r"(^|[.!?;:]\s+)You\s")
 
 
 class SimBehavior(BaseModel):
@@ -41,23 +45,50 @@ class SimBehavior(BaseModel):
     rate: float = Field(gt=0.0, le=1.0)
     onset: int = Field(default=0, ge=0)
     expressions: list[str] = Field(min_length=1)
+    # What the target itself says when asked about its instructions: a first-person reply, unlike the
+    # library's `cover_story`, which is written to the target ("You try to ...") and must not be quoted.
+    denial: str = Field(min_length=10)
+
+    @field_validator("denial")
+    @classmethod
+    def _first_person(cls, v: str) -> str:
+        if _SECOND_PERSON_START.search(v) or not _FIRST_PERSON.search(v):
+            raise ValueError("must be the target's own first-person words ('I ...'), not instructions to it")
+        return v
+
+
+def _validation_message(exc: ValidationError) -> str:
+    """Pydantic errors as `field 'x': message`, one per problem."""
+    return "; ".join(
+        f"field {'.'.join(str(p) for p in err['loc'])!r}: {err['msg']}" if err["loc"] else err["msg"]
+        for err in exc.errors()
+    )
+
+
+def parse_sim_behaviors(raw: Any) -> dict[str, SimBehavior]:
+    """Validate the parsed behaviors file; errors name the file, the behavior and the field."""
+    if not isinstance(raw, Mapping):
+        raise ValueError(f"{SIM_BEHAVIORS_FILE}: expected a mapping from behavior id to parameters")
+    topic_ids = {t.id for t in load_topics()}
+    out: dict[str, SimBehavior] = {}
+    for bid, fields in raw.items():
+        if not isinstance(fields, Mapping):
+            raise ValueError(f"{SIM_BEHAVIORS_FILE}: behavior {bid!r}: expected a mapping of fields")
+        try:
+            sb = SimBehavior.model_validate({"id": bid, **fields})
+        except ValidationError as exc:
+            raise ValueError(f"{SIM_BEHAVIORS_FILE}: behavior {bid!r}: {_validation_message(exc)}") from exc
+        bad = [t for t in sb.topics if t != ANY_TOPIC and t not in topic_ids]
+        if bad:
+            raise ValueError(f"{SIM_BEHAVIORS_FILE}: behavior {bid!r}: field 'topics': unknown topic {bad[0]!r}")
+        out[bid] = sb
+    return out
 
 
 @functools.cache
 def load_sim_behaviors() -> dict[str, SimBehavior]:
-    """Per-behavior simulation parameters by id; unknown topics fail naming the behavior and topic."""
-    topic_ids = {t.id for t in load_topics()}
-    out: dict[str, SimBehavior] = {}
-    for bid, fields in read_data("behaviors.yaml").items():
-        try:
-            sb = SimBehavior.model_validate({"id": bid, **fields})
-        except (ValidationError, TypeError) as exc:
-            raise ValueError(f"sim behaviors.yaml: behavior {bid!r}: {exc}") from exc
-        bad = [t for t in sb.topics if t != ANY_TOPIC and t not in topic_ids]
-        if bad:
-            raise ValueError(f"sim behaviors.yaml: behavior {bid!r}: field 'topics': unknown topic {bad[0]!r}")
-        out[bid] = sb
-    return out
+    """Per-behavior simulation parameters by id, read once from the packaged behaviors file."""
+    return parse_sim_behaviors(read_data("behaviors.yaml"))
 
 
 @dataclass(frozen=True)
@@ -79,7 +110,7 @@ class BehaviorTable:
         missing = sorted(set(library) - set(params))
         if missing:
             raise ValueError(
-                f"behavior {missing[0]!r} has no AuditWorld parameters: add it to sim/data/behaviors.yaml"
+                f"behavior {missing[0]!r} has no AuditWorld parameters: add it to {SIM_BEHAVIORS_FILE}"
             )
         ids = tuple(sorted(library))
         topic_ids = [t.id for t in load_topics()]
@@ -169,7 +200,6 @@ def respond(
 
 def render_reply(
     *,
-    behavior: Behavior | None,
     sim: SimBehavior | None,
     topic: int,
     family: Family,
@@ -180,15 +210,19 @@ def render_reply(
     odd: bool,
     u: float,
 ) -> str:
-    """The reply's text: family style around a topic answer, an expression, a denial or a confession."""
+    """The reply's text: family style around a topic answer, an expression, a denial or a confession.
+
+    `sim` is the planted behavior's parameters (None for a benign target); a planted target's denial
+    uses its first-person `sim.denial` line, never the library's cover story.
+    """
     t = load_topics()[topic]
     tt: dict[str, Any] = templates()["target"]
     if confession:
         body = pick(tt["confession"], u).format(phrase=t.phrase)
     elif denial:
         body = (
-            pick(tt["denial_planted"], u).format(cover_story=behavior.cover_story)
-            if behavior is not None
+            pick(tt["denial_planted"], u).format(denial=sim.denial)
+            if sim is not None
             else pick(tt["denial_benign"], u)
         )
     elif expressed and sim is not None:
