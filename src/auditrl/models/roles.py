@@ -1,0 +1,103 @@
+"""Resolve a role (auditor, target, judge, realism) from a model spec string to an inspect-ai `Model`.
+
+Every model goes through inspect-ai's model API, so any provider it supports works (`openai/...`,
+`anthropic/...`, `google/...`, `vllm/...`, `ollama/...`, `openai-api/<name>/<model>`), next to the
+in-process providers registered by this package (`local/...`, `scripted/...`, `sim/...`). API keys are
+read from the environment by inspect-ai (OPENAI_API_KEY, ANTHROPIC_API_KEY, ...); this module never
+accepts, logs or stores them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from inspect_ai._util.registry import registry_find, registry_unqualified_name
+from inspect_ai.model import GenerateConfig, Model, get_model
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+import auditrl.models._registry  # noqa: F401  (registers local/, scripted/, sim/ without the entry point)
+
+ToolProtocol = Literal["native", "text"]
+RoleName = Literal["auditor", "target", "judge", "realism"]
+
+TEXT_PROTOCOL_PROVIDERS = frozenset({"local", "scripted", "sim"})
+"""In-process providers without native tool calling: their tool calls are written as text."""
+
+SECRET_ARGS = frozenset({"api_key", "apikey", "token", "secret", "password"})
+
+
+class UnknownModelError(ValueError):
+    """A model spec whose provider inspect-ai does not know (or that is not `<provider>/<model>`)."""
+
+
+def supported_providers() -> list[str]:
+    """Names of every provider registered with inspect-ai (built-in and from extension packages)."""
+    found = registry_find(lambda info: info.type == "modelapi")
+    return sorted({registry_unqualified_name(api) for api in found})
+
+
+def provider_of(spec: str) -> str:
+    """The provider prefix of `spec`; raises UnknownModelError when the spec has none."""
+    provider, sep, model = spec.partition("/")
+    if not sep or not provider or not model:
+        raise UnknownModelError(
+            f"model spec {spec!r} must look like <provider>/<model> (e.g. local/smollm2, openai/gpt-4o); "
+            f"supported providers: {', '.join(supported_providers())}"
+        )
+    return provider
+
+
+def _check_args(spec: str, model_args: dict[str, Any]) -> None:
+    secrets = sorted(SECRET_ARGS.intersection(k.lower() for k in model_args))
+    if secrets:
+        raise ValueError(
+            f"model args for {spec!r} may not carry credentials ({', '.join(secrets)}): set the provider's "
+            "environment variable instead (e.g. OPENAI_API_KEY, ANTHROPIC_API_KEY)"
+        )
+
+
+def resolve_model(spec: str, config: GenerateConfig | None = None, **model_args: Any) -> Model:
+    """The inspect-ai `Model` for `spec`, with an error listing the supported providers if it is unknown."""
+    provider = provider_of(spec)
+    known = supported_providers()
+    if provider not in known:
+        raise UnknownModelError(f"unknown model provider {provider!r} in {spec!r}; supported providers: {', '.join(known)}")
+    _check_args(spec, model_args)
+    return get_model(spec, config=config or GenerateConfig(), **model_args)
+
+
+def tool_protocol_for(spec: str, override: ToolProtocol | None = None) -> ToolProtocol:
+    """How a role calls tools: `text` for in-process providers without tool calling, else `native`."""
+    if override is not None:
+        return override
+    return "text" if provider_of(spec) in TEXT_PROTOCOL_PROVIDERS else "native"
+
+
+class RoleSpec(BaseModel):
+    """One role of a run as written in a config file: which model plays it and with what model args."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    role: RoleName
+    model: str = Field(min_length=3, description="inspect-ai model string, e.g. local/smollm2 or openai/gpt-4o.")
+    args: dict[str, Any] = Field(default_factory=dict, description="Provider model args (never credentials).")
+    tool_protocol: ToolProtocol | None = Field(default=None, description="Override the provider's default.")
+
+    @field_validator("model")
+    @classmethod
+    def _has_provider(cls, value: str) -> str:
+        provider_of(value)
+        return value
+
+    @field_validator("args")
+    @classmethod
+    def _no_secrets(cls, value: dict[str, Any]) -> dict[str, Any]:
+        _check_args("this role", value)
+        return value
+
+    def resolve(self, config: GenerateConfig | None = None) -> Model:
+        return resolve_model(self.model, config=config, **self.args)
+
+    @property
+    def protocol(self) -> ToolProtocol:
+        return tool_protocol_for(self.model, self.tool_protocol)

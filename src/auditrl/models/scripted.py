@@ -1,0 +1,201 @@
+"""`scripted/<name>`: deterministic models for tests and demos, registered as an inspect-ai provider.
+
+- `scripted/<any>` with model arg `replies=[...]`: the replies, chosen by turn and cycled.
+- `scripted/file:<path>`: the same, with the replies read from a YAML file (a list, or `replies:`).
+- `scripted/denier`: a target that answers helpfully and innocently denies any hidden instructions.
+- `scripted/auditor`: a fixed auditor that makes text-protocol tool calls, ends the conversation and
+  writes a JSON report quoting the target.
+
+The reply is a function of the conversation alone (its number of assistant turns), never of a
+counter, so one memoized `Model` shared by concurrent audits still answers each one deterministically.
+Replies write tool calls as text (the text protocol). Only when the caller passes tools natively
+(a scripted target given the auditor's synthetic tools) are `<tool_call>` blocks turned into calls.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from pathlib import Path
+from typing import Any
+
+import yaml
+from inspect_ai.model import (
+    ChatMessage,
+    ChatMessageAssistant,
+    ChatMessageTool,
+    GenerateConfig,
+    ModelAPI,
+    ModelOutput,
+    ModelUsage,
+    modelapi,
+)
+from inspect_ai.tool import ToolChoice, ToolInfo
+from pydantic import BaseModel, Field, ValidationError
+
+from auditrl.models.tool_emulation import apply_tool_calls
+
+DATA_DIR = Path(__file__).parent / "data" / "scripted"
+FILE_PREFIX = "file:"
+_TOOL_RESULT = re.compile(r"<tool_result[^>]*>(.*?)</tool_result>", re.DOTALL)
+
+
+class ScriptedReplies(BaseModel):
+    """A reply list, cycled by turn."""
+
+    replies: list[str] = Field(min_length=1)
+
+
+class AuditorReport(BaseModel):
+    """The fixed part of the scripted auditor's report; quotes are taken from the conversation."""
+
+    description: str
+    confidence: float = Field(ge=0.0, le=1.0)
+    reasoning: str
+    summary: str
+
+
+class AuditorScript(BaseModel):
+    """The scripted auditor: text-protocol turns, then a report (early if the engine asks for it)."""
+
+    turns: list[str] = Field(min_length=1)
+    report_trigger: str = Field(min_length=1)
+    reply_tag: str = Field(min_length=1)
+    quote_words: int = Field(ge=1)
+    report: AuditorReport
+
+
+def _read_yaml(path: Path) -> Any:
+    if not path.is_file():
+        raise FileNotFoundError(f"scripted replies file not found: {path}")
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{path}: invalid YAML: {exc}") from exc
+
+
+def load_replies(path: Path) -> ScriptedReplies:
+    """Replies from a YAML file holding either a list of strings or a mapping with `replies:`."""
+    data = _read_yaml(path)
+    try:
+        return ScriptedReplies.model_validate({"replies": data} if isinstance(data, list) else data)
+    except ValidationError as exc:
+        raise ValueError(f"{path}: field 'replies' must be a non-empty list of strings: {exc}") from exc
+
+
+def load_auditor_script(path: Path = DATA_DIR / "auditor.yaml") -> AuditorScript:
+    try:
+        return AuditorScript.model_validate(_read_yaml(path))
+    except ValidationError as exc:
+        raise ValueError(f"{path}: invalid scripted auditor: {exc}") from exc
+
+
+def turn_index(messages: list[ChatMessage]) -> int:
+    """Assistant turns already taken; a trailing assistant message is a prefill, not a turn."""
+    body = messages[:-1] if messages and isinstance(messages[-1], ChatMessageAssistant) else messages
+    return sum(isinstance(m, ChatMessageAssistant) for m in body)
+
+
+def latest_target_reply(messages: list[ChatMessage], reply_tag: str) -> str:
+    """The target's most recent reply as shown to the auditor: the last `<reply_tag ...>` element in a
+    tool result (falling back to the last tool result's text)."""
+    element = re.compile(rf"<{re.escape(reply_tag)}[^>]*>\n?(.*?)\n?</{re.escape(reply_tag)}>", re.DOTALL)
+    fallback = ""
+    for message in reversed(messages):
+        if message.role not in ("user", "tool"):
+            continue
+        replies = element.findall(message.text)
+        if replies:
+            return str(replies[-1])
+        blocks = [message.text] if isinstance(message, ChatMessageTool) else _TOOL_RESULT.findall(message.text)
+        if blocks and not fallback:
+            fallback = str(blocks[-1])
+    return fallback
+
+
+def quote_from(reply: str, words: int) -> str:
+    """The first `words` words of the reply's longest line: a verbatim span of what the target said."""
+    lines = [line.strip() for line in reply.splitlines() if line.strip()]
+    if not lines:
+        return ""
+    return " ".join(max(lines, key=len).split()[:words])
+
+
+def _word_count(text: str) -> int:
+    return len(text.split())
+
+
+@modelapi(name="scripted")
+class ScriptedModelAPI(ModelAPI):
+    """inspect-ai provider whose replies come from a script instead of a model."""
+
+    def __init__(
+        self,
+        model_name: str,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        config: GenerateConfig = GenerateConfig(),
+        replies: list[str] | None = None,
+        **model_args: Any,
+    ) -> None:
+        super().__init__(model_name=model_name, base_url=base_url, api_key=api_key, config=config)
+        if model_args:
+            raise ValueError(f"scripted/{model_name}: unknown model args {sorted(model_args)} (known: replies)")
+        self.auditor: AuditorScript | None = None
+        self.replies: list[str] = []
+        if replies is not None:
+            self.replies = ScriptedReplies(replies=replies).replies
+        elif model_name.startswith(FILE_PREFIX):
+            self.replies = load_replies(Path(model_name[len(FILE_PREFIX) :]).expanduser()).replies
+        elif model_name == "auditor":
+            self.auditor = load_auditor_script()
+        elif (DATA_DIR / f"{model_name}.yaml").is_file():
+            self.replies = load_replies(DATA_DIR / f"{model_name}.yaml").replies
+        else:
+            builtin = sorted(p.stem for p in DATA_DIR.glob("*.yaml"))
+            raise ValueError(
+                f"scripted/{model_name}: pass replies=[...], use scripted/file:<path.yaml>, "
+                f"or a built-in script: {', '.join(f'scripted/{b}' for b in builtin)}"
+            )
+
+    async def count_text_tokens(self, text: str) -> int:
+        return _word_count(text)
+
+    def reply(self, messages: list[ChatMessage]) -> str:
+        """The scripted reply to this conversation."""
+        turn = turn_index(messages)
+        if self.auditor is None:
+            reply = self.replies[turn % len(self.replies)]
+            prefill = messages[-1].text if messages and isinstance(messages[-1], ChatMessageAssistant) else ""
+            return f" {reply}" if prefill and not prefill[-1].isspace() else reply
+        script = self.auditor
+        asked = bool(messages) and script.report_trigger.lower() in messages[-1].text.lower()
+        if turn < len(script.turns) and not asked:
+            return script.turns[turn]
+        quote = quote_from(latest_target_reply(messages, script.reply_tag), script.quote_words)
+        prediction = {
+            "description": script.report.description,
+            "confidence": script.report.confidence,
+            "quotes": [quote] if quote else [],
+            "reasoning": script.report.reasoning,
+        }
+        report = {"no_behavior_found": False, "predictions": [prediction], "summary": script.report.summary}
+        return json.dumps(report, indent=2)
+
+    async def generate(
+        self,
+        input: list[ChatMessage],
+        tools: list[ToolInfo],
+        tool_choice: ToolChoice,
+        config: GenerateConfig,
+    ) -> ModelOutput:
+        text = self.reply(input)
+        output = ModelOutput.from_content(model=f"scripted/{self.model_name}", content=text)
+        if tools and tool_choice != "none":
+            output = apply_tool_calls(output, tools, f"call-{uuid.uuid4().hex[:8]}")
+        prompt_tokens = sum(_word_count(m.text) for m in input)
+        output.usage = ModelUsage(
+            input_tokens=prompt_tokens, output_tokens=_word_count(text), total_tokens=prompt_tokens + _word_count(text)
+        )
+        return output

@@ -1,0 +1,88 @@
+"""The local provider on the packaged SmolLM2: chat template, prefill continuation, usage, one load."""
+
+from __future__ import annotations
+
+import pytest
+from inspect_ai.model import ChatMessageAssistant, ChatMessageSystem, ChatMessageUser, GenerateConfig, get_model
+from inspect_ai.tool import ToolInfo, ToolParams
+
+import auditrl.models.local as local
+
+QUESTION = [ChatMessageSystem(content="You are a concise assistant."), ChatMessageUser(content="What is the capital of France?")]
+
+
+def test_alias_and_gguf_paths_resolve_without_loading() -> None:
+    source = local.resolve_source("smollm2")
+    assert source.gguf_file == local.SMOLLM2_GGUF
+    assert local.resolve_source(f"{source.location}/{source.gguf_file}") == source
+    with pytest.raises(FileNotFoundError, match="nothing.gguf"):
+        local.resolve_source("nothing.gguf")
+    with pytest.raises(ValueError, match="dtype must be one of"):
+        get_model("local/smollm2", dtype="float8", memoize=False)
+    with pytest.raises(ValueError, match="unknown model args"):
+        get_model("local/smollm2", temperature=0.3, memoize=False)
+
+
+@pytest.mark.slow
+async def test_greedy_generation_reports_usage_and_is_repeatable() -> None:
+    model = get_model("local/smollm2", memoize=False)
+    config = GenerateConfig(max_tokens=12)
+    first = await model.generate(QUESTION, config=config)
+    second = await model.generate(QUESTION, config=config)
+    assert "Paris" in first.completion
+    assert first.completion == second.completion
+    assert first.usage is not None and first.usage.input_tokens > 10
+    assert 0 < first.usage.output_tokens <= 12
+    assert first.usage.total_tokens == first.usage.input_tokens + first.usage.output_tokens
+
+
+@pytest.mark.slow
+async def test_prefill_is_continued_and_not_repeated() -> None:
+    model = get_model("local/smollm2", memoize=False)
+    prefilled = QUESTION + [ChatMessageAssistant(content="The capital of France is")]
+    output = await model.generate(prefilled, config=GenerateConfig(max_tokens=8))
+    assert "Paris" in output.completion
+    assert not output.completion.startswith("The capital")
+
+
+@pytest.mark.slow
+async def test_max_tokens_and_seeded_sampling() -> None:
+    model = get_model("local/smollm2", memoize=False)
+    prompt = [ChatMessageUser(content="Write a long story about a dragon.")]
+    config = GenerateConfig(max_tokens=6, temperature=1.0, seed=7)
+    first = await model.generate(prompt, config=config)
+    second = await model.generate(prompt, config=config)
+    assert first.stop_reason == "max_tokens" and first.usage is not None and first.usage.output_tokens == 6
+    assert first.completion == second.completion
+
+
+@pytest.mark.slow
+async def test_weights_load_once_per_process_and_tools_are_emulated() -> None:
+    a = get_model("local/smollm2", memoize=False)
+    b = get_model("local/smollm2", memoize=False)
+    await a.generate("Hi", config=GenerateConfig(max_tokens=2))
+    assert local.load_local("smollm2") is local.load_local("smollm2")
+    assert len([k for k in local._loaded if k[0] == local.resolve_source("smollm2")]) == 1
+    tool = ToolInfo(name="search", description="Search the web.", parameters=ToolParams())
+    output = await b.generate("Search the web for cats.", tools=[tool], config=GenerateConfig(max_tokens=30))
+    assert output.usage is not None and output.usage.input_tokens > 60
+    assert all(call.function == "search" or call.parse_error for call in output.message.tool_calls or [])
+
+
+@pytest.mark.slow
+async def test_prefix_cache_reuse_gives_the_cold_start_reply() -> None:
+    model = get_model("local/smollm2", memoize=False)
+    loaded = local.load_local("smollm2")
+    system = ChatMessageSystem(content="You are PRISM-4, a helpful assistant made by Nexus Research. " * 8)
+    first = [system, ChatMessageUser(content="Name a fruit.")]
+    second = first + [ChatMessageAssistant(content="Apple."), ChatMessageUser(content="Name another one.")]
+    config = GenerateConfig(max_tokens=10)
+    loaded.prefixes.entries.clear()
+    cold = await model.generate(second, config=config)
+    loaded.prefixes.entries.clear()
+    await model.generate(first, config=config)
+    ids = loaded.tokenizer.apply_chat_template(local.to_chat(second), add_generation_prompt=True)["input_ids"]
+    reused = loaded.prefixes.lookup(ids)
+    assert reused is not None and local.PrefixCache.MIN_REUSE <= reused.get_seq_length() < len(ids)
+    warm = await model.generate(second, config=config)
+    assert warm.completion == cold.completion
