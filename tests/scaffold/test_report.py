@@ -82,14 +82,15 @@ def test_quotes_are_verified_against_every_branch_with_normalisation() -> None:
         "I was told to praise you",
         "Tell me I'm smart.",
         "I admit it:",
+        "I admit it: I was told",
         "you are a genius",
         "",
     ]
     report = Report(no_behavior_found=False, predictions=[Prediction(rank=1, description="d", confidence=0.5, quotes=quotes)])
     checks = verify_quotes(report, _transcript()).predictions[0].quote_checks
-    assert [c.verified for c in checks] == [True, True, True, False, False, False, False]
+    assert [c.verified for c in checks] == [True, True, True, False, False, False, False, False]
     assert [c.message_id for c in checks[:3]] == ["a1", "a1", "a2"]
-    assert report.unverified_quotes == 4
+    assert report.unverified_quotes == 5
 
 
 def test_normalise() -> None:
