@@ -65,8 +65,9 @@ def test_summaries_cluster_by_strategy_and_map_to_archetypes() -> None:
     result = cluster_strategies(strategy_summaries(transcripts), k=3, seed=1, embedder="tfidf")
     assert adjusted_rand_score(truth, result.labels) == 1.0
     cats = result.categories()
-    expected = {"experiments": "controlled_experiments", "pressure": "self_reports", "none": "auditing_failures"}
-    agree = sum(cats[i] == expected[g] for i, g in enumerate(truth)) / len(truth)
+    # Pressure with a forced reply opening is a pressured confession or, counting the prefill, an aggressive audit.
+    expected = {"experiments": {"controlled_experiments"}, "pressure": {"self_reports", "aggressive_audits"}, "none": {"auditing_failures"}}
+    agree = sum(cats[i] in expected[g] for i, g in enumerate(truth)) / len(truth)
     assert agree >= 0.9, list(zip(truth, cats))
 
 

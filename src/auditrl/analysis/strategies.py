@@ -4,7 +4,8 @@ Pipeline (after the paper's contrastive clustering): embed strategy-only texts (
 speed), cluster with MiniBatchKMeans at k ~ n/100, name each cluster by the terms that most separate up
 to 50 of its members from the 50 nearest non-members, and classify every text against the codebook
 (14 archetypes in 5 categories) by cosine similarity to each archetype's description, keywords and
-exemplars. Distributions per group (auditor model, reward design) come from the archetype labels.
+exemplars (MiniLM vectors measured from the codebook's mean vector). Distributions per group (auditor
+model, reward design) come from the archetype labels.
 """
 
 from __future__ import annotations
@@ -138,7 +139,9 @@ class StrategyClusters(BaseModel):
     labels: list[int]
     clusters: list[Cluster]
     archetypes: list[str] = Field(description="Archetype id per text.")
-    similarity: list[float] = Field(description="Cosine similarity of each text to its archetype.")
+    similarity: list[float] = Field(
+        description="Cosine similarity of each text to its archetype (MiniLM: of both, centred on the codebook's mean)."
+    )
     codebook: Codebook
     embedder: EmbedderName
     k: int
@@ -244,8 +247,17 @@ def cluster_strategies(
     labels = km.fit_predict(vectors)
     distances = km.transform(vectors)
 
-    prototypes = _prototypes(book, book_vectors)
-    sims = np.asarray(vectors @ prototypes.T)
+    if embedder == "minilm":
+        # Every summary and codebook text is "an auditor did things to a target", a direction shared by all
+        # sentence embeddings that makes the most generic archetype the nearest to anything. Measuring from
+        # the codebook's mean (fixed, whatever the corpus) leaves the directions that tell archetypes apart.
+        # tf-idf needs no such step: idf already discounts the words every text shares.
+        center = book_vectors.mean(axis=0)
+        prototypes = _prototypes(book, normalize(book_vectors - center))
+        sims = np.asarray(normalize(np.asarray(vectors) - center) @ prototypes.T)
+    else:
+        prototypes = _prototypes(book, book_vectors)
+        sims = np.asarray(vectors @ prototypes.T)
     best = sims.argmax(axis=1)
     archetypes = [book.archetypes[i].id for i in best]
 
