@@ -1,0 +1,149 @@
+"""Checkpoints and crash-safe resume of a GRPO run.
+
+Trainer checkpoints (`checkpoints/checkpoint-N`) already hold the LoRA adapter, optimizer, scheduler,
+RNG states and trainer state. This module adds what is ours: a small state file in each checkpoint
+(the reward design's reference snapshot, how many transcripts were stored) and the rollout log.
+
+Every rollout transcript is appended to `transcripts.jsonl` with its step and rollout index in
+`Transcript.scores`. A crash after checkpoint N leaves transcripts of steps >= N that the resumed run
+will generate again. On resume they are moved to `transcripts.superseded.jsonl` (nothing is lost), a
+torn last line is dropped, and the log then accepts each (step, rollout index) at most once, so the
+main log holds exactly the rollouts the saved weights were trained on, without duplicates.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
+
+from auditrl.scaffold.store import append_transcript
+from auditrl.scaffold.transcript import Transcript
+from auditrl.train.monitors import MONITORS_FILE
+
+TRANSCRIPTS_FILE = "transcripts.jsonl"
+SUPERSEDED_FILE = "transcripts.superseded.jsonl"
+STATE_FILE = "auditrl_state.json"
+CHECKPOINTS_DIR = "checkpoints"
+
+RolloutKey = tuple[int, int]
+
+
+def rollout_key(t: Transcript) -> RolloutKey:
+    """(training step, rollout index within the step's generation batch)."""
+    try:
+        return int(t.scores["step"]), int(t.scores["rollout_index"])
+    except KeyError as exc:
+        raise ValueError(f"transcript {t.id} has no training step/rollout_index in its scores") from exc
+
+
+def atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _split_jsonl(path: Path) -> tuple[list[str], int]:
+    """Complete JSON lines of a file and the number of torn (unparseable) lines dropped."""
+    if not path.is_file():
+        return [], 0
+    good: list[str] = []
+    torn = 0
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        try:
+            json.loads(line)
+        except json.JSONDecodeError:
+            torn += 1
+            continue
+        good.append(line)
+    return good, torn
+
+
+class TranscriptLog:
+    """The append-only rollout log of a run, deduplicated by (step, rollout index)."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = run_dir / TRANSCRIPTS_FILE
+        self.superseded = run_dir / SUPERSEDED_FILE
+        lines, _ = _split_jsonl(self.path)
+        self.keys: set[RolloutKey] = {rollout_key(Transcript.model_validate_json(line)) for line in lines}
+
+    def append(self, t: Transcript) -> bool:
+        """Store `t` unless its (step, rollout index) is already stored; True when written."""
+        key = rollout_key(t)
+        if key in self.keys:
+            return False
+        append_transcript(self.path, t)
+        self.keys.add(key)
+        return True
+
+    def rewind(self, step: int) -> int:
+        """Move transcripts of steps >= `step` (work lost in a crash) to the superseded file; returns how many."""
+        lines, _ = _split_jsonl(self.path)
+        keep: list[str] = []
+        moved: list[str] = []
+        for line in lines:
+            t = Transcript.model_validate_json(line)
+            (moved if rollout_key(t)[0] >= step else keep).append(line)
+        if moved:
+            with self.superseded.open("a", encoding="utf-8") as f:
+                f.write("".join(m + "\n" for m in moved))
+                f.flush()
+                os.fsync(f.fileno())
+        atomic_write(self.path, "".join(k + "\n" for k in keep))
+        self.keys = {rollout_key(Transcript.model_validate_json(k)) for k in keep}
+        return len(moved)
+
+
+def rewind_monitors(run_dir: Path, step: int) -> None:
+    """Drop monitor records of steps >= `step`, which the resumed run logs again."""
+    path = run_dir / MONITORS_FILE
+    lines, _ = _split_jsonl(path)
+    if path.is_file():
+        atomic_write(path, "".join(line + "\n" for line in lines if json.loads(line)["step"] < step))
+
+
+def latest_checkpoint(run_dir: Path) -> Path | None:
+    """The newest `checkpoint-N` directory of a run, or None."""
+    folder = run_dir / CHECKPOINTS_DIR
+    if not folder.is_dir():
+        return None
+    found = get_last_checkpoint(str(folder))
+    return Path(found) if found else None
+
+
+def checkpoint_step(checkpoint: Path) -> int:
+    state = json.loads((checkpoint / "trainer_state.json").read_text(encoding="utf-8"))
+    return int(state["global_step"])
+
+
+def read_state(checkpoint: Path) -> dict[str, Any]:
+    """Our state saved with a checkpoint ({} for a checkpoint written without it)."""
+    path = checkpoint / STATE_FILE
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
+class RunStateCallback(TrainerCallback):
+    """Writes our state next to each Trainer checkpoint; `state_fn` returns a JSON-able dict."""
+
+    def __init__(self, state_fn: Any) -> None:
+        self.state_fn = state_fn
+
+    def on_save(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> TrainerControl:
+        if state.is_world_process_zero:
+            folder = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
+            folder.mkdir(parents=True, exist_ok=True)
+            payload = {"global_step": state.global_step, **self.state_fn()}
+            atomic_write(folder / STATE_FILE, json.dumps(payload))
+        return control

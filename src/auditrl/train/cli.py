@@ -1,0 +1,71 @@
+"""`auditrl train --config FILE` (dispatch on the config's kind) and `auditrl monitor RUN`.
+
+Also runnable as a module for multi-process launches:
+`accelerate launch --config_file configs/accelerate/fsdp.yaml -m auditrl.train.cli train --config FILE`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+
+from auditrl.train.config import ConfigFileError, read_kind
+from auditrl.train.monitors import monitor_table, read_monitors
+
+KINDS = ("auditworld", "grpo_lm")
+console = Console()
+
+
+def train(
+    config: Annotated[Path, typer.Option("--config", "-c", help="Training config (YAML with a `kind:` field).")],
+    out: Annotated[
+        Optional[Path], typer.Option("--out", "-o", help="Run directory (default: from the config).")
+    ] = None,
+) -> None:
+    """Train: `kind: auditworld` runs the AuditWorld job, `kind: grpo_lm` trains a language-model auditor."""
+    try:
+        kind = read_kind(config)
+    except ConfigFileError as exc:
+        console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(code=2) from exc
+    # the trainers pull in torch and TRL, so they are imported only for the kind being run
+    if kind == "auditworld":
+        from auditrl.sim.run import run_from_config as run_world
+
+        run_dir = run_world(config, out)
+    elif kind == "grpo_lm":
+        from auditrl.train.grpo import run_from_config as run_grpo
+
+        try:
+            run_dir = run_grpo(config, out)
+        except ConfigFileError as exc:
+            console.print(f"[red]{exc}[/red]")
+            raise typer.Exit(code=2) from exc
+    else:
+        console.print(f"[red]{config}: field 'kind' is {kind!r}; expected one of {', '.join(KINDS)}[/red]")
+        raise typer.Exit(code=2)
+    console.print(f"run directory: [bold]{run_dir}[/bold]")
+
+
+def monitor(
+    run: Annotated[Path, typer.Argument(help="Run directory of a grpo_lm training run.")],
+    window: Annotated[int, typer.Option(help="Steps per trend window.")] = 5,
+) -> None:
+    """Print the reward-hacking monitors of a run: latest values, trend and sparkline."""
+    try:
+        records = read_monitors(run)
+    except FileNotFoundError as exc:
+        console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(code=1) from exc
+    console.print(monitor_table(records, window=window, spark=20, meanings=console.width >= 130))
+
+
+app = typer.Typer(help="Training commands.", no_args_is_help=True)
+app.command()(train)
+app.command()(monitor)
+
+if __name__ == "__main__":
+    app()

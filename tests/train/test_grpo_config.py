@@ -1,0 +1,74 @@
+"""Training configs: shipped files load, bad files name the file and field, batches follow the config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from auditrl.behaviors.library import load_behaviors, load_seeds
+from auditrl.train.config import ConfigFileError, load_config, read_kind
+from auditrl.train.grpo import grpo_arguments, training_rows
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+SHIPPED = ["cpu_offline.yaml", "gpu_single_vllm.yaml", "multi_gpu_deepspeed.yaml", "multi_gpu_fsdp.yaml", "api_targets.yaml"]
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_shipped_configs_load(name: str) -> None:
+    cfg = load_config(CONFIGS / name)
+    assert cfg.kind == "grpo_lm" and read_kind(CONFIGS / name) == "grpo_lm"
+    assert cfg.source == (CONFIGS / name).resolve()
+
+
+def test_cpu_config_maps_to_one_generation_per_step(tmp_path: Path) -> None:
+    cfg = load_config(CONFIGS / "cpu_offline.yaml")
+    args = grpo_arguments(cfg, tmp_path, world_size=1)
+    rollouts = cfg.data.group_size * cfg.data.groups_per_step
+    assert args.num_generations == cfg.data.group_size
+    assert args.generation_batch_size == rollouts
+    assert args.steps_per_generation == args.gradient_accumulation_steps == rollouts // cfg.trainer.micro_batch_size
+    assert args.shuffle_dataset is False and args.beta == cfg.trainer.beta
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_bad_field_names_file_and_field(tmp_path: Path) -> None:
+    path = _write(tmp_path, "kind: grpo_lm\ntrainer:\n  learning_rate: -1\n")
+    with pytest.raises(ConfigFileError, match=r"bad\.yaml.*trainer\.learning_rate"):
+        load_config(path)
+
+
+def test_unknown_field_and_kind(tmp_path: Path) -> None:
+    with pytest.raises(ConfigFileError, match=r"episodes\.max_turn"):
+        load_config(_write(tmp_path, "kind: grpo_lm\nepisodes:\n  max_turn: 3\n"))
+    with pytest.raises(ConfigFileError, match="kind"):
+        read_kind(_write(tmp_path, "name: x\n"))
+    with pytest.raises(ConfigFileError, match="not valid YAML"):
+        read_kind(_write(tmp_path, "kind: [unclosed\n"))
+
+
+def test_layout_must_divide(tmp_path: Path) -> None:
+    text = "kind: grpo_lm\ndata: {group_size: 3, groups_per_step: 1}\ntrainer: {micro_batch_size: 2}\n"
+    with pytest.raises(ConfigFileError, match="micro_batch_size"):
+        load_config(_write(tmp_path, text))
+
+
+def test_rows_keep_benign_share_and_refuse_held_out(tmp_path: Path) -> None:
+    cfg = load_config(CONFIGS / "cpu_offline.yaml")
+    cfg = cfg.model_copy(update={"data": cfg.data.model_copy(update={"groups_per_step": 4})})
+    behaviors, seeds = load_behaviors(), load_seeds()
+    rows = training_rows(cfg, behaviors, seeds)
+    assert len(rows) == cfg.trainer.max_steps * 4
+    for step in range(cfg.trainer.max_steps):
+        batch = rows[step * 4 : (step + 1) * 4]
+        assert sum(r.benign for r in batch) == 2
+        assert all(r.behavior_id is None or behaviors[r.behavior_id].split == "train" for r in batch)
+    held = next(b.id for b in behaviors.values() if b.split == "heldout")
+    bad = cfg.model_copy(update={"data": cfg.data.model_copy(update={"behaviors": [held]})})
+    with pytest.raises(ValueError, match="data"):
+        training_rows(bad, behaviors, seeds)
