@@ -19,13 +19,15 @@ $(VENV)/.installed: pyproject.toml Makefile
 install: $(VENV)/.installed
 
 run: install
-	$(VENV)/bin/auditrl audit --auditor local/smollm2 --target local/smollm2 --behavior flattery --rollouts 1 --max-turns 3 --out runs/offline-audit
+	$(VENV)/bin/auditrl train --config configs/auditworld.yaml
 
 test: install
 	$(PY) -m pytest -q
 
 bench: install
 	$(PY) benchmarks/engine_overhead.py
+	$(PY) benchmarks/sim_throughput.py
+	$(PY) benchmarks/batched_generation.py
 
 clean:
 	rm -rf $(VENV) runs
