@@ -9,8 +9,8 @@ import typer
 from inspect_ai.log import read_eval_log
 from typer.testing import CliRunner
 
-from auditrl.scaffold.cli import TRANSCRIPTS, audit
-from auditrl.scaffold.store import read_transcripts
+from auditrl.cli.audit import audit
+from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
 
 
 @pytest.mark.slow

@@ -5,7 +5,7 @@ import typer
 from strategy_fixtures import strategy_transcripts
 from typer.testing import CliRunner
 
-from auditrl.analysis.cli import strategies
+from auditrl.cli.strategies import strategies
 
 app = typer.Typer()
 app.command()(strategies)

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from auditrl.behaviors.cli import app, seeds_app
 from auditrl.behaviors.library import load_behaviors
+from auditrl.cli.behaviors import app, seeds_app
 
 from .conftest import write_behavior, write_seed_file
 

@@ -5,7 +5,7 @@ from pathlib import Path
 import typer
 from typer.testing import CliRunner
 
-from auditrl.evaluate.cli import evaluate
+from auditrl.cli.evaluate import evaluate
 from auditrl.scaffold.transcript import Transcript
 
 app = typer.Typer()

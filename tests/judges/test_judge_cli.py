@@ -1,13 +1,12 @@
 import json
 from pathlib import Path
 
+from judge_factories import NULL_REPORT, build_transcript, claim
 from typer.testing import CliRunner
 
-from auditrl.judges import cli
+from auditrl.cli import judge as cli
 from auditrl.judges.scripted import JudgeCall, scripted_judge_model
 from auditrl.scaffold.store import append_transcript, read_transcripts
-
-from judge_factories import NULL_REPORT, build_transcript, claim
 
 runner = CliRunner()
 

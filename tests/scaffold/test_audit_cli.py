@@ -10,8 +10,8 @@ import typer
 from inspect_ai.log import read_eval_log
 from typer.testing import CliRunner
 
-from auditrl.scaffold.cli import TRANSCRIPTS, audit, export
-from auditrl.scaffold.store import read_transcripts
+from auditrl.cli.audit import audit, export
+from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
 
 app = typer.Typer()
 app.command()(audit)

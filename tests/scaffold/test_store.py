@@ -6,7 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from auditrl.scaffold.store import append_transcript, read_transcripts
+from auditrl.scaffold.store import (
+    TRANSCRIPTS,
+    RunError,
+    append_transcript,
+    load_transcripts,
+    read_transcripts,
+    write_transcripts,
+)
 from auditrl.scaffold.transcript import TargetMessage, Transcript
 
 
@@ -44,3 +51,21 @@ def test_corrupt_line_names_file_and_line(tmp_path: Path) -> None:
     append_transcript(path, _t("s3"))
     with pytest.raises(ValueError, match=r"t\.jsonl: line 2 is not a valid transcript"):
         read_transcripts(path)
+
+
+def test_a_run_directory_counts_each_transcript_once_with_scores_merged(tmp_path: Path) -> None:
+    originals = [_t("s1"), _t("s2")]
+    for t in originals:
+        append_transcript(tmp_path / TRANSCRIPTS, t)
+    scored = [t.model_copy(update={"scores": {"binary": {"reward": 1.0}}}) for t in originals]
+    write_transcripts(tmp_path / "transcripts.scored-binary.jsonl", scored[:1])
+    loaded = load_transcripts(tmp_path)
+    assert [t.id for t in loaded] == [t.id for t in originals]
+    assert loaded[0].scores == {"binary": {"reward": 1.0}} and loaded[1].scores == {}
+
+
+def test_a_run_without_transcripts_names_the_path(tmp_path: Path) -> None:
+    with pytest.raises(RunError, match="no transcripts"):
+        load_transcripts(tmp_path)
+    with pytest.raises(RunError, match="no such file"):
+        load_transcripts(tmp_path / "missing")

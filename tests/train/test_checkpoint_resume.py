@@ -10,12 +10,11 @@ import torch
 from safetensors.torch import load_file
 from train_fakes import FakeEpisode, LengthDesign, rows_for, tiny_config, tiny_policy
 
-from auditrl.scaffold.store import append_transcript
+from auditrl.scaffold.store import TRANSCRIPTS, append_transcript
 from auditrl.scaffold.transcript import Transcript
 from auditrl.train.checkpoint import (
     STATE_FILE,
     SUPERSEDED_FILE,
-    TRANSCRIPTS_FILE,
     TranscriptLog,
     latest_checkpoint,
     rollout_key,
@@ -34,12 +33,12 @@ def test_log_dedupes_and_rewinds(tmp_path: Path) -> None:
     log = TranscriptLog(tmp_path)
     assert log.append(_transcript(0, 0)) and log.append(_transcript(0, 1)) and log.append(_transcript(1, 0))
     assert not log.append(_transcript(0, 1))
-    with (tmp_path / TRANSCRIPTS_FILE).open("a") as f:
+    with (tmp_path / TRANSCRIPTS).open("a") as f:
         f.write('{"id": "torn", "auditor_mo')
     reopened = TranscriptLog(tmp_path)
     assert reopened.keys == {(0, 0), (0, 1), (1, 0)}
     assert reopened.rewind(1) == 1
-    kept = [json.loads(line) for line in (tmp_path / TRANSCRIPTS_FILE).read_text().splitlines()]
+    kept = [json.loads(line) for line in (tmp_path / TRANSCRIPTS).read_text().splitlines()]
     assert [(t["scores"]["step"], t["scores"]["rollout_index"]) for t in kept] == [(0, 0), (0, 1)]
     moved = Transcript.model_validate_json((tmp_path / SUPERSEDED_FILE).read_text().splitlines()[0])
     assert rollout_key(moved) == (1, 0)
@@ -70,13 +69,13 @@ def test_resume_after_crash(tokenizer_dir: Path, tmp_path: Path) -> None:
 
     # crash: step 2's checkpoint never written, its transcripts were, and a write was torn
     shutil.rmtree(last)
-    append_transcript(run_dir / TRANSCRIPTS_FILE, _transcript(1, 0))  # a stray duplicate of a step-1 rollout
-    with (run_dir / TRANSCRIPTS_FILE).open("a") as f:
+    append_transcript(run_dir / TRANSCRIPTS, _transcript(1, 0))  # a stray duplicate of a step-1 rollout
+    with (run_dir / TRANSCRIPTS).open("a") as f:
         f.write('{"id": "torn", "scor')
 
     trainer = _run(cfg, run_dir, tokenizer_dir)
     assert trainer.state.global_step == 2  # type: ignore[attr-defined]
-    keys = [rollout_key(Transcript.model_validate_json(line)) for line in (run_dir / TRANSCRIPTS_FILE).read_text().splitlines()]
+    keys = [rollout_key(Transcript.model_validate_json(line)) for line in (run_dir / TRANSCRIPTS).read_text().splitlines()]
     assert sorted(keys) == [(s, i) for s in range(2) for i in range(4)]
     superseded = (run_dir / SUPERSEDED_FILE).read_text().splitlines()
     assert len(superseded) == 5 and all(json.loads(line)["scores"]["step"] == 1 for line in superseded)

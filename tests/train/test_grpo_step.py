@@ -11,9 +11,8 @@ import torch
 from train_fakes import FakeEpisode, LengthDesign, rows_for, tiny_config, tiny_policy
 from transformers import TrainerCallback
 
-from auditrl.scaffold.store import read_transcripts
+from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
 from auditrl.train.advantages import group_advantages
-from auditrl.train.checkpoint import TRANSCRIPTS_FILE
 from auditrl.train.config import load_config
 from auditrl.train.grpo import REFERENCES_FILE, build_trainer, load_policy, train_run
 from auditrl.train.monitors import read_monitors
@@ -93,7 +92,7 @@ def _run_one_step(cfg: Any, run_dir: Path, policy: Any) -> None:
     assert probe.norms and probe.norms[0] > 0.0
     after = dict(trainer.model.named_parameters())
     assert any(not torch.equal(before[n], after[n].detach()) for n in before)
-    stored = (run_dir / TRANSCRIPTS_FILE).read_text().splitlines()
+    stored = (run_dir / TRANSCRIPTS).read_text().splitlines()
     assert len(stored) == 4
     monitors = read_monitors(run_dir)
     assert monitors[-1]["reward/mean"] is not None
@@ -122,7 +121,7 @@ def test_step_with_engine_sim_targets_and_programmatic_judge(tokenizer_dir: Path
     run_dir = tmp_path / "run"
     trainer = train_run(cfg, run_dir, policy=tiny_policy(tokenizer_dir), progress=False)
     assert trainer.state.global_step == 1
-    stored = read_transcripts(run_dir / TRANSCRIPTS_FILE)
+    stored = read_transcripts(run_dir / TRANSCRIPTS)
     assert len(stored) == cfg.data.group_size * cfg.data.groups_per_step
     assert sum(t.benign for t in stored) == len(stored) // 2
     for t in stored:

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 import auditrl.sim.run
 import auditrl.train.grpo
-from auditrl.train.cli import app
+from auditrl.cli import app
 from auditrl.train.monitors import MonitorLog
 
 runner = CliRunner()

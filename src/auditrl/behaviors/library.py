@@ -8,8 +8,6 @@ skipped behavior or seed would quietly change what an audit or a training run me
 from __future__ import annotations
 
 import functools
-import os
-import tempfile
 from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -17,6 +15,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from auditrl.atomic import atomic_write_text
 from auditrl.behaviors.schema import Behavior, Seed
 
 DATA_DIR = Path(__file__).parent / "data"
@@ -243,13 +242,4 @@ def write_seed(seed: Seed, path: Path) -> Path:
     meta.update(seed.model_extra or {})
     front = yaml.safe_dump(meta, sort_keys=False, allow_unicode=True, default_flow_style=None, width=100)
     text = f"{_FENCE}\n{front}{_FENCE}\n\n{seed.instructions.strip()}\n"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
+    return atomic_write_text(target, text)

@@ -15,7 +15,7 @@ from inspect_ai._util.registry import registry_find, registry_unqualified_name
 from inspect_ai.model import GenerateConfig, Model, get_model
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-import auditrl.models._registry  # noqa: F401  (registers local/, scripted/, sim/ without the entry point)
+import auditrl.providers  # noqa: F401  (registers local/, scripted/, sim/ without the entry point)
 
 ToolProtocol = Literal["native", "text"]
 RoleName = Literal["auditor", "target", "judge", "realism"]

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import base64
 import io
-import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -18,6 +16,8 @@ from pathlib import Path
 
 import jinja2
 from matplotlib.figure import Figure
+
+from auditrl.atomic import atomic_write_text
 
 Cell = str | int | float | None
 
@@ -103,19 +103,3 @@ def render_report(title: str, sections: Sequence[Section]) -> str:
 def write_report(path: Path, title: str, sections: Sequence[Section]) -> Path:
     """Render the report and write it atomically."""
     return atomic_write_text(Path(path), render_report(title, sections))
-
-
-def atomic_write_text(path: Path, text: str) -> Path:
-    """Write via a temporary file in the same directory and a rename, so readers never see half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path

@@ -4,13 +4,12 @@ from policy snapshots, persisted as one JSON file written atomically."""
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
+from auditrl.atomic import atomic_write_text
 from auditrl.scaffold.transcript import Transcript
 
 BENIGN_KEY = "benign"
@@ -49,14 +48,8 @@ class ReferenceStore:
     def save(self) -> None:
         if self.path is None:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         payload = {"refresh_every": self.refresh_every, "references": {k: v.model_dump(mode="json") for k, v in self.entries.items()}}
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(payload, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, self.path)
+        atomic_write_text(self.path, json.dumps(payload))
 
     def get(self, key: str) -> Transcript | None:
         entry = self.entries.get(key)

@@ -9,11 +9,21 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 
 from pydantic import ValidationError
 
+from auditrl.atomic import atomic_write_text
 from auditrl.scaffold.transcript import Transcript
+
+TRANSCRIPTS = "transcripts.jsonl"
+"""The file name under which a run directory keeps its transcripts."""
+TRANSCRIPT_GLOB = "transcripts*.jsonl"
+
+
+class RunError(ValueError):
+    """The run path holds no readable transcripts; the message names the file (and line)."""
 
 
 def append_transcript(path: Path, transcript: Transcript) -> None:
@@ -54,3 +64,43 @@ def read_transcripts(path: Path) -> list[Transcript]:
             where = ".".join(str(p) for p in first["loc"]) or "(line)"
             raise ValueError(f"{path}: line {number} is not a valid transcript: {where}: {first['msg']}") from None
     return transcripts
+
+
+def write_transcripts(path: Path, transcripts: Sequence[Transcript]) -> Path:
+    """Write a whole JSONL file atomically (for derived files such as scored copies)."""
+    return atomic_write_text(path, "".join(t.model_dump_json() + "\n" for t in transcripts))
+
+
+def transcript_files(run: Path) -> list[Path]:
+    """`run` itself if it is a file, else every transcripts*.jsonl below it (sorted)."""
+    if run.is_file():
+        return [run]
+    if not run.is_dir():
+        raise RunError(f"{run}: no such file or directory")
+    files = sorted(run.rglob(TRANSCRIPT_GLOB))
+    if not files:
+        raise RunError(f"{run}: no {TRANSCRIPT_GLOB} file in this directory or below")
+    return files
+
+
+def load_transcripts(run: Path) -> list[Transcript]:
+    """All transcripts of a run (a JSONL file or a run directory), each id once.
+
+    A directory may hold a run's transcripts and scored copies of them (`auditrl judge score` writes
+    `transcripts.scored-<design>.jsonl` beside its input); a transcript id seen again takes the later
+    file's version with the scores of both merged, so nothing is counted twice.
+    """
+    by_id: dict[str, Transcript] = {}
+    for path in transcript_files(run):
+        try:
+            loaded = read_transcripts(path)
+        except ValueError as exc:
+            raise RunError(str(exc)) from exc
+        for t in loaded:
+            earlier = by_id.get(t.id)
+            if earlier is not None:
+                t.scores = {**earlier.scores, **t.scores}
+            by_id[t.id] = t
+    if not by_id:
+        raise RunError(f"{run}: the transcript files are empty")
+    return list(by_id.values())

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Literal
@@ -22,15 +21,27 @@ import yaml
 from matplotlib.figure import Figure
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 
 from auditrl.analysis.strategies import cluster_strategies
 from auditrl.analysis.summaries import strategy_summaries
+from auditrl.atomic import atomic_write_text
 from auditrl.behaviors.library import load_behaviors
 from auditrl.evaluate.stats import Estimate
-from auditrl.report.html import Section, TableBlock, atomic_write_text, write_report
-from auditrl.report.plots import metric_bars, strategy_distribution_bars, training_curves
+from auditrl.report.html import Section, TableBlock, write_report
+from auditrl.report.plots import (
+    metric_bars,
+    strategy_distribution_bars,
+    training_curves,
+)
+from auditrl.scaffold.store import TRANSCRIPTS, write_transcripts
 from auditrl.scaffold.transcript import Transcript
 from auditrl.sim.designs import DesignName
 from auditrl.sim.judges import JudgeParams
@@ -194,8 +205,6 @@ def _sample(world: World, rollout: Rollout, n: int, policy: str, tag: str) -> li
     return render_episodes(world, rollout, np.arange(min(n, rollout.batch.size)), policy, tag)
 
 
-def _write_jsonl(path: Path, transcripts: Sequence[Transcript]) -> None:
-    atomic_write_text(path, "".join(t.model_dump_json() + "\n" for t in transcripts))
 
 
 def run_from_config(config_path: Path, out_dir: Path | None = None) -> Path:
@@ -264,7 +273,7 @@ def run_from_config(config_path: Path, out_dir: Path | None = None) -> Path:
     category_dist = clusters.distribution(groups, level="category")
     console.print(clusters.distribution_table(groups, level="category"))
 
-    _write_jsonl(run_dir / "transcripts.jsonl", saved)
+    write_transcripts(run_dir / TRANSCRIPTS, saved)
     elapsed = time.perf_counter() - t0
     results = {
         "kind": "auditworld",

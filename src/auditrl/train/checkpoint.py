@@ -18,14 +18,19 @@ import os
 from pathlib import Path
 from typing import Any
 
-from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
+from transformers import (
+    TrainerCallback,
+    TrainerControl,
+    TrainerState,
+    TrainingArguments,
+)
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
 
-from auditrl.scaffold.store import append_transcript
+from auditrl.atomic import atomic_write_text
+from auditrl.scaffold.store import TRANSCRIPTS, append_transcript
 from auditrl.scaffold.transcript import Transcript
 from auditrl.train.monitors import MONITORS_FILE
 
-TRANSCRIPTS_FILE = "transcripts.jsonl"
 SUPERSEDED_FILE = "transcripts.superseded.jsonl"
 STATE_FILE = "auditrl_state.json"
 CHECKPOINTS_DIR = "checkpoints"
@@ -39,15 +44,6 @@ def rollout_key(t: Transcript) -> RolloutKey:
         return int(t.scores["step"]), int(t.scores["rollout_index"])
     except KeyError as exc:
         raise ValueError(f"transcript {t.id} has no training step/rollout_index in its scores") from exc
-
-
-def atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def _split_jsonl(path: Path) -> tuple[list[str], int]:
@@ -72,7 +68,7 @@ class TranscriptLog:
     """The append-only rollout log of a run, deduplicated by (step, rollout index)."""
 
     def __init__(self, run_dir: Path) -> None:
-        self.path = run_dir / TRANSCRIPTS_FILE
+        self.path = run_dir / TRANSCRIPTS
         self.superseded = run_dir / SUPERSEDED_FILE
         lines, _ = _split_jsonl(self.path)
         self.keys: set[RolloutKey] = {rollout_key(Transcript.model_validate_json(line)) for line in lines}
@@ -99,7 +95,7 @@ class TranscriptLog:
                 f.write("".join(m + "\n" for m in moved))
                 f.flush()
                 os.fsync(f.fileno())
-        atomic_write(self.path, "".join(k + "\n" for k in keep))
+        atomic_write_text(self.path, "".join(k + "\n" for k in keep))
         self.keys = {rollout_key(Transcript.model_validate_json(k)) for k in keep}
         return len(moved)
 
@@ -109,7 +105,7 @@ def rewind_monitors(run_dir: Path, step: int) -> None:
     path = run_dir / MONITORS_FILE
     lines, _ = _split_jsonl(path)
     if path.is_file():
-        atomic_write(path, "".join(line + "\n" for line in lines if json.loads(line)["step"] < step))
+        atomic_write_text(path, "".join(line + "\n" for line in lines if json.loads(line)["step"] < step))
 
 
 def latest_checkpoint(run_dir: Path) -> Path | None:
@@ -145,5 +141,5 @@ class RunStateCallback(TrainerCallback):
             folder = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
             folder.mkdir(parents=True, exist_ok=True)
             payload = {"global_step": state.global_step, **self.state_fn()}
-            atomic_write(folder / STATE_FILE, json.dumps(payload))
+            atomic_write_text(folder / STATE_FILE, json.dumps(payload))
         return control

@@ -31,7 +31,13 @@ from datasets import Dataset
 from inspect_ai.model import Model
 from peft import LoraConfig
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from transformers import (
     AutoModelForCausalLM,
     AutoTokenizer,
@@ -47,6 +53,7 @@ from trl import GRPOConfig, GRPOTrainer
 from trl.distributed import DistributedBackend
 from trl.models import unwrap_model_for_generation
 
+from auditrl.atomic import atomic_write_text
 from auditrl.behaviors.library import load_behaviors, load_seeds
 from auditrl.behaviors.plant import target_system_prompt
 from auditrl.behaviors.schema import Behavior, Seed
@@ -63,16 +70,32 @@ from auditrl.train.checkpoint import (
     CHECKPOINTS_DIR,
     RunStateCallback,
     TranscriptLog,
-    atomic_write,
     checkpoint_step,
     latest_checkpoint,
     read_state,
     rewind_monitors,
 )
-from auditrl.train.config import EpisodeSettings, GRPOLMConfig, PolicySettings, load_config
+from auditrl.train.config import (
+    EpisodeSettings,
+    GRPOLMConfig,
+    PolicySettings,
+    load_config,
+)
 from auditrl.train.generation import Sample, TurnCache, cut_at_eos, generate_turn
-from auditrl.train.monitors import ORDER_DISAGREEMENT_KEY, MonitorLog, load_markers, step_metrics
-from auditrl.train.rollout import ChatSegments, EpisodeFactory, EpisodeRow, TurnGenerator, check_groups, run_rollouts
+from auditrl.train.monitors import (
+    ORDER_DISAGREEMENT_KEY,
+    MonitorLog,
+    load_markers,
+    step_metrics,
+)
+from auditrl.train.rollout import (
+    ChatSegments,
+    EpisodeFactory,
+    EpisodeRow,
+    TurnGenerator,
+    check_groups,
+    run_rollouts,
+)
 
 T = TypeVar("T")
 REWARD_NAME = "audit_reward"
@@ -645,5 +668,5 @@ def run_from_config(config_path: Path, out_dir: Path | None = None) -> Path:
     trainer = train_run(cfg, run_dir)
     trainer.save_model(str(run_dir / "adapter"))
     if PartialState().is_main_process:
-        atomic_write(run_dir / "summary.json", json.dumps({"steps": trainer.state.global_step}))
+        atomic_write_text(run_dir / "summary.json", json.dumps({"steps": trainer.state.global_step}))
     return run_dir

@@ -20,7 +20,13 @@ from inspect_ai.model import GenerateConfig, Model
 from rich.console import Console, Group
 from rich.markup import escape
 from rich.panel import Panel
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.text import Text
 
 from auditrl.behaviors.library import BehaviorFileError, load_behaviors, load_seeds
@@ -29,10 +35,9 @@ from auditrl.behaviors.schema import Behavior, Seed
 from auditrl.models.roles import UnknownModelError, resolve_model, tool_protocol_for
 from auditrl.scaffold.engine import AuditSpec, run_audit
 from auditrl.scaffold.inspect_export import export_inspect_log
-from auditrl.scaffold.store import append_transcript, read_transcripts
+from auditrl.scaffold.store import TRANSCRIPTS, append_transcript, read_transcripts
 from auditrl.scaffold.transcript import Budget, Report, Transcript
 
-TRANSCRIPTS = "transcripts.jsonl"
 SIM_PROVIDER = "sim"
 
 

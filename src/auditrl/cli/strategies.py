@@ -8,11 +8,18 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from auditrl.analysis.strategies import EmbedderName, Level, cluster_strategies, load_codebook
+from auditrl.analysis.strategies import (
+    EmbedderName,
+    Level,
+    cluster_strategies,
+    load_codebook,
+)
 from auditrl.analysis.summaries import strategy_summaries
-from auditrl.evaluate.runs import RunError, group_of, load_transcripts
-from auditrl.report.html import atomic_write_text, write_report
+from auditrl.atomic import atomic_write_text
+from auditrl.evaluate.groups import group_of
+from auditrl.report.html import write_report
 from auditrl.report.sections import strategy_section
+from auditrl.scaffold.store import RunError, load_transcripts
 
 
 def strategies(

@@ -1,7 +1,7 @@
 """`auditrl train --config FILE` (dispatch on the config's kind) and `auditrl monitor RUN`.
 
 Also runnable as a module for multi-process launches:
-`accelerate launch --config_file configs/accelerate/fsdp.yaml -m auditrl.train.cli train --config FILE`.
+`accelerate launch --config_file configs/accelerate/fsdp.yaml -m auditrl.cli train --config FILE`.
 """
 
 from __future__ import annotations
@@ -61,11 +61,3 @@ def monitor(
         console.print(f"[red]{exc}[/red]")
         raise typer.Exit(code=1) from exc
     console.print(monitor_table(records, window=window, spark=20, meanings=console.width >= 130))
-
-
-app = typer.Typer(help="Training commands.", no_args_is_help=True)
-app.command()(train)
-app.command()(monitor)
-
-if __name__ == "__main__":
-    app()

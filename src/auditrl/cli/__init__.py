@@ -1,16 +1,16 @@
-"""The `auditrl` command line: one typer app that gathers each package's commands."""
+"""The `auditrl` command line: the top layer, one typer app over every package; nothing below imports it."""
 
 from __future__ import annotations
 
 import typer
 
-from auditrl.analysis.cli import strategies
-from auditrl.behaviors.cli import app as behaviors_app
-from auditrl.behaviors.cli import seeds_app
-from auditrl.evaluate.cli import evaluate
-from auditrl.judges.cli import app as judge_app
-from auditrl.scaffold.cli import audit, export
-from auditrl.train.cli import monitor, train
+from auditrl.cli.audit import audit, export
+from auditrl.cli.behaviors import app as behaviors_app
+from auditrl.cli.behaviors import seeds_app
+from auditrl.cli.evaluate import evaluate
+from auditrl.cli.judge import app as judge_app
+from auditrl.cli.strategies import strategies
+from auditrl.cli.train import monitor, train
 
 app = typer.Typer(
     name="auditrl",

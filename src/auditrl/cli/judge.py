@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -18,12 +16,16 @@ from rich.table import Table
 from auditrl.evaluate.stats import mean_ci
 from auditrl.judges.cache import JudgeCache
 from auditrl.judges.client import JudgeClient
-from auditrl.judges.pairwise import CalibrationPairwiseJudge, PairwiseJudge, position_bias_rate
+from auditrl.judges.pairwise import (
+    CalibrationPairwiseJudge,
+    PairwiseJudge,
+    position_bias_rate,
+)
 from auditrl.judges.verdicts import PairwiseResult
 from auditrl.rewards.designs import DetailedDesign, RewardRecord
 from auditrl.rewards.reference import ReferenceStore
 from auditrl.rewards.registry import DESIGN_NAMES, build_design
-from auditrl.scaffold.store import read_transcripts
+from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts, write_transcripts
 from auditrl.scaffold.transcript import Transcript
 
 app = typer.Typer(help="Run judges and reward designs over transcripts.", no_args_is_help=True)
@@ -42,11 +44,11 @@ def _client(judge: str, cache: Path | None, max_retries: int) -> JudgeClient:
     return JudgeClient(resolve_judge(judge), cache=JudgeCache(cache) if cache else None, max_retries=max_retries)
 
 
-def _read(path: Path) -> list[Transcript]:
-    file = path / "transcripts.jsonl" if path.is_dir() else path
+def _source(path: Path) -> Path:
+    file = path / TRANSCRIPTS if path.is_dir() else path
     if not file.is_file():
         raise typer.BadParameter(f"{file}: no such transcripts file (give a .jsonl file or a run directory)")
-    return read_transcripts(file)
+    return file
 
 
 async def _pairwise_all(client: JudgeClient, pairs: Sequence[tuple[Transcript, Transcript]]) -> list[PairwiseResult]:
@@ -71,7 +73,7 @@ def pairwise(
     max_retries: int = typer.Option(2, help="Corrective follow-ups before a judge abstains."),
 ) -> None:
     """Compare A[i] with B[i] in both orders; print each result, A's mean share and the position-bias rate."""
-    a_list, b_list = _read(a_file), _read(b_file)
+    a_list, b_list = read_transcripts(_source(a_file)), read_transcripts(_source(b_file))
     if len(a_list) != len(b_list):
         raise typer.BadParameter(f"{a_file} has {len(a_list)} transcripts but {b_file} has {len(b_list)}")
     client = _client(judge, cache, max_retries)
@@ -118,16 +120,6 @@ async def _score_all(design: DetailedDesign, transcripts: Sequence[Transcript]) 
     return records
 
 
-def write_jsonl_atomic(path: Path, transcripts: Sequence[Transcript]) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        for t in transcripts:
-            fh.write(t.model_dump_json() + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
 @app.command()
 def score(
     run: Path = typer.Argument(..., help="A run directory holding transcripts.jsonl, or a .jsonl file."),
@@ -139,8 +131,8 @@ def score(
     max_retries: int = typer.Option(2, help="Corrective follow-ups before a judge abstains."),
 ) -> None:
     """Score every group with a reward design; write the scores to a new JSONL beside the input."""
-    transcripts = _read(run)
-    source = run / "transcripts.jsonl" if run.is_dir() else run
+    source = _source(run)
+    transcripts = read_transcripts(source)
     client = None if judge == PROGRAMMATIC else _client(judge, cache, max_retries)
     try:
         built = build_design(
@@ -154,7 +146,7 @@ def score(
         entry = {"reward": record.reward if record else None, **(record.details if record else {})}
         scored.append(t.model_copy(update={"scores": {**t.scores, design: json.loads(json.dumps(entry, default=str))}}))
     out = source.with_name(f"{source.stem}.scored-{design}.jsonl")
-    write_jsonl_atomic(out, scored)
+    write_transcripts(out, scored)
     rewards = [r.reward for r in records if r is not None and r.reward is not None]
     est = mean_ci(rewards)
     console.print(f"design {design}: mean reward {est.mean:.3f} [95% CI {est.lo:.3f}, {est.hi:.3f}] over {est.n} rollouts")

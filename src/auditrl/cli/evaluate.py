@@ -8,10 +8,20 @@ from typing import Annotated, Literal
 import typer
 from rich.console import Console
 
-from auditrl.evaluate.runs import RunError, group_transcripts, load_transcripts
-from auditrl.evaluate.suite import SuiteDataError, compute_suite, load_paper_reference, results_json, seed_unit, suite_table, transcript_unit
-from auditrl.report.html import atomic_write_text, write_report
+from auditrl.atomic import atomic_write_text
+from auditrl.evaluate.groups import group_transcripts
+from auditrl.evaluate.suite import (
+    SuiteDataError,
+    compute_suite,
+    load_paper_reference,
+    results_json,
+    seed_unit,
+    suite_table,
+    transcript_unit,
+)
+from auditrl.report.html import write_report
 from auditrl.report.sections import suite_section
+from auditrl.scaffold.store import RunError, load_transcripts
 
 
 def evaluate(
