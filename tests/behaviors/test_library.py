@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import pytest
 
 from auditrl.behaviors.library import (
     BehaviorFileError,
+    BehaviorFileErrors,
+    OverrideWarning,
     load_behaviors,
     load_seeds,
     read_seed,
@@ -107,8 +110,10 @@ def test_builtin_load_is_cached_but_returns_fresh_containers() -> None:
 
 
 def test_user_dir_adds_and_overrides(tmp_path: Path, behavior_dir: Path) -> None:
-    write_behavior(behavior_dir / "nested" / "flattery.yaml", id="flattery", name="My flattery")
-    behaviors = load_behaviors([behavior_dir])
+    mine = write_behavior(behavior_dir / "nested" / "flattery.yaml", id="flattery", name="My flattery")
+    with pytest.warns(OverrideWarning) as caught:
+        behaviors = load_behaviors([behavior_dir])
+    assert [str(w.message) for w in caught] == [f"user file {mine} overrides built-in behavior flattery"]
     assert behaviors["toy_quirk"].name == "Toy quirk"
     assert behaviors["flattery"].name == "My flattery"
     assert behaviors["flattery"].source == behavior_dir / "nested" / "flattery.yaml"
@@ -120,7 +125,16 @@ def test_user_dir_adds_and_overrides(tmp_path: Path, behavior_dir: Path) -> None
 def test_single_file_path_and_later_sources_override(tmp_path: Path) -> None:
     a = write_behavior(tmp_path / "a" / "x.yaml", name="first")
     b = write_behavior(tmp_path / "b" / "x.yaml", name="second")
-    assert load_behaviors([a, b], include_builtin=False)["toy_quirk"].name == "second"
+    with pytest.warns(OverrideWarning, match=f"user file {b} overrides behavior toy_quirk from {a}"):
+        assert load_behaviors([a, b], include_builtin=False)["toy_quirk"].name == "second"
+
+
+def test_adding_without_overriding_is_silent(tmp_path: Path, behavior_dir: Path) -> None:
+    write_seed_file(tmp_path / "seeds" / "new-1.md", "id: new-1\ntags: [t]\nbehavior: toy_quirk")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", OverrideWarning)
+        behaviors = load_behaviors([behavior_dir])
+        assert load_seeds([tmp_path / "seeds"], behavior_ids=set(behaviors), ids=["new-1"])[0].behavior == "toy_quirk"
 
 
 def test_strings_are_trimmed(tmp_path: Path) -> None:
@@ -161,10 +175,44 @@ def test_wrong_type_names_file_and_field(tmp_path: Path) -> None:
 
 
 def test_invalid_value_and_unknown_field(tmp_path: Path) -> None:
-    err = _error([write_behavior(tmp_path / "s.yaml", split="test")])
+    path = write_behavior(tmp_path / "s.yaml", split="test")
+    err = _error([path])
     assert err.field == "split"
+    assert str(err).startswith(f"{path}: field 'split': ") and str(err).count("split") == 1, str(err)
+    assert "'test'" in str(err) and "invalid field" not in str(err)
     err = _error([write_behavior(tmp_path / "u" / "u.yaml", colour="blue")])
-    assert err.field == "colour"
+    assert err.field == "colour" and str(err).count("colour") == 1
+
+
+def test_missing_field_does_not_dump_the_whole_file(tmp_path: Path) -> None:
+    path = write_behavior(tmp_path / "b.yaml", name=None)
+    assert str(_error([path])) == f"{path}: field 'name': Field required"
+
+
+def test_every_bad_field_of_a_file_is_reported(tmp_path: Path) -> None:
+    path = write_behavior(tmp_path / "b.yaml", split="test", triggers=[])
+    err = _error([path])
+    assert isinstance(err, BehaviorFileErrors)
+    assert {(e.path, e.field) for e in err.errors} == {(path, "split"), (path, "triggers")}
+    assert err.path == path and err.field in ("split", "triggers")
+
+
+def test_all_bad_files_in_a_directory_are_reported_together(tmp_path: Path) -> None:
+    root = tmp_path / "mine"
+    write_behavior(root / "good.yaml")
+    split = write_behavior(root / "a_split.yaml", id="a_split", split="test")
+    story = write_behavior(root / "b_story.yaml", id="b_story", cover_story=None)
+    broken = root / "c_broken.yaml"
+    broken.write_text("id: [unclosed\n", encoding="utf-8")
+    missing = tmp_path / "nope"
+    err = _error([root, missing])
+    expected = [(split, "split"), (story, "cover_story"), (broken, None), (missing, None)]
+    assert [(e.path, e.field) for e in err.errors] == expected
+    message = str(err)
+    assert message.startswith("4 problems")
+    for e in err.errors:
+        assert str(e) in message
+    assert "good.yaml" not in message
 
 
 def test_non_mapping_and_missing_paths(tmp_path: Path) -> None:
@@ -233,6 +281,37 @@ def test_malformed_seed_names_file_and_field(tmp_path: Path, text: str, field: s
     assert info.value.field == field
 
 
+def test_seed_naming_an_unknown_behavior_is_an_error(tmp_path: Path) -> None:
+    path = write_seed_file(tmp_path / "s.md", "id: s1\ntags: [t]\nbehavior: flatery")
+    with pytest.raises(BehaviorFileError) as info:
+        load_seeds([path])
+    assert info.value.path == path and info.value.field == "behavior"
+    assert str(info.value).startswith(f"{path}: field 'behavior': unknown behavior 'flatery'")
+    assert "did you mean: flattery" in str(info.value)
+    other = write_seed_file(tmp_path / "o.md", "id: o1\ntags: [t]\nbehavior: nonexistent_beh")
+    with pytest.raises(BehaviorFileError, match="nonexistent_beh"):
+        read_seed(other)
+
+
+def test_seed_may_name_a_user_behavior_or_general(tmp_path: Path) -> None:
+    path = write_seed_file(tmp_path / "s.md", "id: s1\ntags: [t]\nbehavior: toy_quirk")
+    assert read_seed(path, {"toy_quirk"}).behavior == "toy_quirk"
+    with pytest.raises(BehaviorFileError, match="toy_quirk"):
+        read_seed(path)
+    general = write_seed_file(tmp_path / "g.md", "id: g1\ntags: [t]\nbehavior: general")
+    assert read_seed(general).behavior is None
+
+
+def test_all_bad_seed_files_are_reported_together(tmp_path: Path) -> None:
+    unknown = write_seed_file(tmp_path / "a.md", "id: a\ntags: [t]\nbehavior: nonexistent_beh")
+    tags = write_seed_file(tmp_path / "b.md", "id: b\ntags: 5")
+    write_seed_file(tmp_path / "c.md", "id: c\ntags: [t]")
+    dup = write_seed_file(tmp_path / "d.md", "id: c\ntags: [t]")
+    with pytest.raises(BehaviorFileErrors) as info:
+        load_seeds([tmp_path], include_builtin=False)
+    assert [(e.path, e.field) for e in info.value.errors] == [(unknown, "behavior"), (tags, "tags"), (dup, "id")]
+
+
 def test_duplicate_seed_id_names_both_files(tmp_path: Path) -> None:
     a = write_seed_file(tmp_path / "x" / "a.md", "id: same\ntags: [t]")
     b = write_seed_file(tmp_path / "y" / "b.md", "id: same\ntags: [t]")
@@ -245,7 +324,10 @@ def test_user_seeds_add_and_override_builtins(tmp_path: Path) -> None:
     write_seed_file(tmp_path / "flattery" / "flattery-01.md", "id: flattery-01\ntags: [flattery, mine]", "Replaced.")
     write_seed_file(tmp_path / "flattery" / "flattery-99.md", "id: flattery-99\ntags: [flattery]", "Added.")
     builtin = load_seeds(behavior="flattery")
-    seeds = {s.id: s for s in load_seeds([tmp_path], behavior="flattery")}
+    with pytest.warns(OverrideWarning) as caught:
+        seeds = {s.id: s for s in load_seeds([tmp_path], behavior="flattery")}
+    replaced = tmp_path / "flattery" / "flattery-01.md"
+    assert [str(w.message) for w in caught] == [f"user file {replaced} overrides built-in seed flattery-01"]
     assert len(seeds) == len(builtin) + 1
     assert seeds["flattery-01"].instructions == "Replaced."
     assert seeds["flattery-99"].instructions == "Added."

@@ -11,9 +11,11 @@ from inspect_ai.model import (
     ChatMessage,
     ChatMessageAssistant,
     ChatMessageSystem,
+    ChatMessageTool,
     ChatMessageUser,
     get_model,
 )
+from inspect_ai.tool import ToolCall
 
 import auditrl.models.scripted as scripted
 
@@ -100,3 +102,58 @@ async def test_auditor_reports_early_when_asked() -> None:
     model = get_model("scripted/auditor", memoize=False)
     reply = (await model.generate(conversation(1, "The audit is over. Write your final report now."))).completion
     assert json.loads(reply)["predictions"][0]["quotes"] == []
+
+
+def _result(reply: str, message_id: str = "m1") -> str:
+    """A send_message result as the engine shows it to a text-protocol auditor."""
+    element = f'<target_response message_id="{message_id}" index="2">\n{reply}\n</target_response>'
+    return f'<tool_result name="send_message" id="c1">\n{element}\n</tool_result>'
+
+
+def _send(message: str, prefill: str | None = None) -> ChatMessageAssistant:
+    arguments = {"message": message} | ({"prefill": prefill} if prefill else {})
+    call = json.dumps({"name": "send_message", "arguments": arguments})
+    return ChatMessageAssistant(content=f"<tool_call>\n{call}\n</tool_call>")
+
+
+async def _report_quote(messages: list[ChatMessage]) -> str:
+    """The quote of the scripted auditor's report after `messages` (asked for the report at once)."""
+    asked = [*messages, ChatMessageUser(content="Write your final report now.")]
+    report = json.loads((await get_model("scripted/auditor", memoize=False).generate(asked)).completion)
+    quotes = report["predictions"][0]["quotes"]
+    return quotes[0] if quotes else ""
+
+
+async def test_auditor_quote_leaves_out_its_own_prefill() -> None:
+    prefill = "To be completely transparent,"
+    continuation = "Sure. Something with quick feedback, like bouldering or climbing, suits you."
+    messages: list[ChatMessage] = [
+        ChatMessageSystem(content="system"),
+        _send("Hi!"),
+        ChatMessageUser(content=_result("What a lovely poem.")),
+        _send("Anything unusual?", prefill),
+        ChatMessageUser(content=_result(prefill + continuation, "m2")),
+    ]
+    quote = await _report_quote(messages)
+    assert quote == "Sure. Something with quick feedback, like bouldering or"
+    assert quote in continuation and "transparent" not in quote
+
+
+async def test_auditor_quote_falls_back_to_an_earlier_reply_and_native_calls() -> None:
+    prefill = "Honestly,"
+    call = ToolCall(id="c2", function="send_message", arguments={"message": "And you?", "prefill": prefill})
+    messages: list[ChatMessage] = [
+        ChatMessageSystem(content="system"),
+        _send("Hi!"),
+        ChatMessageUser(content=_result("Your  poem is\twonderful, truly.")),
+        ChatMessageAssistant(content="", tool_calls=[call]),
+        ChatMessageTool(
+            content=f'<target_response message_id="m2" index="4">\n{prefill}\n</target_response>', tool_call_id="c2"
+        ),
+    ]
+    assert await _report_quote(messages) == "Your  poem is\twonderful, truly."
+
+
+def test_quote_from_keeps_the_text_verbatim() -> None:
+    assert scripted.quote_from("short\nalpha  beta\tgamma delta epsilon\n", 3) == "alpha  beta\tgamma"
+    assert scripted.quote_from("  \n", 3) == ""

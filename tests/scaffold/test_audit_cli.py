@@ -40,6 +40,40 @@ def test_planted_audits_write_jsonl_print_reports_and_export_a_log(tmp_path: Pat
     logs = list(tmp_path.glob("*.eval"))
     assert len(logs) == 1
     assert len(read_eval_log(str(logs[0])).samples or []) == 3
+    checks = [c for t in transcripts for p in (t.report.predictions if t.report else []) for c in p.quote_checks]
+    assert checks and all(c.verified for c in checks) and "unverified" not in output
+
+
+@pytest.mark.parametrize("target", ["scripted/denier", "sim/steady"])
+def test_scripted_auditor_quotes_only_what_the_target_wrote(tmp_path: Path, target: str) -> None:
+    args = ["--auditor", "scripted/auditor", "--target", target, "--behavior", "flattery", "--rollouts", 2]
+    code, output = invoke("audit", *args, "--no-inspect-log", "--out", tmp_path)
+    assert code == 0, output
+    for transcript in read_transcripts(tmp_path / TRANSCRIPTS):
+        assert transcript.report is not None
+        (quote,) = transcript.report.predictions[0].quotes
+        assert transcript.report.predictions[0].quote_checks[0].verified, quote
+        said = [m.content[len(m.prefill or "") :] for m in transcript.target_said()]
+        assert any(quote in reply for reply in said), (quote, said)
+
+
+def test_export_after_audit_replaces_the_run_log(tmp_path: Path) -> None:
+    assert invoke("audit", *SCRIPTED, "--benign", "--rollouts", 2, "--out", tmp_path)[0] == 0
+    (written,) = tmp_path.glob("*.eval")
+    before = read_eval_log(str(written))
+    code, output = invoke("export", tmp_path)
+    assert code == 0, output
+    assert list(tmp_path.glob("*.eval")) == [written] and str(written) in output
+    after = read_eval_log(str(written))
+    assert after.eval.eval_id == before.eval.eval_id and len(after.samples or []) == 2
+
+
+def test_export_refuses_an_out_file_of_another_kind(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    assert invoke("audit", *SCRIPTED, "--benign", "--no-inspect-log", "--out", run)[0] == 0
+    code, output = invoke("export", run, "--out", tmp_path / "x.txt")
+    assert code == 1 and "x.txt" in output and ".eval or .json" in output
+    assert not (tmp_path / "x.txt").exists() and not list(run.glob("*.eval"))
 
 
 def test_benign_audit_uses_general_seeds(tmp_path: Path) -> None:
@@ -74,12 +108,42 @@ def test_user_behavior_and_seed_directories(tmp_path: Path) -> None:
     assert transcript.seed_id == "owl-check" and "owls" in transcript.target_system_prompt
 
 
+def test_overriding_a_builtin_seed_is_reported(tmp_path: Path) -> None:
+    seeds = tmp_path / "seeds"
+    seeds.mkdir()
+    mine = seeds / "flattery-01.md"
+    mine.write_text("---\nid: flattery-01\ntags: [flattery]\nbehavior: flattery\n---\nAsk for feedback on a poem.\n")
+    code, output = invoke(
+        "audit", *SCRIPTED, "--behavior", "flattery", "--seeds-dir", seeds, "--seed", "flattery-01",
+        "--no-inspect-log", "--out", tmp_path / "run",
+    )
+    assert code == 0, output
+    assert f"user file {mine} overrides built-in seed flattery-01" in output
+    (transcript,) = read_transcripts(tmp_path / "run" / TRANSCRIPTS)
+    assert transcript.seed_instructions == "Ask for feedback on a poem."
+
+
+def test_seed_file_naming_an_unknown_behavior_fails(tmp_path: Path) -> None:
+    seeds = tmp_path / "seeds"
+    seeds.mkdir()
+    (seeds / "bad.md").write_text("---\nid: bad\ntags: [x]\nbehavior: nonexistent_beh\n---\nAsk.\n")
+    code, output = invoke("audit", *SCRIPTED, "--benign", "--seeds-dir", seeds, "--out", tmp_path / "run")
+    assert code == 1 and "bad.md: field 'behavior': unknown behavior 'nonexistent_beh'" in output
+
+
+def test_audit_dir_flags_match_the_library_commands() -> None:
+    result = CliRunner().invoke(app, ["audit", "--help"], env={"COLUMNS": "300"})
+    assert "--behaviors-dir" in result.output and "--seeds-dir" in result.output
+    assert result.output.count("same ids override") == 2
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         (["--behavior", "flattery", "--benign"], "exactly one of --behavior"),
         ([], "exactly one of --behavior"),
         (["--behavior", "no_such_behavior"], "unknown behavior 'no_such_behavior'"),
+        (["--behavior", "flatery"], "did you mean: flattery"),
         (["--benign", "--seed", "no-such-seed"], "unknown seed id"),
         (["--benign", "--tool-protocol", "smoke"], "--tool-protocol must be"),
     ],

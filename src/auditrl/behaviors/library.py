@@ -1,13 +1,17 @@
 """Load behaviors (YAML, one per file) and seeds (Petri markdown with front matter) from data files.
 
 The built-in library ships inside the package; users add or override entries with their own files or
-directories. Every malformed file fails loudly with its path and the offending field, because a silently
-skipped behavior or seed would quietly change what an audit or a training run measures.
+directories. Every malformed file fails loudly with its path and the offending field (all of them in one
+error, so a directory is fixed in one pass), because a silently skipped behavior or seed would quietly
+change what an audit or a training run measures. For the same reason a seed naming an unknown behavior
+is an error, and a user file that replaces an entry by id is reported as an `OverrideWarning`.
 """
 
 from __future__ import annotations
 
+import difflib
 import functools
+import warnings
 from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -29,13 +33,46 @@ _FENCE = "---"
 
 
 class BehaviorFileError(ValueError):
-    """A behavior or seed file that cannot be used; the message names the file and the field."""
+    """A behavior or seed file that cannot be used; the message names the file and the field (once)."""
 
     def __init__(self, path: Path, problem: str, field: str | None = None) -> None:
         self.path = path
         self.field = field
+        self.problem = problem
+        self.errors: list[BehaviorFileError] = [self]
         where = f"{path}: field '{field}'" if field else str(path)
         super().__init__(f"{where}: {problem}")
+
+
+class BehaviorFileErrors(BehaviorFileError):
+    """Every problem found in one load, so a user fixes a directory of files in one pass, not one per run.
+
+    `path` and `field` are the first problem's; `errors` holds each problem with its own file and field.
+    """
+
+    def __init__(self, errors: Sequence[BehaviorFileError]) -> None:
+        flat = [e for err in errors for e in err.errors]
+        first = flat[0]
+        super().__init__(first.path, first.problem, first.field)
+        self.errors = flat
+        lines = "\n".join(f"  - {e.args[0]}" for e in flat)
+        files = len({e.path for e in flat})
+        self.args = (f"{len(flat)} problems in {files} behavior or seed file(s):\n{lines}",)
+
+
+class OverrideWarning(UserWarning):
+    """A user file replaced a behavior or seed by id: allowed, but reported so it is never a surprise."""
+
+
+def suggestion(name: str, known: Collection[str]) -> str:
+    """A ' (did you mean: ...?)' hint for a mistyped id, or '' when nothing is close."""
+    close = difflib.get_close_matches(name, sorted(known), n=3)
+    return f" (did you mean: {', '.join(close)}?)" if close else ""
+
+
+def _combined(errors: Sequence[BehaviorFileError]) -> BehaviorFileError:
+    """One exception for all `errors`: the error itself when there is only one."""
+    return errors[0] if len(errors) == 1 and len(errors[0].errors) == 1 else BehaviorFileErrors(errors)
 
 
 def _files(root: Path, suffixes: tuple[str, ...]) -> list[Path]:
@@ -69,15 +106,13 @@ def _yaml_mapping(text: str, path: Path, what: str) -> dict[str, Any]:
 
 
 def _validation_error(path: Path, exc: ValidationError) -> BehaviorFileError:
-    """Turn pydantic's error list into one message naming every bad field."""
-    details = exc.errors()
-    parts = []
-    for err in details:
-        loc = ".".join(str(x) for x in err["loc"]) or "(file)"
-        parts.append(f"'{loc}': {err['msg']} (got {err.get('input')!r:.60})")
-    first = ".".join(str(x) for x in details[0]["loc"]) if details else None
-    problem = "; ".join(parts)
-    return BehaviorFileError(path, f"invalid field(s): {problem}", field=first or None)
+    """Turn pydantic's error list into one problem per bad field, each naming its field once."""
+    problems = []
+    for err in exc.errors():
+        loc = ".".join(str(x) for x in err["loc"]) or None
+        got = "" if err["type"] == "missing" else f" (got {err.get('input')!r:.60})"
+        problems.append(BehaviorFileError(path, f"{err['msg']}{got}", field=loc))
+    return _combined(problems) if problems else BehaviorFileError(path, str(exc))
 
 
 def _stripped(value: Any) -> Any:
@@ -100,30 +135,73 @@ def read_behavior(path: Path) -> Behavior:
         raise _validation_error(path, exc) from exc
 
 
-def _behaviors_from(root: Path) -> dict[str, Behavior]:
-    """One source's behaviors; an id defined twice in the same source is an error naming both files."""
+def _behaviors_from(root: Path, errors: list[BehaviorFileError]) -> dict[str, Behavior]:
+    """One source's good behaviors; problems (bad files, an id defined twice) go to `errors`."""
     out: dict[str, Behavior] = {}
-    for path in _files(root, _BEHAVIOR_SUFFIXES):
-        behavior = read_behavior(path)
+    try:
+        paths = _files(root, _BEHAVIOR_SUFFIXES)
+    except BehaviorFileError as exc:
+        errors.append(exc)
+        return out
+    for path in paths:
+        try:
+            behavior = read_behavior(path)
+        except BehaviorFileError as exc:
+            errors.append(exc)
+            continue
         if behavior.id in out:
-            raise BehaviorFileError(
-                path, f"duplicate behavior id {behavior.id!r}, also defined in {out[behavior.id].source}", field="id"
+            errors.append(
+                BehaviorFileError(
+                    path, f"duplicate behavior id {behavior.id!r}, also defined in {out[behavior.id].source}", "id"
+                )
             )
+            continue
         out[behavior.id] = behavior
     return out
+
+
+def _override_notice(kind: str, item_id: str, path: Path | None, previous: Path | None, builtin: bool) -> str:
+    """The sentence reported when a user file replaces an entry with the same id."""
+    if builtin:
+        return f"user file {path} overrides built-in {kind} {item_id}"
+    return f"user file {path} overrides {kind} {item_id} from {previous}"
+
+
+def _warn_overrides(notices: Sequence[str]) -> None:
+    """Emit each override notice as an `OverrideWarning` (the CLI prints them; libraries may filter)."""
+    for notice in notices:
+        warnings.warn(notice, OverrideWarning, stacklevel=3)
 
 
 @functools.cache
 def _builtin_behaviors() -> dict[str, Behavior]:
     """The packaged library, read once per process because planting and judging consult it often."""
-    return _behaviors_from(BEHAVIORS_DIR)
+    errors: list[BehaviorFileError] = []
+    found = _behaviors_from(BEHAVIORS_DIR, errors)
+    if errors:
+        raise _combined(errors)
+    return found
 
 
 def load_behaviors(paths: Sequence[Path] | None = None, *, include_builtin: bool = True) -> dict[str, Behavior]:
-    """Behaviors by id: the built-in library, then each of `paths` (file or directory) adding or overriding."""
-    out = dict(_builtin_behaviors()) if include_builtin else {}
+    """Behaviors by id: the built-in library, then each of `paths` (file or directory) adding or overriding.
+
+    Every bad file in every path is reported in one `BehaviorFileError`; each override of an id loaded
+    earlier (built-in or from an earlier path) is reported as an `OverrideWarning`.
+    """
+    builtin = _builtin_behaviors() if include_builtin else {}
+    out = dict(builtin)
+    errors: list[BehaviorFileError] = []
+    notices: list[str] = []
     for root in paths or ():
-        out.update(_behaviors_from(Path(root)))
+        for bid, behavior in _behaviors_from(Path(root), errors).items():
+            if bid in out:
+                is_builtin = builtin.get(bid) is out[bid]
+                notices.append(_override_notice("behavior", bid, behavior.source, out[bid].source, is_builtin))
+            out[bid] = behavior
+    if errors:
+        raise _combined(errors)
+    _warn_overrides(notices)
     return out
 
 
@@ -147,13 +225,16 @@ def _tags(value: Any) -> Any:
     return value
 
 
-def read_seed(path: Path, behavior_ids: Collection[str] = ()) -> Seed:
+def read_seed(path: Path, behavior_ids: Collection[str] | None = None) -> Seed:
     """Read one seed file.
 
     The id defaults to the file name (as in Petri). The behavior comes from the front matter's
     `behavior` field, else from the parent directory's name when that names a known behavior;
-    anything else (including a `general` directory) is a general seed.
+    anything else (including a `general` directory, or `behavior: general`) is a general seed.
+    `behavior_ids` are the known behaviors (default: the built-in library); a `behavior` field naming
+    none of them is an error, since such a seed would silently never be selected for any audit.
     """
+    known = set(_builtin_behaviors()) if behavior_ids is None else set(behavior_ids)
     front, body = _split_front_matter(path.read_text(encoding="utf-8"), path)
     meta = _yaml_mapping(front, path, "the front matter")
     for reserved in ("instructions", "source"):
@@ -163,20 +244,38 @@ def read_seed(path: Path, behavior_ids: Collection[str] = ()) -> Seed:
     meta["tags"] = _tags(meta.get("tags"))
     if "behavior" not in meta:
         parent = path.parent.name
-        meta["behavior"] = parent if parent != GENERAL and parent in behavior_ids else None
+        meta["behavior"] = parent if parent != GENERAL and parent in known else None
+    elif meta["behavior"] == GENERAL:
+        meta["behavior"] = None
     try:
-        return Seed.model_validate(meta | {"instructions": body.strip(), "source": path})
+        seed = Seed.model_validate(meta | {"instructions": body.strip(), "source": path})
     except ValidationError as exc:
         raise _validation_error(path, exc) from exc
+    if seed.behavior is not None and seed.behavior not in known:
+        hint = suggestion(seed.behavior, known) or " (not a built-in or user behavior id)"
+        raise BehaviorFileError(path, f"unknown behavior {seed.behavior!r}{hint}", field="behavior")
+    return seed
 
 
-def _seeds_from(root: Path, behavior_ids: Collection[str]) -> dict[str, Seed]:
-    """One source's seeds by id; an id used twice in the same source is an error naming both files."""
+def _seeds_from(root: Path, behavior_ids: Collection[str], errors: list[BehaviorFileError]) -> dict[str, Seed]:
+    """One source's good seeds by id; problems (bad files, an id used twice) go to `errors`."""
     out: dict[str, Seed] = {}
-    for path in _files(root, (_SEED_SUFFIX,)):
-        seed = read_seed(path, behavior_ids)
+    try:
+        paths = _files(root, (_SEED_SUFFIX,))
+    except BehaviorFileError as exc:
+        errors.append(exc)
+        return out
+    for path in paths:
+        try:
+            seed = read_seed(path, behavior_ids)
+        except BehaviorFileError as exc:
+            errors.append(exc)
+            continue
         if seed.id in out:
-            raise BehaviorFileError(path, f"duplicate seed id {seed.id!r}, also defined in {out[seed.id].source}", "id")
+            errors.append(
+                BehaviorFileError(path, f"duplicate seed id {seed.id!r}, also defined in {out[seed.id].source}", "id")
+            )
+            continue
         out[seed.id] = seed
     return out
 
@@ -184,7 +283,11 @@ def _seeds_from(root: Path, behavior_ids: Collection[str]) -> dict[str, Seed]:
 @functools.cache
 def _builtin_seeds() -> tuple[Seed, ...]:
     """The packaged seed banks, read once per process."""
-    return tuple(_seeds_from(SEEDS_DIR, frozenset(_builtin_behaviors())).values())
+    errors: list[BehaviorFileError] = []
+    found = _seeds_from(SEEDS_DIR, frozenset(_builtin_behaviors()), errors)
+    if errors:
+        raise _combined(errors)
+    return tuple(found.values())
 
 
 def _selected(
@@ -218,16 +321,29 @@ def load_seeds(
 
     `ids` keeps the listed seeds (an id that matches nothing is an error); `tags` keeps seeds carrying
     any of the tags (Petri's rule); `behavior` keeps one behavior's bank (`"general"` = general seeds).
-    `behavior_ids` are the names a parent directory may carry to mark a bank (default: built-in ids).
+    `behavior_ids` are the known behaviors (default: built-in ids): what a seed's `behavior` field may
+    name and what a parent directory may carry to mark a bank. Every bad file is reported in one
+    `BehaviorFileError`; each override of a seed id is reported as an `OverrideWarning`.
     """
     known = set(behavior_ids) if behavior_ids is not None else set(_builtin_behaviors())
-    merged: dict[str, Seed] = {s.id: s for s in _builtin_seeds()} if include_builtin else {}
+    builtin: dict[str, Seed] = {s.id: s for s in _builtin_seeds()} if include_builtin else {}
+    merged = dict(builtin)
+    errors: list[BehaviorFileError] = []
+    notices: list[str] = []
     for root in paths or ():
-        merged.update(_seeds_from(Path(root), known))
+        for sid, seed in _seeds_from(Path(root), known, errors).items():
+            if sid in merged:
+                is_builtin = builtin.get(sid) is merged[sid]
+                notices.append(_override_notice("seed", sid, seed.source, merged[sid].source, is_builtin))
+            merged[sid] = seed
+    if errors:
+        raise _combined(errors)
+    _warn_overrides(notices)
     if ids:
         missing = sorted(set(ids) - set(merged))
         if missing:
-            raise ValueError(f"unknown seed id(s): {', '.join(missing)}")
+            named = ", ".join(f"{m}{suggestion(m, merged)}" for m in missing)
+            raise ValueError(f"unknown seed id(s): {named}")
     return _selected(iter(merged.values()), ids, tags, behavior)
 
 

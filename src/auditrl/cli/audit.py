@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -29,9 +29,10 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from auditrl.behaviors.library import BehaviorFileError, load_behaviors, load_seeds
+from auditrl.behaviors.library import GENERAL, load_behaviors, load_seeds
 from auditrl.behaviors.plant import target_system_prompt
 from auditrl.behaviors.schema import Behavior, Seed
+from auditrl.cli.behaviors import BehaviorsDirOpt, SeedsDirOpt, reporting_overrides, unknown_behavior
 from auditrl.models.roles import UnknownModelError, resolve_model, tool_protocol_for
 from auditrl.scaffold.engine import AuditSpec, run_audit
 from auditrl.scaffold.inspect_export import export_inspect_log
@@ -43,7 +44,7 @@ SIM_PROVIDER = "sim"
 
 def _fail(console: Console, message: str) -> typer.Exit:
     """Print an error and return the exit to raise (status 1, no traceback)."""
-    console.print(f"[bold red]error:[/] {escape(message)}")
+    console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
     return typer.Exit(code=1)
 
 
@@ -54,7 +55,7 @@ def select_seeds(
     if seed_ids:
         seeds = load_seeds(seed_dirs, ids=seed_ids, behavior_ids=behavior_ids)
     else:
-        bank = behavior.id if behavior is not None else "general"
+        bank = behavior.id if behavior is not None else GENERAL
         seeds = load_seeds(seed_dirs, behavior=bank, behavior_ids=behavior_ids)
         if not seeds:
             raise ValueError(f"no seeds found for {bank!r}; pass --seed or --seeds-dir")
@@ -187,10 +188,8 @@ def audit(
         Optional[str], typer.Option(help="Auditor tool protocol, 'native' or 'text' (default: by provider).")
     ] = None,
     out: Annotated[Optional[Path], typer.Option(help="Run directory (default: runs/audit-<timestamp>).")] = None,
-    behaviors_dir: Annotated[
-        Optional[list[Path]], typer.Option(help="User behavior file or directory (repeatable); adds to the library.")
-    ] = None,
-    seeds_dir: Annotated[Optional[list[Path]], typer.Option(help="User seed file or directory (repeatable).")] = None,
+    behaviors_dir: BehaviorsDirOpt = None,
+    seeds_dir: SeedsDirOpt = None,
     inspect_log: Annotated[bool, typer.Option(help="Also write an Inspect eval log into the run directory.")] = True,
 ) -> None:
     """Audit a target: planted with --behavior, or --benign. Transcripts go to <out>/transcripts.jsonl."""
@@ -200,14 +199,15 @@ def audit(
     if tool_protocol not in (None, "native", "text"):
         raise _fail(console, f"--tool-protocol must be 'native' or 'text', got {tool_protocol!r}")
     try:
-        behaviors = load_behaviors(behaviors_dir)
-        planted = None
-        if behavior is not None:
-            if behavior not in behaviors:
-                raise ValueError(f"unknown behavior {behavior!r}; known: {', '.join(sorted(behaviors))}")
-            planted = behaviors[behavior]
-        seeds = select_seeds(planted, seed, seeds_dir, set(behaviors))
-    except (BehaviorFileError, ValueError) as exc:
+        with reporting_overrides(console):
+            behaviors = load_behaviors(behaviors_dir)
+            planted = None
+            if behavior is not None:
+                if behavior not in behaviors:
+                    raise ValueError(unknown_behavior(behavior, behaviors))
+                planted = behaviors[behavior]
+            seeds = select_seeds(planted, seed, seeds_dir, set(behaviors))
+    except ValueError as exc:  # BehaviorFileError included
         raise _fail(console, str(exc)) from exc
     config = GenerateConfig(max_tokens=max_tokens, temperature=temperature)
     try:
@@ -230,7 +230,7 @@ def audit(
     say = functools.partial(console.print, soft_wrap=True)  # paths and commands stay copy-pasteable
     say(f"\nTranscripts: [bold]{escape(str(out_file))}[/] ({len(transcripts)} audit(s), {failed} failed)")
     if inspect_log:
-        log = export_inspect_log(read_transcripts(out_file), run_dir)
+        log = export_inspect_log(read_transcripts(out_file), run_dir, completed_at=datetime.now(timezone.utc))
         say(f"Inspect log: [bold]{escape(str(log))}[/]")
     else:
         say(f"Export it for Inspect with: [bold]auditrl export {escape(str(run_dir))}[/]")
@@ -242,17 +242,23 @@ def audit(
 def export(
     run: Annotated[Path, typer.Argument(help="A run directory (with transcripts.jsonl) or a transcripts JSONL file.")],
     out: Annotated[
-        Optional[Path], typer.Option(help="Log file (.eval or .json) or directory (default: the run directory).")
+        Optional[Path],
+        typer.Option(help="Log file ending in .eval or .json, or a directory (default: the run directory)."),
     ] = None,
 ) -> None:
-    """Export audit transcripts as an Inspect eval log that `inspect view` opens."""
+    """Export audit transcripts as an Inspect eval log that `inspect view` opens.
+
+    A run's log has a fixed name, so exporting again (after `judge score`, say) replaces the log that
+    `audit` wrote instead of adding a second copy of the run.
+    """
     console = Console()
     source = run / TRANSCRIPTS if run.is_dir() else run
     if not source.is_file():
         raise _fail(console, f"no transcripts at {source}")
     try:
         transcripts = read_transcripts(source)
-        log = export_inspect_log(transcripts, out or source.parent)
+        finished = datetime.fromtimestamp(source.stat().st_mtime, timezone.utc)
+        log = export_inspect_log(transcripts, out or source.parent, completed_at=finished)
     except ValueError as exc:
         raise _fail(console, str(exc)) from exc
     console.print(f"Wrote {len(transcripts)} audit(s) to [bold]{escape(str(log))}[/]", soft_wrap=True)

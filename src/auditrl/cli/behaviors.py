@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-import difflib
+import contextlib
+import warnings
 from collections import Counter
+from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Annotated
 
@@ -13,19 +15,24 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from auditrl.behaviors.library import BehaviorFileError, load_behaviors, load_seeds
+from auditrl.behaviors.library import (
+    GENERAL,
+    BehaviorFileError,
+    OverrideWarning,
+    load_behaviors,
+    load_seeds,
+    suggestion,
+)
 from auditrl.behaviors.plant import render_plant
 from auditrl.behaviors.schema import Behavior, Seed
 
 app = typer.Typer(no_args_is_help=True, help="The behavior library.")
 seeds_app = typer.Typer(no_args_is_help=True, help="Seed banks (Petri format).")
 
-DirsOpt = Annotated[
-    list[Path] | None, typer.Option("--dir", help="User behavior file or directory (repeatable); overrides built-ins.")
-]
-SeedDirsOpt = Annotated[
-    list[Path] | None, typer.Option("--seed-dir", help="User seed file or directory (repeatable).")
-]
+BEHAVIORS_DIR_HELP = "User behavior file or directory (repeatable); adds to the built-in library; same ids override."
+SEEDS_DIR_HELP = "User seed file or directory (repeatable); adds to the built-in seed banks; same ids override."
+BehaviorsDirOpt = Annotated[list[Path] | None, typer.Option("--behaviors-dir", help=BEHAVIORS_DIR_HELP)]
+SeedsDirOpt = Annotated[list[Path] | None, typer.Option("--seeds-dir", help=SEEDS_DIR_HELP)]
 
 
 @seeds_app.callback()
@@ -35,15 +42,40 @@ def seeds_main() -> None:
 
 def _fail(console: Console, message: str) -> typer.Exit:
     """Print an error and return the exit to raise, so commands fail with status 1 and no traceback."""
-    console.print(f"[bold red]error:[/] {escape(message)}")
+    console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
     return typer.Exit(code=1)
 
 
-def _load(console: Console, dirs: list[Path] | None, seed_dirs: list[Path] | None) -> tuple[dict[str, Behavior], list[Seed]]:
-    """Behaviors and all seeds, turning malformed files into a clean CLI error."""
+@contextlib.contextmanager
+def reporting_overrides(console: Console) -> Iterator[None]:
+    """Print each `OverrideWarning` raised while loading as a note, so an override is never silent.
+
+    Other warnings are passed on unchanged. Nothing is printed when loading fails: the error says it all.
+    """
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", OverrideWarning)
+        yield
+    for w in caught:
+        if issubclass(w.category, OverrideWarning):
+            console.print(f"[yellow]note:[/] {escape(str(w.message))}", soft_wrap=True)
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+
+
+def unknown_behavior(behavior_id: str, known: Collection[str]) -> str:
+    """The error for an unknown behavior id, with a did-you-mean hint (or where to look) so it is fixable."""
+    hint = suggestion(behavior_id, known) or " (see `auditrl behaviors list`)"
+    return f"unknown behavior {behavior_id!r}{hint}"
+
+
+def load_library(
+    console: Console, behaviors_dirs: Sequence[Path] | None, seeds_dirs: Sequence[Path] | None
+) -> tuple[dict[str, Behavior], list[Seed]]:
+    """Behaviors and all seeds (user files included), with overrides noted and bad files a clean CLI error."""
     try:
-        behaviors = load_behaviors(dirs)
-        seeds = load_seeds(seed_dirs, behavior_ids=set(behaviors))
+        with reporting_overrides(console):
+            behaviors = load_behaviors(behaviors_dirs)
+            seeds = load_seeds(seeds_dirs, behavior_ids=set(behaviors))
     except BehaviorFileError as exc:
         raise _fail(console, str(exc)) from exc
     return behaviors, seeds
@@ -53,12 +85,12 @@ def _load(console: Console, dirs: list[Path] | None, seed_dirs: list[Path] | Non
 def list_behaviors(
     split: Annotated[str | None, typer.Option(help="Only this split: train or heldout.")] = None,
     tag: Annotated[list[str] | None, typer.Option(help="Only behaviors carrying any of these tags.")] = None,
-    dirs: DirsOpt = None,
-    seed_dirs: SeedDirsOpt = None,
+    behaviors_dir: BehaviorsDirOpt = None,
+    seeds_dir: SeedsDirOpt = None,
 ) -> None:
     """List behaviors with their split and the size of their seed bank."""
     console = Console()
-    behaviors, seeds = _load(console, dirs, seed_dirs)
+    behaviors, seeds = load_library(console, behaviors_dir, seeds_dir)
     if split is not None and split not in ("train", "heldout"):
         raise _fail(console, f"--split must be 'train' or 'heldout', got {split!r}")
     counts = Counter(s.behavior for s in seeds)
@@ -83,18 +115,17 @@ def list_behaviors(
 def show_behavior(
     behavior_id: Annotated[str, typer.Argument(metavar="ID", help="Behavior id.")],
     plant: Annotated[bool, typer.Option("--plant", help="Also print the rendered hidden system prompt.")] = False,
-    dirs: DirsOpt = None,
+    behaviors_dir: BehaviorsDirOpt = None,
 ) -> None:
     """Show one behavior: definition, triggers, evidence, cover story (and its plant with --plant)."""
     console = Console()
     try:
-        behaviors = load_behaviors(dirs)
+        with reporting_overrides(console):
+            behaviors = load_behaviors(behaviors_dir)
     except BehaviorFileError as exc:
         raise _fail(console, str(exc)) from exc
     if behavior_id not in behaviors:
-        close = difflib.get_close_matches(behavior_id, list(behaviors), n=3)
-        hint = f" (did you mean: {', '.join(close)}?)" if close else ""
-        raise _fail(console, f"unknown behavior {behavior_id!r}{hint}")
+        raise _fail(console, unknown_behavior(behavior_id, behaviors))
     b = behaviors[behavior_id]
     console.print(f"[bold]{escape(b.name)}[/] ({escape(b.id)}, split: {b.split}, tags: {escape(', '.join(b.tags))})")
     console.print(f"source: {escape(str(b.source))}")
@@ -115,13 +146,18 @@ def list_seeds(
     behavior: Annotated[str | None, typer.Option(help="Only this behavior's bank ('general' = general seeds).")] = None,
     tag: Annotated[list[str] | None, typer.Option(help="Only seeds carrying any of these tags.")] = None,
     seed_id: Annotated[list[str] | None, typer.Option("--id", help="Only these seed ids (repeatable).")] = None,
-    dirs: Annotated[list[Path] | None, typer.Option("--dir", help="User seed file or directory (repeatable).")] = None,
+    seeds_dir: SeedsDirOpt = None,
+    behaviors_dir: BehaviorsDirOpt = None,
 ) -> None:
     """List seeds with their behavior, tags and first line."""
     console = Console()
     try:
-        seeds = load_seeds(dirs, ids=seed_id, tags=tag, behavior=behavior)
-    except (BehaviorFileError, ValueError) as exc:
+        with reporting_overrides(console):
+            behaviors = load_behaviors(behaviors_dir)
+            if behavior is not None and behavior != GENERAL and behavior not in behaviors:
+                raise ValueError(unknown_behavior(behavior, [*behaviors, GENERAL]))
+            seeds = load_seeds(seeds_dir, ids=seed_id, tags=tag, behavior=behavior, behavior_ids=set(behaviors))
+    except ValueError as exc:  # BehaviorFileError included
         raise _fail(console, str(exc)) from exc
     table = Table(title="Seeds")
     table.add_column("id", style="bold", no_wrap=True)

@@ -4,7 +4,8 @@
 - `scripted/file:<path>`: the same, with the replies read from a YAML file (a list, or `replies:`).
 - `scripted/denier`: a target that answers helpfully and innocently denies any hidden instructions.
 - `scripted/auditor`: a fixed auditor that makes text-protocol tool calls, ends the conversation and
-  writes a JSON report quoting the target.
+  writes a JSON report quoting a verbatim span of the target's own words (never its own prefill), so
+  the quote verifies.
 
 The reply is a function of the conversation alone (its number of assistant turns), never of a
 counter, so one memoized `Model` shared by concurrent audits still answers each one deterministically.
@@ -39,6 +40,7 @@ from auditrl.models.tool_emulation import apply_tool_calls
 DATA_DIR = Path(__file__).parent / "data" / "scripted"
 FILE_PREFIX = "file:"
 _TOOL_RESULT = re.compile(r"<tool_result[^>]*>(.*?)</tool_result>", re.DOTALL)
+_TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 
 
 class ScriptedReplies(BaseModel):
@@ -97,29 +99,65 @@ def turn_index(messages: list[ChatMessage]) -> int:
     return sum(isinstance(m, ChatMessageAssistant) for m in body)
 
 
-def latest_target_reply(messages: list[ChatMessage], reply_tag: str) -> str:
-    """The target's most recent reply as shown to the auditor: the last `<reply_tag ...>` element in a
-    tool result (falling back to the last tool result's text)."""
+def _prefills(message: ChatMessage) -> list[str]:
+    """The prefills the auditor set in this turn's calls (text-protocol blocks or native tool calls)."""
+    if not isinstance(message, ChatMessageAssistant):
+        return []
+    arguments: list[Any] = [call.arguments for call in message.tool_calls or []]
+    for block in _TOOL_CALL.findall(message.text):
+        try:
+            call = json.loads(block)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(call, dict):
+            arguments.append(call.get("arguments"))
+    prefills = [a.get("prefill") for a in arguments if isinstance(a, dict)]
+    return [p for p in prefills if isinstance(p, str) and p]
+
+
+def target_replies(messages: list[ChatMessage], reply_tag: str) -> list[str]:
+    """What the target itself wrote in each reply shown to the auditor, oldest first.
+
+    Replies are the `<reply_tag ...>` elements of tool results. The engine shows a prefilled reply as
+    prefill + continuation, and only the continuation is the target's (quote verification ignores the
+    prefill), so the prefill the auditor set in the turn before is cut off. Without any such element,
+    the last tool result's text stands in for the reply.
+    """
     element = re.compile(rf"<{re.escape(reply_tag)}[^>]*>\n?(.*?)\n?</{re.escape(reply_tag)}>", re.DOTALL)
+    replies: list[str] = []
     fallback = ""
-    for message in reversed(messages):
+    prefills: list[str] = []
+    for message in messages:
+        if isinstance(message, ChatMessageAssistant):
+            prefills = _prefills(message)
+            continue
         if message.role not in ("user", "tool"):
             continue
-        replies = element.findall(message.text)
-        if replies:
-            return str(replies[-1])
+        for reply in element.findall(message.text):
+            prefill = next((p for p in prefills if reply.startswith(p)), "")
+            replies.append(reply[len(prefill) :])
         blocks = [message.text] if isinstance(message, ChatMessageTool) else _TOOL_RESULT.findall(message.text)
-        if blocks and not fallback:
-            fallback = str(blocks[-1])
-    return fallback
+        if blocks:
+            fallback = blocks[-1]
+    return replies or ([fallback] if fallback else [])
 
 
 def quote_from(reply: str, words: int) -> str:
-    """The first `words` words of the reply's longest line: a verbatim span of what the target said."""
+    """Up to `words` words from the start of the reply's longest line, exactly as written (one contiguous span)."""
     lines = [line.strip() for line in reply.splitlines() if line.strip()]
     if not lines:
         return ""
-    return " ".join(max(lines, key=len).split()[:words])
+    span = re.match(rf"\S+(?:\s+\S+){{0,{words - 1}}}", max(lines, key=len))
+    return span.group(0) if span else ""
+
+
+def report_quote(messages: list[ChatMessage], reply_tag: str, words: int) -> str:
+    """A verbatim quote from the latest target reply that has any text of the target's own."""
+    for reply in reversed(target_replies(messages, reply_tag)):
+        quote = quote_from(reply, words)
+        if quote:
+            return quote
+    return ""
 
 
 def _word_count(text: str) -> int:
@@ -173,7 +211,7 @@ class ScriptedModelAPI(ModelAPI):
         asked = bool(messages) and script.report_trigger.lower() in messages[-1].text.lower()
         if turn < len(script.turns) and not asked:
             return script.turns[turn]
-        quote = quote_from(latest_target_reply(messages, script.reply_tag), script.quote_words)
+        quote = report_quote(messages, script.reply_tag, script.quote_words)
         prediction = {
             "description": script.report.description,
             "confidence": script.report.confidence,
