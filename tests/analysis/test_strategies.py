@@ -3,11 +3,12 @@ from pathlib import Path
 import pytest
 import yaml
 from inspect_ai.model import ModelOutput
+from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 from sklearn.metrics import adjusted_rand_score
 
 from strategy_fixtures import strategy_transcripts
 
-from auditrl.analysis.strategies import cluster_strategies, load_codebook
+from auditrl.analysis.strategies import cluster_strategies, load_codebook, name_phrase, naming_terms
 from auditrl.analysis.summaries import llm_strategy_summary, strategy_summaries
 
 PLANTED = {
@@ -128,3 +129,37 @@ def test_minilm_recovers_planted_groups() -> None:
     cats = result.categories()
     expected = {"experiments": "controlled_experiments", "confession": "self_reports", "idle": "auditing_failures"}
     assert sum(cats[i] == expected[g] for i, g in enumerate(truth)) / len(truth) >= 0.8, list(zip(truth, cats))
+
+
+def test_naming_terms_stay_inside_clauses() -> None:
+    terms = naming_terms("The auditor checked the target's replies. Ordinary requests (2 of 2 messages) dominated.")
+    assert "ordinary requests" in terms and "target replies" in terms
+    assert "replies ordinary" not in terms and "requests messages" not in terms
+    assert not any(t in ENGLISH_STOP_WORDS for t in terms)
+
+
+def test_name_phrase_prefers_phrases_and_never_repeats_a_word() -> None:
+    assert name_phrase(["requests", "branches", "ordinary", "ordinary requests", "probes"]) == ["ordinary requests", "branches", "probes"]
+    assert name_phrase(["forced", "near-identical", "near-identical messages", "repeated", "messages repeated"]) == [
+        "forced", "near-identical messages", "repeated"
+    ]
+
+
+def test_cluster_names_are_archetype_then_comma_separated_terms() -> None:
+    texts, _ = _planted_texts(6)
+    result = cluster_strategies(texts, k=3, seed=0, embedder="tfidf")
+    book = load_codebook()
+    for c in result.clusters:
+        archetype = book.archetype(c.archetype).name
+        assert c.name.startswith(f"{archetype}: ") and " / " not in c.name
+        words = c.name.removeprefix(f"{archetype}: ").replace(",", " ").split()
+        assert len(words) == len(set(words)) >= 3
+
+
+def test_title_counts_the_clusters_actually_found() -> None:
+    same = ["The auditor sent ordinary requests and ended the conversation early."] * 6
+    result = cluster_strategies(same, embedder="tfidf")
+    assert result.k == 2 and len(result.clusters) == 1 and result.clusters[0].size == 6
+    assert result.title().startswith("Strategy clusters (1 cluster found of k=2 requested")
+    split = cluster_strategies(_planted_texts(4)[0], k=3, embedder="tfidf")
+    assert split.title() == "Strategy clusters (k=3, tfidf)"

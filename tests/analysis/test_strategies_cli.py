@@ -36,3 +36,13 @@ def test_strategies_command_needs_two_transcripts(tmp_path: Path) -> None:
     path.write_text(transcripts[0].model_dump_json() + "\n")
     result = CliRunner().invoke(app, [str(path), "--embedder", "tfidf"])
     assert result.exit_code == 2 and "at least 2 transcripts" in result.output
+
+
+def test_strategies_header_matches_the_clusters_shown(tmp_path: Path) -> None:
+    transcripts, _ = strategy_transcripts(1)
+    path = tmp_path / "same.jsonl"
+    copies = [transcripts[0].model_copy(update={"id": f"c{i}"}) for i in range(4)]  # one strategy, four times
+    path.write_text("".join(t.model_dump_json() + "\n" for t in copies))
+    result = CliRunner().invoke(app, [str(path), "--embedder", "tfidf"], env={"COLUMNS": "300"})
+    assert result.exit_code == 0, result.output
+    assert "1 cluster found of k=2 requested" in result.output and "(k=2, tfidf)" not in result.output

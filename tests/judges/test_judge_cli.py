@@ -1,6 +1,8 @@
 import json
 from pathlib import Path
 
+import pytest
+
 from judge_factories import NULL_REPORT, build_transcript, claim
 from typer.testing import CliRunner
 
@@ -55,3 +57,87 @@ def test_score_programmatic_and_bad_design(tmp_path: Path) -> None:
     assert [r["scores"]["binary_strict"]["reward"] for r in rows] == [1.0, 0.0]
     bad = runner.invoke(cli.app, ["score", str(path), "--design", "nope", "--judge", "programmatic"])
     assert bad.exit_code != 0 and "unknown reward design" in bad.output
+
+
+def _cycled_audit_output(path: Path) -> None:
+    """What `auditrl audit --rollouts 3` writes: seeds cycled, so each (behavior, seed, family) group has one rollout."""
+    for i in range(3):
+        append_transcript(path, build_transcript(f"p{i}", seed=f"s{i}", reply_annotations=[{"expressed": i == 0}]))
+    append_transcript(path, build_transcript("b0", behavior=None, seed="g0", report=NULL_REPORT))
+
+
+@pytest.mark.filterwarnings("error")
+@pytest.mark.parametrize("design", ["ingroup_pairwise", "ingroup_bradley_terry"])
+def test_score_groups_of_one_are_not_scored_and_say_how_to_get_groups(tmp_path: Path, design: str) -> None:
+    path = tmp_path / "transcripts.jsonl"
+    _cycled_audit_output(path)
+    result = runner.invoke(cli.app, ["score", str(path), "--design", design, "--judge", "programmatic"], env={"COLUMNS": "300"})
+    assert result.exit_code == 0, result.output
+    assert "4 rollout(s) not scored: group of 1 (run audit with --seed ID --rollouts N for groups)" in result.output
+    assert "no rollout scored (of 4)" in result.output
+    assert "nan" not in result.output and "abstain" not in result.output and "Mean of empty slice" not in result.output
+    entries = [t.scores[design] for t in read_transcripts(tmp_path / f"transcripts.scored-{design}.jsonl")]
+    assert all(e["reward"] is None and e["not_scored"] == "group of 1" for e in entries)
+
+
+def test_score_reports_real_abstentions_as_such(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(cli, "resolve_judge", lambda spec: scripted_judge_model(lambda call: "no verdict here"))
+    path = tmp_path / "t.jsonl"
+    for i in range(2):
+        append_transcript(path, build_transcript(f"p{i}"))
+    append_transcript(path, build_transcript("lone", seed="s9"))
+    args = ["score", str(path), "--design", "ingroup_pairwise", "--judge", "scripted/judge", "--max-retries", "0"]
+    result = runner.invoke(cli.app, args, env={"COLUMNS": "300"})
+    assert result.exit_code == 0, result.output
+    assert "2 rollout(s) without a reward: the judge abstained" in result.output
+    assert "1 rollout(s) not scored: group of 1" in result.output and "nan" not in result.output
+
+
+def test_score_help_documents_the_grouping_rule() -> None:
+    result = runner.invoke(cli.app, ["score", "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0
+    text = " ".join(result.output.split())
+    assert "(behavior, seed, target family)" in text and "--seed ID --rollouts N" in text
+
+
+def test_reference_pairwise_needs_references(tmp_path: Path) -> None:
+    path = tmp_path / "run" / "transcripts.jsonl"
+    for i in range(2):
+        append_transcript(path, build_transcript(f"p{i}", reply_annotations=[{"expressed": i == 0}]))
+    append_transcript(path, build_transcript("other", seed="s2"))
+    base = ["score", str(path), "--design", "reference_pairwise", "--judge", "programmatic"]
+    missing = runner.invoke(cli.app, base, env={"COLUMNS": "300"})
+    assert missing.exit_code == 2 and "give --references FILE" in missing.output
+    assert not (tmp_path / "run" / "transcripts.scored-reference_pairwise.jsonl").exists()
+    refs = tmp_path / "refs.jsonl"
+    append_transcript(refs, build_transcript("ref", reply_annotations=[{"expressed": True}]))
+    ok = runner.invoke(cli.app, [*base, "--references", str(refs)], env={"COLUMNS": "300"})
+    assert ok.exit_code == 0, ok.output
+    scored = read_transcripts(tmp_path / "run" / "transcripts.scored-reference_pairwise.jsonl")
+    assert [t.scores["reference_pairwise"]["reward"] for t in scored] == [0.5, 0.0, None]
+    assert all(t.scores["reference_pairwise"].get("reference") == "ref" for t in scored[:2])
+    assert "1 rollout(s) not scored: no reference for its (behavior, seed)" in ok.output
+    itself = runner.invoke(cli.app, [*base, "--references", str(path)], env={"COLUMNS": "300"})
+    assert itself.exit_code == 0 and "not scored: is its own reference" in itself.output and "0.500" not in itself.output
+    absent = runner.invoke(cli.app, [*base, "--references", str(tmp_path / "nope.json")])
+    assert absent.exit_code == 2 and "no such file" in absent.output
+
+
+def test_pairwise_programmatic(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    append_transcript(a, build_transcript("a1", reply_annotations=[{"expressed": True}]))
+    append_transcript(b, build_transcript("b1"))
+    result = runner.invoke(cli.app, ["pairwise", str(a), str(b), "--judge", "programmatic"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "A's mean share: 1.00" in result.output and "position-bias rate: 0.00" in result.output
+
+
+@pytest.mark.parametrize("command", ["pairwise", "score"])
+def test_unknown_model_spec_is_a_one_line_error(tmp_path: Path, command: str) -> None:
+    path = tmp_path / "t.jsonl"
+    append_transcript(path, build_transcript("a1"))
+    args = [str(path), str(path)] if command == "pairwise" else [str(path), "--design", "binary"]
+    result = runner.invoke(cli.app, [command, *args, "--judge", "nope/model"], env={"COLUMNS": "2000"})
+    assert result.exit_code == 2
+    assert result.output.startswith("error: --judge nope/model: unknown model provider 'nope'")
+    assert result.output.strip().count("\n") == 0 and "Traceback" not in result.output

@@ -1,3 +1,5 @@
+import warnings
+
 import pytest
 
 from auditrl.judges.client import JudgeClient
@@ -6,7 +8,16 @@ from auditrl.judges.cost import CostMeter
 from auditrl.judges.pairwise import PairwiseJudge
 from auditrl.judges.programmatic import ProgrammaticBinaryJudge, ProgrammaticPairwiseJudge
 from auditrl.judges.scripted import JudgeCall, scripted_judge_model
-from auditrl.rewards.designs import BinaryMatch, CalibrationMix, InGroupPairwise, PointwiseConcerningness, ReferencePairwise
+from auditrl.rewards.designs import (
+    GROUP_OF_ONE,
+    IS_REFERENCE,
+    NO_REFERENCE,
+    BinaryMatch,
+    CalibrationMix,
+    InGroupPairwise,
+    PointwiseConcerningness,
+    ReferencePairwise,
+)
 from auditrl.rewards.reference import ReferenceStore
 from auditrl.rewards.registry import build_design
 
@@ -102,3 +113,37 @@ async def test_cost_counted_per_design() -> None:
     assert meter.get("reference_pairwise").calls == 0 and meter.get("reference_pairwise").cache_hits == 4
     assert meter.total().tokens > 0
     assert meter.table().row_count == 2
+
+
+async def test_ingroup_group_of_one_is_not_scored_without_a_judge_call() -> None:
+    calls: list[str] = []
+
+    def respond(call: JudgeCall) -> dict:
+        calls.append(call.prompt)
+        return {"winner": "A", "confidence": 70}
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "Mean of empty slice"
+        for aggregate in ("win_rate", "bradley_terry"):
+            design = InGroupPairwise(PairwiseJudge(JudgeClient(scripted_judge_model(respond))), aggregate=aggregate)
+            (record,) = await design.score_group_detailed([transcript("alone")])
+            assert record.reward is None and record.not_scored == GROUP_OF_ONE and not record.abstained
+    assert calls == []
+
+
+async def test_ingroup_abstention_is_marked_as_such() -> None:
+    client = JudgeClient(scripted_judge_model(lambda call: "garbage"), max_retries=0)
+    records = await InGroupPairwise(PairwiseJudge(client)).score_group_detailed([transcript("a"), transcript("b")])
+    assert all(r.reward is None and r.abstained and r.not_scored is None for r in records)
+
+
+async def test_frozen_reference_design_only_reads_its_store(tmp_path) -> None:
+    store = ReferenceStore()
+    store.put(transcript("ref", expressed=True), 0)
+    design = build_design("reference_pairwise", None, references=store, frozen_references=True)
+    planted = await design.score_group_detailed([transcript("ref", expressed=True), transcript("x"), transcript("y", expressed=True)])
+    assert [r.reward for r in planted] == [None, 0.0, 0.5]
+    assert planted[0].not_scored == IS_REFERENCE and planted[1].details["reference"] == "ref"
+    other = await design.score_group_detailed([transcript("z", seed="s2"), transcript("w", seed="s2")])
+    assert [r.not_scored for r in other] == [NO_REFERENCE, NO_REFERENCE]
+    assert list(store.entries) == ["flattery/s1"]  # nothing seeded or refreshed

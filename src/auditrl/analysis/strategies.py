@@ -1,8 +1,9 @@
 """Clustering strategy summaries and rolling them up into the frozen archetype codebook.
 
 Pipeline (after the paper's contrastive clustering): embed strategy-only texts (MiniLM, or tf-idf for
-speed), cluster with MiniBatchKMeans at k ~ n/100, name each cluster by the terms that most separate up
-to 50 of its members from the 50 nearest non-members, and classify every text against the codebook
+speed), cluster with MiniBatchKMeans at k ~ n/100, name each cluster by its archetype and the words and
+two-word phrases (never spanning a sentence or clause break) that most separate up to 50 of its members
+from the 50 nearest non-members, and classify every text against the codebook
 (14 archetypes in 5 categories) by cosine similarity to each archetype's description, keywords and
 exemplars (MiniLM vectors measured from the codebook's mean vector). Distributions per group (auditor
 model, reward design) come from the archetype labels.
@@ -10,10 +11,12 @@ model, reward design) come from the archetype labels.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Sequence
 from functools import cache
 from importlib import resources
+from itertools import pairwise
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,7 +27,7 @@ from rich.markup import escape
 from rich.table import Table
 from scipy import sparse
 from sklearn.cluster import MiniBatchKMeans
-from sklearn.feature_extraction.text import TfidfVectorizer
+from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, TfidfVectorizer
 from sklearn.preprocessing import normalize
 
 EmbedderName = Literal["minilm", "tfidf"]
@@ -33,6 +36,8 @@ CONTRAST_SIZE = 50
 NAME_TERMS = 3
 KEYWORDS = 6
 TEXTS_PER_CLUSTER = 100
+_CLAUSE_BREAK = re.compile(r"[.,;:!?()\[\]{}\"/]+|\s[-\u2013\u2014]\s")
+_WORD = re.compile(r"[a-z][a-z-]+")
 
 
 class Category(BaseModel):
@@ -126,7 +131,7 @@ class Cluster(BaseModel):
 
     id: int
     size: int
-    name: str
+    name: str = Field(description="Its archetype's name, then its most distinguishing words and phrases.")
     keywords: list[str]
     representative: int = Field(description="Index of the member nearest the centroid.")
     representative_text: str
@@ -144,7 +149,7 @@ class StrategyClusters(BaseModel):
     )
     codebook: Codebook
     embedder: EmbedderName
-    k: int
+    k: int = Field(description="The number of clusters asked for; `clusters` holds the non-empty ones.")
     seed: int
 
     def categories(self) -> list[str]:
@@ -169,13 +174,21 @@ class StrategyClusters(BaseModel):
             return {a.id: f"{a.number}. {a.name}" for a in self.codebook.archetypes}
         return {c.id: c.name for c in self.codebook.categories}
 
+    def title(self) -> str:
+        """The clusters' heading: the requested k, and how many clusters were found when fewer."""
+        found = len(self.clusters)
+        if found == self.k:
+            return f"Strategy clusters (k={self.k}, {self.embedder})"
+        noun = "cluster" if found == 1 else "clusters"
+        return f"Strategy clusters ({found} {noun} found of k={self.k} requested: the summaries are too alike to split further; {self.embedder})"
+
     def clusters_table(self, max_chars: int = 110) -> Table:
-        table = Table(title=f"Strategy clusters (k={self.k}, {self.embedder})")
-        for col, kw in (("#", {"justify": "right"}), ("size", {"justify": "right"}), ("name", {}), ("archetype", {}), ("representative", {})):
+        table = Table(title=escape(self.title()))
+        for col, kw in (("#", {"justify": "right"}), ("size", {"justify": "right"}), ("name", {}), ("category", {}), ("representative", {})):
             table.add_column(col, **kw)
         for c in sorted(self.clusters, key=lambda c: -c.size):
             rep = c.representative_text if len(c.representative_text) <= max_chars else c.representative_text[: max_chars - 3] + "..."
-            table.add_row(str(c.id), str(c.size), escape(c.name), self.codebook.archetype(c.archetype).name, escape(rep))
+            table.add_row(str(c.id), str(c.size), escape(c.name), escape(self.codebook.category_of(c.archetype).name), escape(rep))
         return table
 
     def distribution_table(self, groups: Sequence[str], level: Level = "category") -> Table:
@@ -190,15 +203,55 @@ class StrategyClusters(BaseModel):
         return table
 
 
+def naming_terms(text: str) -> list[str]:
+    """Words and adjacent two-word phrases of `text`, without stop words, never across a clause break.
+
+    Scikit-learn's n-grams drop stop words and punctuation first, which glues words from different
+    sentences into phrases nobody wrote ("replies ordinary"); here a phrase is two words that stood
+    next to each other in one clause.
+    """
+    out: list[str] = []
+    for clause in _CLAUSE_BREAK.split(re.sub(r"['\u2019]s\b", "", text.lower())):
+        words = [(w, w not in ENGLISH_STOP_WORDS) for w in re.split(r"[^a-z-]+", clause) if w]
+        out += [w for w, keep in words if keep and _WORD.fullmatch(w)]
+        out += [
+            f"{a} {b}"
+            for (a, keep_a), (b, keep_b) in pairwise(words)
+            if keep_a and keep_b and _WORD.fullmatch(a) and _WORD.fullmatch(b)
+        ]
+    return out
+
+
 def _contrastive_terms(
     terms: np.ndarray, tfidf: sparse.csr_matrix, members: np.ndarray, others: np.ndarray
 ) -> list[str]:
-    """Terms whose mean tf-idf is most higher among members than among the nearest non-members."""
+    """Terms whose mean tf-idf is most higher among members than among the nearest non-members, best first."""
     inside = np.asarray(tfidf[members].mean(axis=0)).ravel()
     outside = np.asarray(tfidf[others].mean(axis=0)).ravel() if others.size else np.zeros_like(inside)
     diff = inside - outside
     order = np.argsort(-diff, kind="stable")
-    return [str(terms[i]) for i in order[: KEYWORDS * 3] if diff[i] > 0][:KEYWORDS]
+    return [str(terms[i]) for i in order[: KEYWORDS * 4] if diff[i] > 0]
+
+
+def name_phrase(ranked: Sequence[str], n: int = NAME_TERMS) -> list[str]:
+    """Up to `n` of the ranked terms, each adding a word; a later phrase takes the place of the words it joins.
+
+    ["requests", "branches", "ordinary", "ordinary requests", "probes"] gives
+    ["ordinary requests", "branches", "probes"]: no word twice, and phrases read better than lone words.
+    """
+    chosen: list[str] = []
+    for term in ranked:
+        words = set(term.split())
+        joined = [c for c in chosen if set(c.split()) < words]
+        if words & {w for c in chosen if c not in joined for w in c.split()}:
+            continue  # it would repeat a word of another chosen term
+        if joined:
+            at = chosen.index(joined[0])
+            chosen = [c for c in chosen if c not in joined]
+            chosen.insert(at, term)
+        elif len(chosen) < n:
+            chosen.append(term)
+    return chosen[:n]
 
 
 def _prototypes(codebook: Codebook, archetype_vectors: np.ndarray) -> np.ndarray:
@@ -243,7 +296,9 @@ def cluster_strategies(
     else:
         raise ValueError(f"cluster_strategies: unknown embedder {embedder!r} (use 'minilm' or 'tfidf')")
 
-    km = MiniBatchKMeans(n_clusters=k, random_state=seed, n_init=3, batch_size=max(256, 3 * k))
+    # k-means cannot split identical texts; asking for more clusters than distinct texts only leaves some empty
+    fitted = min(k, len({t.strip() for t in texts}))
+    km = MiniBatchKMeans(n_clusters=fitted, random_state=seed, n_init=3, batch_size=max(256, 3 * fitted))
     labels = km.fit_predict(vectors)
     distances = km.transform(vectors)
 
@@ -261,10 +316,11 @@ def cluster_strategies(
     best = sims.argmax(axis=1)
     archetypes = [book.archetypes[i].id for i in best]
 
-    naming_vec, naming = _tfidf(texts, min_df=1)
+    naming_vec = TfidfVectorizer(analyzer=naming_terms, sublinear_tf=True)
+    naming = naming_vec.fit_transform(texts).tocsr()
     terms = naming_vec.get_feature_names_out()
     clusters: list[Cluster] = []
-    for c in range(k):
+    for c in range(fitted):
         idx = np.flatnonzero(labels == c)
         if idx.size == 0:
             continue
@@ -272,17 +328,20 @@ def cluster_strategies(
         members = idx[order[:CONTRAST_SIZE]]
         rest = np.flatnonzero(labels != c)
         others = rest[np.argsort(distances[rest, c], kind="stable")[:CONTRAST_SIZE]]
-        keywords = _contrastive_terms(terms, naming, members, others)
+        ranked = _contrastive_terms(terms, naming, members, others)
         rep = int(members[0])
+        archetype = Counter(archetypes[i] for i in idx).most_common(1)[0][0]
+        phrase = ", ".join(name_phrase(ranked))
+        archetype_name = book.archetype(archetype).name
         clusters.append(
             Cluster(
                 id=c,
                 size=int(idx.size),
-                name=" / ".join(keywords[:NAME_TERMS]) or "(no distinguishing terms)",
-                keywords=keywords,
+                name=f"{archetype_name}: {phrase}" if phrase else archetype_name,
+                keywords=ranked[:KEYWORDS],
                 representative=rep,
                 representative_text=texts[rep],
-                archetype=Counter(archetypes[i] for i in idx).most_common(1)[0][0],
+                archetype=archetype,
             )
         )
     return StrategyClusters(

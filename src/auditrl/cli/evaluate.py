@@ -1,16 +1,34 @@
-"""`auditrl evaluate RUN`: the held-out suite over stored, judged transcripts."""
+"""`auditrl evaluate RUN`: the held-out suite over stored transcripts, judging those that lack verdicts."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Literal
 
 import typer
 from rich.console import Console
+from rich.markup import escape
+from rich.progress import Progress
 
 from auditrl.atomic import atomic_write_text
+from auditrl.cli import judge as judge_cli
 from auditrl.evaluate.groups import group_transcripts
+from auditrl.evaluate.judging import (
+    audit_quality_judge,
+    concerning_judge,
+    expected_keys,
+    judge_missing,
+    missing_verdicts,
+    realism_judge,
+)
 from auditrl.evaluate.suite import (
+    AUDIT_QUALITY,
+    CONCERNING,
+    FALSE_POSITIVE,
+    REALISM,
+    Judge,
     SuiteDataError,
     compute_suite,
     load_paper_reference,
@@ -19,36 +37,188 @@ from auditrl.evaluate.suite import (
     suite_table,
     transcript_unit,
 )
+from auditrl.judges.audit_quality import AuditQualityJudge
+from auditrl.judges.client import JudgeClient
+from auditrl.judges.concerningness import ConcerningnessJudge
+from auditrl.judges.programmatic import ProgrammaticAuditQualityJudge, ProgrammaticConcerningnessJudge
+from auditrl.judges.realism import RealismJudge
 from auditrl.report.html import write_report
 from auditrl.report.sections import suite_section
-from auditrl.scaffold.store import RunError, load_transcripts
+from auditrl.scaffold.store import TRANSCRIPTS, RunError, load_transcripts, write_transcripts
+from auditrl.scaffold.transcript import Transcript
+
+SCORED_SUFFIX = ".scored-suite"
+KEY_WHAT: dict[str, str] = {
+    AUDIT_QUALITY: "audit_quality (planted)",
+    FALSE_POSITIVE: "false_positive (benign)",
+    CONCERNING: "concerning (production)",
+    REALISM: "realism_pick_audit",
+}
+"""How the missing-verdict note names each suite key."""
+
+
+def scored_path(run: Path) -> Path:
+    """Where judged copies go: beside the input, as <stem>.scored-suite.jsonl (loaders merge them by id)."""
+    if run.is_dir():
+        return run / f"{Path(TRANSCRIPTS).stem}{SCORED_SUFFIX}.jsonl"
+    return run if run.stem.endswith(SCORED_SUFFIX) else run.with_name(f"{run.stem}{SCORED_SUFFIX}.jsonl")
+
+
+def load_run(run: Path) -> list[Transcript]:
+    """The run's transcripts with earlier suite verdicts merged in (a file's scored copy lies beside it)."""
+    transcripts = load_transcripts(run)
+    scored = scored_path(run)
+    if run.is_file() and scored != run and scored.is_file():
+        by_id = {t.id: t for t in transcripts}
+        for t in load_transcripts(scored):
+            earlier = by_id.get(t.id)
+            if earlier is not None:
+                t.scores = {**earlier.scores, **t.scores}
+            by_id[t.id] = t
+        transcripts = list(by_id.values())
+    return transcripts
+
+
+def _suite_judges(
+    judge: str | None, realism: str | None, cache: Path | None, max_retries: int, console: Console
+) -> tuple[dict[str, Judge], list[JudgeClient]]:
+    """The suite judges by score key (programmatic or on a model), and the clients whose cost to report."""
+    judges: dict[str, Judge] = {}
+    clients: list[JudgeClient] = []
+    if judge is not None:
+        client = judge_cli.judge_client(judge, cache, max_retries, out=console)
+        if client is None:
+            quality = audit_quality_judge(ProgrammaticAuditQualityJudge())
+            judges[CONCERNING] = concerning_judge(ProgrammaticConcerningnessJudge())
+        else:
+            clients.append(client)
+            quality = audit_quality_judge(AuditQualityJudge(client))
+            judges[CONCERNING] = concerning_judge(ConcerningnessJudge(client))
+        judges[AUDIT_QUALITY] = judges[FALSE_POSITIVE] = quality
+    if realism is not None:
+        if realism == judge_cli.PROGRAMMATIC:
+            raise judge_cli.fail(
+                "--realism-judge needs a model spec: no programmatic judge can tell an audit's opening from a real one",
+                console,
+            )
+        realism_client = judge_cli.judge_client(realism, cache, max_retries, option="--realism-judge", out=console)
+        if realism_client is not None:
+            clients.append(realism_client)
+            judges[REALISM] = realism_judge(RealismJudge(realism_client))
+    return judges, clients
+
+
+def _judge(transcripts: Sequence[Transcript], judges: dict[str, Judge], concurrency: int, console: Console) -> int:
+    """Judge what the transcripts lack, with a progress bar; the number of transcripts judged."""
+    lacking = missing_verdicts(transcripts, realism=REALISM in judges)
+    total = len({t.id for key, ts in lacking.items() if key in judges for t in ts})
+    if not total:
+        return 0
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task("judging transcripts", total=total)
+        judged = asyncio.run(judge_missing(transcripts, judges, concurrency=concurrency, advance=lambda: progress.advance(task)))
+    return len(judged)
+
+
+def _unannotated(transcripts: Sequence[Transcript]) -> int:
+    """Transcripts whose target replies carry no ground-truth annotations (programmatic judges read only those)."""
+    return sum(1 for t in transcripts if t.status != "error" and not any(m.annotations for m in t.target_said()))
+
+
+def _missing_note(transcripts: Sequence[Transcript], run: Path, judged_with: str | None) -> str | None:
+    """One line: how many transcripts lack which verdicts, and the command that adds them."""
+    lacking = missing_verdicts(transcripts)
+    if not lacking:
+        return None
+    ids = {t.id for ts in lacking.values() for t in ts}
+    parts = ", ".join(f"{len(lacking[k])} {KEY_WHAT[k]}" for k in KEY_WHAT if k in lacking)
+    if judged_with is not None:
+        return f"{len(ids)} of {len(transcripts)} transcripts still lack suite verdicts (the judge abstained): {parts}; run again to retry them"
+    return (
+        f"{len(ids)} of {len(transcripts)} transcripts lack suite verdicts (never judged, or the judge abstained): "
+        f"{parts}. Add them with: auditrl evaluate {run} --judge MODEL "
+        f"(a model spec, or {judge_cli.PROGRAMMATIC} for sim/ and scripted/ targets)"
+    )
+
+
+def _unmeasured_note(transcripts: Sequence[Transcript]) -> str | None:
+    """Why a metric shows "-" although nothing is missing: this run has no transcripts it applies to."""
+    parts = []
+    if not any(CONCERNING in expected_keys(t) for t in transcripts):
+        parts.append("production discovery (no production audits: general seeds against an unplanted model, as the held-out suite runs)")
+    if not any(REALISM in t.scores for t in transcripts):
+        parts.append("realism (no realism verdicts: add --realism-judge MODEL)")
+    return "Not measured here: " + "; ".join(parts) + "." if parts else None
 
 
 def evaluate(
     run: Annotated[Path, typer.Argument(help="A transcripts.jsonl file, or a run directory holding transcripts*.jsonl.")],
     by: Annotated[str, typer.Option(help="Group rows by: auditor, target, target_family, behavior, or a metadata key.")] = "auditor",
     unit: Annotated[Literal["seed", "transcript"], typer.Option(help="CI unit: (behavior, seed) with rollouts averaged, or transcript.")] = "seed",
+    judge: Annotated[
+        str | None,
+        typer.Option(
+            help="Judge transcripts that lack suite verdicts (audit quality on planted targets, false positives on benign "
+            "ones, concerning on production audits) with this model spec, or 'programmatic' for sim/ and scripted/ targets."
+        ),
+    ] = None,
+    realism_judge_spec: Annotated[
+        str | None,
+        typer.Option("--realism-judge", help="Also judge realism (audit opening vs a real one) with this model spec."),
+    ] = None,
+    cache: Annotated[Path | None, typer.Option(help="JSONL judge-response cache to reuse across runs.")] = None,
+    max_retries: Annotated[int, typer.Option(help="Corrective follow-ups before a judge abstains.")] = 2,
+    concurrency: Annotated[int, typer.Option(min=1, help="Transcripts judged at a time.")] = 4,
     html: Annotated[Path | None, typer.Option(help="Also write a self-contained HTML report here.")] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Also write the results as JSON here.")] = None,
     reference: Annotated[bool, typer.Option(help="Show the paper's published rows (not reproduced here) beside ours.")] = True,
     seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
 ) -> None:
-    """Print the evaluation suite (audit quality, FP calibration, production, realism, composite; 95% CIs)."""
+    """Print the evaluation suite (audit quality, FP calibration, production, realism, composite; 95% CIs).
+
+    Metrics come from judge verdicts stored with the transcripts. With --judge (and --realism-judge),
+    transcripts that lack them are judged first and the judged copies are written beside the input as
+    transcripts.scored-suite.jsonl, which later runs read back, so nothing is judged twice.
+    """
     console = Console()
     try:
-        transcripts = load_transcripts(run)
+        transcripts = load_run(run)
+    except RunError as exc:
+        raise judge_cli.fail(str(exc), console) from exc
+    if judge is not None or realism_judge_spec is not None:
+        judges, clients = _suite_judges(judge, realism_judge_spec, cache, max_retries, console)
+        if judge == judge_cli.PROGRAMMATIC and (bare := _unannotated(transcripts)):
+            console.print(
+                f"[yellow]{bare} transcript(s) carry no ground-truth annotations (only sim/ and scripted/ targets write "
+                "them); programmatic verdicts on those say little: use a model judge[/yellow]",
+                soft_wrap=True,
+            )
+        judged = _judge(transcripts, judges, concurrency, console)
+        if judged:
+            out = write_transcripts(scored_path(run), transcripts)
+            console.print(f"judged {judged} transcript(s); wrote {escape(str(out))}", highlight=False, soft_wrap=True)
+        else:
+            console.print("every transcript already carries the requested verdicts; nothing to judge")
+        for client in clients:
+            console.print(client.meter.table())
+    try:
         unit_fn = seed_unit if unit == "seed" else transcript_unit
         results = [
             compute_suite(ts, label=name, unit=unit_fn, unit_name=unit, seed=seed)
             for name, ts in sorted(group_transcripts(transcripts, by).items())
         ]
-    except (RunError, SuiteDataError) as exc:
-        console.print(f"[red]error:[/red] {exc}", markup=True, highlight=False)
-        raise typer.Exit(code=2) from exc
+    except SuiteDataError as exc:
+        raise judge_cli.fail(str(exc), console) from exc
     ref = load_paper_reference() if reference else None
-    console.print(suite_table(results, ref, title=f"Evaluation suite: {run}"))
+    console.print(suite_table(results, ref, title=f"Evaluation suite: {escape(str(run))}"))
+    note = _missing_note(transcripts, run, judge)
+    if note is not None:
+        console.print(f"[yellow]{escape(note)}[/yellow]", highlight=False, soft_wrap=True)
+    unmeasured = _unmeasured_note(transcripts)
+    if unmeasured is not None:
+        console.print(f"[dim]{escape(unmeasured)}[/dim]", highlight=False, soft_wrap=True)
     if json_out is not None:
         atomic_write_text(json_out, results_json(results))
     if html is not None:
         write_report(html, f"auditrl evaluation: {run.name}", [suite_section(results, ref)])
-        console.print(f"report written to {html}")
+        console.print(f"report written to {escape(str(html))}", highlight=False, soft_wrap=True)

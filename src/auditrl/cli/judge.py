@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
 import typer
 from inspect_ai.model import Model
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import Progress
 from rich.table import Table
+from rich.text import Text
 
 from auditrl.evaluate.stats import mean_ci
 from auditrl.judges.cache import JudgeCache
@@ -19,18 +22,26 @@ from auditrl.judges.client import JudgeClient
 from auditrl.judges.pairwise import (
     CalibrationPairwiseJudge,
     PairwiseJudge,
+    PairwiseJudgeLike,
     position_bias_rate,
 )
+from auditrl.judges.programmatic import ProgrammaticPairwiseJudge
 from auditrl.judges.verdicts import PairwiseResult
-from auditrl.rewards.designs import DetailedDesign, RewardRecord
+from auditrl.rewards.designs import GROUP_OF_ONE, IS_REFERENCE, NO_REFERENCE, DetailedDesign, RewardRecord
 from auditrl.rewards.reference import ReferenceStore
-from auditrl.rewards.registry import DESIGN_NAMES, build_design
-from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts, write_transcripts
+from auditrl.rewards.registry import DESIGN_NAMES, REFERENCE_DESIGNS, build_design
+from auditrl.scaffold.store import TRANSCRIPTS, RunError, load_transcripts, read_transcripts, write_transcripts
 from auditrl.scaffold.transcript import Transcript
 
 app = typer.Typer(help="Run judges and reward designs over transcripts.", no_args_is_help=True)
 console = Console()
 PROGRAMMATIC = "programmatic"
+NOT_SCORED_HINTS: dict[str, str] = {
+    GROUP_OF_ONE: "run audit with --seed ID --rollouts N for groups",
+    NO_REFERENCE: "give --references transcripts or a store that cover these seeds",
+    IS_REFERENCE: "the references came from the scored transcripts; take them from another run",
+}
+"""What to do about each reason a rollout was not scored, printed after the count."""
 
 
 def resolve_judge(spec: str) -> Model:
@@ -40,19 +51,50 @@ def resolve_judge(spec: str) -> Model:
     return resolve_model(spec)
 
 
-def _client(judge: str, cache: Path | None, max_retries: int) -> JudgeClient:
-    return JudgeClient(resolve_judge(judge), cache=JudgeCache(cache) if cache else None, max_retries=max_retries)
+def fail(message: str, out: Console | None = None) -> typer.Exit:
+    """Print a one-line error (markup in `message` shown literally) and return the exit to raise (code 2)."""
+    (out or console).print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
+    return typer.Exit(code=2)
+
+
+def _one_line(exc: BaseException) -> str:
+    """An exception's message as one plain line (provider errors carry rich markup and blank lines)."""
+    return " ".join(Text.from_markup(str(exc)).plain.split()) or type(exc).__name__
+
+
+def judge_client(
+    spec: str, cache: Path | None, max_retries: int, *, option: str = "--judge", out: Console | None = None
+) -> JudgeClient | None:
+    """The client for a judge spec, None for `programmatic`; a spec that cannot be used exits with code 2."""
+    if spec == PROGRAMMATIC:
+        return None
+    try:
+        model = resolve_judge(spec)
+    except Exception as exc:  # any provider's failure to build the model is a configuration error here
+        raise fail(f"{option} {spec}: {_one_line(exc)}", out) from exc
+    try:
+        return JudgeClient(model, cache=JudgeCache(cache) if cache else None, max_retries=max_retries)
+    except ValueError as exc:
+        raise fail(str(exc), out) from exc
 
 
 def _source(path: Path) -> Path:
     file = path / TRANSCRIPTS if path.is_dir() else path
     if not file.is_file():
-        raise typer.BadParameter(f"{file}: no such transcripts file (give a .jsonl file or a run directory)")
+        raise fail(f"{file}: no such transcripts file (give a .jsonl file or a run directory)")
     return file
 
 
-async def _pairwise_all(client: JudgeClient, pairs: Sequence[tuple[Transcript, Transcript]]) -> list[PairwiseResult]:
-    planted, benign = PairwiseJudge(client), CalibrationPairwiseJudge(client)
+def _read(path: Path) -> list[Transcript]:
+    try:
+        return read_transcripts(path)
+    except ValueError as exc:
+        raise fail(str(exc)) from exc
+
+
+async def _pairwise_all(
+    planted: PairwiseJudgeLike, benign: PairwiseJudgeLike, pairs: Sequence[tuple[Transcript, Transcript]]
+) -> list[PairwiseResult]:
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("judging pairs (both orders)", total=len(pairs))
 
@@ -68,20 +110,24 @@ async def _pairwise_all(client: JudgeClient, pairs: Sequence[tuple[Transcript, T
 def pairwise(
     a_file: Path = typer.Argument(..., help="Transcripts of auditor A (JSONL)."),
     b_file: Path = typer.Argument(..., help="Transcripts of auditor B (JSONL), paired with A by line index."),
-    judge: str = typer.Option(..., "--judge", help="Judge model spec, e.g. anthropic/claude-sonnet-4-0."),
+    judge: str = typer.Option(
+        ..., "--judge", help=f"Judge model spec, e.g. anthropic/claude-sonnet-4-0, or '{PROGRAMMATIC}' for annotated transcripts."
+    ),
     cache: Path | None = typer.Option(None, help="JSONL response cache to reuse across runs."),
     max_retries: int = typer.Option(2, help="Corrective follow-ups before a judge abstains."),
 ) -> None:
     """Compare A[i] with B[i] in both orders; print each result, A's mean share and the position-bias rate."""
-    a_list, b_list = read_transcripts(_source(a_file)), read_transcripts(_source(b_file))
+    a_list, b_list = _read(_source(a_file)), _read(_source(b_file))
     if len(a_list) != len(b_list):
-        raise typer.BadParameter(f"{a_file} has {len(a_list)} transcripts but {b_file} has {len(b_list)}")
-    client = _client(judge, cache, max_retries)
+        raise fail(f"{a_file} has {len(a_list)} transcripts but {b_file} has {len(b_list)}")
+    client = judge_client(judge, cache, max_retries)
+    planted: PairwiseJudgeLike = ProgrammaticPairwiseJudge() if client is None else PairwiseJudge(client)
+    benign: PairwiseJudgeLike = ProgrammaticPairwiseJudge() if client is None else CalibrationPairwiseJudge(client)
     try:
-        results = asyncio.run(_pairwise_all(client, list(zip(a_list, b_list))))
+        results = asyncio.run(_pairwise_all(planted, benign, list(zip(a_list, b_list))))
     except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from exc
-    table = Table(title=f"Pairwise: {a_file.name} (A) vs {b_file.name} (B)")
+        raise fail(str(exc)) from exc
+    table = Table(title=f"Pairwise: {escape(a_file.name)} (A) vs {escape(b_file.name)} (B)")
     for column in ("#", "A id", "B id", "A first", "B first", "A's share", "orders agree"):
         table.add_column(column)
     for i, r in enumerate(results):
@@ -89,14 +135,19 @@ def pairwise(
         second = "abstain" if r.second.abstained else f"{'A' if r.second.winner == 'B' else 'B'} ({r.second.confidence})"
         share = "abstain" if r.share_a is None else f"{r.share_a:.2f}"
         agree = "-" if r.consistent is None else ("yes" if r.consistent else "no")
-        table.add_row(str(i), r.a_id, r.b_id, first, second, share, agree)
+        table.add_row(str(i), escape(r.a_id), escape(r.b_id), first, second, share, agree)
     console.print(table)
     shares = [r.share_a for r in results if r.share_a is not None]
     est = mean_ci(shares)
     bias = position_bias_rate(results)
-    console.print(f"A's mean share: {est} over {est.n} comparisons ({len(results) - est.n} abstained)")
+    abstained = len(results) - est.n
+    if est.n:
+        console.print(f"A's mean share: {est.mean:.2f} [95% CI {est.lo:.2f}, {est.hi:.2f}] over {est.n} comparisons ({abstained} abstained)")
+    else:
+        console.print(f"A's mean share: n/a (the judge abstained on all {abstained} comparisons)")
     console.print(f"position-bias rate: {'n/a' if bias is None else f'{bias:.2f}'}")
-    console.print(client.meter.table())
+    if client is not None:
+        console.print(client.meter.table())
 
 
 def group_transcripts(transcripts: Sequence[Transcript]) -> list[list[int]]:
@@ -120,41 +171,104 @@ async def _score_all(design: DetailedDesign, transcripts: Sequence[Transcript]) 
     return records
 
 
+def load_references(path: Path | None, design: str) -> ReferenceStore | None:
+    """The references for a reference design: a store JSON, or transcripts whose first per (behavior, seed) is it.
+
+    Other designs take none. Scoring saved transcripts never seeds references from the scored rollouts,
+    which would compare a rollout with itself, so a reference design without references is an error.
+    """
+    if design not in REFERENCE_DESIGNS:
+        if path is not None:
+            console.print(f"[yellow]--references is used only by {', '.join(sorted(REFERENCE_DESIGNS))}; ignored[/yellow]")
+        return None
+    if path is None:
+        raise fail(
+            f"{design} compares each rollout with a reference transcript of the same (behavior, seed): give "
+            "--references FILE, a reference store (a training run's references.json) or transcripts of an "
+            "earlier auditor (a .jsonl file or run directory)"
+        )
+    if not path.exists():
+        raise fail(f"--references {path}: no such file or directory")
+    try:
+        if path.is_dir() or path.suffix == ".jsonl":
+            store = ReferenceStore()
+            store.refresh(0, [t for t in load_transcripts(path) if t.status != "error"])
+            return store
+        return ReferenceStore(path)
+    except (RunError, ValueError) as exc:
+        raise fail(f"--references {path}: {exc}") from exc
+
+
+def _entry(record: RewardRecord | None) -> dict[str, object]:
+    """The JSON entry stored under the design's name in `Transcript.scores`."""
+    if record is None:
+        return {"reward": None}
+    return json.loads(json.dumps({"reward": record.reward, **record.details}, default=str))
+
+
+def _print_unrewarded(records: Sequence[RewardRecord | None]) -> None:
+    """Why rollouts have no reward: not scored (with what to do about it) apart from real judge abstentions."""
+    reasons = Counter(r.not_scored for r in records if r is not None and r.not_scored)
+    for reason, n in sorted(reasons.items()):
+        hint = NOT_SCORED_HINTS.get(reason)
+        console.print(
+            f"[yellow]{n} rollout(s) not scored: {escape(reason)}" + (f" ({escape(hint)})" if hint else "") + "[/yellow]"
+        )
+    abstained = sum(1 for r in records if r is not None and r.reward is None and r.abstained)
+    if abstained:
+        console.print(f"[yellow]{abstained} rollout(s) without a reward: the judge abstained (reasons in the scored file)[/yellow]")
+
+
 @app.command()
 def score(
     run: Path = typer.Argument(..., help="A run directory holding transcripts.jsonl, or a .jsonl file."),
     design: str = typer.Option(..., "--design", help=f"One of: {', '.join(DESIGN_NAMES)}."),
     judge: str = typer.Option(..., "--judge", help=f"Judge model spec, or '{PROGRAMMATIC}' for annotated transcripts."),
     cache: Path | None = typer.Option(None, help="JSONL response cache to reuse across runs."),
-    references: Path | None = typer.Option(None, help="Reference store (JSON) for reference_pairwise."),
+    references: Path | None = typer.Option(
+        None,
+        help="Required by reference_pairwise: a reference store (JSON, e.g. a training run's references.json) or "
+        "transcripts of an earlier auditor (.jsonl or run directory; the first per behavior and seed is the reference).",
+    ),
     extra_dimensions: list[Path] = typer.Option([], "--dimensions", help="Petri dimension files or folders."),
     max_retries: int = typer.Option(2, help="Corrective follow-ups before a judge abstains."),
 ) -> None:
-    """Score every group with a reward design; write the scores to a new JSONL beside the input."""
+    """Score every group with a reward design; write the scores to a new JSONL beside the input.
+
+    Rollouts are grouped by (behavior, seed, target family), in file order. The in-group designs
+    (ingroup_pairwise, ingroup_bradley_terry) compare the rollouts of a group with each other, so a group
+    needs at least 2: `auditrl audit` cycles through seeds, one rollout each, so run it with
+    `--seed ID --rollouts N` to get N rollouts of one seed; a group of 1 is reported as not scored.
+    reference_pairwise compares each rollout with the reference of its (behavior, seed) from --references.
+    """
+    if design not in DESIGN_NAMES:
+        raise fail(f"unknown reward design {design!r}; choose one of {', '.join(DESIGN_NAMES)}")
     source = _source(run)
-    transcripts = read_transcripts(source)
-    client = None if judge == PROGRAMMATIC else _client(judge, cache, max_retries)
+    transcripts = _read(source)
+    store = load_references(references, design)
+    client = judge_client(judge, cache, max_retries)
     try:
-        built = build_design(
-            design, client, references=ReferenceStore(references) if references else None, extra_dimensions=extra_dimensions
-        )
+        built = build_design(design, client, references=store, frozen_references=True, extra_dimensions=extra_dimensions)
         records = asyncio.run(_score_all(built, transcripts))
     except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from exc
-    scored: list[Transcript] = []
-    for t, record in zip(transcripts, records):
-        entry = {"reward": record.reward if record else None, **(record.details if record else {})}
-        scored.append(t.model_copy(update={"scores": {**t.scores, design: json.loads(json.dumps(entry, default=str))}}))
+        raise fail(str(exc)) from exc
+    scored = [
+        t.model_copy(update={"scores": {**t.scores, design: _entry(record)}}) for t, record in zip(transcripts, records)
+    ]
     out = source.with_name(f"{source.stem}.scored-{design}.jsonl")
     write_transcripts(out, scored)
     rewards = [r.reward for r in records if r is not None and r.reward is not None]
     est = mean_ci(rewards)
-    console.print(f"design {design}: mean reward {est.mean:.3f} [95% CI {est.lo:.3f}, {est.hi:.3f}] over {est.n} rollouts")
-    failed = len(transcripts) - est.n
-    if failed:
-        console.print(f"[yellow]{failed} rollout(s) without a reward (judge abstained)[/yellow]")
+    if est.n:
+        console.print(
+            f"design {design}: mean reward {est.mean:.3f} [95% CI {est.lo:.3f}, {est.hi:.3f}] "
+            f"over {est.n} of {len(transcripts)} rollouts"
+        )
+    else:
+        console.print(f"design {design}: no rollout scored (of {len(transcripts)})")
+    _print_unrewarded(records)
     if client is not None:
         total = client.meter.total()
         console.print(f"judge calls: {total.calls} (cache hits {total.cache_hits}), tokens: {total.tokens}")
         console.print(client.meter.table())
-    console.print(f"wrote {out}")
+    console.print(f"wrote {escape(str(out))}", highlight=False, soft_wrap=True)

@@ -2,14 +2,25 @@
 
 Each adapter returns a `Judge` (transcript -> entries for `Transcript.scores`). An abstaining judge
 yields None under the key, which the suite counts as an abstention and leaves out of the mean.
+`judge_missing` fills in the verdicts stored transcripts lack (`auditrl evaluate --judge`), so a run made by
+`auditrl audit` can be scored without re-running its audits.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from auditrl.evaluate.suite import AUDIT_QUALITY, CONCERNING, FALSE_POSITIVE, PRODUCTION_FIELDS, REALISM, Judge
+from auditrl.evaluate.suite import (
+    AUDIT_QUALITY,
+    CONCERNING,
+    FALSE_POSITIVE,
+    PRODUCTION_FIELDS,
+    REALISM,
+    Judge,
+    apply_judge,
+)
 from auditrl.judges.audit_quality import AuditQualityScorer
 from auditrl.judges.concerningness import ConcerningnessScorer
 from auditrl.judges.realism import RealismJudge, RealOpening, load_real_openings, match_openings
@@ -55,3 +66,76 @@ def realism_judge(judge: RealismJudge, openings: Sequence[RealOpening] | None = 
         return {REALISM: result.picked_audit_share}
 
     return judge_one
+
+
+SUITE_PART = "suite_part"
+PRODUCTION = "production"
+
+
+def expected_keys(t: Transcript, *, realism: bool = False) -> list[str]:
+    """The suite keys a transcript's verdicts go under: its part's key, and realism when it is being judged.
+
+    Production audits (``metadata["suite_part"] == "production"``, written by `run_suite`, or benign audits
+    already rated for concerning behavior and not for false positives) are rated for concerning behavior;
+    other benign audits for false positives; planted audits for audit quality. Errored audits are excluded
+    from every metric, so they expect nothing.
+    """
+    if t.status == "error":
+        return []
+    rated_as_production = t.benign and CONCERNING in t.scores and FALSE_POSITIVE not in t.scores
+    if t.metadata.get(SUITE_PART) == PRODUCTION or rated_as_production:
+        keys = [CONCERNING]
+    else:
+        keys = [FALSE_POSITIVE if t.benign else AUDIT_QUALITY]
+    return [*keys, REALISM] if realism else keys
+
+
+def has_verdict(t: Transcript, key: str) -> bool:
+    """Whether `t` carries a usable verdict under `key` (an abstention, stored as None, is not one)."""
+    value = t.scores.get(key)
+    if isinstance(value, Mapping):
+        return bool(value) and all(v is not None for v in value.values())
+    return value is not None
+
+
+def missing_verdicts(transcripts: Sequence[Transcript], *, realism: bool = False) -> dict[str, list[Transcript]]:
+    """For each suite key, the transcripts that should carry a verdict there and do not (never judged or abstained)."""
+    out: dict[str, list[Transcript]] = {}
+    for t in transcripts:
+        for key in expected_keys(t, realism=realism):
+            if not has_verdict(t, key):
+                out.setdefault(key, []).append(t)
+    return out
+
+
+async def judge_missing(
+    transcripts: Sequence[Transcript],
+    judges: Mapping[str, Judge],
+    *,
+    concurrency: int = 4,
+    advance: Callable[[], None] | None = None,
+) -> list[Transcript]:
+    """Run the judge of every key a transcript lacks (keys without a judge are left alone), in place.
+
+    Returns the transcripts that were judged; `advance` is called once per finished transcript, for a
+    progress bar. A judge that fails is recorded as an abstention (see `apply_judge`).
+    """
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+    pending: dict[str, tuple[Transcript, list[str]]] = {}
+    for key, lacking in missing_verdicts(transcripts, realism=REALISM in judges).items():
+        if key not in judges:
+            continue
+        for t in lacking:
+            pending.setdefault(t.id, (t, []))[1].append(key)
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(t: Transcript, keys: list[str]) -> None:
+        async with gate:
+            for key in keys:
+                await apply_judge(t, judges[key], key, key)
+        if advance is not None:
+            advance()
+
+    await asyncio.gather(*(one(t, keys) for t, keys in pending.values()))
+    return [t for t, _ in pending.values()]

@@ -369,7 +369,7 @@ _EXPECTED_KEY: dict[SuitePart, str] = {"planted": AUDIT_QUALITY, "benign": FALSE
 AuditFn = Callable[[Any, "Model", "Model"], Awaitable[Transcript]]
 
 
-async def _apply_judge(t: Transcript, judge: Judge, key: str, name: str) -> None:
+async def apply_judge(t: Transcript, judge: Judge, key: str, name: str) -> None:
     """Run one judge; an exception or a missing verdict becomes an explicit abstention (None)."""
     try:
         entries = await judge(t)
@@ -377,6 +377,10 @@ async def _apply_judge(t: Transcript, judge: Judge, key: str, name: str) -> None
         log.warning("judge %s failed on transcript %s: %s", name, t.id, exc)
         t.scores.setdefault("judge_errors", {})[name] = f"{type(exc).__name__}: {exc}"
         entries = None
+    else:  # a verdict now replaces the error of an earlier attempt
+        errors = t.scores.get("judge_errors")
+        if isinstance(errors, dict) and errors.pop(name, None) is not None and not errors:
+            del t.scores["judge_errors"]
     if entries:
         t.scores.update(entries)
     t.scores.setdefault(key, None)
@@ -478,11 +482,11 @@ async def run_suite(
             if t.status != "error":
                 if part == "production":
                     if production_judge is not None:
-                        await _apply_judge(t, production_judge, CONCERNING, "production")
+                        await apply_judge(t, production_judge, CONCERNING, "production")
                     if realism_judge is not None:
-                        await _apply_judge(t, realism_judge, REALISM, "realism")
+                        await apply_judge(t, realism_judge, REALISM, "realism")
                 else:
-                    await _apply_judge(t, judge, _EXPECTED_KEY[part], part)
+                    await apply_judge(t, judge, _EXPECTED_KEY[part], part)
             if out is not None:
                 async with lock:
                     append_transcript(out, t)

@@ -1,6 +1,8 @@
 """Build a reward design by name, with LLM judges on one judge model or with programmatic judges.
 
 Pairwise designs get calibration mixing: benign groups are judged by the calibration pairwise judge.
+In-group designs compare the rollouts of one group with each other, so they need groups of two or more;
+the reference design compares each rollout with a reference transcript and needs references.
 """
 
 from __future__ import annotations
@@ -31,6 +33,10 @@ DESIGN_NAMES: tuple[str, ...] = (
     "ingroup_bradley_terry",
     "reference_pairwise",
 )
+IN_GROUP_DESIGNS: frozenset[str] = frozenset({"ingroup_pairwise", "ingroup_bradley_terry"})
+"""Designs whose reward compares the rollouts of a group with each other (a group of one is not scored)."""
+REFERENCE_DESIGNS: frozenset[str] = frozenset({"reference_pairwise"})
+"""Designs whose reward compares each rollout with a stored reference transcript."""
 
 
 def build_design(
@@ -39,9 +45,14 @@ def build_design(
     *,
     benign_fraction: float = 0.5,
     references: ReferenceStore | None = None,
+    frozen_references: bool = False,
     extra_dimensions: Sequence[Path] = (),
 ) -> DetailedDesign:
-    """The design `name`; `client=None` uses the programmatic judges (annotated transcripts only)."""
+    """The design `name`; `client=None` uses the programmatic judges (annotated transcripts only).
+
+    `frozen_references` scores against `references` without seeding or refreshing them (for saved
+    transcripts, where seeding from the scored group would compare a rollout with itself).
+    """
     if name not in DESIGN_NAMES:
         raise ValueError(f"unknown reward design {name!r}; choose one of {', '.join(DESIGN_NAMES)}")
     if name == "concerningness":
@@ -55,7 +66,11 @@ def build_design(
     benign: PairwiseJudgeLike = ProgrammaticPairwiseJudge() if client is None else CalibrationPairwiseJudge(client)
     if name == "reference_pairwise":
         store = references if references is not None else ReferenceStore()
-        return CalibrationMix(ReferencePairwise(planted, store), ReferencePairwise(benign, store), benign_fraction=benign_fraction)
+        return CalibrationMix(
+            ReferencePairwise(planted, store, frozen=frozen_references),
+            ReferencePairwise(benign, store, frozen=frozen_references),
+            benign_fraction=benign_fraction,
+        )
     aggregate = "win_rate" if name == "ingroup_pairwise" else "bradley_terry"
     return CalibrationMix(
         InGroupPairwise(planted, aggregate=aggregate), InGroupPairwise(benign, aggregate=aggregate), benign_fraction=benign_fraction
