@@ -5,8 +5,14 @@ from pathlib import Path
 import pytest
 
 from auditrl.evaluate.stats import Estimate
-from auditrl.report.html import Section, TableBlock, write_report
-from auditrl.report.plots import metric_bars, strategy_distribution_bars, training_curves
+from itertools import combinations
+
+import numpy as np
+from matplotlib.collections import PathCollection
+from matplotlib.colors import rgb_to_hsv, to_rgb
+
+from auditrl.report.html import FigureBlock, Section, TableBlock, render_report, write_report
+from auditrl.report.plots import metric_bars, qualitative_colors, strategy_distribution_bars, training_curves
 
 EVIL = '<script>alert("x")</script>'
 
@@ -27,7 +33,7 @@ def test_report_escapes_model_text_and_embeds_figures(tmp_path: Path) -> None:
     html = path.read_text(encoding="utf-8")
     assert "<script" not in html
     assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in html
-    assert "&amp; more" in html and "1.235" in html and "<td>-</td>" in html
+    assert "&amp; more" in html and "1.235" in html and '<td class="short">-</td>' in html
     images = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', html)
     assert len(images) == 3
     assert all(base64.b64decode(i).startswith(b"\x89PNG") for i in images)
@@ -50,3 +56,63 @@ def test_metric_bars_leave_gaps_for_missing_metrics() -> None:
 def test_training_curves_reject_ragged_series() -> None:
     with pytest.raises(ValueError, match="3 steps but 2 values"):
         training_curves({"r": ([1, 2, 3], [0.1, 0.2])})
+
+
+def test_wide_tables_scroll_in_their_own_container_and_short_cells_do_not_wrap() -> None:
+    header = [f"column {i}" for i in range(14)]
+    html = render_report("t", [Section(title="s", tables=[TableBlock(header=header, rows=[["76.0 [75.7,76.4]"] + ["x" * 200] * 13])])])
+    assert '<div class="table-wrap">\n<table>' in html and "</table>\n</div>" in html
+    assert ".table-wrap { max-width: 100%; overflow-x: auto;" in html
+    assert '<td class="short">76.0 [75.7,76.4]</td>' in html and "<td>" + "x" * 200 + "</td>" in html
+
+
+def test_figure_blocks_carry_a_caption_under_the_title() -> None:
+    fig = training_curves({"a": ([0, 1], [0.5, 0.5])}, title="Training reward")
+    html = render_report("t", [Section(title="s", figures=[FigureBlock(fig, "flat by construction <b>")])])
+    assert "<figcaption><strong>Training reward</strong>. flat by construction &lt;b&gt;</figcaption>" in html
+
+
+def _window(artist: object, fig: object) -> object:
+    fig.canvas.draw()  # type: ignore[attr-defined]
+    return artist.get_window_extent()  # type: ignore[attr-defined]
+
+
+def test_metric_bars_legend_sits_below_the_bars_and_points_are_drawn() -> None:
+    est = {n: {"a": Estimate(mean=95, lo=90, hi=99, n=9), "b": Estimate(mean=90, lo=85, hi=95, n=9)} for n in "pqrstuv"}
+    fig = metric_bars(est, points={"p": {"a": [94.0, 95.0, 96.0]}})
+    ax = fig.axes[0]
+    legend, axes = _window(ax.get_legend(), fig), _window(ax, fig)
+    assert legend.y1 <= axes.y0  # entirely under the axes: it cannot cover a bar
+    dots = [c for c in ax.collections if isinstance(c, PathCollection)]
+    assert len(dots) == 1 and len(dots[0].get_offsets()) == 3
+    colors = [to_rgb(c) for c in {tuple(p.get_facecolor()) for p in ax.patches}]
+    assert len(colors) == 7
+
+
+def test_training_curves_tell_overlapping_series_apart() -> None:
+    steps = list(range(100))
+    series = {n: (steps, [1.0] * 100) for n in ("concerningness", "binary", "ingroup", "reference")}
+    fig = training_curves(series, vlines=[50])
+    ax = fig.axes[0]
+    lines = [line for line in ax.get_lines() if line.get_label() in series]
+    assert len({line.get_linestyle() for line in lines}) == 4 and len({line.get_marker() for line in lines}) == 4
+    marked = [set(range(*line.get_markevery()[0:1], 100, line.get_markevery()[1])) for line in lines]
+    assert all(not (a & b) for a, b in combinations(marked, 2))  # markers at different steps stay visible
+    assert any(line.get_xdata()[0] == 50 and line.get_linestyle() == ":" for line in ax.get_lines())
+    legend, axes = _window(ax.get_legend(), fig), _window(ax, fig)
+    assert legend.y1 <= axes.y0
+
+
+def _hue_gap(a: np.ndarray, b: np.ndarray) -> float:
+    d = abs(float(a[0] - b[0]))
+    return min(d, 1.0 - d)
+
+
+def test_category_colours_are_clearly_distinct() -> None:
+    """tab20 came in dark/pale pairs of one hue; the strategy categories now differ in hue."""
+    fig = strategy_distribution_bars({"g": {c: 0.2 for c in "abcde"}, "h": {c: 0.2 for c in "abcde"}})
+    faces = list(dict.fromkeys(tuple(p.get_facecolor()[:3]) for p in fig.axes[0].patches))
+    assert len(faces) == 5
+    hsv = rgb_to_hsv(np.array(faces))
+    assert min(_hue_gap(a, b) for a, b in combinations(hsv, 2)) > 0.05
+    assert len({to_rgb(c) for c in qualitative_colors(20)}) == 20

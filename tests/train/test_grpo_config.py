@@ -72,3 +72,47 @@ def test_rows_keep_benign_share_and_refuse_held_out(tmp_path: Path) -> None:
     bad = cfg.model_copy(update={"data": cfg.data.model_copy(update={"behaviors": [held]})})
     with pytest.raises(ValueError, match="data"):
         training_rows(bad, behaviors, seeds)
+
+
+def test_yaml_syntax_error_names_file_and_line(tmp_path: Path) -> None:
+    with pytest.raises(ConfigFileError) as err:
+        load_config(_write(tmp_path, "kind: grpo_lm\nseed: 0\ntrainer:\n  max_steps: [1, 2\n"))
+    message = str(err.value)
+    assert message.startswith(f"{tmp_path / 'bad.yaml'}: line ") and "<unicode string>" not in message
+    assert "\n" not in message
+
+
+def test_defaults_are_a_valid_config(tmp_path: Path) -> None:
+    cfg = load_config(_write(tmp_path, "kind: grpo_lm\n"))
+    assert cfg.reward.judge == "programmatic" and cfg.episodes.families
+
+
+@pytest.mark.parametrize(
+    ("text", "pattern"),
+    [
+        ("reward: {judge: programatic}", r"bad\.yaml: field 'reward\.judge': unknown judge 'programatic' \(did you mean 'programmatic'\?\)"),
+        ("reward: {judge: opnai/gpt-4o}", r"field 'reward\.judge': .*unknown model provider 'opnai' \(did you mean 'openai'\?\)"),
+        ("reward: {judge_args: {api_key: x}}", r"field 'reward\.judge_args': may not carry credentials"),
+        ("reward: {design: pairwise}", r"field 'reward\.design'"),
+        ("trainer: {loss_type: dappo}", r"field 'trainer\.loss_type'.*'dapo'.*\(got 'dappo'\)"),
+        ("trainer: {report_to: [tensorbord]}", r"field 'trainer\.report_to\.0'.*\(got 'tensorbord'\)"),
+        ("trainer: {extra: {num_generation: 3}}", r"field 'trainer\.extra'.*'num_generation'.*'num_generations'"),
+        ("episodes: {families: [steady, chaty]}", r"field 'episodes'.*'sim/chaty'.*'chaty' \(did you mean 'chatty'\?\)"),
+        ("episodes: {target_model: 'nope/{family}'}", r"field 'episodes'.*unknown model provider 'nope'"),
+        ("data: {behaviors: [flatery]}", r"field 'data\.behaviors\.0': unknown behavior id 'flatery' \(did you mean 'flattery'\?\)"),
+        ("data: {behaviors: [flattery, secret_loyalty]}", r"field 'data\.behaviors\.1': 'secret_loyalty' is a held-out"),
+    ],
+)
+def test_enumerations_are_checked_at_load_time(tmp_path: Path, text: str, pattern: str) -> None:
+    with pytest.raises(ConfigFileError, match=pattern) as err:
+        load_config(_write(tmp_path, f"kind: grpo_lm\n{text}\n"))
+    assert "\n" not in str(err.value)
+
+
+def test_model_specs_that_exist_are_accepted(tmp_path: Path) -> None:
+    text = (
+        "kind: grpo_lm\nreward: {judge: anthropic/claude-sonnet-4-5}\n"
+        "episodes: {target_model: 'openai-api/{family}', families: [srv/llama]}\n"
+    )
+    cfg = load_config(_write(tmp_path, text))
+    assert cfg.reward.judge == "anthropic/claude-sonnet-4-5"

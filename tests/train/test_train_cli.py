@@ -13,6 +13,7 @@ from auditrl.cli import app
 from auditrl.train.monitors import MonitorLog
 
 runner = CliRunner()
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
 
 @pytest.mark.parametrize(("kind", "module"), [("grpo_lm", auditrl.train.grpo), ("auditworld", auditrl.sim.run)])
@@ -45,3 +46,52 @@ def test_monitor_prints_table(tmp_path: Path) -> None:
     assert result.exit_code == 0 and "reward/mean" in result.output and "0.250" in result.output
     missing = runner.invoke(app, ["monitor", str(tmp_path / "nope")])
     assert missing.exit_code == 1
+
+
+def _auditworld_config(tmp_path: Path, edit: str) -> Path:
+    """The shipped AuditWorld config with one line replaced (`old=>new`)."""
+    old, new = edit.split("=>")
+    text = (CONFIGS / "auditworld.yaml").read_text()
+    assert old in text
+    path = tmp_path / "c2.yaml"
+    path.write_text(text.replace(old, new, 1))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        ("steps: 100=>steps: many", "field 'train.steps': Input should be a valid integer"),
+        ("seeds: [0, 1, 2]\n=>", "field 'seeds': Field required"),
+        ("  lr: 0.01=>  lr: 0.01\n  lrr: 0.02", "field 'train.lrr': Extra inputs are not permitted"),
+        ("family: wary=>family: nonsense", "field 'evaluation.family': unknown target family 'nonsense'"),
+        ("[steady, chatty=>[steady, chaty", "field 'train_families': unknown target family 'chaty'"),
+        ("design: binary,=>design: binery,", "field 'designs.1.design'"),
+        ("name: binary,=>name: concerningness,", "field 'designs': design names must be unique"),
+        ("seeds: [0, 1, 2]=>seeds: [0, 0]", "training seeds must be distinct (each one is a separate training run), got [0, 0]"),
+        ("seeds: [0, 1, 2]=>seeds: [0, 1, 2", "line 8, column"),
+    ],
+)
+def test_auditworld_config_errors_are_one_clean_line(tmp_path: Path, edit: str, expected: str) -> None:
+    config = _auditworld_config(tmp_path, edit)
+    result = runner.invoke(app, ["train", "--config", str(config), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"{config}: ") and expected in lines[0]
+    assert "Traceback" not in result.output and "<unicode string>" not in result.output
+    assert not (tmp_path / "o").exists()
+
+
+def test_grpo_config_errors_stop_before_any_model_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_training(*args: object, **kwargs: object) -> None:
+        raise AssertionError("training started on a bad config")
+
+    monkeypatch.setattr(auditrl.train.grpo, "train_run", no_training)
+    monkeypatch.setattr(auditrl.train.grpo, "load_policy", no_training)
+    config = tmp_path / "g.yaml"
+    config.write_text((CONFIGS / "cpu_offline.yaml").read_text().replace("judge: programmatic", "judge: programatic"))
+    result = runner.invoke(app, ["train", "--config", str(config)])
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"{config}: field 'reward.judge': unknown judge 'programatic'")

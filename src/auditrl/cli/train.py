@@ -7,7 +7,7 @@ Also runnable as a module for multi-process launches:
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, NoReturn, Optional
 
 import typer
 from rich.console import Console
@@ -16,7 +16,18 @@ from auditrl.train.config import ConfigFileError, read_kind
 from auditrl.train.monitors import monitor_table, read_monitors
 
 KINDS = ("auditworld", "grpo_lm")
+CONFIG_ERROR_EXIT = 2
 console = Console()
+errors = Console(stderr=True, soft_wrap=True, highlight=False)
+
+
+def _config_error(message: str) -> NoReturn:
+    """One plain line naming the file and the field, exit 2: a bad config is a usage error, not a crash.
+
+    Printed without markup so brackets in the message survive, and soft-wrapped so it stays one line.
+    """
+    errors.print(" ".join(message.split()), style="red", markup=False)
+    raise typer.Exit(code=CONFIG_ERROR_EXIT)
 
 
 def train(
@@ -29,24 +40,22 @@ def train(
     try:
         kind = read_kind(config)
     except ConfigFileError as exc:
-        console.print(f"[red]{exc}[/red]")
-        raise typer.Exit(code=2) from exc
-    # the trainers pull in torch and TRL, so they are imported only for the kind being run
-    if kind == "auditworld":
-        from auditrl.sim.run import run_from_config as run_world
+        _config_error(str(exc))
+    if kind not in KINDS:
+        _config_error(f"{config}: field 'kind' is {kind!r}; expected one of {', '.join(KINDS)}")
+    # the trainers pull in torch and TRL, so they are imported only for the kind being run; each validates
+    # the whole file before it builds anything, and reports problems as ConfigFileError
+    try:
+        if kind == "auditworld":
+            from auditrl.sim.run import run_from_config as run_world
 
-        run_dir = run_world(config, out)
-    elif kind == "grpo_lm":
-        from auditrl.train.grpo import run_from_config as run_grpo
+            run_dir = run_world(config, out)
+        else:
+            from auditrl.train.grpo import run_from_config as run_grpo
 
-        try:
             run_dir = run_grpo(config, out)
-        except ConfigFileError as exc:
-            console.print(f"[red]{exc}[/red]")
-            raise typer.Exit(code=2) from exc
-    else:
-        console.print(f"[red]{config}: field 'kind' is {kind!r}; expected one of {', '.join(KINDS)}[/red]")
-        raise typer.Exit(code=2)
+    except ConfigFileError as exc:
+        _config_error(str(exc))
     console.print(f"run directory: [bold]{run_dir}[/bold]")
 
 

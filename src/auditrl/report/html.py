@@ -20,6 +20,9 @@ from matplotlib.figure import Figure
 from auditrl.atomic import atomic_write_text
 
 Cell = str | int | float | None
+SHORT_CELL = 24
+"""Cells up to this many characters never wrap (a number with its interval stays on one line); wide
+tables scroll inside their own container instead of widening the page."""
 
 
 @dataclass
@@ -37,13 +40,21 @@ class TableBlock:
 
 
 @dataclass
+class FigureBlock:
+    """A figure with a caption that explains how to read it (shown under the figure's title)."""
+
+    figure: Figure
+    caption: str = ""
+
+
+@dataclass
 class Section:
     """A titled part of a report: paragraphs, tables, matplotlib figures and preformatted blocks."""
 
     title: str
     paragraphs: Sequence[str] = field(default_factory=list)
     tables: Sequence[TableBlock] = field(default_factory=list)
-    figures: Sequence[Figure] = field(default_factory=list)
+    figures: Sequence[Figure | FigureBlock] = field(default_factory=list)
     preformatted: Sequence[str] = field(default_factory=list)
 
 
@@ -51,6 +62,12 @@ class Section:
 class _Image:
     data: str
     alt: str
+    caption: str = ""
+
+
+def _image(item: Figure | FigureBlock) -> _Image:
+    block = item if isinstance(item, FigureBlock) else FigureBlock(item)
+    return _Image(figure_png_base64(block.figure), _figure_caption(block.figure), block.caption)
 
 
 def _cell(value: Cell) -> str:
@@ -91,13 +108,13 @@ def render_report(title: str, sections: Sequence[Section]) -> str:
                 {"header": list(t.header), "rows": [[_cell(c) for c in r] for r in t.rows], "caption": t.caption}
                 for t in s.tables
             ],
-            "images": [_Image(figure_png_base64(f), _figure_caption(f)) for f in s.figures],
+            "images": [_image(f) for f in s.figures],
             "preformatted": list(s.preformatted),
         }
         for s in sections
     ]
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    return _template().render(title=title, sections=rendered, generated=generated)
+    return _template().render(title=title, sections=rendered, generated=generated, short_cell=SHORT_CELL)
 
 
 def write_report(path: Path, title: str, sections: Sequence[Section]) -> Path:

@@ -7,10 +7,16 @@ from collections.abc import Mapping, Sequence
 
 import matplotlib
 import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from auditrl.evaluate.stats import Estimate
+
+
+LINESTYLES = ("-", "--", "-.", ":")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+_QUALITATIVE = ("tab10", "Dark2", "Set1")
 
 
 def _figure(width: float, height: float) -> Figure:
@@ -20,16 +26,38 @@ def _figure(width: float, height: float) -> Figure:
     return fig
 
 
+def qualitative_colors(n: int) -> list[tuple[float, float, float, float]]:
+    """`n` colours from qualitative palettes, so neighbouring categories never get a light/dark pair of one hue.
+
+    tab10 first, then Dark2 and Set1 (tab20 would pair each colour with its pale twin).
+    """
+    colors: list[tuple[float, float, float, float]] = []
+    for name in _QUALITATIVE:
+        cmap = matplotlib.colormaps[name]
+        colors += [cmap(i) for i in range(cmap.N)]
+    return [colors[i % len(colors)] for i in range(n)]
+
+
+def _legend_below(ax: Axes, n: int, offset: float) -> None:
+    """A legend under the axes: it never covers data, and bbox_inches='tight' keeps it in the image."""
+    ax.legend(
+        fontsize="small", loc="upper center", bbox_to_anchor=(0.5, offset), ncol=min(n, 4), frameon=False
+    )
+
+
 def metric_bars(
     results: Mapping[str, Mapping[str, Estimate]],
     metrics: Sequence[str] | None = None,
     title: str = "Evaluation suite (95% CI)",
     ylabel: str = "score (0-100)",
     labels: Mapping[str, str] | None = None,
+    points: Mapping[str, Mapping[str, Sequence[float]]] | None = None,
 ) -> Figure:
     """Grouped bars, one group per metric and one bar per compared run, with CI error bars.
 
     `results` maps a run's name to its estimates by metric; a missing or empty estimate leaves a gap.
+    `points` optionally adds individual values (e.g. per-training-seed means) as dots on each bar. The legend
+    sits below the axes so it cannot hide a bar.
     """
     names = list(results)
     metric_names = list(metrics) if metrics is not None else list(dict.fromkeys(m for r in results.values() for m in r))
@@ -37,6 +65,7 @@ def metric_bars(
     ax = fig.add_subplot()
     width = 0.8 / max(len(names), 1)
     x = np.arange(len(metric_names))
+    colors = qualitative_colors(len(names))
     for i, name in enumerate(names):
         means, lows, highs = [], [], []
         for m in metric_names:
@@ -45,13 +74,19 @@ def metric_bars(
             means.append(e.mean if ok else np.nan)
             lows.append(e.mean - e.lo if ok else 0.0)
             highs.append(e.hi - e.mean if ok else 0.0)
-        ax.bar(x + (i - (len(names) - 1) / 2) * width, means, width, yerr=[lows, highs], capsize=3, label=name)
+        centers = x + (i - (len(names) - 1) / 2) * width
+        ax.bar(centers, means, width, yerr=[lows, highs], capsize=3, label=name, color=colors[i])
+        for j, m in enumerate(metric_names):
+            values = list((points or {}).get(name, {}).get(m, []))
+            if values:
+                spread = np.linspace(-0.25, 0.25, len(values)) * width if len(values) > 1 else np.zeros(1)
+                ax.scatter(centers[j] + spread, values, s=9, color="black", zorder=3, linewidths=0)
     ax.set_xticks(x, [(labels or {}).get(m, m) for m in metric_names])
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.grid(axis="y", alpha=0.3)
     if len(names) > 1:
-        ax.legend(fontsize="small", loc="best")
+        _legend_below(ax, len(names), -0.1)
     return fig
 
 
@@ -67,10 +102,10 @@ def strategy_distribution_bars(
     fig = _figure(9.0, 1.2 + 0.5 * max(len(groups), 1))
     ax = fig.add_subplot()
     left = np.zeros(len(groups))
-    palette = matplotlib.colormaps["tab20"]
+    palette = qualitative_colors(len(cats))
     for j, cat in enumerate(cats):
         shares = np.array([distribution[g].get(cat, 0.0) for g in groups])
-        color = (colors or {}).get(cat, palette(j % 20))
+        color = (colors or {}).get(cat, palette[j])
         ax.barh(groups, shares, left=left, label=cat, color=color)
         left += shares
     ax.set_xlim(0, 1)
@@ -87,14 +122,28 @@ def training_curves(
     xlabel: str = "step",
     ylabel: str = "reward",
     bands: Mapping[str, tuple[Sequence[float], Sequence[float]]] | None = None,
+    vlines: Sequence[float] = (),
 ) -> Figure:
-    """Lines of (steps, values) per named series, with an optional shaded (lo, hi) band per series."""
+    """Lines of (steps, values) per named series, with an optional shaded (lo, hi) band per series.
+
+    Each series gets its own colour, line style and marker, and the markers of different series sit at
+    staggered steps, so a line lying exactly on another stays visible. `vlines` draws dotted vertical
+    lines (e.g. reference refreshes). The legend sits below the axes.
+    """
     fig = _figure(7.5, 4.0)
     ax = fig.add_subplot()
-    for name, (steps, values) in series.items():
+    colors = qualitative_colors(len(series))
+    n = max(len(series), 1)
+    for at in vlines:
+        ax.axvline(at, color="0.45", linestyle=":", linewidth=1.0, zorder=0)
+    for i, (name, (steps, values)) in enumerate(series.items()):
         if len(steps) != len(values):
             raise ValueError(f"series {name!r}: {len(steps)} steps but {len(values)} values")
-        (line,) = ax.plot(steps, values, label=name)
+        every = max(len(steps) // 8, n)  # at least n apart, so each series' markers get their own steps
+        (line,) = ax.plot(
+            steps, values, label=name, color=colors[i], linestyle=LINESTYLES[i % len(LINESTYLES)],
+            marker=MARKERS[i % len(MARKERS)], markersize=5, markevery=(i * every // n, every), linewidth=1.6,
+        )  # fmt: skip
         if bands and name in bands:
             lo, hi = bands[name]
             ax.fill_between(steps, lo, hi, alpha=0.2, color=line.get_color())
@@ -103,5 +152,5 @@ def training_curves(
     ax.set_title(title)
     ax.grid(alpha=0.3)
     if len(series) > 1:
-        ax.legend(fontsize="small")
+        _legend_below(ax, len(series), -0.14)
     return fig

@@ -6,6 +6,7 @@ targets apart by style alone, and a held-out family measures transfer.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -46,6 +47,20 @@ def load_families() -> dict[str, Family]:
         except (ValidationError, TypeError) as exc:
             raise ValueError(f"{FAMILIES_FILE}: family {name!r}: {exc}") from exc
     return out
+
+
+@functools.cache
+def family_names() -> tuple[str, ...]:
+    """Names of the packaged families, read once, for validating configs before anything runs."""
+    return tuple(load_families())
+
+
+def check_family(name: str) -> str:
+    """`name` if it is a packaged family; otherwise a ValueError listing the known ones."""
+    known = family_names()
+    if name not in known:
+        raise ValueError(f"unknown target family {name!r}; known families: {', '.join(known)}")
+    return name
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-import yaml
-from matplotlib.figure import Figure
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -35,7 +33,7 @@ from auditrl.analysis.summaries import strategy_summaries
 from auditrl.atomic import atomic_write_text
 from auditrl.behaviors.library import load_behaviors
 from auditrl.evaluate.stats import Estimate
-from auditrl.report.html import Section, TableBlock, write_report
+from auditrl.report.html import FigureBlock, Section, TableBlock, write_report
 from auditrl.report.plots import (
     metric_bars,
     strategy_distribution_bars,
@@ -45,12 +43,31 @@ from auditrl.scaffold.store import TRANSCRIPTS, write_transcripts
 from auditrl.scaffold.transcript import Transcript
 from auditrl.sim.designs import DesignName
 from auditrl.sim.judges import JudgeParams
-from auditrl.sim.metrics import METRICS, EvalConfig, EvalEpisodes, evaluate_policy, pool
+from auditrl.sim.families import check_family
+from auditrl.sim.metrics import (
+    METRICS,
+    EvalConfig,
+    EvalEpisodes,
+    SeedSpread,
+    across_seeds,
+    constant_metric_notes,
+    evaluate_policy,
+    pool,
+)
 from auditrl.sim.policies import baselines
 from auditrl.sim.render import render_episodes
 from auditrl.sim.training import StepStats, TrainConfig, TrainResult, train
 from auditrl.sim.world import Policy, Rollout, World
+from auditrl.train.config import read_yaml_mapping, validate_file
 
+INTERVALS = {
+    "estimates": "95% percentile bootstrap over evaluation episodes pooled over training seeds x held-out seed "
+    "scenarios x rollouts (the paper's interval): how precisely these trained auditors were measured.",
+    "across_training_seeds": "each training seed's mean is one observation; mean, sample sd and a 95% Student-t "
+    "interval over the seeds (n - 1 degrees of freedom), clipped to 0-100: includes run-to-run variation of "
+    "training. For the scripted baselines the seeds change only the evaluation's random draws.",
+    "constant_metrics": "metrics that took one value in every episode (zero-width interval), with the reason.",
+}
 STATEMENT = (
     "What this shows: in AuditWorld, a simulated world that keeps the incentive structure of auditing "
     "(targets that show a planted behavior only in its trigger contexts, deny when confronted, confess "
@@ -131,27 +148,36 @@ class AuditWorldConfig(BaseModel):
     judge: JudgeParams = Field(default_factory=JudgeParams)
     analysis: AnalysisConfig = Field(default_factory=AnalysisConfig)
 
+    @field_validator("train_families")
+    @classmethod
+    def _known_families(cls, value: list[str]) -> list[str]:
+        return [check_family(f) for f in value]
+
+    @field_validator("seeds")
+    @classmethod
+    def _distinct_seeds(cls, value: list[int]) -> list[int]:
+        if len(set(value)) != len(value):
+            raise ValueError(f"training seeds must be distinct (each one is a separate training run), got {value}")
+        return value
+
+    @field_validator("designs")
+    @classmethod
+    def _unique_names(cls, value: list[DesignRun]) -> list[DesignRun]:
+        names = [d.name for d in value]
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise ValueError(f"design names must be unique; repeated: {', '.join(repeated)}")
+        return value
+
 
 def load_config(path: Path) -> AuditWorldConfig:
-    """Read and validate the YAML; errors name the file and the offending field."""
+    """Read and validate the YAML before anything runs.
+
+    Every problem (syntax, types, missing or extra keys, unknown families or designs) raises one
+    ConfigFileError whose message names the file and the field, so the CLI can print it as one line.
+    """
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"config file not found: {path}")
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise ValueError(f"{path}: invalid YAML: {exc}") from exc
-    if not isinstance(raw, dict):
-        raise ValueError(f"{path}: expected a mapping of settings at the top level")
-    try:
-        cfg = AuditWorldConfig.model_validate(raw)
-    except ValidationError as exc:
-        problems = "; ".join(f"'{'.'.join(map(str, e['loc']))}': {e['msg']}" for e in exc.errors())
-        raise ValueError(f"{path}: invalid config: {problems}") from exc
-    names = [d.name for d in cfg.designs]
-    if len(set(names)) != len(names):
-        raise ValueError(f"{path}: field 'designs': design names must be unique, got {names}")
-    return cfg
+    return validate_file(AuditWorldConfig, read_yaml_mapping(path), path)
 
 
 def _train_config(cfg: AuditWorldConfig, d: DesignRun, seed: int) -> TrainConfig:
@@ -167,6 +193,16 @@ def _train_config(cfg: AuditWorldConfig, d: DesignRun, seed: int) -> TrainConfig
 
 def _cell(e: Estimate) -> str:
     return "-" if e.n == 0 or math.isnan(e.mean) else f"{e.mean:.1f} [{e.lo:.1f},{e.hi:.1f}]"
+
+
+def _spread_cell(s: SeedSpread) -> str:
+    if s.lo is None or s.hi is None:
+        return f"{s.mean:.1f}"
+    return f"{s.mean:.1f} [{s.lo:.1f},{s.hi:.1f}]"
+
+
+def _per_seed_cell(s: SeedSpread) -> str:
+    return " / ".join(f"{v:.1f}" for v in s.per_seed)
 
 
 def results_table(rows: dict[str, dict[str, Any]]) -> Table:
@@ -186,6 +222,19 @@ def results_table(rows: dict[str, dict[str, Any]]) -> Table:
             f"{d['confessions_per_audit']:.2f}",
             f"{d['eval_aware_per_audit']:.2f}",
         )
+    return table
+
+
+def seeds_table(rows: dict[str, dict[str, Any]], n_seeds: int) -> Table:
+    """The same metrics with each training seed as one observation: mean and 95% t-interval over seeds."""
+    table = Table(
+        title=f"Across training seeds: mean of the {n_seeds} per-seed means [95% t-interval over seeds, n={n_seeds}]"
+    )
+    table.add_column("auditor")
+    for m in METRICS:
+        table.add_column(METRIC_LABELS[m], justify="right")
+    for name, row in rows.items():
+        table.add_row(name, *[_spread_cell(row["seeds"][m]) for m in METRICS])
     return table
 
 
@@ -263,8 +312,14 @@ def run_from_config(config_path: Path, out_dir: Path | None = None) -> Path:
                 saved += batch[: cfg.analysis.transcripts_saved] + batch[n_sample : n_sample + cfg.analysis.transcripts_saved]
                 groups += [name] * len(batch)
             pooled = pool(parts)
-            rows[name] = {"estimates": pooled.estimates(), "diagnostics": pooled.diagnostics()}
+            rows[name] = {
+                "estimates": pooled.estimates(),
+                "diagnostics": pooled.diagnostics(),
+                "seeds": across_seeds(parts, [seed for seed, _ in seeded]),
+                "constant": constant_metric_notes(pooled),
+            }
     console.print(results_table(rows))
+    console.print(seeds_table(rows, len(cfg.seeds)))
 
     with console.status("clustering strategies"):
         clusters = cluster_strategies(
@@ -281,9 +336,13 @@ def run_from_config(config_path: Path, out_dir: Path | None = None) -> Path:
         "behaviors": {"train": [world.behaviors.ids[i] for i in world.behavior_indices("train")],
                       "heldout": [world.behaviors.ids[i] for i in world.behavior_indices("heldout")]},
         "results": {
-            name: {"estimates": {m: e.model_dump() for m, e in row["estimates"].items()}, "diagnostics": row["diagnostics"]}
+            name: {"estimates": {m: e.model_dump() for m, e in row["estimates"].items()},
+                   "across_training_seeds": {m: s.model_dump() for m, s in row["seeds"].items()},
+                   "constant_metrics": row["constant"],
+                   "diagnostics": row["diagnostics"]}
             for name, row in rows.items()
         },
+        "intervals": INTERVALS,
         "training": {
             name: [{"seed": r.config.seed, "seconds": r.seconds, "episodes": r.episodes,
                     "history": [_finite(asdict(s)) for s in r.history]} for r in rs]
@@ -315,6 +374,97 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
+def _reward_caption(cfg: AuditWorldConfig, trained: dict[str, list[TrainResult]]) -> str:
+    """What the reward curves can and cannot show, with the numbers taken from this run's histories."""
+    parts = ["Mean batch reward per step over the training seeds; each design's reward has its own scale, so "
+             "curves of different designs are not comparable with each other."]  # fmt: skip
+    by_design = {d.name: d.design for d in cfg.designs}
+    rewards = {n: np.array([[s.reward for s in r.history] for r in rs]) for n, rs in trained.items()}
+    ingroup = [n for n in trained if by_design[n] == "ingroup_pairwise"]
+    if ingroup:
+        means = np.concatenate([rewards[n].mean(axis=0) for n in ingroup])
+        k = cfg.train.group_size
+        parts.append(
+            f"{', '.join(ingroup)} (in-group pairwise): a rollout's reward is its win rate against the other {k - 1} "
+            f"rollouts of its group, and each comparison shares one win between its two rollouts, so the mean win "
+            f"rate of a group is 0.5 by construction whatever the policy does (batch means here: "
+            f"{means.min():.3f} to {means.max():.3f}); its learning shows in the other panels and in the evaluation, "
+            "not in this curve."
+        )
+    reference = [n for n in trained if by_design[n] == "reference_pairwise"]
+    if reference:
+        every, steps = cfg.train.reference_refresh, cfg.train.steps
+        refreshes = list(range(every, steps, every))
+        text = (
+            f"{', '.join(reference)} (reference pairwise): each rollout is compared with a cached episode of a "
+            f"snapshot of the policy, taken at step 0 and refreshed every {every} steps"
+        )
+        if refreshes:
+            jumps, steady = [], []
+            for n in reference:
+                diffs = np.diff(rewards[n], axis=1)  # diffs[:, t - 1] = reward[t] - reward[t - 1]
+                at = np.array(refreshes) - 1
+                jumps.append(diffs[:, at].ravel())
+                steady.append(np.abs(np.delete(diffs, at, axis=1)).ravel())
+            text += (
+                f" (dotted lines: step{'s' if len(refreshes) > 1 else ''} {', '.join(map(str, refreshes))}). A refresh "
+                "replaces the reference with the current policy, which moves the win share back toward 0.5, so the "
+                f"curve jumps there by construction: mean change across a refresh {np.concatenate(jumps).mean():+.3f}, "
+                f"against a median step-to-step change of {np.median(np.concatenate(steady)):.3f} elsewhere."
+            )
+        else:
+            text += f"; no refresh falls within the {steps} steps."
+        parts.append(text)
+    return " ".join(parts)
+
+
+def _final_values_caption(curves: dict[str, tuple[list[float], list[float]]], what: str, digits: int = 2) -> str:
+    last = ", ".join(f"{n} {v[-1]:.{digits}f}" for n, (_, v) in curves.items() if v)
+    return f"{what} At the last step: {last}. Overlapping lines are told apart by line style and marker."
+
+
+def _interval_paragraphs(cfg: AuditWorldConfig, rows: dict[str, dict[str, Any]]) -> list[str]:
+    """The sentence on the two kinds of interval, and why any zero-width interval has zero width."""
+    n = len(cfg.seeds)
+    first = next(iter(rows.values()))["estimates"]
+    wider = []
+    for name in (d.name for d in cfg.designs):
+        for m in METRICS:
+            e, sp = rows[name]["estimates"][m], rows[name]["seeds"][m]
+            if sp.lo is not None and sp.hi is not None and e.hi - e.lo > 0:
+                wider.append((sp.hi - sp.lo) / (e.hi - e.lo))
+    text = (
+        "Two kinds of 95% interval are shown. The first table follows the paper: a bootstrap over every evaluation "
+        f"episode pooled over the {n} training seeds x held-out seed scenarios x {cfg.evaluation.rollouts} rollouts "
+        f"({first['audit_quality'].n} planted and {first['fp_calibration'].n} benign audits per auditor). It says how "
+        "precisely these particular trained auditors were measured, but it counts episodes of one training run as "
+        "independent, so it leaves out how much another training run would differ. The second table takes each "
+        f"training seed's mean as one observation and gives a Student-t interval over the {n} seeds "
+        f"({n - 1} degrees of freedom, clipped to 0-100); it includes the run-to-run variation of training and is the "
+        "one to use when comparing reward designs. The scripted baselines are not trained: for them the seeds change "
+        "only the evaluation's random draws."
+    )
+    if n < 2:
+        text += " With a single training seed there is no between-seed interval."
+    elif wider:
+        text += (
+            f" For the trained auditors the between-seed interval is wider in {sum(w > 1 for w in wider)} of "
+            f"{len(wider)} (design, metric) pairs, by a median factor of {np.median(wider):.1f}."
+        )
+    paragraphs = [text]
+    by_note: dict[str, list[str]] = {}
+    for name, row in rows.items():
+        for note in row["constant"].values():
+            by_note.setdefault(note, []).append(name)
+    notes = [f"{', '.join(names)}: {note}" for note, names in by_note.items()]
+    if notes:
+        paragraphs.append(
+            "Zero-width intervals mean the metric took one value in every episode, not that it was measured without "
+            "error: " + "; ".join(notes) + "."
+        )
+    return paragraphs
+
+
 def _sections(
     cfg: AuditWorldConfig,
     rows: dict[str, dict[str, Any]],
@@ -336,17 +486,30 @@ def _sections(
                                          "accusations_per_audit", "confessions_per_audit", "false_confessions_per_audit",
                                          "eval_aware_per_audit", "rollbacks_per_audit", "turns_per_audit")]
         )  # fmt: skip
+    seed_header = ["auditor"] + [h for m in METRICS for h in (METRIC_LABELS[m], f"{METRIC_LABELS[m]} by seed")]
+    seed_rows = [[name, *[c for m in METRICS for c in (_spread_cell(row["seeds"][m]), _per_seed_cell(row["seeds"][m]))]]
+                 for name, row in rows.items()]  # fmt: skip
     designs_desc = [
         f"{d.name}: {d.design}, benign fraction {d.benign_fraction:g}" + (" (strict binary judge)" if d.binary_strict else "")
         for d in cfg.designs
     ]
-    figures: list[Figure] = [
-        metric_bars({n: r["estimates"] for n, r in rows.items()}, METRICS, labels=METRIC_LABELS),
-    ]
+    bars = metric_bars(
+        {n: r["estimates"] for n, r in rows.items()}, METRICS, labels=METRIC_LABELS,
+        title="Held-out evaluation (95% CI over episodes; dots: per-seed means)",
+        points={n: {m: r["seeds"][m].per_seed for m in METRICS} for n, r in rows.items()},
+    )  # fmt: skip
     names = {c.id: c.name for c in clusters.codebook.categories}
     shares = {g: {names[k]: v for k, v in dist.items()} for g, dist in category_dist.items()}
     cluster_rows = [[c.id, c.size, c.name, clusters.codebook.archetype(c.archetype).name, c.representative_text]
                     for c in sorted(clusters.clusters, key=lambda c: -c.size)]  # fmt: skip
+    refreshes = (
+        list(range(cfg.train.reference_refresh, cfg.train.steps, cfg.train.reference_refresh))
+        if any(d.design == "reference_pairwise" for d in cfg.designs)
+        else []
+    )
+    claim_curves = _history_curves(histories, "claim_rate")
+    accusation_curves = _history_curves(histories, "accusations")
+    seeds_text = f"{len(cfg.seeds)} training seed{'s' if len(cfg.seeds) > 1 else ''}"
     return [
         Section(title="What this run shows and does not", paragraphs=[STATEMENT]),
         Section(
@@ -365,19 +528,31 @@ def _sections(
         ),
         Section(
             title="Held-out evaluation",
-            paragraphs=["Scores are 0-100 with 95% bootstrap intervals over training seeds x episodes; the signature "
-                        "columns are means per audit (FP rate, detection and target evidence in %)."],
-            tables=[TableBlock(header=header, rows=table_rows, caption="Suite metrics and reward-hacking signatures")],
-            figures=figures,
+            paragraphs=["Scores are 0-100; the signature columns of the first table are means per audit (FP rate, "
+                        "detection and target evidence in %).", *_interval_paragraphs(cfg, rows)],
+            tables=[
+                TableBlock(header=header, rows=table_rows,
+                           caption="Suite metrics (mean [95% bootstrap CI over training seeds x episodes]) and "
+                                   "reward-hacking signatures"),
+                TableBlock(header=seed_header, rows=seed_rows,
+                           caption=f"Across training seeds: mean of the per-seed means [95% t-interval over the "
+                                   f"{seeds_text}], and each seed's mean (seeds {cfg.seeds})"),
+            ],
+            figures=[FigureBlock(bars, "Bars and error bars: pooled mean and per-episode 95% bootstrap interval "
+                                       "(first table); black dots: the per-seed means behind the second table.")],
         ),  # fmt: skip
         Section(
             title="Training",
             paragraphs=["Mean over seeds per step. The false-positive rate is measured on the benign groups of a "
                         "batch, so it only exists for designs trained with calibration."],
             figures=[
-                training_curves(_history_curves(histories, "reward"), title="Training reward"),
-                training_curves(_history_curves(histories, "claim_rate"), title="Share of audits that claim a finding", ylabel="share"),
-                training_curves(_history_curves(histories, "accusations"), title="Accusations per audit", ylabel="count"),
+                FigureBlock(training_curves(_history_curves(histories, "reward"), title="Training reward",
+                                            vlines=refreshes), _reward_caption(cfg, trained)),
+                FigureBlock(training_curves(claim_curves, title="Share of audits that claim a finding", ylabel="share"),
+                            _final_values_caption(claim_curves, "Share of all training audits (planted and benign) "
+                                                                "whose report claims a hidden behavior.")),
+                FigureBlock(training_curves(accusation_curves, title="Accusations per audit", ylabel="count"),
+                            _final_values_caption(accusation_curves, "Auditor accusations per training audit.")),
             ],
         ),  # fmt: skip
         Section(

@@ -6,15 +6,118 @@ A bad file fails with its path and the dotted field that is wrong.
 
 from __future__ import annotations
 
+import difflib
+import functools
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+PROGRAMMATIC_JUDGE = "programmatic"
+LossType = Literal["grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo"]
+"""TRL 1.16's GRPO loss formulations; a misspelt one would otherwise fail only after the policy has loaded."""
+ReportTo = Literal[
+    "all", "none", "azure_ml", "clearml", "codecarbon", "comet_ml", "dagshub", "dvclive", "flyte", "kubeflow",
+    "mlflow", "neptune", "swanlab", "tensorboard", "trackio", "wandb",
+]  # fmt: skip
+SECRET_ARG_NAMES = frozenset({"api_key", "apikey", "token", "secret", "password"})
+_VALUE_CHARS = 60
+
+M = TypeVar("M", bound=BaseModel)
 
 
 class ConfigFileError(ValueError):
     """A training config that cannot be read or validated; the message names the file and the field."""
+
+
+def read_yaml_mapping(path: Path) -> dict[str, Any]:
+    """The parsed top-level mapping of a config file; syntax errors name the file, line and column."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise ConfigFileError(f"{path}: file not found") from exc
+    except (IsADirectoryError, UnicodeDecodeError) as exc:
+        raise ConfigFileError(f"{path}: not a readable UTF-8 text file ({exc.__class__.__name__})") from exc
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigFileError(f"{path}: {_yaml_problem(exc)}") from exc
+    if not isinstance(raw, dict):
+        raise ConfigFileError(f"{path}: expected a mapping at the top level, got {type(raw).__name__}")
+    return raw
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """PyYAML's message without its `in "<unicode string>"` lines: where (line, column) and what."""
+    if isinstance(exc, yaml.MarkedYAMLError):
+        mark = exc.problem_mark or exc.context_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        what = "; ".join(str(part) for part in (exc.context, exc.problem) if part)
+        return f"{where}not valid YAML ({what or exc.__class__.__name__})"
+    return f"not valid YAML ({' '.join(str(exc).split())})"
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= _VALUE_CHARS else text[: _VALUE_CHARS - 3] + "..."
+
+
+def validation_problems(exc: ValidationError) -> str:
+    """Pydantic's errors on one line: `field 'a.b': message (got value)`, joined by '; '."""
+    problems = []
+    for err in exc.errors():
+        msg = str(err["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
+        if err["type"] not in ("missing", "value_error", "assertion_error"):
+            msg += f" (got {_short(err.get('input'))})"
+        loc = ".".join(str(p) for p in err["loc"])
+        problems.append(f"field '{loc}': {msg}" if loc else msg)
+    return " ".join("; ".join(problems).split())
+
+
+def validate_file(model: type[M], raw: dict[str, Any], path: Path) -> M:
+    """`model.model_validate(raw)`, with every problem reported as one ConfigFileError naming the file."""
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigFileError(f"{path}: {validation_problems(exc)}") from exc
+
+
+def _suggestion(value: str, choices: list[str]) -> str:
+    close = difflib.get_close_matches(value, choices, n=1, cutoff=0.75)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+@functools.cache
+def _providers() -> tuple[str, ...]:
+    # inspect-ai takes about a second to import, so only configs that name a model spec pay for it
+    from auditrl.models.roles import supported_providers
+
+    return tuple(supported_providers())
+
+
+def check_model_spec(spec: str, what: str) -> str:
+    """A `<provider>/<model>` spec whose provider inspect-ai knows; raises ValueError naming `what`."""
+    provider, sep, model = spec.partition("/")
+    if not sep or not provider or not model:
+        raise ValueError(f"{what} {spec!r} is not a model spec of the form <provider>/<model>")
+    known = list(_providers())
+    if provider not in known:
+        raise ValueError(
+            f"{what} {spec!r} names unknown model provider {provider!r}{_suggestion(provider, known)}; "
+            f"supported providers: {', '.join(known)}"
+        )
+    return spec
+
+
+def _no_secrets(args: dict[str, Any]) -> dict[str, Any]:
+    secrets = sorted(SECRET_ARG_NAMES.intersection(k.lower() for k in args))
+    if secrets:
+        raise ValueError(
+            f"may not carry credentials ({', '.join(secrets)}); set the provider's environment variable instead"
+        )
+    return args
 
 
 class LoraSettings(BaseModel):
@@ -57,7 +160,11 @@ class EpisodeSettings(BaseModel):
         description="Target model spec; `{family}` is replaced by the row's family (e.g. `sim/{family}`, "
         "`scripted/denier`, `openai/gpt-4.1-mini`, `vllm/...`).",
     )
-    families: list[str] = Field(default_factory=lambda: ["default"], min_length=1, description="Target families.")
+    families: list[str] = Field(
+        default_factory=lambda: ["steady"],
+        min_length=1,
+        description="Target families, substituted for `{family}` (AuditWorld's for `sim/`, e.g. steady, chatty).",
+    )
     target_model_args: dict[str, Any] = Field(default_factory=dict, description="Extra args for resolve_model.")
     max_turns: int = Field(default=15, ge=1, description="Auditor turn budget (the paper trained with 15).")
     max_new_tokens: int = Field(default=512, ge=1, description="Sampled tokens per auditor turn.")
@@ -72,6 +179,29 @@ class EpisodeSettings(BaseModel):
     tool_protocol: Literal["native", "text"] = Field(
         default="text", description="`text` renders tools into the prompt and parses actions leniently."
     )
+
+    @field_validator("target_model_args")
+    @classmethod
+    def _target_args(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return _no_secrets(value)
+
+    @model_validator(mode="after")
+    def _check_targets(self) -> EpisodeSettings:
+        """Every family's target spec must resolve to a known provider (and `sim/` to a known family)."""
+        specs = [self.target_model.replace("{family}", f) for f in self.families]
+        for spec in dict.fromkeys(specs):
+            check_model_spec(spec, "target model")
+            provider, _, name = spec.partition("/")
+            if provider == "sim":
+                from auditrl.sim.families import family_names
+
+                known = family_names()
+                if name not in known:
+                    raise ValueError(
+                        f"target model {spec!r}: unknown AuditWorld family {name!r}{_suggestion(name, list(known))}; "
+                        f"known families: {', '.join(known)}"
+                    )
+        return self
 
 
 class DataSettings(BaseModel):
@@ -110,6 +240,24 @@ class RewardSettings(BaseModel):
         default_factory=list, description="Concerningness: extra Petri dimension files (markdown with front matter)."
     )
 
+    @field_validator("judge")
+    @classmethod
+    def _judge(cls, value: str) -> str:
+        """`programmatic` or a model spec, checked now so a typo fails before any model loads."""
+        if value == PROGRAMMATIC_JUDGE:
+            return value
+        if "/" not in value:
+            raise ValueError(
+                f"unknown judge {value!r}{_suggestion(value, [PROGRAMMATIC_JUDGE])}: use {PROGRAMMATIC_JUDGE!r} "
+                "or an inspect-ai model spec <provider>/<model> (e.g. anthropic/claude-sonnet-4-5)"
+            )
+        return check_model_spec(value, "judge model")
+
+    @field_validator("judge_args")
+    @classmethod
+    def _judge_args(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return _no_secrets(value)
+
 
 class TrainerSettings(BaseModel):
     """Optimisation and scale-out; mapped onto TRL's GRPOConfig."""
@@ -121,7 +269,7 @@ class TrainerSettings(BaseModel):
     beta: float = Field(default=0.0, ge=0.0, description="KL coefficient against the frozen base (0 = no KL term).")
     epsilon: float = Field(default=0.2, gt=0.0, description="PPO clip range.")
     num_iterations: int = Field(default=1, ge=1, description="Updates per generated batch (GRPO's mu).")
-    loss_type: str = Field(default="dapo", description="TRL loss type (grpo, dapo, dr_grpo, bnpo, ...).")
+    loss_type: LossType = Field(default="dapo", description="TRL's loss formulation (grpo, dapo, dr_grpo, ...).")
     scale_rewards: Literal["group", "batch", "none"] = "group"
     micro_batch_size: int = Field(default=1, ge=1, description="Rollouts per forward/backward pass per device.")
     max_grad_norm: float = Field(default=1.0, gt=0.0)
@@ -136,8 +284,24 @@ class TrainerSettings(BaseModel):
     vllm_server_host: str = "0.0.0.0"
     vllm_server_port: int = 8000
     vllm_gpu_memory_utilization: float = Field(default=0.3, gt=0.0, le=1.0)
-    report_to: list[str] = Field(default_factory=lambda: ["tensorboard"], description="TRL/transformers loggers.")
+    report_to: list[ReportTo] = Field(default_factory=lambda: ["tensorboard"], description="TRL/transformers loggers.")
     extra: dict[str, Any] = Field(default_factory=dict, description="Any other GRPOConfig field, passed through.")
+
+    @field_validator("extra")
+    @classmethod
+    def _extra_fields(cls, value: dict[str, Any]) -> dict[str, Any]:
+        """Only GRPOConfig's own fields, so a misspelt key fails here and not after the policy loaded."""
+        if not value:
+            return value
+        import dataclasses
+
+        from trl import GRPOConfig  # heavy import, paid only by configs that pass extra fields
+
+        known = sorted(f.name for f in dataclasses.fields(GRPOConfig))
+        unknown = [k for k in value if k not in known]
+        if unknown:
+            raise ValueError(f"{unknown[0]!r} is not a field of TRL's GRPOConfig{_suggestion(unknown[0], known)}")
+        return value
 
 
 class MonitorSettings(BaseModel):
@@ -179,7 +343,7 @@ class GRPOLMConfig(BaseModel):
 
 def read_kind(path: Path) -> str:
     """The `kind:` of a config file, so the CLI can dispatch before validating the rest."""
-    raw = _read_yaml(path)
+    raw = read_yaml_mapping(path)
     kind = raw.get("kind")
     if not isinstance(kind, str):
         raise ConfigFileError(f"{path}: field 'kind' is missing or not a string (got {kind!r})")
@@ -187,16 +351,13 @@ def read_kind(path: Path) -> str:
 
 
 def load_config(path: Path) -> GRPOLMConfig:
-    """Read and validate a `grpo_lm` YAML file; relative data paths are resolved against the file."""
-    raw = _read_yaml(path)
-    try:
-        cfg = GRPOLMConfig.model_validate(raw)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"field '{'.'.join(str(p) for p in err['loc']) or '<root>'}': {err['msg']} (value {err.get('input')!r})"
-            for err in exc.errors()
-        )
-        raise ConfigFileError(f"{path}: {problems}") from exc
+    """Read and validate a `grpo_lm` YAML file; relative data paths are resolved against the file.
+
+    Everything that can be checked without a model is checked here (enumerations, model specs, target
+    families, behavior ids), so a bad file fails in a second, not after the policy has loaded.
+    """
+    path = Path(path)
+    cfg = validate_file(GRPOLMConfig, read_yaml_mapping(path), path)
     base = path.parent
     data = cfg.data.model_copy(
         update={
@@ -207,18 +368,27 @@ def load_config(path: Path) -> GRPOLMConfig:
     markers = cfg.monitors.markers
     if markers is not None and not markers.is_absolute():
         markers = base / markers
+    _check_behaviors(path, data)
     return cfg.model_copy(
         update={"data": data, "monitors": MonitorSettings(markers=markers), "source": path.resolve()}
     )
 
 
-def _read_yaml(path: Path) -> dict[str, Any]:
+def _check_behaviors(path: Path, data: DataSettings) -> None:
+    """The behavior files load, and `data.behaviors` names training-split behaviors that exist."""
+    from auditrl.behaviors.library import load_behaviors
+
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise ConfigFileError(f"{path}: file not found") from exc
-    except yaml.YAMLError as exc:
-        raise ConfigFileError(f"{path}: not valid YAML: {exc}") from exc
-    if not isinstance(raw, dict):
-        raise ConfigFileError(f"{path}: expected a mapping at the top level, got {type(raw).__name__}")
-    return raw
+        library = load_behaviors(data.behavior_paths or None)
+    except ValueError as exc:
+        raise ConfigFileError(f"{path}: field 'data.behavior_paths': {' '.join(str(exc).split())}") from exc
+    for i, bid in enumerate(data.behaviors or []):
+        if bid not in library:
+            raise ConfigFileError(
+                f"{path}: field 'data.behaviors.{i}': unknown behavior id {bid!r}{_suggestion(bid, sorted(library))}; "
+                f"see `auditrl behaviors list`"
+            )
+        if library[bid].split != "train":
+            raise ConfigFileError(
+                f"{path}: field 'data.behaviors.{i}': {bid!r} is a held-out behavior and may not be used in training"
+            )

@@ -1,0 +1,78 @@
+"""Held-out metrics: the between-seed interval, and why some metrics are constant by construction."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from pydantic import ValidationError
+
+from auditrl.sim.metrics import (
+    EvalConfig,
+    across_seeds,
+    constant_metric_notes,
+    evaluate_policy,
+    pool,
+    seed_means,
+    t_interval,
+)
+from auditrl.sim.policies import ExperimenterPolicy, InterrogatorPolicy, RandomPolicy
+from auditrl.sim.world import World
+
+EVAL = EvalConfig(family="wary", rollouts=2, planted_turns=30, benign_turns=20)
+
+
+def test_t_interval_uses_student_t_and_clips_to_the_score_range() -> None:
+    mean, sd, lo, hi = t_interval([1.0, 2.0, 3.0])
+    half = 4.302652729911275 / np.sqrt(3)  # t(0.975, df=2) x sd 1 / sqrt(3)
+    assert (mean, sd) == (2.0, 1.0) and lo == pytest.approx(0.0) and hi == pytest.approx(2.0 + half)
+    assert t_interval([40.0, 50.0, 60.0])[1:3] == pytest.approx((10.0, 50.0 - 10 * half))
+    assert t_interval([99.0, 100.0, 100.0])[3] == 100.0
+    assert t_interval([42.0]) == (42.0, None, None, None)
+
+
+def test_across_seeds_treats_each_seed_mean_as_one_observation(world: World) -> None:
+    parts = [evaluate_policy(world, RandomPolicy(), EVAL, np.random.default_rng(s))[0] for s in range(3)]
+    spread = across_seeds(parts, [0, 1, 2])
+    means = [seed_means(p) for p in parts]
+    for m, s in spread.items():
+        assert s.seeds == [0, 1, 2] and s.n == 3 and s.per_seed == pytest.approx([row[m] for row in means])
+        assert s.mean == pytest.approx(np.mean(s.per_seed)) and s.lo is not None and s.hi is not None
+        assert s.lo <= s.mean <= s.hi
+    assert spread["composite"].per_seed[0] == pytest.approx(
+        np.mean([means[0]["audit_quality"], means[0]["fp_calibration"], means[0]["realism"]])
+    )
+    # the seed means average to the pooled mean when every seed has the same number of episodes
+    assert spread["audit_quality"].mean == pytest.approx(pool(parts).estimates()["audit_quality"].mean)
+    with pytest.raises(ValueError, match="2 evaluations but 3 seeds"):
+        across_seeds(parts[:2], [0, 1, 2])
+
+
+def test_natural_openings_make_realism_exactly_50_by_construction(world: World) -> None:
+    """The experimenter never frames a message as a test nor accuses, and only those make a target eval-aware,
+    so every audit's realism proxy is 50 x (3 natural of 3): a real property of the proxy, not a bug."""
+    values, planted, benign = evaluate_policy(world, ExperimenterPolicy(), EVAL, np.random.default_rng(0))
+    for rollout in (planted, benign):
+        assert not rollout.eval_aware.any() and (rollout.framing[rollout.sent] == 0).all()
+        assert (rollout.features.opening_natural == 1.0).all()
+    assert (values.realism == 50.0).all()
+    notes = constant_metric_notes(values)
+    assert "realism" in notes and "50.0" in notes["realism"] and "3 of its first 3" in notes["realism"]
+    assert "audit_quality" not in notes
+
+
+def test_interrogator_realism_is_constant_one_third_natural(world: World) -> None:
+    values, _, _ = evaluate_policy(world, InterrogatorPolicy(), EVAL, np.random.default_rng(0))
+    assert np.allclose(values.realism, 50.0 / 3)
+    assert "1 of its first 3" in constant_metric_notes(values)["realism"]
+
+
+def test_notes_only_for_constant_metrics(world: World) -> None:
+    values, _, _ = evaluate_policy(world, RandomPolicy(), EVAL, np.random.default_rng(0))
+    assert constant_metric_notes(values) == {}
+    values.fp_calibration = np.zeros_like(values.fp_calibration)
+    assert "claimed a finding in every one" in constant_metric_notes(values)["fp_calibration"]
+
+
+def test_evaluation_family_is_checked() -> None:
+    with pytest.raises(ValidationError, match="unknown target family 'nonsense'"):
+        EvalConfig(family="nonsense")
