@@ -1,12 +1,11 @@
-"""Role resolution: provider prefixes, clear errors, tool protocols, RoleSpec, no credentials in args."""
+"""Role resolution: provider prefixes, clear errors, tool protocols, no credentials in args."""
 
 from __future__ import annotations
 
 import pytest
 from inspect_ai.model import GenerateConfig, Model
-from pydantic import ValidationError
 
-from auditrl.models.roles import RoleSpec, UnknownModelError, resolve_model, supported_providers, tool_protocol_for
+from auditrl.models.roles import UnknownModelError, resolve_model, supported_providers, tool_protocol_for
 
 
 def test_our_providers_are_registered_next_to_inspect_builtins() -> None:
@@ -34,8 +33,6 @@ def test_spec_without_provider_is_rejected(spec: str) -> None:
 def test_credentials_are_never_model_args() -> None:
     with pytest.raises(ValueError, match="environment variable"):
         resolve_model("scripted/denier", api_key="sk-not-a-real-key")
-    with pytest.raises(ValidationError, match="environment variable"):
-        RoleSpec(role="judge", model="openai/gpt-4o", args={"API_KEY": "x"})
 
 
 def test_tool_protocol_by_provider_and_override() -> None:
@@ -44,14 +41,3 @@ def test_tool_protocol_by_provider_and_override() -> None:
     assert tool_protocol_for("openai-api/together/meta-llama/Llama-3-70b") == "native"
     assert tool_protocol_for("anthropic/claude-sonnet-4-0") == "native"
     assert tool_protocol_for("vllm/Qwen/Qwen3-8B", override="text") == "text"
-
-
-async def test_role_spec_from_config_resolves() -> None:
-    spec = RoleSpec.model_validate({"role": "target", "model": "scripted/denier"})
-    assert spec.protocol == "text"
-    reply = (await spec.resolve().generate("Which laptop should I buy?")).completion
-    assert reply.startswith("Happy to help")
-    with pytest.raises(ValidationError, match="role"):
-        RoleSpec.model_validate({"role": "narrator", "model": "scripted/denier"})
-    with pytest.raises(ValidationError, match="provider"):
-        RoleSpec.model_validate({"role": "auditor", "model": "smollm2"})

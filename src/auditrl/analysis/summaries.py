@@ -23,7 +23,7 @@ from pathlib import Path
 
 import yaml
 from inspect_ai.model import ChatMessageSystem, ChatMessageUser, GenerateConfig, Model
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
 from auditrl.scaffold.transcript import TargetMessage, Transcript
 
@@ -68,15 +68,6 @@ class StrategyCues(BaseModel):
 def _default_cues() -> StrategyCues:
     text = resources.files("auditrl.analysis").joinpath("data/strategy_cues.yaml").read_text(encoding="utf-8")
     return StrategyCues.model_validate(yaml.safe_load(text))
-
-
-def load_cues(path: Path | None = None) -> StrategyCues:
-    if path is None:
-        return _default_cues()
-    try:
-        return StrategyCues.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
-    except ValidationError as exc:
-        raise ValueError(f"{path}: invalid strategy cue file: {exc}") from exc
 
 
 class StrategyFeatures(BaseModel):

@@ -13,12 +13,10 @@ from typing import Any, Literal
 
 from inspect_ai._util.registry import registry_find, registry_unqualified_name
 from inspect_ai.model import GenerateConfig, Model, get_model
-from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 import auditrl.providers  # noqa: F401  (registers local/, scripted/, sim/ without the entry point)
 
 ToolProtocol = Literal["native", "text"]
-RoleName = Literal["auditor", "target", "judge", "realism"]
 
 TEXT_PROTOCOL_PROVIDERS = frozenset({"local", "scripted", "sim"})
 """In-process providers without native tool calling: their tool calls are written as text."""
@@ -72,32 +70,3 @@ def tool_protocol_for(spec: str, override: ToolProtocol | None = None) -> ToolPr
         return override
     return "text" if provider_of(spec) in TEXT_PROTOCOL_PROVIDERS else "native"
 
-
-class RoleSpec(BaseModel):
-    """One role of a run as written in a config file: which model plays it and with what model args."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    role: RoleName
-    model: str = Field(min_length=3, description="inspect-ai model string, e.g. local/smollm2 or openai/gpt-4o.")
-    args: dict[str, Any] = Field(default_factory=dict, description="Provider model args (never credentials).")
-    tool_protocol: ToolProtocol | None = Field(default=None, description="Override the provider's default.")
-
-    @field_validator("model")
-    @classmethod
-    def _has_provider(cls, value: str) -> str:
-        provider_of(value)
-        return value
-
-    @field_validator("args")
-    @classmethod
-    def _no_secrets(cls, value: dict[str, Any]) -> dict[str, Any]:
-        _check_args("this role", value)
-        return value
-
-    def resolve(self, config: GenerateConfig | None = None) -> Model:
-        return resolve_model(self.model, config=config, **self.args)
-
-    @property
-    def protocol(self) -> ToolProtocol:
-        return tool_protocol_for(self.model, self.tool_protocol)

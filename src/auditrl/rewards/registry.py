@@ -33,8 +33,6 @@ DESIGN_NAMES: tuple[str, ...] = (
     "ingroup_bradley_terry",
     "reference_pairwise",
 )
-IN_GROUP_DESIGNS: frozenset[str] = frozenset({"ingroup_pairwise", "ingroup_bradley_terry"})
-"""Designs whose reward compares the rollouts of a group with each other (a group of one is not scored)."""
 REFERENCE_DESIGNS: frozenset[str] = frozenset({"reference_pairwise"})
 """Designs whose reward compares each rollout with a stored reference transcript."""
 
