@@ -1,14 +1,30 @@
+import asyncio
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
+import typer
 
 from judge_factories import NULL_REPORT, build_transcript, claim
 from typer.testing import CliRunner
 
 from auditrl.cli import judge as cli
 from auditrl.judges.scripted import JudgeCall, scripted_judge_model
-from auditrl.scaffold.store import append_transcript, read_transcripts
+from auditrl.rewards.designs import BinaryMatch, InGroupPairwise, PointwiseConcerningness
+from auditrl.scaffold.store import append_transcript, read_transcripts, write_transcripts
+from auditrl.scaffold.transcript import Transcript
+from auditrl.sim.judges import (
+    JudgeParams,
+    SimBinaryJudge,
+    SimConcerningnessJudge,
+    SimPairwiseJudge,
+    default_world,
+    pairwise_share,
+)
+from auditrl.sim.policies import ExperimenterPolicy, InterrogatorPolicy
+from auditrl.sim.render import render_episodes
+from auditrl.sim.world import simulate, training_batch
 
 runner = CliRunner()
 
@@ -141,3 +157,66 @@ def test_unknown_model_spec_is_a_one_line_error(tmp_path: Path, command: str) ->
     assert result.exit_code == 2
     assert result.output.startswith("error: --judge nope/model: unknown model provider 'nope'")
     assert result.output.strip().count("\n") == 0 and "Traceback" not in result.output
+
+
+def _auditworld_run(policy: object, benign_fraction: float, seed: int, tag: str) -> list[Transcript]:
+    """A small AuditWorld rollout (4 groups of 3), rendered as the sim renders episodes."""
+    world = default_world()
+    rng = np.random.default_rng(seed)
+    batch = training_batch(world, rng, 4, 3, benign_fraction, [0, 1, 2], 8)
+    rollout = simulate(world, batch, policy, rng)  # type: ignore[arg-type]
+    return render_episodes(world, rollout, range(batch.size), tag)
+
+
+@pytest.mark.parametrize("design", ["concerningness", "binary", "binary_strict", "ingroup_pairwise"])
+def test_score_sim_reproduces_auditworlds_own_per_transcript_judges(tmp_path: Path, design: str) -> None:
+    transcripts = _auditworld_run(InterrogatorPolicy(), 0.5, seed=1, tag="p")
+    path = tmp_path / "transcripts.jsonl"
+    write_transcripts(path, transcripts)
+    result = runner.invoke(cli.app, ["score", str(path), "--design", design, "--judge", "sim"])
+    assert result.exit_code == 0, result.output
+    got = [t.scores[design]["reward"] for t in read_transcripts(tmp_path / f"transcripts.scored-{design}.jsonl")]
+    world = default_world()
+    own = {
+        "concerningness": PointwiseConcerningness(SimConcerningnessJudge(world)),
+        "binary": BinaryMatch(SimBinaryJudge(world)),
+        "binary_strict": BinaryMatch(SimBinaryJudge(world, strict=True)),
+        "ingroup_pairwise": InGroupPairwise(SimPairwiseJudge(world)),
+    }[design]
+    want: list[float | None] = [None] * len(transcripts)
+    for indices in cli.group_transcripts(transcripts):
+        for i, reward in zip(indices, asyncio.run(own.score_group([transcripts[i] for i in indices]))):
+            want[i] = reward
+    assert got == pytest.approx(want)
+    assert any(t.benign for t in transcripts) and len(set(got)) > 1
+
+
+def test_score_sim_and_programmatic_differ_on_auditworld_transcripts(tmp_path: Path) -> None:
+    """The two programmatic families are different judges: the generic one does not reproduce AuditWorld."""
+    path = tmp_path / "transcripts.jsonl"
+    write_transcripts(path, _auditworld_run(InterrogatorPolicy(), 0.5, seed=1, tag="p"))
+    rewards = {}
+    for judge in ("sim", "programmatic"):
+        assert runner.invoke(cli.app, ["score", str(path), "--design", "concerningness", "--judge", judge]).exit_code == 0
+        scored = read_transcripts(tmp_path / "transcripts.scored-concerningness.jsonl")
+        rewards[judge] = [t.scores["concerningness"]["reward"] for t in scored]
+    assert rewards["sim"] != rewards["programmatic"]
+
+
+def test_pairwise_sim_matches_auditworlds_pairwise_judge(tmp_path: Path) -> None:
+    a_list = _auditworld_run(ExperimenterPolicy(), 0.5, seed=2, tag="a")
+    b_list = _auditworld_run(InterrogatorPolicy(), 0.5, seed=2, tag="b")  # same batch: A[i], B[i] comparable
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    write_transcripts(a, a_list)
+    write_transcripts(b, b_list)
+    result = runner.invoke(cli.app, ["pairwise", str(a), str(b), "--judge", "sim"], env={"COLUMNS": "300"})
+    assert result.exit_code == 0, result.output
+    judge = SimPairwiseJudge(default_world())
+    share, consistent = pairwise_share(judge.quality(a_list), judge.quality(b_list), JudgeParams())
+    assert f"A's mean share: {share.mean():.2f}" in result.output
+    assert f"position-bias rate: {1.0 - consistent.mean():.2f}" in result.output
+
+
+def test_sim_judge_is_refused_where_only_models_or_annotations_judge(tmp_path: Path) -> None:
+    with pytest.raises(typer.Exit):
+        cli.judge_client("sim", None, 0)

@@ -7,9 +7,12 @@ import dataclasses
 import numpy as np
 import pytest
 
+from auditrl.behaviors.library import load_behaviors
 from auditrl.judges.programmatic import ProgrammaticBinaryJudge
 from auditrl.rewards.designs import BinaryMatch, InGroupPairwise, PointwiseConcerningness
-from auditrl.sim.designs import binary_rewards, concerningness_rewards, ingroup_pairwise_rewards
+from auditrl.rewards.reference import ReferenceStore
+from auditrl.rewards.registry import DESIGN_NAMES, build_design
+from auditrl.sim.designs import binary_rewards, concerningness_rewards, ingroup_pairwise_rewards, reference_pairwise_rewards
 from auditrl.sim.judges import (
     JudgeParams,
     SimBinaryJudge,
@@ -17,6 +20,7 @@ from auditrl.sim.judges import (
     SimPairwiseJudge,
     binary_surfaced,
     concerningness_scores,
+    default_world,
     pairwise_quality,
     pairwise_share,
 )
@@ -55,6 +59,44 @@ async def test_rewards_package_designs_with_sim_judges_match_the_vectorised_desi
     for name, (design, want) in designs.items():
         got = [x for g in groups for x in await design.score_group(g)]
         np.testing.assert_allclose(np.array(got, dtype=float), want, err_msg=name)
+
+
+async def test_registry_sim_judge_gives_the_vectorised_rewards_for_every_auditworld_design(world: World) -> None:
+    """`build_design(name, "sim")` with the calibration variant on benign groups, as AuditWorld trains."""
+    r = _rollout(world, InterrogatorPolicy(), 0.5, seed=3)
+    transcripts = render_episodes(world, r, range(r.batch.size), "p")
+    ref_rollout = _rollout(world, ExperimenterPolicy(), 0.5, seed=3)  # same batch, another policy
+    refs = render_episodes(world, ref_rollout, range(0, ref_rollout.batch.size, K), "ref")
+    store = ReferenceStore()
+    store.refresh(0, refs)
+    q_ref = SimPairwiseJudge(world).quality([store.get(ReferenceStore.key_of(t)) for t in transcripts])  # type: ignore[misc]
+    want = {
+        "concerningness": concerningness_rewards(r.features, P),
+        "binary": binary_rewards(r.features),
+        "binary_strict": binary_rewards(r.features, strict=True),
+        "ingroup_pairwise": ingroup_pairwise_rewards(r.features, K, P),
+        "reference_pairwise": reference_pairwise_rewards(r.features, q_ref, P),
+    }
+    groups = [transcripts[i : i + K] for i in range(0, len(transcripts), K)]
+    for name, expected in want.items():
+        design = build_design(name, "sim", references=store, frozen_references=True)
+        got = [x for g in groups for x in await design.score_group(g)]
+        np.testing.assert_allclose(np.array(got, dtype=float), expected, err_msg=name)
+    assert set(want) | {"ingroup_bradley_terry"} == set(DESIGN_NAMES)
+    bt = build_design("ingroup_bradley_terry", "sim")
+    bt_rewards = [x for g in groups for x in await bt.score_group(g)]
+    assert all(x is not None and np.isfinite(x) for x in bt_rewards)
+
+
+def test_default_world_judges_like_a_run_world_with_another_seed_bank(world: World) -> None:
+    """The `sim` judge spec judges with the shipped library's world; the seed bank does not enter judging."""
+    other = World.build(load_behaviors(), seeds_per_behavior=4, fair_chance=0.5, seed=9)
+    r = _rollout(world, InterrogatorPolicy(), 0.5, seed=4)
+    transcripts = render_episodes(world, r, range(r.batch.size), "p")
+    got = dataclasses.asdict(transcript_features(default_world(), transcripts))
+    want = dataclasses.asdict(transcript_features(other, transcripts))
+    for key in want:
+        np.testing.assert_array_equal(got[key], want[key], err_msg=key)
 
 
 def _features(**kw: object) -> Features:

@@ -7,8 +7,10 @@ from pathlib import Path
 import pytest
 
 from auditrl.behaviors.library import load_behaviors, load_seeds
+from auditrl.judges.programmatic import ProgrammaticPairwiseJudge
+from auditrl.sim.judges import SimPairwiseJudge
 from auditrl.train.config import ConfigFileError, load_config, read_kind
-from auditrl.train.grpo import grpo_arguments, training_rows
+from auditrl.train.grpo import design_parts, grpo_arguments, make_design, training_rows
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 SHIPPED = ["cpu_offline.yaml", "gpu_single_vllm.yaml", "multi_gpu_deepspeed.yaml", "multi_gpu_fsdp.yaml", "api_targets.yaml"]
@@ -85,6 +87,20 @@ def test_yaml_syntax_error_names_file_and_line(tmp_path: Path) -> None:
 def test_defaults_are_a_valid_config(tmp_path: Path) -> None:
     cfg = load_config(_write(tmp_path, "kind: grpo_lm\n"))
     assert cfg.reward.judge == "programmatic" and cfg.episodes.families
+
+
+@pytest.mark.parametrize(("judge", "pairwise"), [("sim", SimPairwiseJudge), ("programmatic", ProgrammaticPairwiseJudge)])
+def test_offline_judges_are_accepted_and_wired_into_the_reward(tmp_path: Path, judge: str, pairwise: type) -> None:
+    """`sim` trains against AuditWorld's judges, `programmatic` against the generic annotation judges."""
+    cfg = load_config(_write(tmp_path, f"kind: grpo_lm\nreward: {{design: ingroup_pairwise, judge: {judge}}}\n"))
+    assert cfg.reward.judge == judge
+    judges = [p.judge for p in design_parts(make_design(cfg, tmp_path)) if hasattr(p, "judge")]
+    assert len(judges) == 2 and all(type(j) is pairwise for j in judges)
+
+
+def test_a_near_miss_of_sim_is_not_taken_for_a_model(tmp_path: Path) -> None:
+    with pytest.raises(ConfigFileError, match=r"field 'reward\.judge': unknown judge 'simm' \(did you mean 'sim'\?\): use 'programmatic', 'sim'"):
+        load_config(_write(tmp_path, "kind: grpo_lm\nreward: {judge: simm}\n"))
 
 
 @pytest.mark.parametrize(

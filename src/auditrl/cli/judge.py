@@ -1,4 +1,10 @@
-"""`auditrl judge pairwise|score`: run pairwise judges and reward designs over saved transcripts."""
+"""`auditrl judge pairwise|score`: run pairwise judges and reward designs over saved transcripts.
+
+Besides a judge model spec, `--judge` takes one of two programmatic judge families: `programmatic`, the
+generic annotation judges for any annotated transcript, and `sim`, AuditWorld's judges with their
+modelled weaknesses (the ones AuditWorld trains against), which score AuditWorld and `sim/<family>`
+transcripts as AuditWorld does.
+"""
 
 from __future__ import annotations
 
@@ -19,23 +25,31 @@ from rich.text import Text
 from auditrl.evaluate.stats import mean_ci
 from auditrl.judges.cache import JudgeCache
 from auditrl.judges.client import JudgeClient
-from auditrl.judges.pairwise import (
-    CalibrationPairwiseJudge,
-    PairwiseJudge,
-    PairwiseJudgeLike,
-    position_bias_rate,
-)
-from auditrl.judges.programmatic import ProgrammaticPairwiseJudge
+from auditrl.judges.pairwise import PairwiseJudgeLike, position_bias_rate
 from auditrl.judges.verdicts import PairwiseResult
 from auditrl.rewards.designs import GROUP_OF_ONE, IS_REFERENCE, NO_REFERENCE, DetailedDesign, RewardRecord
 from auditrl.rewards.reference import ReferenceStore
-from auditrl.rewards.registry import DESIGN_NAMES, REFERENCE_DESIGNS, build_design
+from auditrl.rewards.registry import (
+    DESIGN_NAMES,
+    PROGRAMMATIC_JUDGE,
+    REFERENCE_DESIGNS,
+    SIM_JUDGE,
+    OfflineJudge,
+    build_design,
+    pairwise_judges,
+)
 from auditrl.scaffold.store import TRANSCRIPTS, RunError, load_transcripts, read_transcripts, write_transcripts
 from auditrl.scaffold.transcript import Transcript
 
 app = typer.Typer(help="Run judges and reward designs over transcripts.", no_args_is_help=True)
 console = Console()
-PROGRAMMATIC = "programmatic"
+PROGRAMMATIC = PROGRAMMATIC_JUDGE
+SIM = SIM_JUDGE
+JUDGE_HELP = (
+    f"Judge model spec (e.g. anthropic/claude-sonnet-4-0), or '{PROGRAMMATIC}' (generic annotation judges for "
+    f"any annotated transcript) or '{SIM}' (AuditWorld's judges with their modelled weaknesses, the ones "
+    "AuditWorld trains against; for AuditWorld and sim/<family> transcripts)."
+)
 NOT_SCORED_HINTS: dict[str, str] = {
     GROUP_OF_ONE: "run audit with --seed ID --rollouts N for groups",
     NO_REFERENCE: "give --references transcripts or a store that cover these seeds",
@@ -65,9 +79,18 @@ def _one_line(exc: BaseException) -> str:
 def judge_client(
     spec: str, cache: Path | None, max_retries: int, *, option: str = "--judge", out: Console | None = None
 ) -> JudgeClient | None:
-    """The client for a judge spec, None for `programmatic`; a spec that cannot be used exits with code 2."""
+    """The client for a judge spec, None for `programmatic`; a spec that cannot be used exits with code 2.
+
+    `sim` has no client and only the reward-design commands take it (see `offline_or_client`).
+    """
     if spec == PROGRAMMATIC:
         return None
+    if spec == SIM:
+        raise fail(
+            f"{option} {SIM}: AuditWorld's judges are offered only by `auditrl judge score|pairwise`; "
+            f"use {PROGRAMMATIC} here",
+            out,
+        )
     try:
         model = resolve_judge(spec)
     except Exception as exc:  # any provider's failure to build the model is a configuration error here
@@ -76,6 +99,17 @@ def judge_client(
         return JudgeClient(model, cache=JudgeCache(cache) if cache else None, max_retries=max_retries)
     except ValueError as exc:
         raise fail(str(exc), out) from exc
+
+
+def offline_or_client(spec: str, cache: Path | None, max_retries: int) -> JudgeClient | OfflineJudge:
+    """`sim` or `programmatic` as named, else the client of the judge model."""
+    if spec == PROGRAMMATIC:
+        return PROGRAMMATIC_JUDGE
+    if spec == SIM:
+        return SIM_JUDGE
+    client = judge_client(spec, cache, max_retries)
+    assert client is not None  # judge_client returns None only for `programmatic`
+    return client
 
 
 def _source(path: Path) -> Path:
@@ -110,9 +144,7 @@ async def _pairwise_all(
 def pairwise(
     a_file: Path = typer.Argument(..., help="Transcripts of auditor A (JSONL)."),
     b_file: Path = typer.Argument(..., help="Transcripts of auditor B (JSONL), paired with A by line index."),
-    judge: str = typer.Option(
-        ..., "--judge", help=f"Judge model spec, e.g. anthropic/claude-sonnet-4-0, or '{PROGRAMMATIC}' for annotated transcripts."
-    ),
+    judge: str = typer.Option(..., "--judge", help=JUDGE_HELP),
     cache: Path | None = typer.Option(None, help="JSONL response cache to reuse across runs."),
     max_retries: int = typer.Option(2, help="Corrective follow-ups before a judge abstains."),
 ) -> None:
@@ -120,9 +152,9 @@ def pairwise(
     a_list, b_list = _read(_source(a_file)), _read(_source(b_file))
     if len(a_list) != len(b_list):
         raise fail(f"{a_file} has {len(a_list)} transcripts but {b_file} has {len(b_list)}")
-    client = judge_client(judge, cache, max_retries)
-    planted: PairwiseJudgeLike = ProgrammaticPairwiseJudge() if client is None else PairwiseJudge(client)
-    benign: PairwiseJudgeLike = ProgrammaticPairwiseJudge() if client is None else CalibrationPairwiseJudge(client)
+    chosen = offline_or_client(judge, cache, max_retries)
+    client = chosen if isinstance(chosen, JudgeClient) else None
+    planted, benign = pairwise_judges(chosen)
     try:
         results = asyncio.run(_pairwise_all(planted, benign, list(zip(a_list, b_list))))
     except ValueError as exc:
@@ -223,7 +255,7 @@ def _print_unrewarded(records: Sequence[RewardRecord | None]) -> None:
 def score(
     run: Path = typer.Argument(..., help="A run directory holding transcripts.jsonl, or a .jsonl file."),
     design: str = typer.Option(..., "--design", help=f"One of: {', '.join(DESIGN_NAMES)}."),
-    judge: str = typer.Option(..., "--judge", help=f"Judge model spec, or '{PROGRAMMATIC}' for annotated transcripts."),
+    judge: str = typer.Option(..., "--judge", help=JUDGE_HELP),
     cache: Path | None = typer.Option(None, help="JSONL response cache to reuse across runs."),
     references: Path | None = typer.Option(
         None,
@@ -246,9 +278,10 @@ def score(
     source = _source(run)
     transcripts = _read(source)
     store = load_references(references, design)
-    client = judge_client(judge, cache, max_retries)
+    chosen = offline_or_client(judge, cache, max_retries)
+    client = chosen if isinstance(chosen, JudgeClient) else None
     try:
-        built = build_design(design, client, references=store, frozen_references=True, extra_dimensions=extra_dimensions)
+        built = build_design(design, chosen, references=store, frozen_references=True, extra_dimensions=extra_dimensions)
         records = asyncio.run(_score_all(built, transcripts))
     except ValueError as exc:
         raise fail(str(exc)) from exc

@@ -22,6 +22,10 @@ wherever it stands (expressed behavior, any confession, the auditor's narration)
 judge is swayed by narration and confessions, the strict binary judge and the pairwise judge look at
 evidence the target itself produced. A programmatic pairwise tie answers slot A in each order, which the
 both-order rule turns into an exact 0.5 tie (such ties count toward the position-bias rate).
+
+These are the judges of judge spec `programmatic`: generic, for any annotated transcript. Judge spec `sim`
+selects AuditWorld's judges instead (auditrl.sim.judges): other formulas and weights, with the modelled
+weaknesses AuditWorld trains against, so they reproduce AuditWorld's rewards on its transcripts.
 """
 
 from __future__ import annotations

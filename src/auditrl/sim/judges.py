@@ -12,10 +12,19 @@
 Each judge is vectorised over `Features` for training speed, and is also offered per transcript
 behind the judges package's interfaces, so its reward designs give the same rewards on rendered
 transcripts.
+
+Two families of programmatic judges exist, chosen by judge spec wherever a judge is picked
+(`auditrl judge score|pairwise --judge`, `reward.judge` of grpo_lm configs):
+- `programmatic` (auditrl.judges.programmatic): generic judges for any transcript whose target
+  messages carry ground-truth annotations (scripted or simulated targets).
+- `sim` (this module): AuditWorld's judges with their modelled weaknesses, the ones AuditWorld trains
+  against; use them for `sim/<family>` targets so a language-model auditor meets the same incentives
+  and saved AuditWorld transcripts score as AuditWorld scored them (default `JudgeParams`).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -23,6 +32,7 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict
 
+from auditrl.behaviors.library import load_behaviors
 from auditrl.judges.concerningness import CONCERNINGNESS_DIMENSIONS
 from auditrl.judges.pairwise import check_comparable, compare_both_orders
 from auditrl.judges.verdicts import BinaryVerdict, DimensionScores, EvidenceCheck, PairwiseResult, PairwiseVerdict
@@ -53,6 +63,16 @@ class JudgeParams(BaseModel):
     pair_unrealistic: float = 0.3
     position_bias: float = 0.15
     confidence_scale: float = 0.5
+
+
+@functools.cache
+def default_world() -> World:
+    """The world of the shipped behavior library, shared by `sim/<family>` targets and AuditWorld runs.
+
+    Judging reads only the world's behaviors and topics, not its seed bank, so this world judges the
+    transcripts of any AuditWorld run on the shipped library.
+    """
+    return World.build(load_behaviors())
 
 
 def _share(count: NDArray, turns: NDArray) -> NDArray[np.float64]:

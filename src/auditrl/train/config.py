@@ -15,6 +15,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 PROGRAMMATIC_JUDGE = "programmatic"
+SIM_JUDGE = "sim"
+OFFLINE_JUDGES = (PROGRAMMATIC_JUDGE, SIM_JUDGE)
+"""Judges that need no model (the two families of auditrl.rewards.registry)."""
 LossType = Literal["grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo"]
 """TRL 1.16's GRPO loss formulations; a misspelt one would otherwise fail only after the policy has loaded."""
 ReportTo = Literal[
@@ -229,8 +232,10 @@ class RewardSettings(BaseModel):
     ] = "reference_pairwise"
     judge: str = Field(
         default="programmatic",
-        description="`programmatic` (judges reading the annotations of simulated/scripted targets) or an "
-        "inspect-ai model spec for an LLM judge (e.g. `anthropic/claude-sonnet-4-5`, `vllm/...`).",
+        description="`programmatic` (generic judges reading the annotations of any simulated/scripted target), "
+        "`sim` (AuditWorld's judges with their modelled weaknesses, the ones AuditWorld trains against; for "
+        "`sim/<family>` targets) or an inspect-ai model spec for an LLM judge (e.g. `anthropic/claude-sonnet-4-5`, "
+        "`vllm/...`).",
     )
     judge_args: dict[str, Any] = Field(default_factory=dict, description="Extra model args for the judge model.")
     reference_refresh_steps: int = Field(
@@ -243,13 +248,13 @@ class RewardSettings(BaseModel):
     @field_validator("judge")
     @classmethod
     def _judge(cls, value: str) -> str:
-        """`programmatic` or a model spec, checked now so a typo fails before any model loads."""
-        if value == PROGRAMMATIC_JUDGE:
+        """`programmatic`, `sim` or a model spec, checked now so a typo fails before any model loads."""
+        if value in OFFLINE_JUDGES:
             return value
         if "/" not in value:
             raise ValueError(
-                f"unknown judge {value!r}{_suggestion(value, [PROGRAMMATIC_JUDGE])}: use {PROGRAMMATIC_JUDGE!r} "
-                "or an inspect-ai model spec <provider>/<model> (e.g. anthropic/claude-sonnet-4-5)"
+                f"unknown judge {value!r}{_suggestion(value, list(OFFLINE_JUDGES))}: use {PROGRAMMATIC_JUDGE!r}, "
+                f"{SIM_JUDGE!r} or an inspect-ai model spec <provider>/<model> (e.g. anthropic/claude-sonnet-4-5)"
             )
         return check_model_spec(value, "judge model")
 

@@ -63,7 +63,7 @@ from auditrl.models.roles import resolve_model
 from auditrl.rewards.batch import build_batch
 from auditrl.rewards.designs import DetailedDesign, RewardDesign, RewardRecord
 from auditrl.rewards.reference import ReferenceEntry, ReferenceStore
-from auditrl.rewards.registry import build_design
+from auditrl.rewards.registry import PROGRAMMATIC_JUDGE, SIM_JUDGE, OfflineJudge, build_design
 from auditrl.scaffold.engine import AuditEpisode, AuditSpec
 from auditrl.scaffold.transcript import Budget, Transcript
 from auditrl.train.checkpoint import (
@@ -447,13 +447,16 @@ def reference_store(design: Any) -> ReferenceStore | None:
 
 def make_design(cfg: GRPOLMConfig, run_dir: Path) -> DetailedDesign:
     """The configured reward design; its reference snapshots persist in the run directory."""
-    client = None
-    if cfg.reward.judge != "programmatic":
-        client = JudgeClient(resolve_model(cfg.reward.judge, **cfg.reward.judge_args))
+    offline: dict[str, OfflineJudge] = {PROGRAMMATIC_JUDGE: PROGRAMMATIC_JUDGE, SIM_JUDGE: SIM_JUDGE}
+    judge: JudgeClient | OfflineJudge
+    if cfg.reward.judge in offline:
+        judge = offline[cfg.reward.judge]
+    else:
+        judge = JudgeClient(resolve_model(cfg.reward.judge, **cfg.reward.judge_args))
     store = ReferenceStore(run_dir / REFERENCES_FILE, refresh_every=cfg.reward.reference_refresh_steps)
     return build_design(
         cfg.reward.design,
-        client,
+        judge,
         benign_fraction=cfg.data.benign_fraction,
         references=store,
         extra_dimensions=cfg.reward.extra_dimensions,
