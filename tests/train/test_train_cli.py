@@ -90,7 +90,7 @@ def test_grpo_config_errors_stop_before_any_model_loads(tmp_path: Path, monkeypa
     monkeypatch.setattr(auditrl.train.grpo, "train_run", no_training)
     monkeypatch.setattr(auditrl.train.grpo, "load_policy", no_training)
     config = tmp_path / "g.yaml"
-    config.write_text((CONFIGS / "cpu_offline.yaml").read_text().replace("judge: programmatic", "judge: programatic"))
+    config.write_text((CONFIGS / "cpu_offline.yaml").read_text().replace("judge: sim", "judge: programatic"))
     result = runner.invoke(app, ["train", "--config", str(config)])
     assert result.exit_code == 2, result.output
     lines = result.stderr.strip().splitlines()
