@@ -522,6 +522,17 @@ def _sections(
                 f"{cfg.evaluation.rollouts} rollouts per seed, {cfg.evaluation.planted_turns} turns planted, "
                 f"{cfg.evaluation.benign_turns} benign.",
                 "Designs: " + "; ".join(designs_desc) + ".",
+                *(
+                    [f"Reference pairwise compares each rollout with an episode of a frozen policy snapshot, refreshed "
+                     f"every {cfg.train.reference_refresh} steps. The first snapshot is the untrained policy, which "
+                     "picks its report uniformly and so claims a finding on most benign audits; the paper's first "
+                     "reference was an already calibrated base model. Against a claiming reference a false claim "
+                     "on a benign target loses little, and once a snapshot claims on every benign audit, honest "
+                     "nulls are rarely sampled again: calibration then depends on how much honesty the policy "
+                     "still had at the refresh."]
+                    if refreshes
+                    else []
+                ),
                 f"Training throughput {results['throughput_episodes_per_second']:,.0f} simulated audits per second; "
                 f"whole job {results['runtime_seconds']:.0f} s.",
             ],
