@@ -12,9 +12,9 @@ from __future__ import annotations
 import difflib
 import functools
 import warnings
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 from pydantic import ValidationError
@@ -170,7 +170,32 @@ def _override_notice(kind: str, item_id: str, path: Path | None, previous: Path 
 def _warn_overrides(notices: Sequence[str]) -> None:
     """Emit each override notice as an `OverrideWarning` (the CLI prints them; libraries may filter)."""
     for notice in notices:
-        warnings.warn(notice, OverrideWarning, stacklevel=3)
+        warnings.warn(notice, OverrideWarning, stacklevel=4)
+
+
+Item = TypeVar("Item", Behavior, Seed)
+
+
+def _merge_user_files(
+    kind: str,
+    builtin: dict[str, Item],
+    paths: Sequence[Path] | None,
+    read: Callable[[Path, list[BehaviorFileError]], dict[str, Item]],
+) -> dict[str, Item]:
+    """Built-ins, then each path's items by id; all bad files raise together, overrides are reported."""
+    merged = dict(builtin)
+    errors: list[BehaviorFileError] = []
+    notices: list[str] = []
+    for root in paths or ():
+        for item_id, item in read(Path(root), errors).items():
+            if item_id in merged:
+                is_builtin = builtin.get(item_id) is merged[item_id]
+                notices.append(_override_notice(kind, item_id, item.source, merged[item_id].source, is_builtin))
+            merged[item_id] = item
+    if errors:
+        raise _combined(errors)
+    _warn_overrides(notices)
+    return merged
 
 
 @functools.cache
@@ -190,19 +215,7 @@ def load_behaviors(paths: Sequence[Path] | None = None, *, include_builtin: bool
     earlier (built-in or from an earlier path) is reported as an `OverrideWarning`.
     """
     builtin = _builtin_behaviors() if include_builtin else {}
-    out = dict(builtin)
-    errors: list[BehaviorFileError] = []
-    notices: list[str] = []
-    for root in paths or ():
-        for bid, behavior in _behaviors_from(Path(root), errors).items():
-            if bid in out:
-                is_builtin = builtin.get(bid) is out[bid]
-                notices.append(_override_notice("behavior", bid, behavior.source, out[bid].source, is_builtin))
-            out[bid] = behavior
-    if errors:
-        raise _combined(errors)
-    _warn_overrides(notices)
-    return out
+    return _merge_user_files("behavior", builtin, paths, _behaviors_from)
 
 
 def _split_front_matter(text: str, path: Path) -> tuple[str, str]:
@@ -327,18 +340,7 @@ def load_seeds(
     """
     known = set(behavior_ids) if behavior_ids is not None else set(_builtin_behaviors())
     builtin: dict[str, Seed] = {s.id: s for s in _builtin_seeds()} if include_builtin else {}
-    merged = dict(builtin)
-    errors: list[BehaviorFileError] = []
-    notices: list[str] = []
-    for root in paths or ():
-        for sid, seed in _seeds_from(Path(root), known, errors).items():
-            if sid in merged:
-                is_builtin = builtin.get(sid) is merged[sid]
-                notices.append(_override_notice("seed", sid, seed.source, merged[sid].source, is_builtin))
-            merged[sid] = seed
-    if errors:
-        raise _combined(errors)
-    _warn_overrides(notices)
+    merged = _merge_user_files("seed", builtin, paths, lambda root, errors: _seeds_from(root, known, errors))
     if ids:
         missing = sorted(set(ids) - set(merged))
         if missing:
