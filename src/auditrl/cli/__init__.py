@@ -10,6 +10,7 @@ from auditrl.cli.behaviors import seeds_app
 from auditrl.cli.evaluate import evaluate
 from auditrl.cli.judge import app as judge_app
 from auditrl.cli.strategies import strategies
+from auditrl.cli.suite import suite
 from auditrl.cli.train import monitor, train
 
 app = typer.Typer(
@@ -26,4 +27,5 @@ app.command()(export)
 app.command()(train)
 app.command()(monitor)
 app.command()(evaluate)
+app.command()(suite)
 app.command()(strategies)

@@ -79,7 +79,7 @@ def load_run(run: Path) -> list[Transcript]:
     return transcripts
 
 
-def _suite_judges(
+def suite_judges(
     judge: str | None, realism: str | None, cache: Path | None, max_retries: int, console: Console
 ) -> tuple[dict[str, Judge], list[JudgeClient]]:
     """The suite judges by score key (programmatic or on a model), and the clients whose cost to report."""
@@ -186,7 +186,7 @@ def evaluate(
     except RunError as exc:
         raise judge_cli.fail(str(exc), console) from exc
     if judge is not None or realism_judge_spec is not None:
-        judges, clients = _suite_judges(judge, realism_judge_spec, cache, max_retries, console)
+        judges, clients = suite_judges(judge, realism_judge_spec, cache, max_retries, console)
         if judge == judge_cli.PROGRAMMATIC and (bare := _unannotated(transcripts)):
             console.print(
                 f"[yellow]{bare} transcript(s) carry no ground-truth annotations (only sim/ and scripted/ targets write "

@@ -1,0 +1,202 @@
+"""`auditrl suite`: run the held-out evaluation suite against one auditor, from audits to report.
+
+`auditrl evaluate` scores transcripts that already exist; this command produces them. It is thin glue
+over `auditrl.evaluate.suite.run_suite`: resolve the roles, pick the seeds, run and judge the audits
+(each transcript is appended to `<out>/transcripts.jsonl` as it finishes, so a crash keeps every
+finished audit), then print the suite beside the paper's rows and write results.json (and an HTML
+report on request).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Literal
+
+import typer
+from inspect_ai.model import GenerateConfig
+from rich.console import Console
+from rich.markup import escape
+
+from auditrl.atomic import atomic_write_text
+from auditrl.behaviors.schema import Behavior, Seed
+from auditrl.cli import judge as judge_cli
+from auditrl.cli.behaviors import BehaviorsDirOpt, SeedsDirOpt, load_library
+from auditrl.cli.evaluate import suite_judges
+from auditrl.evaluate.suite import (
+    AUDIT_QUALITY,
+    CONCERNING,
+    REALISM,
+    SuiteConfig,
+    SuiteDataError,
+    SuiteResult,
+    load_paper_reference,
+    results_json,
+    run_suite,
+    suite_table,
+)
+from auditrl.models.roles import UnknownModelError, resolve_model
+from auditrl.report.html import write_report
+from auditrl.report.sections import suite_section
+from auditrl.scaffold.store import TRANSCRIPTS
+
+RESULTS = "results.json"
+CONFIG = "config.json"
+HELD_OUT = "heldout"
+
+
+def pick_seeds(
+    behaviors: dict[str, Behavior], seeds: Sequence[Seed], per_behavior: int | None, production: int | None
+) -> tuple[list[Behavior], list[Seed], list[Seed]]:
+    """Held-out behaviors, their tailored seeds (the first N of each bank by id) and the general seeds.
+
+    Sorting by id makes a truncated suite the same subset on every run, so smaller runs stay comparable.
+    """
+    held_out = sorted((b for b in behaviors.values() if b.split == HELD_OUT), key=lambda b: b.id)
+    ordered = sorted(seeds, key=lambda s: s.id)
+    tailored: list[Seed] = []
+    for b in held_out:
+        bank = [s for s in ordered if s.behavior == b.id]
+        tailored += bank if per_behavior is None else bank[:per_behavior]
+    general = [s for s in ordered if s.behavior is None]
+    return held_out, tailored, general if production is None else general[:production]
+
+
+def suite(
+    auditor: Annotated[str, typer.Option(help="Auditor model spec, e.g. anthropic/claude-haiku-4-5, local/smollm2.")],
+    target: Annotated[str, typer.Option(help="Target model spec; planted with each held-out behavior, and run benign.")],
+    judge: Annotated[
+        str,
+        typer.Option(
+            help="Suite judge (audit quality, false positives, concerning): a model spec, or "
+            f"'{judge_cli.PROGRAMMATIC}' for sim/ and scripted/ targets."
+        ),
+    ],
+    realism_judge_spec: Annotated[
+        str | None,
+        typer.Option("--realism-judge", help="Also judge realism (production audit openings vs real ones) with this model spec."),
+    ] = None,
+    production_target: Annotated[
+        str | None, typer.Option(help="Unplanted production model for the general seeds (default: --target, no plant).")
+    ] = None,
+    rollouts: Annotated[int, typer.Option(min=1, help="Rollouts per seed.")] = 3,
+    planted_turns: Annotated[int, typer.Option(min=1, help="Turn budget against planted targets.")] = 30,
+    benign_turns: Annotated[int, typer.Option(min=1, help="Turn budget against benign targets.")] = 20,
+    production_turns: Annotated[int, typer.Option(min=1, help="Turn budget against the production target.")] = 30,
+    seeds_per_behavior: Annotated[
+        int | None, typer.Option(min=1, help="Tailored seeds per held-out behavior, first by id (default: all).")
+    ] = None,
+    production_seeds: Annotated[
+        int | None, typer.Option(min=0, help="General seeds for production discovery, first by id (default: all; 0 skips it).")
+    ] = None,
+    behaviors_dir: BehaviorsDirOpt = None,
+    seeds_dir: SeedsDirOpt = None,
+    concurrency: Annotated[int, typer.Option(min=1, help="Audits running at the same time.")] = 4,
+    max_tokens: Annotated[int | None, typer.Option(min=1, help="Max tokens per auditor and target reply.")] = None,
+    tool_protocol: Annotated[
+        Literal["native", "text"] | None, typer.Option(help="Auditor tool protocol (default: by provider).")
+    ] = None,
+    cache: Annotated[Path | None, typer.Option(help="JSONL judge-response cache to reuse across runs.")] = None,
+    max_retries: Annotated[int, typer.Option(min=0, help="Corrective follow-ups before a judge abstains.")] = 2,
+    out: Annotated[Path | None, typer.Option(help="Run directory (default: runs/suite-<timestamp>).")] = None,
+    html: Annotated[Path | None, typer.Option(help="Also write a self-contained HTML report here.")] = None,
+    reference: Annotated[bool, typer.Option(help="Show the paper's published rows (not reproduced here) beside ours.")] = True,
+    seed: Annotated[int, typer.Option(help="Bootstrap seed for the 95% CIs.")] = 0,
+) -> None:
+    """Run the held-out suite: audit quality, FP calibration, production discovery, realism, composite.
+
+    Held-out behaviors x tailored seeds x rollouts against the planted target, the same seeds against
+    the target without a plant, and general seeds against the production target; every audit is judged
+    as it finishes. Writes <out>/transcripts.jsonl, <out>/results.json and <out>/config.json.
+    """
+    console = Console()
+    run_dir = out or Path("runs") / f"suite-{datetime.now():%Y%m%d-%H%M%S}"
+    out_file = run_dir / TRANSCRIPTS
+    if out_file.exists():
+        raise judge_cli.fail(f"{out_file} already exists; choose a new --out so runs are not mixed", console)
+    if production_seeds == 0 and realism_judge_spec is not None:
+        raise judge_cli.fail("--realism-judge rates production audits; it needs --production-seeds above 0", console)
+    judges, clients = suite_judges(judge, realism_judge_spec, cache, max_retries, console)
+    generate = GenerateConfig(max_tokens=max_tokens)
+    try:
+        auditor_model = resolve_model(auditor, generate)
+        target_model = resolve_model(target, generate)
+        production_model = resolve_model(production_target, generate) if production_target else None
+    except (UnknownModelError, ValueError) as exc:
+        raise judge_cli.fail(str(exc), console) from exc
+    behaviors, all_seeds = load_library(console, behaviors_dir, seeds_dir)
+    held_out, tailored, general = pick_seeds(behaviors, all_seeds, seeds_per_behavior, production_seeds)
+    config = SuiteConfig(
+        rollouts=rollouts,
+        planted_turns=planted_turns,
+        benign_turns=benign_turns,
+        production_turns=production_turns,
+        concurrency=concurrency,
+        seed=seed,
+    )
+    production = bool(general)
+    console.print(
+        f"Suite for {escape(auditor)} on {escape(target)}: {len(held_out)} held-out behavior(s), "
+        f"{len(tailored)} tailored and {len(general)} general seed(s), {rollouts} rollout(s) each; "
+        f"transcripts to {escape(str(out_file))}",
+        highlight=False,
+        soft_wrap=True,
+    )
+    atomic_write_text(
+        run_dir / CONFIG,
+        json.dumps(
+            {
+                "auditor": auditor,
+                "target": target,
+                "production_target": production_target or target,
+                "judge": judge,
+                "realism_judge": realism_judge_spec,
+                "max_tokens": max_tokens,
+                "tool_protocol": tool_protocol,
+                "suite": config.model_dump(),
+                "behaviors": [b.id for b in held_out],
+                "tailored_seeds": [s.id for s in tailored],
+                "general_seeds": [s.id for s in general],
+            },
+            indent=2,
+        ),
+    )
+    try:
+        result: SuiteResult = asyncio.run(
+            run_suite(
+                auditor_model,
+                target_model,
+                judges[AUDIT_QUALITY],
+                judges.get(REALISM) if production else None,
+                production_judge=judges[CONCERNING] if production else None,
+                config=config,
+                behaviors=held_out,
+                seeds=tailored,
+                general_seeds=general,
+                production_target=production_model,
+                tool_protocol=tool_protocol,
+                out=out_file,
+                label=auditor,
+            )
+        )
+    except (ValueError, SuiteDataError) as exc:
+        raise judge_cli.fail(str(exc), console) from exc
+    for client in clients:
+        console.print(client.meter.table())
+    ref = load_paper_reference() if reference else None
+    console.print(suite_table([result], ref, title=f"Evaluation suite: {escape(auditor)}"))
+    if result.errored:
+        console.print(
+            f"[yellow]{result.errored} of {result.transcripts} audit(s) ended in an error and are left out of every metric[/yellow]",
+            highlight=False,
+            soft_wrap=True,
+        )
+    results_file = atomic_write_text(run_dir / RESULTS, results_json([result]))
+    console.print(f"Results: {escape(str(results_file))}", highlight=False, soft_wrap=True)
+    if html is not None:
+        write_report(html, f"auditrl suite: {auditor}", [suite_section([result], ref)])
+        console.print(f"Report: {escape(str(html))}", highlight=False, soft_wrap=True)
+    console.print(f"Export them for inspect view with: auditrl export {escape(str(run_dir))}", highlight=False, soft_wrap=True)
