@@ -32,7 +32,13 @@ from rich.text import Text
 from auditrl.behaviors.library import GENERAL, load_behaviors, load_seeds
 from auditrl.behaviors.plant import target_system_prompt
 from auditrl.behaviors.schema import Behavior, Seed
-from auditrl.cli.behaviors import BehaviorsDirOpt, SeedsDirOpt, reporting_overrides, unknown_behavior
+from auditrl.cli.behaviors import (
+    BehaviorsDirOpt,
+    SeedsDirOpt,
+    reporting_overrides,
+    unknown_behavior,
+)
+from auditrl.cli.errors import LIBRARY, fail
 from auditrl.models.roles import UnknownModelError, resolve_model, tool_protocol_for
 from auditrl.scaffold.engine import AuditSpec, run_audit
 from auditrl.scaffold.inspect_export import export_inspect_log
@@ -40,12 +46,6 @@ from auditrl.scaffold.store import TRANSCRIPTS, append_transcript, read_transcri
 from auditrl.scaffold.transcript import Budget, Report, Transcript
 
 SIM_PROVIDER = "sim"
-
-
-def _fail(console: Console, message: str) -> typer.Exit:
-    """Print an error and return the exit to raise (status 1, no traceback)."""
-    console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
-    return typer.Exit(code=1)
 
 
 def select_seeds(
@@ -195,9 +195,9 @@ def audit(
     """Audit a target: planted with --behavior, or --benign. Transcripts go to <out>/transcripts.jsonl."""
     console = Console()
     if (behavior is None) == (not benign):
-        raise _fail(console, "give exactly one of --behavior <id> or --benign")
+        raise fail("give exactly one of --behavior <id> or --benign", console, LIBRARY)
     if tool_protocol not in (None, "native", "text"):
-        raise _fail(console, f"--tool-protocol must be 'native' or 'text', got {tool_protocol!r}")
+        raise fail(f"--tool-protocol must be 'native' or 'text', got {tool_protocol!r}", console, LIBRARY)
     try:
         with reporting_overrides(console):
             behaviors = load_behaviors(behaviors_dir)
@@ -208,13 +208,13 @@ def audit(
                 planted = behaviors[behavior]
             seeds = select_seeds(planted, seed, seeds_dir, set(behaviors))
     except ValueError as exc:  # BehaviorFileError included
-        raise _fail(console, str(exc)) from exc
+        raise fail(str(exc), console, LIBRARY) from exc
     config = GenerateConfig(max_tokens=max_tokens, temperature=temperature)
     try:
         auditor_model = resolve_model(auditor)
         target_model = resolve_model(target)
     except (UnknownModelError, ValueError) as exc:
-        raise _fail(console, str(exc)) from exc
+        raise fail(str(exc), console, LIBRARY) from exc
     budget = Budget(max_turns=max_turns, max_tokens=token_budget)
     specs = build_specs(planted, seeds, rollouts, budget, auditor, target, tool_protocol)
     run_dir = out or Path("runs") / f"audit-{datetime.now():%Y%m%d-%H%M%S}"
@@ -254,12 +254,12 @@ def export(
     console = Console()
     source = run / TRANSCRIPTS if run.is_dir() else run
     if not source.is_file():
-        raise _fail(console, f"no transcripts at {source}")
+        raise fail(f"no transcripts at {source}", console, LIBRARY)
     try:
         transcripts = read_transcripts(source)
         finished = datetime.fromtimestamp(source.stat().st_mtime, timezone.utc)
         log = export_inspect_log(transcripts, out or source.parent, completed_at=finished)
     except ValueError as exc:
-        raise _fail(console, str(exc)) from exc
+        raise fail(str(exc), console, LIBRARY) from exc
     console.print(f"Wrote {len(transcripts)} audit(s) to [bold]{escape(str(log))}[/]", soft_wrap=True)
     console.print(f"Open it with: [bold]inspect view --log-dir {escape(str(log.parent))}[/]", soft_wrap=True)

@@ -25,6 +25,7 @@ from auditrl.behaviors.library import (
 )
 from auditrl.behaviors.plant import render_plant
 from auditrl.behaviors.schema import Behavior, Seed
+from auditrl.cli.errors import LIBRARY, fail
 
 app = typer.Typer(no_args_is_help=True, help="The behavior library.")
 seeds_app = typer.Typer(no_args_is_help=True, help="Seed banks (Petri format).")
@@ -38,12 +39,6 @@ SeedsDirOpt = Annotated[list[Path] | None, typer.Option("--seeds-dir", help=SEED
 @seeds_app.callback()
 def seeds_main() -> None:
     """Seed banks (Petri format): scenario instructions for auditors."""
-
-
-def _fail(console: Console, message: str) -> typer.Exit:
-    """Print an error and return the exit to raise, so commands fail with status 1 and no traceback."""
-    console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
-    return typer.Exit(code=1)
 
 
 @contextlib.contextmanager
@@ -77,7 +72,7 @@ def load_library(
             behaviors = load_behaviors(behaviors_dirs)
             seeds = load_seeds(seeds_dirs, behavior_ids=set(behaviors))
     except BehaviorFileError as exc:
-        raise _fail(console, str(exc)) from exc
+        raise fail(str(exc), console, LIBRARY) from exc
     return behaviors, seeds
 
 
@@ -92,7 +87,7 @@ def list_behaviors(
     console = Console()
     behaviors, seeds = load_library(console, behaviors_dir, seeds_dir)
     if split is not None and split not in ("train", "heldout"):
-        raise _fail(console, f"--split must be 'train' or 'heldout', got {split!r}")
+        raise fail(f"--split must be 'train' or 'heldout', got {split!r}", console, LIBRARY)
     counts = Counter(s.behavior for s in seeds)
     table = Table(title="Behaviors")
     table.add_column("id", style="bold", no_wrap=True)
@@ -123,9 +118,9 @@ def show_behavior(
         with reporting_overrides(console):
             behaviors = load_behaviors(behaviors_dir)
     except BehaviorFileError as exc:
-        raise _fail(console, str(exc)) from exc
+        raise fail(str(exc), console, LIBRARY) from exc
     if behavior_id not in behaviors:
-        raise _fail(console, unknown_behavior(behavior_id, behaviors))
+        raise fail(unknown_behavior(behavior_id, behaviors), console, LIBRARY)
     b = behaviors[behavior_id]
     console.print(f"[bold]{escape(b.name)}[/] ({escape(b.id)}, split: {b.split}, tags: {escape(', '.join(b.tags))})")
     console.print(f"source: {escape(str(b.source))}")
@@ -158,7 +153,7 @@ def list_seeds(
                 raise ValueError(unknown_behavior(behavior, [*behaviors, GENERAL]))
             seeds = load_seeds(seeds_dir, ids=seed_id, tags=tag, behavior=behavior, behavior_ids=set(behaviors))
     except ValueError as exc:  # BehaviorFileError included
-        raise _fail(console, str(exc)) from exc
+        raise fail(str(exc), console, LIBRARY) from exc
     table = Table(title="Seeds")
     table.add_column("id", style="bold", no_wrap=True)
     table.add_column("behavior")

@@ -14,6 +14,7 @@ from rich.progress import Progress
 
 from auditrl.atomic import atomic_write_text
 from auditrl.cli import judge as judge_cli
+from auditrl.cli.errors import fail
 from auditrl.evaluate.groups import group_transcripts
 from auditrl.evaluate.judging import (
     audit_quality_judge,
@@ -40,11 +41,19 @@ from auditrl.evaluate.suite import (
 from auditrl.judges.audit_quality import AuditQualityJudge
 from auditrl.judges.client import JudgeClient
 from auditrl.judges.concerningness import ConcerningnessJudge
-from auditrl.judges.programmatic import ProgrammaticAuditQualityJudge, ProgrammaticConcerningnessJudge
+from auditrl.judges.programmatic import (
+    ProgrammaticAuditQualityJudge,
+    ProgrammaticConcerningnessJudge,
+)
 from auditrl.judges.realism import RealismJudge
 from auditrl.report.html import write_report
 from auditrl.report.sections import suite_section
-from auditrl.scaffold.store import TRANSCRIPTS, RunError, load_transcripts, write_transcripts
+from auditrl.scaffold.store import (
+    TRANSCRIPTS,
+    RunError,
+    load_transcripts,
+    write_transcripts,
+)
 from auditrl.scaffold.transcript import Transcript
 
 SCORED_SUFFIX = ".scored-suite"
@@ -97,7 +106,7 @@ def suite_judges(
         judges[AUDIT_QUALITY] = judges[FALSE_POSITIVE] = quality
     if realism is not None:
         if realism == judge_cli.PROGRAMMATIC:
-            raise judge_cli.fail(
+            raise fail(
                 "--realism-judge needs a model spec: no programmatic judge can tell an audit's opening from a real one",
                 console,
             )
@@ -184,7 +193,7 @@ def evaluate(
     try:
         transcripts = load_run(run)
     except RunError as exc:
-        raise judge_cli.fail(str(exc), console) from exc
+        raise fail(str(exc), console) from exc
     if judge is not None or realism_judge_spec is not None:
         judges, clients = suite_judges(judge, realism_judge_spec, cache, max_retries, console)
         if judge == judge_cli.PROGRAMMATIC and (bare := _unannotated(transcripts)):
@@ -208,7 +217,7 @@ def evaluate(
             for name, ts in sorted(group_transcripts(transcripts, by).items())
         ]
     except SuiteDataError as exc:
-        raise judge_cli.fail(str(exc), console) from exc
+        raise fail(str(exc), console) from exc
     ref = load_paper_reference() if reference else None
     console.print(suite_table(results, ref, title=f"Evaluation suite: {escape(str(run))}"))
     note = _missing_note(transcripts, run, judge)

@@ -22,12 +22,19 @@ from rich.progress import Progress
 from rich.table import Table
 from rich.text import Text
 
+from auditrl.cli.errors import fail
 from auditrl.evaluate.stats import mean_ci
 from auditrl.judges.cache import JudgeCache
 from auditrl.judges.client import JudgeClient
 from auditrl.judges.pairwise import PairwiseJudgeLike, position_bias_rate
 from auditrl.judges.verdicts import PairwiseResult
-from auditrl.rewards.designs import GROUP_OF_ONE, IS_REFERENCE, NO_REFERENCE, DetailedDesign, RewardRecord
+from auditrl.rewards.designs import (
+    GROUP_OF_ONE,
+    IS_REFERENCE,
+    NO_REFERENCE,
+    DetailedDesign,
+    RewardRecord,
+)
 from auditrl.rewards.reference import ReferenceStore
 from auditrl.rewards.registry import (
     DESIGN_NAMES,
@@ -38,7 +45,13 @@ from auditrl.rewards.registry import (
     build_design,
     pairwise_judges,
 )
-from auditrl.scaffold.store import TRANSCRIPTS, RunError, load_transcripts, read_transcripts, write_transcripts
+from auditrl.scaffold.store import (
+    TRANSCRIPTS,
+    RunError,
+    load_transcripts,
+    read_transcripts,
+    write_transcripts,
+)
 from auditrl.scaffold.transcript import Transcript
 
 app = typer.Typer(help="Run judges and reward designs over transcripts.", no_args_is_help=True)
@@ -63,12 +76,6 @@ def resolve_judge(spec: str) -> Model:
     from auditrl.models.roles import resolve_model
 
     return resolve_model(spec)
-
-
-def fail(message: str, out: Console | None = None) -> typer.Exit:
-    """Print a one-line error (markup in `message` shown literally) and return the exit to raise (code 2)."""
-    (out or console).print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
-    return typer.Exit(code=2)
 
 
 def _one_line(exc: BaseException) -> str:

@@ -16,6 +16,7 @@ from auditrl.analysis.strategies import (
 )
 from auditrl.analysis.summaries import strategy_summaries
 from auditrl.atomic import atomic_write_text
+from auditrl.cli.errors import fail
 from auditrl.evaluate.groups import group_of
 from auditrl.report.html import write_report
 from auditrl.report.sections import strategy_section
@@ -42,8 +43,7 @@ def strategies(
             raise RunError(f"{run}: strategy clustering needs at least 2 transcripts, found {len(transcripts)}")
         result = cluster_strategies(strategy_summaries(transcripts), k=k, seed=seed, embedder=embedder, codebook=book)
     except ValueError as exc:  # RunError, a bad codebook file, too few texts
-        console.print(f"[red]error:[/red] {exc}", highlight=False)
-        raise typer.Exit(code=2) from exc
+        raise fail(str(exc), console) from exc
     groups = [group_of(t, by) for t in transcripts]
     console.print(result.clusters_table())
     console.print(result.distribution_table(groups, level))

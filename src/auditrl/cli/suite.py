@@ -25,6 +25,7 @@ from auditrl.atomic import atomic_write_text
 from auditrl.behaviors.schema import Behavior, Seed
 from auditrl.cli import judge as judge_cli
 from auditrl.cli.behaviors import BehaviorsDirOpt, SeedsDirOpt, load_library
+from auditrl.cli.errors import fail
 from auditrl.cli.evaluate import suite_judges
 from auditrl.evaluate.suite import (
     AUDIT_QUALITY,
@@ -116,9 +117,9 @@ def suite(
     run_dir = out or Path("runs") / f"suite-{datetime.now():%Y%m%d-%H%M%S}"
     out_file = run_dir / TRANSCRIPTS
     if out_file.exists():
-        raise judge_cli.fail(f"{out_file} already exists; choose a new --out so runs are not mixed", console)
+        raise fail(f"{out_file} already exists; choose a new --out so runs are not mixed", console)
     if production_seeds == 0 and realism_judge_spec is not None:
-        raise judge_cli.fail("--realism-judge rates production audits; it needs --production-seeds above 0", console)
+        raise fail("--realism-judge rates production audits; it needs --production-seeds above 0", console)
     judges, clients = suite_judges(judge, realism_judge_spec, cache, max_retries, console)
     generate = GenerateConfig(max_tokens=max_tokens)
     try:
@@ -126,7 +127,7 @@ def suite(
         target_model = resolve_model(target, generate)
         production_model = resolve_model(production_target, generate) if production_target else None
     except (UnknownModelError, ValueError) as exc:
-        raise judge_cli.fail(str(exc), console) from exc
+        raise fail(str(exc), console) from exc
     behaviors, all_seeds = load_library(console, behaviors_dir, seeds_dir)
     held_out, tailored, general = pick_seeds(behaviors, all_seeds, seeds_per_behavior, production_seeds)
     config = SuiteConfig(
@@ -183,7 +184,7 @@ def suite(
             )
         )
     except (ValueError, SuiteDataError) as exc:
-        raise judge_cli.fail(str(exc), console) from exc
+        raise fail(str(exc), console) from exc
     for client in clients:
         console.print(client.meter.table())
     ref = load_paper_reference() if reference else None
