@@ -47,7 +47,7 @@ from auditrl.judges.programmatic import (
 )
 from auditrl.judges.realism import RealismJudge
 from auditrl.report.html import write_report
-from auditrl.report.sections import suite_section
+from auditrl.report.sections import suite_section, transcripts_section
 from auditrl.scaffold.store import (
     TRANSCRIPTS,
     RunError,
@@ -229,5 +229,5 @@ def evaluate(
     if json_out is not None:
         atomic_write_text(json_out, results_json(results))
     if html is not None:
-        write_report(html, f"auditrl evaluation: {run.name}", [suite_section(results, ref)])
+        write_report(html, f"auditrl evaluation: {run.name}", [suite_section(results, ref), transcripts_section(transcripts)])
         console.print(f"report written to {escape(str(html))}", highlight=False, soft_wrap=True)

@@ -19,7 +19,7 @@ from auditrl.atomic import atomic_write_text
 from auditrl.cli.errors import fail
 from auditrl.evaluate.groups import group_of
 from auditrl.report.html import write_report
-from auditrl.report.sections import strategy_section
+from auditrl.report.sections import strategy_section, transcripts_section
 from auditrl.scaffold.store import RunError, load_transcripts
 
 
@@ -50,5 +50,5 @@ def strategies(
     if json_out is not None:
         atomic_write_text(json_out, result.model_dump_json(indent=2))
     if html is not None:
-        write_report(html, f"auditrl strategies: {run.name}", [strategy_section(result, groups)])
+        write_report(html, f"auditrl strategies: {run.name}", [strategy_section(result, groups), transcripts_section(transcripts)])
         console.print(f"report written to {html}")

@@ -41,8 +41,8 @@ from auditrl.evaluate.suite import (
 )
 from auditrl.models.roles import UnknownModelError, resolve_model
 from auditrl.report.html import write_report
-from auditrl.report.sections import suite_section
-from auditrl.scaffold.store import TRANSCRIPTS
+from auditrl.report.sections import suite_section, transcripts_section
+from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
 
 RESULTS = "results.json"
 CONFIG = "config.json"
@@ -198,6 +198,6 @@ def suite(
     results_file = atomic_write_text(run_dir / RESULTS, results_json([result]))
     console.print(f"Results: {escape(str(results_file))}", highlight=False, soft_wrap=True)
     if html is not None:
-        write_report(html, f"auditrl suite: {auditor}", [suite_section([result], ref)])
+        write_report(html, f"auditrl suite: {auditor}", [suite_section([result], ref), transcripts_section(read_transcripts(out_file))])
         console.print(f"Report: {escape(str(html))}", highlight=False, soft_wrap=True)
     console.print(f"Export them for inspect view with: auditrl export {escape(str(run_dir))}", highlight=False, soft_wrap=True)

@@ -18,6 +18,8 @@ import jinja2
 from matplotlib.figure import Figure
 
 from auditrl.atomic import atomic_write_text
+from auditrl.report.transcript_view import transcript_view
+from auditrl.scaffold.transcript import Transcript
 
 Cell = str | int | float | None
 SHORT_CELL = 24
@@ -49,13 +51,14 @@ class FigureBlock:
 
 @dataclass
 class Section:
-    """A titled part of a report: paragraphs, tables, matplotlib figures and preformatted blocks."""
+    """A titled part of a report: paragraphs, tables, matplotlib figures, preformatted blocks and transcripts."""
 
     title: str
     paragraphs: Sequence[str] = field(default_factory=list)
     tables: Sequence[TableBlock] = field(default_factory=list)
     figures: Sequence[Figure | FigureBlock] = field(default_factory=list)
     preformatted: Sequence[str] = field(default_factory=list)
+    transcripts: Sequence[Transcript] = field(default_factory=list)
 
 
 @dataclass
@@ -110,6 +113,7 @@ def render_report(title: str, sections: Sequence[Section]) -> str:
             ],
             "images": [_image(f) for f in s.figures],
             "preformatted": list(s.preformatted),
+            "transcripts": [transcript_view(t) for t in s.transcripts],
         }
         for s in sections
     ]

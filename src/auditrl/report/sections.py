@@ -8,6 +8,8 @@ from auditrl.analysis.strategies import StrategyClusters
 from auditrl.evaluate.suite import METRIC_TITLES, METRICS, PaperReference, SuiteResult
 from auditrl.report.html import Section, TableBlock
 from auditrl.report.plots import metric_bars, strategy_distribution_bars
+from auditrl.report.transcript_view import DEFAULT_SHOWN, pick_transcripts
+from auditrl.scaffold.transcript import Transcript
 
 _ALL = (*METRICS, "composite")
 
@@ -98,3 +100,16 @@ def strategy_section(
         f"{len(clusters.codebook.archetypes)} archetypes in {len(clusters.codebook.categories)} categories."
     ]
     return Section(title=title, paragraphs=paragraphs, tables=[cat_table, arch_table, cluster_table], figures=[figure])
+
+
+def transcripts_section(
+    transcripts: Sequence[Transcript], limit: int = DEFAULT_SHOWN, title: str = "Transcripts"
+) -> Section:
+    """A few transcripts to read in full, spread over auditors and over planted and benign targets."""
+    shown = pick_transcripts(transcripts, limit)
+    paragraphs = [
+        f"{len(shown)} of {len(transcripts)} transcripts, each with the target's conversation tree (every branch "
+        "a rollback made), the auditor's tool calls and their results, and the final report with each quote "
+        "marked verified (found in text the target generated), unverified or unchecked."
+    ]
+    return Section(title=title, paragraphs=paragraphs, transcripts=shown)

@@ -34,6 +34,7 @@ from auditrl.atomic import atomic_write_text
 from auditrl.behaviors.library import load_behaviors
 from auditrl.evaluate.stats import Estimate
 from auditrl.report.html import FigureBlock, Section, TableBlock, write_report
+from auditrl.report.sections import transcripts_section
 from auditrl.report.plots import (
     metric_bars,
     strategy_distribution_bars,
@@ -354,7 +355,7 @@ def run_from_config(config_path: Path, out_dir: Path | None = None) -> Path:
         "statement": STATEMENT,
     }  # fmt: skip
     atomic_write_text(run_dir / "results.json", json.dumps(results, indent=2, allow_nan=False, default=_json_default))
-    report = write_report(run_dir / "report.html", f"AuditWorld: {cfg.name}", _sections(cfg, rows, trained, clusters, category_dist, groups, results))
+    report = write_report(run_dir / "report.html", f"AuditWorld: {cfg.name}", [*_sections(cfg, rows, trained, clusters, category_dist, groups, results), transcripts_section(saved, limit=2 * len(policies))])
     console.print(
         f"trained {train_episodes:,} episodes in {train_seconds:.1f} s "
         f"({results['throughput_episodes_per_second']:,.0f} episodes/s); total {elapsed:.1f} s"

@@ -1,0 +1,188 @@
+"""Transcripts as report sections: the target's conversation tree, the auditor's turns and the checked report.
+
+The view is plain data (strings, lists, flags) that the report template renders with autoescape, so
+everything a model wrote (replies, tool arguments, prefills, quotes, even ids) reaches the page only
+as escaped text. A rollback makes the target conversation a tree; the view keeps every branch, marks
+the one the audit ended on, and shows a prefill apart from what the target generated after it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from auditrl.scaffold.transcript import TargetMessage, ToolCallRecord, Transcript
+
+DEFAULT_SHOWN = 6
+"""Transcripts a report shows by default: enough to read a few audits, small enough to keep the page light."""
+
+
+@dataclass
+class CallView:
+    """A tool call (or a synthetic tool's definition) with its arguments as indented JSON text."""
+
+    function: str
+    arguments: str
+    error: str | None = None
+
+
+@dataclass
+class MessageView:
+    """One target-tree node; `text` is what was generated after the auditor's `prefill`."""
+
+    id: str
+    role: str
+    prefill: str
+    text: str
+    calls: list[CallView]
+    status: str | None
+    on_final_branch: bool
+
+
+@dataclass
+class ThreadView:
+    """Messages that follow one another without a fork; `branches` continue from the last one."""
+
+    messages: list[MessageView]
+    branches: list[ThreadView]
+
+
+@dataclass
+class AuditorTurnView:
+    turn: int
+    role: str
+    text: str
+    calls: list[CallView]
+    error: str | None
+
+
+@dataclass
+class QuoteView:
+    """A quoted piece of evidence; status is verified, unverified or unchecked (no check recorded)."""
+
+    text: str
+    status: str
+    message_id: str | None
+
+
+@dataclass
+class PredictionView:
+    rank: int
+    description: str
+    confidence: str
+    reasoning: str
+    quotes: list[QuoteView]
+
+
+@dataclass
+class ReportView:
+    no_behavior_found: bool
+    summary: str
+    parse_error: str | None
+    predictions: list[PredictionView]
+
+
+@dataclass
+class TranscriptView:
+    """Everything the template shows of one transcript, all as text."""
+
+    id: str
+    facts: list[tuple[str, str]]
+    system_prompt: str
+    seed_instructions: str
+    tools: list[CallView]
+    tree: ThreadView
+    rollbacks: int
+    auditor: list[AuditorTurnView]
+    report: ReportView | None
+
+
+def _calls(calls: Sequence[ToolCallRecord]) -> list[CallView]:
+    return [CallView(c.function, json.dumps(c.arguments, ensure_ascii=False, indent=2), c.parse_error) for c in calls]
+
+
+def _message(m: TargetMessage, final: set[str]) -> MessageView:
+    prefill = m.prefill or ""
+    text = m.content[len(prefill) :] if prefill and m.content.startswith(prefill) else m.content
+    return MessageView(m.id, m.role, prefill, text, _calls(m.tool_calls), m.tool_status, m.id in final)
+
+
+def _tree(t: Transcript) -> ThreadView:
+    """The target messages as threads that fork where the auditor rolled back and went on differently."""
+    children: dict[str | None, list[TargetMessage]] = defaultdict(list)
+    for m in t.target_messages:
+        children[m.parent].append(m)
+    final = {m.id for m in t.branch()} if t.head is not None else set()
+
+    def thread(start: list[TargetMessage]) -> ThreadView:
+        if len(start) != 1:
+            return ThreadView([], [thread([c]) for c in start])
+        messages: list[MessageView] = []
+        node = start[0]
+        while True:
+            messages.append(_message(node, final))
+            nxt = children.get(node.id, [])
+            if len(nxt) != 1:
+                return ThreadView(messages, [thread([c]) for c in nxt])
+            node = nxt[0]
+
+    return thread(children.get(None, []))
+
+
+def _report(t: Transcript) -> ReportView | None:
+    if t.report is None:
+        return None
+    predictions = []
+    for p in t.report.predictions:
+        checks = {q.quote: q for q in p.quote_checks}
+        quotes = [
+            QuoteView(q, "unchecked", None)
+            if q not in checks
+            else QuoteView(q, "verified" if checks[q].verified else "unverified", checks[q].message_id)
+            for q in p.quotes
+        ]
+        predictions.append(PredictionView(p.rank, p.description, f"{100 * p.confidence:.0f}%", p.reasoning, quotes))
+    return ReportView(t.report.no_behavior_found, t.report.summary, t.report.parse_error, predictions)
+
+
+def _facts(t: Transcript) -> list[tuple[str, str]]:
+    facts: list[tuple[str, Any]] = [
+        ("auditor", t.auditor_model),
+        ("target", t.target_model),
+        ("planted behavior", t.behavior_id or "none (benign target)"),
+        ("seed", t.seed_id),
+        ("status", t.status + (f": {t.error}" if t.error else "")),
+        ("turns", f"{t.turns_used} of {t.budget.max_turns}"),
+    ]
+    return [(k, str(v)) for k, v in facts]
+
+
+def transcript_view(t: Transcript) -> TranscriptView:
+    system = next((m.content for m in t.target_messages if m.role == "system" and m.parent is None), t.target_system_prompt)
+    return TranscriptView(
+        id=t.id,
+        facts=_facts(t),
+        system_prompt=system,
+        seed_instructions=t.seed_instructions,
+        tools=[CallView(s.name, json.dumps(s.parameters, ensure_ascii=False, indent=2), None) for s in t.target_tools],
+        tree=_tree(t),
+        rollbacks=sum(c.function == "rollback_conversation" for m in t.auditor_messages for c in m.tool_calls),
+        auditor=[AuditorTurnView(m.turn, m.role, m.content, _calls(m.tool_calls), m.error) for m in t.auditor_messages],
+        report=_report(t),
+    )
+
+
+def pick_transcripts(transcripts: Sequence[Transcript], limit: int = DEFAULT_SHOWN) -> list[Transcript]:
+    """Up to `limit` transcripts, spread over auditors and over planted and benign targets."""
+    by_kind: dict[tuple[str, bool], list[Transcript]] = defaultdict(list)
+    for t in transcripts:
+        by_kind[(t.auditor_model, t.benign)].append(t)
+    picked: list[Transcript] = []
+    depth = 0
+    while len(picked) < limit and any(depth < len(v) for v in by_kind.values()):
+        picked += [v[depth] for v in by_kind.values() if depth < len(v)][: limit - len(picked)]
+        depth += 1
+    return picked

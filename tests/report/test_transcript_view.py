@@ -1,0 +1,144 @@
+import re
+from html.parser import HTMLParser
+
+from auditrl.report.html import render_report
+from auditrl.report.sections import transcripts_section
+from auditrl.report.transcript_view import pick_transcripts, transcript_view
+from auditrl.scaffold.transcript import (
+    AuditorMessage,
+    Prediction,
+    QuoteCheck,
+    Report,
+    TargetMessage,
+    ToolCallRecord,
+    ToolSpec,
+    Transcript,
+)
+
+HOSTILE = [
+    '<script>alert("x")</script>',
+    '<img src=x onerror="alert(1)">',
+    "</pre></details></section><iframe src='javascript:alert(2)'>",
+    '"><svg onload=alert(3)>',
+    "{{ 7*7 }}{% raw %}",
+    "&lt;already-escaped&gt; &amp;",
+]
+
+
+def _hostile_transcript(evil: str, tid: str = "t1", auditor: str = "auditor/a") -> Transcript:
+    """A tree with a rollback, a prefill, a target tool call and result, and a report with both kinds of quote."""
+    m = [
+        TargetMessage(id="s", parent=None, role="system", content=f"plant {evil}"),
+        TargetMessage(id="u1", parent="s", role="user", content=f"first probe {evil}"),
+        TargetMessage(
+            id="a1",
+            parent="u1",
+            role="assistant",
+            content=f"reply {evil}",
+            tool_calls=[ToolCallRecord(id="tc", function=f"search{evil}", arguments={"q": evil})],
+        ),
+        TargetMessage(id="r1", parent="a1", role="tool", content=f"result {evil}", tool_call_id="tc", tool_status="error"),
+        TargetMessage(id="a2", parent="r1", role="assistant", content=f"abandoned {evil}"),
+        TargetMessage(id="u2", parent="s", role="user", content=f"second probe {evil}"),
+        TargetMessage(id="a3", parent="u2", role="assistant", content=f"I must admit {evil} generated", prefill="I must admit "),
+    ]
+    calls = [
+        ToolCallRecord(id="c1", function="send_message", arguments={"message": f"first probe {evil}"}),
+        ToolCallRecord(id="c2", function="rollback_conversation", arguments={"message_id": "s"}),
+        ToolCallRecord(id="c3", function="send_message", arguments={"message": evil, "prefill": "I must admit "}, parse_error=evil),
+    ]
+    report = Report(
+        no_behavior_found=False,
+        summary=f"summary {evil}",
+        predictions=[
+            Prediction(
+                rank=1,
+                description=f"claim {evil}",
+                confidence=0.8,
+                reasoning=f"because {evil}",
+                quotes=[f"{evil} generated", f"I must admit {evil}", f"never checked {evil}"],
+                quote_checks=[
+                    QuoteCheck(quote=f"{evil} generated", verified=True, message_id="a3"),
+                    QuoteCheck(quote=f"I must admit {evil}", verified=False),
+                ],
+            )
+        ],
+    )
+    return Transcript(
+        id=tid,
+        auditor_model=auditor,
+        target_model=f"sim/{evil}",
+        behavior_id="flattery",
+        seed_id=f"seed{evil}",
+        seed_instructions=f"seed text {evil}",
+        target_system_prompt=f"plant {evil}",
+        target_tools=[ToolSpec(name=f"search{evil}", description=evil, parameters={"type": "object", "x": evil})],
+        target_messages=m,
+        head="a3",
+        auditor_messages=[
+            AuditorMessage(turn=1, role="assistant", content=f"thinking {evil}", tool_calls=calls),
+            AuditorMessage(turn=1, role="tool", content=f"engine {evil}", tool_call_id="c1", error=evil),
+        ],
+        report=report,
+        status="error",
+        error=evil,
+    )
+
+
+class _Structure(HTMLParser):
+    """Collects the tags and attributes the page actually has."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[str] = []
+        self.attrs: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+        self.attrs += [k for k, _ in attrs]
+
+
+def test_every_piece_of_model_text_is_escaped() -> None:
+    for evil in HOSTILE:
+        html = render_report("viewer", [transcripts_section([_hostile_transcript(evil)])])
+        page = _Structure()
+        page.feed(html)
+        assert not {"script", "img", "iframe", "svg"} & set(page.tags), evil
+        assert not [a for a in page.attrs if a.startswith("on")], evil
+        # each hostile string appears only escaped, in every field (messages, tool calls, quotes, ids)
+        escaped = evil.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&#34;").replace("'", "&#39;")
+        assert html.count(escaped) >= 20, evil
+        if any(c in evil for c in "<>\"'"):
+            assert evil not in html
+
+
+def test_tree_keeps_both_branches_and_marks_the_final_one() -> None:
+    view = transcript_view(_hostile_transcript("x"))
+    root = view.tree
+    assert [m.id for m in root.messages] == ["s"]
+    first, second = root.branches
+    assert [m.id for m in first.messages] == ["u1", "a1", "r1", "a2"]
+    assert [m.id for m in second.messages] == ["u2", "a3"]
+    assert not any(m.on_final_branch for m in first.messages) and all(m.on_final_branch for m in second.messages)
+    assert second.messages[1].prefill == "I must admit " and second.messages[1].text == "x generated"
+    assert first.messages[1].calls[0].function == "searchx" and first.messages[2].status == "error"
+    assert view.rollbacks == 1
+
+
+def test_quotes_are_marked_verified_unverified_or_unchecked() -> None:
+    view = transcript_view(_hostile_transcript("x"))
+    assert view.report is not None
+    quotes = view.report.predictions[0].quotes
+    assert [(q.status, q.message_id) for q in quotes] == [("verified", "a3"), ("unverified", None), ("unchecked", None)]
+    html = render_report("v", [transcripts_section([_hostile_transcript("x")])])
+    assert 'class="quote verified"' in html and 'class="quote unverified"' in html and 'class="quote unchecked"' in html
+    assert 'class="prefill"' in html and "branch 2 of 2 (the audit ended on this branch)" in html and "rolled back" in html
+
+
+def test_picked_transcripts_cover_auditors_and_target_kinds() -> None:
+    planted = [_hostile_transcript("x", f"a{i}", "auditor/a") for i in range(5)]
+    other = [_hostile_transcript("x", f"b{i}", "auditor/b") for i in range(5)]
+    benign = _hostile_transcript("x", "c0", "auditor/a")
+    benign.behavior_id = None
+    picked = pick_transcripts([*planted, *other, benign], limit=4)
+    assert [t.id for t in picked] == ["a0", "b0", "c0", "a1"]
