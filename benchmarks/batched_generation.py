@@ -27,7 +27,9 @@ from transformers import GenerationConfig, PreTrainedModel
 from auditrl.behaviors.library import load_behaviors, load_seeds
 from auditrl.train.config import EpisodeSettings, GRPOLMConfig, load_config
 from auditrl.train.generation import Sample, TurnCache, generate_turn
-from auditrl.train.grpo import AuditEpisodeFactory, build_trainer, load_policy, training_rows
+from auditrl.train.episodes import AuditEpisodeFactory, training_rows
+from auditrl.train.grpo import build_trainer
+from auditrl.train.policy import load_policy
 from auditrl.train.rollout import ChatSegments, EpisodeRow, run_rollouts
 
 CONFIG = Path(__file__).resolve().parent.parent / "configs" / "cpu_offline.yaml"

@@ -5,12 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
 from auditrl.behaviors.library import load_behaviors, load_seeds
 from auditrl.judges.programmatic import ProgrammaticPairwiseJudge
 from auditrl.sim.judges import SimPairwiseJudge
+import auditrl.train.config as train_config
 from auditrl.train.config import ConfigFileError, load_config, read_kind
-from auditrl.train.grpo import design_parts, grpo_arguments, make_design, training_rows
+from auditrl.train.episodes import training_rows
+from auditrl.train.grpo import grpo_arguments
+from auditrl.train.reward import design_parts, make_design
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 SHIPPED = ["cpu_offline.yaml", "gpu_single_vllm.yaml", "multi_gpu_deepspeed.yaml", "multi_gpu_fsdp.yaml", "api_targets.yaml"]
@@ -132,3 +136,20 @@ def test_model_specs_that_exist_are_accepted(tmp_path: Path) -> None:
     )
     cfg = load_config(_write(tmp_path, text))
     assert cfg.reward.judge == "anthropic/claude-sonnet-4-5"
+
+
+def _settings_models() -> list[type[BaseModel]]:
+    return [m for m in vars(train_config).values() if isinstance(m, type) and issubclass(m, BaseModel) and m is not BaseModel]
+
+
+def test_every_config_field_is_documented() -> None:
+    undocumented = [f"{m.__name__}.{n}" for m in _settings_models() for n, f in m.model_fields.items() if not f.description]
+    assert len(_settings_models()) >= 7 and undocumented == []
+
+
+def test_trainer_settings_pass_to_grpo_config_unchanged(tmp_path: Path) -> None:
+    cfg = load_config(CONFIGS / "multi_gpu_deepspeed.yaml")
+    args = grpo_arguments(cfg, tmp_path, world_size=1)
+    passed = cfg.trainer.model_dump(by_alias=True, exclude={"extra"})
+    assert "per_device_train_batch_size" in passed
+    assert {k: getattr(args, k) for k in passed} == passed

@@ -14,7 +14,9 @@ from transformers import TrainerCallback
 from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
 from auditrl.train.advantages import group_advantages
 from auditrl.train.config import load_config
-from auditrl.train.grpo import REFERENCES_FILE, build_trainer, load_policy, train_run
+from auditrl.train.grpo import build_trainer, train_run
+from auditrl.train.policy import load_policy
+from auditrl.train.reward import REFERENCES_FILE
 from auditrl.train.monitors import read_monitors
 from auditrl.train.rollout import EpisodeRow
 

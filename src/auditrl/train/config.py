@@ -130,7 +130,7 @@ class LoraSettings(BaseModel):
 
     r: int = Field(default=8, ge=1, description="Adapter rank.")
     alpha: int = Field(default=16, ge=1, description="LoRA scaling numerator (scale = alpha / r).")
-    dropout: float = Field(default=0.0, ge=0.0, lt=1.0)
+    dropout: float = Field(default=0.0, ge=0.0, lt=1.0, description="Dropout on the adapter's input during training.")
     target_modules: list[str] = Field(
         default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"],
         min_length=1,
@@ -148,9 +148,13 @@ class PolicySettings(BaseModel):
         description="Hugging Face model id or local path; `smollm2` = the offline SmolLM2-135M-Instruct GGUF file.",
     )
     gguf_file: str | None = Field(default=None, description="GGUF file name inside `model` (set for `smollm2`).")
-    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
-    attn_implementation: str | None = Field(default=None, description="e.g. `sdpa`, `flash_attention_2`.")
-    lora: LoraSettings = Field(default_factory=LoraSettings)
+    dtype: Literal["float32", "bfloat16", "float16"] = Field(
+        default="float32", description="Weight dtype of the loaded policy (bfloat16 on GPUs; float32 on CPUs)."
+    )
+    attn_implementation: str | None = Field(
+        default=None, description="transformers attention kernel, e.g. `sdpa`, `flash_attention_2`; None = its default."
+    )
+    lora: LoraSettings = Field(default_factory=LoraSettings, description="The LoRA adapter that is trained.")
 
 
 class EpisodeSettings(BaseModel):
@@ -174,11 +178,13 @@ class EpisodeSettings(BaseModel):
     max_completion_tokens: int = Field(
         default=8192, ge=1, description="Cap on a whole rollout (sampled + environment tokens); an episode over it stops."
     )
-    temperature: float = Field(default=1.0, gt=0.0)
+    temperature: float = Field(
+        default=1.0, gt=0.0, description="Sampling temperature of auditor turns (also TRL's, for its logprob scaling)."
+    )
     kv_cache: bool = Field(
         default=True, description="Keep each rollout's key/value cache between turns (HF generation only)."
     )
-    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0, description="Nucleus sampling mass of auditor turns (1 = off).")
     tool_protocol: Literal["native", "text"] = Field(
         default="text", description="`text` renders tools into the prompt and parses actions leniently."
     )
@@ -229,7 +235,7 @@ class RewardSettings(BaseModel):
 
     design: Literal[
         "concerningness", "binary", "binary_strict", "ingroup_pairwise", "ingroup_bradley_terry", "reference_pairwise"
-    ] = "reference_pairwise"
+    ] = Field(default="reference_pairwise", description="Reward design that turns judge verdicts into rewards.")
     judge: str = Field(
         default="programmatic",
         description="`programmatic` (generic judges reading the annotations of any simulated/scripted target), "
@@ -265,30 +271,45 @@ class RewardSettings(BaseModel):
 
 
 class TrainerSettings(BaseModel):
-    """Optimisation and scale-out; mapped onto TRL's GRPOConfig."""
+    """Optimisation and scale-out. Every field but `extra` is the GRPOConfig field of the same name (its
+    serialization alias where ours is named differently) and is passed to TRL as it is."""
 
     model_config = ConfigDict(extra="forbid")
 
-    max_steps: int = Field(default=100, ge=1)
-    learning_rate: float = Field(default=1e-5, gt=0.0)
+    max_steps: int = Field(default=100, ge=1, description="Optimizer steps of the run (one generation batch each).")
+    learning_rate: float = Field(default=1e-5, gt=0.0, description="Peak AdamW learning rate of the adapter.")
     beta: float = Field(default=0.0, ge=0.0, description="KL coefficient against the frozen base (0 = no KL term).")
     epsilon: float = Field(default=0.2, gt=0.0, description="PPO clip range.")
     num_iterations: int = Field(default=1, ge=1, description="Updates per generated batch (GRPO's mu).")
     loss_type: LossType = Field(default="dapo", description="TRL's loss formulation (grpo, dapo, dr_grpo, ...).")
-    scale_rewards: Literal["group", "batch", "none"] = "group"
-    micro_batch_size: int = Field(default=1, ge=1, description="Rollouts per forward/backward pass per device.")
-    max_grad_norm: float = Field(default=1.0, gt=0.0)
-    warmup_steps: int = Field(default=0, ge=0)
+    scale_rewards: Literal["group", "batch", "none"] = Field(
+        default="group", description="Divide advantages by the reward std of the group, the batch, or not at all."
+    )
+    micro_batch_size: int = Field(
+        default=1,
+        ge=1,
+        serialization_alias="per_device_train_batch_size",
+        description="Rollouts per forward/backward pass per device.",
+    )
+    max_grad_norm: float = Field(default=1.0, gt=0.0, description="Gradient clipping norm.")
+    warmup_steps: int = Field(default=0, ge=0, description="Linear learning-rate warm-up steps.")
     save_steps: int = Field(default=50, ge=1, description="Checkpoint every N optimizer steps.")
-    save_total_limit: int | None = Field(default=3, ge=1)
-    logging_steps: int = Field(default=1, ge=1)
-    bf16: bool = False
-    gradient_checkpointing: bool = False
+    save_total_limit: int | None = Field(default=3, ge=1, description="Checkpoints kept on disk (None = all).")
+    logging_steps: int = Field(default=1, ge=1, description="Log TRL's metrics every N steps.")
+    bf16: bool = Field(default=False, description="bfloat16 mixed precision (GPUs).")
+    gradient_checkpointing: bool = Field(
+        default=False, description="Recompute activations in the backward pass: less memory, about a third slower."
+    )
     use_vllm: bool = Field(default=False, description="Generate the auditor's turns with vLLM (GPU).")
-    vllm_mode: Literal["colocate", "server"] = "colocate"
-    vllm_server_host: str = "0.0.0.0"
-    vllm_server_port: int = 8000
-    vllm_gpu_memory_utilization: float = Field(default=0.3, gt=0.0, le=1.0)
+    vllm_mode: Literal["colocate", "server"] = Field(
+        default="colocate",
+        description="`colocate`: a vLLM engine inside each training process; `server`: a separate `trl vllm-serve`.",
+    )
+    vllm_server_host: str = Field(default="0.0.0.0", description="Host of the `trl vllm-serve` server (server mode).")
+    vllm_server_port: int = Field(default=8000, description="Port of the `trl vllm-serve` server (server mode).")
+    vllm_gpu_memory_utilization: float = Field(
+        default=0.3, gt=0.0, le=1.0, description="Share of each GPU's memory vLLM reserves (colocate mode)."
+    )
     report_to: list[ReportTo] = Field(default_factory=lambda: ["tensorboard"], description="TRL/transformers loggers.")
     extra: dict[str, Any] = Field(default_factory=dict, description="Any other GRPOConfig field, passed through.")
 
@@ -324,16 +345,18 @@ class GRPOLMConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    kind: Literal["grpo_lm"]
+    kind: Literal["grpo_lm"] = Field(description="Config kind: `grpo_lm` = GRPO on a language-model auditor.")
     name: str = Field(default="grpo-lm", description="Run name; the run directory is named after it.")
-    seed: int = 0
-    policy: PolicySettings = Field(default_factory=PolicySettings)
-    episodes: EpisodeSettings = Field(default_factory=EpisodeSettings)
-    data: DataSettings = Field(default_factory=DataSettings)
-    reward: RewardSettings = Field(default_factory=RewardSettings)
-    trainer: TrainerSettings = Field(default_factory=TrainerSettings)
-    monitors: MonitorSettings = Field(default_factory=MonitorSettings)
-    source: Path | None = Field(default=None, exclude=True)
+    seed: int = Field(default=0, description="Seed of batch sampling, TRL, torch and the data order.")
+    policy: PolicySettings = Field(default_factory=PolicySettings, description="The auditor being trained.")
+    episodes: EpisodeSettings = Field(default_factory=EpisodeSettings, description="How each audit episode runs.")
+    data: DataSettings = Field(default_factory=DataSettings, description="Which groups make up each step.")
+    reward: RewardSettings = Field(default_factory=RewardSettings, description="Reward design and judge.")
+    trainer: TrainerSettings = Field(default_factory=TrainerSettings, description="Optimisation and scale-out.")
+    monitors: MonitorSettings = Field(default_factory=MonitorSettings, description="Reward-hacking monitors.")
+    source: Path | None = Field(
+        default=None, exclude=True, description="The file this config was read from (set by load_config)."
+    )
 
     @model_validator(mode="after")
     def _check_layout(self) -> GRPOLMConfig:

@@ -1,0 +1,79 @@
+"""Which audit episodes a run trains on: the rows of each step's groups and the episode each row becomes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from inspect_ai.model import Model
+
+from auditrl.behaviors.plant import target_system_prompt
+from auditrl.behaviors.schema import Behavior, Seed
+from auditrl.models.roles import resolve_model
+from auditrl.rewards.batch import build_batch
+from auditrl.scaffold.engine import AuditEpisode, AuditSpec
+from auditrl.scaffold.transcript import Budget
+from auditrl.train.config import EpisodeSettings, GRPOLMConfig
+from auditrl.train.rollout import EpisodeRow
+
+
+def training_rows(cfg: GRPOLMConfig, behaviors: dict[str, Behavior], seeds: Sequence[Seed]) -> list[EpisodeRow]:
+    """One row per group, `groups_per_step` rows per step from the batch builder (exact benign share per step,
+    held-out behaviors refused), laid out step after step so TRL's unshuffled sampler keeps each batch."""
+    data = cfg.data
+    try:
+        batches = [
+            build_batch(
+                behaviors,
+                seeds,
+                cfg.episodes.families,
+                n_groups=data.groups_per_step,
+                k=data.group_size,
+                benign_fraction=data.benign_fraction,
+                behavior_ids=data.behaviors,
+                seed=cfg.seed,
+                step=step,
+            )
+            for step in range(cfg.trainer.max_steps)
+        ]
+    except ValueError as exc:
+        raise ValueError(f"{cfg.source}: field 'data': {exc}") from exc
+    return [
+        EpisodeRow(behavior_id=g.behavior_id, seed_id=g.seed.id, family=g.family, benign=g.benign)
+        for batch in batches
+        for g in batch.groups
+    ]
+
+
+class AuditEpisodeFactory:
+    """Builds an AuditEpisode for a row: seed, plant (or benign prompt), budget and target model."""
+
+    def __init__(
+        self, settings: EpisodeSettings, behaviors: dict[str, Behavior], seeds: Sequence[Seed], auditor_name: str
+    ) -> None:
+        self.settings = settings
+        self.behaviors = behaviors
+        self.seeds = {s.id: s for s in seeds}
+        self.auditor_name = auditor_name
+        self._targets: dict[str, Model] = {}
+
+    def target(self, family: str) -> tuple[str, Model]:
+        spec = self.settings.target_model.replace("{family}", family)
+        if spec not in self._targets:
+            self._targets[spec] = resolve_model(spec, **self.settings.target_model_args)
+        return spec, self._targets[spec]
+
+    def __call__(self, row: EpisodeRow) -> AuditEpisode:
+        behavior = None if row.benign or row.behavior_id is None else self.behaviors[row.behavior_id]
+        spec_name, target = self.target(row.family)
+        spec = AuditSpec(
+            seed=self.seeds[row.seed_id],
+            behavior=behavior,
+            target_system_prompt=target_system_prompt(behavior),
+            budget=Budget(max_turns=self.settings.max_turns),
+            auditor_model=self.auditor_name,
+            target_model=spec_name,
+            target_family=row.family,
+            tool_protocol=self.settings.tool_protocol,
+        )
+        return AuditEpisode(spec, target)
+

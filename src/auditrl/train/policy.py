@@ -1,0 +1,35 @@
+"""Loading the auditor policy in a trainable state."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+from auditrl.models.local import resolve_source
+from auditrl.train.config import PolicySettings
+
+
+def load_policy(settings: PolicySettings) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """Load the auditor model in a trainable state (a GGUF file is dequantised; its quantizer flags cleared)."""
+    source = resolve_source(settings.model)
+    gguf = settings.gguf_file or source.gguf_file
+    kwargs: dict[str, Any] = {"gguf_file": gguf} if gguf else {}
+    tokenizer = AutoTokenizer.from_pretrained(source.location, **kwargs)
+    model_kwargs = dict(kwargs)
+    if settings.attn_implementation:
+        model_kwargs["attn_implementation"] = settings.attn_implementation
+    model = AutoModelForCausalLM.from_pretrained(source.location, dtype=getattr(torch, settings.dtype), **model_kwargs)
+    if getattr(model, "hf_quantizer", None) is not None:
+        model.hf_quantizer = None
+    if getattr(model, "is_quantized", False):
+        model.is_quantized = False
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    if tokenizer.chat_template is None:
+        raise ValueError(f"policy.model '{settings.model}' has no chat template; use an instruction-tuned model")
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return model, tokenizer
+

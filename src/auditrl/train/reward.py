@@ -1,0 +1,168 @@
+"""TRL's reward function: whole groups of every rank scored by one reward design, logged and monitored."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from accelerate import PartialState
+from accelerate.utils import broadcast_object_list, gather_object
+from transformers import TrainerState
+
+from auditrl.judges.client import JudgeClient
+from auditrl.models.roles import resolve_model
+from auditrl.rewards.designs import DetailedDesign, RewardDesign, RewardRecord
+from auditrl.rewards.reference import ReferenceStore
+from auditrl.rewards.registry import PROGRAMMATIC_JUDGE, SIM_JUDGE, OfflineJudge, build_design
+from auditrl.scaffold.transcript import Transcript
+from auditrl.train.checkpoint import TranscriptLog
+from auditrl.train.config import GRPOLMConfig
+from auditrl.train.monitors import ORDER_DISAGREEMENT_KEY, MonitorLog, load_markers, step_metrics
+from auditrl.train.rollout import check_groups
+from auditrl.train.runtime import AsyncRunner
+
+REWARD_NAME = "audit_reward"
+REFERENCES_FILE = "references.json"
+
+
+class GroupReward:
+    """TRL reward function scoring whole groups with one reward design (see module docstring)."""
+
+    __name__ = REWARD_NAME
+
+    def __init__(
+        self,
+        design: RewardDesign,
+        group_size: int,
+        runner: AsyncRunner,
+        log: TranscriptLog | None,
+        monitors: MonitorLog | None,
+        markers_path: Path | None = None,
+    ) -> None:
+        self.design = design
+        self.group_size = group_size
+        self.runner = runner
+        self.log = log
+        self.monitors = monitors
+        self.markers = load_markers(markers_path)
+        self.seconds = 0.0
+        self.last_rewards: list[float | None] = []
+
+    def __call__(
+        self,
+        prompts: list[str],
+        completions: list[Any],
+        transcript: list[Transcript],
+        group_index: list[int],
+        rollout_index: list[int],
+        trainer_state: TrainerState,
+        **_: Any,
+    ) -> list[float | None]:
+        started = time.perf_counter()
+        everything = gather_object(list(zip(prompts, transcript, group_index, rollout_index, strict=True)))
+        rows = [e[0] for e in everything]
+        groups = [e[2] for e in everything]
+        check_groups(rows, groups, self.group_size)
+        step = trainer_state.global_step
+        payload: list[Any] = [None]
+        if PartialState().is_main_process:
+            transcripts = [e[1] for e in everything]
+            before = [len(c) for c in self._comparisons()]
+            rewards = self._score(transcripts, step)
+            new = [r for c, n in zip(self._comparisons(), before, strict=True) for r in c[n:]]
+            for t, g, r, reward in zip(transcripts, groups, (e[3] for e in everything), rewards, strict=True):
+                t.scores.update({"step": step, "group_index": g, "rollout_index": r, "reward": reward})
+                t.scores.setdefault("reward_design", self.design.name)
+                if self.log is not None:
+                    self.log.append(t)
+            if self.monitors is not None:
+                values = step_metrics(transcripts, rewards, self.markers, position_disagreement(new))
+                self.monitors.write(step, values, {"rollouts": len(rewards)})
+            payload = [rewards]
+        broadcast_object_list(payload, from_process=0)
+        all_rewards: list[float | None] = payload[0]
+        self.last_rewards = all_rewards
+        start = PartialState().process_index * len(prompts)
+        self.seconds += time.perf_counter() - started
+        return all_rewards[start : start + len(prompts)]
+
+    def _comparisons(self) -> list[list[Any]]:
+        """Per part of the design, every pairwise comparison it has made so far (both orders each)."""
+        return [getattr(part, "results", []) for part in design_parts(self.design)]
+
+    def _score(self, transcripts: list[Transcript], step: int) -> list[float | None]:
+        groups = [transcripts[i : i + self.group_size] for i in range(0, len(transcripts), self.group_size)]
+        for part in design_parts(self.design):
+            set_step = getattr(part, "set_step", None)
+            if callable(set_step):
+                set_step(step)
+        detailed = getattr(self.design, "score_group_detailed", None)
+
+        async def score_all() -> list[list[RewardRecord]]:
+            if callable(detailed):
+                return list(await asyncio.gather(*(detailed(g) for g in groups)))
+            plain = await asyncio.gather(*(self.design.score_group(g) for g in groups))
+            return [[RewardRecord(reward=v) for v in values] for values in plain]
+
+        scored = self.runner.run(score_all())
+        rewards: list[float | None] = []
+        for group, records in zip(groups, scored, strict=True):
+            if len(records) != len(group):
+                raise RuntimeError(f"reward design {self.design.name} returned {len(records)} rewards for {len(group)}")
+            for t, record in zip(group, records, strict=True):
+                v = record.reward
+                bad = v is None or math.isnan(v) or t.status == "error"
+                rewards.append(None if bad else float(v))
+                t.scores["reward_details"] = record.details
+                consistent = record.details.get("consistent")
+                if consistent is not None:
+                    t.scores[ORDER_DISAGREEMENT_KEY] = 0.0 if consistent else 1.0
+        return rewards
+
+
+def position_disagreement(comparisons: Sequence[Any]) -> float | None:
+    """Share of comparisons answered in both orders whose orders disagreed (None when there are none)."""
+    answered = [c.consistent for c in comparisons if getattr(c, "consistent", None) is not None]
+    return sum(not c for c in answered) / len(answered) if answered else None
+
+
+def design_parts(design: Any) -> list[Any]:
+    """A design and the designs it dispatches to (calibration mixing holds a planted and a benign design)."""
+    parts = [design]
+    for name in ("planted", "benign"):
+        inner = getattr(design, name, None)
+        if inner is not None:
+            parts += design_parts(inner)
+    return parts
+
+
+def reference_store(design: Any) -> ReferenceStore | None:
+    """The reference store a (reference-pairwise) design caches its references in, if any."""
+    for part in design_parts(design):
+        store = getattr(part, "store", None)
+        if isinstance(store, ReferenceStore):
+            return store
+    return None
+
+
+def make_design(cfg: GRPOLMConfig, run_dir: Path) -> DetailedDesign:
+    """The configured reward design; its reference snapshots persist in the run directory."""
+    offline: dict[str, OfflineJudge] = {PROGRAMMATIC_JUDGE: PROGRAMMATIC_JUDGE, SIM_JUDGE: SIM_JUDGE}
+    judge: JudgeClient | OfflineJudge
+    if cfg.reward.judge in offline:
+        judge = offline[cfg.reward.judge]
+    else:
+        judge = JudgeClient(resolve_model(cfg.reward.judge, **cfg.reward.judge_args))
+    store = ReferenceStore(run_dir / REFERENCES_FILE, refresh_every=cfg.reward.reference_refresh_steps)
+    return build_design(
+        cfg.reward.design,
+        judge,
+        benign_fraction=cfg.data.benign_fraction,
+        references=store,
+        extra_dimensions=cfg.reward.extra_dimensions,
+    )
+
