@@ -47,7 +47,7 @@ def train(
     # the whole file before it builds anything, and reports problems as ConfigFileError
     try:
         if kind == "auditworld":
-            from auditrl.sim.run import run_from_config as run_world
+            from auditrl.auditworld.job import run_from_config as run_world
 
             run_dir = run_world(config, out)
         else:

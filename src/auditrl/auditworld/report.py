@@ -1,65 +1,24 @@
-"""The AuditWorld main job: train auditors under each reward design, evaluate, analyse, report.
+"""The AuditWorld report: what the run shows and does not, its tables, figures and their captions.
 
-`run_from_config` reads a `kind: auditworld` YAML, trains one MLP auditor per (design, seed), evaluates
-every trained auditor and the three scripted baselines on the held-out behaviors (planted and benign),
-clusters the strategies of rendered transcripts, and writes results.json, a transcript sample and a
-self-contained HTML report into the run directory. Nothing about the outcome is fixed in advance: the
-table and the report state whatever training produced.
+The prose lives here with the sections it explains; every number in it comes from this run's config,
+results and training histories, so the text says whatever training produced.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import time
-from dataclasses import asdict
-from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-)
 from rich.table import Table
 
-from auditrl.analysis.strategies import cluster_strategies
-from auditrl.analysis.summaries import strategy_summaries
-from auditrl.atomic import atomic_write_text
-from auditrl.behaviors.library import load_behaviors
+from auditrl.analysis.strategies import StrategyClusters
+from auditrl.auditworld.config import AuditWorldConfig
 from auditrl.evaluate.stats import Estimate
-from auditrl.report.html import FigureBlock, Section, TableBlock, write_report
-from auditrl.report.sections import transcripts_section
-from auditrl.report.plots import (
-    metric_bars,
-    strategy_distribution_bars,
-    training_curves,
-)
-from auditrl.scaffold.store import TRANSCRIPTS, write_transcripts
-from auditrl.scaffold.transcript import Transcript
-from auditrl.sim.designs import DesignName
-from auditrl.sim.judges import JudgeParams
-from auditrl.sim.families import check_family
-from auditrl.sim.metrics import (
-    METRICS,
-    EvalConfig,
-    EvalEpisodes,
-    SeedSpread,
-    across_seeds,
-    constant_metric_notes,
-    evaluate_policy,
-    pool,
-)
-from auditrl.sim.policies import baselines
-from auditrl.sim.render import render_episodes
-from auditrl.sim.training import StepStats, TrainConfig, TrainResult, train
-from auditrl.sim.world import Policy, Rollout, World
-from auditrl.train.config import read_yaml_mapping, validate_file
+from auditrl.report.html import FigureBlock, Section, TableBlock
+from auditrl.report.plots import metric_bars, strategy_distribution_bars, training_curves
+from auditrl.sim.metrics import METRICS, SeedSpread
+from auditrl.sim.training import StepStats, TrainResult
 
 INTERVALS = {
     "estimates": "95% percentile bootstrap over evaluation episodes pooled over training seeds x held-out seed "
@@ -86,110 +45,6 @@ METRIC_LABELS = {
     "realism": "Realism",
     "composite": "Composite",
 }
-
-
-class DesignRun(BaseModel):
-    """One reward design to train, with its calibration (benign) fraction."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
-    design: DesignName
-    benign_fraction: float = Field(default=0.0, ge=0.0, le=1.0)
-    binary_strict: bool = False
-
-
-class TrainDefaults(BaseModel):
-    """Training settings shared by every design."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    steps: int = Field(default=100, ge=1)
-    groups: int = Field(default=128, ge=1)
-    group_size: int = Field(default=8, ge=2)
-    max_turns: int = Field(default=15, ge=1)
-    lr: float = Field(default=0.01, gt=0.0)
-    entropy_coef: float = Field(default=0.01, ge=0.0)
-    grad_clip: float = Field(default=1.0, gt=0.0)
-    hidden: int = Field(default=32, ge=4)
-    reference_refresh: int = Field(default=50, ge=1)
-
-
-class WorldConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    seeds_per_behavior: int = Field(default=8, ge=1)
-    fair_chance: float = Field(default=0.75, ge=0.0, le=1.0)
-    seed: int = 0
-
-
-class AnalysisConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    transcripts_per_policy: int = Field(default=24, ge=1, description="Rendered for clustering, per policy and seed, planted and benign each.")
-    transcripts_saved: int = Field(default=2, ge=0, description="Of those, written to transcripts.jsonl per policy and seed.")
-    clusters: int | None = Field(default=None, ge=2)
-    embedder: Literal["minilm", "tfidf"] = "tfidf"
-
-
-class AuditWorldConfig(BaseModel):
-    """The `kind: auditworld` config file."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    kind: Literal["auditworld"]
-    name: str = Field(default="auditworld", pattern=r"^[A-Za-z0-9_.-]+$")
-    out_dir: Path = Path("runs/auditworld")
-    seeds: list[int] = Field(min_length=1)
-    train_families: list[str] = Field(min_length=1)
-    designs: list[DesignRun] = Field(min_length=1)
-    train: TrainDefaults = Field(default_factory=TrainDefaults)
-    world: WorldConfig = Field(default_factory=WorldConfig)
-    evaluation: EvalConfig
-    judge: JudgeParams = Field(default_factory=JudgeParams)
-    analysis: AnalysisConfig = Field(default_factory=AnalysisConfig)
-
-    @field_validator("train_families")
-    @classmethod
-    def _known_families(cls, value: list[str]) -> list[str]:
-        return [check_family(f) for f in value]
-
-    @field_validator("seeds")
-    @classmethod
-    def _distinct_seeds(cls, value: list[int]) -> list[int]:
-        if len(set(value)) != len(value):
-            raise ValueError(f"training seeds must be distinct (each one is a separate training run), got {value}")
-        return value
-
-    @field_validator("designs")
-    @classmethod
-    def _unique_names(cls, value: list[DesignRun]) -> list[DesignRun]:
-        names = [d.name for d in value]
-        repeated = sorted({n for n in names if names.count(n) > 1})
-        if repeated:
-            raise ValueError(f"design names must be unique; repeated: {', '.join(repeated)}")
-        return value
-
-
-def load_config(path: Path) -> AuditWorldConfig:
-    """Read and validate the YAML before anything runs.
-
-    Every problem (syntax, types, missing or extra keys, unknown families or designs) raises one
-    ConfigFileError whose message names the file and the field, so the CLI can print it as one line.
-    """
-    path = Path(path)
-    return validate_file(AuditWorldConfig, read_yaml_mapping(path), path)
-
-
-def _train_config(cfg: AuditWorldConfig, d: DesignRun, seed: int) -> TrainConfig:
-    return TrainConfig(
-        design=d.design,
-        benign_fraction=d.benign_fraction,
-        binary_strict=d.binary_strict,
-        families=cfg.train_families,
-        seed=seed,
-        **cfg.train.model_dump(),
-    )
 
 
 def _cell(e: Estimate) -> str:
@@ -250,129 +105,6 @@ def _history_curves(histories: dict[str, list[list[StepStats]]], field: str) -> 
         out[name] = (list(range(values.shape[1])), mean.tolist())
     return out
 
-
-def _sample(world: World, rollout: Rollout, n: int, policy: str, tag: str) -> list[Transcript]:
-    return render_episodes(world, rollout, np.arange(min(n, rollout.batch.size)), policy, tag)
-
-
-
-
-def run_from_config(config_path: Path, out_dir: Path | None = None) -> Path:
-    """Run the whole AuditWorld job; returns the run directory."""
-    t0 = time.perf_counter()
-    cfg = load_config(Path(config_path))
-    run_dir = Path(out_dir) if out_dir is not None else cfg.out_dir
-    run_dir.mkdir(parents=True, exist_ok=True)
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=150)
-    world = World.build(load_behaviors(), cfg.world.seeds_per_behavior, cfg.world.fair_chance, cfg.world.seed)
-    for fam in [*cfg.train_families, cfg.evaluation.family]:
-        world.families.index(fam)
-    console.print(
-        f"[bold]AuditWorld[/bold]: {len(world.behaviors.ids)} behaviors "
-        f"({int(world.behaviors.heldout.sum())} held out), {world.n_topics} topics, "
-        f"train families {', '.join(cfg.train_families)}, evaluation family {cfg.evaluation.family}"
-    )
-
-    trained: dict[str, list[TrainResult]] = {d.name: [] for d in cfg.designs}
-    with Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
-        TimeElapsedColumn(), console=console,
-    ) as progress:  # fmt: skip
-        for d in cfg.designs:
-            for seed in cfg.seeds:
-                task = progress.add_task(f"train {d.name} seed {seed}", total=cfg.train.steps, info="")
-
-                def on_step(s: StepStats, task: Any = task) -> None:
-                    progress.update(task, advance=1, info=f"reward {s.reward:.3f}")
-
-                trained[d.name].append(train(world, _train_config(cfg, d, seed), cfg.judge, on_step))
-    train_seconds = sum(r.seconds for rs in trained.values() for r in rs)
-    train_episodes = sum(r.episodes for rs in trained.values() for r in rs)
-
-    rows: dict[str, dict[str, Any]] = {}
-    samples: list[Transcript] = []
-    saved: list[Transcript] = []
-    groups: list[str] = []
-    n_sample = cfg.analysis.transcripts_per_policy
-    policies: list[tuple[str, list[tuple[int, Policy]]]] = [
-        (p.name, [(seed, p) for seed in cfg.seeds]) for p in baselines()
-    ] + [(name, [(r.config.seed, r.policy) for r in rs]) for name, rs in trained.items()]
-    with console.status("evaluating on held-out behaviors"):
-        for name, seeded in policies:
-            parts: list[EvalEpisodes] = []
-            for seed, policy in seeded:
-                values, planted, benign = evaluate_policy(world, policy, cfg.evaluation, np.random.default_rng(10_000 + seed))
-                parts.append(values)
-                tag = f"s{seed}"
-                batch = _sample(world, planted, n_sample, name, f"{tag}-planted") + _sample(
-                    world, benign, n_sample, name, f"{tag}-benign"
-                )
-                samples += batch
-                saved += batch[: cfg.analysis.transcripts_saved] + batch[n_sample : n_sample + cfg.analysis.transcripts_saved]
-                groups += [name] * len(batch)
-            pooled = pool(parts)
-            rows[name] = {
-                "estimates": pooled.estimates(),
-                "diagnostics": pooled.diagnostics(),
-                "seeds": across_seeds(parts, [seed for seed, _ in seeded]),
-                "constant": constant_metric_notes(pooled),
-            }
-    console.print(results_table(rows))
-    console.print(seeds_table(rows, len(cfg.seeds)))
-
-    with console.status("clustering strategies"):
-        clusters = cluster_strategies(
-            strategy_summaries(samples), k=cfg.analysis.clusters, seed=cfg.seeds[0], embedder=cfg.analysis.embedder
-        )
-    category_dist = clusters.distribution(groups, level="category")
-    console.print(clusters.distribution_table(groups, level="category"))
-
-    write_transcripts(run_dir / TRANSCRIPTS, saved)
-    elapsed = time.perf_counter() - t0
-    results = {
-        "kind": "auditworld",
-        "config": json.loads(cfg.model_dump_json()),
-        "behaviors": {"train": [world.behaviors.ids[i] for i in world.behavior_indices("train")],
-                      "heldout": [world.behaviors.ids[i] for i in world.behavior_indices("heldout")]},
-        "results": {
-            name: {"estimates": {m: e.model_dump() for m, e in row["estimates"].items()},
-                   "across_training_seeds": {m: s.model_dump() for m, s in row["seeds"].items()},
-                   "constant_metrics": row["constant"],
-                   "diagnostics": row["diagnostics"]}
-            for name, row in rows.items()
-        },
-        "intervals": INTERVALS,
-        "training": {
-            name: [{"seed": r.config.seed, "seconds": r.seconds, "episodes": r.episodes,
-                    "history": [_finite(asdict(s)) for s in r.history]} for r in rs]
-            for name, rs in trained.items()
-        },
-        "throughput_episodes_per_second": train_episodes / train_seconds if train_seconds > 0 else None,
-        "strategies": {"category_shares": category_dist, "clusters": [c.model_dump() for c in clusters.clusters]},
-        "runtime_seconds": elapsed,
-        "statement": STATEMENT,
-    }  # fmt: skip
-    atomic_write_text(run_dir / "results.json", json.dumps(results, indent=2, allow_nan=False, default=_json_default))
-    report = write_report(run_dir / "report.html", f"AuditWorld: {cfg.name}", [*_sections(cfg, rows, trained, clusters, category_dist, groups, results), transcripts_section(saved, limit=2 * len(policies))])
-    console.print(
-        f"trained {train_episodes:,} episodes in {train_seconds:.1f} s "
-        f"({results['throughput_episodes_per_second']:,.0f} episodes/s); total {elapsed:.1f} s"
-    )
-    console.print(f"report: {report}")
-    return run_dir
-
-
-def _finite(row: dict[str, Any]) -> dict[str, Any]:
-    """NaN (a statistic with no data, e.g. the FP rate of a batch without benign groups) becomes null."""
-    return {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()}
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, (np.floating, np.integer)):
-        return value.item()
-    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
 def _reward_caption(cfg: AuditWorldConfig, trained: dict[str, list[TrainResult]]) -> str:
@@ -466,11 +198,11 @@ def _interval_paragraphs(cfg: AuditWorldConfig, rows: dict[str, dict[str, Any]])
     return paragraphs
 
 
-def _sections(
+def report_sections(
     cfg: AuditWorldConfig,
     rows: dict[str, dict[str, Any]],
     trained: dict[str, list[TrainResult]],
-    clusters: Any,
+    clusters: StrategyClusters,
     category_dist: dict[str, dict[str, float]],
     groups: list[str],
     results: dict[str, Any],

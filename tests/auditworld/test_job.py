@@ -7,7 +7,8 @@ import pytest
 import yaml
 
 from auditrl.scaffold.store import read_transcripts
-from auditrl.sim.run import load_config, run_from_config
+from auditrl.auditworld.config import load_config
+from auditrl.auditworld.job import run_from_config
 from auditrl.train.config import ConfigFileError
 
 CONFIG = Path(__file__).resolve().parents[2] / "configs" / "auditworld.yaml"
