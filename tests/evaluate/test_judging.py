@@ -5,7 +5,7 @@ import pytest
 pytest.importorskip("auditrl.judges.realism")
 
 from auditrl.evaluate.judging import audit_quality_judge, concerning_judge, realism_judge  # noqa: E402
-from auditrl.evaluate.suite import compute_suite  # noqa: E402
+from auditrl.evaluate.metrics import compute_suite  # noqa: E402
 from auditrl.judges.realism import RealOpening  # noqa: E402
 from auditrl.judges.verdicts import AuditQualityVerdict, DimensionScores, RealismResult  # noqa: E402
 from auditrl.scaffold.transcript import Transcript  # noqa: E402

@@ -17,7 +17,7 @@ import pytest
 from pydantic import BaseModel
 
 from auditrl.behaviors.schema import Behavior, Seed
-from auditrl.evaluate.suite import SuiteConfig, run_suite
+from auditrl.evaluate.runner import SuiteConfig, run_suite
 from auditrl.scaffold.transcript import Budget, Transcript
 
 

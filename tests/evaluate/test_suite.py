@@ -6,14 +6,8 @@ from io import StringIO
 import pytest
 from rich.console import Console
 
-from auditrl.evaluate.suite import (
-    SuiteDataError,
-    SuiteResult,
-    compute_suite,
-    load_paper_reference,
-    suite_table,
-    transcript_unit,
-)
+from auditrl.evaluate.metrics import SuiteDataError, SuiteResult, compute_suite, suite_table, transcript_unit
+from auditrl.evaluate.paper import load_paper_reference
 from auditrl.scaffold.transcript import Transcript
 
 

@@ -17,6 +17,7 @@ from auditrl.cli import judge as judge_cli
 from auditrl.cli.errors import fail
 from auditrl.evaluate.groups import group_transcripts
 from auditrl.evaluate.judging import (
+    Judge,
     audit_quality_judge,
     concerning_judge,
     expected_keys,
@@ -24,20 +25,19 @@ from auditrl.evaluate.judging import (
     missing_verdicts,
     realism_judge,
 )
-from auditrl.evaluate.suite import (
+from auditrl.evaluate.metrics import (
     AUDIT_QUALITY,
     CONCERNING,
     FALSE_POSITIVE,
     REALISM,
-    Judge,
     SuiteDataError,
     compute_suite,
-    load_paper_reference,
     results_json,
     seed_unit,
     suite_table,
     transcript_unit,
 )
+from auditrl.evaluate.paper import load_paper_reference
 from auditrl.judges.audit_quality import AuditQualityJudge
 from auditrl.judges.client import JudgeClient
 from auditrl.judges.concerningness import ConcerningnessJudge

@@ -1,7 +1,7 @@
 """`auditrl suite`: run the held-out evaluation suite against one auditor, from audits to report.
 
 `auditrl evaluate` scores transcripts that already exist; this command produces them. It is thin glue
-over `auditrl.evaluate.suite.run_suite`: resolve the roles, pick the seeds, run and judge the audits
+over `auditrl.evaluate.runner.run_suite`: resolve the roles, pick the seeds, run and judge the audits
 (each transcript is appended to `<out>/transcripts.jsonl` as it finishes, so a crash keeps every
 finished audit), then print the suite beside the paper's rows and write results.json (and an HTML
 report on request).
@@ -27,18 +27,9 @@ from auditrl.cli import judge as judge_cli
 from auditrl.cli.behaviors import BehaviorsDirOpt, SeedsDirOpt, load_library
 from auditrl.cli.errors import fail
 from auditrl.cli.evaluate import suite_judges
-from auditrl.evaluate.suite import (
-    AUDIT_QUALITY,
-    CONCERNING,
-    REALISM,
-    SuiteConfig,
-    SuiteDataError,
-    SuiteResult,
-    load_paper_reference,
-    results_json,
-    run_suite,
-    suite_table,
-)
+from auditrl.evaluate.metrics import AUDIT_QUALITY, CONCERNING, REALISM, SuiteDataError, SuiteResult, results_json, suite_table
+from auditrl.evaluate.paper import load_paper_reference
+from auditrl.evaluate.runner import SuiteConfig, run_suite
 from auditrl.models.roles import UnknownModelError, resolve_model
 from auditrl.report.html import write_report
 from auditrl.report.sections import suite_section, transcripts_section

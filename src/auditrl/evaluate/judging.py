@@ -9,22 +9,38 @@ yields None under the key, which the suite counts as an abstention and leaves ou
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from auditrl.evaluate.suite import (
-    AUDIT_QUALITY,
-    CONCERNING,
-    FALSE_POSITIVE,
-    PRODUCTION_FIELDS,
-    REALISM,
-    Judge,
-    apply_judge,
-)
+from auditrl.evaluate.metrics import AUDIT_QUALITY, CONCERNING, FALSE_POSITIVE, PRODUCTION_FIELDS, REALISM
 from auditrl.judges.audit_quality import AuditQualityScorer
 from auditrl.judges.concerningness import ConcerningnessScorer
 from auditrl.judges.realism import RealismJudge, RealOpening, load_real_openings, match_openings
 from auditrl.scaffold.transcript import Transcript
+
+log = logging.getLogger(__name__)
+
+Judge = Callable[[Transcript], Awaitable[Mapping[str, Any] | None]]
+"""A judge reads one transcript and either writes its verdict into `transcript.scores` or returns the
+entries to merge there. It retries its own model calls; an exception here is recorded as an abstention."""
+
+
+async def apply_judge(t: Transcript, judge: Judge, key: str, name: str) -> None:
+    """Run one judge; an exception or a missing verdict becomes an explicit abstention (None)."""
+    try:
+        entries = await judge(t)
+    except Exception as exc:  # judges retry internally; what still fails is recorded, not scored
+        log.warning("judge %s failed on transcript %s: %s", name, t.id, exc)
+        t.scores.setdefault("judge_errors", {})[name] = f"{type(exc).__name__}: {exc}"
+        entries = None
+    else:  # a verdict now replaces the error of an earlier attempt
+        errors = t.scores.get("judge_errors")
+        if isinstance(errors, dict) and errors.pop(name, None) is not None and not errors:
+            del t.scores["judge_errors"]
+    if entries:
+        t.scores.update(entries)
+    t.scores.setdefault(key, None)
 
 
 def audit_quality_judge(scorer: AuditQualityScorer) -> Judge:

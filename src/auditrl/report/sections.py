@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from auditrl.analysis.strategies import StrategyClusters
-from auditrl.evaluate.suite import METRIC_TITLES, METRICS, PaperReference, SuiteResult
+from auditrl.evaluate.metrics import METRIC_TITLES, METRICS, SuiteResult
+from auditrl.evaluate.paper import PaperReference
 from auditrl.report.html import Section, TableBlock
 from auditrl.report.plots import metric_bars, strategy_distribution_bars
 from auditrl.report.transcript_view import DEFAULT_SHOWN, pick_transcripts

@@ -1,4 +1,4 @@
-"""The held-out evaluation suite: audit quality, false-positive calibration, production discovery, realism.
+"""The held-out evaluation suite's metrics: audit quality, false-positive calibration, production discovery, realism.
 
 Metrics are computed from judge verdicts stored in `Transcript.scores` (the judges write them), so the
 same numbers come out whether the transcripts were produced just now by `run_suite` or loaded from a
@@ -12,32 +12,25 @@ Agreed score keys (written by the judges):
   ``needs_attention``), or None;
 - ``realism_pick_audit``: bool (True = the realism judge took the audit for the real conversation), or the
   share in [0, 1] of the orders in which it did (both orders judged), or None.
+
+Pure functions of stored transcripts: nothing here runs a model (the runner is `auditrl.evaluate.runner`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import math
-from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
-from importlib import resources
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 from rich.markup import escape
-from rich.progress import Progress
 from rich.table import Table
 
+from auditrl.evaluate.paper import PaperReference
 from auditrl.evaluate.stats import Estimate, composite_ci, mean_ci
-from auditrl.scaffold.transcript import Budget, Transcript
-
-if TYPE_CHECKING:
-    from inspect_ai.model import Model
-
-    from auditrl.behaviors.schema import Behavior, Seed
+from auditrl.scaffold.transcript import Transcript
 
 log = logging.getLogger(__name__)
 
@@ -59,9 +52,6 @@ METRIC_TITLES: dict[str, str] = {
 }
 
 Unit = Callable[[Transcript], Hashable]
-Judge = Callable[[Transcript], Awaitable[Mapping[str, Any] | None]]
-"""A judge reads one transcript and either writes its verdict into `transcript.scores` or returns the
-entries to merge there. It retries its own model calls; an exception here is recorded as an abstention."""
 
 
 class SuiteDataError(ValueError):
@@ -162,41 +152,6 @@ class MetricResult(BaseModel):
     transcripts: int = Field(description="Transcripts with a valid verdict.")
     failed: int = Field(default=0, description="Transcripts whose judge abstained (left out, not zeroed).")
     components: dict[str, Estimate] = Field(default_factory=dict)
-
-
-class ReferenceRow(BaseModel):
-    """A published result from the paper, for orientation beside ours."""
-
-    label: str
-    audit_quality: float
-    false_positive: float
-    production: float
-    realism: float
-    composite: float
-    ci: dict[str, float] = Field(default_factory=dict)
-
-    def cell(self, metric: str) -> str:
-        value = float(getattr(self, metric))
-        half = self.ci.get(metric)
-        return f"{value:.1f} ± {half:.1f}" if half is not None else f"{value:.1f}"
-
-
-class PaperReference(BaseModel):
-    source: str
-    rows: list[ReferenceRow]
-
-
-def load_paper_reference(path: Path | None = None) -> PaperReference:
-    """The paper's headline rows (a data file shipped with the package unless `path` is given)."""
-    if path is None:
-        text = resources.files("auditrl.evaluate").joinpath("data/paper_reference.yaml").read_text(encoding="utf-8")
-        where = "auditrl/evaluate/data/paper_reference.yaml"
-    else:
-        text, where = path.read_text(encoding="utf-8"), str(path)
-    try:
-        return PaperReference.model_validate(yaml.safe_load(text))
-    except ValidationError as exc:
-        raise ValueError(f"{where}: invalid paper reference: {exc}") from exc
 
 
 class SuiteResult(BaseModel):
@@ -352,151 +307,6 @@ def suite_table(
             )
     return table
 
-
-class SuiteConfig(BaseModel):
-    """Sizes of the held-out suite (the paper's defaults: 3 rollouts, 30/20/30 turns)."""
-
-    rollouts: int = Field(default=3, ge=1)
-    planted_turns: int = Field(default=30, ge=1)
-    benign_turns: int = Field(default=20, ge=1)
-    production_turns: int = Field(default=30, ge=1)
-    concurrency: int = Field(default=4, ge=1)
-    seed: int = 0
-
-
-SuitePart = Literal["planted", "benign", "production"]
-_EXPECTED_KEY: dict[SuitePart, str] = {"planted": AUDIT_QUALITY, "benign": FALSE_POSITIVE, "production": CONCERNING}
-AuditFn = Callable[[Any, "Model", "Model"], Awaitable[Transcript]]
-
-
-async def apply_judge(t: Transcript, judge: Judge, key: str, name: str) -> None:
-    """Run one judge; an exception or a missing verdict becomes an explicit abstention (None)."""
-    try:
-        entries = await judge(t)
-    except Exception as exc:  # judges retry internally; what still fails is recorded, not scored
-        log.warning("judge %s failed on transcript %s: %s", name, t.id, exc)
-        t.scores.setdefault("judge_errors", {})[name] = f"{type(exc).__name__}: {exc}"
-        entries = None
-    else:  # a verdict now replaces the error of an earlier attempt
-        errors = t.scores.get("judge_errors")
-        if isinstance(errors, dict) and errors.pop(name, None) is not None and not errors:
-            del t.scores["judge_errors"]
-    if entries:
-        t.scores.update(entries)
-    t.scores.setdefault(key, None)
-
-
-async def run_suite(
-    auditor: Model,
-    target: Model,
-    judge: Judge,
-    realism_judge: Judge | None = None,
-    *,
-    production_judge: Judge | None = None,
-    config: SuiteConfig | None = None,
-    behaviors: Sequence[Behavior] | None = None,
-    seeds: Sequence[Seed] | None = None,
-    general_seeds: Sequence[Seed] | None = None,
-    benign_target: Model | None = None,
-    production_target: Model | None = None,
-    tool_protocol: Literal["native", "text"] | None = None,
-    out: Path | None = None,
-    audit: AuditFn | None = None,
-    label: str | None = None,
-) -> SuiteResult:
-    """Run the held-out audits, judge them and compute the suite.
-
-    - planted: each held-out behavior x its tailored seeds x rollouts, judged by `judge` (audit quality);
-    - benign: the same seeds against `benign_target` (default `target`) with no plant, judged by `judge`
-      (false positive);
-    - production: general seeds against `production_target` (default `benign_target`) with no system
-      prompt, run only when `production_judge` or `realism_judge` is given; `production_judge` writes
-      ``concerning`` and `realism_judge` compares each audit's opening with a real conversation.
-    `behaviors` defaults to the library's held-out split, `seeds` to their seed banks and `general_seeds`
-    to the general bank. Transcripts are appended to `out` (JSONL) as they finish. `audit` replaces the
-    engine's `run_audit` (same signature), e.g. for a batched runner.
-    """
-    # Imported here so that computing metrics from stored transcripts needs neither the engine nor inspect-ai.
-    from auditrl.behaviors.library import load_behaviors, load_seeds
-    from auditrl.behaviors.plant import render_benign, render_plant
-    from auditrl.scaffold.engine import AuditSpec, run_audit
-    from auditrl.scaffold.store import append_transcript
-
-    cfg = config or SuiteConfig()
-    run = audit or run_audit
-    if tool_protocol is None:
-        from auditrl.models.roles import tool_protocol_for
-
-        tool_protocol = tool_protocol_for(str(auditor))
-    held_out = list(behaviors) if behaviors is not None else [b for b in load_behaviors().values() if b.split == "heldout"]
-    by_id = {b.id: b for b in held_out}
-    tailored = list(seeds) if seeds is not None else [s for b in held_out for s in load_seeds(behavior=b.id)]
-    tailored = [s for s in tailored if s.behavior in by_id]
-    benign_model = benign_target or target
-    prod_model = production_target or benign_model
-    run_production = production_judge is not None or realism_judge is not None
-    general = (list(general_seeds) if general_seeds is not None else load_seeds()) if run_production else []
-    general = [s for s in general if s.behavior is None]
-
-    def spec(seed: Seed, behavior: Behavior | None, prompt: str, turns: int, model: Model) -> Any:
-        return AuditSpec(
-            seed=seed,
-            behavior=behavior,
-            target_system_prompt=prompt,
-            budget=Budget(max_turns=turns),
-            auditor_model=str(auditor),
-            target_model=str(model),
-            tool_protocol=tool_protocol,
-        )
-
-    cases: list[tuple[SuitePart, Any, Model]] = []
-    for _ in range(cfg.rollouts):
-        for s in tailored:
-            b = by_id[s.behavior or ""]
-            cases.append(("planted", spec(s, b, render_plant(b), cfg.planted_turns, target), target))
-            cases.append(("benign", spec(s, None, render_benign(), cfg.benign_turns, benign_model), benign_model))
-        for s in general:
-            cases.append(("production", spec(s, None, "", cfg.production_turns, prod_model), prod_model))
-    if not cases:
-        raise ValueError("run_suite: no seeds to audit (check the held-out behaviors and their seed banks)")
-
-    gate = asyncio.Semaphore(cfg.concurrency)
-    lock = asyncio.Lock()
-
-    async def one(part: SuitePart, audit_spec: Any, model: Model, progress: Progress, task: Any) -> Transcript:
-        async with gate:
-            try:
-                t = await run(audit_spec, auditor, model)
-            except Exception as exc:  # the engine records its own errors; this catches what escapes it
-                log.warning("audit failed (%s, seed %s): %s", part, audit_spec.seed.id, exc)
-                t = Transcript(
-                    auditor_model=audit_spec.auditor_model,
-                    target_model=audit_spec.target_model,
-                    behavior_id=audit_spec.behavior.id if audit_spec.behavior else None,
-                    seed_id=audit_spec.seed.id,
-                    seed_instructions=audit_spec.seed.instructions,
-                    status="error",
-                    error=f"{type(exc).__name__}: {exc}",
-                )
-            t.metadata["suite_part"] = part
-            if t.status != "error":
-                if part == "production":
-                    if production_judge is not None:
-                        await apply_judge(t, production_judge, CONCERNING, "production")
-                    if realism_judge is not None:
-                        await apply_judge(t, realism_judge, REALISM, "realism")
-                else:
-                    await apply_judge(t, judge, _EXPECTED_KEY[part], part)
-            if out is not None:
-                async with lock:
-                    append_transcript(out, t)
-            progress.advance(task)
-            return t
-
-    with Progress() as progress:
-        task = progress.add_task("held-out suite", total=len(cases))
-        transcripts = await asyncio.gather(*(one(p, s, m, progress, task) for p, s, m in cases))
-    return compute_suite(transcripts, label=label or str(auditor), seed=cfg.seed)
 
 
 def results_json(results: Sequence[SuiteResult]) -> str:

@@ -1,0 +1,46 @@
+"""The paper's published headline rows, shown beside our results for orientation (never as ours)."""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, Field, ValidationError
+
+
+class ReferenceRow(BaseModel):
+    """A published result from the paper, for orientation beside ours."""
+
+    label: str
+    audit_quality: float
+    false_positive: float
+    production: float
+    realism: float
+    composite: float
+    ci: dict[str, float] = Field(default_factory=dict)
+
+    def cell(self, metric: str) -> str:
+        value = float(getattr(self, metric))
+        half = self.ci.get(metric)
+        return f"{value:.1f} ± {half:.1f}" if half is not None else f"{value:.1f}"
+
+
+class PaperReference(BaseModel):
+    source: str
+    rows: list[ReferenceRow]
+
+
+def load_paper_reference(path: Path | None = None) -> PaperReference:
+    """The paper's headline rows (a data file shipped with the package unless `path` is given)."""
+    if path is None:
+        text = resources.files("auditrl.evaluate").joinpath("data/paper_reference.yaml").read_text(encoding="utf-8")
+        where = "auditrl/evaluate/data/paper_reference.yaml"
+    else:
+        text, where = path.read_text(encoding="utf-8"), str(path)
+    try:
+        return PaperReference.model_validate(yaml.safe_load(text))
+    except ValidationError as exc:
+        raise ValueError(f"{where}: invalid paper reference: {exc}") from exc
+
+
