@@ -28,6 +28,7 @@ bench: install
 	$(PY) benchmarks/engine_overhead.py
 	$(PY) benchmarks/sim_throughput.py
 	$(PY) benchmarks/batched_generation.py
+	$(PY) benchmarks/cli_startup.py
 
 clean:
 	rm -rf $(VENV) runs

@@ -1,31 +1,83 @@
-"""The `auditrl` command line: the top layer, one typer app over every package; nothing below imports it."""
+"""The `auditrl` command line: the top layer, one typer app over every package; nothing below imports it.
+
+Each command's module is imported only when that command runs: most of them need inspect-ai, torch or
+scikit-learn, which take seconds to import, and `auditrl --help` or `auditrl behaviors list` need none
+of them. A new command is one row of `COMMANDS`.
+"""
 
 from __future__ import annotations
 
-import typer
+import importlib
+from typing import Any, NamedTuple
 
-from auditrl.cli.audit import audit, export
-from auditrl.cli.behaviors import app as behaviors_app
-from auditrl.cli.behaviors import seeds_app
-from auditrl.cli.evaluate import evaluate
-from auditrl.cli.judge import app as judge_app
-from auditrl.cli.strategies import strategies
-from auditrl.cli.suite import suite
-from auditrl.cli.train import monitor, train
+import typer
+from typer.core import TyperCommand, TyperGroup
+
+
+class CommandEntry(NamedTuple):
+    """Where a command lives ("module:attribute", a function or a typer app) and its line in `--help`."""
+
+    target: str
+    summary: str
+
+
+COMMANDS: dict[str, CommandEntry] = {
+    "behaviors": CommandEntry("auditrl.cli.behaviors:app", "The behavior library."),
+    "seeds": CommandEntry("auditrl.cli.behaviors:seeds_app", "Seed banks (Petri format)."),
+    "judge": CommandEntry("auditrl.cli.judge:app", "Run judges and reward designs over transcripts."),
+    "audit": CommandEntry("auditrl.cli.audit:audit", "Audit a target: planted with --behavior, or --benign."),
+    "export": CommandEntry("auditrl.cli.audit:export", "Export audit transcripts as an Inspect eval log."),
+    "train": CommandEntry("auditrl.cli.train:train", "Train an AuditWorld or language-model auditor from a config."),
+    "monitor": CommandEntry("auditrl.cli.train:monitor", "Print the reward-hacking monitors of a training run."),
+    "evaluate": CommandEntry("auditrl.cli.evaluate:evaluate", "The evaluation suite over stored transcripts, with 95% CIs."),
+    "suite": CommandEntry("auditrl.cli.suite:suite", "Run the held-out evaluation suite end to end."),
+    "strategies": CommandEntry("auditrl.cli.strategies:strategies", "Cluster the auditors' strategies."),
+}
+"""Every command by name; `--help` lists them from here without importing their modules."""
+
+
+def load_command(name: str) -> TyperCommand | TyperGroup:
+    """Import a command's module and build its command (a group for a typer app)."""
+    module, _, attribute = COMMANDS[name].target.partition(":")
+    found: Any = getattr(importlib.import_module(module), attribute)
+    command: TyperCommand | TyperGroup
+    if isinstance(found, typer.Typer):
+        command = typer.main.get_group(found)
+    else:
+        holder = typer.Typer(add_completion=False, rich_markup_mode="rich")
+        holder.command(name=name)(found)
+        command = typer.main.get_command(holder)
+    command.name = name
+    return command
+
+
+class LazyCommands(TyperGroup):
+    """A group that lists commands from `COMMANDS` and imports one only when it is invoked."""
+
+    def list_commands(self, ctx: typer.Context) -> list[str]:
+        return [*super().list_commands(ctx), *COMMANDS]
+
+    def get_command(self, ctx: typer.Context, cmd_name: str) -> Any:
+        entry = COMMANDS.get(cmd_name)
+        if entry is None:
+            return super().get_command(ctx, cmd_name)
+        return TyperCommand(cmd_name, short_help=entry.summary)
+
+    def resolve_command(self, ctx: typer.Context, args: list[str]) -> tuple[str | None, Any, list[str]]:
+        name, command, rest = super().resolve_command(ctx, args)
+        if name in COMMANDS:
+            command = load_command(name)
+        return name, command, rest
+
 
 app = typer.Typer(
     name="auditrl",
-    help="Train and evaluate alignment-auditing agents with reinforcement learning.",
+    cls=LazyCommands,
     no_args_is_help=True,
     rich_markup_mode="rich",
 )
-app.add_typer(behaviors_app, name="behaviors", help="The behavior library.")
-app.add_typer(seeds_app, name="seeds", help="Seed banks (Petri format).")
-app.add_typer(judge_app, name="judge", help="Run judges and reward designs over transcripts.")
-app.command()(audit)
-app.command()(export)
-app.command()(train)
-app.command()(monitor)
-app.command()(evaluate)
-app.command()(suite)
-app.command()(strategies)
+
+
+@app.callback()
+def main() -> None:
+    """Train and evaluate alignment-auditing agents with reinforcement learning."""  # the group's help text
