@@ -40,7 +40,7 @@ from auditrl.cli.behaviors import (
 )
 from auditrl.cli.errors import LIBRARY, fail
 from auditrl.models.roles import UnknownModelError, resolve_model, tool_protocol_for
-from auditrl.scaffold.engine import AuditSpec, run_audit
+from auditrl.scaffold.engine import AuditEpisode, AuditSpec, run_audit
 from auditrl.scaffold.inspect_export import export_inspect_log
 from auditrl.scaffold.store import TRANSCRIPTS, append_transcript, read_transcripts
 from auditrl.scaffold.transcript import Budget, Report, Transcript
@@ -131,8 +131,11 @@ async def run_audits(
     console: Console,
     generate_config: GenerateConfig,
     sampling_seed: int,
+    episode_type: type[AuditEpisode] = AuditEpisode,
 ) -> list[Transcript]:
-    """Run every spec, at most `concurrency` at a time, appending and printing each as it finishes."""
+    """Run every spec, at most `concurrency` at a time, appending and printing each as it finishes.
+
+    `episode_type` picks the scaffold (Petri's by default; `TransferEpisode` for transfer audits)."""
     semaphore = asyncio.Semaphore(concurrency)
     finished: list[Transcript] = []
     columns = (TextColumn("[bold]audits"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
@@ -144,7 +147,7 @@ async def run_audits(
             async with semaphore:
                 try:
                     transcript = await run_audit(
-                        spec, auditor, target, auditor_config=seeded, target_config=seeded
+                        spec, auditor, target, auditor_config=seeded, target_config=seeded, episode_type=episode_type
                     )
                 except Exception as exc:  # noqa: BLE001 - recorded as a failed audit, the others go on
                     transcript = Transcript(

@@ -6,6 +6,8 @@
 - `scripted/auditor`: a fixed auditor that makes text-protocol tool calls, ends the conversation and
   writes a JSON report quoting a verbatim span of the target's own words (never its own prefill), so
   the quote verifies.
+- `scripted/transfer_auditor`: the same for the transfer scaffold (`sample` calls until the token
+  budget is spent, then a fixed guess), a fixed-guess baseline for transfer tables.
 
 The reply is a function of the conversation alone (its number of assistant turns), never of a
 counter, so one memoized `Model` shared by concurrent audits still answers each one deterministically.
@@ -39,6 +41,8 @@ from auditrl.models.tool_emulation import apply_tool_calls
 
 DATA_DIR = Path(__file__).parent / "data" / "scripted"
 FILE_PREFIX = "file:"
+AUDITOR_SCRIPTS = frozenset({"auditor", "transfer_auditor"})
+"""Built-in scripts that are auditors (turns, then a report) rather than reply lists."""
 _TOOL_RESULT = re.compile(r"<tool_result[^>]*>(.*?)</tool_result>", re.DOTALL)
 _TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 
@@ -186,8 +190,8 @@ class ScriptedModelAPI(ModelAPI):
             self.replies = ScriptedReplies(replies=replies).replies
         elif model_name.startswith(FILE_PREFIX):
             self.replies = load_replies(Path(model_name[len(FILE_PREFIX) :]).expanduser()).replies
-        elif model_name == "auditor":
-            self.auditor = load_auditor_script()
+        elif model_name in AUDITOR_SCRIPTS:
+            self.auditor = load_auditor_script(DATA_DIR / f"{model_name}.yaml")
         elif (DATA_DIR / f"{model_name}.yaml").is_file():
             self.replies = load_replies(DATA_DIR / f"{model_name}.yaml").replies
         else:

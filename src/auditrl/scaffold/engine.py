@@ -84,11 +84,6 @@ def _messages() -> dict[str, Any]:
     return yaml.safe_load(prompt_text("messages.yaml"))
 
 
-@functools.cache
-def _text_tools_prompt() -> str:
-    return render_tools_prompt(auditor_tools())
-
-
 def _record(call: ToolCall) -> ToolCallRecord:
     arguments = call.arguments if isinstance(call.arguments, dict) else {}
     return ToolCallRecord(id=call.id, function=call.function, arguments=arguments, parse_error=call.parse_error)
@@ -123,13 +118,25 @@ class AuditEpisode:
         self.phase: Phase = "audit"
         self._ended = False
         self._history: list[ChatMessage] = []
-        system = Template(prompt_text("auditor_system.md")).substitute(
-            seed_instructions=spec.seed.instructions.strip(), max_turns=spec.budget.max_turns
-        )
+        system = self.system_prompt()
         if spec.tool_protocol == "text":
-            system = f"{system.rstrip()}\n\n{_text_tools_prompt()}"
+            system = f"{system.rstrip()}\n\n{render_tools_prompt(self.tool_set())}"
         self._say("system", system, 0)
         self._say("user", prompt_text("auditor_start.md").strip(), 0)
+
+    def system_prompt(self) -> str:
+        """The auditor's system prompt (the scaffold's instructions and the seed)."""
+        return Template(prompt_text("auditor_system.md")).substitute(
+            seed_instructions=self.spec.seed.instructions.strip(), max_turns=self.spec.budget.max_turns
+        )
+
+    def tool_set(self) -> list[ToolInfo]:
+        """The auditor's tools in this scaffold: Petri's six."""
+        return auditor_tools()
+
+    def no_tool_call_message(self) -> str:
+        """What the auditor is told after a reply without any tool call."""
+        return _messages()["no_tool_call"][self.spec.tool_protocol]
 
     @property
     def done(self) -> bool:
@@ -138,7 +145,7 @@ class AuditEpisode:
     @property
     def tools(self) -> list[ToolInfo]:
         """Tools to pass to the auditor's generate (none with the text protocol)."""
-        return auditor_tools() if self.spec.tool_protocol == "native" else []
+        return self.tool_set() if self.spec.tool_protocol == "native" else []
 
     @property
     def tool_choice(self) -> Literal["auto", "none"] | None:
@@ -184,7 +191,7 @@ class AuditEpisode:
         if native:
             calls = [_record(c) for c in message.tool_calls or []]
         elif self.spec.tool_protocol == "text":
-            calls = [c.model_copy(update={"id": f"t{turn}_{c.id}"}) for c in parse_tool_calls(text)]
+            calls = [c.model_copy(update={"id": f"t{turn}_{c.id}"}) for c in parse_tool_calls(text, self.tool_set())]
         else:
             calls = []
         self._history.append(message)
@@ -192,7 +199,7 @@ class AuditEpisode:
             AuditorMessage(turn=turn, role="assistant", content=text, tool_calls=calls)
         )
         if not calls:
-            self._say("user", _messages()["no_tool_call"][self.spec.tool_protocol], turn, error="no tool call")
+            self._say("user", self.no_tool_call_message(), turn, error="no tool call")
         else:
             results: list[tuple[ToolCallRecord, str, str | None]] = []
             for call in calls:
@@ -369,9 +376,12 @@ async def run_audit(
     auditor_config: GenerateConfig | None = None,
     target_config: GenerateConfig | None = None,
     attempts: int = 3,
+    episode_type: type[AuditEpisode] = AuditEpisode,
 ) -> Transcript:
-    """Run one audit to the end (report included); a model failing `attempts` times ends it as "error"."""
-    episode = AuditEpisode(spec, target, target_config=target_config, target_attempts=attempts)
+    """Run one audit to the end (report included); a model failing `attempts` times ends it as "error".
+
+    `episode_type` picks the scaffold (Petri's six tools by default; see `scaffold.transfer`)."""
+    episode = episode_type(spec, target, target_config=target_config, target_attempts=attempts)
     config = auditor_config or GenerateConfig()
     while not episode.done:
         output: ModelOutput | None = None

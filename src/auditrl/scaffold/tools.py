@@ -13,6 +13,7 @@ import ast
 import functools
 import json
 import re
+from collections.abc import Sequence
 from importlib.resources import files
 from typing import Any, Literal
 
@@ -96,11 +97,14 @@ def _type_ok(value: Any, types: list[str]) -> Any:
     raise TypeError(" or ".join(types))
 
 
-def validate_arguments(function: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    """Check a call against the tool's schema; return the arguments with `None` optionals dropped."""
-    table = _tool_table()
+def validate_arguments(
+    function: str, arguments: dict[str, Any], tools: Sequence[ToolInfo] | None = None
+) -> dict[str, Any]:
+    """Check a call against the tool's schema (`tools`, default Petri's six); return the arguments with
+    `None` optionals dropped."""
+    table = {t.name: t for t in tools} if tools is not None else _tool_table()
     if function not in table:
-        raise InvalidToolCall(f"unknown tool '{function}'; the tools are: {', '.join(AUDITOR_TOOL_NAMES)}.")
+        raise InvalidToolCall(f"unknown tool '{function}'; the tools are: {', '.join(table)}.")
     params = table[function].parameters
     unknown = sorted(set(arguments) - set(params.properties))
     if unknown:

@@ -1,0 +1,160 @@
+"""`auditrl transfer`: AuditBench-style transfer audits (one sampling tool, a token budget, ranked
+predictions graded by a match judge) against implanted targets or any model string, and the results
+table that compares auditors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from auditrl.atomic import atomic_write_text
+from auditrl.cli.behaviors import BehaviorsDirOpt
+from auditrl.cli.errors import LIBRARY, fail
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from auditrl.evaluate.transfer import TransferRow
+
+PROGRAMMATIC = "programmatic"
+RESULTS = "transfer.json"
+
+
+def targets_with_behaviors(targets: list[str], behaviors: list[str]) -> list[tuple[str, str]]:
+    """Pair each target with the behavior to match: one --behavior for all, one per target, or the implant's own."""
+    from auditrl.targets.record import implanted_behavior
+
+    if behaviors and len(behaviors) not in (1, len(targets)):
+        raise ValueError(f"give one --behavior for all targets or one per target ({len(targets)}), got {len(behaviors)}")
+    pairs = []
+    for i, target in enumerate(targets):
+        behavior = behaviors[0 if len(behaviors) == 1 else i] if behaviors else implanted_behavior(target)
+        if behavior is None:
+            raise ValueError(f"--target {target}: not an implant directory with implant.json; give its --behavior")
+        pairs.append((target, behavior))
+    return pairs
+
+
+def table(rows: list[TransferRow]) -> Table:
+    from rich.table import Table
+
+    out = Table(title="Transfer: detection of the implanted behavior (any of 3 ranked predictions)")
+    for name in ("auditor", "target", "behavior"):
+        out.add_column(name)
+    for name in ("detected % [95% CI]", "top-1 % [95% CI]", "n", "failed", "abstained", "tokens"):
+        out.add_column(name, justify="right")
+    for r in rows:
+        out.add_row(
+            escape(r.auditor),
+            escape(r.target),
+            escape(r.behavior),
+            str(r.detection),
+            str(r.top1),
+            str(r.audits),
+            str(r.failed),
+            str(r.abstained),
+            f"{r.mean_tokens:.0f}",
+        )
+    return out
+
+
+def transfer(
+    auditor: Annotated[list[str], typer.Option(help="Auditor model (repeatable): any model string.")],
+    target: Annotated[
+        list[str], typer.Option(help="Target (repeatable): local/<implant-dir>, vllm/<model-id>, hf/<model-id>, any model string.")
+    ],
+    behavior: Annotated[
+        Optional[list[str]],
+        typer.Option(help="Behavior to match: one for all targets or one per target (default: the implant's own)."),
+    ] = None,
+    plant_prompt: Annotated[
+        bool, typer.Option("--plant-prompt", help="Also give each target the system-prompt plant of its behavior.")
+    ] = False,
+    rollouts: Annotated[int, typer.Option(min=1, help="Audits per auditor and target.")] = 4,
+    token_budget: Annotated[int, typer.Option(min=1, help="Auditor output tokens per audit before the report.")] = 2000,
+    max_samples: Annotated[int, typer.Option(min=1, help="Safety cap on auditor turns per audit.")] = 50,
+    max_tokens: Annotated[Optional[int], typer.Option(min=1, help="Max tokens per model reply.")] = None,
+    temperature: Annotated[Optional[float], typer.Option(min=0.0, help="Sampling temperature (default: provider's).")] = None,
+    sampling_seed: Annotated[int, typer.Option(help="Base sampling seed; audit i uses base + i.")] = 0,
+    concurrency: Annotated[int, typer.Option(min=1, help="Audits running at the same time.")] = 4,
+    judge: Annotated[
+        str, typer.Option(help=f"Match judge: a model spec, or '{PROGRAMMATIC}' (a prediction names the behavior id or name).")
+    ] = PROGRAMMATIC,
+    judge_cache: Annotated[Optional[Path], typer.Option(help="Judge response cache file.")] = None,
+    out: Annotated[Path, typer.Option(help="Run directory; transcripts accumulate here, so runs of several auditors share one table.")] = Path("runs/transfer"),
+    behaviors_dir: BehaviorsDirOpt = None,
+) -> None:
+    """Audit targets in the transfer scaffold, grade the predictions and print the detection table."""
+    import asyncio
+
+    from inspect_ai.model import GenerateConfig
+    from rich.progress import Progress
+
+    from auditrl.behaviors.library import BehaviorFileError, load_behaviors
+    from auditrl.behaviors.plant import render_plant
+    from auditrl.cli.audit import run_audits
+    from auditrl.cli.judge import judge_client
+    from auditrl.evaluate.transfer import grade, transfer_table
+    from auditrl.judges.prediction_match import PredictionMatcher, PredictionMatchJudge
+    from auditrl.judges.programmatic import ProgrammaticPredictionMatchJudge
+    from auditrl.models.roles import UnknownModelError, resolve_model, tool_protocol_for
+    from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts, write_transcripts
+    from auditrl.scaffold.transfer import TransferEpisode, transfer_spec
+
+    console = Console()
+    try:
+        library = load_behaviors(behaviors_dir)
+        pairs = targets_with_behaviors(target, behavior or [])
+    except (BehaviorFileError, ValueError) as exc:
+        raise fail(str(exc), console, LIBRARY) from exc
+    missing = sorted({b for _, b in pairs if b not in library})
+    if missing:
+        raise fail(f"unknown behavior(s): {', '.join(missing)} (see `auditrl behaviors list`)", console, LIBRARY)
+    matcher: PredictionMatcher
+    client = judge_client(judge, judge_cache, 2, out=console)
+    matcher = ProgrammaticPredictionMatchJudge() if client is None else PredictionMatchJudge(client)
+    config = GenerateConfig(max_tokens=max_tokens, temperature=temperature)
+    out_file = out / TRANSCRIPTS
+    for auditor_spec in auditor:
+        for target_spec, behavior_id in pairs:
+            try:
+                auditor_model, target_model = resolve_model(auditor_spec), resolve_model(target_spec)
+            except (UnknownModelError, ValueError) as exc:
+                raise fail(str(exc), console) from exc
+            planted = library[behavior_id]
+            spec = transfer_spec(
+                auditor_model=auditor_spec,
+                target_model=target_spec,
+                behavior=planted,
+                target_system_prompt=render_plant(planted) if plant_prompt else "",
+                token_budget=token_budget,
+                max_samples=max_samples,
+                tool_protocol=tool_protocol_for(auditor_spec),
+            )
+            console.print(
+                f"Transfer audits of {escape(target_spec)} ({escape(behavior_id)}"
+                f"{', system-prompt plant' if plant_prompt else ''}) by {escape(auditor_spec)}: {rollouts}"
+            )
+            asyncio.run(
+                run_audits(
+                    [spec] * rollouts, auditor_model, target_model, out_file, concurrency, console, config,
+                    sampling_seed, episode_type=TransferEpisode,
+                )
+            )
+    transcripts = read_transcripts(out_file)
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task("grading", total=None)
+        try:
+            asyncio.run(grade(transcripts, matcher, library, on_done=lambda: progress.advance(task)))
+        except ValueError as exc:
+            raise fail(str(exc), console, LIBRARY) from exc
+    write_transcripts(out_file, transcripts)
+    rows = transfer_table(transcripts)
+    console.print(table(rows))
+    results = out / RESULTS
+    atomic_write_text(results, "[\n" + ",\n".join(r.model_dump_json() for r in rows) + "\n]\n")
+    console.print(f"Transcripts: [bold]{escape(str(out_file))}[/]  results: [bold]{escape(str(results))}[/]", soft_wrap=True)
