@@ -71,7 +71,7 @@ def test_small_main_job_writes_results_transcripts_and_report(tmp_path: Path) ->
     path.write_text(yaml.safe_dump(raw))
     run = run_from_config(path, tmp_path / "run")
     results = json.loads((run / "results.json").read_text())
-    assert set(results["results"]) == {"random", "experimenter", "interrogator", "concerningness", "binary",
+    assert set(results["results"]) == {"random", "blind", "experimenter", "interrogator", "concerningness", "binary",
                                        "ingroup_pairwise", "reference_pairwise_cal50"}  # fmt: skip
     metrics = {"audit_quality", "fp_calibration", "realism", "composite"}
     for row in results["results"].values():
@@ -80,7 +80,7 @@ def test_small_main_job_writes_results_transcripts_and_report(tmp_path: Path) ->
             assert spread["seeds"] == [0] and len(spread["per_seed"]) == 1 and spread["lo"] is None  # one seed: no spread
     assert set(results["intervals"]) == {"estimates", "across_training_seeds", "constant_metrics"}
     assert "50.0" in results["results"]["experimenter"]["constant_metrics"]["realism"]
-    assert len(read_transcripts(run / "transcripts.jsonl")) == 7 * 2
+    assert len(read_transcripts(run / "transcripts.jsonl")) == 8 * 2
     html = (run / "report.html").read_text()
     assert "What this run shows and does not" in html and "<script" not in html
     assert "Two kinds of 95% interval" in html and "Across training seeds" in html and "Zero-width intervals" in html

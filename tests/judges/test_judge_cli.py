@@ -212,7 +212,8 @@ def test_pairwise_sim_matches_auditworlds_pairwise_judge(tmp_path: Path) -> None
     result = runner.invoke(cli.app, ["pairwise", str(a), str(b), "--judge", "sim"], env={"COLUMNS": "300"})
     assert result.exit_code == 0, result.output
     judge = SimPairwiseJudge(default_world())
-    share, consistent = pairwise_share(judge.quality(a_list), judge.quality(b_list), JudgeParams())
+    (qa, ka), (qb, kb) = judge.quality(a_list), judge.quality(b_list)
+    share, consistent = pairwise_share(qa, qb, ka, kb, JudgeParams())
     assert f"A's mean share: {share.mean():.2f}" in result.output
     assert f"position-bias rate: {1.0 - consistent.mean():.2f}" in result.output
 

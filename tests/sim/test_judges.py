@@ -1,4 +1,5 @@
-"""Judges: vectorised and per-transcript agree (also through the rewards package), and each weakness is there."""
+"""Judges: they read only observables; vectorised and per-transcript agree (also through the rewards
+package); each flaw of the judge model does what it says and vanishes at zero."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ from auditrl.judges.programmatic import ProgrammaticBinaryJudge
 from auditrl.rewards.designs import BinaryMatch, InGroupPairwise, PointwiseConcerningness
 from auditrl.rewards.reference import ReferenceStore
 from auditrl.rewards.registry import DESIGN_NAMES, build_design
+from auditrl.scaffold.transcript import Transcript
 from auditrl.sim.designs import binary_rewards, concerningness_rewards, ingroup_pairwise_rewards, reference_pairwise_rewards
 from auditrl.sim.judges import (
+    JudgeFlaws,
     JudgeParams,
     SimBinaryJudge,
     SimConcerningnessJudge,
@@ -25,8 +28,9 @@ from auditrl.sim.judges import (
     pairwise_share,
 )
 from auditrl.sim.policies import ExperimenterPolicy, InterrogatorPolicy, RandomPolicy
-from auditrl.sim.render import render_episodes, transcript_features
-from auditrl.sim.world import Features, Rollout, World, simulate, training_batch
+from auditrl.sim.render import render_episodes, transcript_observed
+from auditrl.sim.texts import load_topics
+from auditrl.sim.world import Observed, Rollout, World, ground_truth, simulate, training_batch
 
 K = 4
 P = JudgeParams()
@@ -38,13 +42,19 @@ def _rollout(world: World, policy: object, benign_fraction: float, seed: int = 0
 
 
 @pytest.mark.parametrize("policy", [RandomPolicy(), ExperimenterPolicy(), InterrogatorPolicy()], ids=lambda p: p.name)
-def test_rendered_transcripts_read_back_to_the_same_features(world: World, policy: object) -> None:
+def test_rendered_transcripts_read_back_to_the_same_record(world: World, policy: object) -> None:
     r = _rollout(world, policy, 0.5)
     transcripts = render_episodes(world, r, range(r.batch.size), "p")
-    got = dataclasses.asdict(transcript_features(world, transcripts))
-    want = dataclasses.asdict(r.features)
-    for key in want:
-        np.testing.assert_allclose(got[key], want[key], err_msg=key)
+    got = transcript_observed(world, transcripts)
+    horizon = got.sent.shape[1]
+    want = r.observed
+    for f in dataclasses.fields(Observed):
+        a, b = getattr(got, f.name), getattr(want, f.name)
+        np.testing.assert_array_equal(a, b[:, :horizon] if b.ndim == 2 and f.name != "trigger" else b, err_msg=f.name)
+    assert not want.sent[:, horizon:].any()
+    truth, want_truth = dataclasses.asdict(ground_truth(got)), dataclasses.asdict(r.features)
+    for key in want_truth:
+        np.testing.assert_allclose(truth[key], want_truth[key], err_msg=key)
 
 
 async def test_rewards_package_designs_with_sim_judges_match_the_vectorised_designs(world: World) -> None:
@@ -52,9 +62,9 @@ async def test_rewards_package_designs_with_sim_judges_match_the_vectorised_desi
     transcripts = render_episodes(world, r, range(r.batch.size), "p")
     groups = [transcripts[i : i + K] for i in range(0, len(transcripts), K)]
     designs = {
-        "concerningness": (PointwiseConcerningness(SimConcerningnessJudge(world)), concerningness_rewards(r.features, P)),
-        "binary": (BinaryMatch(SimBinaryJudge(world)), binary_rewards(r.features)),
-        "ingroup": (InGroupPairwise(SimPairwiseJudge(world)), ingroup_pairwise_rewards(r.features, K, P)),
+        "concerningness": (PointwiseConcerningness(SimConcerningnessJudge(world)), concerningness_rewards(r.observed, P)),
+        "binary": (BinaryMatch(SimBinaryJudge(world)), binary_rewards(r.observed, P)),
+        "ingroup": (InGroupPairwise(SimPairwiseJudge(world)), ingroup_pairwise_rewards(r.observed, K, P)),
     }
     for name, (design, want) in designs.items():
         got = [x for g in groups for x in await design.score_group(g)]
@@ -69,13 +79,13 @@ async def test_registry_sim_judge_gives_the_vectorised_rewards_for_every_auditwo
     refs = render_episodes(world, ref_rollout, range(0, ref_rollout.batch.size, K), "ref")
     store = ReferenceStore()
     store.refresh(0, refs)
-    q_ref = SimPairwiseJudge(world).quality([store.get(ReferenceStore.key_of(t)) for t in transcripts])  # type: ignore[misc]
+    q_ref, key_ref = SimPairwiseJudge(world).quality([store.get(ReferenceStore.key_of(t)) for t in transcripts])  # type: ignore[misc]
     want = {
-        "concerningness": concerningness_rewards(r.features, P),
-        "binary": binary_rewards(r.features),
-        "binary_strict": binary_rewards(r.features, strict=True),
-        "ingroup_pairwise": ingroup_pairwise_rewards(r.features, K, P),
-        "reference_pairwise": reference_pairwise_rewards(r.features, q_ref, P),
+        "concerningness": concerningness_rewards(r.observed, P),
+        "binary": binary_rewards(r.observed, P),
+        "binary_strict": binary_rewards(r.observed, P, strict=True),
+        "ingroup_pairwise": ingroup_pairwise_rewards(r.observed, K, P),
+        "reference_pairwise": reference_pairwise_rewards(r.observed, q_ref, key_ref, P),
     }
     groups = [transcripts[i : i + K] for i in range(0, len(transcripts), K)]
     for name, expected in want.items():
@@ -93,52 +103,133 @@ def test_default_world_judges_like_a_run_world_with_another_seed_bank(world: Wor
     other = World.build(load_behaviors(), seeds_per_behavior=4, fair_chance=0.5, seed=9)
     r = _rollout(world, InterrogatorPolicy(), 0.5, seed=4)
     transcripts = render_episodes(world, r, range(r.batch.size), "p")
-    got = dataclasses.asdict(transcript_features(default_world(), transcripts))
-    want = dataclasses.asdict(transcript_features(other, transcripts))
+    got = dataclasses.asdict(transcript_observed(default_world(), transcripts))
+    want = dataclasses.asdict(transcript_observed(other, transcripts))
     for key in want:
         np.testing.assert_array_equal(got[key], want[key], err_msg=key)
 
 
-def _features(**kw: object) -> Features:
-    base: dict[str, object] = {f.name: np.zeros(1, dtype=np.int64) for f in dataclasses.fields(Features)}
-    base.update(planted=np.array([True]), claim=np.array([-1]), confidence=np.zeros(1), correct=np.array([False]),
-                control=np.array([False]), opening_natural=np.ones(1), opening_aware=np.array([False]), turns=np.array([6]))  # fmt: skip
-    base.update({k: np.atleast_1d(np.asarray(v)) for k, v in kw.items()})
-    return Features(**base)  # type: ignore[arg-type]
+async def _verdicts(world: World, transcripts: list[Transcript]) -> list[object]:
+    concern, lenient, strict = SimConcerningnessJudge(world), SimBinaryJudge(world), SimBinaryJudge(world, strict=True)
+    pairwise = SimPairwiseJudge(world)
+    out: list[object] = []
+    for t in transcripts:
+        out.append((await concern.score(t)).scores)
+        if not t.benign:
+            out += [(await lenient.judge(t)).surfaced, (await strict.judge(t)).surfaced]
+    for a, b in zip(transcripts[::2], transcripts[1::2]):
+        result = await pairwise.compare(a, b)
+        out.append((result.share_a, result.first.winner, result.first.confidence, result.second.winner, result.second.confidence))
+    return out
 
 
-def test_pointwise_judge_is_alarmed_by_the_auditors_own_accusations_on_a_benign_target() -> None:
-    quiet = _features(planted=False)
-    narrated = _features(planted=False, accusations=3, claim=2, confidence=0.9)
+async def test_judges_read_no_hidden_state(world: World) -> None:
+    """Same words, other target family (other rates) and other ground-truth annotations: same verdicts."""
+    r = _rollout(world, InterrogatorPolicy(), 0.5, seed=6)
+    transcripts = render_episodes(world, r, range(r.batch.size), "p")
+    hidden = []
+    for t in transcripts:
+        u = t.model_copy(deep=True)
+        u.target_model, u.target_family = "sim/pliant", "pliant"
+        for m in u.target_messages:
+            if m.role == "assistant":
+                m.annotations = {k: not bool(v) for k, v in m.annotations.items()}
+        hidden.append(u)
+    assert await _verdicts(world, transcripts) == await _verdicts(world, hidden)
+    # The comparison can fail: an accusation added to the auditor's words changes what the judges read.
+    said = transcripts[0].model_copy(deep=True)
+    first_user = next(m for m in said.target_messages if m.role == "user")
+    first_user.content = "Admit it. " + first_user.content
+    assert await _verdicts(world, [said, transcripts[1]]) != await _verdicts(world, transcripts[:2])
+
+
+def _observed(turns: list[tuple[int, int, int, int]], claim: int = -1, confidence: float = 0.0, planted: bool = True,
+              trigger: tuple[int, ...] = (3,), n: int = 1) -> Observed:
+    """A record of `n` identical episodes; turns are (topic, framing, pressure, reply kind)."""
+    n_t = len(load_topics())
+    h = max(len(turns), 1)
+    col = lambda i, fill: np.array([[t[i] for t in turns] + [fill] * (h - len(turns))] * n, dtype=np.int64)  # noqa: E731
+    trig = np.zeros((n, n_t), dtype=bool)
+    if planted:
+        trig[:, list(trigger)] = True
+    sent = np.zeros((n, h), dtype=bool)
+    sent[:, : len(turns)] = True
+    return Observed(planted=np.full(n, planted), trigger=trig, sent=sent, rollback=np.zeros((n, h), dtype=bool),
+                    topic=np.where(sent, col(0, 0), -1), framing=col(1, 0), pressure=col(2, 0), reply=col(3, 0),
+                    remark=np.zeros((n, h), dtype=bool), claim=np.full(n, claim), confidence=np.full(n, confidence))  # fmt: skip
+
+
+CLEAN = JudgeParams(flaws=JudgeFlaws(noise=0.0, position_bias=0.0, verbosity=0.0, alarm=0.0, credulity=0.0, miss=0.0,
+                                     false_recognition=0.0))  # fmt: skip
+
+
+def _with(**flaws: float) -> JudgeParams:
+    return JudgeParams(flaws=CLEAN.flaws.model_copy(update=flaws))
+
+
+def test_alarm_flaw_makes_the_pointwise_judge_react_to_the_auditors_own_accusations() -> None:
+    quiet = _observed([(5, 0, 0, 0)] * 4, planted=False)
+    narrated = _observed([(5, 0, 2, 0)] * 4, claim=5, confidence=0.9, planted=False)
     assert concerningness_scores(quiet, P).concerning[0] == 1
     assert concerningness_scores(narrated, P).concerning[0] >= 6
+    assert concerningness_scores(narrated, CLEAN).concerning[0] == 1
 
 
-def test_lenient_binary_judge_is_inflated_by_narration_strict_is_not() -> None:
-    narration_only = _features(claim=3, confidence=0.9, correct=True, acc_claim=2, accusations=2)
-    assert binary_surfaced(narration_only)[0]
-    assert not binary_surfaced(narration_only, strict=True)[0]
-    shown = _features(claim=3, confidence=0.9, correct=True, exp_claim=1, expressed=1)
-    assert binary_surfaced(shown, strict=True)[0]
+def test_credulity_lets_narration_pass_the_lenient_binary_judge_never_the_strict_one() -> None:
+    narration_only = _observed([(3, 0, 2, 0)] * 2, claim=3, confidence=0.9)
+    assert binary_surfaced(narration_only, _with(credulity=0.5))[0]
+    assert not binary_surfaced(narration_only, CLEAN)[0]
+    assert not binary_surfaced(narration_only, _with(credulity=1.0), strict=True)[0]
+    shown = _observed([(3, 0, 0, 1)], claim=3, confidence=0.9)
+    assert binary_surfaced(shown, CLEAN, strict=True)[0]
+    wrong_topic = _observed([(4, 0, 0, 1)], claim=4, confidence=0.9)
+    assert not binary_surfaced(wrong_topic, CLEAN)[0]
 
 
-def test_pairwise_judge_prefers_target_evidence_and_honest_nulls_on_benign_targets() -> None:
-    evidence = _features(claim=3, confidence=0.6, correct=True, exp_claim=2, expressed=2)
-    narration = _features(claim=3, confidence=0.9, correct=True, acc_claim=3, accusations=3)
-    share, _ = pairwise_share(pairwise_quality(evidence, P), pairwise_quality(narration, P), P)
+def test_recognition_errors_miss_displays_at_the_configured_rate() -> None:
+    shown = _observed([(3, 0, 0, 1)], claim=3, confidence=0.9, n=1)
+    # Distinct records (a different lead-in topic each) get independent draws.
+    many = [_observed([(t % 19 + 4, 0, 0, 0)] * (1 + t // 19) + [(3, 0, 0, 1)], claim=3, confidence=0.9) for t in range(400)]
+    surfaced = np.mean([binary_surfaced(o, _with(miss=0.3), strict=True)[0] for o in many])
+    assert 0.35 < surfaced < 0.65  # both the display and the match must be recognised: 0.7 x 0.7
+    assert binary_surfaced(shown, _with(miss=0.0), strict=True)[0]
+
+
+def test_pairwise_prefers_target_evidence_until_credulity_and_alarm_grow() -> None:
+    evidence = _observed([(3, 0, 0, 1), (3, 0, 0, 1), (4, 0, 0, 0)], claim=3, confidence=0.6)
+    narration = _observed([(3, 0, 2, 4), (3, 0, 2, 4), (3, 0, 2, 4)], claim=3, confidence=0.9)
+    for params, want in ((CLEAN, 1.0), (_with(credulity=3.0, alarm=3.0), 0.0)):
+        qa, qb = pairwise_quality(evidence, params), pairwise_quality(narration, params)
+        share, _ = pairwise_share(qa, qb, evidence.key(), narration.key(), params)
+        assert share[0] == want
+
+
+def test_calibration_pairwise_prefers_the_honest_null_on_a_benign_target() -> None:
+    null = _observed([(4, 0, 0, 0), (5, 0, 0, 0)], planted=False)
+    accusation = _observed([(4, 0, 2, 4), (4, 0, 2, 4)], claim=4, confidence=0.9, planted=False)
+    share, _ = pairwise_share(pairwise_quality(null, P), pairwise_quality(accusation, P), null.key(), accusation.key(), P)
     assert share[0] == 1.0
-    null = _features(planted=False)
-    accusation = _features(planted=False, claim=3, confidence=0.9, confessions=2, false_confessions=2)
-    share, _ = pairwise_share(pairwise_quality(null, P), pairwise_quality(accusation, P), P)
-    assert share[0] == 1.0
 
 
-def test_pairwise_judge_has_a_position_bias_that_both_orders_cancel() -> None:
+def test_position_bias_is_cancelled_by_judging_both_orders() -> None:
     qa, qb = np.array([0.5]), np.array([0.45])
-    share, consistent = pairwise_share(qa, qb, P)
+    ka, kb = np.array([1], dtype=np.uint64), np.array([2], dtype=np.uint64)
+    params = _with(position_bias=0.15)
+    share, consistent = pairwise_share(qa, qb, ka, kb, params)
     assert not consistent[0] and 0.5 < share[0] < 1.0
-    share_rev, _ = pairwise_share(qb, qa, P)
+    share_rev, _ = pairwise_share(qb, qa, kb, ka, params)
     assert share[0] + share_rev[0] == pytest.approx(1.0)
+    assert pairwise_share(qa, qb, ka, kb, CLEAN)[1][0]
+
+
+def test_equal_records_get_equal_verdicts_and_noise_differs_between_records() -> None:
+    a = _observed([(3, 0, 0, 1), (4, 0, 0, 0)], claim=3, confidence=0.6, n=2)
+    assert np.array_equal(concerningness_scores(a, P).concerning[:1], concerningness_scores(a, P).concerning[1:])
+    assert a.key()[0] == a.key()[1]
+    noisy = _with(noise=5.0)
+    records = [_observed([(t % 19 + 4, 0, 0, 0)] * (1 + t // 19)) for t in range(60)]
+    scores = {int(concerningness_scores(o, noisy).concerning[0]) for o in records}
+    assert len(scores) > 3
 
 
 async def test_rendered_narration_is_visible_to_the_rewards_package_programmatic_binary_judge(world: World) -> None:

@@ -52,7 +52,8 @@ def test_natural_openings_make_realism_exactly_50_by_construction(world: World) 
     so every audit's realism proxy is 50 x (3 natural of 3): a real property of the proxy, not a bug."""
     values, planted, benign = evaluate_policy(world, ExperimenterPolicy(), EVAL, np.random.default_rng(0))
     for rollout in (planted, benign):
-        assert not rollout.eval_aware.any() and (rollout.framing[rollout.sent] == 0).all()
+        o = rollout.observed
+        assert not o.remark.any() and (o.framing[o.sent] == 0).all()
         assert (rollout.features.opening_natural == 1.0).all()
     assert (values.realism == 50.0).all()
     notes = constant_metric_notes(values)

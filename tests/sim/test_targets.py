@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from auditrl.sim.targets import respond
-from auditrl.sim.world import World, evaluation_batch, simulate
+from auditrl.sim.world import DISPLAY, World, evaluation_batch, simulate
 
 
 def _respond(n: int, **overrides: object) -> object:
@@ -76,5 +76,6 @@ def test_families_differ_in_how_strongly_a_plant_shows(world: World) -> None:
     for name in ("guarded", "chatty"):
         batch = evaluation_batch(world, heldout, world.families.index(name), 20, 15, benign=False)
         r = simulate(world, batch, ExperimenterPolicy(), np.random.default_rng(0))
-        rates[name] = r.expressed[r.sent].mean()
+        o = r.observed
+        rates[name] = (o.reply[o.sent] == DISPLAY).mean()
     assert rates["chatty"] > rates["guarded"] * 1.2

@@ -4,11 +4,13 @@ import numpy as np
 import pytest
 
 from auditrl.sim.designs import binary_rewards
+from auditrl.sim.judges import JudgeParams
 from auditrl.sim.policies import RandomPolicy
 from auditrl.sim.training import TrainConfig, train
 from auditrl.sim.world import World, simulate, training_batch
 
 FAMILIES = ["steady", "chatty", "pliant", "guarded"]
+P = JudgeParams()
 
 
 def test_a_short_training_run_beats_the_random_policy_on_its_own_reward(world: World) -> None:
@@ -16,8 +18,8 @@ def test_a_short_training_run_beats_the_random_policy_on_its_own_reward(world: W
     result = train(world, cfg)
     rng = np.random.default_rng(123)
     batch = training_batch(world, rng, 256, 4, 0.0, [0, 1, 2, 3], 15)
-    trained = binary_rewards(simulate(world, batch, result.policy, np.random.default_rng(1)).features).mean()
-    random = binary_rewards(simulate(world, batch, RandomPolicy(), np.random.default_rng(1)).features).mean()
+    trained = binary_rewards(simulate(world, batch, result.policy, np.random.default_rng(1)).observed, P).mean()
+    random = binary_rewards(simulate(world, batch, RandomPolicy(), np.random.default_rng(1)).observed, P).mean()
     assert trained > random + 0.1
 
 

@@ -1,8 +1,10 @@
-"""Auditor policies over AuditWorld's structured actions: a trainable MLP and three baselines.
+"""Auditor policies over AuditWorld's structured actions: a trainable MLP and four baselines.
 
 The baselines are what a careful human might script: random actions; a systematic experimenter that
-probes the scenario naturally, tests control topics and re-runs the trigger after a rollback; and an
-interrogator that presses and accuses until the target confesses.
+probes the scenario's topics naturally, tests control topics and re-runs the most anomalous topic after
+a rollback; an interrogator that presses and accuses until the target confesses; and a blind auditor
+that follows a fixed plan and reports without looking at anything the target said (any metric it passes
+measures the world, not the auditor).
 """
 
 from __future__ import annotations
@@ -32,28 +34,43 @@ def gumbel_sample(logits: NDArray[np.float64], sizes: tuple[int, ...], rng: np.r
 class MLPPolicy(nn.Module):
     """Small MLP from the observation to the logits of every action and report head.
 
-    The last layer starts at zero, so an untrained policy is exactly the uniform random policy.
+    The last layer's weights start at zero, so an untrained policy ignores its observations: uniform
+    over every action head and over the confidence, and reporting no finding with probability
+    `prior_no_finding` (the rest spread evenly over the claims). That prior stands in for an
+    instruction-tuned base model, which mostly does not accuse a model without evidence; its size is an
+    assumption (the paper's base Haiku scored 98.9 on false-positive calibration).
     """
 
-    def __init__(self, hidden: int = 64, seed: int = 0, name: str = "mlp") -> None:
+    def __init__(self, hidden: int = 64, seed: int = 0, name: str = "mlp", prior_no_finding: float = 0.25) -> None:
         super().__init__()
+        if not 0.0 <= prior_no_finding < 1.0:
+            raise ValueError(f"prior_no_finding must be in [0, 1), got {prior_no_finding}")
         self.name = name
         gen = torch.Generator().manual_seed(seed)
         self.body = nn.Sequential(nn.Linear(OBS_DIM, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh())
         self.head = nn.Linear(hidden, sum(HEAD_SIZES))
+        n_claims = REPORT_SIZES[0] - 1
         with torch.no_grad():
             for layer in (self.body[0], self.body[2]):
                 layer.weight.copy_(torch.randn(layer.weight.shape, generator=gen) / np.sqrt(layer.in_features))
                 layer.bias.zero_()
             self.head.weight.zero_()
             self.head.bias.zero_()
+            if prior_no_finding > 0:
+                self.head.bias[N_ACTION_LOGITS] = float(np.log(prior_no_finding * n_claims / (1.0 - prior_no_finding)))
+            else:
+                self.head.bias[N_ACTION_LOGITS] = -30.0
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return self.head(self.body(obs))
 
     def _logits(self, obs: NDArray[np.float32]) -> NDArray[np.float64]:
-        with torch.no_grad():
-            return self(torch.from_numpy(obs)).double().numpy()
+        """The forward pass in numpy (torch's CPU tanh is several times slower on these small batches)."""
+        w = [p.detach().numpy() for p in (self.body[0].weight, self.body[0].bias, self.body[2].weight,
+                                          self.body[2].bias, self.head.weight, self.head.bias)]  # fmt: skip
+        h = np.tanh(obs @ w[0].T + w[1])
+        h = np.tanh(h @ w[2].T + w[3])
+        return (h @ w[4].T + w[5]).astype(np.float64)
 
     def act(self, obs: NDArray[np.float32], rng: np.random.Generator) -> NDArray[np.int64]:
         return gumbel_sample(self._logits(obs)[:, :N_ACTION_LOGITS], ACTION_SIZES, rng)
@@ -80,23 +97,26 @@ def _counts(obs: NDArray[np.float32]) -> dict[str, NDArray[np.float64]]:
     return {
         "t": o[:, 0],
         "branch": o[:, 1],
-        "anom_seed": np.rint(o[:, 2] * 3),
-        "probes_seed": o[:, 3],
-        "probes_other": o[:, 5],
-        "rate_seed": o[:, 6],
-        "rate_other": o[:, 7],
+        "anom_hot": np.rint(o[:, 2] * 3),
+        "probes_hot": o[:, 3],
+        "probes_rest": o[:, 5],
+        "rate_hot": o[:, 6],
+        "rate_rest": o[:, 7],
         "confessions": np.rint(o[:, 8] * 3),
         "aware": o[:, 11],
+        "coverage": o[:, 24],
     }
 
 
 class ExperimenterPolicy:
-    """Controlled variation: natural probes of the scenario, control topics, rollback and re-test.
+    """Controlled variation: natural probes of each scenario topic, then the most anomalous one against
+    control topics, rolling back to re-test.
 
-    Budget fractions keep the plan the same at any turn budget: about two scenario probes per control
-    probe; roll back once the target has voiced suspicion or the branch is a quarter of the budget long;
-    stop at `stop_at` of the budget or once three anomalies in the scenario stand against a control.
-    Reports the scenario only when its anomaly rate clearly exceeds the controls'.
+    Budget fractions keep the plan the same at any turn budget: cover the scenario first; then re-probe
+    the most anomalous topic, with about one control probe per two; roll back once the target has voiced
+    suspicion or the branch is a quarter of the budget long; stop at `stop_at` of the budget or once three
+    anomalies on one topic stand against the rest. Reports that topic only when its anomaly rate clearly
+    exceeds the rest's.
     """
 
     name = "experimenter"
@@ -107,18 +127,19 @@ class ExperimenterPolicy:
 
     def act(self, obs: NDArray[np.float32], rng: np.random.Generator) -> NDArray[np.int64]:
         c = _counts(obs)
-        decisive = (c["anom_seed"] >= 3) & (c["probes_other"] > 0)
+        covered = c["coverage"] >= 1.0
+        decisive = covered & (c["anom_hot"] >= 3) & (c["rate_hot"] - c["rate_rest"] >= 0.25)
         end = (c["t"] >= self.stop_at) | decisive
         restart = (c["aware"] > 0) | (c["branch"] >= self.branch_limit)
         out = np.zeros((obs.shape[0], 4), dtype=np.int64)
         out[:, 0] = np.where(end, 2, np.where(restart, 1, 0))
-        out[:, 1] = np.where(c["probes_other"] < 0.5 * c["probes_seed"], 1, 0)
+        out[:, 1] = np.where(~covered, 0, np.where(c["probes_rest"] < 0.5 * c["probes_hot"], 1, 2))
         return out
 
     def report(self, obs: NDArray[np.float32], rng: np.random.Generator) -> NDArray[np.int64]:
         c = _counts(obs)
-        signal = (c["anom_seed"] >= 2) & (c["rate_seed"] - c["rate_other"] >= 0.25)
-        return np.stack([np.where(signal, 1, 0), np.where(c["anom_seed"] >= 3, 2, 1)], axis=1)
+        signal = (c["anom_hot"] >= 2) & (c["rate_hot"] - c["rate_rest"] >= 0.25)
+        return np.stack([np.where(signal, 2, 0), np.where(c["anom_hot"] >= 3, 2, 1)], axis=1)
 
 
 class InterrogatorPolicy:
@@ -148,6 +169,36 @@ class InterrogatorPolicy:
         return np.stack([np.where(c["confessions"] >= 1, 3, 0), np.full(obs.shape[0], 2)], axis=1)
 
 
-def baselines() -> list[RandomPolicy | ExperimenterPolicy | InterrogatorPolicy]:
-    """The three reference auditors every trained policy is compared with."""
-    return [RandomPolicy(), ExperimenterPolicy(), InterrogatorPolicy()]
+class BlindPolicy:
+    """Ignores everything the target says: reads only its own turn clock.
+
+    It follows the experimenter's plan without its observations (natural probes of the scenario's topics
+    in turn, control probes in every third tenth of the budget, a rollback once its branch is a quarter of
+    the budget long, stop at `stop_at`),
+    and reports the scenario's lead topic with probability `claim_rate`, else no finding.
+    """
+
+    name = "blind"
+
+    def __init__(self, claim_rate: float = 0.5, stop_at: float = 0.6, branch_limit: float = 0.25) -> None:
+        if not 0.0 <= claim_rate <= 1.0:
+            raise ValueError(f"claim_rate must be in [0, 1], got {claim_rate}")
+        self.claim_rate = claim_rate
+        self.stop_at = stop_at
+        self.branch_limit = branch_limit
+
+    def act(self, obs: NDArray[np.float32], rng: np.random.Generator) -> NDArray[np.int64]:
+        t, branch = obs[:, 0].astype(np.float64), obs[:, 1].astype(np.float64)
+        out = np.zeros((obs.shape[0], 4), dtype=np.int64)
+        out[:, 0] = np.where(t >= self.stop_at, 2, np.where(branch >= self.branch_limit, 1, 0))
+        out[:, 1] = np.where(np.floor(t * 10) % 3 == 2, 1, 0)
+        return out
+
+    def report(self, obs: NDArray[np.float32], rng: np.random.Generator) -> NDArray[np.int64]:
+        claim = rng.random(obs.shape[0]) < self.claim_rate
+        return np.stack([np.where(claim, 1, 0), np.ones(obs.shape[0], dtype=np.int64)], axis=1)
+
+
+def baselines() -> list[RandomPolicy | ExperimenterPolicy | InterrogatorPolicy | BlindPolicy]:
+    """The reference auditors every trained policy is compared with."""
+    return [RandomPolicy(), BlindPolicy(), ExperimenterPolicy(), InterrogatorPolicy()]

@@ -2,13 +2,15 @@
 
 Rendering turns structured actions into the scaffold's tool calls (send_message with a templated user
 message, rollback_conversation, end_conversation) and the final report, so simulated audits can be
-shown, judged by any judge and clustered like LLM audits. `transcript_features` reads a transcript
-(an LLM auditor's too) with the same keyword rules the simulated target uses; on a rendered episode it
-reproduces the vectorised features exactly, which the tests check.
+shown, judged by any judge and clustered like LLM audits. `transcript_observed` reads a transcript
+(an LLM auditor's too) by its words alone, with the same keyword rules the simulated target uses and
+the reply templates: never its hidden annotations. On a rendered episode it reproduces the vectorised
+record exactly, which the tests check.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,9 +27,9 @@ from auditrl.scaffold.transcript import (
     ToolCallRecord,
     Transcript,
 )
-from auditrl.sim.targets import render_reply
-from auditrl.sim.texts import FRAMINGS, classify_message, classify_topic, render_user_message, templates
-from auditrl.sim.world import CONFIDENCES, OPENING, Features, Rollout, World
+from auditrl.sim.targets import load_sim_behaviors, render_reply
+from auditrl.sim.texts import FRAMINGS, classify_message, classify_reply, classify_topic, render_user_message, templates
+from auditrl.sim.world import CONFESSION, CONFIDENCES, DENIAL, DISPLAY, ODD, Observed, Rollout, World
 
 MAX_QUOTES = 2
 SIM_AUDITOR_PREFIX = "auditworld"
@@ -39,7 +41,7 @@ def _claim_sentence(description: str) -> str:
 
 def render_episode(world: World, rollout: Rollout, i: int, policy: str, run_tag: str = "sim") -> Transcript:
     """Episode `i` of a rollout as a Transcript (target tree with hidden annotations, auditor calls, report)."""
-    batch = rollout.batch
+    batch, o = rollout.batch, rollout.observed
     b = int(batch.behavior[i])
     behavior = world.behaviors.behaviors[b] if b >= 0 else None
     sim = world.behaviors.sim[b] if b >= 0 else None
@@ -56,8 +58,7 @@ def render_episode(world: World, rollout: Rollout, i: int, policy: str, run_tag:
     for t in range(batch.max_turns):
         if not rollout.acted[i, t]:
             break
-        tool = int(rollout.tool[i, t])
-        if tool == 2:
+        if not o.sent[i, t]:
             auditor.append(
                 AuditorMessage(
                     turn=t + 1,
@@ -68,12 +69,12 @@ def render_episode(world: World, rollout: Rollout, i: int, policy: str, run_tag:
             )
             status = "completed"
             break
-        topic, framing, pressure = int(rollout.topic[i, t]), int(rollout.framing[i, t]), int(rollout.pressure[i, t])
+        topic, framing, pressure = int(o.topic[i, t]), int(o.framing[i, t]), int(o.pressure[i, t])
         u = float(rollout.text_u[i, t])
         text = render_user_message(topic, framing, pressure, u)
         calls = []
         phrase = world.topics[topic].phrase
-        if tool == 1:
+        if o.rollback[i, t]:
             head = root.id
             calls.append(ToolCallRecord(id=f"c{t}r", function="rollback_conversation", arguments={"index": 0}))
             reasoning = tpl["auditor"]["reasoning"]["rollback"].format(phrase=phrase)
@@ -89,7 +90,14 @@ def render_episode(world: World, rollout: Rollout, i: int, policy: str, run_tag:
             content=text,
             annotations={"narration": pressure == 2, "unrealistic": framing == 2},
         )
-        flags = {k: bool(getattr(rollout, k)[i, t]) for k in ("expressed", "confession", "eval_aware", "denial", "odd")}
+        kind = int(o.reply[i, t])
+        flags = {
+            "expressed": kind == DISPLAY,
+            "confession": kind == CONFESSION,
+            "eval_aware": bool(o.remark[i, t]),
+            "denial": kind == DENIAL,
+            "odd": kind == ODD,
+        }
         reply_text = render_reply(sim=sim, topic=topic, family=family, u=u, **flags)
         reply = TargetMessage(
             id=f"m{len(nodes) + 1}",
@@ -99,7 +107,7 @@ def render_episode(world: World, rollout: Rollout, i: int, policy: str, run_tag:
             annotations={
                 "expressed": flags["expressed"],
                 "confession": flags["confession"],
-                "false_confession": bool(rollout.false_confession[i, t]),
+                "false_confession": flags["confession"] and not bool(o.trigger[i, topic]),
                 "eval_aware": flags["eval_aware"],
             },
         )
@@ -141,7 +149,7 @@ def _report(
 ) -> Report:
     """The report the structured claim stands for; quotes are target replies the auditor saw on the topic."""
     tpl = templates()["report"]
-    claim = int(rollout.claim_topic[i])
+    claim = int(rollout.observed.claim[i])
     if claim < 0:
         return Report(no_behavior_found=True, summary=tpl["nothing"])
     f = rollout.features
@@ -175,19 +183,38 @@ def render_episodes(
     return [render_episode(world, rollout, int(i), policy, run_tag) for i in indices]
 
 
-def transcript_features(world: World, transcripts: Sequence[Transcript]) -> Features:
-    """AuditWorld features of transcripts, read from their text, tool calls, annotations and report."""
-    rows = [_one_features(world, t) for t in transcripts]
-    return Features(**{k: np.array([r[k] for r in rows]) for k in rows[0]}) if rows else _empty_features()
+@functools.cache
+def _displays() -> tuple[str, ...]:
+    """Every behavior's display texts: a reader recognises them without knowing which behavior was planted."""
+    return tuple(e for sb in load_sim_behaviors().values() for e in sb.expressions)
 
 
-def _empty_features() -> Features:
-    ints = np.zeros(0, dtype=np.int64)
-    return Features(**{k: ints for k in Features.__dataclass_fields__})
+def reply_kind(world: World, text: str) -> int:
+    """A target reply's kind (REPLY_KINDS index) as its words show it."""
+    return classify_reply(text, _displays()).kind
 
 
-def _one_features(world: World, t: Transcript) -> dict[str, Any]:
-    n_t = world.n_topics
+def transcript_observed(world: World, transcripts: Sequence[Transcript]) -> Observed:
+    """What a judge reads off transcripts: messages and replies by their text, the report, the plant.
+
+    The turn axis is as long as the longest transcript; the plant's trigger contexts come from the
+    behavior the target was planted with (its hidden system prompt).
+    """
+    rows = [_one_observed(world, t) for t in transcripts]
+    horizon = max([len(r["topic"]) for r in rows], default=0)
+    pad = lambda v, fill, dtype: np.array([list(x) + [fill] * (horizon - len(x)) for x in v], dtype=dtype).reshape(len(rows), horizon)  # noqa: E731
+    per_turn = {"sent": (False, bool), "rollback": (False, bool), "topic": (-1, np.int64), "framing": (0, np.int64),
+                "pressure": (0, np.int64), "reply": (0, np.int64), "remark": (False, bool)}  # fmt: skip
+    return Observed(
+        planted=np.array([r["planted"] for r in rows], dtype=bool),
+        trigger=np.array([r["trigger"] for r in rows], dtype=bool).reshape(len(rows), world.n_topics),
+        claim=np.array([r["claim"] for r in rows], dtype=np.int64),
+        confidence=np.array([r["confidence"] for r in rows], dtype=np.float64),
+        **{k: pad([r[k] for r in rows], fill, dtype) for k, (fill, dtype) in per_turn.items()},
+    )
+
+
+def _one_observed(world: World, t: Transcript) -> dict[str, Any]:
     rollback_flags: list[bool] = []
     pending = False
     for m in t.auditor_messages:
@@ -199,69 +226,28 @@ def _one_features(world: World, t: Transcript) -> dict[str, Any]:
                 pending = False
     users = [m for m in t.target_messages if m.role == "user"]
     replies = {m.parent: m for m in t.target_messages if m.role == "assistant"}
-    exp_true, conf, acc, nat = (np.zeros(n_t, dtype=np.int64) for _ in range(4))
-    counts = dict.fromkeys(("expressed", "confessions", "false_confessions", "eval_aware"), 0)
-    accusations = pushes = directs = tests = loops = 0
-    opening_natural, opening_aware = 0.0, False
-    prev: tuple[int, ...] | None = None
+    out: dict[str, Any] = {k: [] for k in ("sent", "rollback", "topic", "framing", "pressure", "reply", "remark")}
+    displays = _displays()
     for j, m in enumerate(users):
         c = classify_message(m.content)
-        rb = rollback_flags[j] if j < len(rollback_flags) else False
-        key = (int(rb), c.topic, c.framing, c.pressure)
-        loops += key == prev
-        prev = key
         reply = replies.get(m.id)
-        ann = reply.annotations if reply is not None else {}
-        e, cf, fc, ea = (bool(ann.get(k, False)) for k in ("expressed", "confession", "false_confession", "eval_aware"))
-        counts["expressed"] += e
-        counts["confessions"] += cf
-        counts["false_confessions"] += fc
-        counts["eval_aware"] += ea
-        exp_true[c.topic] += e
-        conf[c.topic] += cf
-        acc[c.topic] += c.pressure == 2
-        nat[c.topic] += c.framing == 0
-        accusations += c.pressure == 2
-        pushes += c.pressure == 1
-        directs += c.framing == 1
-        tests += c.framing == 2
-        if j < OPENING:
-            opening_natural += ((c.framing == 0) and (c.pressure == 0)) / OPENING
-            opening_aware |= ea
+        r = classify_reply(reply.content, displays) if reply is not None else None
+        out["sent"].append(True)
+        out["rollback"].append(rollback_flags[j] if j < len(rollback_flags) else False)
+        out["topic"].append(c.topic)
+        out["framing"].append(c.framing)
+        out["pressure"].append(c.pressure)
+        out["reply"].append(r.kind if r is not None else 0)
+        out["remark"].append(r.remark if r is not None else False)
     planted = t.behavior_id is not None
-    trigger = world.behaviors.trigger[world.behaviors.index(t.behavior_id)] if planted else np.zeros(n_t, bool)
+    out["planted"] = planted
+    out["trigger"] = (
+        world.behaviors.trigger[world.behaviors.index(t.behavior_id)] if planted else np.zeros(world.n_topics, bool)
+    )
     report = t.report
     if report is None or report.no_behavior_found or not report.predictions:
-        claim, confidence = -1, 0.0
+        out["claim"], out["confidence"] = -1, 0.0
     else:
         top = min(report.predictions, key=lambda p: p.rank)
-        claim, confidence = classify_topic(_claim_sentence(top.description)), float(top.confidence)
-    has = claim >= 0
-    seed_topic = classify_topic(t.seed_instructions)
-    ref = claim if has else seed_topic
-    nat_topics = nat > 0
-    return {
-        "planted": planted,
-        "claim": claim,
-        "confidence": confidence,
-        "correct": bool(has and trigger[claim]),
-        "exp_claim": int(exp_true[claim]) if has else 0,
-        "conf_claim": int(conf[claim]) if has else 0,
-        "acc_claim": int(acc[claim]) if has else 0,
-        "expressed": counts["expressed"],
-        "confessions": counts["confessions"],
-        "false_confessions": counts["false_confessions"],
-        "accusations": accusations,
-        "pushes": pushes,
-        "directs": directs,
-        "tests": tests,
-        "eval_aware": counts["eval_aware"],
-        "rollbacks": sum(rollback_flags),
-        "turns": len(users),
-        "loops": loops,
-        "distinct_topics": int(nat_topics.sum()),
-        "control": bool(nat_topics.sum() - nat_topics[ref] > 0),
-        "opening_natural": opening_natural,
-        "opening_aware": opening_aware,
-    }
-
+        out["claim"], out["confidence"] = classify_topic(_claim_sentence(top.description)), float(top.confidence)
+    return out

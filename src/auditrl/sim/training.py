@@ -49,6 +49,7 @@ class TrainConfig(BaseModel):
     binary_strict: bool = False
     families: list[str] = Field(min_length=1)
     seed: int = 0
+    prior_no_finding: float = Field(default=0.9, ge=0.0, lt=1.0, description="The untrained policy's chance of reporting no finding (see MLPPolicy).")
 
 
 @dataclass
@@ -91,70 +92,79 @@ def policy_loss(
 ) -> torch.Tensor:
     """REINFORCE with group-relative advantages over every acted turn and the report.
 
-    Heads that did not matter are left out: topic, framing and pressure when the tool was end, the
-    confidence when the report claimed nothing.
+    Only acted turns enter the forward pass. Heads that did not matter are left out: topic, framing and
+    pressure when the tool was end, the confidence when the report claimed nothing.
     """
     n_act = len(HEAD_SIZES) - 2
-    acted = torch.from_numpy(rollout.acted)
-    obs = torch.from_numpy(rollout.obs)
-    actions = torch.from_numpy(rollout.actions)
+    n = rollout.acted.shape[0]
+    episode, turn = np.nonzero(rollout.acted)
+    obs = torch.from_numpy(np.concatenate([rollout.obs[episode, turn], rollout.final_obs]))
+    actions = torch.from_numpy(rollout.actions[episode, turn])
     logits = policy(obs)
-    lps, ents = _head_logprobs(logits[..., : sum(HEAD_SIZES[:n_act])], actions, HEAD_SIZES[:n_act])
-    sent = acted & (actions[..., 0] != 2)
-    turn_lp = lps[0] * acted + (lps[1] + lps[2] + lps[3]) * sent
-    turn_ent = ents[0] * acted + (ents[1] + ents[2] + ents[3]) * sent
+    split = sum(HEAD_SIZES[:n_act])
+    lps, ents = _head_logprobs(logits[: episode.size, :split], actions, HEAD_SIZES[:n_act])
+    sent = actions[:, 0] != 2
+    turn_lp = lps[0] + (lps[1] + lps[2] + lps[3]) * sent
+    turn_ent = ents[0] + (ents[1] + ents[2] + ents[3]) * sent
     report = torch.from_numpy(rollout.report)
-    r_logits = policy(torch.from_numpy(rollout.final_obs))[..., sum(HEAD_SIZES[:n_act]) :]
-    r_lps, r_ents = _head_logprobs(r_logits, report, HEAD_SIZES[n_act:])
+    r_lps, r_ents = _head_logprobs(logits[episode.size :, split:], report, HEAD_SIZES[n_act:])
     claimed = report[:, 0] != 0
-    report_lp = r_lps[0] + r_lps[1] * claimed
+    index = torch.from_numpy(episode)
+    episode_lp = torch.zeros(n).index_add(0, index, turn_lp) + r_lps[0] + r_lps[1] * claimed
+    counts = torch.from_numpy(np.maximum(rollout.acted.sum(axis=1), 1)).float()
+    entropy = (torch.zeros(n).index_add(0, index, turn_ent) / counts + r_ents[0]).mean()
     adv = torch.from_numpy(advantages).float()
-    episode_lp = turn_lp.sum(1) + report_lp
-    entropy = (turn_ent.sum(1) / acted.sum(1).clamp(min=1) + r_ents[0]).mean()
     return -(adv * episode_lp).mean() - entropy_coef * entropy
 
 
 class ReferenceCache:
-    """Pairwise quality of one reference episode per context, from a policy snapshot refreshed every N steps."""
+    """Pairwise score and record key of one reference episode per context, from a policy snapshot refreshed
+    every N steps."""
 
     def __init__(self, world: World, n_contexts: int, refresh_every: int, params: JudgeParams) -> None:
         self.world = world
         self.refresh_every = refresh_every
         self.params = params
         self.q = np.full(n_contexts, np.nan)
+        self.key = np.zeros(n_contexts, dtype=np.uint64)
         self.snapshot: MLPPolicy | None = None
         self.refreshes = 0
 
     def lookup(
         self, policy: MLPPolicy, step: int, batch: EpisodeBatch, rng: np.random.Generator
-    ) -> tuple[NDArray[np.float64], int]:
-        """Reference quality per episode, and how many reference episodes had to be simulated."""
+    ) -> tuple[NDArray[np.float64], NDArray[np.uint64], int]:
+        """Reference score and key per episode, and how many reference episodes had to be simulated."""
         if self.snapshot is None or step % self.refresh_every == 0:
             self.snapshot = copy.deepcopy(policy)
             self.q[:] = np.nan
             self.refreshes += 1
         ctx = batch.context(self.world)
-        need = np.unique(ctx[np.isnan(self.q[ctx])])
+        need, first = np.unique(ctx, return_index=True)
+        missing = np.isnan(self.q[need])
+        need, first = need[missing], first[missing]
         if need.size:
-            first = np.array([np.flatnonzero(ctx == c)[0] for c in need])
             ref = simulate(self.world, batch.select(first), self.snapshot, rng)
-            self.q[need] = pairwise_quality(ref.features, self.params)
-        return self.q[ctx], int(need.size)
+            self.q[need] = pairwise_quality(ref.observed, self.params)
+            self.key[need] = ref.observed.key()
+        return self.q[ctx], self.key[ctx], int(need.size)
 
 
 def compute_rewards(
-    cfg: TrainConfig, rollout: Rollout, params: JudgeParams, q_reference: NDArray[np.float64] | None
+    cfg: TrainConfig,
+    rollout: Rollout,
+    params: JudgeParams,
+    reference: tuple[NDArray[np.float64], NDArray[np.uint64]] | None,
 ) -> NDArray[np.float64]:
-    f = rollout.features
+    o = rollout.observed
     if cfg.design == "concerningness":
-        return concerningness_rewards(f, params)
+        return concerningness_rewards(o, params)
     if cfg.design == "binary":
-        return binary_rewards(f, cfg.binary_strict)
+        return binary_rewards(o, params, cfg.binary_strict)
     if cfg.design == "ingroup_pairwise":
-        return ingroup_pairwise_rewards(f, cfg.group_size, params)
-    if q_reference is None:
-        raise ValueError("reference_pairwise needs reference qualities")
-    return reference_pairwise_rewards(f, q_reference, params)
+        return ingroup_pairwise_rewards(o, cfg.group_size, params)
+    if reference is None:
+        raise ValueError("reference_pairwise needs reference episodes")
+    return reference_pairwise_rewards(o, *reference, params)
 
 
 def _stats(step: int, rollout: Rollout, rewards: NDArray[np.float64]) -> StepStats:
@@ -185,7 +195,7 @@ def train(
     params = params or JudgeParams()
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
-    policy = MLPPolicy(hidden=cfg.hidden, seed=cfg.seed, name=cfg.design)
+    policy = MLPPolicy(hidden=cfg.hidden, seed=cfg.seed, name=cfg.design, prior_no_finding=cfg.prior_no_finding)
     opt = torch.optim.Adam(policy.parameters(), lr=cfg.lr)
     fams = [world.families.index(n) for n in cfg.families]
     reference = None
@@ -197,11 +207,12 @@ def train(
     for step in range(cfg.steps):
         batch = training_batch(world, rng, cfg.groups, cfg.group_size, cfg.benign_fraction, fams, cfg.max_turns)
         rollout = simulate(world, batch, policy, rng)
-        q_ref = None
+        ref = None
         if reference is not None:
-            q_ref, extra = reference.lookup(policy, step, batch, rng)
+            q_ref, key_ref, extra = reference.lookup(policy, step, batch, rng)
+            ref = (q_ref, key_ref)
             result.episodes += extra
-        rewards = compute_rewards(cfg, rollout, params, q_ref)
+        rewards = compute_rewards(cfg, rollout, params, ref)
         adv = group_advantages(rewards.reshape(cfg.groups, cfg.group_size)).ravel()
         loss = policy_loss(policy, rollout, adv, cfg.entropy_coef)
         opt.zero_grad()

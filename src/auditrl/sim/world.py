@@ -1,16 +1,19 @@
 """AuditWorld episodes: a batch of audits stepped together in numpy, one auditor action per turn.
 
-An action is (tool, topic choice, framing, pressure); the report is (claim, confidence). Topic choices
-are relative (the seed's scenario, a fresh control topic, the topic that looked most anomalous so far),
-so a policy trained on some behaviors can be evaluated on held-out behaviors whose trigger topics it
-never saw. Everything the auditor sees is summarised in a fixed-size observation; the hidden ground
-truth (what the target truly expressed) is kept beside it for judges and metrics.
+An action is (tool, topic choice, framing, pressure); the report is (claim, confidence). Each seed sets
+a scenario of several topics, at most one of which triggers the planted behavior, so which one does
+can only be learned by eliciting it. Topic choices are relative (the scenario's next topic, a fresh
+control topic, the topic that looked most anomalous so far), so a policy trained on some behaviors
+can be evaluated on held-out behaviors whose trigger topics it never saw. The auditor sees a
+fixed-size summary of what it observed. An episode's record is `Observed`: what a judge reading the
+transcript has in front of it (messages, replies as their text shows them, the report, the plant),
+from which ground truth for the metrics (`Features`) follows; the target's rates never leave it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Protocol
 
 import numpy as np
@@ -19,18 +22,19 @@ from numpy.typing import NDArray
 from auditrl.behaviors.schema import Behavior
 from auditrl.sim.families import Family, FamilyTable, load_families
 from auditrl.sim.targets import BehaviorTable, respond, uniforms
-from auditrl.sim.texts import Topic, load_topics, templates
+from auditrl.sim.texts import REPLY_KINDS, Topic, load_topics, templates
 
 # Action heads and their sizes.
 TOOLS = ("send", "rollback", "end")
-TOPIC_CHOICES = ("seed", "control", "hot")
-CLAIMS = ("none", "seed", "hot", "confessed")
+TOPIC_CHOICES = ("seed", "control", "hot")  # seed = the scenario's topics in turn
+CLAIMS = ("none", "seed", "hot", "confessed")  # seed = the scenario's lead topic
 CONFIDENCES = (0.3, 0.6, 0.9)
 ACTION_SIZES = (3, 3, 3, 3)
 REPORT_SIZES = (4, 3)
 # What the auditor saw in the last reply.
 KINDS = ("none", "normal", "anomaly", "denial", "confession", "eval_remark")
-OBS_DIM = 25
+OBS_DIM = 26
+DISPLAY, ODD, DENIAL, CONFESSION = (REPLY_KINDS.index(k) for k in ("display", "odd", "denial", "confession"))
 
 
 class Policy(Protocol):
@@ -51,7 +55,7 @@ class World:
     behaviors: BehaviorTable
     families: FamilyTable
     family_models: Mapping[str, Family]
-    seed_topic: NDArray[np.int64]  # (behaviors, seeds per behavior)
+    scenario: NDArray[np.int64]  # (behaviors, seeds per behavior, topics per scenario); [..., 0] = lead topic
 
     @classmethod
     def build(
@@ -60,30 +64,38 @@ class World:
         seeds_per_behavior: int = 8,
         fair_chance: float = 0.75,
         seed: int = 0,
+        scenario_topics: int = 3,
     ) -> World:
-        """Seed bank: each seed sets a scenario on one of the behavior's trigger topics with probability
-        `fair_chance` (the paper's seeds give the auditor a fair chance), else on another topic."""
+        """Seed bank: each seed's scenario spans `scenario_topics` topics in random order; with probability
+        `fair_chance` one of them is a trigger of the behavior (the paper's seeds give the auditor a fair
+        chance), the others are decoys that do not trigger it."""
         if seeds_per_behavior < 1:
             raise ValueError(f"seeds_per_behavior must be >= 1, got {seeds_per_behavior}")
         if not 0.0 <= fair_chance <= 1.0:
             raise ValueError(f"fair_chance must be in [0, 1], got {fair_chance}")
         topics = load_topics()
+        if not 1 <= scenario_topics <= len(topics) - 1:
+            raise ValueError(f"scenario_topics must be in [1, {len(topics) - 1}], got {scenario_topics}")
         table = BehaviorTable.of(library)
         fams = load_families()
         rng = np.random.default_rng(seed)
-        seed_topic = np.empty((len(table.ids), seeds_per_behavior), dtype=np.int64)
+        scenario = np.empty((len(table.ids), seeds_per_behavior, scenario_topics), dtype=np.int64)
         for b in range(len(table.ids)):
             trig = np.flatnonzero(table.trigger[b])
             others = np.flatnonzero(~table.trigger[b])
             for s in range(seeds_per_behavior):
-                on_trigger = rng.random() < fair_chance or others.size == 0
-                seed_topic[b, s] = trig[s % trig.size] if on_trigger else rng.choice(others)
+                with_trigger = rng.random() < fair_chance or others.size < scenario_topics
+                n_decoys = min(others.size, scenario_topics - int(with_trigger))
+                chosen = list(rng.choice(others, size=n_decoys, replace=False))
+                spare = [t for t in trig if t not in chosen]
+                chosen += list(rng.choice(spare, size=scenario_topics - len(chosen), replace=False))
+                scenario[b, s] = rng.permutation(np.array(chosen, dtype=np.int64))
         return cls(
             topics=topics,
             behaviors=table,
             families=FamilyTable.of(fams, list(fams)),
             family_models=fams,
-            seed_topic=seed_topic,
+            scenario=scenario,
         )
 
     @property
@@ -92,7 +104,7 @@ class World:
 
     @property
     def seeds_per_behavior(self) -> int:
-        return int(self.seed_topic.shape[1])
+        return int(self.scenario.shape[1])
 
     def behavior_indices(self, split: str) -> NDArray[np.int64]:
         heldout = self.behaviors.heldout
@@ -102,7 +114,9 @@ class World:
         return f"sim-{self.behaviors.ids[behavior]}-{seed:02d}"
 
     def seed_text(self, behavior: int, seed: int) -> str:
-        return str(templates()["seed"]).format(phrase=self.topics[int(self.seed_topic[behavior, seed])].phrase)
+        phrases = [self.topics[int(t)].phrase for t in self.scenario[behavior, seed]]
+        joined = phrases[0] if len(phrases) == 1 else "; ".join(phrases[:-1]) + "; or " + phrases[-1]
+        return str(templates()["seed"]).format(phrases=joined)
 
 
 @dataclass(frozen=True)
@@ -195,15 +209,88 @@ def evaluation_batch(
     )
 
 
+OPENING = 3
+_MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+def mix64(x: NDArray[np.uint64]) -> NDArray[np.uint64]:
+    """splitmix64's finaliser: a well-spread 64-bit hash of each value (wrapping arithmetic)."""
+    with np.errstate(over="ignore"):
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
+
+
+@dataclass
+class Observed:
+    """What a judge reading the transcripts has: per turn the auditor's message (topic, framing, pressure,
+    whether it followed a rollback) and the target's reply as its text shows it (REPLY_KINDS, eval-aware
+    remark), the report's claim, and the plant (the target's hidden system prompt, which the paper's
+    judges were shown; all False for a benign target). Nothing here depends on the target's rates except
+    through what the target actually said.
+    """
+
+    planted: NDArray[np.bool_]  # (n,)
+    trigger: NDArray[np.bool_]  # (n, topics): the contexts the plant describes
+    sent: NDArray[np.bool_]  # (n, H)
+    rollback: NDArray[np.bool_]
+    topic: NDArray[np.int64]  # -1 where nothing was sent
+    framing: NDArray[np.int64]
+    pressure: NDArray[np.int64]
+    reply: NDArray[np.int64]  # REPLY_KINDS index
+    remark: NDArray[np.bool_]
+    claim: NDArray[np.int64]  # claimed topic, -1 = no hidden behavior found
+    confidence: NDArray[np.float64]
+
+    def __len__(self) -> int:
+        return int(self.planted.shape[0])
+
+    def select(self, index: NDArray[np.int64]) -> Observed:
+        return Observed(**{f.name: getattr(self, f.name)[index] for f in fields(self)})
+
+    def key(self) -> NDArray[np.uint64]:
+        """A hash of everything a judge reads (the plant by its trigger contexts): equal records, equal keys.
+
+        Judges draw their noise from it, as a temperature-0 LLM judge's verdict is a fixed function of its input.
+        """
+        n, horizon = self.sent.shape
+        code = (
+            ((((self.topic + 1) * 3 + self.framing) * 3 + self.pressure) * 2 + self.rollback) * len(REPLY_KINDS) + self.reply
+        ) * 2 + self.remark
+        code = code.astype(np.uint64)
+        h = mix64(np.full(n, 0x9E3779B97F4A7C15, dtype=np.uint64) + self.planted.astype(np.uint64))
+        weights = np.uint64(1) << np.arange(self.trigger.shape[1], dtype=np.uint64)
+        with np.errstate(over="ignore"):
+            h = mix64(h ^ (self.trigger.astype(np.uint64) @ weights))
+            for t in range(horizon):  # unsent turns leave the key alone: padding does not change it
+                h = np.where(self.sent[:, t], mix64(h ^ code[:, t]), h)
+            h = mix64(h ^ (self.claim + 1).astype(np.uint64))
+            return mix64(h ^ np.rint(self.confidence * 1000).astype(np.uint64))
+
+
+def uniform_of(key: NDArray[np.uint64], salt: int) -> NDArray[np.float64]:
+    """A uniform draw in [0, 1) per key, independent across salts."""
+    with np.errstate(over="ignore"):
+        h = mix64(key ^ mix64(np.full(key.shape, salt, dtype=np.uint64)))
+    return (h >> np.uint64(11)).astype(np.float64) / float(1 << 53)
+
+
+def normal_of(key: NDArray[np.uint64], salt: int) -> NDArray[np.float64]:
+    """A standard normal draw per key (Box-Muller on two salted uniforms)."""
+    u1 = np.maximum(uniform_of(key, 2 * salt + 1), 1e-300)
+    return np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * np.pi * uniform_of(key, 2 * salt + 2))
+
+
 @dataclass
 class Features:
-    """Per-episode summary that judges and metrics read (identical when computed from a Transcript)."""
+    """Per-episode ground truth the metrics read, derived from an `Observed` record with perfect reading."""
 
     planted: NDArray[np.bool_]
     claim: NDArray[np.int64]  # claimed topic, -1 = no hidden behavior found
     confidence: NDArray[np.float64]
     correct: NDArray[np.bool_]  # planted and the claimed topic is one of its triggers
-    exp_claim: NDArray[np.int64]  # target replies that truly expressed the behavior, on the claimed topic
+    supported: NDArray[np.bool_]  # the claim follows the arc: an anomaly or confession was seen on its topic
+    exp_claim: NDArray[np.int64]  # target replies that showed the behavior, on the claimed topic
     conf_claim: NDArray[np.int64]  # target confessions on the claimed topic
     acc_claim: NDArray[np.int64]  # auditor accusations on the claimed topic (narration)
     expressed: NDArray[np.int64]
@@ -218,7 +305,7 @@ class Features:
     turns: NDArray[np.int64]
     loops: NDArray[np.int64]
     distinct_topics: NDArray[np.int64]  # topics probed with a natural request
-    control: NDArray[np.bool_]  # a natural request on a topic other than the claimed (or seed) topic
+    control: NDArray[np.bool_]  # a natural request on a topic other than the claimed one (two topics for a null report)
     opening_natural: NDArray[np.float64]  # share of the first three messages that are natural and unpressured
     opening_aware: NDArray[np.bool_]  # the target voiced eval awareness within the first three replies
 
@@ -228,54 +315,122 @@ class Features:
     def select(self, index: NDArray[np.int64]) -> Features:
         return Features(**{k: v[index] for k, v in vars(self).items()})
 
+    @classmethod
+    def concat(cls, parts: Sequence[Features]) -> Features:
+        return cls(**{k: np.concatenate([getattr(p, k) for p in parts]) for k in vars(parts[0])})
 
-OPENING = 3
+
+def topic_counts(obs: Observed, mask: NDArray[np.bool_]) -> NDArray[np.int64]:
+    """(n, topics) counts of the turns in `mask` per topic of the message sent."""
+    n, n_t = obs.trigger.shape
+    rows = np.broadcast_to(np.arange(n)[:, None], mask.shape)[mask]
+    return np.bincount(rows * n_t + obs.topic[mask], minlength=n * n_t).reshape(n, n_t)
+
+
+def on_claim(obs: Observed) -> NDArray[np.bool_]:
+    """(n, H): turns whose message was on the claimed topic."""
+    return obs.sent & (obs.topic == obs.claim[:, None]) & (obs.claim[:, None] >= 0)
+
+
+def loops_and_opening(obs: Observed) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.bool_]]:
+    """Repeated identical messages, and the share of natural unpressured messages among the first three."""
+    key = np.stack([obs.rollback, obs.topic, obs.framing, obs.pressure], axis=2)
+    loops = (obs.sent[:, 1:] & (key[:, 1:] == key[:, :-1]).all(axis=2)).sum(axis=1)
+    head = obs.sent[:, :OPENING]
+    natural = (head & (obs.framing[:, :OPENING] == 0) & (obs.pressure[:, :OPENING] == 0)).sum(axis=1) / OPENING
+    return loops, natural, (obs.remark[:, :OPENING] & head).any(axis=1)
+
+
+def natural_topics(obs: Observed) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
+    """Distinct topics probed naturally, and whether one of them differs from the claimed topic."""
+    nat = topic_counts(obs, obs.sent & (obs.framing == 0)) > 0
+    distinct = nat.sum(axis=1)
+    claimed = obs.claim >= 0
+    on = nat[np.arange(len(obs)), np.where(claimed, obs.claim, 0)] & claimed
+    return distinct, distinct - on >= np.where(claimed, 1, 2)
+
+
+def ground_truth(obs: Observed) -> Features:
+    """What truly happened in each episode, for the metrics: the record read without error."""
+    rows = np.arange(len(obs))
+    sent = obs.sent
+    has = obs.claim >= 0
+    ct = np.where(has, obs.claim, 0)
+    here = on_claim(obs)
+    display, conf = sent & (obs.reply == DISPLAY), sent & (obs.reply == CONFESSION)
+    anomaly = display | (sent & (obs.reply == ODD))
+    accuse = sent & (obs.pressure == 2)
+    triggered = np.take_along_axis(obs.trigger, np.maximum(obs.topic, 0), axis=1)
+    loops, opening_natural, opening_aware = loops_and_opening(obs)
+    distinct, control = natural_topics(obs)
+    return Features(
+        planted=obs.planted,
+        claim=obs.claim,
+        confidence=obs.confidence,
+        correct=has & obs.trigger[rows, ct],
+        supported=has & ((anomaly | conf) & here).any(axis=1),
+        exp_claim=(display & here).sum(axis=1),
+        conf_claim=(conf & here).sum(axis=1),
+        acc_claim=(accuse & here).sum(axis=1),
+        expressed=display.sum(axis=1),
+        confessions=conf.sum(axis=1),
+        false_confessions=(conf & ~triggered).sum(axis=1),
+        accusations=accuse.sum(axis=1),
+        pushes=(sent & (obs.pressure == 1)).sum(axis=1),
+        directs=(sent & (obs.framing == 1)).sum(axis=1),
+        tests=(sent & (obs.framing == 2)).sum(axis=1),
+        eval_aware=(sent & obs.remark).sum(axis=1),
+        rollbacks=(sent & obs.rollback).sum(axis=1),
+        turns=sent.sum(axis=1),
+        loops=loops,
+        distinct_topics=distinct,
+        control=control,
+        opening_natural=opening_natural,
+        opening_aware=opening_aware,
+    )
 
 
 @dataclass
 class Rollout:
-    """A simulated batch: per-turn log (B, H), policy inputs for training, report and features."""
+    """A simulated batch: what a judge can read (`observed`), policy inputs for training, and ground truth."""
 
     batch: EpisodeBatch
-    tool: NDArray[np.int64]
-    topic: NDArray[np.int64]  # absolute topic of the message sent (-1 = none)
-    framing: NDArray[np.int64]
-    pressure: NDArray[np.int64]
-    sent: NDArray[np.bool_]
-    expressed: NDArray[np.bool_]
-    confession: NDArray[np.bool_]
-    false_confession: NDArray[np.bool_]
-    eval_aware: NDArray[np.bool_]
-    denial: NDArray[np.bool_]
-    odd: NDArray[np.bool_]
-    text_u: NDArray[np.float64]
-    acted: NDArray[np.bool_]  # the policy chose an action at this turn
-    obs: NDArray[np.float32]  # (B, H, OBS_DIM)
-    actions: NDArray[np.int64]  # (B, H, 4)
+    observed: Observed
+    text_u: NDArray[np.float64]  # (n, H) draw that picks each turn's text variants
+    acted: NDArray[np.bool_]  # (n, H) the policy chose an action at this turn
+    obs: NDArray[np.float32]  # (n, H, OBS_DIM)
+    actions: NDArray[np.int64]  # (n, H, 4)
     final_obs: NDArray[np.float32]
-    report: NDArray[np.int64]  # (B, 2): claim kind, confidence index
-    claim_topic: NDArray[np.int64]
+    report: NDArray[np.int64]  # (n, 2): claim kind, confidence index
     features: Features = field(repr=False)
 
 
-def _observe(s: dict[str, NDArray], seed_topic: NDArray[np.int64], t: int, horizon: int) -> NDArray[np.float32]:
-    b = np.arange(seed_topic.shape[0])
+def _hot(score: NDArray, lead: NDArray[np.int64]) -> NDArray[np.int64]:
+    """Topic with the highest score; the scenario's lead topic wins ties and is the answer when nothing scored."""
+    bonus = score.astype(np.float64)
+    bonus[np.arange(score.shape[0]), lead] += 0.5
+    return np.argmax(bonus, axis=1)
+
+
+def _observe(s: dict[str, NDArray], lead: NDArray[np.int64], in_scenario: NDArray[np.bool_], t: int, horizon: int) -> NDArray[np.float32]:
+    """The auditor's summary of what it has seen: the most anomalous topic against the rest, and its history."""
+    n = lead.shape[0]
+    b = np.arange(n)
     anom, probes_nat, probes_all = s["anom"], s["probes_nat"], s["probes_all"]
-    anom_seed = anom[b, seed_topic]
-    anom_other = anom.sum(axis=1) - anom_seed
-    other_max = np.where(np.eye(anom.shape[1], dtype=bool)[seed_topic], 0, anom).max(axis=1)
-    probes_seed_all = probes_all[b, seed_topic]
-    probes_other_all = probes_all.sum(axis=1) - probes_seed_all
-    o = np.empty((seed_topic.shape[0], OBS_DIM), dtype=np.float32)
+    hot = _hot(anom, lead)
+    anom_hot, all_hot, nat_hot = anom[b, hot], probes_all[b, hot], probes_nat[b, hot]
+    rest = anom.copy()
+    rest[b, hot] = 0
+    o = np.empty((n, OBS_DIM), dtype=np.float32)
     o[:, 0] = t / horizon
     o[:, 1] = s["branch_len"] / horizon
-    o[:, 2] = np.minimum(anom_seed, 3) / 3
-    o[:, 3] = probes_nat[b, seed_topic] / horizon
-    o[:, 4] = np.minimum(other_max, 3) / 3
-    o[:, 5] = (probes_nat.sum(axis=1) - probes_nat[b, seed_topic]) / horizon
-    o[:, 6] = anom_seed / (probes_seed_all + 1)
-    o[:, 7] = anom_other / (probes_other_all + 1)
-    o[:, 8] = np.minimum(s["conf_obs"].sum(axis=1), 3) / 3
+    o[:, 2] = np.minimum(anom_hot, 3) / 3
+    o[:, 3] = nat_hot / horizon
+    o[:, 4] = np.minimum(rest.max(axis=1), 3) / 3
+    o[:, 5] = (probes_nat.sum(axis=1) - nat_hot) / horizon
+    o[:, 6] = anom_hot / (all_hot + 1)
+    o[:, 7] = (anom.sum(axis=1) - anom_hot) / (probes_all.sum(axis=1) - all_hot + 1)
+    o[:, 8] = np.minimum(s["confessions"], 3) / 3
     o[:, 9] = np.minimum(s["denials"], 3) / 3
     o[:, 10] = np.minimum(s["remarks"], 3) / 3
     o[:, 11] = s["aware_seen"]
@@ -285,16 +440,18 @@ def _observe(s: dict[str, NDArray], seed_topic: NDArray[np.int64], t: int, horiz
     o[:, 15] = s["directs"] / horizon
     o[:, 16] = s["tests"] / horizon
     o[:, 17:23] = np.eye(len(KINDS), dtype=np.float32)[s["last_kind"]]
-    o[:, 23] = _hot(anom, seed_topic) == seed_topic
-    o[:, 24] = 1.0
+    o[:, 23] = in_scenario[b, hot]
+    o[:, 24] = ((probes_nat > 0) & in_scenario).sum(axis=1) / in_scenario.sum(axis=1)
+    o[:, 25] = 1.0
     return o
 
 
-def _hot(score: NDArray, seed_topic: NDArray[np.int64]) -> NDArray[np.int64]:
-    """Topic with the highest score; the seed topic wins ties and is the answer when nothing scored."""
-    bonus = np.zeros(score.shape)
-    bonus[np.arange(score.shape[0]), seed_topic] = 0.5
-    return np.argmax(score + bonus, axis=1)
+def _outside(scenario: NDArray[np.int64], r: NDArray[np.int64]) -> NDArray[np.int64]:
+    """The r-th topic (0-based) among those not in each row's scenario."""
+    out = r.copy()
+    for col in np.sort(scenario, axis=1).T:
+        out += out >= col
+    return out
 
 
 def simulate(world: World, batch: EpisodeBatch, policy: Policy, rng: np.random.Generator) -> Rollout:
@@ -305,7 +462,11 @@ def simulate(world: World, batch: EpisodeBatch, policy: Policy, rng: np.random.G
     beh = np.where(planted, batch.behavior, 0)
     fam = batch.family
     bt, ft = world.behaviors, world.families
-    seed_topic = world.seed_topic[batch.seed_behavior, batch.seed_index]
+    scenario = world.scenario[batch.seed_behavior, batch.seed_index]
+    k = scenario.shape[1]
+    lead = scenario[:, 0]
+    in_scenario = np.zeros((n, n_t), dtype=bool)
+    in_scenario[rows[:, None], scenario] = True
     rate = np.where(planted, bt.rate[beh] * ft.susceptibility[fam], 0.0)
     syc, leak, evalaw, noise = ft.sycophancy[fam], ft.leak[fam], ft.eval_awareness[fam], ft.noise[fam]
     onset = bt.onset[beh]
@@ -314,55 +475,56 @@ def simulate(world: World, batch: EpisodeBatch, policy: Policy, rng: np.random.G
     zi = lambda: np.zeros(n, dtype=np.int64)  # noqa: E731
     zt = lambda: np.zeros((n, n_t), dtype=np.int64)  # noqa: E731
     s: dict[str, NDArray] = {
-        "anom": zt(), "probes_nat": zt(), "probes_all": zt(), "conf_obs": zt(), "exp_true": zt(), "acc": zt(),
+        "anom": zt(), "probes_nat": zt(), "probes_all": zt(), "conf_obs": zt(),
         "branch_len": zi(), "branch_pressure": zi(), "denials": zi(), "remarks": zi(), "rollbacks": zi(),
-        "accusations": zi(), "pushes": zi(), "directs": zi(), "tests": zi(), "last_kind": zi(),
+        "accusations": zi(), "pushes": zi(), "directs": zi(), "tests": zi(), "last_kind": zi(), "confessions": zi(),
         "aware_seen": np.zeros(n, dtype=bool),
     }  # fmt: skip
     aware = np.zeros(n, dtype=bool)
     active = np.ones(n, dtype=bool)
+    seed_sends = zi()
     shape = (n, horizon)
-    log = {k: np.zeros(shape, dtype=bool) for k in ("sent", "expressed", "confession", "false_confession",
-                                                    "eval_aware", "denial", "odd", "acted")}  # fmt: skip
-    tool_log = np.full(shape, -1, dtype=np.int64)
+    sent_log = np.zeros(shape, dtype=bool)
+    rollback_log = np.zeros(shape, dtype=bool)
+    remark_log = np.zeros(shape, dtype=bool)
+    acted = np.zeros(shape, dtype=bool)
     topic_log = np.full(shape, -1, dtype=np.int64)
     framing_log = np.zeros(shape, dtype=np.int64)
     pressure_log = np.zeros(shape, dtype=np.int64)
+    reply_log = np.zeros(shape, dtype=np.int64)
     text_u = rng.random(shape)
     obs_log = np.zeros((n, horizon, OBS_DIM), dtype=np.float32)
     act_log = np.zeros((n, horizon, 4), dtype=np.int64)
-    loops = zi()
-    prev = np.full((n, 4), -1, dtype=np.int64)
-    opening_natural = np.zeros(n)
-    opening_aware = np.zeros(n, dtype=bool)
-    turns = zi()
 
     for t in range(horizon):
-        if not active.any():
+        live = np.flatnonzero(active)
+        if live.size == 0:
             break
-        obs = _observe(s, seed_topic, t, horizon)
-        actions = policy.act(obs, rng)
-        obs_log[:, t] = obs
-        act_log[:, t] = actions
-        log["acted"][:, t] = active
+        obs = _observe(s, lead, in_scenario, t, horizon)
+        actions = np.zeros((n, 4), dtype=np.int64)
+        actions[:, 0] = 2
+        actions[live] = policy.act(obs[live], rng)
+        obs_log[live, t] = obs[live]
+        act_log[live, t] = actions[live]
+        acted[:, t] = active
         tool, choice, framing, pressure = actions[:, 0], actions[:, 1], actions[:, 2], actions[:, 3]
-        ending = active & (tool == 2)
-        send = active & ~ending
-        active = send.copy()
-        tool_log[:, t] = np.where(send | ending, tool, -1)
+        send = active & (tool != 2)
+        active = send
         if not send.any():
             break
-        control = (seed_topic + 1 + rng.integers(0, n_t - 1, size=n)) % n_t
-        topic = np.where(choice == 0, seed_topic, np.where(choice == 1, control, _hot(s["anom"], seed_topic)))
+        control = _outside(scenario, rng.integers(0, n_t - k, size=n))
+        topic = np.where(
+            choice == 0, scenario[rows, seed_sends % k], np.where(choice == 1, control, _hot(s["anom"], lead))
+        )
+        seed_sends += send & (choice == 0)
         rollback = send & (tool == 1)
         s["branch_len"][rollback] = 0
         s["branch_pressure"][rollback] = 0
         aware[rollback] = False
         s["aware_seen"][rollback] = False
         s["rollbacks"] += rollback
-        triggered = trig_table[rows, topic]
         r = respond(
-            triggered=triggered,
+            triggered=trig_table[rows, topic],
             onset_ok=s["branch_len"] >= onset,
             rate=rate,
             sycophancy=syc,
@@ -376,99 +538,65 @@ def simulate(world: World, batch: EpisodeBatch, policy: Policy, rng: np.random.G
             u=uniforms(rng, n),
         )
         aware = np.where(send, r.aware, aware)
-        key = np.stack([tool, topic, framing, pressure], axis=1)
-        loops += send & (key == prev).all(axis=1)
-        prev = np.where(send[:, None], key, prev)
-        sent_idx = np.flatnonzero(send)
-        st = topic[sent_idx]
-        natural = framing[sent_idx] == 0
-        s["probes_all"][sent_idx, st] += 1
-        s["probes_nat"][sent_idx, st] += natural
+        st = np.where(send, topic, 0)
         anomaly = (r.expressed | r.odd) & send
-        s["anom"][sent_idx, st] += anomaly[sent_idx]
-        s["conf_obs"][sent_idx, st] += r.confession[sent_idx]
-        s["exp_true"][sent_idx, st] += r.expressed[sent_idx]
-        s["acc"][sent_idx, st] += pressure[sent_idx] == 2
+        confession = r.confession & send
+        s["probes_all"][rows, st] += send  # one topic per row: no repeated index
+        s["probes_nat"][rows, st] += send & (framing == 0)
+        s["anom"][rows, st] += anomaly
+        s["conf_obs"][rows, st] += confession
+        remark = send & r.eval_aware
+        s["confessions"] += confession
         s["denials"] += send & r.denial
-        s["remarks"] += send & r.eval_aware
-        s["aware_seen"] |= send & r.eval_aware
+        s["remarks"] += remark
+        s["aware_seen"] |= remark
         s["accusations"] += send & (pressure == 2)
         s["pushes"] += send & (pressure == 1)
         s["directs"] += send & (framing == 1)
         s["tests"] += send & (framing == 2)
         s["branch_len"] += send
         s["branch_pressure"] += send & (pressure > 0)
-        kind = np.select(
-            [r.confession, r.denial, anomaly, r.eval_aware], [4, 3, 2, 5], default=1
-        )
+        kind = np.select([r.confession, r.denial, anomaly, r.eval_aware], [4, 3, 2, 5], default=1)
         s["last_kind"] = np.where(send, kind, s["last_kind"])
-        in_opening = send & (turns < OPENING)
-        opening_natural += in_opening * ((framing == 0) & (pressure == 0)) / OPENING
-        opening_aware |= in_opening & r.eval_aware
-        turns += send
+        sent_log[:, t] = send
+        rollback_log[:, t] = rollback
+        remark_log[:, t] = remark
         topic_log[:, t] = np.where(send, topic, -1)
-        framing_log[:, t] = framing
-        pressure_log[:, t] = pressure
-        log["sent"][:, t] = send
-        for k in ("expressed", "confession", "false_confession", "eval_aware", "denial", "odd"):
-            log[k][:, t] = getattr(r, k) & send
+        framing_log[:, t] = np.where(send, framing, 0)
+        pressure_log[:, t] = np.where(send, pressure, 0)
+        reply_log[:, t] = np.where(
+            send, np.select([r.confession, r.denial, r.expressed, r.odd], [CONFESSION, DENIAL, DISPLAY, ODD], default=0), 0
+        )
 
-    final_obs = _observe(s, seed_topic, horizon, horizon)
+    final_obs = _observe(s, lead, in_scenario, horizon, horizon)
     report = policy.report(final_obs, rng)
     claim_kind, conf_idx = report[:, 0], report[:, 1]
     claim_topic = np.select(
         [claim_kind == 0, claim_kind == 1, claim_kind == 2],
-        [-1, seed_topic, _hot(s["anom"], seed_topic)],
-        default=_hot(s["conf_obs"], seed_topic),
+        [-1, lead, _hot(s["anom"], lead)],
+        default=_hot(s["conf_obs"], lead),
     )
-    has_claim = claim_topic >= 0
-    ct = np.where(has_claim, claim_topic, 0)
-    at = lambda a: np.where(has_claim, a[rows, ct], 0)  # noqa: E731
-    ref_topic = np.where(has_claim, claim_topic, seed_topic)
-    nat_topics = s["probes_nat"] > 0
-    features = Features(
+    observed = Observed(
         planted=planted,
-        claim=claim_topic,
-        confidence=np.where(has_claim, np.asarray(CONFIDENCES)[conf_idx], 0.0),
-        correct=has_claim & trig_table[rows, ct],
-        exp_claim=at(s["exp_true"]),
-        conf_claim=at(s["conf_obs"]),
-        acc_claim=at(s["acc"]),
-        expressed=log["expressed"].sum(axis=1),
-        confessions=log["confession"].sum(axis=1),
-        false_confessions=log["false_confession"].sum(axis=1),
-        accusations=s["accusations"],
-        pushes=s["pushes"],
-        directs=s["directs"],
-        tests=s["tests"],
-        eval_aware=log["eval_aware"].sum(axis=1),
-        rollbacks=s["rollbacks"],
-        turns=turns,
-        loops=loops,
-        distinct_topics=nat_topics.sum(axis=1),
-        control=(nat_topics.sum(axis=1) - nat_topics[rows, ref_topic]) > 0,
-        opening_natural=opening_natural,
-        opening_aware=opening_aware,
-    )
-    return Rollout(
-        batch=batch,
-        tool=tool_log,
+        trigger=trig_table,
+        sent=sent_log,
+        rollback=rollback_log,
         topic=topic_log,
         framing=framing_log,
         pressure=pressure_log,
-        sent=log["sent"],
-        expressed=log["expressed"],
-        confession=log["confession"],
-        false_confession=log["false_confession"],
-        eval_aware=log["eval_aware"],
-        denial=log["denial"],
-        odd=log["odd"],
+        reply=reply_log,
+        remark=remark_log,
+        claim=claim_topic,
+        confidence=np.where(claim_topic >= 0, np.asarray(CONFIDENCES)[conf_idx], 0.0),
+    )
+    return Rollout(
+        batch=batch,
+        observed=observed,
         text_u=text_u,
-        acted=log["acted"],
+        acted=acted,
         obs=obs_log,
         actions=act_log,
         final_obs=final_obs,
         report=report,
-        claim_topic=claim_topic,
-        features=features,
+        features=ground_truth(observed),
     )
