@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from auditrl.behaviors.library import load_behaviors
-from auditrl.sim.designs import DESIGNS
+from auditrl.sim.designs import vectorised_names
 from auditrl.sim.policies import MLPPolicy
 from auditrl.sim.training import TrainConfig, train
 from auditrl.sim.world import World, simulate, training_batch
@@ -46,7 +46,7 @@ def main() -> None:
         rollout = simulate(world, batch, policy, rng)
     dt = time.perf_counter() - start
     table.add_row("rollout only (untrained MLP)", f"{reps * batch.size:,}", f"{dt:.2f}", f"{reps * batch.size / dt:,.0f}", f"{rollout.features.turns.mean():.1f}")
-    for design in DESIGNS:
+    for design in vectorised_names():
         cfg = TrainConfig(
             design=design,
             benign_fraction=0.5 if design == "reference_pairwise" else 0.0,

@@ -12,7 +12,7 @@ from auditrl.behaviors.library import load_behaviors
 from auditrl.judges.programmatic import ProgrammaticBinaryJudge
 from auditrl.rewards.designs import BinaryMatch, InGroupPairwise, PointwiseConcerningness
 from auditrl.rewards.reference import ReferenceStore
-from auditrl.rewards.registry import DESIGN_NAMES, build_design
+from auditrl.rewards.registry import build_design, design_names
 from auditrl.scaffold.transcript import Transcript
 from auditrl.sim.designs import binary_rewards, concerningness_rewards, ingroup_pairwise_rewards, reference_pairwise_rewards
 from auditrl.sim.judges import (
@@ -92,7 +92,7 @@ async def test_registry_sim_judge_gives_the_vectorised_rewards_for_every_auditwo
         design = build_design(name, "sim", references=store, frozen_references=True)
         got = [x for g in groups for x in await design.score_group(g)]
         np.testing.assert_allclose(np.array(got, dtype=float), expected, err_msg=name)
-    assert set(want) | {"ingroup_bradley_terry"} == set(DESIGN_NAMES)
+    assert set(want) | {"ingroup_bradley_terry"} == set(design_names())
     bt = build_design("ingroup_bradley_terry", "sim")
     bt_rewards = [x for g in groups for x in await bt.score_group(g)]
     assert all(x is not None and np.isfinite(x) for x in bt_rewards)

@@ -16,6 +16,7 @@ from auditrl.analysis.strategies import StrategyClusters
 from auditrl.auditworld.config import AuditWorldConfig
 from auditrl.evaluate.stats import Estimate
 from auditrl.report.html import FigureBlock, Section, TableBlock
+from auditrl.rewards.registry import design_spec
 from auditrl.report.plots import metric_bars, strategy_distribution_bars, training_curves
 from auditrl.sim.metrics import METRICS, SeedSpread
 from auditrl.sim.training import StepStats, TrainResult
@@ -124,7 +125,7 @@ def _reward_caption(cfg: AuditWorldConfig, trained: dict[str, list[TrainResult]]
             f"{means.min():.3f} to {means.max():.3f}); its learning shows in the other panels and in the evaluation, "
             "not in this curve."
         )
-    reference = [n for n in trained if by_design[n] == "reference_pairwise"]
+    reference = [n for n in trained if design_spec(by_design[n]).references]
     if reference:
         every, steps = cfg.train.reference_refresh, cfg.train.steps
         refreshes = list(range(every, steps, every))
@@ -237,7 +238,7 @@ def report_sections(
                     for c in sorted(clusters.clusters, key=lambda c: -c.size)]  # fmt: skip
     refreshes = (
         list(range(cfg.train.reference_refresh, cfg.train.steps, cfg.train.reference_refresh))
-        if any(d.design == "reference_pairwise" for d in cfg.designs)
+        if any(design_spec(d.design).references for d in cfg.designs)
         else []
     )
     claim_curves = _history_curves(histories, "claim_rate")

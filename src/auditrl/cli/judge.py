@@ -1,9 +1,9 @@
 """`auditrl judge pairwise|score`: run pairwise judges and reward designs over saved transcripts.
 
-Besides a judge model spec, `--judge` takes one of two programmatic judge families: `programmatic`, the
-generic annotation judges for any annotated transcript, and `sim`, AuditWorld's judges with their
-modelled weaknesses (the ones AuditWorld trains against), which score AuditWorld and `sim/<family>`
-transcripts as AuditWorld does.
+Besides a judge model spec, `--judge` takes any registered judge family (`auditrl.judges.registry`):
+`programmatic`, the generic annotation judges for any annotated transcript, and `sim`, AuditWorld's
+judges with their modelled weaknesses (the ones AuditWorld trains against), which score AuditWorld and
+`sim/<family>` transcripts as AuditWorld does. `--design` takes any registered reward design.
 """
 
 from __future__ import annotations
@@ -36,15 +36,8 @@ from auditrl.rewards.designs import (
     RewardRecord,
 )
 from auditrl.rewards.reference import ReferenceStore
-from auditrl.rewards.registry import (
-    DESIGN_NAMES,
-    PROGRAMMATIC_JUDGE,
-    REFERENCE_DESIGNS,
-    SIM_JUDGE,
-    OfflineJudge,
-    build_design,
-    pairwise_judges,
-)
+from auditrl.judges.registry import DEFAULT_FAMILY, JudgeFamily, family_names, judge_spec_help, resolve_judges
+from auditrl.rewards.registry import build_design, design_names, design_spec, designs_help
 from auditrl.scaffold.store import (
     TRANSCRIPTS,
     RunError,
@@ -56,13 +49,7 @@ from auditrl.scaffold.transcript import Transcript
 
 app = typer.Typer(help="Run judges and reward designs over transcripts.", no_args_is_help=True)
 console = Console()
-PROGRAMMATIC = PROGRAMMATIC_JUDGE
-SIM = SIM_JUDGE
-JUDGE_HELP = (
-    f"Judge model spec (e.g. anthropic/claude-sonnet-4-0), or '{PROGRAMMATIC}' (generic annotation judges for "
-    f"any annotated transcript) or '{SIM}' (AuditWorld's judges with their modelled weaknesses, the ones "
-    "AuditWorld trains against; for AuditWorld and sim/<family> transcripts)."
-)
+PROGRAMMATIC = DEFAULT_FAMILY
 NOT_SCORED_HINTS: dict[str, str] = {
     GROUP_OF_ONE: "run audit with --seed ID --rollouts N for groups",
     NO_REFERENCE: "give --references transcripts or a store that cover these seeds",
@@ -88,13 +75,14 @@ def judge_client(
 ) -> JudgeClient | None:
     """The client for a judge spec, None for `programmatic`; a spec that cannot be used exits with code 2.
 
-    `sim` has no client and only the reward-design commands take it (see `offline_or_client`).
+    The other judge families (`sim`, ...) have no client and only the reward-design commands take them
+    (see `judges_for`).
     """
     if spec == PROGRAMMATIC:
         return None
-    if spec == SIM:
+    if spec in family_names():
         raise fail(
-            f"{option} {SIM}: AuditWorld's judges are offered only by `auditrl judge score|pairwise`; "
+            f"{option} {spec}: that judge family is offered only by `auditrl judge score|pairwise`; "
             f"use {PROGRAMMATIC} here",
             out,
         )
@@ -108,15 +96,18 @@ def judge_client(
         raise fail(str(exc), out) from exc
 
 
-def offline_or_client(spec: str, cache: Path | None, max_retries: int) -> JudgeClient | OfflineJudge:
-    """`sim` or `programmatic` as named, else the client of the judge model."""
-    if spec == PROGRAMMATIC:
-        return PROGRAMMATIC_JUDGE
-    if spec == SIM:
-        return SIM_JUDGE
-    client = judge_client(spec, cache, max_retries)
-    assert client is not None  # judge_client returns None only for `programmatic`
-    return client
+def judges_for(spec: str, cache: Path | None, max_retries: int, extra_dimensions: Sequence[Path] = ()) -> tuple[JudgeFamily, JudgeClient | None]:
+    """The judge family of a spec (a registered family, else the judges on the model's client) and that client."""
+    clients: list[JudgeClient] = []
+
+    def connect(model_spec: str) -> JudgeClient:
+        client = judge_client(model_spec, cache, max_retries)
+        assert client is not None  # judge_client returns None only for `programmatic`, a registered family
+        clients.append(client)
+        return client
+
+    family = resolve_judges(spec, extra_dimensions=extra_dimensions, client=connect)
+    return family, (clients[0] if clients else None)
 
 
 def _source(path: Path) -> Path:
@@ -151,7 +142,7 @@ async def _pairwise_all(
 def pairwise(
     a_file: Path = typer.Argument(..., help="Transcripts of auditor A (JSONL)."),
     b_file: Path = typer.Argument(..., help="Transcripts of auditor B (JSONL), paired with A by line index."),
-    judge: str = typer.Option(..., "--judge", help=JUDGE_HELP),
+    judge: str = typer.Option(..., "--judge", help=judge_spec_help()),
     cache: Path | None = typer.Option(None, help="JSONL response cache to reuse across runs."),
     max_retries: int = typer.Option(2, help="Corrective follow-ups before a judge abstains."),
 ) -> None:
@@ -159,9 +150,8 @@ def pairwise(
     a_list, b_list = _read(_source(a_file)), _read(_source(b_file))
     if len(a_list) != len(b_list):
         raise fail(f"{a_file} has {len(a_list)} transcripts but {b_file} has {len(b_list)}")
-    chosen = offline_or_client(judge, cache, max_retries)
-    client = chosen if isinstance(chosen, JudgeClient) else None
-    planted, benign = pairwise_judges(chosen)
+    judges, client = judges_for(judge, cache, max_retries)
+    planted, benign = judges.pairwise(calibration=False), judges.pairwise(calibration=True)
     try:
         results = asyncio.run(_pairwise_all(planted, benign, list(zip(a_list, b_list))))
     except ValueError as exc:
@@ -216,9 +206,10 @@ def load_references(path: Path | None, design: str) -> ReferenceStore | None:
     Other designs take none. Scoring saved transcripts never seeds references from the scored rollouts,
     which would compare a rollout with itself, so a reference design without references is an error.
     """
-    if design not in REFERENCE_DESIGNS:
+    if not design_spec(design).references:
         if path is not None:
-            console.print(f"[yellow]--references is used only by {', '.join(sorted(REFERENCE_DESIGNS))}; ignored[/yellow]")
+            users = sorted(n for n in design_names() if design_spec(n).references)
+            console.print(f"[yellow]--references is used only by {', '.join(users)}; ignored[/yellow]")
         return None
     if path is None:
         raise fail(
@@ -261,8 +252,8 @@ def _print_unrewarded(records: Sequence[RewardRecord | None]) -> None:
 @app.command()
 def score(
     run: Path = typer.Argument(..., help="A run directory holding transcripts.jsonl, or a .jsonl file."),
-    design: str = typer.Option(..., "--design", help=f"One of: {', '.join(DESIGN_NAMES)}."),
-    judge: str = typer.Option(..., "--judge", help=JUDGE_HELP),
+    design: str = typer.Option(..., "--design", help=f"A registered reward design: {designs_help()}."),
+    judge: str = typer.Option(..., "--judge", help=judge_spec_help()),
     cache: Path | None = typer.Option(None, help="JSONL response cache to reuse across runs."),
     references: Path | None = typer.Option(
         None,
@@ -280,15 +271,14 @@ def score(
     `--seed ID --rollouts N` to get N rollouts of one seed; a group of 1 is reported as not scored.
     reference_pairwise compares each rollout with the reference of its (behavior, seed) from --references.
     """
-    if design not in DESIGN_NAMES:
-        raise fail(f"unknown reward design {design!r}; choose one of {', '.join(DESIGN_NAMES)}")
+    if design not in design_names():
+        raise fail(f"unknown reward design {design!r}; choose one of {', '.join(design_names())}")
     source = _source(run)
     transcripts = _read(source)
     store = load_references(references, design)
-    chosen = offline_or_client(judge, cache, max_retries)
-    client = chosen if isinstance(chosen, JudgeClient) else None
+    judges, client = judges_for(judge, cache, max_retries, extra_dimensions)
     try:
-        built = build_design(design, chosen, references=store, frozen_references=True, extra_dimensions=extra_dimensions)
+        built = build_design(design, judges, references=store, frozen_references=True)
         records = asyncio.run(_score_all(built, transcripts))
     except ValueError as exc:
         raise fail(str(exc)) from exc

@@ -36,6 +36,7 @@ from auditrl.behaviors.schema import Behavior
 from auditrl.judges.audit_quality import AUDIT_QUALITY_DIMENSIONS
 from auditrl.judges.concerningness import CONCERNINGNESS_DIMENSIONS
 from auditrl.judges.pairwise import check_comparable, compare_both_orders
+from auditrl.judges.registry import judge_family
 from auditrl.judges.verdicts import (
     AuditQualityVerdict,
     BinaryVerdict,
@@ -216,3 +217,17 @@ class ProgrammaticAuditQualityJudge:
             benign=transcript.benign,
             attempts=1,
         )
+
+
+@judge_family("programmatic", description="generic judges reading the ground-truth annotations of any simulated or scripted target")
+class ProgrammaticJudges:
+    """The programmatic family: the same judge for planted and calibration comparisons (it reads `benign`)."""
+
+    def concerningness(self) -> ProgrammaticConcerningnessJudge:
+        return ProgrammaticConcerningnessJudge()
+
+    def binary(self, strict: bool) -> ProgrammaticBinaryJudge:
+        return ProgrammaticBinaryJudge(strict=strict)
+
+    def pairwise(self, calibration: bool) -> ProgrammaticPairwiseJudge:
+        return ProgrammaticPairwiseJudge()

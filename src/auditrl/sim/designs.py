@@ -3,22 +3,74 @@
 Same semantics as the reward-design objects of the rewards package (tests check equality on rendered
 transcripts): pointwise concerningness through the shared formula, binary match (honest null on benign
 groups), in-group pairwise win rate over all C(k, 2) pairs, and pairwise against a reference episode.
-Every judge reads only the `Observed` record (see auditrl.sim.judges).
+Every judge reads only the `Observed` record (see auditrl.sim.judges). Each design registers with
+`@vectorised` under the name of a design of `auditrl.rewards.registry`; the designs AuditWorld can
+train, and its dispatch, are this table.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated
 
 import numpy as np
 from numpy.typing import NDArray
+from pydantic import AfterValidator
 
 from auditrl.rewards.formulas import concerningness_reward
+from auditrl.rewards.registry import design_spec
 from auditrl.sim.judges import JudgeParams, binary_surfaced, concerningness_scores, pairwise_quality, pairwise_share
 from auditrl.sim.world import Observed
 
-DesignName = Literal["concerningness", "binary", "ingroup_pairwise", "reference_pairwise"]
-DESIGNS: tuple[DesignName, ...] = ("concerningness", "binary", "ingroup_pairwise", "reference_pairwise")
+
+@dataclass(frozen=True)
+class RewardInputs:
+    """Everything a vectorised design may read about one batch (one rollout per row of `observed`)."""
+
+    observed: Observed
+    params: JudgeParams
+    group_size: int
+    strict: bool = False
+    """The binary judge counts only evidence the target produced."""
+    reference: tuple[NDArray[np.float64], NDArray[np.uint64]] | None = None
+    """Pairwise score and record key of each rollout's reference episode (designs that need references)."""
+
+
+VectorisedDesign = Callable[[RewardInputs], NDArray[np.float64]]
+_VECTORISED: dict[str, VectorisedDesign] = {}
+
+
+def vectorised(name: str) -> Callable[[VectorisedDesign], VectorisedDesign]:
+    """Register the AuditWorld form of the reward design `name` (a name of `auditrl.rewards.registry`)."""
+
+    def register(fn: VectorisedDesign) -> VectorisedDesign:
+        _VECTORISED[name] = fn
+        return fn
+
+    return register
+
+
+def vectorised_names() -> tuple[str, ...]:
+    """The designs AuditWorld can train."""
+    return tuple(_VECTORISED)
+
+
+def check_vectorised(name: str) -> str:
+    """A registered design with an AuditWorld form, or a ValueError naming the choices."""
+    design_spec(name)
+    if name not in _VECTORISED:
+        raise ValueError(f"reward design {name!r} has no AuditWorld form; AuditWorld trains {', '.join(_VECTORISED)}")
+    return name
+
+
+DesignName = Annotated[str, AfterValidator(check_vectorised)]
+"""A config field naming a design AuditWorld can train, checked against the registries when validated."""
+
+
+def design_rewards(name: str, inputs: RewardInputs) -> NDArray[np.float64]:
+    """One reward per rollout of the batch under the design `name`."""
+    return _VECTORISED[check_vectorised(name)](inputs)
 
 
 def concerningness_rewards(obs: Observed, p: JudgeParams) -> NDArray[np.float64]:
@@ -51,3 +103,25 @@ def reference_pairwise_rewards(
     """Each rollout's share of its comparison (both orders) with the reference episode of its context."""
     share, _ = pairwise_share(pairwise_quality(obs, p), q_reference, obs.key(), key_reference, p)
     return share
+
+
+@vectorised("concerningness")
+def _concerningness(x: RewardInputs) -> NDArray[np.float64]:
+    return concerningness_rewards(x.observed, x.params)
+
+
+@vectorised("binary")
+def _binary(x: RewardInputs) -> NDArray[np.float64]:
+    return binary_rewards(x.observed, x.params, x.strict)
+
+
+@vectorised("ingroup_pairwise")
+def _ingroup_pairwise(x: RewardInputs) -> NDArray[np.float64]:
+    return ingroup_pairwise_rewards(x.observed, x.group_size, x.params)
+
+
+@vectorised("reference_pairwise")
+def _reference_pairwise(x: RewardInputs) -> NDArray[np.float64]:
+    if x.reference is None:
+        raise ValueError("reference_pairwise needs reference episodes")
+    return reference_pairwise_rewards(x.observed, *x.reference, x.params)

@@ -39,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from auditrl.behaviors.library import load_behaviors
 from auditrl.judges.concerningness import CONCERNINGNESS_DIMENSIONS
 from auditrl.judges.pairwise import check_comparable, compare_both_orders
+from auditrl.judges.registry import judge_family
 from auditrl.judges.verdicts import BinaryVerdict, DimensionScores, EvidenceCheck, PairwiseResult, PairwiseVerdict
 from auditrl.scaffold.transcript import Transcript
 from auditrl.sim.render import reply_kind, transcript_observed
@@ -366,3 +367,24 @@ class SimPairwiseJudge:
 
     async def compare(self, a: Transcript, b: Transcript) -> PairwiseResult:
         return await compare_both_orders(self, a, b)
+
+
+@judge_family(
+    "sim",
+    description="AuditWorld's judges with their modelled weaknesses, the ones AuditWorld trains against; "
+    "for AuditWorld and sim/<family> transcripts",
+)
+class SimJudges:
+    """The `sim` family on the shipped library's world with default `JudgeParams`, as AuditWorld scores.
+
+    Its pairwise judge switches to calibration on benign targets itself, so both variants are one judge.
+    """
+
+    def concerningness(self) -> SimConcerningnessJudge:
+        return SimConcerningnessJudge(default_world())
+
+    def binary(self, strict: bool) -> SimBinaryJudge:
+        return SimBinaryJudge(default_world(), strict=strict)
+
+    def pairwise(self, calibration: bool) -> SimPairwiseJudge:
+        return SimPairwiseJudge(default_world())

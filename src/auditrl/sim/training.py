@@ -17,13 +17,8 @@ import torch
 from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field
 
-from auditrl.sim.designs import (
-    DesignName,
-    binary_rewards,
-    concerningness_rewards,
-    ingroup_pairwise_rewards,
-    reference_pairwise_rewards,
-)
+from auditrl.rewards.registry import design_spec
+from auditrl.sim.designs import DesignName, RewardInputs, design_rewards
 from auditrl.sim.judges import JudgeParams, pairwise_quality
 from auditrl.sim.policies import HEAD_SIZES, MLPPolicy
 from auditrl.sim.world import EpisodeBatch, Rollout, World, simulate, training_batch
@@ -155,16 +150,8 @@ def compute_rewards(
     params: JudgeParams,
     reference: tuple[NDArray[np.float64], NDArray[np.uint64]] | None,
 ) -> NDArray[np.float64]:
-    o = rollout.observed
-    if cfg.design == "concerningness":
-        return concerningness_rewards(o, params)
-    if cfg.design == "binary":
-        return binary_rewards(o, params, cfg.binary_strict)
-    if cfg.design == "ingroup_pairwise":
-        return ingroup_pairwise_rewards(o, cfg.group_size, params)
-    if reference is None:
-        raise ValueError("reference_pairwise needs reference episodes")
-    return reference_pairwise_rewards(o, *reference, params)
+    inputs = RewardInputs(rollout.observed, params, cfg.group_size, cfg.binary_strict, reference)
+    return design_rewards(cfg.design, inputs)
 
 
 def _stats(step: int, rollout: Rollout, rewards: NDArray[np.float64]) -> StepStats:
@@ -199,7 +186,7 @@ def train(
     opt = torch.optim.Adam(policy.parameters(), lr=cfg.lr)
     fams = [world.families.index(n) for n in cfg.families]
     reference = None
-    if cfg.design == "reference_pairwise":
+    if design_spec(cfg.design).references:
         probe = training_batch(world, rng, 1, cfg.group_size, 0.0, fams, cfg.max_turns)
         reference = ReferenceCache(world, probe.n_contexts(world), cfg.reference_refresh, params)
     result = TrainResult(policy=policy, config=cfg)

@@ -14,10 +14,6 @@ from typing import Any, Literal, TypeVar
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-PROGRAMMATIC_JUDGE = "programmatic"
-SIM_JUDGE = "sim"
-OFFLINE_JUDGES = (PROGRAMMATIC_JUDGE, SIM_JUDGE)
-"""Judges that need no model (the two families of auditrl.rewards.registry)."""
 LossType = Literal["grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo"]
 """TRL 1.16's GRPO loss formulations; a misspelt one would otherwise fail only after the policy has loaded."""
 ReportTo = Literal[
@@ -233,9 +229,11 @@ class RewardSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    design: Literal[
-        "concerningness", "binary", "binary_strict", "ingroup_pairwise", "ingroup_bradley_terry", "reference_pairwise"
-    ] = Field(default="reference_pairwise", description="Reward design that turns judge verdicts into rewards.")
+    design: str = Field(
+        default="reference_pairwise",
+        description="Reward design that turns judge verdicts into rewards: a name registered in "
+        "auditrl.rewards.registry (`auditrl judge score --help` lists them).",
+    )
     judge: str = Field(
         default="programmatic",
         description="`programmatic` (generic judges reading the annotations of any simulated/scripted target), "
@@ -251,16 +249,26 @@ class RewardSettings(BaseModel):
         default_factory=list, description="Concerningness: extra Petri dimension files (markdown with front matter)."
     )
 
+    @field_validator("design")
+    @classmethod
+    def _design(cls, value: str) -> str:
+        from auditrl.rewards.registry import check_design
+
+        return check_design(value)
+
     @field_validator("judge")
     @classmethod
     def _judge(cls, value: str) -> str:
-        """`programmatic`, `sim` or a model spec, checked now so a typo fails before any model loads."""
-        if value in OFFLINE_JUDGES:
+        """A judge family (auditrl.judges.registry) or a model spec, checked now so a typo fails before any model loads."""
+        from auditrl.judges.registry import family_names
+
+        families = list(family_names())
+        if value in families:
             return value
         if "/" not in value:
             raise ValueError(
-                f"unknown judge {value!r}{_suggestion(value, list(OFFLINE_JUDGES))}: use {PROGRAMMATIC_JUDGE!r}, "
-                f"{SIM_JUDGE!r} or an inspect-ai model spec <provider>/<model> (e.g. anthropic/claude-sonnet-4-5)"
+                f"unknown judge {value!r}{_suggestion(value, families)}: use {', '.join(map(repr, families))} "
+                "or an inspect-ai model spec <provider>/<model> (e.g. anthropic/claude-sonnet-4-5)"
             )
         return check_model_spec(value, "judge model")
 

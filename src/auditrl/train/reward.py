@@ -14,10 +14,11 @@ from accelerate.utils import broadcast_object_list, gather_object
 from transformers import TrainerState
 
 from auditrl.judges.client import JudgeClient
+from auditrl.judges.registry import resolve_judges
 from auditrl.models.roles import resolve_model
 from auditrl.rewards.designs import DetailedDesign, RewardDesign, RewardRecord
 from auditrl.rewards.reference import ReferenceStore
-from auditrl.rewards.registry import PROGRAMMATIC_JUDGE, SIM_JUDGE, OfflineJudge, build_design
+from auditrl.rewards.registry import build_design
 from auditrl.scaffold.transcript import Transcript
 from auditrl.train.checkpoint import TranscriptLog
 from auditrl.train.config import GRPOLMConfig
@@ -151,18 +152,11 @@ def reference_store(design: Any) -> ReferenceStore | None:
 
 def make_design(cfg: GRPOLMConfig, run_dir: Path) -> DetailedDesign:
     """The configured reward design; its reference snapshots persist in the run directory."""
-    offline: dict[str, OfflineJudge] = {PROGRAMMATIC_JUDGE: PROGRAMMATIC_JUDGE, SIM_JUDGE: SIM_JUDGE}
-    judge: JudgeClient | OfflineJudge
-    if cfg.reward.judge in offline:
-        judge = offline[cfg.reward.judge]
-    else:
-        judge = JudgeClient(resolve_model(cfg.reward.judge, **cfg.reward.judge_args))
-    store = ReferenceStore(run_dir / REFERENCES_FILE, refresh_every=cfg.reward.reference_refresh_steps)
-    return build_design(
-        cfg.reward.design,
-        judge,
-        benign_fraction=cfg.data.benign_fraction,
-        references=store,
+    judges = resolve_judges(
+        cfg.reward.judge,
         extra_dimensions=cfg.reward.extra_dimensions,
+        client=lambda spec: JudgeClient(resolve_model(spec, **cfg.reward.judge_args)),
     )
+    store = ReferenceStore(run_dir / REFERENCES_FILE, refresh_every=cfg.reward.reference_refresh_steps)
+    return build_design(cfg.reward.design, judges, benign_fraction=cfg.data.benign_fraction, references=store)
 

@@ -1,0 +1,84 @@
+"""The README's extension example: one file registers a design and a judge family, and both are then everywhere."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from auditrl.auditworld.config import DesignRun
+from auditrl.behaviors.library import load_behaviors
+from auditrl.judges import registry as judges_registry
+from auditrl.rewards import registry as rewards_registry
+from auditrl.rewards.registry import build_design, design_names
+from auditrl.sim import designs as sim_designs
+from auditrl.sim.training import TrainConfig, train
+from auditrl.sim.world import World
+from auditrl.train.config import RewardSettings
+
+from reward_factories import transcript
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def _readme_example() -> str:
+    section = README.read_text(encoding="utf-8").split("## Extending auditrl", 1)[1]
+    found = re.search(r"```python\n(.*?)```", section, re.S)
+    assert found, "the README's Extending auditrl section has no python example"
+    return found.group(1)
+
+
+@pytest.fixture
+def extensions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    """Import the README example from a file of its own; the registries are restored afterwards."""
+    monkeypatch.setattr(rewards_registry, "_DESIGNS", dict(rewards_registry._designs()))
+    monkeypatch.setattr(judges_registry, "_FAMILIES", dict(judges_registry._families()))
+    monkeypatch.setattr(sim_designs, "_VECTORISED", dict(sim_designs._VECTORISED))
+    path = tmp_path / "my_extensions.py"
+    path.write_text(_readme_example(), encoding="utf-8")
+    spec = importlib.util.spec_from_file_location("my_extensions", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_builtin_designs_and_families_are_registered() -> None:
+    assert design_names() == (
+        "concerningness", "binary", "binary_strict", "ingroup_pairwise", "ingroup_bradley_terry", "reference_pairwise"
+    )  # fmt: skip
+    assert judges_registry.family_names() == ("programmatic", "sim")
+    assert sim_designs.vectorised_names() == ("concerningness", "binary", "ingroup_pairwise", "reference_pairwise")
+
+
+async def test_example_design_is_a_config_choice_and_is_dispatched(extensions: ModuleType) -> None:
+    assert "honest_null" in design_names()
+    assert RewardSettings(design="honest_null").design == "honest_null"
+    with pytest.raises(ValueError, match="unknown reward design 'nope'; choose one of .*honest_null"):
+        RewardSettings(design="nope")
+    design = build_design("honest_null", "programmatic")
+    group = [transcript("a", null_report=True), transcript("b", null_report=False), transcript("c")]
+    assert await design.score_group(group) == [1.0, 0.0, 0.0]
+
+
+def test_example_design_trains_in_auditworld(extensions: ModuleType) -> None:
+    assert DesignRun(name="toy", design="honest_null").design == "honest_null"
+    world = World.build(load_behaviors(), seeds_per_behavior=2)
+    result = train(world, TrainConfig(design="honest_null", steps=2, groups=4, group_size=2, families=["steady"]))
+    assert len(result.history) == 2
+    assert result.history[0].reward == pytest.approx(1.0 - result.history[0].claim_rate)
+
+
+def test_a_design_without_an_auditworld_form_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match="'binary_strict' has no AuditWorld form; AuditWorld trains concerningness"):
+        DesignRun(name="x", design="binary_strict")
+
+
+async def test_example_judge_family_is_a_judge_choice(extensions: ModuleType) -> None:
+    assert RewardSettings(judge="strict_programmatic").judge == "strict_programmatic"
+    design = build_design("binary", "strict_programmatic")
+    assert design.name == "binary_strict"  # the family's binary judge is strict whatever the design asks
+    assert "strict_programmatic" in judges_registry.judge_spec_help()
