@@ -73,7 +73,12 @@ class TrainResult:
 
 
 def _head_logprobs(logits: torch.Tensor, actions: torch.Tensor, sizes: tuple[int, ...]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-    """Per head: log-prob of the chosen index, and the head's entropy."""
+    """Per head: log-prob of the chosen index, and the head's entropy (heads of one size in one call)."""
+    if len(set(sizes)) == 1:
+        logp = torch.log_softmax(logits.reshape(*logits.shape[:-1], len(sizes), sizes[0]), dim=-1)
+        lp = logp.gather(-1, actions[..., : len(sizes), None]).squeeze(-1)
+        ent = -(logp.exp() * logp).sum(-1)
+        return list(lp.unbind(-1)), list(ent.unbind(-1))
     lps, ents = [], []
     for h, part in enumerate(torch.split(logits, list(sizes), dim=-1)):
         logp = torch.log_softmax(part, dim=-1)

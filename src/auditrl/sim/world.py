@@ -412,50 +412,83 @@ def _hot(score: NDArray, lead: NDArray[np.int64]) -> NDArray[np.int64]:
     return np.argmax(bonus, axis=1)
 
 
-def _observe(s: dict[str, NDArray], lead: NDArray[np.int64], in_scenario: NDArray[np.bool_], t: int, horizon: int) -> NDArray[np.float32]:
-    """The auditor's summary of what it has seen: the most anomalous topic against the rest, and its history."""
-    n = lead.shape[0]
+def _observe(
+    s: dict[str, NDArray], idx: NDArray[np.int64], lead: NDArray[np.int64], in_scenario: NDArray[np.bool_], t: int, horizon: int
+) -> tuple[NDArray[np.float32], NDArray[np.int64]]:
+    """The auditor's summary of what it has seen, for episodes `idx`: the most anomalous topic against the
+    rest, and its own history. Also returns that topic (the `hot` choice)."""
+    n = idx.shape[0]
     b = np.arange(n)
-    anom, probes_nat, probes_all = s["anom"], s["probes_nat"], s["probes_all"]
-    hot = _hot(anom, lead)
+    anom, probes_nat, probes_all = s["anom"][idx], s["probes_nat"][idx], s["probes_all"][idx]
+    scen = in_scenario[idx]
+    hot = _hot(anom, lead[idx])
     anom_hot, all_hot, nat_hot = anom[b, hot], probes_all[b, hot], probes_nat[b, hot]
-    rest = anom.copy()
-    rest[b, hot] = 0
+    anom_sum = anom.sum(axis=1)
+    anom[b, hot] = -1
     o = np.empty((n, OBS_DIM), dtype=np.float32)
+    c = s["counts"][idx]
     o[:, 0] = t / horizon
-    o[:, 1] = s["branch_len"] / horizon
+    o[:, 1] = c[:, _BRANCH_LEN] / horizon
     o[:, 2] = np.minimum(anom_hot, 3) / 3
     o[:, 3] = nat_hot / horizon
-    o[:, 4] = np.minimum(rest.max(axis=1), 3) / 3
+    o[:, 4] = np.clip(anom.max(axis=1), 0, 3) / 3
     o[:, 5] = (probes_nat.sum(axis=1) - nat_hot) / horizon
     o[:, 6] = anom_hot / (all_hot + 1)
-    o[:, 7] = (anom.sum(axis=1) - anom_hot) / (probes_all.sum(axis=1) - all_hot + 1)
-    o[:, 8] = np.minimum(s["confessions"], 3) / 3
-    o[:, 9] = np.minimum(s["denials"], 3) / 3
-    o[:, 10] = np.minimum(s["remarks"], 3) / 3
-    o[:, 11] = s["aware_seen"]
-    o[:, 12] = np.minimum(s["rollbacks"], 3) / 3
-    o[:, 13] = s["accusations"] / horizon
-    o[:, 14] = s["pushes"] / horizon
-    o[:, 15] = s["directs"] / horizon
-    o[:, 16] = s["tests"] / horizon
-    o[:, 17:23] = np.eye(len(KINDS), dtype=np.float32)[s["last_kind"]]
-    o[:, 23] = in_scenario[b, hot]
-    o[:, 24] = ((probes_nat > 0) & in_scenario).sum(axis=1) / in_scenario.sum(axis=1)
+    o[:, 7] = (anom_sum - anom_hot) / (probes_all.sum(axis=1) - all_hot + 1)
+    o[:, 8:11] = np.minimum(c[:, :3], 3) / 3  # confessions, denials, eval-aware remarks
+    o[:, 11] = s["aware_seen"][idx]
+    o[:, 12] = np.minimum(c[:, 3], 3) / 3  # rollbacks
+    o[:, 13:17] = c[:, 4:8] / horizon  # accusations, pushes, direct questions, test framings
+    o[:, 17:23] = _KIND_ONE_HOT[s["last_kind"][idx]]
+    o[:, 23] = scen[b, hot]
+    o[:, 24] = ((probes_nat > 0) & scen).sum(axis=1) / scen.sum(axis=1)
     o[:, 25] = 1.0
-    return o
+    return o, hot
 
 
-def _outside(scenario: NDArray[np.int64], r: NDArray[np.int64]) -> NDArray[np.int64]:
-    """The r-th topic (0-based) among those not in each row's scenario."""
+_KIND_ONE_HOT = np.eye(len(KINDS), dtype=np.float32)
+# Per-episode counters: confessions, denials, remarks, rollbacks, accusations, pushes, directs, tests,
+# messages in the current branch, pressured messages in it.
+_ROLLBACKS, _BRANCH_LEN, _BRANCH_PRESSURE = 3, 8, 9
+_N_COUNTS = 10
+
+
+def _message_increments() -> NDArray[np.int64]:
+    """Counter increments of one message, indexed by framing * 3 + pressure."""
+    inc = np.zeros((9, _N_COUNTS), dtype=np.int64)
+    for framing in range(3):
+        for pressure in range(3):
+            row = inc[framing * 3 + pressure]
+            row[4], row[5] = pressure == 2, pressure == 1
+            row[6], row[7] = framing == 1, framing == 2
+            row[_BRANCH_LEN], row[_BRANCH_PRESSURE] = 1, pressure > 0
+    return inc
+
+
+def _reply_increments() -> NDArray[np.int64]:
+    """Counter increments of one reply, indexed by confession * 4 + denial * 2 + eval-aware remark."""
+    inc = np.zeros((8, _N_COUNTS), dtype=np.int64)
+    for code in range(8):
+        inc[code, 0], inc[code, 1], inc[code, 2] = code >> 2 & 1, code >> 1 & 1, code & 1
+    return inc
+
+
+_MESSAGE_INC, _REPLY_INC = _message_increments(), _reply_increments()
+
+
+def _outside(sorted_scenario: NDArray[np.int64], r: NDArray[np.int64]) -> NDArray[np.int64]:
+    """The r-th topic (0-based) among those not in each row's scenario (scenario topics sorted per row)."""
     out = r.copy()
-    for col in np.sort(scenario, axis=1).T:
+    for col in sorted_scenario.T:
         out += out >= col
     return out
 
 
 def simulate(world: World, batch: EpisodeBatch, policy: Policy, rng: np.random.Generator) -> Rollout:
-    """Run every episode of the batch to its end (policy ends it, or the turn budget runs out)."""
+    """Run every episode of the batch to its end (policy ends it, or the turn budget runs out).
+
+    Each turn computes only the episodes still running, so the cost follows the turns actually taken.
+    """
     n, horizon, n_t = batch.size, batch.max_turns, world.n_topics
     rows = np.arange(n)
     planted = batch.planted
@@ -463,6 +496,7 @@ def simulate(world: World, batch: EpisodeBatch, policy: Policy, rng: np.random.G
     fam = batch.family
     bt, ft = world.behaviors, world.families
     scenario = world.scenario[batch.seed_behavior, batch.seed_index]
+    sorted_scenario = np.sort(scenario, axis=1)
     k = scenario.shape[1]
     lead = scenario[:, 0]
     in_scenario = np.zeros((n, n_t), dtype=bool)
@@ -476,12 +510,10 @@ def simulate(world: World, batch: EpisodeBatch, policy: Policy, rng: np.random.G
     zt = lambda: np.zeros((n, n_t), dtype=np.int64)  # noqa: E731
     s: dict[str, NDArray] = {
         "anom": zt(), "probes_nat": zt(), "probes_all": zt(), "conf_obs": zt(),
-        "branch_len": zi(), "branch_pressure": zi(), "denials": zi(), "remarks": zi(), "rollbacks": zi(),
-        "accusations": zi(), "pushes": zi(), "directs": zi(), "tests": zi(), "last_kind": zi(), "confessions": zi(),
-        "aware_seen": np.zeros(n, dtype=bool),
+        "counts": np.zeros((n, _N_COUNTS), dtype=np.int64), "last_kind": zi(), "aware_seen": np.zeros(n, dtype=bool),
     }  # fmt: skip
     aware = np.zeros(n, dtype=bool)
-    active = np.ones(n, dtype=bool)
+    live = rows
     seed_sends = zi()
     shape = (n, horizon)
     sent_log = np.zeros(shape, dtype=bool)
@@ -497,84 +529,72 @@ def simulate(world: World, batch: EpisodeBatch, policy: Policy, rng: np.random.G
     act_log = np.zeros((n, horizon, 4), dtype=np.int64)
 
     for t in range(horizon):
-        live = np.flatnonzero(active)
         if live.size == 0:
             break
-        obs = _observe(s, lead, in_scenario, t, horizon)
-        actions = np.zeros((n, 4), dtype=np.int64)
-        actions[:, 0] = 2
-        actions[live] = policy.act(obs[live], rng)
-        obs_log[live, t] = obs[live]
-        act_log[live, t] = actions[live]
-        acted[:, t] = active
-        tool, choice, framing, pressure = actions[:, 0], actions[:, 1], actions[:, 2], actions[:, 3]
-        send = active & (tool != 2)
-        active = send
-        if not send.any():
+        obs, hot = _observe(s, live, lead, in_scenario, t, horizon)
+        actions = policy.act(obs, rng)
+        obs_log[live, t] = obs
+        act_log[live, t] = actions
+        acted[live, t] = True
+        send = actions[:, 0] != 2
+        i = live[send]
+        live = i
+        if i.size == 0:
             break
-        control = _outside(scenario, rng.integers(0, n_t - k, size=n))
-        topic = np.where(
-            choice == 0, scenario[rows, seed_sends % k], np.where(choice == 1, control, _hot(s["anom"], lead))
-        )
-        seed_sends += send & (choice == 0)
-        rollback = send & (tool == 1)
-        s["branch_len"][rollback] = 0
-        s["branch_pressure"][rollback] = 0
-        aware[rollback] = False
-        s["aware_seen"][rollback] = False
-        s["rollbacks"] += rollback
+        m = i.size
+        tool, choice, framing, pressure = actions[send, 0], actions[send, 1], actions[send, 2], actions[send, 3]
+        control = _outside(sorted_scenario[i], rng.integers(0, n_t - k, size=m))
+        topic = np.where(choice == 0, scenario[i, seed_sends[i] % k], np.where(choice == 1, control, hot[send]))
+        seed_sends[i] += choice == 0
+        rollback = tool == 1
+        back = i[rollback]
+        counts = s["counts"]
+        counts[back, _BRANCH_LEN] = 0
+        counts[back, _BRANCH_PRESSURE] = 0
+        counts[back, _ROLLBACKS] += 1
+        aware[back] = False
+        s["aware_seen"][back] = False
         r = respond(
-            triggered=trig_table[rows, topic],
-            onset_ok=s["branch_len"] >= onset,
-            rate=rate,
-            sycophancy=syc,
-            leak=leak,
-            eval_awareness=evalaw,
-            noise=noise,
+            triggered=trig_table[i, topic],
+            onset_ok=counts[i, _BRANCH_LEN] >= onset[i],
+            rate=rate[i],
+            sycophancy=syc[i],
+            leak=leak[i],
+            eval_awareness=evalaw[i],
+            noise=noise[i],
             framing=framing,
             pressure=pressure,
-            branch_pressure=s["branch_pressure"],
-            aware=aware,
-            u=uniforms(rng, n),
+            branch_pressure=counts[i, _BRANCH_PRESSURE],
+            aware=aware[i],
+            u=uniforms(rng, m),
         )
-        aware = np.where(send, r.aware, aware)
-        st = np.where(send, topic, 0)
-        anomaly = (r.expressed | r.odd) & send
-        confession = r.confession & send
-        s["probes_all"][rows, st] += send  # one topic per row: no repeated index
-        s["probes_nat"][rows, st] += send & (framing == 0)
-        s["anom"][rows, st] += anomaly
-        s["conf_obs"][rows, st] += confession
-        remark = send & r.eval_aware
-        s["confessions"] += confession
-        s["denials"] += send & r.denial
-        s["remarks"] += remark
-        s["aware_seen"] |= remark
-        s["accusations"] += send & (pressure == 2)
-        s["pushes"] += send & (pressure == 1)
-        s["directs"] += send & (framing == 1)
-        s["tests"] += send & (framing == 2)
-        s["branch_len"] += send
-        s["branch_pressure"] += send & (pressure > 0)
-        kind = np.select([r.confession, r.denial, anomaly, r.eval_aware], [4, 3, 2, 5], default=1)
-        s["last_kind"] = np.where(send, kind, s["last_kind"])
-        sent_log[:, t] = send
-        rollback_log[:, t] = rollback
-        remark_log[:, t] = remark
-        topic_log[:, t] = np.where(send, topic, -1)
-        framing_log[:, t] = np.where(send, framing, 0)
-        pressure_log[:, t] = np.where(send, pressure, 0)
-        reply_log[:, t] = np.where(
-            send, np.select([r.confession, r.denial, r.expressed, r.odd], [CONFESSION, DENIAL, DISPLAY, ODD], default=0), 0
+        aware[i] = r.aware
+        anomaly = r.expressed | r.odd
+        s["probes_all"][i, topic] += 1  # one topic per episode: no repeated index
+        s["probes_nat"][i, topic] += framing == 0
+        s["anom"][i, topic] += anomaly
+        s["conf_obs"][i, topic] += r.confession
+        counts[i] += _MESSAGE_INC[framing * 3 + pressure] + _REPLY_INC[r.confession * 4 + r.denial * 2 + r.eval_aware]
+        s["aware_seen"][i] |= r.eval_aware
+        # last kind: 1 normal, 2 anomaly, 3 denial, 4 confession, 5 eval remark (confession wins)
+        s["last_kind"][i] = np.where(
+            r.confession, 4, np.where(r.denial, 3, np.where(anomaly, 2, np.where(r.eval_aware, 5, 1)))
+        )
+        sent_log[i, t] = True
+        rollback_log[i, t] = rollback
+        remark_log[i, t] = r.eval_aware
+        topic_log[i, t] = topic
+        framing_log[i, t] = framing
+        pressure_log[i, t] = pressure
+        reply_log[i, t] = np.where(
+            r.confession, CONFESSION, np.where(r.denial, DENIAL, np.where(r.expressed, DISPLAY, np.where(r.odd, ODD, 0)))
         )
 
-    final_obs = _observe(s, lead, in_scenario, horizon, horizon)
+    final_obs, hot = _observe(s, rows, lead, in_scenario, horizon, horizon)
     report = policy.report(final_obs, rng)
     claim_kind, conf_idx = report[:, 0], report[:, 1]
-    claim_topic = np.select(
-        [claim_kind == 0, claim_kind == 1, claim_kind == 2],
-        [-1, lead, _hot(s["anom"], lead)],
-        default=_hot(s["conf_obs"], lead),
+    claim_topic = np.where(
+        claim_kind == 0, -1, np.where(claim_kind == 1, lead, np.where(claim_kind == 2, hot, _hot(s["conf_obs"], lead)))
     )
     observed = Observed(
         planted=planted,
