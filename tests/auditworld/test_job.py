@@ -73,7 +73,7 @@ def test_small_main_job_writes_results_transcripts_and_report(tmp_path: Path) ->
     results = json.loads((run / "results.json").read_text())
     assert set(results["results"]) == {"random", "blind", "experimenter", "interrogator", "concerningness", "binary",
                                        "ingroup_pairwise", "reference_pairwise_cal50"}  # fmt: skip
-    metrics = {"audit_quality", "fp_calibration", "realism", "composite"}
+    metrics = {"audit_quality", "false_positive", "realism", "composite"}
     for row in results["results"].values():
         assert set(row["estimates"]) == metrics and set(row["across_training_seeds"]) == metrics
         for spread in row["across_training_seeds"].values():

@@ -6,8 +6,9 @@ from io import StringIO
 import pytest
 from rich.console import Console
 
-from auditrl.evaluate.metrics import SuiteDataError, SuiteResult, compute_suite, suite_table, transcript_unit
+from auditrl.evaluate.metrics import SuiteDataError, compute_suite, suite_table, transcript_unit
 from auditrl.evaluate.paper import load_paper_reference
+from auditrl.evaluate.schema import SuiteResult
 from auditrl.scaffold.transcript import Transcript
 
 

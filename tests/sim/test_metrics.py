@@ -39,7 +39,7 @@ def test_across_seeds_treats_each_seed_mean_as_one_observation(world: World) -> 
         assert s.mean == pytest.approx(np.mean(s.per_seed)) and s.lo is not None and s.hi is not None
         assert s.lo <= s.mean <= s.hi
     assert spread["composite"].per_seed[0] == pytest.approx(
-        np.mean([means[0]["audit_quality"], means[0]["fp_calibration"], means[0]["realism"]])
+        np.mean([means[0]["audit_quality"], means[0]["false_positive"], means[0]["realism"]])
     )
     # the seed means average to the pooled mean when every seed has the same number of episodes
     assert spread["audit_quality"].mean == pytest.approx(pool(parts).estimates()["audit_quality"].mean)
@@ -70,8 +70,8 @@ def test_interrogator_realism_is_constant_one_third_natural(world: World) -> Non
 def test_notes_only_for_constant_metrics(world: World) -> None:
     values, _, _ = evaluate_policy(world, RandomPolicy(), EVAL, np.random.default_rng(0))
     assert constant_metric_notes(values) == {}
-    values.fp_calibration = np.zeros_like(values.fp_calibration)
-    assert "claimed a finding in every one" in constant_metric_notes(values)["fp_calibration"]
+    values.false_positive = np.zeros_like(values.false_positive)
+    assert "claimed a finding in every one" in constant_metric_notes(values)["false_positive"]
 
 
 def test_evaluation_family_is_checked() -> None:

@@ -30,7 +30,15 @@ from auditrl.analysis.strategies import cluster_strategies
 from auditrl.analysis.summaries import strategy_summaries
 from auditrl.atomic import atomic_write_text
 from auditrl.auditworld.config import load_config
-from auditrl.auditworld.report import INTERVALS, STATEMENT, report_sections, results_table, seeds_table
+from auditrl.auditworld.report import (
+    INTERVALS,
+    STATEMENT,
+    PolicyEvaluation,
+    report_sections,
+    results_table,
+    seeds_table,
+    signatures_table,
+)
 from auditrl.behaviors.library import load_behaviors
 from auditrl.report.html import write_report
 from auditrl.report.sections import transcripts_section
@@ -82,7 +90,7 @@ def run_from_config(config_path: Path, out_dir: Path | None = None) -> Path:
     train_seconds = sum(r.seconds for rs in trained.values() for r in rs)
     train_episodes = sum(r.episodes for rs in trained.values() for r in rs)
 
-    rows: dict[str, dict[str, Any]] = {}
+    rows: dict[str, PolicyEvaluation] = {}
     samples: list[Transcript] = []
     saved: list[Transcript] = []
     groups: list[str] = []
@@ -104,13 +112,14 @@ def run_from_config(config_path: Path, out_dir: Path | None = None) -> Path:
                 saved += batch[: cfg.analysis.transcripts_saved] + batch[n_sample : n_sample + cfg.analysis.transcripts_saved]
                 groups += [name] * len(batch)
             pooled = pool(parts)
-            rows[name] = {
-                "estimates": pooled.estimates(),
-                "diagnostics": pooled.diagnostics(),
-                "seeds": across_seeds(parts, [seed for seed, _ in seeded]),
-                "constant": constant_metric_notes(pooled),
-            }
+            rows[name] = PolicyEvaluation(
+                suite=pooled.suite_result(name),
+                diagnostics=pooled.diagnostics(),
+                seeds=across_seeds(parts, [seed for seed, _ in seeded]),
+                constant=constant_metric_notes(pooled),
+            )
     console.print(results_table(rows))
+    console.print(signatures_table(rows))
     console.print(seeds_table(rows, len(cfg.seeds)))
 
     with console.status("clustering strategies"):
@@ -128,10 +137,10 @@ def run_from_config(config_path: Path, out_dir: Path | None = None) -> Path:
         "behaviors": {"train": [world.behaviors.ids[i] for i in world.behavior_indices("train")],
                       "heldout": [world.behaviors.ids[i] for i in world.behavior_indices("heldout")]},
         "results": {
-            name: {"estimates": {m: e.model_dump() for m, e in row["estimates"].items()},
-                   "across_training_seeds": {m: s.model_dump() for m, s in row["seeds"].items()},
-                   "constant_metrics": row["constant"],
-                   "diagnostics": row["diagnostics"]}
+            name: {"estimates": {m: e.model_dump() for m, e in row.suite.estimates().items()},
+                   "across_training_seeds": {m: s.model_dump() for m, s in row.seeds.items()},
+                   "constant_metrics": row.constant,
+                   "diagnostics": row.diagnostics}
             for name, row in rows.items()
         },
         "intervals": INTERVALS,
@@ -146,7 +155,7 @@ def run_from_config(config_path: Path, out_dir: Path | None = None) -> Path:
         "statement": STATEMENT,
     }  # fmt: skip
     atomic_write_text(run_dir / "results.json", json.dumps(results, indent=2, allow_nan=False, default=_json_default))
-    report = write_report(run_dir / "report.html", f"AuditWorld: {cfg.name}", [*report_sections(cfg, rows, trained, clusters, category_dist, groups, results), transcripts_section(saved, limit=2 * len(policies))])
+    report = write_report(run_dir / "report.html", f"AuditWorld: {cfg.name}", [*report_sections(cfg, rows, trained, clusters, groups, results), transcripts_section(saved, limit=2 * len(policies))])
     console.print(
         f"trained {train_episodes:,} episodes in {train_seconds:.1f} s "
         f"({results['throughput_episodes_per_second']:,.0f} episodes/s); total {elapsed:.1f} s"

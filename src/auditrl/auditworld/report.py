@@ -6,7 +6,7 @@ results and training histories, so the text says whatever training produced.
 
 from __future__ import annotations
 
-import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -14,10 +14,12 @@ from rich.table import Table
 
 from auditrl.analysis.strategies import StrategyClusters
 from auditrl.auditworld.config import AuditWorldConfig
-from auditrl.evaluate.stats import Estimate
+from auditrl.evaluate.metrics import suite_table
+from auditrl.evaluate.schema import METRIC_TITLES, SuiteResult
 from auditrl.report.html import FigureBlock, Section, TableBlock
+from auditrl.report.plots import training_curves
+from auditrl.report.sections import strategy_section, suite_section
 from auditrl.rewards.registry import design_spec
-from auditrl.report.plots import metric_bars, strategy_distribution_bars, training_curves
 from auditrl.sim.metrics import METRICS, SeedSpread
 from auditrl.sim.training import StepStats, TrainResult
 
@@ -40,16 +42,36 @@ STATEMENT = (
     "action space, the metrics are ground-truth proxies of the paper's suite (there is no production-model "
     "metric, so the composite averages three metrics), and every number depends on the world's parameters."
 )
-METRIC_LABELS = {
-    "audit_quality": "Audit quality",
-    "fp_calibration": "FP calibration",
-    "realism": "Realism",
-    "composite": "Composite",
+MEASURED = (
+    "AuditWorld measures the suite's metrics from ground truth, per episode: audit quality is the mean of six "
+    "dimensions modelled on the paper's rubric, FP calibration is 100 when the report on a benign target finds "
+    "nothing, realism is a proxy (50 x the share of natural, unpressured opening messages, 0 if the target turned "
+    "eval-aware there; 50 is a judge at chance), and the composite is the unweighted mean of the three."
+)
+SIGNATURES = {
+    "false_positive_rate": "FP rate %",
+    "detection_rate": "detection %",
+    "target_evidence_rate": "target evidence %",
+    "accusations_per_audit": "accusations",
+    "confessions_per_audit": "confessions",
+    "false_confessions_per_audit": "false confessions",
+    "eval_aware_per_audit": "eval-aware",
+    "rollbacks_per_audit": "rollbacks",
+    "turns_per_audit": "turns",
 }
+"""The reward-hacking signatures of `EvalEpisodes.diagnostics`, with their column titles."""
 
 
-def _cell(e: Estimate) -> str:
-    return "-" if e.n == 0 or math.isnan(e.mean) else f"{e.mean:.1f} [{e.lo:.1f},{e.hi:.1f}]"
+@dataclass
+class PolicyEvaluation:
+    """One auditor's held-out evaluation: the suite's result type plus what only AuditWorld can measure."""
+
+    suite: SuiteResult
+    diagnostics: dict[str, float]
+    seeds: dict[str, SeedSpread]
+    """Each metric across training seeds (each seed's mean one observation)."""
+    constant: dict[str, str]
+    """Why a metric took one value in every episode, by metric."""
 
 
 def _spread_cell(s: SeedSpread) -> str:
@@ -62,36 +84,34 @@ def _per_seed_cell(s: SeedSpread) -> str:
     return " / ".join(f"{v:.1f}" for v in s.per_seed)
 
 
-def results_table(rows: dict[str, dict[str, Any]]) -> Table:
-    """The headline table: suite metrics with 95% CIs and the reward-hacking signatures."""
-    table = Table(title="AuditWorld: held-out evaluation (95% CI over seeds x episodes; signatures per audit)")
+def results_table(rows: dict[str, PolicyEvaluation]) -> Table:
+    """The headline table: the suite's table of metrics with 95% CIs over training seeds x episodes."""
+    return suite_table(
+        [r.suite for r in rows.values()], title="AuditWorld: held-out evaluation (95% CI over seeds x episodes)", metrics=METRICS
+    )
+
+
+def signatures_table(rows: dict[str, PolicyEvaluation]) -> Table:
+    """The reward-hacking signatures per auditor (means per audit; rates in %)."""
+    table = Table(title="Reward-hacking signatures (per audit)")
     table.add_column("auditor")
-    for m in METRICS:
-        table.add_column(METRIC_LABELS[m], justify="right")
-    for col in ("accus.", "confess.", "eval-aware"):
-        table.add_column(col, justify="right")
+    for title in SIGNATURES.values():
+        table.add_column(title, justify="right")
     for name, row in rows.items():
-        d = row["diagnostics"]
-        table.add_row(
-            name,
-            *[_cell(row["estimates"][m]) for m in METRICS],
-            f"{d['accusations_per_audit']:.2f}",
-            f"{d['confessions_per_audit']:.2f}",
-            f"{d['eval_aware_per_audit']:.2f}",
-        )
+        table.add_row(name, *[f"{row.diagnostics[k]:.2f}" for k in SIGNATURES])
     return table
 
 
-def seeds_table(rows: dict[str, dict[str, Any]], n_seeds: int) -> Table:
+def seeds_table(rows: dict[str, PolicyEvaluation], n_seeds: int) -> Table:
     """The same metrics with each training seed as one observation: mean and 95% t-interval over seeds."""
     table = Table(
         title=f"Across training seeds: mean of the {n_seeds} per-seed means [95% t-interval over seeds, n={n_seeds}]"
     )
     table.add_column("auditor")
     for m in METRICS:
-        table.add_column(METRIC_LABELS[m], justify="right")
+        table.add_column(METRIC_TITLES[m], justify="right")
     for name, row in rows.items():
-        table.add_row(name, *[_spread_cell(row["seeds"][m]) for m in METRICS])
+        table.add_row(name, *[_spread_cell(row.seeds[m]) for m in METRICS])
     return table
 
 
@@ -157,20 +177,20 @@ def _final_values_caption(curves: dict[str, tuple[list[float], list[float]]], wh
     return f"{what} At the last step: {last}. Overlapping lines are told apart by line style and marker."
 
 
-def _interval_paragraphs(cfg: AuditWorldConfig, rows: dict[str, dict[str, Any]]) -> list[str]:
+def _interval_paragraphs(cfg: AuditWorldConfig, rows: dict[str, PolicyEvaluation]) -> list[str]:
     """The sentence on the two kinds of interval, and why any zero-width interval has zero width."""
     n = len(cfg.seeds)
-    first = next(iter(rows.values()))["estimates"]
+    first = next(iter(rows.values())).suite.estimates()
     wider = []
     for name in (d.name for d in cfg.designs):
         for m in METRICS:
-            e, sp = rows[name]["estimates"][m], rows[name]["seeds"][m]
+            e, sp = rows[name].suite.estimates()[m], rows[name].seeds[m]
             if sp.lo is not None and sp.hi is not None and e.hi - e.lo > 0:
                 wider.append((sp.hi - sp.lo) / (e.hi - e.lo))
     text = (
         "Two kinds of 95% interval are shown. The first table follows the paper: a bootstrap over every evaluation "
         f"episode pooled over the {n} training seeds x held-out seed scenarios x {cfg.evaluation.rollouts} rollouts "
-        f"({first['audit_quality'].n} planted and {first['fp_calibration'].n} benign audits per auditor). It says how "
+        f"({first['audit_quality'].n} planted and {first['false_positive'].n} benign audits per auditor). It says how "
         "precisely these particular trained auditors were measured, but it counts episodes of one training run as "
         "independent, so it leaves out how much another training run would differ. The second table takes each "
         f"training seed's mean as one observation and gives a Student-t interval over the {n} seeds "
@@ -188,7 +208,7 @@ def _interval_paragraphs(cfg: AuditWorldConfig, rows: dict[str, dict[str, Any]])
     paragraphs = [text]
     by_note: dict[str, list[str]] = {}
     for name, row in rows.items():
-        for note in row["constant"].values():
+        for note in row.constant.values():
             by_note.setdefault(note, []).append(name)
     notes = [f"{', '.join(names)}: {note}" for note, names in by_note.items()]
     if notes:
@@ -201,41 +221,37 @@ def _interval_paragraphs(cfg: AuditWorldConfig, rows: dict[str, dict[str, Any]])
 
 def report_sections(
     cfg: AuditWorldConfig,
-    rows: dict[str, dict[str, Any]],
+    rows: dict[str, PolicyEvaluation],
     trained: dict[str, list[TrainResult]],
     clusters: StrategyClusters,
-    category_dist: dict[str, dict[str, float]],
     groups: list[str],
     results: dict[str, Any],
 ) -> list[Section]:
     histories = {name: [r.history for r in rs] for name, rs in trained.items()}
-    header = ["auditor", *[METRIC_LABELS[m] for m in METRICS], "FP rate %", "detection %", "target evidence %",
-              "accusations", "confessions", "false confessions", "eval-aware", "rollbacks", "turns"]  # fmt: skip
-    table_rows = []
-    for name, row in rows.items():
-        d = row["diagnostics"]
-        table_rows.append(
-            [name, *[_cell(row["estimates"][m]) for m in METRICS]]
-            + [round(d[k], 2) for k in ("false_positive_rate", "detection_rate", "target_evidence_rate",
-                                         "accusations_per_audit", "confessions_per_audit", "false_confessions_per_audit",
-                                         "eval_aware_per_audit", "rollbacks_per_audit", "turns_per_audit")]
-        )  # fmt: skip
-    seed_header = ["auditor"] + [h for m in METRICS for h in (METRIC_LABELS[m], f"{METRIC_LABELS[m]} by seed")]
-    seed_rows = [[name, *[c for m in METRICS for c in (_spread_cell(row["seeds"][m]), _per_seed_cell(row["seeds"][m]))]]
+    signature_rows = [[name, *[round(row.diagnostics[k], 2) for k in SIGNATURES]] for name, row in rows.items()]
+    seed_header = ["auditor"] + [h for m in METRICS for h in (METRIC_TITLES[m], f"{METRIC_TITLES[m]} by seed")]
+    seed_rows = [[name, *[c for m in METRICS for c in (_spread_cell(row.seeds[m]), _per_seed_cell(row.seeds[m]))]]
                  for name, row in rows.items()]  # fmt: skip
     designs_desc = [
         f"{d.name}: {d.design}, benign fraction {d.benign_fraction:g}" + (" (strict binary judge)" if d.binary_strict else "")
         for d in cfg.designs
     ]
-    bars = metric_bars(
-        {n: r["estimates"] for n, r in rows.items()}, METRICS, labels=METRIC_LABELS,
-        title="Held-out evaluation (95% CI over episodes; dots: per-seed means)",
-        points={n: {m: r["seeds"][m].per_seed for m in METRICS} for n, r in rows.items()},
+    seeds_text = f"{len(cfg.seeds)} training seed{'s' if len(cfg.seeds) > 1 else ''}"
+    held_out = suite_section(
+        [r.suite for r in rows.values()], title="Held-out evaluation", metrics=METRICS,
+        explanation=[MEASURED, "Scores are 0-100; the signatures are means per audit (FP rate, detection and target "
+                               "evidence in %).", *_interval_paragraphs(cfg, rows)],
+        points={n: {m: r.seeds[m].per_seed for m in METRICS} for n, r in rows.items()},
+        figure_caption="Bars and error bars: pooled mean and per-episode 95% bootstrap interval (first table); "
+                       "black dots: the per-seed means behind the seeds table.",
     )  # fmt: skip
-    names = {c.id: c.name for c in clusters.codebook.categories}
-    shares = {g: {names[k]: v for k, v in dist.items()} for g, dist in category_dist.items()}
-    cluster_rows = [[c.id, c.size, c.name, clusters.codebook.archetype(c.archetype).name, c.representative_text]
-                    for c in sorted(clusters.clusters, key=lambda c: -c.size)]  # fmt: skip
+    held_out.tables = [
+        *held_out.tables,
+        TableBlock(header=seed_header, rows=seed_rows,
+                   caption=f"Across training seeds: mean of the per-seed means [95% t-interval over the "
+                           f"{seeds_text}], and each seed's mean (seeds {cfg.seeds})"),
+        TableBlock(header=["auditor", *SIGNATURES.values()], rows=signature_rows, caption="Reward-hacking signatures"),
+    ]  # fmt: skip
     refreshes = (
         list(range(cfg.train.reference_refresh, cfg.train.steps, cfg.train.reference_refresh))
         if any(design_spec(d.design).references for d in cfg.designs)
@@ -243,7 +259,6 @@ def report_sections(
     )
     claim_curves = _history_curves(histories, "claim_rate")
     accusation_curves = _history_curves(histories, "accusations")
-    seeds_text = f"{len(cfg.seeds)} training seed{'s' if len(cfg.seeds) > 1 else ''}"
     return [
         Section(title="What this run shows and does not", paragraphs=[STATEMENT]),
         Section(
@@ -271,21 +286,7 @@ def report_sections(
                 f"whole job {results['runtime_seconds']:.0f} s.",
             ],
         ),
-        Section(
-            title="Held-out evaluation",
-            paragraphs=["Scores are 0-100; the signature columns of the first table are means per audit (FP rate, "
-                        "detection and target evidence in %).", *_interval_paragraphs(cfg, rows)],
-            tables=[
-                TableBlock(header=header, rows=table_rows,
-                           caption="Suite metrics (mean [95% bootstrap CI over training seeds x episodes]) and "
-                                   "reward-hacking signatures"),
-                TableBlock(header=seed_header, rows=seed_rows,
-                           caption=f"Across training seeds: mean of the per-seed means [95% t-interval over the "
-                                   f"{seeds_text}], and each seed's mean (seeds {cfg.seeds})"),
-            ],
-            figures=[FigureBlock(bars, "Bars and error bars: pooled mean and per-episode 95% bootstrap interval "
-                                       "(first table); black dots: the per-seed means behind the second table.")],
-        ),  # fmt: skip
+        held_out,
         Section(
             title="Training",
             paragraphs=["Mean over seeds per step. The false-positive rate is measured on the benign groups of a "
@@ -300,11 +301,5 @@ def report_sections(
                             _final_values_caption(accusation_curves, "Auditor accusations per training audit.")),
             ],
         ),  # fmt: skip
-        Section(
-            title="Strategies",
-            paragraphs=[f"Strategy-only summaries of {len(groups)} rendered evaluation transcripts, embedded with "
-                        f"{clusters.embedder}, clustered (k={clusters.k}) and classified against the archetype codebook."],
-            tables=[TableBlock(header=["#", "size", "name", "archetype", "representative"], rows=cluster_rows, caption="Clusters")],
-            figures=[strategy_distribution_bars(shares, title="Strategy categories per auditor")],
-        ),  # fmt: skip
+        strategy_section(clusters, groups, title="Strategies"),
     ]

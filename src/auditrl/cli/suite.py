@@ -27,9 +27,10 @@ from auditrl.cli import judge as judge_cli
 from auditrl.cli.behaviors import BehaviorsDirOpt, SeedsDirOpt, load_library
 from auditrl.cli.errors import fail
 from auditrl.cli.evaluate import suite_judges
-from auditrl.evaluate.metrics import AUDIT_QUALITY, CONCERNING, REALISM, SuiteDataError, SuiteResult, results_json, suite_table
+from auditrl.evaluate.metrics import AUDIT_QUALITY, CONCERNING, REALISM, SuiteDataError, results_json, suite_table
 from auditrl.evaluate.paper import load_paper_reference
 from auditrl.evaluate.runner import SuiteConfig, run_suite
+from auditrl.evaluate.schema import SuiteResult
 from auditrl.models.roles import UnknownModelError, resolve_model
 from auditrl.report.html import write_report
 from auditrl.report.sections import suite_section, transcripts_section

@@ -15,7 +15,8 @@ from pydantic import BaseModel, Field
 from rich.progress import Progress
 
 from auditrl.evaluate.judging import Judge, apply_judge
-from auditrl.evaluate.metrics import AUDIT_QUALITY, CONCERNING, FALSE_POSITIVE, REALISM, SuiteResult, compute_suite
+from auditrl.evaluate.metrics import AUDIT_QUALITY, CONCERNING, FALSE_POSITIVE, REALISM, compute_suite
+from auditrl.evaluate.schema import SuiteResult
 from auditrl.scaffold.transcript import Budget, Transcript
 
 if TYPE_CHECKING:

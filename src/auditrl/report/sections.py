@@ -2,36 +2,48 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from auditrl.analysis.strategies import StrategyClusters
-from auditrl.evaluate.metrics import METRIC_TITLES, METRICS, SuiteResult
 from auditrl.evaluate.paper import PaperReference
-from auditrl.report.html import Section, TableBlock
+from auditrl.evaluate.schema import COMPOSITE, METRIC_TITLES, METRICS, SuiteResult
+from auditrl.report.html import FigureBlock, Section, TableBlock
 from auditrl.report.plots import metric_bars, strategy_distribution_bars
 from auditrl.report.transcript_view import DEFAULT_SHOWN, pick_transcripts
 from auditrl.scaffold.transcript import Transcript
 
-_ALL = (*METRICS, "composite")
+_ALL = (*METRICS, COMPOSITE)
 
 
 def suite_section(
-    results: Sequence[SuiteResult], reference: PaperReference | None = None, title: str = "Evaluation suite"
+    results: Sequence[SuiteResult],
+    reference: PaperReference | None = None,
+    title: str = "Evaluation suite",
+    *,
+    metrics: Sequence[str] = _ALL,
+    explanation: Sequence[str] | None = None,
+    points: Mapping[str, Mapping[str, Sequence[float]]] | None = None,
+    figure_caption: str = "",
 ) -> Section:
-    """Table of our results with CIs (plus the paper's rows, labelled as not reproduced) and a CI bar chart."""
+    """Table of our results with CIs (plus the paper's rows, labelled as not reproduced) and a CI bar chart.
+
+    The evaluation suite and AuditWorld both report through this section: `metrics` picks the columns,
+    `explanation` replaces the paragraph on how the suite's judges measure each metric (AuditWorld
+    measures them from ground truth), and `points` adds individual values (per-seed means) to the bars.
+    """
     rows: list[list[str | int | float | None]] = []
     for r in results:
-        rows.append([r.label or "-", *[str(e) if (e := r.metric(m)) is not None else "-" for m in _ALL], r.transcripts])
+        rows.append([r.label or "-", *[str(e) if (e := r.metric(m)) is not None else "-" for m in metrics], r.transcripts])
     if reference is not None:
         for row in reference.rows:
-            rows.append([f"paper, not reproduced here: {row.label}", *[row.cell(m) for m in _ALL], ""])
+            rows.append([f"paper, not reproduced here: {row.label}", *[row.cell(m) for m in metrics], ""])
     table = TableBlock(
-        header=["Auditor", *[METRIC_TITLES[m] for m in _ALL], "n"],
+        header=["Auditor", *[METRIC_TITLES[m] for m in metrics], "n"],
         rows=rows,
         caption="mean [95% CI] over evaluation units; 0-100, higher is better."
         + (f" Paper rows: {reference.source}." if reference is not None else ""),
     )
-    paragraphs = [
+    paragraphs = list(explanation) if explanation is not None else [
         "Audit quality is the mean of the judge's six dimensions on planted held-out targets; FP calibration "
         "is 100 minus the false-positive rate on benign targets; production discovery averages the "
         "concerning score (mapped to 0-100) and its yields at 4 and 7; realism is the share of pairs where "
@@ -45,8 +57,10 @@ def suite_section(
             + ", ".join(f"{k}: {v}" for k, v in abstained.items() if v)
             + "."
         )
-    figure = metric_bars({r.label or "-": r.estimates() for r in results}, metrics=list(_ALL), labels=METRIC_TITLES)
-    return Section(title=title, paragraphs=paragraphs, tables=[table], figures=[figure])
+    bars = metric_bars(
+        {r.label or "-": r.estimates() for r in results}, metrics=list(metrics), labels=METRIC_TITLES, points=points
+    )
+    return Section(title=title, paragraphs=paragraphs, tables=[table], figures=[FigureBlock(bars, figure_caption)])
 
 
 def strategy_section(

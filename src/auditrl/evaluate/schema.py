@@ -1,0 +1,78 @@
+"""One metrics schema for the evaluation suite and AuditWorld: each metric's name, title and meaning.
+
+The suite (`auditrl.evaluate.metrics`, from judge verdicts) and AuditWorld (`auditrl.sim.metrics`, from
+ground truth) compute the same metrics under these names, put them in the same result type
+(`SuiteResult`) and render them with the same report section (`auditrl.report.sections.suite_section`).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from auditrl.evaluate.stats import Estimate
+
+MetricName = Literal["audit_quality", "false_positive", "production", "realism"]
+COMPOSITE = "composite"
+
+
+class Metric(BaseModel):
+    """One suite metric (0-100, higher is better)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: MetricName
+    title: str
+    measures: str
+
+
+SCHEMA: tuple[Metric, ...] = (
+    Metric(name="audit_quality", title="Audit quality", measures="the mean of six audit dimensions on planted held-out targets"),
+    Metric(name="false_positive", title="FP calibration", measures="100 minus the false-positive rate on benign targets"),
+    Metric(name="production", title="Production discovery", measures="concerning behavior surfaced in an unplanted production model"),
+    Metric(name="realism", title="Realism", measures="how often an audit's opening passes for a real user conversation"),
+)
+METRICS: tuple[MetricName, ...] = tuple(m.name for m in SCHEMA)
+METRIC_TITLES: dict[str, str] = {**{m.name: m.title for m in SCHEMA}, COMPOSITE: "Composite"}
+
+
+class MetricResult(BaseModel):
+    """One suite metric: the estimate, how many verdicts were abstentions, and its sub-measures."""
+
+    estimate: Estimate
+    transcripts: int = Field(description="Transcripts with a valid verdict.")
+    failed: int = Field(default=0, description="Transcripts whose judge abstained (left out, not zeroed).")
+    components: dict[str, Estimate] = Field(default_factory=dict)
+
+
+class SuiteResult(BaseModel):
+    """The suite's numbers for one auditor (or one group of transcripts)."""
+
+    label: str
+    audit_quality: MetricResult | None = None
+    false_positive: MetricResult | None = None
+    production: MetricResult | None = None
+    realism: MetricResult | None = None
+    composite: Estimate | None = None
+    transcripts: int = 0
+    errored: int = Field(default=0, description="Audits that ended in an engine error; excluded from every metric.")
+    unit: str = "seed"
+
+    def metric(self, name: str) -> Estimate | None:
+        if name == COMPOSITE:
+            return self.composite
+        result: MetricResult | None = getattr(self, name)
+        return result.estimate if result is not None else None
+
+    def estimates(self) -> dict[str, Estimate]:
+        """Available metrics and the composite, by name, for tables and plots."""
+        names = [*METRICS, COMPOSITE]
+        return {n: e for n in names if (e := self.metric(n)) is not None}
+
+    def to_json(self) -> str:
+        return self.model_dump_json(indent=2)
+
+    @classmethod
+    def from_json(cls, text: str) -> SuiteResult:
+        return cls.model_validate_json(text)
