@@ -39,6 +39,15 @@ from auditrl.cli.behaviors import (
     unknown_behavior,
 )
 from auditrl.cli.errors import LIBRARY, fail
+from auditrl.cli.limits import (
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_TIMEOUT_S,
+    MaxRetriesOpt,
+    TimeoutOpt,
+    call_limits,
+    print_failures,
+    showing_retries,
+)
 from auditrl.models.roles import UnknownModelError, resolve_model, tool_protocol_for
 from auditrl.scaffold.engine import AuditEpisode, AuditSpec, run_audit
 from auditrl.scaffold.inspect_export import export_inspect_log
@@ -194,6 +203,8 @@ def audit(
     behaviors_dir: BehaviorsDirOpt = None,
     seeds_dir: SeedsDirOpt = None,
     inspect_log: Annotated[bool, typer.Option(help="Also write an Inspect eval log into the run directory.")] = True,
+    max_retries: MaxRetriesOpt = DEFAULT_MAX_RETRIES,
+    timeout: TimeoutOpt = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Audit a target: planted with --behavior, or --benign. Transcripts go to <out>/transcripts.jsonl."""
     console = Console()
@@ -212,7 +223,7 @@ def audit(
             seeds = select_seeds(planted, seed, seeds_dir, set(behaviors))
     except ValueError as exc:  # BehaviorFileError included
         raise fail(str(exc), console, LIBRARY) from exc
-    config = GenerateConfig(max_tokens=max_tokens, temperature=temperature)
+    config = call_limits(max_retries, timeout).generate_config(max_tokens=max_tokens, temperature=temperature)
     try:
         auditor_model = resolve_model(auditor)
         target_model = resolve_model(target)
@@ -226,10 +237,11 @@ def audit(
         f"Auditing {escape(target)} ({'benign' if planted is None else 'planted: ' + escape(planted.id)}) "
         f"with {escape(auditor)}: {rollouts} audit(s) over {len(seeds)} seed(s), up to {concurrency} at a time."
     )
-    transcripts = asyncio.run(
-        run_audits(specs, auditor_model, target_model, out_file, concurrency, console, config, sampling_seed)
-    )
-    failed = sum(t.status == "error" for t in transcripts)
+    with showing_retries(console):
+        transcripts = asyncio.run(
+            run_audits(specs, auditor_model, target_model, out_file, concurrency, console, config, sampling_seed)
+        )
+    failed = print_failures(console, "audit(s)", (t.error for t in transcripts if t.status == "error"))
     say = functools.partial(console.print, soft_wrap=True)  # paths and commands stay copy-pasteable
     say(f"\nTranscripts: [bold]{escape(str(out_file))}[/] ({len(transcripts)} audit(s), {failed} failed)")
     if inspect_log:

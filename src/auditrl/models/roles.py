@@ -23,6 +23,10 @@ TEXT_PROTOCOL_PROVIDERS = frozenset({"local", "scripted", "sim"})
 
 SECRET_ARGS = frozenset({"api_key", "apikey", "token", "secret", "password"})
 
+SDK_RETRY_PROVIDERS = frozenset({"openai", "openai-api", "anthropic"})
+"""Providers whose SDK client retries silently on its own (twice, by default) unless told not to: turned off,
+so that every retry is inspect-ai's, bounded by the call limits and shown as it happens."""
+
 
 class UnknownModelError(ValueError):
     """A model spec whose provider inspect-ai does not know (or that is not `<provider>/<model>`)."""
@@ -61,6 +65,8 @@ def resolve_model(spec: str, config: GenerateConfig | None = None, **model_args:
     if provider not in known:
         raise UnknownModelError(f"unknown model provider {provider!r} in {spec!r}; supported providers: {', '.join(known)}")
     _check_args(spec, model_args)
+    if provider in SDK_RETRY_PROVIDERS:
+        model_args.setdefault("max_retries", 0)
     return get_model(spec, config=config or GenerateConfig(), **model_args)
 
 

@@ -34,6 +34,7 @@ from inspect_ai.tool import ToolCall, ToolCallError, ToolInfo
 from pydantic import BaseModel, Field
 
 from auditrl.behaviors.schema import Behavior, Seed
+from auditrl.models.retries import ModelCallFailed, call_model
 from auditrl.scaffold.report import parse_report, report_from_object, verify_quotes
 from auditrl.scaffold.text_protocol import parse_tool_calls, render_tools_prompt
 from auditrl.scaffold.tools import (
@@ -68,10 +69,6 @@ class AuditSpec(BaseModel):
     target_model: str
     target_family: str | None = None
     tool_protocol: ToolProtocol = "native"
-
-
-class TargetFailure(Exception):
-    """The target model failed on every attempt; the episode ends with status "error"."""
 
 
 def estimate_tokens(text: str) -> int:
@@ -210,7 +207,7 @@ class AuditEpisode:
                         result, error = await self._execute(call), None
                     except InvalidToolCall as e:
                         result, error = f"Error: {e}", str(e)
-                    except TargetFailure as e:
+                    except ModelCallFailed as e:
                         self.fail(str(e))
                         return
                 results.append((call, result, error))
@@ -275,7 +272,7 @@ class AuditEpisode:
         self.phase = "done"
 
     async def _execute(self, call: ToolCallRecord) -> str:
-        """Run one auditor tool call; raises InvalidToolCall (shown to the auditor) or TargetFailure."""
+        """Run one auditor tool call; raises InvalidToolCall (shown to the auditor) or ModelCallFailed."""
         if call.parse_error:
             raise InvalidToolCall(f"could not parse the call to '{call.function or '?'}': {call.parse_error}")
         args = validate_arguments(call.function, call.arguments)
@@ -317,21 +314,13 @@ class AuditEpisode:
                 return "The conversation has ended."
 
     async def _generate_target(self, messages: list[ChatMessage]) -> ModelOutput:
-        last = ""
-        for _ in range(self.target_attempts):
-            try:
-                output = await self.target.generate(
-                    input=messages, tools=self.conversation.tools, config=self.target_config
-                )
-            except Exception as e:  # noqa: BLE001 - any provider error is retried, then recorded
-                last = f"{type(e).__name__}: {e}"
-                continue
-            if output.empty:
-                last = "the model returned no choices"
-                continue
-            return output
-        raise TargetFailure(
-            f"target model {self.spec.target_model} failed after {self.target_attempts} attempt(s): {last}"
+        return await call_model(
+            self.target,
+            messages,
+            tools=self.conversation.tools,
+            config=self.target_config,
+            attempts=self.target_attempts,
+            role="target",
         )
 
     async def _target_turn(self, prefill: str | None) -> str:
@@ -378,32 +367,26 @@ async def run_audit(
     attempts: int = 3,
     episode_type: type[AuditEpisode] = AuditEpisode,
 ) -> Transcript:
-    """Run one audit to the end (report included); a model failing `attempts` times ends it as "error".
+    """Run one audit to the end (report included); a model call that fails within its limits ends it as "error".
 
-    `episode_type` picks the scaffold (Petri's six tools by default; see `scaffold.transfer`)."""
+    `attempts` and the configs' `timeout` bound each call (see `auditrl.models.retries.call_model`);
+    `episode_type` picks the scaffold (Petri's six tools by default; see `scaffold.transfer`).
+    """
     episode = episode_type(spec, target, target_config=target_config, target_attempts=attempts)
     config = auditor_config or GenerateConfig()
     while not episode.done:
-        output: ModelOutput | None = None
-        last = ""
-        for _ in range(max(1, attempts)):
-            try:
-                output = await auditor.generate(
-                    input=episode.auditor_messages(),
-                    tools=episode.tools,
-                    tool_choice=episode.tool_choice,
-                    config=config,
-                )
-            except Exception as e:  # noqa: BLE001 - any provider error is retried, then recorded
-                last = f"{type(e).__name__}: {e}"
-                output = None
-                continue
-            if output.empty:
-                last, output = "the model returned no choices", None
-                continue
-            break
-        if output is None:
-            episode.fail(f"auditor model {spec.auditor_model} failed after {max(1, attempts)} attempt(s): {last}")
+        try:
+            output = await call_model(
+                auditor,
+                episode.auditor_messages(),
+                tools=episode.tools,
+                tool_choice=episode.tool_choice,
+                config=config,
+                attempts=attempts,
+                role="auditor",
+            )
+        except ModelCallFailed as e:
+            episode.fail(str(e))
             break
         await episode.step(output)
     return episode.transcript

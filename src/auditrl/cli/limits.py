@@ -1,0 +1,62 @@
+"""The model-call limits every command takes (`--max-retries`, `--timeout`) and how commands show them.
+
+Retries print as they happen (one yellow line each, rate-limit waits included), and a command that
+recorded failures ends with how many failed and why, grouped by reason.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from auditrl.models.limits import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_S, CallLimits
+
+MaxRetriesOpt = Annotated[
+    int,
+    typer.Option(
+        "--max-retries",
+        min=0,
+        help="Retries of a failed model call (rate limits, server errors, lost connections, timeouts), every role.",
+    ),
+]
+TimeoutOpt = Annotated[
+    int,
+    typer.Option(
+        "--timeout",
+        min=1,
+        help="Seconds one model call may take, retries included, before it is recorded as failed (every role).",
+    ),
+]
+
+
+def call_limits(max_retries: int, timeout: int) -> CallLimits:
+    return CallLimits(max_retries=max_retries, timeout=timeout)
+
+
+@contextmanager
+def showing_retries(console: Console) -> Iterator[None]:
+    """Print each model retry (and rate-limit wait) on `console` while the block runs."""
+    from auditrl.models.retries import RetryNotice, retry_notices
+
+    def show(notice: RetryNotice) -> None:
+        console.print(f"[yellow]retry[/] {escape(notice.describe())}", highlight=False, soft_wrap=True)
+
+    with retry_notices(show):
+        yield
+
+
+def print_failures(console: Console, what: str, reasons: Iterable[str | None]) -> int:
+    """Print '<n> <what> failed' and each distinct reason with its count; returns n."""
+    counts = Counter(r or "unknown reason" for r in reasons)
+    total = sum(counts.values())
+    if total:
+        console.print(f"[bold red]{total} {escape(what)} failed:[/]", highlight=False)
+        for reason, n in counts.most_common():
+            console.print(f"  {n} × {escape(reason)}", highlight=False, soft_wrap=True)
+    return total
