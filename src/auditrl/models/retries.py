@@ -147,4 +147,5 @@ async def call_model(
                 return output
             last = f"the model returned no choices{f' ({output.error})' if output.error else ''}"
     elapsed = time.monotonic() - start
-    raise ModelCallFailed(f"{role} model {model} failed after {tried} attempt(s) in {elapsed:.0f} s: {last}")
+    tries = tried + len(retries)
+    raise ModelCallFailed(f"{role} model {model} failed after {tries} tries in {elapsed:.0f} s: {last}")
