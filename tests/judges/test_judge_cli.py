@@ -102,7 +102,7 @@ def test_score_reports_real_abstentions_as_such(tmp_path: Path, monkeypatch) -> 
     for i in range(2):
         append_transcript(path, build_transcript(f"p{i}"))
     append_transcript(path, build_transcript("lone", seed="s9"))
-    args = ["score", str(path), "--design", "ingroup_pairwise", "--judge", "scripted/judge", "--max-retries", "0"]
+    args = ["score", str(path), "--design", "ingroup_pairwise", "--judge", "scripted/judge", "--followups", "0"]
     result = runner.invoke(cli.app, args, env={"COLUMNS": "300"})
     assert result.exit_code == 0, result.output
     assert "2 rollout(s) without a reward: the judge abstained" in result.output

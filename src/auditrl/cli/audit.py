@@ -223,10 +223,11 @@ def audit(
             seeds = select_seeds(planted, seed, seeds_dir, set(behaviors))
     except ValueError as exc:  # BehaviorFileError included
         raise fail(str(exc), console, LIBRARY) from exc
-    config = call_limits(max_retries, timeout).generate_config(max_tokens=max_tokens, temperature=temperature)
+    config = GenerateConfig(max_tokens=max_tokens, temperature=temperature)
+    limits = call_limits(max_retries, timeout)
     try:
-        auditor_model = resolve_model(auditor)
-        target_model = resolve_model(target)
+        auditor_model = resolve_model(auditor, limits=limits)
+        target_model = resolve_model(target, limits=limits)
     except (UnknownModelError, ValueError) as exc:
         raise fail(str(exc), console, LIBRARY) from exc
     budget = Budget(max_turns=max_turns, max_tokens=token_budget)

@@ -15,6 +15,15 @@ from rich.progress import Progress
 from auditrl.atomic import atomic_write_text
 from auditrl.cli import judge as judge_cli
 from auditrl.cli.errors import fail
+from auditrl.cli.limits import (
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_TIMEOUT_S,
+    MaxRetriesOpt,
+    TimeoutOpt,
+    call_limits,
+    print_failures,
+    showing_retries,
+)
 from auditrl.evaluate.groups import group_transcripts
 from auditrl.evaluate.judging import (
     Judge,
@@ -46,6 +55,7 @@ from auditrl.judges.programmatic import (
     ProgrammaticConcerningnessJudge,
 )
 from auditrl.judges.realism import RealismJudge
+from auditrl.models.limits import CallLimits
 from auditrl.report.html import write_report
 from auditrl.report.sections import suite_section, transcripts_section
 from auditrl.scaffold.store import (
@@ -89,13 +99,18 @@ def load_run(run: Path) -> list[Transcript]:
 
 
 def suite_judges(
-    judge: str | None, realism: str | None, cache: Path | None, max_retries: int, console: Console
+    judge: str | None,
+    realism: str | None,
+    cache: Path | None,
+    followups: int,
+    limits: CallLimits,
+    console: Console,
 ) -> tuple[dict[str, Judge], list[JudgeClient]]:
     """The suite judges by score key (programmatic or on a model), and the clients whose cost to report."""
     judges: dict[str, Judge] = {}
     clients: list[JudgeClient] = []
     if judge is not None:
-        client = judge_cli.judge_client(judge, cache, max_retries, out=console)
+        client = judge_cli.judge_client(judge, cache, followups, limits, out=console)
         if client is None:
             quality = audit_quality_judge(ProgrammaticAuditQualityJudge())
             judges[CONCERNING] = concerning_judge(ProgrammaticConcerningnessJudge())
@@ -110,7 +125,9 @@ def suite_judges(
                 "--realism-judge needs a model spec: no programmatic judge can tell an audit's opening from a real one",
                 console,
             )
-        realism_client = judge_cli.judge_client(realism, cache, max_retries, option="--realism-judge", out=console)
+        realism_client = judge_cli.judge_client(
+            realism, cache, followups, limits, option="--realism-judge", out=console
+        )
         if realism_client is not None:
             clients.append(realism_client)
             judges[REALISM] = realism_judge(RealismJudge(realism_client))
@@ -176,7 +193,9 @@ def evaluate(
         typer.Option("--realism-judge", help="Also judge realism (audit opening vs a real one) with this model spec."),
     ] = None,
     cache: Annotated[Path | None, typer.Option(help="JSONL judge-response cache to reuse across runs.")] = None,
-    max_retries: Annotated[int, typer.Option(help="Corrective follow-ups before a judge abstains.")] = 2,
+    followups: Annotated[int, typer.Option(min=0, help="Corrective follow-ups before a judge abstains.")] = 2,
+    max_retries: MaxRetriesOpt = DEFAULT_MAX_RETRIES,
+    timeout: TimeoutOpt = DEFAULT_TIMEOUT_S,
     concurrency: Annotated[int, typer.Option(min=1, help="Transcripts judged at a time.")] = 4,
     html: Annotated[Path | None, typer.Option(help="Also write a self-contained HTML report here.")] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Also write the results as JSON here.")] = None,
@@ -195,14 +214,17 @@ def evaluate(
     except RunError as exc:
         raise fail(str(exc), console) from exc
     if judge is not None or realism_judge_spec is not None:
-        judges, clients = suite_judges(judge, realism_judge_spec, cache, max_retries, console)
+        judges, clients = suite_judges(
+            judge, realism_judge_spec, cache, followups, call_limits(max_retries, timeout), console
+        )
         if judge == judge_cli.PROGRAMMATIC and (bare := _unannotated(transcripts)):
             console.print(
                 f"[yellow]{bare} transcript(s) carry no ground-truth annotations (only sim/ and scripted/ targets write "
                 "them); programmatic verdicts on those say little: use a model judge[/yellow]",
                 soft_wrap=True,
             )
-        judged = _judge(transcripts, judges, concurrency, console)
+        with showing_retries(console):
+            judged = _judge(transcripts, judges, concurrency, console)
         if judged:
             out = write_transcripts(scored_path(run), transcripts)
             console.print(f"judged {judged} transcript(s); wrote {escape(str(out))}", highlight=False, soft_wrap=True)
@@ -210,6 +232,7 @@ def evaluate(
             console.print("every transcript already carries the requested verdicts; nothing to judge")
         for client in clients:
             console.print(client.meter.table())
+            print_failures(console, "judge verdict(s)", client.failures.elements())
     try:
         unit_fn = seed_unit if unit == "seed" else transcript_unit
         results = [

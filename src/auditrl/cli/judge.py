@@ -23,11 +23,21 @@ from rich.table import Table
 from rich.text import Text
 
 from auditrl.cli.errors import fail
+from auditrl.cli.limits import (
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_TIMEOUT_S,
+    MaxRetriesOpt,
+    TimeoutOpt,
+    call_limits,
+    print_failures,
+    showing_retries,
+)
 from auditrl.evaluate.stats import mean_ci
 from auditrl.judges.cache import JudgeCache
 from auditrl.judges.client import JudgeClient
 from auditrl.judges.pairwise import PairwiseJudgeLike, position_bias_rate
 from auditrl.judges.verdicts import PairwiseResult
+from auditrl.models.limits import CallLimits
 from auditrl.rewards.designs import (
     GROUP_OF_ONE,
     IS_REFERENCE,
@@ -71,7 +81,13 @@ def _one_line(exc: BaseException) -> str:
 
 
 def judge_client(
-    spec: str, cache: Path | None, max_retries: int, *, option: str = "--judge", out: Console | None = None
+    spec: str,
+    cache: Path | None,
+    followups: int,
+    limits: CallLimits | None = None,
+    *,
+    option: str = "--judge",
+    out: Console | None = None,
 ) -> JudgeClient | None:
     """The client for a judge spec, None for `programmatic`; a spec that cannot be used exits with code 2.
 
@@ -91,17 +107,19 @@ def judge_client(
     except Exception as exc:  # any provider's failure to build the model is a configuration error here
         raise fail(f"{option} {spec}: {_one_line(exc)}", out) from exc
     try:
-        return JudgeClient(model, cache=JudgeCache(cache) if cache else None, max_retries=max_retries)
+        return JudgeClient(model, cache=JudgeCache(cache) if cache else None, max_retries=followups, limits=limits)
     except ValueError as exc:
         raise fail(str(exc), out) from exc
 
 
-def judges_for(spec: str, cache: Path | None, max_retries: int, extra_dimensions: Sequence[Path] = ()) -> tuple[JudgeFamily, JudgeClient | None]:
+def judges_for(
+    spec: str, cache: Path | None, followups: int, limits: CallLimits, extra_dimensions: Sequence[Path] = ()
+) -> tuple[JudgeFamily, JudgeClient | None]:
     """The judge family of a spec (a registered family, else the judges on the model's client) and that client."""
     clients: list[JudgeClient] = []
 
     def connect(model_spec: str) -> JudgeClient:
-        client = judge_client(model_spec, cache, max_retries)
+        client = judge_client(model_spec, cache, followups, limits)
         assert client is not None  # judge_client returns None only for `programmatic`, a registered family
         clients.append(client)
         return client
@@ -144,16 +162,19 @@ def pairwise(
     b_file: Path = typer.Argument(..., help="Transcripts of auditor B (JSONL), paired with A by line index."),
     judge: str = typer.Option(..., "--judge", help=judge_spec_help()),
     cache: Path | None = typer.Option(None, help="JSONL response cache to reuse across runs."),
-    max_retries: int = typer.Option(2, help="Corrective follow-ups before a judge abstains."),
+    followups: int = typer.Option(2, min=0, help="Corrective follow-ups before a judge abstains."),
+    max_retries: MaxRetriesOpt = DEFAULT_MAX_RETRIES,
+    timeout: TimeoutOpt = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Compare A[i] with B[i] in both orders; print each result, A's mean share and the position-bias rate."""
     a_list, b_list = _read(_source(a_file)), _read(_source(b_file))
     if len(a_list) != len(b_list):
         raise fail(f"{a_file} has {len(a_list)} transcripts but {b_file} has {len(b_list)}")
-    judges, client = judges_for(judge, cache, max_retries)
+    judges, client = judges_for(judge, cache, followups, call_limits(max_retries, timeout))
     planted, benign = judges.pairwise(calibration=False), judges.pairwise(calibration=True)
     try:
-        results = asyncio.run(_pairwise_all(planted, benign, list(zip(a_list, b_list))))
+        with showing_retries(console):
+            results = asyncio.run(_pairwise_all(planted, benign, list(zip(a_list, b_list))))
     except ValueError as exc:
         raise fail(str(exc)) from exc
     table = Table(title=f"Pairwise: {escape(a_file.name)} (A) vs {escape(b_file.name)} (B)")
@@ -177,6 +198,7 @@ def pairwise(
     console.print(f"position-bias rate: {'n/a' if bias is None else f'{bias:.2f}'}")
     if client is not None:
         console.print(client.meter.table())
+        print_failures(console, "judge verdict(s)", client.failures.elements())
 
 
 def group_transcripts(transcripts: Sequence[Transcript]) -> list[list[int]]:
@@ -261,7 +283,9 @@ def score(
         "transcripts of an earlier auditor (.jsonl or run directory; the first per behavior and seed is the reference).",
     ),
     extra_dimensions: list[Path] = typer.Option([], "--dimensions", help="Petri dimension files or folders."),
-    max_retries: int = typer.Option(2, help="Corrective follow-ups before a judge abstains."),
+    followups: int = typer.Option(2, min=0, help="Corrective follow-ups before a judge abstains."),
+    max_retries: MaxRetriesOpt = DEFAULT_MAX_RETRIES,
+    timeout: TimeoutOpt = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Score every group with a reward design; write the scores to a new JSONL beside the input.
 
@@ -276,10 +300,11 @@ def score(
     source = _source(run)
     transcripts = _read(source)
     store = load_references(references, design)
-    judges, client = judges_for(judge, cache, max_retries, extra_dimensions)
+    judges, client = judges_for(judge, cache, followups, call_limits(max_retries, timeout), extra_dimensions)
     try:
         built = build_design(design, judges, references=store, frozen_references=True)
-        records = asyncio.run(_score_all(built, transcripts))
+        with showing_retries(console):
+            records = asyncio.run(_score_all(built, transcripts))
     except ValueError as exc:
         raise fail(str(exc)) from exc
     scored = [
@@ -301,4 +326,5 @@ def score(
         total = client.meter.total()
         console.print(f"judge calls: {total.calls} (cache hits {total.cache_hits}), tokens: {total.tokens}")
         console.print(client.meter.table())
+        print_failures(console, "judge verdict(s)", client.failures.elements())
     console.print(f"wrote {escape(str(out))}", highlight=False, soft_wrap=True)

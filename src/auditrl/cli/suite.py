@@ -26,6 +26,15 @@ from auditrl.behaviors.schema import Behavior, Seed
 from auditrl.cli import judge as judge_cli
 from auditrl.cli.behaviors import BehaviorsDirOpt, SeedsDirOpt, load_library
 from auditrl.cli.errors import fail
+from auditrl.cli.limits import (
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_TIMEOUT_S,
+    MaxRetriesOpt,
+    TimeoutOpt,
+    call_limits,
+    print_failures,
+    showing_retries,
+)
 from auditrl.cli.evaluate import suite_judges
 from auditrl.evaluate.metrics import AUDIT_QUALITY, CONCERNING, REALISM, SuiteDataError, results_json, suite_table
 from auditrl.evaluate.paper import load_paper_reference
@@ -93,7 +102,9 @@ def suite(
         Literal["native", "text"] | None, typer.Option(help="Auditor tool protocol (default: by provider).")
     ] = None,
     cache: Annotated[Path | None, typer.Option(help="JSONL judge-response cache to reuse across runs.")] = None,
-    max_retries: Annotated[int, typer.Option(min=0, help="Corrective follow-ups before a judge abstains.")] = 2,
+    followups: Annotated[int, typer.Option(min=0, help="Corrective follow-ups before a judge abstains.")] = 2,
+    max_retries: MaxRetriesOpt = DEFAULT_MAX_RETRIES,
+    timeout: TimeoutOpt = DEFAULT_TIMEOUT_S,
     out: Annotated[Path | None, typer.Option(help="Run directory (default: runs/suite-<timestamp>).")] = None,
     html: Annotated[Path | None, typer.Option(help="Also write a self-contained HTML report here.")] = None,
     reference: Annotated[bool, typer.Option(help="Show the paper's published rows (not reproduced here) beside ours.")] = True,
@@ -112,12 +123,13 @@ def suite(
         raise fail(f"{out_file} already exists; choose a new --out so runs are not mixed", console)
     if production_seeds == 0 and realism_judge_spec is not None:
         raise fail("--realism-judge rates production audits; it needs --production-seeds above 0", console)
-    judges, clients = suite_judges(judge, realism_judge_spec, cache, max_retries, console)
+    limits = call_limits(max_retries, timeout)
+    judges, clients = suite_judges(judge, realism_judge_spec, cache, followups, limits, console)
     generate = GenerateConfig(max_tokens=max_tokens)
     try:
-        auditor_model = resolve_model(auditor, generate)
-        target_model = resolve_model(target, generate)
-        production_model = resolve_model(production_target, generate) if production_target else None
+        auditor_model = resolve_model(auditor, generate, limits)
+        target_model = resolve_model(target, generate, limits)
+        production_model = resolve_model(production_target, generate, limits) if production_target else None
     except (UnknownModelError, ValueError) as exc:
         raise fail(str(exc), console) from exc
     behaviors, all_seeds = load_library(console, behaviors_dir, seeds_dir)
@@ -158,30 +170,33 @@ def suite(
         ),
     )
     try:
-        result: SuiteResult = asyncio.run(
-            run_suite(
-                auditor_model,
-                target_model,
-                judges[AUDIT_QUALITY],
-                judges.get(REALISM) if production else None,
-                production_judge=judges[CONCERNING] if production else None,
-                config=config,
-                behaviors=held_out,
-                seeds=tailored,
-                general_seeds=general,
-                production_target=production_model,
-                tool_protocol=tool_protocol,
-                out=out_file,
-                label=auditor,
+        with showing_retries(console):
+            result: SuiteResult = asyncio.run(
+                run_suite(
+                    auditor_model,
+                    target_model,
+                    judges[AUDIT_QUALITY],
+                    judges.get(REALISM) if production else None,
+                    production_judge=judges[CONCERNING] if production else None,
+                    config=config,
+                    behaviors=held_out,
+                    seeds=tailored,
+                    general_seeds=general,
+                    production_target=production_model,
+                    tool_protocol=tool_protocol,
+                    out=out_file,
+                    label=auditor,
+                )
             )
-        )
     except (ValueError, SuiteDataError) as exc:
         raise fail(str(exc), console) from exc
     for client in clients:
         console.print(client.meter.table())
+        print_failures(console, "judge verdict(s)", client.failures.elements())
     ref = load_paper_reference() if reference else None
     console.print(suite_table([result], ref, title=f"Evaluation suite: {escape(auditor)}"))
     if result.errored:
+        print_failures(console, "audit(s)", (t.error for t in read_transcripts(out_file) if t.status == "error"))
         console.print(
             f"[yellow]{result.errored} of {result.transcripts} audit(s) ended in an error and are left out of every metric[/yellow]",
             highlight=False,

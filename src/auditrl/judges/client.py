@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
@@ -27,6 +28,8 @@ from pydantic import BaseModel, ValidationError
 from auditrl.judges.cache import CachedResponse, JudgeCache, cache_key
 from auditrl.judges.cost import CostMeter
 from auditrl.judges.prompting import prompt_nonce, render_prompt
+from auditrl.models.limits import CallLimits
+from auditrl.models.retries import ModelCallFailed, call_model
 
 A = TypeVar("A", bound=BaseModel)
 
@@ -67,8 +70,17 @@ def describe_validation_error(exc: ValidationError) -> str:
     return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'verdict'}: {e['msg']}" for e in exc.errors())
 
 
+JUDGE_MAX_TOKENS = 4096
+MODEL_CALL_FAILED = "model call failed"
+
+
 class JudgeClient:
-    """Asks one model structured questions; shared by all LLM judges so caching and counting are uniform."""
+    """Asks one model structured questions; shared by all LLM judges so caching and counting are uniform.
+
+    A model call whose limits (`limits`, or the retry fields of `config`) are spent ends the question
+    at once as an abstention. `failures` counts the reasons of abstentions caused by failed model
+    calls, so that commands can say how many verdicts failed and why.
+    """
 
     def __init__(
         self,
@@ -78,6 +90,7 @@ class JudgeClient:
         meter: CostMeter | None = None,
         max_retries: int = 2,
         config: GenerateConfig | None = None,
+        limits: CallLimits | None = None,
     ) -> None:
         if max_retries < 0:
             raise ValueError(f"max_retries must be >= 0, got {max_retries}")
@@ -85,7 +98,8 @@ class JudgeClient:
         self.cache = cache if cache is not None else JudgeCache()
         self.meter = meter if meter is not None else CostMeter()
         self.max_retries = max_retries
-        self.config = config if config is not None else GenerateConfig(max_tokens=4096)
+        self.config = config if config is not None else (limits or CallLimits()).generate_config(max_tokens=JUDGE_MAX_TOKENS)
+        self.failures: Counter[str] = Counter()
 
     @property
     def model_name(self) -> str:
@@ -101,7 +115,7 @@ class JudgeClient:
         if hit is not None:
             self.meter.record_cache_hit()
             return hit.completion, True
-        output = await self.model.generate(messages, config=self.config)
+        output = await call_model(self.model, messages, config=self.config, attempts=1, role="judge")
         usage = output.usage
         in_tok = usage.input_tokens if usage else 0
         out_tok = usage.output_tokens if usage else 0
@@ -126,14 +140,21 @@ class JudgeClient:
         ]
         reason = "no attempt made"
         any_cached = False
+        attempt = 0
         for attempt in range(1, self.max_retries + 2):
             if attempt > 1:
                 self.meter.record_retry()
             try:
                 text, cached = await self._generate(messages)
+            except ModelCallFailed as exc:
+                self.meter.record_failed_call()
+                reason = f"{MODEL_CALL_FAILED}: {exc}"
+                if exc.exhausted:
+                    break
+                continue
             except Exception as exc:  # noqa: BLE001 - any provider failure is recorded and retried, then abstains
                 self.meter.record_failed_call()
-                reason = f"model call failed: {type(exc).__name__}: {exc}"
+                reason = f"{MODEL_CALL_FAILED}: {type(exc).__name__}: {exc}"
                 continue
             any_cached = any_cached or cached
             try:
@@ -151,4 +172,6 @@ class JudgeClient:
                 ChatMessageUser(content=render_prompt("retry", error=reason, nonce=nonce, shape=shape)),
             ]
         self.meter.record_abstain()
-        return Answer(value=None, attempts=self.max_retries + 1, reason=reason, cached=any_cached)
+        if reason.startswith(MODEL_CALL_FAILED):
+            self.failures[reason] += 1
+        return Answer(value=None, attempts=attempt, reason=reason, cached=any_cached)

@@ -26,7 +26,15 @@ from tenacity import RetryError
 
 
 class ModelCallFailed(RuntimeError):
-    """A model call failed on every attempt within its limits; the message says why, in one line."""
+    """A model call failed on every attempt; the message says why, in one line.
+
+    `exhausted` is True when the call's limits were spent (inspect-ai gave up retrying, or the timeout
+    passed), so that calling again at once would only repeat the wait.
+    """
+
+    def __init__(self, message: str, *, exhausted: bool) -> None:
+        super().__init__(message)
+        self.exhausted = exhausted
 
 
 def describe_error(exc: BaseException) -> str:
@@ -102,15 +110,16 @@ async def call_model(
     attempts: int = 3,
     role: str = "model",
 ) -> ModelOutput:
-    """Generate, trying again on errors and empty answers while `attempts` and `config.timeout` allow.
+    """Generate, trying again on errors and empty answers while `attempts` and the timeout allow.
 
     inspect-ai has already retried transient errors inside each attempt; the attempts here cover what
-    it does not retry. `config.timeout` is a hard bound on the whole call, because inspect-ai checks
-    it only between its retries and may sleep past it. Raises ModelCallFailed with the role, the
+    it does not retry. The timeout (`config`'s, else the model's own) is a hard bound on the whole
+    call, because inspect-ai checks it only between its retries and may sleep past it. Raises ModelCallFailed with the role, the
     model and the last reason.
     """
     start = time.monotonic()
-    deadline = start + config.timeout if config.timeout is not None else None
+    timeout = config.timeout if config.timeout is not None else model.config.timeout
+    deadline = start + timeout if timeout is not None else None
     retries: list[RetryNotice] = []
     outer = _listener.get()
 
@@ -121,10 +130,12 @@ async def call_model(
 
     last = "no attempt made"
     tried = 0
+    exhausted = False
     with retry_notices(note):
         while tried < max(1, attempts):
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
+                exhausted = True
                 break
             tried += 1
             try:
@@ -133,12 +144,14 @@ async def call_model(
                         input=input, tools=tools or [], tool_choice=tool_choice, config=config
                     )
             except TimeoutError:
-                last = f"no answer within the {config.timeout} s timeout"
+                last = f"no answer within the {timeout} s timeout"
                 if retries:
                     last += f" (last error: {retries[-1].reason})"
+                exhausted = True
                 break
             except RetryError as exc:  # inspect-ai spent the call's retries already
                 last = describe_error(exc)
+                exhausted = True
                 break
             except Exception as exc:  # noqa: BLE001 - any provider error is retried, then reported
                 last = describe_error(exc)
@@ -148,4 +161,4 @@ async def call_model(
             last = f"the model returned no choices{f' ({output.error})' if output.error else ''}"
     elapsed = time.monotonic() - start
     tries = tried + len(retries)
-    raise ModelCallFailed(f"{role} model {model} failed after {tries} tries in {elapsed:.0f} s: {last}")
+    raise ModelCallFailed(f"{role} model {model} failed after {tries} tries in {elapsed:.0f} s: {last}", exhausted=exhausted)

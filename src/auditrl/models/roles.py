@@ -15,11 +15,15 @@ from inspect_ai._util.registry import registry_find, registry_unqualified_name
 from inspect_ai.model import GenerateConfig, Model, get_model
 
 import auditrl.providers  # noqa: F401  (registers local/, scripted/, sim/ without the entry point)
+from auditrl.models.limits import CallLimits
 
 ToolProtocol = Literal["native", "text"]
 
-TEXT_PROTOCOL_PROVIDERS = frozenset({"local", "scripted", "sim"})
-"""In-process providers without native tool calling: their tool calls are written as text."""
+IN_PROCESS_PROVIDERS = frozenset({"local", "scripted", "sim"})
+"""Providers registered by this package that run in this process."""
+
+TEXT_PROTOCOL_PROVIDERS = IN_PROCESS_PROVIDERS
+"""In-process providers have no native tool calling: their tool calls are written as text."""
 
 SECRET_ARGS = frozenset({"api_key", "apikey", "token", "secret", "password"})
 
@@ -58,8 +62,15 @@ def _check_args(spec: str, model_args: dict[str, Any]) -> None:
         )
 
 
-def resolve_model(spec: str, config: GenerateConfig | None = None, **model_args: Any) -> Model:
-    """The inspect-ai `Model` for `spec`, with an error listing the supported providers if it is unknown."""
+def resolve_model(
+    spec: str, config: GenerateConfig | None = None, limits: CallLimits | None = None, **model_args: Any
+) -> Model:
+    """The inspect-ai `Model` for `spec`, with an error listing the supported providers if it is unknown.
+
+    Models reached over the network carry call limits (`limits`, else the defaults) in their config, so
+    that no role retries for ever; fields set in `config` win. In-process models take none: they have
+    no connection to lose, and a CPU may need minutes for one long reply.
+    """
     provider = provider_of(spec)
     known = supported_providers()
     if provider not in known:
@@ -67,7 +78,10 @@ def resolve_model(spec: str, config: GenerateConfig | None = None, **model_args:
     _check_args(spec, model_args)
     if provider in SDK_RETRY_PROVIDERS:
         model_args.setdefault("max_retries", 0)
-    return get_model(spec, config=config or GenerateConfig(), **model_args)
+    config = config or GenerateConfig()
+    if provider not in IN_PROCESS_PROVIDERS:
+        config = (limits or CallLimits()).generate_config().merge(config)
+    return get_model(spec, config=config, **model_args)
 
 
 def tool_protocol_for(spec: str, override: ToolProtocol | None = None) -> ToolProtocol:

@@ -369,7 +369,7 @@ async def run_audit(
 ) -> Transcript:
     """Run one audit to the end (report included); a model call that fails within its limits ends it as "error".
 
-    `attempts` and the configs' `timeout` bound each call (see `auditrl.models.retries.call_model`);
+    `attempts` and the models' call limits bound each call (see `auditrl.models.retries.call_model`);
     `episode_type` picks the scaffold (Petri's six tools by default; see `scaffold.transfer`).
     """
     episode = episode_type(spec, target, target_config=target_config, target_attempts=attempts)

@@ -14,6 +14,8 @@ from typing import Any, Literal, TypeVar
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from auditrl.models.limits import CallLimits
+
 LossType = Literal["grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo"]
 """TRL 1.16's GRPO loss formulations; a misspelt one would otherwise fail only after the policy has loaded."""
 ReportTo = Literal[
@@ -169,6 +171,10 @@ class EpisodeSettings(BaseModel):
         description="Target families, substituted for `{family}` (AuditWorld's for `sim/`, e.g. steady, chatty).",
     )
     target_model_args: dict[str, Any] = Field(default_factory=dict, description="Extra args for resolve_model.")
+    target_calls: CallLimits = Field(
+        default_factory=CallLimits,
+        description="Retries and timeout of each target call (`max_retries`, `timeout` seconds); API targets only.",
+    )
     max_turns: int = Field(default=15, ge=1, description="Auditor turn budget (the paper trained with 15).")
     max_new_tokens: int = Field(default=512, ge=1, description="Sampled tokens per auditor turn.")
     max_completion_tokens: int = Field(
@@ -242,6 +248,11 @@ class RewardSettings(BaseModel):
         "`vllm/...`).",
     )
     judge_args: dict[str, Any] = Field(default_factory=dict, description="Extra model args for the judge model.")
+    judge_calls: CallLimits = Field(
+        default_factory=CallLimits,
+        description="Retries and timeout of each judge call (`max_retries`, `timeout` seconds); a verdict whose call "
+        "fails within them is an abstention with the reason.",
+    )
     reference_refresh_steps: int = Field(
         default=50, ge=1, description="Reference pairwise: refresh each cached reference after N steps (paper: 50)."
     )

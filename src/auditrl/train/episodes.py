@@ -59,7 +59,9 @@ class AuditEpisodeFactory:
     def target(self, family: str) -> tuple[str, Model]:
         spec = self.settings.target_model.replace("{family}", family)
         if spec not in self._targets:
-            self._targets[spec] = resolve_model(spec, **self.settings.target_model_args)
+            self._targets[spec] = resolve_model(
+                spec, limits=self.settings.target_calls, **self.settings.target_model_args
+            )
         return spec, self._targets[spec]
 
     def __call__(self, row: EpisodeRow) -> AuditEpisode:

@@ -152,10 +152,11 @@ def reference_store(design: Any) -> ReferenceStore | None:
 
 def make_design(cfg: GRPOLMConfig, run_dir: Path) -> DetailedDesign:
     """The configured reward design; its reference snapshots persist in the run directory."""
+    limits = cfg.reward.judge_calls
     judges = resolve_judges(
         cfg.reward.judge,
         extra_dimensions=cfg.reward.extra_dimensions,
-        client=lambda spec: JudgeClient(resolve_model(spec, **cfg.reward.judge_args)),
+        client=lambda spec: JudgeClient(resolve_model(spec, limits=limits, **cfg.reward.judge_args), limits=limits),
     )
     store = ReferenceStore(run_dir / REFERENCES_FILE, refresh_every=cfg.reward.reference_refresh_steps)
     return build_design(cfg.reward.design, judges, benign_fraction=cfg.data.benign_fraction, references=store)
