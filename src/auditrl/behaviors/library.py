@@ -124,9 +124,19 @@ def _stripped(value: Any) -> Any:
     return value
 
 
+def _read_text(path: Path) -> str:
+    """A library file's text; one that is not UTF-8 text or cannot be read is a file error, not a crash."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise BehaviorFileError(path, f"not UTF-8 text (byte {exc.start} cannot be decoded)") from exc
+    except OSError as exc:
+        raise BehaviorFileError(path, f"cannot be read ({exc.strerror or type(exc).__name__})") from exc
+
+
 def read_behavior(path: Path) -> Behavior:
     """Read and validate one behavior file."""
-    data = _yaml_mapping(path.read_text(encoding="utf-8"), path, "the behavior file")
+    data = _yaml_mapping(_read_text(path), path, "the behavior file")
     if "source" in data:
         raise BehaviorFileError(path, "set by the loader, remove it from the file", field="source")
     try:
@@ -248,7 +258,7 @@ def read_seed(path: Path, behavior_ids: Collection[str] | None = None) -> Seed:
     none of them is an error, since such a seed would silently never be selected for any audit.
     """
     known = set(_builtin_behaviors()) if behavior_ids is None else set(behavior_ids)
-    front, body = _split_front_matter(path.read_text(encoding="utf-8"), path)
+    front, body = _split_front_matter(_read_text(path), path)
     meta = _yaml_mapping(front, path, "the front matter")
     for reserved in ("instructions", "source"):
         if reserved in meta:

@@ -1,0 +1,55 @@
+"""Every malformed input in the corpus gets a clear error naming what is wrong, and loses nothing.
+
+The corpus (`bad_inputs/`) holds configs, behavior and seed files, transcripts and command lines, with
+`cases.yaml` saying which command reads each one and what its error must name.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from auditrl.cli import app
+
+CORPUS = Path(__file__).parent / "bad_inputs"
+CASES: list[dict[str, Any]] = yaml.safe_load((CORPUS / "cases.yaml").read_text(encoding="utf-8"))
+_FRAME = re.compile(r"[│╭╮╰╯─]+")
+
+
+def _snapshot(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _flat(text: str) -> str:
+    """Output without rich's box frames and line wrapping, so a message reads as one line."""
+    return " ".join(_FRAME.sub(" ", text).split())
+
+
+def test_corpus_is_large_and_ids_are_unique() -> None:
+    ids = [case["id"] for case in CASES]
+    assert len(ids) >= 50 and len(set(ids)) == len(ids)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case["id"] for case in CASES])
+def test_bad_input_gets_a_clear_error(case: dict[str, Any], tmp_path: Path) -> None:
+    root = tmp_path / "corpus"
+    shutil.copytree(CORPUS, root)
+    before = _snapshot(root)
+    args = [arg.replace("{dir}", str(root)) for arg in case["args"]]
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "400"})
+    output = _flat(result.output)
+    assert result.exit_code != 0, output
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert "Traceback" not in result.output
+    for expected in case["expect"]:
+        assert _flat(expected) in output, f"{expected!r} not in: {output}"
+    for secret in case.get("absent", []):
+        assert secret not in result.output
+    after = _snapshot(root)
+    assert {name: after.get(name) for name in before} == before, "a file that existed was changed or removed"
