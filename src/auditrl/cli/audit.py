@@ -273,6 +273,8 @@ def export(
         raise fail(f"no transcripts at {source}", console, LIBRARY)
     try:
         transcripts = read_transcripts(source)
+        if not transcripts:
+            raise ValueError(f"{source}: no transcripts in the file")
         finished = datetime.fromtimestamp(source.stat().st_mtime, timezone.utc)
         log = export_inspect_log(transcripts, out or source.parent, completed_at=finished)
     except ValueError as exc:

@@ -137,9 +137,12 @@ def _source(path: Path) -> Path:
 
 def _read(path: Path) -> list[Transcript]:
     try:
-        return read_transcripts(path)
+        transcripts = read_transcripts(path)
     except ValueError as exc:
         raise fail(str(exc)) from exc
+    if not transcripts:
+        raise fail(f"{path}: no transcripts in the file")
+    return transcripts
 
 
 async def _pairwise_all(

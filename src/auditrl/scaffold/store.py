@@ -62,7 +62,8 @@ def read_transcripts(path: Path) -> list[Transcript]:
                 continue
             first = e.errors()[0]
             where = ".".join(str(p) for p in first["loc"]) or "(line)"
-            raise ValueError(f"{path}: line {number} is not a valid transcript: {where}: {first['msg']}") from None
+            got = f" (got {first['input']!r:.60})" if first["loc"] and first["type"] != "missing" else ""
+            raise ValueError(f"{path}: line {number} is not a valid transcript: {where}: {first['msg']}{got}") from None
     return transcripts
 
 

@@ -45,6 +45,8 @@ def read_yaml_mapping(path: Path) -> dict[str, Any]:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigFileError(f"{path}: {_yaml_problem(exc)}") from exc
+    if raw is None:
+        raise ConfigFileError(f"{path}: the file is empty; expected a mapping of field: value")
     if not isinstance(raw, dict):
         raise ConfigFileError(f"{path}: expected a mapping at the top level, got {type(raw).__name__}")
     return raw
