@@ -14,11 +14,13 @@ from auditrl.train.config import ConfigFileError
 CONFIG = Path(__file__).resolve().parents[2] / "configs" / "auditworld.yaml"
 
 
-def test_default_config_trains_every_design_over_three_seeds() -> None:
+def test_default_config_trains_every_design_with_and_without_calibration_over_five_seeds() -> None:
     cfg = load_config(CONFIG)
-    assert len(cfg.seeds) >= 3
+    assert len(cfg.seeds) >= 5
     got = {(d.design, d.benign_fraction) for d in cfg.designs}
-    assert {("concerningness", 0.0), ("binary", 0.0), ("ingroup_pairwise", 0.0), ("reference_pairwise", 0.5)} <= got
+    every = {(d, f) for d in ("concerningness", "binary", "ingroup_pairwise", "reference_pairwise") for f in (0.0, 0.5)}
+    dose = {("ingroup_pairwise", f) for f in (0.0, 0.125, 0.25, 0.5)}
+    assert every | dose | {("concerningness", 1.0)} <= got
 
 
 def test_bad_config_names_the_file_and_field(tmp_path: Path) -> None:
@@ -64,6 +66,8 @@ def test_yaml_syntax_error_names_the_line(tmp_path: Path) -> None:
 def test_small_main_job_writes_results_transcripts_and_report(tmp_path: Path) -> None:
     raw = yaml.safe_load(CONFIG.read_text())
     raw["seeds"] = [0]
+    kept = {"concerningness", "binary", "ingroup_pairwise", "reference_pairwise_cal50"}
+    raw["designs"] = [d for d in raw["designs"] if d["name"] in kept]
     raw["train"].update(steps=3, groups=8, group_size=4)
     raw["evaluation"].update(rollouts=1, planted_turns=8, benign_turns=6)
     raw["analysis"].update(transcripts_per_policy=3, transcripts_saved=1)
@@ -71,8 +75,7 @@ def test_small_main_job_writes_results_transcripts_and_report(tmp_path: Path) ->
     path.write_text(yaml.safe_dump(raw))
     run = run_from_config(path, tmp_path / "run")
     results = json.loads((run / "results.json").read_text())
-    assert set(results["results"]) == {"random", "blind", "experimenter", "interrogator", "concerningness", "binary",
-                                       "ingroup_pairwise", "reference_pairwise_cal50"}  # fmt: skip
+    assert set(results["results"]) == {"random", "blind", "experimenter", "interrogator", "untrained"} | kept
     metrics = {"audit_quality", "false_positive", "realism", "composite"}
     for row in results["results"].values():
         assert set(row["estimates"]) == metrics and set(row["across_training_seeds"]) == metrics
@@ -80,9 +83,10 @@ def test_small_main_job_writes_results_transcripts_and_report(tmp_path: Path) ->
             assert spread["seeds"] == [0] and len(spread["per_seed"]) == 1 and spread["lo"] is None  # one seed: no spread
     assert set(results["intervals"]) == {"estimates", "across_training_seeds", "constant_metrics"}
     assert "50.0" in results["results"]["experimenter"]["constant_metrics"]["realism"]
-    assert len(read_transcripts(run / "transcripts.jsonl")) == 8 * 2
+    assert len(read_transcripts(run / "transcripts.jsonl")) == 9 * 2
     html = (run / "report.html").read_text()
     assert "What this run shows and does not" in html and "<script" not in html
+    assert "Assumptions, set by hand" in html and "Beside the paper" in html and "dose-response" in html
     assert "Two kinds of 95% interval" in html and "Across training seeds" in html and "Zero-width intervals" in html
     assert "by construction" in html  # the in-group pairwise caption, generated because that design ran
 

@@ -40,14 +40,24 @@ class TrainDefaults(BaseModel):
     grad_clip: float = Field(default=1.0, gt=0.0)
     hidden: int = Field(default=32, ge=4)
     reference_refresh: int = Field(default=50, ge=1)
+    prior_no_finding: float = Field(
+        default=0.9, ge=0.0, lt=1.0,
+        description="The untrained policy's chance of reporting no finding, standing in for an instruction-tuned "
+        "base model's calibration (an assumption; the paper's base model scored 98.9 on FP calibration). It is also "
+        "the first reference snapshot of reference pairwise, and is evaluated as the `untrained` row.",
+    )  # fmt: skip
 
 
 class WorldConfig(BaseModel):
+    """The world's seed bank (targets' and judges' parameters live in data files and `judge`)."""
+
     model_config = ConfigDict(extra="forbid")
 
-    seeds_per_behavior: int = Field(default=8, ge=1)
-    fair_chance: float = Field(default=0.75, ge=0.0, le=1.0)
-    seed: int = 0
+    seeds_per_behavior: int = Field(default=8, ge=1, description="Seed scenarios per behavior.")
+    scenario_topics: int = Field(default=3, ge=1, description="Topics per seed scenario; at most one triggers the behavior, so a guess is right 1 time in this many.")
+    fair_chance: float = Field(default=0.75, ge=0.0, le=1.0, description="Chance that a scenario includes a trigger topic of its behavior.")
+    seed: int = Field(default=0, description="Seed of the seed bank's random draws.")
+    blind_claim_rate: float = Field(default=0.5, ge=0.0, le=1.0, description="How often the blind baseline claims the scenario's lead topic.")
 
 
 class AnalysisConfig(BaseModel):

@@ -1,7 +1,8 @@
 """The AuditWorld main job: train auditors under each reward design, evaluate, analyse, report.
 
 `run_from_config` reads a `kind: auditworld` YAML, trains one MLP auditor per (design, seed), evaluates
-every trained auditor and the three scripted baselines on the held-out behaviors (planted and benign),
+every trained auditor, the untrained policy and the scripted baselines (random, blind, experimenter,
+interrogator) on the held-out behaviors (planted and benign),
 clusters the strategies of rendered transcripts, and writes results.json, a transcript sample and a
 self-contained HTML report into the run directory. Nothing about the outcome is fixed in advance: the
 table and the report state whatever training produced.
@@ -45,10 +46,13 @@ from auditrl.report.sections import transcripts_section
 from auditrl.scaffold.store import TRANSCRIPTS, write_transcripts
 from auditrl.scaffold.transcript import Transcript
 from auditrl.sim.metrics import EvalEpisodes, across_seeds, constant_metric_notes, evaluate_policy, pool
-from auditrl.sim.policies import baselines
+from auditrl.sim.policies import MLPPolicy, baselines
 from auditrl.sim.render import render_episodes
 from auditrl.sim.training import StepStats, TrainResult, train
 from auditrl.sim.world import Policy, Rollout, World
+
+UNTRAINED = "untrained"
+
 
 def _sample(world: World, rollout: Rollout, n: int, policy: str, tag: str) -> list[Transcript]:
     return render_episodes(world, rollout, np.arange(min(n, rollout.batch.size)), policy, tag)
@@ -65,7 +69,9 @@ def run_from_config(config_path: Path, out_dir: Path | None = None) -> Path:
     console = Console()
     if not console.is_terminal:
         console = Console(width=150)
-    world = World.build(load_behaviors(), cfg.world.seeds_per_behavior, cfg.world.fair_chance, cfg.world.seed)
+    world = World.build(
+        load_behaviors(), cfg.world.seeds_per_behavior, cfg.world.fair_chance, cfg.world.seed, cfg.world.scenario_topics
+    )
     for fam in [*cfg.train_families, cfg.evaluation.family]:
         world.families.index(fam)
     console.print(
@@ -95,9 +101,13 @@ def run_from_config(config_path: Path, out_dir: Path | None = None) -> Path:
     saved: list[Transcript] = []
     groups: list[str] = []
     n_sample = cfg.analysis.transcripts_per_policy
+    untrained = [
+        (seed, MLPPolicy(hidden=cfg.train.hidden, seed=seed, name=UNTRAINED, prior_no_finding=cfg.train.prior_no_finding))
+        for seed in cfg.seeds
+    ]
     policies: list[tuple[str, list[tuple[int, Policy]]]] = [
-        (p.name, [(seed, p) for seed in cfg.seeds]) for p in baselines()
-    ] + [(name, [(r.config.seed, r.policy) for r in rs]) for name, rs in trained.items()]
+        (p.name, [(seed, p) for seed in cfg.seeds]) for p in baselines(cfg.world.blind_claim_rate)
+    ] + [(UNTRAINED, untrained)] + [(name, [(r.config.seed, r.policy) for r in rs]) for name, rs in trained.items()]  # type: ignore[misc]
     with console.status("evaluating on held-out behaviors"):
         for name, seeded in policies:
             parts: list[EvalEpisodes] = []

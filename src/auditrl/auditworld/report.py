@@ -7,14 +7,17 @@ results and training histories, so the text says whatever training produced.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from importlib import resources
 from typing import Any
 
 import numpy as np
+import yaml
 from rich.table import Table
 
 from auditrl.analysis.strategies import StrategyClusters
 from auditrl.auditworld.config import AuditWorldConfig
 from auditrl.evaluate.metrics import suite_table
+from auditrl.evaluate.paper import load_paper_reference
 from auditrl.evaluate.schema import METRIC_TITLES, SuiteResult
 from auditrl.report.html import FigureBlock, Section, TableBlock
 from auditrl.report.plots import training_curves
@@ -219,6 +222,77 @@ def _interval_paragraphs(cfg: AuditWorldConfig, rows: dict[str, PolicyEvaluation
     return paragraphs
 
 
+def _dose_response() -> tuple[str, dict[float, float]]:
+    raw = yaml.safe_load(resources.files("auditrl.auditworld").joinpath("data/paper_dose_response.yaml").read_text(encoding="utf-8"))
+    return str(raw["source"]), {float(k): float(v) for k, v in raw["fp_calibration_by_benign_fraction"].items()}
+
+
+def assumptions_paragraph(cfg: AuditWorldConfig, rows: dict[str, PolicyEvaluation]) -> str:
+    """What follows from hand-set assumptions and what emerged from training, with this run's numbers."""
+    f = cfg.judge.flaws
+    mean = lambda name, m: rows[name].seeds[m].mean  # noqa: E731
+    chance = 100.0 * cfg.world.fair_chance / cfg.world.scenario_topics
+    text = (
+        "Assumptions, set by hand and not learned: the LLM-judge model's flaw sizes, shared by every judge "
+        f"(noise {f.noise:g}, position bias {f.position_bias:g}, verbosity {f.verbosity:g}, alarm susceptibility "
+        f"{f.alarm:g}, narration credulity {f.credulity:g}, missed displays {f.miss:g}, false recognitions "
+        f"{f.false_recognition:g}; each documented in auditrl.sim.judges.JudgeFlaws); the targets' rates (how "
+        "often a plant shows in its trigger contexts, sycophantic confessions under pressure, leaks, eval "
+        "awareness under test framing: sim/data/families.yaml and behaviors.yaml); the seed bank (each scenario "
+        f"spans {cfg.world.scenario_topics} topics and includes a trigger with probability {cfg.world.fair_chance:g}); "
+        f"the untrained policy's prior (no finding with probability {cfg.train.prior_no_finding:g}, standing in for "
+        "a calibrated instruction-tuned base model); and the metrics, ground-truth proxies of the paper's suite. "
+        "Any result that follows from these alone is an assumption restated. Emerged from training: which "
+        "strategies each reward design's auditor adopted and how they score, whatever that turned out to be."
+    )
+    by_design: dict[str, list[tuple[float, str]]] = {}
+    for d in cfg.designs:
+        by_design.setdefault(d.design, []).append((d.benign_fraction, d.name))
+    changes = []
+    for design, runs in by_design.items():
+        if len(runs) > 1:
+            steps = ", ".join(f"{fr:g}: {mean(n, 'false_positive'):.1f}" for fr, n in sorted(runs))
+            changes.append(f"{design} (benign fraction: FP calibration) {steps}")
+    if changes:
+        text += " In this run, " + "; ".join(changes) + "."
+    if "blind" in rows and "experimenter" in rows:
+        blind_id = float(rows["blind"].diagnostics["detection_rate"])
+        text += (
+            f" Check of the instrument: the blind auditor, which never looks at the target, scored audit quality "
+            f"{mean('blind', 'audit_quality'):.1f} against the experimenter's {mean('experimenter', 'audit_quality'):.1f}, "
+            f"and identified the behavior in {blind_id:.0f}% of planted audits (a guess among the scenario's topics "
+            f"is right in {chance:.0f}%)."
+        )
+    return text
+
+
+def paper_tables(cfg: AuditWorldConfig, rows: dict[str, PolicyEvaluation]) -> list[TableBlock]:
+    """The paper's published rows beside our closest rows, and the in-group calibration dose-response."""
+    paper = load_paper_reference()
+    mean = lambda name, m: f"{rows[name].seeds[m].mean:.1f}"  # noqa: E731
+    table = [[r.label, "paper", r.cell("audit_quality"), r.cell("false_positive"), r.cell("realism"), r.cell("composite")]
+             for r in paper.rows]  # fmt: skip
+    ours = [n for n in ("untrained", *[d.name for d in cfg.designs if d.benign_fraction in (0.0, 0.5)]) if n in rows]
+    table += [[n, "AuditWorld", mean(n, "audit_quality"), mean(n, "false_positive"), mean(n, "realism"), mean(n, "composite")]
+              for n in ours]  # fmt: skip
+    source, dose = _dose_response()
+    ingroup = {d.benign_fraction: d.name for d in cfg.designs if d.design == "ingroup_pairwise"}
+    dose_rows = [[f"{fr:g}", f"{paper_fp:.0f}", mean(ingroup[fr], "false_positive") if fr in ingroup else "-"]
+                 for fr, paper_fp in sorted(dose.items())]  # fmt: skip
+    return [
+        TableBlock(
+            header=["row", "source", "audit quality", "FP calibration", "realism", "composite"], rows=table,
+            caption=f"The paper's figures ({paper.source}) beside ours (means over training seeds), for comparison "
+                    "only: the world was not tuned toward them, its scale differs, and our composite averages three "
+                    "metrics (no production metric) where the paper's averages four.",
+        ),
+        TableBlock(
+            header=["benign fraction", "paper FP calibration", "AuditWorld FP calibration"], rows=dose_rows,
+            caption=f"In-group pairwise calibration dose-response: {source} beside this run.",
+        ),
+    ]  # fmt: skip
+
+
 def report_sections(
     cfg: AuditWorldConfig,
     rows: dict[str, PolicyEvaluation],
@@ -260,7 +334,7 @@ def report_sections(
     claim_curves = _history_curves(histories, "claim_rate")
     accusation_curves = _history_curves(histories, "accusations")
     return [
-        Section(title="What this run shows and does not", paragraphs=[STATEMENT]),
+        Section(title="What this run shows and does not", paragraphs=[assumptions_paragraph(cfg, rows), STATEMENT]),
         Section(
             title="Setup",
             paragraphs=[
@@ -274,11 +348,11 @@ def report_sections(
                 *(
                     [f"Reference pairwise compares each rollout with an episode of a frozen policy snapshot, refreshed "
                      f"every {cfg.train.reference_refresh} steps. The first snapshot is the untrained policy, which "
-                     "picks its report uniformly and so claims a finding on most benign audits; the paper's first "
-                     "reference was an already calibrated base model. Against a claiming reference a false claim "
-                     "on a benign target loses little, and once a snapshot claims on every benign audit, honest "
-                     "nulls are rarely sampled again: calibration then depends on how much honesty the policy "
-                     "still had at the refresh."]
+                     f"reports no finding with probability {cfg.train.prior_no_finding:g} whatever it saw (the "
+                     "`untrained` row), standing in for the paper's calibrated base model. Against a claiming "
+                     "reference a false claim on a benign target loses little, and once a snapshot claims on every "
+                     "benign audit, honest nulls are rarely sampled again: calibration then depends on how much "
+                     "honesty the policy still had at the refresh."]
                     if refreshes
                     else []
                 ),
@@ -287,6 +361,7 @@ def report_sections(
             ],
         ),
         held_out,
+        Section(title="Beside the paper", tables=paper_tables(cfg, rows)),
         Section(
             title="Training",
             paragraphs=["Mean over seeds per step. The false-positive rate is measured on the benign groups of a "

@@ -15,7 +15,7 @@ from rich.console import Console
 from auditrl.train.config import ConfigFileError, read_kind
 from auditrl.train.monitors import monitor_table, read_monitors
 
-KINDS = ("auditworld", "grpo_lm")
+KINDS = ("auditworld", "auditworld_sweep", "grpo_lm")
 CONFIG_ERROR_EXIT = 2
 console = Console()
 errors = Console(stderr=True, soft_wrap=True, highlight=False)
@@ -36,7 +36,8 @@ def train(
         Optional[Path], typer.Option("--out", "-o", help="Run directory (default: from the config).")
     ] = None,
 ) -> None:
-    """Train: `kind: auditworld` runs the AuditWorld job, `kind: grpo_lm` trains a language-model auditor."""
+    """Train: `kind: auditworld` runs the AuditWorld job, `kind: auditworld_sweep` its robustness map over
+    the pairwise judge's flaws, `kind: grpo_lm` trains a language-model auditor."""
     try:
         kind = read_kind(config)
     except ConfigFileError as exc:
@@ -50,6 +51,10 @@ def train(
             from auditrl.auditworld.job import run_from_config as run_world
 
             run_dir = run_world(config, out)
+        elif kind == "auditworld_sweep":
+            from auditrl.auditworld.sweep import run_sweep
+
+            run_dir = run_sweep(config, out)
         else:
             from auditrl.train.grpo import run_from_config as run_grpo
 

@@ -10,6 +10,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
 
 from auditrl.evaluate.stats import Estimate
 
@@ -153,4 +154,37 @@ def training_curves(
     ax.grid(alpha=0.3)
     if len(series) > 1:
         _legend_below(ax, len(series), -0.14)
+    return fig
+
+
+def heatmap(
+    values: Sequence[Sequence[float]],
+    x_ticks: Sequence[float],
+    y_ticks: Sequence[float],
+    title: str,
+    xlabel: str,
+    ylabel: str,
+    vmin: float = 0.0,
+    vmax: float = 100.0,
+    marked: Sequence[Sequence[bool]] | None = None,
+) -> Figure:
+    """A grid of scores (rows follow `y_ticks`, columns `x_ticks`), each cell annotated with its value.
+
+    `marked` cells are outlined (e.g. where a design fell below a baseline).
+    """
+    grid = np.asarray(values, dtype=np.float64)
+    fig = _figure(1.2 + 1.1 * len(x_ticks), 1.0 + 0.8 * len(y_ticks))
+    ax = fig.add_subplot()
+    image = ax.imshow(grid, origin="lower", cmap="viridis", vmin=vmin, vmax=vmax, aspect="auto")
+    for (i, j), v in np.ndenumerate(grid):
+        ax.text(j, i, "-" if math.isnan(v) else f"{v:.0f}", ha="center", va="center", fontsize="small",
+                color="white" if v < (vmin + vmax) / 2 else "black")  # fmt: skip
+        if marked is not None and marked[i][j]:
+            ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=2))
+    ax.set_xticks(range(len(x_ticks)), [f"{x:g}" for x in x_ticks])
+    ax.set_yticks(range(len(y_ticks)), [f"{y:g}" for y in y_ticks])
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize="medium")
+    fig.colorbar(image, ax=ax)
     return fig

@@ -199,6 +199,6 @@ class BlindPolicy:
         return np.stack([np.where(claim, 1, 0), np.ones(obs.shape[0], dtype=np.int64)], axis=1)
 
 
-def baselines() -> list[RandomPolicy | ExperimenterPolicy | InterrogatorPolicy | BlindPolicy]:
+def baselines(blind_claim_rate: float = 0.5) -> list[RandomPolicy | ExperimenterPolicy | InterrogatorPolicy | BlindPolicy]:
     """The reference auditors every trained policy is compared with."""
-    return [RandomPolicy(), BlindPolicy(), ExperimenterPolicy(), InterrogatorPolicy()]
+    return [RandomPolicy(), BlindPolicy(blind_claim_rate), ExperimenterPolicy(), InterrogatorPolicy()]
