@@ -11,7 +11,7 @@ from auditrl.sim.designs import DesignName
 from auditrl.sim.families import check_family
 from auditrl.sim.judges import JudgeParams
 from auditrl.sim.metrics import EvalConfig
-from auditrl.sim.training import TrainConfig
+from auditrl.sim.training import TrainConfig, TrainSettings
 from auditrl.train.config import read_yaml_mapping, validate_file
 
 
@@ -20,32 +20,10 @@ class DesignRun(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
-    design: DesignName
-    benign_fraction: float = Field(default=0.0, ge=0.0, le=1.0)
-    binary_strict: bool = False
-
-
-class TrainDefaults(BaseModel):
-    """Training settings shared by every design."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    steps: int = Field(default=100, ge=1)
-    groups: int = Field(default=128, ge=1)
-    group_size: int = Field(default=8, ge=2)
-    max_turns: int = Field(default=15, ge=1)
-    lr: float = Field(default=0.01, gt=0.0)
-    entropy_coef: float = Field(default=0.01, ge=0.0)
-    grad_clip: float = Field(default=1.0, gt=0.0)
-    hidden: int = Field(default=32, ge=4)
-    reference_refresh: int = Field(default=50, ge=1)
-    prior_no_finding: float = Field(
-        default=0.9, ge=0.0, lt=1.0,
-        description="The untrained policy's chance of reporting no finding, standing in for an instruction-tuned "
-        "base model's calibration (an assumption; the paper's base model scored 98.9 on FP calibration). It is also "
-        "the first reference snapshot of reference pairwise, and is evaluated as the `untrained` row.",
-    )  # fmt: skip
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$", description="Label of this run in tables, plots and results.json (unique).")
+    design: DesignName = Field(description="Reward design (a registered design with an AuditWorld form).")
+    benign_fraction: float = Field(default=0.0, ge=0.0, le=1.0, description="Share of each step's groups run against benign targets (calibration).")
+    binary_strict: bool = Field(default=False, description="Binary design: count only evidence the target itself produced.")
 
 
 class WorldConfig(BaseModel):
@@ -61,12 +39,14 @@ class WorldConfig(BaseModel):
 
 
 class AnalysisConfig(BaseModel):
+    """Strategy analysis of rendered evaluation transcripts."""
+
     model_config = ConfigDict(extra="forbid")
 
     transcripts_per_policy: int = Field(default=24, ge=1, description="Rendered for clustering, per policy and seed, planted and benign each.")
     transcripts_saved: int = Field(default=2, ge=0, description="Of those, written to transcripts.jsonl per policy and seed.")
-    clusters: int | None = Field(default=None, ge=2)
-    embedder: Literal["minilm", "tfidf"] = "tfidf"
+    clusters: int | None = Field(default=None, ge=2, description="Number of strategy clusters; null = about one per 100 summaries (the paper's k ~ n/100).")
+    embedder: Literal["minilm", "tfidf"] = Field(default="tfidf", description="Embedding of the strategy summaries: the packaged all-MiniLM-L6-v2, or TF-IDF (faster).")
 
 
 class AuditWorldConfig(BaseModel):
@@ -74,17 +54,17 @@ class AuditWorldConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    kind: Literal["auditworld"]
-    name: str = Field(default="auditworld", pattern=r"^[A-Za-z0-9_.-]+$")
-    out_dir: Path = Path("runs/auditworld")
-    seeds: list[int] = Field(min_length=1)
-    train_families: list[str] = Field(min_length=1)
-    designs: list[DesignRun] = Field(min_length=1)
-    train: TrainDefaults = Field(default_factory=TrainDefaults)
-    world: WorldConfig = Field(default_factory=WorldConfig)
-    evaluation: EvalConfig
-    judge: JudgeParams = Field(default_factory=JudgeParams)
-    analysis: AnalysisConfig = Field(default_factory=AnalysisConfig)
+    kind: Literal["auditworld"] = Field(description="Selects the AuditWorld job in `auditrl train`.")
+    name: str = Field(default="auditworld", pattern=r"^[A-Za-z0-9_.-]+$", description="Name of the run, in the report's title.")
+    out_dir: Path = Field(default=Path("runs/auditworld"), description="Run directory (overridden by `auditrl train --out`).")
+    seeds: list[int] = Field(min_length=1, description="Training seeds: each design is trained once per seed.")
+    train_families: list[str] = Field(min_length=1, description="Target families of the training batches.")
+    designs: list[DesignRun] = Field(min_length=1, description="The reward designs to train and compare.")
+    train: TrainSettings = Field(default_factory=TrainSettings, description="Optimisation settings shared by every design.")
+    world: WorldConfig = Field(default_factory=WorldConfig, description="The simulated world.")
+    evaluation: EvalConfig = Field(description="The held-out evaluation (family, rollouts, turn budgets).")
+    judge: JudgeParams = Field(default_factory=JudgeParams, description="The judge model: its flaws and rubric, shared by every judge.")
+    analysis: AnalysisConfig = Field(default_factory=AnalysisConfig, description="Strategy clustering of rendered transcripts.")
 
     @field_validator("train_families")
     @classmethod

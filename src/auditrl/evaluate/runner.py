@@ -30,12 +30,12 @@ log = logging.getLogger(__name__)
 class SuiteConfig(BaseModel):
     """Sizes of the held-out suite (the paper's defaults: 3 rollouts, 30/20/30 turns)."""
 
-    rollouts: int = Field(default=3, ge=1)
-    planted_turns: int = Field(default=30, ge=1)
-    benign_turns: int = Field(default=20, ge=1)
-    production_turns: int = Field(default=30, ge=1)
-    concurrency: int = Field(default=4, ge=1)
-    seed: int = 0
+    rollouts: int = Field(default=3, ge=1, description="Rollouts per seed (planted, benign and production each).")
+    planted_turns: int = Field(default=30, ge=1, description="Turn budget against planted held-out targets.")
+    benign_turns: int = Field(default=20, ge=1, description="Turn budget against benign targets (false-positive calibration).")
+    production_turns: int = Field(default=30, ge=1, description="Turn budget of the production-discovery audits.")
+    concurrency: int = Field(default=4, ge=1, description="Audits run at the same time.")
+    seed: int = Field(default=0, description="Seed of the bootstrap confidence intervals.")
 
 
 SuitePart = Literal["planted", "benign", "production"]

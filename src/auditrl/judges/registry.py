@@ -72,7 +72,7 @@ def _families() -> dict[str, FamilyEntry]:
 
 
 def family_names() -> tuple[str, ...]:
-    """Every registered family name (built-in ones first)."""
+    """Every registered family name."""
     return tuple(_families())
 
 

@@ -74,7 +74,7 @@ def _designs() -> dict[str, DesignSpec]:
 
 
 def design_names() -> tuple[str, ...]:
-    """Every registered design name (built-in ones first)."""
+    """Every registered design name."""
     return tuple(_designs())
 
 

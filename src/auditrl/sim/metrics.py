@@ -44,10 +44,10 @@ class EvalConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    family: str
-    rollouts: int = Field(default=10, ge=1)
-    planted_turns: int = Field(default=30, ge=1)
-    benign_turns: int = Field(default=20, ge=1)
+    family: str = Field(description="Target family evaluated against (the paper evaluates on a family it did not train on).")
+    rollouts: int = Field(default=10, ge=1, description="Rollouts per held-out seed, planted and benign each.")
+    planted_turns: int = Field(default=30, ge=1, description="Turn budget against planted targets (paper: 30).")
+    benign_turns: int = Field(default=20, ge=1, description="Turn budget against benign targets (paper: 20).")
 
     @field_validator("family")
     @classmethod

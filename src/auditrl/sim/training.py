@@ -25,26 +25,36 @@ from auditrl.sim.world import EpisodeBatch, Rollout, World, simulate, training_b
 from auditrl.train.advantages import group_advantages
 
 
-class TrainConfig(BaseModel):
-    """One training run of an AuditWorld auditor."""
+class TrainSettings(BaseModel):
+    """The optimisation settings of AuditWorld training, shared by every design of a job (its `train:` section)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    design: DesignName
-    benign_fraction: float = Field(default=0.0, ge=0.0, le=1.0)
-    steps: int = Field(default=120, ge=1)
-    groups: int = Field(default=64, ge=1)
-    group_size: int = Field(default=8, ge=2)
-    max_turns: int = Field(default=15, ge=1)
-    lr: float = Field(default=0.01, gt=0.0)
-    entropy_coef: float = Field(default=0.01, ge=0.0)
-    grad_clip: float = Field(default=1.0, gt=0.0)
-    hidden: int = Field(default=64, ge=4)
-    reference_refresh: int = Field(default=50, ge=1)
-    binary_strict: bool = False
-    families: list[str] = Field(min_length=1)
-    seed: int = 0
-    prior_no_finding: float = Field(default=0.9, ge=0.0, lt=1.0, description="The untrained policy's chance of reporting no finding (see MLPPolicy).")
+    steps: int = Field(default=100, ge=1, description="Policy updates per training run.")
+    groups: int = Field(default=128, ge=1, description="Groups per step; a group is k rollouts of one (behavior, seed, family).")
+    group_size: int = Field(default=8, ge=2, description="Rollouts per group (k); advantages are relative within a group.")
+    max_turns: int = Field(default=15, ge=1, description="Turn budget of a training audit (the paper's training budget: 15).")
+    lr: float = Field(default=0.01, gt=0.0, description="Adam learning rate of the MLP policy.")
+    entropy_coef: float = Field(default=0.01, ge=0.0, description="Weight of the entropy bonus (keeps the policy exploring).")
+    grad_clip: float = Field(default=1.0, gt=0.0, description="Maximum gradient norm per update.")
+    hidden: int = Field(default=32, ge=4, description="Width of the policy's hidden layers.")
+    reference_refresh: int = Field(default=50, ge=1, description="Designs with references: steps between refreshes of the reference snapshot (paper: 50).")
+    prior_no_finding: float = Field(
+        default=0.9, ge=0.0, lt=1.0,
+        description="The untrained policy's chance of reporting no finding, standing in for an instruction-tuned "
+        "base model's calibration (an assumption; the paper's base model scored 98.9 on FP calibration). It is also "
+        "the first reference snapshot of reference pairwise, and is evaluated as the `untrained` row.",
+    )  # fmt: skip
+
+
+class TrainConfig(TrainSettings):
+    """One training run of an AuditWorld auditor: the shared settings plus its design, targets and seed."""
+
+    design: DesignName = Field(description="Reward design (a registered design with an AuditWorld form, auditrl.sim.designs).")
+    benign_fraction: float = Field(default=0.0, ge=0.0, le=1.0, description="Share of each step's groups run against benign targets (calibration).")
+    binary_strict: bool = Field(default=False, description="Binary design: count only evidence the target itself produced.")
+    families: list[str] = Field(min_length=1, description="Target families the training groups are drawn from.")
+    seed: int = Field(default=0, description="Seeds numpy and torch: a run is deterministic given its config.")
 
 
 @dataclass
