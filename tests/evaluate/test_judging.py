@@ -27,7 +27,7 @@ class _Realism:
     def __init__(self) -> None:
         self.openings: list[str] = []
 
-    async def judge(self, t: Transcript, opening: RealOpening) -> RealismResult:
+    async def compare(self, t: Transcript, opening: RealOpening) -> RealismResult:
         self.openings.append(opening.id)
         return RealismResult(transcript_id=t.id, opening_id=opening.id, picks=[], picked_audit_share=0.5)
 

@@ -31,11 +31,11 @@ async def test_realism_both_orders(scripted_client) -> None:
     def says_audit_is_real_in_slot_a(call: JudgeCall) -> dict:
         return {"real": "A"}
 
-    result = await RealismJudge(scripted_client(says_audit_is_real_in_slot_a)).judge(t, opening)
+    result = await RealismJudge(scripted_client(says_audit_is_real_in_slot_a)).compare(t, opening)
     assert [p.audit_slot for p in result.picks] == ["A", "B"]
     assert result.picked_audit_share == 0.5
     prompt_seen: list[str] = []
-    await RealismJudge(scripted_client(lambda c: prompt_seen.append(c.prompt) or {"real": "B"})).judge(t, opening)
+    await RealismJudge(scripted_client(lambda c: prompt_seen.append(c.prompt) or {"real": "B"})).compare(t, opening)
     assert "> As an AI safety auditor" in prompt_seen[0] and opening.turns[0][:20] in prompt_seen[0]
 
 
@@ -53,8 +53,8 @@ async def test_programmatic_judges_follow_annotations() -> None:
     tie = await pairwise.compare(empty, _planted("z2", report=NULL_REPORT))
     assert tie.share_a == 0.5 and tie.consistent is False
     lenient, strict = ProgrammaticBinaryJudge(), ProgrammaticBinaryJudge(strict=True)
-    assert (await lenient.judge(narrated)).surfaced is True and (await strict.judge(narrated)).surfaced is False
-    assert (await strict.judge(evidence)).surfaced is True
+    assert (await lenient.score(narrated)).surfaced is True and (await strict.score(narrated)).surfaced is False
+    assert (await strict.score(evidence)).surfaced is True
     conc = ProgrammaticConcerningnessJudge()
     assert (await conc.score(narrated)).scores["concerning"] > (await conc.score(empty)).scores["concerning"] == 1
     honest = build_transcript("h", behavior=None, report=NULL_REPORT)
@@ -69,4 +69,4 @@ async def test_programmatic_judges_follow_annotations() -> None:
 
 async def test_programmatic_binary_refuses_benign() -> None:
     with pytest.raises(ValueError, match="benign"):
-        await ProgrammaticBinaryJudge().judge(build_transcript("b", behavior=None))
+        await ProgrammaticBinaryJudge().score(build_transcript("b", behavior=None))

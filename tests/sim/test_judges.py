@@ -116,7 +116,7 @@ async def _verdicts(world: World, transcripts: list[Transcript]) -> list[object]
     for t in transcripts:
         out.append((await concern.score(t)).scores)
         if not t.benign:
-            out += [(await lenient.judge(t)).surfaced, (await strict.judge(t)).surfaced]
+            out += [(await lenient.score(t)).surfaced, (await strict.score(t)).surfaced]
     for a, b in zip(transcripts[::2], transcripts[1::2]):
         result = await pairwise.compare(a, b)
         out.append((result.share_a, result.first.winner, result.first.confidence, result.second.winner, result.second.confidence))
@@ -239,5 +239,5 @@ async def test_rendered_narration_is_visible_to_the_rewards_package_programmatic
     assert narrated
     lenient, strict = ProgrammaticBinaryJudge(), ProgrammaticBinaryJudge(strict=True)
     for t in narrated:
-        assert (await lenient.judge(t)).surfaced
-        assert not (await strict.judge(t)).surfaced
+        assert (await lenient.score(t)).surfaced
+        assert not (await strict.score(t)).surfaced

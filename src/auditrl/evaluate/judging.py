@@ -78,7 +78,7 @@ def realism_judge(judge: RealismJudge, openings: Sequence[RealOpening] | None = 
     async def judge_one(t: Transcript) -> dict[str, Any]:
         if t.seed_id not in by_seed:
             by_seed[t.seed_id] = match_openings([t], pool)[0]
-        result = await judge.judge(t, by_seed[t.seed_id])
+        result = await judge.compare(t, by_seed[t.seed_id])
         return {REALISM: result.picked_audit_share}
 
     return judge_one

@@ -68,7 +68,7 @@ async def grade(
 
     async def one(t: Transcript) -> None:
         async with semaphore:
-            verdict = await matcher.judge(t, behaviors[str(t.behavior_id)])
+            verdict = await matcher.score(t, behaviors[str(t.behavior_id)])
         t.scores[MATCH_KEY] = verdict.model_dump(mode="json")
         if on_done is not None:
             on_done()

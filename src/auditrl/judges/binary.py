@@ -43,7 +43,7 @@ class BinaryScorer(Protocol):
 
     strict: bool
 
-    async def judge(self, transcript: Transcript) -> BinaryVerdict: ...
+    async def score(self, transcript: Transcript) -> BinaryVerdict: ...
 
 
 def _normalise(text: str) -> str:
@@ -93,7 +93,7 @@ class BinaryMatchJudge:
             shape=BINARY_SHAPE,
         )
 
-    async def judge(self, transcript: Transcript) -> BinaryVerdict:
+    async def score(self, transcript: Transcript) -> BinaryVerdict:
         answer = await self.client.ask(self.build_prompt(transcript), BinaryAnswer, BINARY_SHAPE)
         if answer.value is None:
             return BinaryVerdict(

@@ -37,7 +37,7 @@ class PairwiseAnswer(BaseModel):
 class PairwiseJudgeLike(Protocol):
     """What reward designs need from a pairwise judge (LLM or programmatic)."""
 
-    async def judge_once(self, a: Transcript, b: Transcript) -> PairwiseVerdict: ...
+    async def compare_once(self, a: Transcript, b: Transcript) -> PairwiseVerdict: ...
 
     async def compare(self, a: Transcript, b: Transcript) -> PairwiseResult: ...
 
@@ -66,7 +66,7 @@ def combine_orders(a_id: str, b_id: str, first: PairwiseVerdict, second: Pairwis
 
 
 async def compare_both_orders(judge: PairwiseJudgeLike, a: Transcript, b: Transcript) -> PairwiseResult:
-    first, second = await asyncio.gather(judge.judge_once(a, b), judge.judge_once(b, a))
+    first, second = await asyncio.gather(judge.compare_once(a, b), judge.compare_once(b, a))
     return combine_orders(a.id, b.id, first, second)
 
 
@@ -129,7 +129,7 @@ class PairwiseJudge:
             shape=PAIRWISE_SHAPE,
         )
 
-    async def judge_once(self, a: Transcript, b: Transcript) -> PairwiseVerdict:
+    async def compare_once(self, a: Transcript, b: Transcript) -> PairwiseVerdict:
         """One order: `a` shown as A, `b` shown as B."""
         answer = await self.client.ask(self.build_prompt(a, b), PairwiseAnswer, PAIRWISE_SHAPE)
         if answer.value is None:

@@ -29,7 +29,7 @@ class MatchAnswer(BaseModel):
 class PredictionMatcher(Protocol):
     """What transfer grading needs (LLM or programmatic)."""
 
-    async def judge(self, transcript: Transcript, behavior: Behavior) -> PredictionMatchVerdict: ...
+    async def score(self, transcript: Transcript, behavior: Behavior) -> PredictionMatchVerdict: ...
 
 
 def ground_truth(behavior: Behavior) -> str:
@@ -66,7 +66,7 @@ class PredictionMatchJudge:
             shape=MATCH_SHAPE,
         )
 
-    async def judge(self, transcript: Transcript, behavior: Behavior) -> PredictionMatchVerdict:
+    async def score(self, transcript: Transcript, behavior: Behavior) -> PredictionMatchVerdict:
         empty = no_predictions(transcript)
         if empty is not None:
             return empty

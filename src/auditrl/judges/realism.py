@@ -113,7 +113,7 @@ class RealismJudge:
             cached=answer.cached,
         )
 
-    async def judge(self, transcript: Transcript, opening: RealOpening) -> RealismResult:
+    async def compare(self, transcript: Transcript, opening: RealOpening) -> RealismResult:
         """Judge the pair in both orders; None share only if both orders abstained."""
         audit_turns = opening_user_turns(transcript, len(opening.turns))
         audit_text = render_opening(audit_turns) if audit_turns else "(no user turn)"

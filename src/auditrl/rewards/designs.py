@@ -151,7 +151,7 @@ class BinaryMatch(GroupDesign):
                 else RewardRecord(reward=1.0 if t.report.no_behavior_found else 0.0, details={"honest_null": t.report.no_behavior_found})
                 for t in group
             ]
-        verdicts = await asyncio.gather(*(self.judge.judge(t) for t in group))
+        verdicts = await asyncio.gather(*(self.judge.score(t) for t in group))
         return [
             RewardRecord(reward=None, details={ABSTAINED: True, "reason": v.reason})
             if v.abstained

@@ -329,7 +329,7 @@ class SimBinaryJudge:
         self.params = params or JudgeParams()
         self.strict = strict
 
-    async def judge(self, transcript: Transcript) -> BinaryVerdict:
+    async def score(self, transcript: Transcript) -> BinaryVerdict:
         if transcript.benign:
             raise ValueError(f"transcript {transcript.id} has a benign target: there is no planted behavior to match")
         surfaced = bool(binary_surfaced(transcript_observed(self.world, [transcript]), self.params, self.strict)[0])
@@ -353,7 +353,7 @@ class SimPairwiseJudge:
         obs = transcript_observed(self.world, transcripts)
         return pairwise_quality(obs, self.params), obs.key()
 
-    async def judge_once(self, a: Transcript, b: Transcript) -> PairwiseVerdict:
+    async def compare_once(self, a: Transcript, b: Transcript) -> PairwiseVerdict:
         check_comparable(a, b)
         q, key = self.quality([a, b])
         v = judge_order(q[:1], q[1:], key[:1], key[1:], self.params)
