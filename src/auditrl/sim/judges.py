@@ -43,6 +43,7 @@ from auditrl.judges.registry import judge_family
 from auditrl.judges.verdicts import BinaryVerdict, DimensionScores, EvidenceCheck, PairwiseResult, PairwiseVerdict
 from auditrl.scaffold.transcript import Transcript
 from auditrl.sim.render import reply_kind, transcript_observed
+from auditrl.sim.texts import ACCUSE, DIRECT, PUSH, TEST
 from auditrl.sim.world import CONFESSION, DISPLAY, ODD, Observed, World, loops_and_opening, mix64, natural_topics, normal_of, on_claim, uniform_of
 
 # Salts that keep the draws of different judges (different LLM calls) independent.
@@ -153,7 +154,7 @@ def read(obs: Observed, flaws: JudgeFlaws, salt: int) -> Reading:
     seen = sent & (((obs.reply == DISPLAY) & (u >= flaws.miss)) | ((obs.reply == ODD) & (u < flaws.false_recognition)))
     here = on_claim(obs)
     conf = sent & (obs.reply == CONFESSION)
-    accuse = sent & (obs.pressure == 2)
+    accuse = sent & (obs.pressure == ACCUSE)
     claimed = obs.claim >= 0
     truly = claimed & obs.trigger[np.arange(n), np.where(claimed, obs.claim, 0)]
     u_match = uniform_of(key, salt + 100)
@@ -168,9 +169,9 @@ def read(obs: Observed, flaws: JudgeFlaws, salt: int) -> Reading:
         confessions_claim=(conf & here).sum(axis=1),
         accusations=accuse.sum(axis=1),
         accusations_claim=(accuse & here).sum(axis=1),
-        pushes=(sent & (obs.pressure == 1)).sum(axis=1),
-        tests=(sent & (obs.framing == 2)).sum(axis=1),
-        directs=(sent & (obs.framing == 1)).sum(axis=1),
+        pushes=(sent & (obs.pressure == PUSH)).sum(axis=1),
+        tests=(sent & (obs.framing == TEST)).sum(axis=1),
+        directs=(sent & (obs.framing == DIRECT)).sum(axis=1),
         remarks=(sent & obs.remark).sum(axis=1),
         rollbacks=(sent & obs.rollback).sum(axis=1),
         loops=loops,

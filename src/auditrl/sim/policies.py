@@ -14,7 +14,26 @@ import torch
 from numpy.typing import NDArray
 from torch import nn
 
-from auditrl.sim.world import ACTION_SIZES, OBS_DIM, REPORT_SIZES
+from auditrl.sim.texts import ACCUSE, DIRECT, NATURAL, NO_PRESSURE, PUSH
+from auditrl.sim.world import (
+    ACTION_SIZES,
+    CLAIM_CONFESSED,
+    CLAIM_HOT,
+    CLAIM_SEED,
+    CONTROL_TOPIC,
+    END,
+    FRAMING,
+    HOT_TOPIC,
+    NO_CLAIM,
+    OBS_DIM,
+    PRESSURE,
+    REPORT_SIZES,
+    ROLLBACK,
+    SEED_TOPIC,
+    SEND,
+    TOOL,
+    TOPIC,
+)
 
 HEAD_SIZES = ACTION_SIZES + REPORT_SIZES
 N_ACTION_LOGITS = sum(ACTION_SIZES)
@@ -131,15 +150,15 @@ class ExperimenterPolicy:
         decisive = covered & (c["anom_hot"] >= 3) & (c["rate_hot"] - c["rate_rest"] >= 0.25)
         end = (c["t"] >= self.stop_at) | decisive
         restart = (c["aware"] > 0) | (c["branch"] >= self.branch_limit)
-        out = np.zeros((obs.shape[0], 4), dtype=np.int64)
-        out[:, 0] = np.where(end, 2, np.where(restart, 1, 0))
-        out[:, 1] = np.where(~covered, 0, np.where(c["probes_rest"] < 0.5 * c["probes_hot"], 1, 2))
+        out = np.zeros((obs.shape[0], len(ACTION_SIZES)), dtype=np.int64)
+        out[:, TOOL] = np.where(end, END, np.where(restart, ROLLBACK, SEND))
+        out[:, TOPIC] = np.where(~covered, SEED_TOPIC, np.where(c["probes_rest"] < 0.5 * c["probes_hot"], CONTROL_TOPIC, HOT_TOPIC))
         return out
 
     def report(self, obs: NDArray[np.float32], rng: np.random.Generator) -> NDArray[np.int64]:
         c = _counts(obs)
         signal = (c["anom_hot"] >= 2) & (c["rate_hot"] - c["rate_rest"] >= 0.25)
-        return np.stack([np.where(signal, 2, 0), np.where(c["anom_hot"] >= 3, 2, 1)], axis=1)
+        return np.stack([np.where(signal, CLAIM_HOT, NO_CLAIM), np.where(c["anom_hot"] >= 3, 2, 1)], axis=1)
 
 
 class InterrogatorPolicy:
@@ -158,15 +177,15 @@ class InterrogatorPolicy:
         c = _counts(obs)
         first = c["t"] == 0
         end = (c["confessions"] >= 1) | (c["t"] >= self.stop_at)
-        out = np.zeros((obs.shape[0], 4), dtype=np.int64)
-        out[:, 0] = np.where(end & ~first, 2, 0)
-        out[:, 2] = np.where(first, 0, 1)
-        out[:, 3] = np.where(first, 0, np.where(c["t"] >= self.accuse_from, 2, 1))
+        out = np.zeros((obs.shape[0], len(ACTION_SIZES)), dtype=np.int64)
+        out[:, TOOL] = np.where(end & ~first, END, SEND)
+        out[:, FRAMING] = np.where(first, NATURAL, DIRECT)
+        out[:, PRESSURE] = np.where(first, NO_PRESSURE, np.where(c["t"] >= self.accuse_from, ACCUSE, PUSH))
         return out
 
     def report(self, obs: NDArray[np.float32], rng: np.random.Generator) -> NDArray[np.int64]:
         c = _counts(obs)
-        return np.stack([np.where(c["confessions"] >= 1, 3, 0), np.full(obs.shape[0], 2)], axis=1)
+        return np.stack([np.where(c["confessions"] >= 1, CLAIM_CONFESSED, NO_CLAIM), np.full(obs.shape[0], 2)], axis=1)
 
 
 class BlindPolicy:
@@ -189,14 +208,14 @@ class BlindPolicy:
 
     def act(self, obs: NDArray[np.float32], rng: np.random.Generator) -> NDArray[np.int64]:
         t, branch = obs[:, 0].astype(np.float64), obs[:, 1].astype(np.float64)
-        out = np.zeros((obs.shape[0], 4), dtype=np.int64)
-        out[:, 0] = np.where(t >= self.stop_at, 2, np.where(branch >= self.branch_limit, 1, 0))
-        out[:, 1] = np.where(np.floor(t * 10) % 3 == 2, 1, 0)
+        out = np.zeros((obs.shape[0], len(ACTION_SIZES)), dtype=np.int64)
+        out[:, TOOL] = np.where(t >= self.stop_at, END, np.where(branch >= self.branch_limit, ROLLBACK, SEND))
+        out[:, TOPIC] = np.where(np.floor(t * 10) % 3 == 2, CONTROL_TOPIC, SEED_TOPIC)
         return out
 
     def report(self, obs: NDArray[np.float32], rng: np.random.Generator) -> NDArray[np.int64]:
         claim = rng.random(obs.shape[0]) < self.claim_rate
-        return np.stack([np.where(claim, 1, 0), np.ones(obs.shape[0], dtype=np.int64)], axis=1)
+        return np.stack([np.where(claim, CLAIM_SEED, NO_CLAIM), np.ones(obs.shape[0], dtype=np.int64)], axis=1)
 
 
 def baselines(blind_claim_rate: float = 0.5) -> list[RandomPolicy | ExperimenterPolicy | InterrogatorPolicy | BlindPolicy]:

@@ -32,7 +32,7 @@ from inspect_ai.tool import ToolChoice, ToolInfo
 
 from auditrl.behaviors.library import load_behaviors
 from auditrl.sim.targets import N_UNIFORMS, render_reply, respond
-from auditrl.sim.texts import classify_message
+from auditrl.sim.texts import NO_PRESSURE, classify_message
 from auditrl.sim.world import World
 
 
@@ -90,7 +90,7 @@ def simulated_reply(world: World, family: str, system_prompt: str, user_texts: l
             u=u[None, :N_UNIFORMS],
         )
         aware = r.aware
-        branch_pressure = branch_pressure + (c.pressure > 0)
+        branch_pressure = branch_pressure + (c.pressure != NO_PRESSURE)
     text = render_reply(
         sim=bt.sim[b] if b >= 0 else None,
         topic=c.topic,

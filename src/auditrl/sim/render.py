@@ -28,7 +28,16 @@ from auditrl.scaffold.transcript import (
     Transcript,
 )
 from auditrl.sim.targets import load_sim_behaviors, render_reply
-from auditrl.sim.texts import FRAMINGS, classify_message, classify_reply, classify_topic, render_user_message, templates
+from auditrl.sim.texts import (
+    ACCUSE,
+    FRAMINGS,
+    TEST,
+    classify_message,
+    classify_reply,
+    classify_topic,
+    render_user_message,
+    templates,
+)
 from auditrl.sim.world import CONFESSION, CONFIDENCES, DENIAL, DISPLAY, ODD, Observed, Rollout, World
 
 MAX_QUOTES = 2
@@ -88,7 +97,7 @@ def render_episode(world: World, rollout: Rollout, i: int, policy: str, run_tag:
             parent=head,
             role="user",
             content=text,
-            annotations={"narration": pressure == 2, "unrealistic": framing == 2},
+            annotations={"narration": pressure == ACCUSE, "unrealistic": framing == TEST},
         )
         kind = int(o.reply[i, t])
         flags = {

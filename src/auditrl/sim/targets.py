@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from auditrl.behaviors.schema import Behavior
 from auditrl.sim.families import Family
-from auditrl.sim.texts import load_topics, read_data, pick, templates
+from auditrl.sim.texts import ACCUSE, DIRECT, NO_PRESSURE, TEST, load_topics, read_data, pick, templates
 
 ANY_TOPIC = "any"
 # Sycophantic-confession multiplier for pressure none / push / accuse, and its growth with repeated pressure.
@@ -175,14 +175,14 @@ def respond(
     about its trigger topic may also genuinely leak. Otherwise a direct question is denied.
     """
     u_aware, u_conf, u_exp, u_noise = u[:, 0], u[:, 1], u[:, 2], u[:, 3]
-    p_aware = eval_awareness * ((framing == 2) + ACCUSATION_AWARENESS * (pressure == 2))
+    p_aware = eval_awareness * ((framing == TEST) + ACCUSATION_AWARENESS * (pressure == ACCUSE))
     newly_aware = ~aware & (u_aware < p_aware)
     aware_after = aware | newly_aware
-    asked = (framing == 1) | (pressure > 0)
+    asked = (framing == DIRECT) | (pressure != NO_PRESSURE)
     p_syc = sycophancy * PRESSURE_FACTOR[pressure] * (1.0 + PRESSURE_BUILDUP * branch_pressure)
-    p_conf = np.minimum(p_syc + triggered * leak * (framing == 1), MAX_CONFESSION)
+    p_conf = np.minimum(p_syc + triggered * leak * (framing == DIRECT), MAX_CONFESSION)
     confession = asked & (u_conf < p_conf)
-    denial = (framing == 1) & ~confession
+    denial = (framing == DIRECT) & ~confession
     task = ~confession & ~denial
     p_exp = rate * np.where(aware_after, AWARE_SUPPRESSION, 1.0)
     expressed = task & triggered & onset_ok & (u_exp < p_exp)

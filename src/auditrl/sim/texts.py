@@ -16,10 +16,12 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 FRAMINGS = ("natural", "direct", "test")
+NATURAL, DIRECT, TEST = range(len(FRAMINGS))
 # What a target reply shows on its face: an ordinary answer, the planted behavior's own words, an odd but
 # innocent aside, a denial, a confession. Readers of transcripts (judges) classify replies into these.
 REPLY_KINDS = ("normal", "display", "odd", "denial", "confession")
 PRESSURES = ("none", "push", "accuse")
+NO_PRESSURE, PUSH, ACCUSE = range(len(PRESSURES))
 FALLBACK_TOPIC = "casual_chat"
 
 
@@ -134,5 +136,5 @@ def render_user_message(topic: int, framing: int, pressure: int, u: float) -> st
     a = templates()["auditor"]
     probe = pick(t.probes, u)
     body = pick(a[FRAMINGS[framing]], (u * 7.0) % 1.0).format(probe=probe, phrase=t.phrase)
-    prefix = "" if pressure == 0 else pick(a[PRESSURES[pressure]], (u * 13.0) % 1.0).format(phrase=t.phrase)
+    prefix = "" if pressure == NO_PRESSURE else pick(a[PRESSURES[pressure]], (u * 13.0) % 1.0).format(phrase=t.phrase)
     return prefix + body

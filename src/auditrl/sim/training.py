@@ -21,7 +21,7 @@ from auditrl.rewards.registry import design_spec
 from auditrl.sim.designs import DesignName, RewardInputs, design_rewards
 from auditrl.sim.judges import JudgeParams, pairwise_quality
 from auditrl.sim.policies import HEAD_SIZES, MLPPolicy
-from auditrl.sim.world import EpisodeBatch, Rollout, World, simulate, training_batch
+from auditrl.sim.world import CLAIM, END, NO_CLAIM, TOOL, EpisodeBatch, Rollout, World, simulate, training_batch
 from auditrl.train.advantages import group_advantages
 
 
@@ -113,12 +113,12 @@ def policy_loss(
     logits = policy(obs)
     split = sum(HEAD_SIZES[:n_act])
     lps, ents = _head_logprobs(logits[: episode.size, :split], actions, HEAD_SIZES[:n_act])
-    sent = actions[:, 0] != 2
+    sent = actions[:, TOOL] != END
     turn_lp = lps[0] + (lps[1] + lps[2] + lps[3]) * sent
     turn_ent = ents[0] + (ents[1] + ents[2] + ents[3]) * sent
     report = torch.from_numpy(rollout.report)
     r_lps, r_ents = _head_logprobs(logits[episode.size :, split:], report, HEAD_SIZES[n_act:])
-    claimed = report[:, 0] != 0
+    claimed = report[:, CLAIM] != NO_CLAIM
     index = torch.from_numpy(episode)
     episode_lp = torch.zeros(n).index_add(0, index, turn_lp) + r_lps[0] + r_lps[1] * claimed
     counts = torch.from_numpy(np.maximum(rollout.acted.sum(axis=1), 1)).float()

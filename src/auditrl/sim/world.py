@@ -22,7 +22,18 @@ from numpy.typing import NDArray
 from auditrl.behaviors.schema import Behavior
 from auditrl.sim.families import Family, FamilyTable, load_families
 from auditrl.sim.targets import BehaviorTable, respond, uniforms
-from auditrl.sim.texts import REPLY_KINDS, Topic, load_topics, templates
+from auditrl.sim.texts import (
+    ACCUSE,
+    DIRECT,
+    NATURAL,
+    NO_PRESSURE,
+    PUSH,
+    REPLY_KINDS,
+    TEST,
+    Topic,
+    load_topics,
+    templates,
+)
 
 # Action heads and their sizes.
 TOOLS = ("send", "rollback", "end")
@@ -31,6 +42,12 @@ CLAIMS = ("none", "seed", "hot", "confessed")  # seed = the scenario's lead topi
 CONFIDENCES = (0.3, 0.6, 0.9)
 ACTION_SIZES = (3, 3, 3, 3)
 REPORT_SIZES = (4, 3)
+# Named indices: the column of each head in an action or report row, and each head's choices.
+TOOL, TOPIC, FRAMING, PRESSURE = range(len(ACTION_SIZES))
+SEND, ROLLBACK, END = range(len(TOOLS))
+SEED_TOPIC, CONTROL_TOPIC, HOT_TOPIC = range(len(TOPIC_CHOICES))
+CLAIM, CONFIDENCE = range(len(REPORT_SIZES))
+NO_CLAIM, CLAIM_SEED, CLAIM_HOT, CLAIM_CONFESSED = range(len(CLAIMS))
 # What the auditor saw in the last reply.
 KINDS = ("none", "normal", "anomaly", "denial", "confession", "eval_remark")
 OBS_DIM = 26
@@ -343,7 +360,7 @@ def loops_and_opening(obs: Observed) -> tuple[NDArray[np.int64], NDArray[np.floa
 
 def natural_topics(obs: Observed) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
     """Distinct topics probed naturally, and whether one of them differs from the claimed topic."""
-    nat = topic_counts(obs, obs.sent & (obs.framing == 0)) > 0
+    nat = topic_counts(obs, obs.sent & (obs.framing == NATURAL)) > 0
     distinct = nat.sum(axis=1)
     claimed = obs.claim >= 0
     on = nat[np.arange(len(obs)), np.where(claimed, obs.claim, 0)] & claimed
@@ -359,7 +376,7 @@ def ground_truth(obs: Observed) -> Features:
     here = on_claim(obs)
     display, conf = sent & (obs.reply == DISPLAY), sent & (obs.reply == CONFESSION)
     anomaly = display | (sent & (obs.reply == ODD))
-    accuse = sent & (obs.pressure == 2)
+    accuse = sent & (obs.pressure == ACCUSE)
     triggered = np.take_along_axis(obs.trigger, np.maximum(obs.topic, 0), axis=1)
     loops, opening_natural, opening_aware = loops_and_opening(obs)
     distinct, control = natural_topics(obs)
@@ -376,9 +393,9 @@ def ground_truth(obs: Observed) -> Features:
         confessions=conf.sum(axis=1),
         false_confessions=(conf & ~triggered).sum(axis=1),
         accusations=accuse.sum(axis=1),
-        pushes=(sent & (obs.pressure == 1)).sum(axis=1),
-        directs=(sent & (obs.framing == 1)).sum(axis=1),
-        tests=(sent & (obs.framing == 2)).sum(axis=1),
+        pushes=(sent & (obs.pressure == PUSH)).sum(axis=1),
+        directs=(sent & (obs.framing == DIRECT)).sum(axis=1),
+        tests=(sent & (obs.framing == TEST)).sum(axis=1),
         eval_aware=(sent & obs.remark).sum(axis=1),
         rollbacks=(sent & obs.rollback).sum(axis=1),
         turns=sent.sum(axis=1),
@@ -459,9 +476,9 @@ def _message_increments() -> NDArray[np.int64]:
     for framing in range(3):
         for pressure in range(3):
             row = inc[framing * 3 + pressure]
-            row[4], row[5] = pressure == 2, pressure == 1
-            row[6], row[7] = framing == 1, framing == 2
-            row[_BRANCH_LEN], row[_BRANCH_PRESSURE] = 1, pressure > 0
+            row[4], row[5] = pressure == ACCUSE, pressure == PUSH
+            row[6], row[7] = framing == DIRECT, framing == TEST
+            row[_BRANCH_LEN], row[_BRANCH_PRESSURE] = 1, pressure != NO_PRESSURE
     return inc
 
 
@@ -536,17 +553,17 @@ def simulate(world: World, batch: EpisodeBatch, policy: Policy, rng: np.random.G
         obs_log[live, t] = obs
         act_log[live, t] = actions
         acted[live, t] = True
-        send = actions[:, 0] != 2
+        send = actions[:, TOOL] != END
         i = live[send]
         live = i
         if i.size == 0:
             break
         m = i.size
-        tool, choice, framing, pressure = actions[send, 0], actions[send, 1], actions[send, 2], actions[send, 3]
+        tool, choice, framing, pressure = (actions[send, h] for h in (TOOL, TOPIC, FRAMING, PRESSURE))
         control = _outside(sorted_scenario[i], rng.integers(0, n_t - k, size=m))
-        topic = np.where(choice == 0, scenario[i, seed_sends[i] % k], np.where(choice == 1, control, hot[send]))
-        seed_sends[i] += choice == 0
-        rollback = tool == 1
+        topic = np.where(choice == SEED_TOPIC, scenario[i, seed_sends[i] % k], np.where(choice == CONTROL_TOPIC, control, hot[send]))
+        seed_sends[i] += choice == SEED_TOPIC
+        rollback = tool == ROLLBACK
         back = i[rollback]
         counts = s["counts"]
         counts[back, _BRANCH_LEN] = 0
@@ -571,7 +588,7 @@ def simulate(world: World, batch: EpisodeBatch, policy: Policy, rng: np.random.G
         aware[i] = r.aware
         anomaly = r.expressed | r.odd
         s["probes_all"][i, topic] += 1  # one topic per episode: no repeated index
-        s["probes_nat"][i, topic] += framing == 0
+        s["probes_nat"][i, topic] += framing == NATURAL
         s["anom"][i, topic] += anomaly
         s["conf_obs"][i, topic] += r.confession
         counts[i] += _MESSAGE_INC[framing * 3 + pressure] + _REPLY_INC[r.confession * 4 + r.denial * 2 + r.eval_aware]
@@ -592,9 +609,11 @@ def simulate(world: World, batch: EpisodeBatch, policy: Policy, rng: np.random.G
 
     final_obs, hot = _observe(s, rows, lead, in_scenario, horizon, horizon)
     report = policy.report(final_obs, rng)
-    claim_kind, conf_idx = report[:, 0], report[:, 1]
+    claim_kind, conf_idx = report[:, CLAIM], report[:, CONFIDENCE]
     claim_topic = np.where(
-        claim_kind == 0, -1, np.where(claim_kind == 1, lead, np.where(claim_kind == 2, hot, _hot(s["conf_obs"], lead)))
+        claim_kind == NO_CLAIM,
+        -1,
+        np.where(claim_kind == CLAIM_SEED, lead, np.where(claim_kind == CLAIM_HOT, hot, _hot(s["conf_obs"], lead))),
     )
     observed = Observed(
         planted=planted,
