@@ -43,11 +43,13 @@ from auditrl.cli.limits import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT_S,
     MaxRetriesOpt,
+    TargetPrefillOpt,
     TimeoutOpt,
     call_limits,
     print_failures,
     showing_retries,
 )
+from auditrl.models.prefill import PrefillSupport, describe_support
 from auditrl.models.roles import UnknownModelError, resolve_model, tool_protocol_for
 from auditrl.scaffold.engine import AuditEpisode, AuditSpec, run_audit
 from auditrl.scaffold.inspect_export import export_inspect_log
@@ -79,6 +81,7 @@ def build_specs(
     auditor: str,
     target: str,
     tool_protocol: str | None,
+    target_prefill: PrefillSupport | None = None,
 ) -> list[AuditSpec]:
     """One spec per rollout, cycling through the seeds in order."""
     provider, _, family = target.partition("/")
@@ -92,6 +95,7 @@ def build_specs(
             target_model=target,
             target_family=family if provider == SIM_PROVIDER else None,
             tool_protocol=tool_protocol or tool_protocol_for(auditor),
+            target_prefill=target_prefill,
         )
         for i in range(rollouts)
     ]
@@ -205,6 +209,7 @@ def audit(
     inspect_log: Annotated[bool, typer.Option(help="Also write an Inspect eval log into the run directory.")] = True,
     max_retries: MaxRetriesOpt = DEFAULT_MAX_RETRIES,
     timeout: TimeoutOpt = DEFAULT_TIMEOUT_S,
+    target_prefill: TargetPrefillOpt = None,
 ) -> None:
     """Audit a target: planted with --behavior, or --benign. Transcripts go to <out>/transcripts.jsonl."""
     console = Console()
@@ -231,12 +236,13 @@ def audit(
     except (UnknownModelError, ValueError) as exc:
         raise fail(str(exc), console, LIBRARY) from exc
     budget = Budget(max_turns=max_turns, max_tokens=token_budget)
-    specs = build_specs(planted, seeds, rollouts, budget, auditor, target, tool_protocol)
+    specs = build_specs(planted, seeds, rollouts, budget, auditor, target, tool_protocol, target_prefill)
     run_dir = out or Path("runs") / f"audit-{datetime.now():%Y%m%d-%H%M%S}"
     out_file = run_dir / TRANSCRIPTS
     console.print(
         f"Auditing {escape(target)} ({'benign' if planted is None else 'planted: ' + escape(planted.id)}) "
-        f"with {escape(auditor)}: {rollouts} audit(s) over {len(seeds)} seed(s), up to {concurrency} at a time."
+        f"with {escape(auditor)}: {rollouts} audit(s) over {len(seeds)} seed(s), up to {concurrency} at a time.\n"
+        f"Target prefill: {escape(describe_support(target, target_prefill))}"
     )
     with showing_retries(console):
         transcripts = asyncio.run(

@@ -1,4 +1,5 @@
-"""The model-call limits every command takes (`--max-retries`, `--timeout`) and how commands show them.
+"""Model-call options shared by commands (`--max-retries`, `--timeout`, `--target-prefill`) and how
+commands show retries and failures.
 
 Retries print as they happen (one yellow line each, rate-limit waits included), and a command that
 recorded failures ends with how many failed and why, grouped by reason.
@@ -9,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from typing import Annotated
+from typing import Annotated, Literal, Optional
 
 import typer
 from rich.console import Console
@@ -31,6 +32,16 @@ TimeoutOpt = Annotated[
         "--timeout",
         min=1,
         help="Seconds one model call may take, retries included, before it is recorded as failed (every role).",
+    ),
+]
+
+TargetPrefillOpt = Annotated[
+    Optional[Literal["continue", "emulate", "refuse"]],
+    typer.Option(
+        "--target-prefill",
+        help="How prefills reach the target: continue its final message (declare this for servers with "
+        "continue_final_message, e.g. vLLM behind openai-api/), emulate by asking it to begin with them, or refuse "
+        "(default: by provider).",
     ),
 ]
 

@@ -19,11 +19,16 @@ def quote(text: str) -> str:
     return "\n".join(f"> {line}" for line in lines)
 
 
+PREFILL_LINES = {
+    "honoured": "prefill written by the AUDITOR and forced at the start of this reply (the target continued it):",
+    "emulated": "prefill written by the AUDITOR, which the target was told to begin its reply with:",
+}
+IGNORED_PREFILL = "  (the auditor asked the target to begin with a prefill; it did not, so all of this reply is its own)"
+
+
 def target_part(message: TargetMessage) -> str:
     """The part of an assistant message the target produced itself (without the auditor's prefill)."""
-    if message.prefill and message.content.startswith(message.prefill):
-        return message.content[len(message.prefill) :]
-    return message.content
+    return message.generated()
 
 
 def _message_block(m: TargetMessage) -> str:
@@ -40,9 +45,11 @@ def _message_block(m: TargetMessage) -> str:
         )
     lines = [f"[{m.id}] TARGET REPLY, written by the target model{parent}:"]
     if m.prefill:
-        lines.append(f"  prefill written by the AUDITOR and forced at the start of this reply:\n{quote(m.prefill)}")
+        lines.append(f"  {PREFILL_LINES[m.prefill_mode or 'honoured']}\n{quote(m.prefill)}")
         lines.append(f"  continuation written by the TARGET:\n{quote(target_part(m))}")
     else:
+        if m.prefill_mode == "ignored":
+            lines.append(IGNORED_PREFILL)
         lines.append(quote(m.content))
     for call in m.tool_calls:
         args = json.dumps(call.arguments, ensure_ascii=False, sort_keys=True)

@@ -36,6 +36,7 @@ class MessageView:
     id: str
     role: str
     prefill: str
+    prefill_mode: str | None
     text: str
     calls: list[CallView]
     status: str | None
@@ -105,9 +106,9 @@ def _calls(calls: Sequence[ToolCallRecord]) -> list[CallView]:
 
 
 def _message(m: TargetMessage, final: set[str]) -> MessageView:
-    prefill = m.prefill or ""
-    text = m.content[len(prefill) :] if prefill and m.content.startswith(prefill) else m.content
-    return MessageView(m.id, m.role, prefill, text, _calls(m.tool_calls), m.tool_status, m.id in final)
+    return MessageView(
+        m.id, m.role, m.prefill or "", m.prefill_mode, m.generated(), _calls(m.tool_calls), m.tool_status, m.id in final
+    )
 
 
 def _tree(t: Transcript) -> ThreadView:

@@ -34,6 +34,7 @@ from inspect_ai.tool import ToolCall, ToolCallError, ToolInfo
 from pydantic import BaseModel, Field
 
 from auditrl.behaviors.schema import Behavior, Seed
+from auditrl.models.prefill import PrefillSupport, continue_body, prefill_support
 from auditrl.models.retries import ModelCallFailed, call_model
 from auditrl.scaffold.report import parse_report, report_from_object, verify_quotes
 from auditrl.scaffold.text_protocol import parse_tool_calls, render_tools_prompt
@@ -47,6 +48,7 @@ from auditrl.scaffold.tools import (
 from auditrl.scaffold.transcript import (
     AuditorMessage,
     Budget,
+    PrefillMode,
     Role,
     Status,
     TargetMessage,
@@ -69,6 +71,9 @@ class AuditSpec(BaseModel):
     target_model: str
     target_family: str | None = None
     tool_protocol: ToolProtocol = "native"
+    target_prefill: PrefillSupport | None = Field(
+        default=None, description="How prefills reach the target; None = what its provider is known to do."
+    )
 
 
 def estimate_tokens(text: str) -> int:
@@ -79,6 +84,24 @@ def estimate_tokens(text: str) -> int:
 @functools.cache
 def _messages() -> dict[str, Any]:
     return yaml.safe_load(prompt_text("messages.yaml"))
+
+
+def _apply_prefill(
+    prefill: str | None, text: str, support: PrefillSupport
+) -> tuple[str, str | None, PrefillMode | None]:
+    """The reply's content, the prefill it starts with (None if none) and what became of the prefill.
+
+    A continued prefill is the start of the reply. An emulated one counts only if the target began its
+    reply with it (leading space aside); otherwise the reply is kept as the target wrote it.
+    """
+    if not prefill:
+        return text, None, None
+    if support == "continue":
+        return f"{prefill}{text}", prefill, "honoured"
+    begun = text.lstrip()
+    if begun.startswith(prefill.strip()):
+        return begun, prefill.strip(), "emulated"
+    return text, None, "ignored"
 
 
 def _record(call: ToolCall) -> ToolCallRecord:
@@ -111,6 +134,8 @@ class AuditEpisode:
             target_system_prompt=spec.target_system_prompt,
             budget=spec.budget,
         )
+        self.prefill_support = prefill_support(spec.target_model, spec.target_prefill)
+        self.transcript.metadata["target_prefill"] = self.prefill_support
         self.conversation = TargetConversation(self.transcript)
         self.phase: Phase = "audit"
         self._ended = False
@@ -287,9 +312,11 @@ class AuditEpisode:
             case "send_message":
                 if not args["message"].strip():
                     raise InvalidToolCall("send_message: 'message' must not be empty.")
+                self._check_prefill("send_message", args.get("prefill"))
                 conv.add_user_message(args["message"])
                 return await self._target_turn(args.get("prefill"))
             case "send_tool_call_result":
+                self._check_prefill("send_tool_call_result", args.get("prefill"))
                 pending = conv.pending_tool_calls()
                 if args.get("prefill") and len(pending) > 1:
                     raise InvalidToolCall(
@@ -313,36 +340,45 @@ class AuditEpisode:
                 self._ended = True
                 return "The conversation has ended."
 
-    async def _generate_target(self, messages: list[ChatMessage]) -> ModelOutput:
-        return await call_model(
+    def _check_prefill(self, tool: str, prefill: str | None) -> None:
+        if prefill and self.prefill_support == "refuse":
+            raise InvalidToolCall(Template(_messages()["prefill"]["refused"]).substitute(tool=tool))
+
+    async def _target_turn(self, prefill: str | None) -> str:
+        """Get the target's reply to the current branch and record it, with what became of the prefill."""
+        messages = self.conversation.target_input()
+        config = self.target_config
+        if prefill and self.prefill_support == "continue":
+            messages = [*messages, ChatMessageAssistant(content=prefill)]
+            if body := continue_body(self.spec.target_model):
+                config = config.merge(GenerateConfig(extra_body={**(config.extra_body or {}), **body}))
+        elif prefill:
+            request = Template(prompt_text("prefill_emulation.md")).substitute(prefill=prefill)
+            messages = [*messages, ChatMessageUser(content=request.strip())]
+        output = await call_model(
             self.target,
             messages,
             tools=self.conversation.tools,
-            config=self.target_config,
+            config=config,
             attempts=self.target_attempts,
             role="target",
         )
-
-    async def _target_turn(self, prefill: str | None) -> str:
-        """Get the target's reply to the current branch and record it."""
-        messages = self.conversation.target_input()
-        if prefill:
-            messages = [*messages, ChatMessageAssistant(content=prefill)]
-        output = await self._generate_target(messages)
         reply = output.message
         annotations: dict[str, Any] = {}
         for meta in (output.metadata, reply.metadata):
             if meta and isinstance(meta.get("annotations"), dict):
                 annotations.update(meta["annotations"])
-        content = f"{prefill}{reply.text}" if prefill else reply.text
+        content, kept, mode = _apply_prefill(prefill, reply.text, self.prefill_support)
         node = self.conversation.add_target_reply(
-            content, [_record(c) for c in reply.tool_calls or []], prefill or None, annotations
+            content, [_record(c) for c in reply.tool_calls or []], kept, annotations, prefill_mode=mode
         )
         return self._format_reply(node)
 
     def _format_reply(self, node: TargetMessage) -> str:
         index = len(self.conversation.branch) - 1
         parts = [f'<target_response message_id="{node.id}" index="{index}">\n{node.content}\n</target_response>']
+        if node.prefill_mode in ("emulated", "ignored"):
+            parts.append(_messages()["prefill"][node.prefill_mode])
         if node.tool_calls:
             calls = "\n".join(
                 f'<target_tool_call id="{c.id}" name="{c.function}">{json.dumps(c.arguments, ensure_ascii=False)}'

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -113,6 +114,8 @@ def _sample(transcript: Transcript, epoch: int) -> EvalSample:
             "unverified_quotes": report.unverified_quotes if report is not None else 0,
             "target_system_prompt": transcript.target_system_prompt,
             "target_tools": [t.model_dump(mode="json") for t in transcript.target_tools],
+            "target_prefill": transcript.metadata.get("target_prefill"),
+            "prefill_modes": dict(Counter(m.prefill_mode for m in transcript.target_messages if m.prefill_mode)),
             "target_branches": branches,
         },
         store={

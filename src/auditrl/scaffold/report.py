@@ -207,11 +207,7 @@ def _contains(text: str, segments: list[str]) -> bool:
 
 def verify_quotes(report: Report, transcript: Transcript) -> Report:
     """Fill each prediction's `quote_checks` against every target reply on every branch; returns `report`."""
-    replies = []
-    for m in transcript.target_said():
-        prefill = m.prefill or ""
-        completion = m.content[len(prefill) :] if prefill and m.content.startswith(prefill) else m.content
-        replies.append((m.id, normalise(completion)))
+    replies = [(m.id, normalise(m.generated())) for m in transcript.target_said()]
     for prediction in report.predictions:
         checks = []
         for quote in prediction.quotes:

@@ -28,7 +28,7 @@ from inspect_ai.model import (
 from inspect_ai.tool import ToolCall, ToolCallError, ToolInfo, ToolParams
 from pydantic import ValidationError
 
-from auditrl.scaffold.transcript import TargetMessage, ToolCallRecord, ToolSpec, Transcript, new_id
+from auditrl.scaffold.transcript import PrefillMode, TargetMessage, ToolCallRecord, ToolSpec, Transcript, new_id
 
 AUDITOR_TOOL_NAMES = (
     "create_tool",
@@ -327,10 +327,18 @@ class TargetConversation:
         tool_calls: list[ToolCallRecord],
         prefill: str | None = None,
         annotations: dict[str, Any] | None = None,
+        prefill_mode: PrefillMode | None = None,
     ) -> TargetMessage:
-        """Record the target's reply (content already includes any prefill)."""
+        """Record the target's reply (content already includes any prefill it starts with)."""
         return self._append(
-            self._new("assistant", content, tool_calls=tool_calls, prefill=prefill, annotations=annotations or {})
+            self._new(
+                "assistant",
+                content,
+                tool_calls=tool_calls,
+                prefill=prefill,
+                prefill_mode=prefill_mode,
+                annotations=annotations or {},
+            )
         )
 
     def rollback(self, ref: int | str) -> TargetMessage:

@@ -14,6 +14,9 @@ from pydantic import BaseModel, Field
 
 Role = Literal["system", "user", "assistant", "tool"]
 Status = Literal["completed", "budget_exhausted", "error"]
+PrefillMode = Literal["honoured", "emulated", "ignored"]
+"""What became of a prefill (see auditrl.models.prefill): the target continued it as its own words; it was
+asked to begin its reply with it and did; it was asked and did not (the reply stands without the prefill)."""
 
 
 def new_id() -> str:
@@ -47,12 +50,21 @@ class TargetMessage(BaseModel):
     tool_calls: list[ToolCallRecord] = Field(default_factory=list)
     tool_call_id: str | None = None
     prefill: str | None = Field(default=None, description="Text the auditor forced at the start of this reply.")
+    prefill_mode: PrefillMode | None = Field(
+        default=None, description="How the auditor's prefill for this reply was carried out; None = no prefill asked."
+    )
     tool_status: Literal["success", "error"] | None = Field(
         default=None, description="On a tool result: whether the auditor reported the simulated call as failed."
     )
     annotations: dict[str, Any] = Field(
         default_factory=dict, description="Hidden ground truth from simulated targets; never shown to auditors."
     )
+
+    def generated(self) -> str:
+        """The text the target generated itself: the content after the auditor's prefill, if any."""
+        if self.prefill and self.content.startswith(self.prefill):
+            return self.content[len(self.prefill) :]
+        return self.content
 
 
 class AuditorMessage(BaseModel):

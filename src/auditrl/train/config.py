@@ -173,6 +173,11 @@ class EpisodeSettings(BaseModel):
         description="Target families, substituted for `{family}` (AuditWorld's for `sim/`, e.g. steady, chatty).",
     )
     target_model_args: dict[str, Any] = Field(default_factory=dict, description="Extra args for resolve_model.")
+    target_prefill: Literal["continue", "emulate", "refuse"] | None = Field(
+        default=None,
+        description="How prefills reach the target (auditrl.models.prefill); default by provider. Declare `continue` "
+        "for `openai-api/` servers that honour continue_final_message (vLLM, SGLang).",
+    )
     target_calls: CallLimits = Field(
         default_factory=CallLimits,
         description="Retries and timeout of each target call (`max_retries`, `timeout` seconds); API targets only.",

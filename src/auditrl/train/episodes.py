@@ -76,6 +76,7 @@ class AuditEpisodeFactory:
             target_model=spec_name,
             target_family=row.family,
             tool_protocol=self.settings.tool_protocol,
+            target_prefill=self.settings.target_prefill,
         )
         return AuditEpisode(spec, target)
 
