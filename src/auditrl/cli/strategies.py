@@ -1,54 +1,127 @@
-"""`auditrl strategies RUN`: cluster the auditors' strategies and show archetype shares per group."""
+"""`auditrl strategies RUN`: cluster the auditors' strategies, derive a codebook from them, show shares per group.
+
+Transcripts are read one at a time and only their strategy summaries are kept, so a run of tens of
+thousands of audits fits in a little memory; a handful are kept whole for the report's viewer.
+"""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
 
 import typer
+import yaml
 from rich.console import Console
+from rich.markup import escape
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
-from auditrl.analysis.strategies import (
-    EmbedderName,
-    Level,
-    cluster_strategies,
-    load_codebook,
-)
-from auditrl.analysis.summaries import strategy_summaries
+from auditrl.analysis.derivation import ARCHETYPES, CATEGORIES, StudyTable, study_codebook, study_tables
+from auditrl.analysis.representation import EmbedderName, embed
+from auditrl.analysis.strategies import Level, cluster_strategies, codebook_texts, load_codebook
+from auditrl.analysis.summaries import strategy_summary
 from auditrl.atomic import atomic_write_text
 from auditrl.cli.errors import fail
 from auditrl.evaluate.groups import group_of
 from auditrl.report.html import write_report
-from auditrl.report.sections import strategy_section, transcripts_section
-from auditrl.scaffold.store import RunError, load_transcripts
+from auditrl.report.sections import codebook_study_section, strategy_section, transcripts_section
+from auditrl.report.transcript_view import DEFAULT_SHOWN, pick_transcripts
+from auditrl.scaffold.store import RunError, iter_transcripts, transcript_files
+from auditrl.scaffold.transcript import Transcript
+
+
+def read_summaries(run: Path, by: str, console: Console) -> tuple[list[str], list[str], list[Transcript]]:
+    """Strategy summary and group of every transcript (a later file's copy of an id replaces the earlier), and a few whole ones to show."""
+    found: dict[str, tuple[str, str]] = {}
+    kept: dict[tuple[str, bool], list[Transcript]] = {}
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console, transient=True) as progress:
+        task = progress.add_task("summarising transcripts")
+        for path in transcript_files(run):
+            try:
+                for t in iter_transcripts(path):
+                    found[t.id] = (strategy_summary(t), group_of(t, by))
+                    same = kept.setdefault((t.auditor_model, t.benign), [])
+                    if len(same) < DEFAULT_SHOWN:
+                        same.append(t)
+                    progress.update(task, advance=1, description=f"summarising transcripts: {len(found):,}")
+            except ValueError as exc:
+                raise RunError(str(exc)) from exc
+    texts = [text for text, _ in found.values()]
+    groups = [group for _, group in found.values()]
+    return texts, groups, pick_transcripts([t for ts in kept.values() for t in ts])
+
+
+def _rich(table: StudyTable) -> Table:
+    out = Table(title=escape(table.title), caption=escape(table.caption) or None)
+    for h in table.header:
+        out.add_column(escape(h))
+    for row in table.rows:
+        out.add_row(*[escape(c) for c in row])
+    return out
 
 
 def strategies(
     run: Annotated[Path, typer.Argument(help="A transcripts.jsonl file, or a run directory holding transcripts*.jsonl.")],
     by: Annotated[str, typer.Option(help="Group by: auditor, target, target_family, behavior, or a metadata key.")] = "auditor",
-    k: Annotated[int | None, typer.Option(help="Number of clusters (default: about one per 100 transcripts, at least 2).")] = None,
-    embedder: Annotated[EmbedderName, typer.Option(help="minilm (sentence embeddings) or tfidf (fast).")] = "minilm",
+    k: Annotated[int | None, typer.Option(help="Number of base clusters (default: about one per 100 transcripts, at least 2).")] = None,
+    embedder: Annotated[
+        EmbedderName,
+        typer.Option(help="auto (MiniLM up to 1,000 distinct summaries, LSA above), minilm, tfidf, or lsa (tf-idf + SVD, fast at scale)."),
+    ] = "auto",
     level: Annotated[Level, typer.Option(help="Show shares per archetype or per category.")] = "category",
-    codebook: Annotated[Path | None, typer.Option(help="A codebook YAML to use instead of the shipped one.")] = None,
+    codebook: Annotated[Path | None, typer.Option(help="A codebook YAML to classify against instead of the shipped one.")] = None,
+    derive: Annotated[bool, typer.Option(help="Also derive a codebook from the data, reclassify against it, measure stability.")] = True,
+    namer: Annotated[str | None, typer.Option(help="A model (inspect-ai string) that names groups and rolls them up; offline method without.")] = None,
+    strategies_n: Annotated[int | None, typer.Option("--strategies", help="Derived strategies (default: one per ten base clusters).")] = None,
+    archetypes: Annotated[int, typer.Option(help="Derived archetypes.")] = ARCHETYPES,
+    categories: Annotated[int, typer.Option(help="Derived categories.")] = CATEGORIES,
+    bootstraps: Annotated[int, typer.Option(help="Bootstrap refits for the stability figures (0 to skip).")] = 3,
+    save_codebook: Annotated[Path | None, typer.Option(help="Write the frozen derived codebook here (YAML, usable with --codebook).")] = None,
     seed: Annotated[int, typer.Option(help="Clustering seed.")] = 0,
     html: Annotated[Path | None, typer.Option(help="Also write a self-contained HTML report here.")] = None,
-    json_out: Annotated[Path | None, typer.Option("--json", help="Also write clusters and labels as JSON here.")] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Also write clusters, labels and the derived codebook as JSON here.")] = None,
 ) -> None:
-    """Summarise each transcript's strategy, cluster the summaries and print archetype shares per group."""
+    """Summarise each transcript's strategy, cluster the summaries, derive a codebook and print shares per group."""
     console = Console()
     try:
-        transcripts = load_transcripts(run)
         book = load_codebook(codebook)
-        if len(transcripts) < 2:
-            raise RunError(f"{run}: strategy clustering needs at least 2 transcripts, found {len(transcripts)}")
-        result = cluster_strategies(strategy_summaries(transcripts), k=k, seed=seed, embedder=embedder, codebook=book)
+        texts, groups, shown = read_summaries(run, by, console)
+        if len(texts) < 2:
+            raise RunError(f"{run}: strategy clustering needs at least 2 transcripts, found {len(texts)}")
+        with console.status(f"embedding and clustering {len(texts):,} summaries"):
+            emb = embed(texts, codebook_texts(book), embedder, seed)
+            result = cluster_strategies(texts, k=k, seed=seed, codebook=book, embedded=emb)
+        study = None
+        if derive:
+            naming = None
+            if namer is not None:
+                from auditrl.analysis.llm_naming import LLMNamer
+                from auditrl.models.roles import resolve_model
+
+                naming = LLMNamer(resolve_model(namer), namer)
+            with console.status("deriving a codebook, reclassifying, measuring stability"):
+                sizes = {"strategy": strategies_n, "archetype": archetypes, "category": categories}
+                study = study_codebook(result, emb, sizes, naming, bootstraps)
     except ValueError as exc:  # RunError, a bad codebook file, too few texts
         raise fail(str(exc), console) from exc
-    groups = [group_of(t, by) for t in transcripts]
     console.print(result.clusters_table())
     console.print(result.distribution_table(groups, level))
+    tables: Sequence[StudyTable] = study_tables(study, groups) if study is not None else []
+    for table in tables:
+        console.print(_rich(table))
+    if study is not None and study.derived.fallbacks:
+        console.print("[yellow]" + escape("; ".join(study.derived.fallbacks)) + "[/yellow]")
+    if study is not None and save_codebook is not None:
+        atomic_write_text(save_codebook, yaml.safe_dump(study.frozen.model_dump(), sort_keys=False, allow_unicode=True))
+        console.print(f"frozen codebook written to {escape(str(save_codebook))}")
     if json_out is not None:
-        atomic_write_text(json_out, result.model_dump_json(indent=2))
+        data = result.model_dump(mode="json") | ({"derived": study.model_dump(mode="json")} if study is not None else {})
+        atomic_write_text(json_out, json.dumps(data, indent=2))
     if html is not None:
-        write_report(html, f"auditrl strategies: {run.name}", [strategy_section(result, groups), transcripts_section(transcripts)])
-        console.print(f"report written to {html}")
+        sections = [strategy_section(result, groups)]
+        if study is not None:
+            sections.append(codebook_study_section(study, tables))
+        write_report(html, f"auditrl strategies: {run.name}", [*sections, transcripts_section(shown, total=len(texts))])
+        console.print(f"report written to {escape(str(html))}")

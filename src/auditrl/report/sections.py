@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from auditrl.analysis.derivation import CodebookStudy, StudyTable
 from auditrl.analysis.strategies import StrategyClusters
 from auditrl.evaluate.paper import PaperReference
 from auditrl.evaluate.schema import COMPOSITE, METRIC_TITLES, METRICS, SuiteResult
@@ -118,13 +119,29 @@ def strategy_section(
 
 
 def transcripts_section(
-    transcripts: Sequence[Transcript], limit: int = DEFAULT_SHOWN, title: str = "Transcripts"
+    transcripts: Sequence[Transcript], limit: int = DEFAULT_SHOWN, title: str = "Transcripts", total: int | None = None
 ) -> Section:
-    """A few transcripts to read in full, spread over auditors and over planted and benign targets."""
+    """A few transcripts to read in full, spread over auditors and over planted and benign targets.
+
+    `total` is the size of the run they come from, when only a sample of it was kept in memory.
+    """
     shown = pick_transcripts(transcripts, limit)
     paragraphs = [
-        f"{len(shown)} of {len(transcripts)} transcripts, each with the target's conversation tree (every branch "
+        f"{len(shown)} of {total if total is not None else len(transcripts)} transcripts, each with the target's conversation tree (every branch "
         "a rollback made), the auditor's tool calls and their results, and the final report with each quote "
         "marked verified (found in text the target generated), unverified or unchecked."
     ]
     return Section(title=title, paragraphs=paragraphs, transcripts=shown)
+
+
+def codebook_study_section(study: CodebookStudy, tables: Sequence[StudyTable], title: str = "Codebook derived from the data") -> Section:
+    """The derived hierarchy, shares per group, stability and the comparison with the shipped codebook."""
+    d = study.derived
+    paragraphs = [
+        f"Base clusters ({len(d.base)}) were named contrastively and rolled up into {len(d.strategies)} strategies, "
+        f"{len(d.archetypes)} archetypes and {len(d.categories)} categories ({d.namer} naming); the archetype and "
+        "category levels were then frozen as a codebook and every transcript was classified against it again.",
+        *d.fallbacks,
+    ]
+    blocks = [TableBlock(header=t.header, rows=t.rows, caption=f"{t.title}. {t.caption}".strip()) for t in tables]
+    return Section(title=title, paragraphs=paragraphs, tables=blocks)

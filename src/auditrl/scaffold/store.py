@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -41,30 +41,31 @@ def append_transcript(path: Path, transcript: Transcript) -> None:
         os.close(fd)
 
 
+def iter_transcripts(path: Path) -> Iterator[Transcript]:
+    """The transcripts of a JSONL file one at a time, in order of writing (a large file never sits in memory whole)."""
+    path = Path(path)
+    with path.open("rb") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                yield Transcript.model_validate_json(line)
+            except ValidationError as e:
+                if not line.endswith(b"\n") and not handle.read(1):
+                    warnings.warn(
+                        f"{path}: skipped line {number}, an incomplete final transcript (interrupted write)",
+                        stacklevel=2,
+                    )
+                    return
+                first = e.errors()[0]
+                where = ".".join(str(p) for p in first["loc"]) or "(line)"
+                got = f" (got {first['input']!r:.60})" if first["loc"] and first["type"] != "missing" else ""
+                raise ValueError(f"{path}: line {number} is not a valid transcript: {where}: {first['msg']}{got}") from None
+
+
 def read_transcripts(path: Path) -> list[Transcript]:
     """All transcripts of a JSONL file, in order of writing."""
-    path = Path(path)
-    raw = path.read_bytes()
-    lines = raw.split(b"\n")
-    complete = raw.endswith(b"\n")
-    transcripts: list[Transcript] = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            transcripts.append(Transcript.model_validate_json(line))
-        except ValidationError as e:
-            if number == len(lines) and not complete:
-                warnings.warn(
-                    f"{path}: skipped line {number}, an incomplete final transcript (interrupted write)",
-                    stacklevel=2,
-                )
-                continue
-            first = e.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or "(line)"
-            got = f" (got {first['input']!r:.60})" if first["loc"] and first["type"] != "missing" else ""
-            raise ValueError(f"{path}: line {number} is not a valid transcript: {where}: {first['msg']}{got}") from None
-    return transcripts
+    return list(iter_transcripts(path))
 
 
 def write_transcripts(path: Path, transcripts: Sequence[Transcript]) -> Path:

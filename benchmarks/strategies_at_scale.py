@@ -1,0 +1,104 @@
+"""`auditrl strategies` at the paper's scale: wall time and peak memory for 81,000 transcripts.
+
+Generates the transcripts with AuditWorld (the three scripted baselines and untrained MLP auditors with
+different initialisations, against planted and benign targets of four families, 15- and 30-turn
+budgets), writes them as one JSONL file, then runs the whole command on it in a fresh process:
+reading and summarising every transcript, embedding (auto picks LSA at this size), base clustering
+at k = n/100, contrastive naming, the roll-up into strategies, archetypes and categories, the
+reclassification against the frozen codebook, bootstrap stability and the comparison with the shipped
+codebook. Generation is not timed; the figure is the command's wall time and its peak resident memory.
+
+    python benchmarks/strategies_at_scale.py --transcripts 81000
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import typer
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+from auditrl.behaviors.library import load_behaviors
+from auditrl.sim.policies import MLPPolicy, baselines
+from auditrl.sim.render import render_episodes
+from auditrl.sim.world import World, simulate, training_batch
+
+FAMILIES = [0, 1, 2, 3]
+GROUP_SIZE = 8
+
+
+def generate(path: Path, n: int, seed: int) -> None:
+    """Write about `n` AuditWorld transcripts to `path`, spread evenly over the auditors and two budgets."""
+    world = World.build(load_behaviors())
+    rng = np.random.default_rng(seed)
+    auditors = [(type(p).__name__, p) for p in baselines()] + [(f"mlp{s}", MLPPolicy(hidden=32, seed=s)) for s in range(5)]
+    cells = [(name, policy, turns) for name, policy in auditors for turns in (15, 30)]
+    groups = max(1, round(n / (len(cells) * GROUP_SIZE)))
+    with path.open("w", encoding="utf-8") as out, Progress() as progress:
+        task = progress.add_task("generating AuditWorld transcripts", total=len(cells))
+        for name, policy, turns in cells:
+            batch = training_batch(world, rng, groups, GROUP_SIZE, 0.5, FAMILIES, turns)
+            rollout = simulate(world, batch, policy, rng)
+            for t in render_episodes(world, rollout, np.arange(batch.size), name, f"t{turns}"):
+                out.write(t.model_dump_json() + "\n")
+            progress.advance(task)
+
+
+def main(
+    transcripts: int = typer.Option(81_000, help="How many transcripts to generate and cluster."),
+    seed: int = typer.Option(0, help="Generation and clustering seed."),
+    keep: Path | None = typer.Option(None, help="Keep the generated file and the command's JSON in this folder."),
+) -> None:
+    console = Console()
+    folder = Path(keep) if keep is not None else Path(tempfile.mkdtemp(prefix="strategies-bench-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    data, result = folder / "transcripts.jsonl", folder / "strategies.json"
+    generate(data, transcripts, seed)
+    command = [sys.executable, "-m", "auditrl.cli", "strategies", str(data), "--seed", str(seed), "--json", str(result)]
+    start = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - start
+    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    if done.returncode != 0:
+        console.print(done.stdout[-3000:], done.stderr[-3000:], markup=False)
+        raise typer.Exit(1)
+    out = json.loads(result.read_text(encoding="utf-8"))
+    derived = out["derived"]
+    stab = derived["stability"]
+    jac = np.asarray(stab["jaccard"])
+    table = Table(title=f"auditrl strategies on {len(out['labels']):,} AuditWorld transcripts (one process, OMP_NUM_THREADS=1)")
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    rows = [
+        ("wall time (read, summarise, embed, cluster, derive, reclassify, stability)", f"{wall:.1f} s"),
+        ("peak resident memory", f"{peak_kib / 2**20:.2f} GiB"),
+        ("file size", f"{data.stat().st_size / 2**30:.2f} GiB"),
+        ("embedder", out["embedder"]),
+        ("base clusters (k asked / non-empty)", f"{out['k']} / {len(out['clusters'])}"),
+        ("strategies / archetypes / categories", f"{len(derived['derived']['strategies'])} / {len(derived['derived']['archetypes'])} / {len(derived['derived']['categories'])}"),
+        ("silhouette base / archetypes", f"{stab['silhouette']:.3f} / {stab['silhouette_archetypes']:.3f}"),
+        ("bootstrap ARI per seed", ", ".join(f"{a:.3f}" for a in stab["bootstrap_ari"])),
+        ("per-cluster Jaccard mean; share >= 0.75", f"{jac.mean():.3f}; {100 * (jac >= 0.75).mean():.0f}%"),
+        ("reclassified = roll-up archetype", f"{100 * derived['agreement']:.1f}%"),
+        ("derived vs shipped archetypes: ARI / AMI", f"{derived['comparison']['archetype_ari']:.3f} / {derived['comparison']['archetype_ami']:.3f}"),
+    ]
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
+    if keep is None:
+        data.unlink()
+        result.unlink()
+        folder.rmdir()
+
+
+if __name__ == "__main__":
+    typer.run(main)
