@@ -92,6 +92,38 @@ async def test_cache_hit_avoids_second_call(scripted_client, tmp_path) -> None:
     assert len(JudgeCache(path)) == 1
 
 
+async def test_abstentions_are_not_cached_so_a_rerun_asks_again(scripted_client, tmp_path) -> None:
+    path = tmp_path / "cache.jsonl"
+    broken = scripted_client(lambda call: "no verdict here", cache=JudgeCache(path), max_retries=1)
+    assert (await broken.ask("question", Ans, SHAPE)).value is None
+    assert len(JudgeCache(path)) == 0  # nothing of the malformed replies was kept
+    fixed = scripted_client(lambda call: {"winner": "B", "confidence": 40}, cache=JudgeCache(path))
+    again = await fixed.ask("question", Ans, SHAPE)
+    assert again.value == Ans(winner="B", confidence=40) and not again.cached and fixed.meter.total().calls == 1
+
+
+async def test_verdict_after_a_retry_is_cached_under_the_question(scripted_client, tmp_path) -> None:
+    path = tmp_path / "cache.jsonl"
+    first = scripted_client(lambda call: "not yet" if call.attempt == 1 else {"winner": "A", "confidence": 55}, cache=JudgeCache(path))
+    assert (await first.ask("question", Ans, SHAPE)).attempts == 2
+    never = scripted_client(lambda call: (_ for _ in ()).throw(AssertionError("called")), cache=JudgeCache(path))
+    replay = await never.ask("question", Ans, SHAPE)
+    assert replay.value == Ans(winner="A", confidence=55) and replay.cached and never.meter.total().calls == 0
+
+
+async def test_a_cached_reply_that_does_not_parse_is_asked_again(scripted_client, tmp_path) -> None:
+    """Caches written before only verdicts were kept may hold malformed replies; they are not replayed."""
+    path = tmp_path / "cache.jsonl"
+    client = scripted_client(lambda call: {"winner": "A", "confidence": 70}, cache=JudgeCache(path))
+    await client.ask("question", Ans, SHAPE)
+    row = json.loads(path.read_text().splitlines()[0])
+    row["response"]["completion"] = "malformed"
+    path.write_text(json.dumps(row) + "\n")
+    rerun = scripted_client(lambda call: {"winner": "B", "confidence": 30}, cache=JudgeCache(path))
+    answer = await rerun.ask("question", Ans, SHAPE)
+    assert answer.value == Ans(winner="B", confidence=30) and rerun.meter.total().calls == 1
+
+
 async def test_token_counts_come_from_usage() -> None:
     def respond(messages, tools, tool_choice, config):
         nonce = messages[0].text.split("VERDICT-")[1].split("-BEGIN")[0]

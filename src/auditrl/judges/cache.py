@@ -1,6 +1,8 @@
-"""Judge response cache keyed by a hash of the full judge input (model, messages, generation config).
+"""Judge response cache keyed by a hash of the judge's question (model, messages, generation config).
 
-Identical judge inputs are answered once: in memory, and across runs through an append-only JSONL file.
+Identical questions are answered once: in memory, and across runs through an append-only JSONL file.
+Only replies that parsed into a verdict are stored (the client puts them), so an abstention is asked
+again on the next run instead of replaying the malformed reply.
 """
 
 from __future__ import annotations

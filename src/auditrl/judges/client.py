@@ -3,7 +3,8 @@
 The judge must put its verdict JSON between marker lines that contain a nonce derived from the judge
 input; only that block is parsed, so JSON or instructions inside a quoted transcript are never taken as
 the verdict. A malformed answer gets a corrective follow-up; after `max_retries` follow-ups the question
-ends in an explicit abstention with the last error as the reason.
+ends in an explicit abstention with the last error as the reason. Only a reply that parsed is cached,
+keyed by the question, so a rerun replays verdicts and asks again wherever the judge abstained.
 """
 
 from __future__ import annotations
@@ -105,16 +106,7 @@ class JudgeClient:
     def model_name(self) -> str:
         return str(self.model)
 
-    async def _generate(self, messages: list[ChatMessage]) -> tuple[str, bool]:
-        key = cache_key(
-            self.model_name,
-            [(m.role, m.text) for m in messages],
-            self.config.model_dump(exclude_none=True),
-        )
-        hit = self.cache.get(key)
-        if hit is not None:
-            self.meter.record_cache_hit()
-            return hit.completion, True
+    async def _generate(self, messages: list[ChatMessage]) -> tuple[str, int, int]:
         output = await call_model(self.model, messages, config=self.config, attempts=1, role="judge")
         usage = output.usage
         in_tok = usage.input_tokens if usage else 0
@@ -122,8 +114,13 @@ class JudgeClient:
         self.meter.record_call(in_tok, out_tok)
         if output.error:
             raise RuntimeError(f"model error: {output.error}")
-        self.cache.put(key, CachedResponse(completion=output.completion, input_tokens=in_tok, output_tokens=out_tok))
-        return output.completion, False
+        return output.completion, in_tok, out_tok
+
+    def _parse(self, text: str, nonce: str, answer_type: type[A], check: Callable[[A], None] | None) -> A:
+        value = answer_type.model_validate(extract_verdict(text, nonce))
+        if check is not None:
+            check(value)
+        return value
 
     async def ask(
         self,
@@ -138,14 +135,23 @@ class JudgeClient:
             ChatMessageSystem(content=render_prompt("judge_system", nonce=nonce)),
             ChatMessageUser(content=prompt),
         ]
+        key = cache_key(self.model_name, [(m.role, m.text) for m in messages], self.config.model_dump(exclude_none=True))
+        hit = self.cache.get(key)
+        if hit is not None:
+            try:
+                value = self._parse(hit.completion, nonce, answer_type, check)
+            except (ValidationError, MalformedAnswer):
+                pass  # an entry from before only verdicts were cached: ask again
+            else:
+                self.meter.record_cache_hit()
+                return Answer(value=value, attempts=1, cached=True)
         reason = "no attempt made"
-        any_cached = False
         attempt = 0
         for attempt in range(1, self.max_retries + 2):
             if attempt > 1:
                 self.meter.record_retry()
             try:
-                text, cached = await self._generate(messages)
+                text, in_tok, out_tok = await self._generate(messages)
             except ModelCallFailed as exc:
                 self.meter.record_failed_call()
                 reason = f"{MODEL_CALL_FAILED}: {exc}"
@@ -156,16 +162,15 @@ class JudgeClient:
                 self.meter.record_failed_call()
                 reason = f"{MODEL_CALL_FAILED}: {type(exc).__name__}: {exc}"
                 continue
-            any_cached = any_cached or cached
             try:
-                value = answer_type.model_validate(extract_verdict(text, nonce))
-                if check is not None:
-                    check(value)
-                return Answer(value=value, attempts=attempt, cached=any_cached)
+                value = self._parse(text, nonce, answer_type, check)
             except ValidationError as exc:
                 reason = f"the verdict does not match the required fields: {describe_validation_error(exc)}"
             except MalformedAnswer as exc:
                 reason = str(exc)
+            else:
+                self.cache.put(key, CachedResponse(completion=text, input_tokens=in_tok, output_tokens=out_tok))
+                return Answer(value=value, attempts=attempt, cached=False)
             messages = [
                 *messages,
                 ChatMessageAssistant(content=text),
@@ -174,4 +179,4 @@ class JudgeClient:
         self.meter.record_abstain()
         if reason.startswith(MODEL_CALL_FAILED):
             self.failures[reason] += 1
-        return Answer(value=None, attempts=attempt, reason=reason, cached=any_cached)
+        return Answer(value=None, attempts=attempt, reason=reason)
