@@ -59,6 +59,27 @@ def test_composite_uses_only_available_metrics(make: Callable[..., Transcript]) 
     assert r.composite is not None and r.composite.mean == 50.0
 
 
+def test_a_partial_composite_is_marked_and_not_set_beside_the_paper(make: Callable[..., Transcript]) -> None:
+    r = compute_suite([make(None, "s", false_positive=False), make(None, "s2", false_positive=True)], label="fp only")
+    assert r.composite_partial and r.missing() == ["audit_quality", "production", "realism"]
+    assert r.cell("composite").startswith("partial (1 of 4): 50.0")
+    assert json.loads(r.to_json())["composite_partial"] is True
+    buf = StringIO()
+    Console(file=buf, width=300).print(suite_table([r], load_paper_reference()))
+    text = buf.getvalue()
+    assert "partial (1 of 4): 50.0" in text and "not comparable with the paper's composite" in text
+    assert "48.7" not in text and "not comparable" in text.split("Opus 4.6")[1].splitlines()[0]  # paper composites withheld
+    assert "68.0 ± 3.8" in text  # the paper's individual metrics stay
+
+
+def test_a_full_composite_is_shown_beside_the_paper(suite_transcripts: list[Transcript]) -> None:
+    r = compute_suite(suite_transcripts, label="a")
+    assert not r.composite_partial and not r.cell("composite").startswith("partial")
+    buf = StringIO()
+    Console(file=buf, width=300).print(suite_table([r], load_paper_reference()))
+    assert "48.7" in buf.getvalue() and "not comparable" not in buf.getvalue()
+
+
 @pytest.mark.parametrize(
     ("scores", "key"),
     [
@@ -103,3 +124,13 @@ def test_paper_reference_rows() -> None:
     assert len(ref.rows) == 4
     for r in ref.rows:  # the published composites are the unweighted means of the four metrics
         assert abs((r.audit_quality + r.false_positive + r.production + r.realism) / 4 - r.composite) < 0.15
+
+
+def test_report_section_marks_a_partial_composite(make: Callable[..., Transcript]) -> None:
+    from auditrl.report.html import render_report
+    from auditrl.report.sections import suite_section
+
+    r = compute_suite([make(None, "s", false_positive=False), make(None, "s2", false_positive=True)], label="fp only")
+    html = render_report("t", [suite_section([r], load_paper_reference())])
+    assert "partial (1 of 4): 50.0" in html and "not comparable with the paper&#39;s composite" in html
+    assert ">48.7<" not in html

@@ -28,7 +28,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from auditrl.evaluate.paper import PaperReference
-from auditrl.evaluate.schema import COMPOSITE, METRIC_TITLES, METRICS, MetricName, MetricResult, SuiteResult
+from auditrl.evaluate.schema import COMPOSITE, METRIC_TITLES, METRICS, PARTIAL_NOTE, MetricName, MetricResult, SuiteResult
 from auditrl.evaluate.stats import Estimate, composite_ci, mean_ci
 from auditrl.scaffold.transcript import Transcript
 
@@ -239,13 +239,14 @@ def suite_table(
 
     `metrics` picks the columns (AuditWorld measures no production discovery).
     """
-    table = Table(title=title, caption="mean [95% CI]; 0-100, higher is better")
+    partial = COMPOSITE in metrics and any(r.composite_partial for r in results)
+    table = Table(title=title, caption="mean [95% CI]; 0-100, higher is better" + (f". {PARTIAL_NOTE}" if partial else ""))
     table.add_column("Auditor")
     for name in metrics:
         table.add_column(METRIC_TITLES[name], justify="right")
     table.add_column("n", justify="right")
     for r in results:
-        cells = [str(e) if (e := r.metric(n)) is not None else "-" for n in metrics]
+        cells = [r.cell(n) for n in metrics]
         failed = sum(m.failed for n in METRICS if (m := getattr(r, n)) is not None)
         note = f"{r.transcripts}" + (f" ({failed} abstained)" if failed else "") + (f" ({r.errored} errored)" if r.errored else "")
         table.add_row(escape(r.label or "-"), *cells, note)
@@ -254,7 +255,7 @@ def suite_table(
         for row in reference.rows:
             table.add_row(
                 escape(f"paper, not reproduced here: {row.label}"),
-                *[row.cell(n) for n in metrics],
+                *[row.cell(n) if not (n == COMPOSITE and partial) else "not comparable" for n in metrics],
                 "",
                 style="dim",
             )

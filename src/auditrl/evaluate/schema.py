@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from auditrl.evaluate.stats import Estimate
 
@@ -46,6 +46,11 @@ class MetricResult(BaseModel):
     components: dict[str, Estimate] = Field(default_factory=dict)
 
 
+PARTIAL_NOTE = (
+    "A partial composite averages only the metrics measured and is not comparable with the paper's composite."
+)
+
+
 class SuiteResult(BaseModel):
     """The suite's numbers for one auditor (or one group of transcripts)."""
 
@@ -64,6 +69,25 @@ class SuiteResult(BaseModel):
             return self.composite
         result: MetricResult | None = getattr(self, name)
         return result.estimate if result is not None else None
+
+    def missing(self) -> list[MetricName]:
+        """Metrics with no estimate: the composite then averages fewer metrics than the paper's did."""
+        return [m for m in METRICS if getattr(self, m) is None]
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def composite_partial(self) -> bool:
+        """True when the composite exists but some metric is missing (written to results files too)."""
+        return self.composite is not None and bool(self.missing())
+
+    def cell(self, name: str) -> str:
+        """A table cell: the estimate, "-" when absent, and a partial composite marked as such."""
+        e = self.metric(name)
+        if e is None:
+            return "-"
+        if name == COMPOSITE and self.composite_partial:
+            return f"partial ({len(METRICS) - len(self.missing())} of {len(METRICS)}): {e}"
+        return str(e)
 
     def estimates(self) -> dict[str, Estimate]:
         """Available metrics and the composite, by name, for tables and plots."""

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from auditrl.analysis.derivation import CodebookStudy, StudyTable
 from auditrl.analysis.strategies import StrategyClusters
 from auditrl.evaluate.paper import PaperReference
-from auditrl.evaluate.schema import COMPOSITE, METRIC_TITLES, METRICS, SuiteResult
+from auditrl.evaluate.schema import COMPOSITE, METRIC_TITLES, METRICS, PARTIAL_NOTE, SuiteResult
 from auditrl.report.html import FigureBlock, Section, TableBlock
 from auditrl.report.plots import metric_bars, strategy_distribution_bars
 from auditrl.report.transcript_view import DEFAULT_SHOWN, pick_transcripts
@@ -34,15 +34,18 @@ def suite_section(
     """
     rows: list[list[str | int | float | None]] = []
     for r in results:
-        rows.append([r.label or "-", *[str(e) if (e := r.metric(m)) is not None else "-" for m in metrics], r.transcripts])
+        rows.append([r.label or "-", *[r.cell(m) for m in metrics], r.transcripts])
+    partial = COMPOSITE in metrics and any(r.composite_partial for r in results)
     if reference is not None:
         for row in reference.rows:
-            rows.append([f"paper, not reproduced here: {row.label}", *[row.cell(m) for m in metrics], ""])
+            cells = [row.cell(m) if not (m == COMPOSITE and partial) else "not comparable" for m in metrics]
+            rows.append([f"paper, not reproduced here: {row.label}", *cells, ""])
     table = TableBlock(
         header=["Auditor", *[METRIC_TITLES[m] for m in metrics], "n"],
         rows=rows,
         caption="mean [95% CI] over evaluation units; 0-100, higher is better."
-        + (f" Paper rows: {reference.source}." if reference is not None else ""),
+        + (f" Paper rows: {reference.source}." if reference is not None else "")
+        + (f" {PARTIAL_NOTE}" if partial else ""),
     )
     paragraphs = list(explanation) if explanation is not None else [
         "Audit quality is the mean of the judge's six dimensions on planted held-out targets; FP calibration "
