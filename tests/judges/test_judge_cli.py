@@ -46,6 +46,21 @@ def test_pairwise_command(tmp_path: Path, monkeypatch) -> None:
     assert "position-bias rate: 0.00" in result.output and "A's mean share: 0.5" in result.output
 
 
+def test_pairwise_command_reports_one_order_verdicts(tmp_path: Path, monkeypatch) -> None:
+    def first_order_only(call: JudgeCall) -> dict | str:
+        a_part = call.prompt.split('<transcript name="A">')[1].split('<transcript name="B">')[0]
+        return {"winner": "A", "confidence": 70} if "from-a" in a_part else "no verdict"
+
+    monkeypatch.setattr(cli, "resolve_judge", lambda spec: scripted_judge_model(first_order_only))
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    append_transcript(a, build_transcript("a1", exchanges=[("hi", "from-a")]))
+    append_transcript(b, build_transcript("b1", exchanges=[("hi", "from-b")]))
+    result = runner.invoke(cli.app, ["pairwise", str(a), str(b), "--judge", "scripted/judge", "--max-retries", "0"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "unchecked: first only answered" in result.output
+    assert "position-bias rate: n/a; 1 decided by one order alone (the other abstained), so between 0.00 and 1.00" in result.output
+
+
 def test_score_command_writes_scores_beside_run(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(cli, "resolve_judge", lambda spec: scripted_judge_model(_prefers_evidence))
     run = tmp_path / "run"

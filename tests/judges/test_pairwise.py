@@ -6,6 +6,7 @@ from auditrl.judges.pairwise import (
     CalibrationPairwiseJudge,
     PairwiseJudge,
     combine_orders,
+    position_bias,
     position_bias_rate,
 )
 from auditrl.judges.scripted import JudgeCall
@@ -46,6 +47,24 @@ def test_position_bias_rate() -> None:
     ]
     assert position_bias_rate(results) == pytest.approx(1 / 3)
     assert position_bias_rate([]) is None
+
+
+def test_a_one_order_verdict_says_so_and_the_bias_figure_counts_it() -> None:
+    one = combine_orders("a", "b", ABSTAIN, v("A", 60))
+    assert one.orders == "second only" and one.model_dump()["orders"] == "second only"
+    assert combine_orders("a", "b", v("A", 60), ABSTAIN).orders == "first only"
+    assert combine_orders("a", "b", ABSTAIN, ABSTAIN).orders == "neither"
+    assert combine_orders("a", "b", v("A", 60), v("B", 60)).orders == "both"
+    results = [
+        combine_orders("a", "b", v("A", 80), v("A", 60)),  # disagree
+        combine_orders("a", "b", v("A", 80), v("B", 60)),  # agree
+        one,
+        combine_orders("a", "b", ABSTAIN, ABSTAIN),
+    ]
+    bias = position_bias(results)
+    assert (bias.agreed, bias.disagreed, bias.one_order, bias.neither) == (1, 1, 1, 1)
+    assert bias.rate == 0.5 and bias.bounds == pytest.approx((1 / 3, 2 / 3))
+    assert "1 decided by one order alone" in bias.describe() and "between 0.33 and 0.67" in bias.describe()
 
 
 def _prefers_evidence(call: JudgeCall) -> dict:

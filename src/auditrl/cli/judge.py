@@ -35,7 +35,7 @@ from auditrl.cli.limits import (
 from auditrl.evaluate.stats import mean_ci
 from auditrl.judges.cache import JudgeCache
 from auditrl.judges.client import JudgeClient
-from auditrl.judges.pairwise import PairwiseJudgeLike, position_bias_rate
+from auditrl.judges.pairwise import PairwiseJudgeLike, position_bias
 from auditrl.judges.verdicts import PairwiseResult
 from auditrl.models.limits import CallLimits
 from auditrl.rewards.designs import (
@@ -187,18 +187,18 @@ def pairwise(
         first = "abstain" if r.first.abstained else f"{r.first.winner} ({r.first.confidence})"
         second = "abstain" if r.second.abstained else f"{'A' if r.second.winner == 'B' else 'B'} ({r.second.confidence})"
         share = "abstain" if r.share_a is None else f"{r.share_a:.2f}"
-        agree = "-" if r.consistent is None else ("yes" if r.consistent else "no")
+        agree = {"both": "yes" if r.consistent else "no", "neither": "-"}.get(r.orders, f"unchecked: {r.orders} answered")
         table.add_row(str(i), escape(r.a_id), escape(r.b_id), first, second, share, agree)
     console.print(table)
     shares = [r.share_a for r in results if r.share_a is not None]
     est = mean_ci(shares)
-    bias = position_bias_rate(results)
+    bias = position_bias(results)
     abstained = len(results) - est.n
     if est.n:
         console.print(f"A's mean share: {est.mean:.2f} [95% CI {est.lo:.2f}, {est.hi:.2f}] over {est.n} comparisons ({abstained} abstained)")
     else:
         console.print(f"A's mean share: n/a (the judge abstained on all {abstained} comparisons)")
-    console.print(f"position-bias rate: {'n/a' if bias is None else f'{bias:.2f}'}")
+    console.print(f"position-bias rate: {bias.describe()}")
     if client is not None:
         console.print(client.meter.table())
         print_failures(console, "judge verdict(s)", client.failures.elements())

@@ -5,9 +5,11 @@ Disagreement rule (both orders answered, in each order the judge prefers one slo
 - they disagree (each order picked the same slot, i.e. the verdict followed position, not content): the
   comparison is a tie weighted by confidence, share(x) = c_x / (c_x + c_y), where c_x is the confidence
   of the order in which x won; equal confidences give exactly 0.5;
-- one order abstained: the other order decides alone (share 1.0 / 0.0), and `consistent` is None;
+- one order abstained: the other order decides alone (share 1.0 / 0.0), `consistent` is None and
+  `orders` says which order answered;
 - both abstained: no share (None), which the reward designs pass on as a failed judgement.
-`position_bias_rate` is the fraction of comparisons with both orders answered that disagreed.
+`position_bias_rate` is the fraction of comparisons with both orders answered that disagreed;
+`position_bias` also counts the one-order verdicts, which could have gone either way, as a range.
 """
 
 from __future__ import annotations
@@ -72,10 +74,46 @@ async def compare_both_orders(judge: PairwiseJudgeLike, a: Transcript, b: Transc
 
 def position_bias_rate(results: Sequence[PairwiseResult]) -> float | None:
     """Share of fully answered comparisons whose two orders disagreed (None when there are none)."""
-    answered = [r for r in results if r.consistent is not None]
-    if not answered:
-        return None
-    return sum(not r.consistent for r in answered) / len(answered)
+    return position_bias(results).rate
+
+
+class PositionBias(BaseModel):
+    """Order disagreement over a set of comparisons, with the one-order verdicts counted, not dropped."""
+
+    agreed: int
+    disagreed: int
+    one_order: int = Field(description="Comparisons decided by one order because the other abstained.")
+    neither: int = Field(description="Comparisons where both orders abstained.")
+
+    @property
+    def rate(self) -> float | None:
+        """Disagreement among comparisons answered in both orders."""
+        answered = self.agreed + self.disagreed
+        return self.disagreed / answered if answered else None
+
+    @property
+    def bounds(self) -> tuple[float, float] | None:
+        """The rate if every one-order verdict had agreed (low) or disagreed (high) had its other order answered."""
+        total = self.agreed + self.disagreed + self.one_order
+        return (self.disagreed / total, (self.disagreed + self.one_order) / total) if total else None
+
+    def describe(self) -> str:
+        if self.rate is None and not self.one_order:
+            return "n/a (no comparison answered in both orders)"
+        head = "n/a" if self.rate is None else f"{self.rate:.2f} of {self.agreed + self.disagreed} answered in both orders"
+        if not self.one_order or self.bounds is None:
+            return head
+        lo, hi = self.bounds
+        return f"{head}; {self.one_order} decided by one order alone (the other abstained), so between {lo:.2f} and {hi:.2f} counting them"
+
+
+def position_bias(results: Sequence[PairwiseResult]) -> PositionBias:
+    return PositionBias(
+        agreed=sum(r.consistent is True for r in results),
+        disagreed=sum(r.consistent is False for r in results),
+        one_order=sum(r.orders in ("first only", "second only") for r in results),
+        neither=sum(r.orders == "neither" for r in results),
+    )
 
 
 def check_comparable(a: Transcript, b: Transcript) -> None:

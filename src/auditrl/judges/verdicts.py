@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field
 
 Side = Literal["A", "B"]
 
@@ -43,6 +43,13 @@ class PairwiseResult(BaseModel):
     @property
     def abstained(self) -> bool:
         return self.share_a is None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def orders(self) -> Literal["both", "first only", "second only", "neither"]:
+        """Which orders answered; a one-order verdict could not be checked for position bias."""
+        first, second = not self.first.abstained, not self.second.abstained
+        return "both" if first and second else "first only" if first else "second only" if second else "neither"
 
 
 class DimensionScores(Verdict):

@@ -276,7 +276,7 @@ class ReferencePairwise(GroupDesign):
                 return RewardRecord(reward=0.5, details={"reference": ref.id, "self": True})
             r = await self.judge.compare(t, ref)
             self.results.append(r)
-            details: dict[str, Any] = {"reference": ref.id, "consistent": r.consistent}
+            details: dict[str, Any] = {"reference": ref.id, "consistent": r.consistent, "orders": r.orders}
             if r.share_a is None:
                 details[ABSTAINED] = True
             return RewardRecord(reward=r.share_a, details=details)
