@@ -6,7 +6,7 @@ pytest.importorskip("auditrl.judges.realism")
 
 from auditrl.evaluate.judging import audit_quality_judge, concerning_judge, realism_judge  # noqa: E402
 from auditrl.evaluate.metrics import compute_suite  # noqa: E402
-from auditrl.judges.realism import RealOpening  # noqa: E402
+from auditrl.judges.realism import Openings, RealOpening  # noqa: E402
 from auditrl.judges.verdicts import AuditQualityVerdict, DimensionScores, RealismResult  # noqa: E402
 from auditrl.scaffold.transcript import Transcript  # noqa: E402
 
@@ -41,9 +41,9 @@ async def test_adapters_write_suite_keys(make: Callable[..., Transcript]) -> Non
     prod = make(None, "g")
     assert await concerning_judge(_Conc())(prod) == {"concerning": 7, "needs_attention": 4}
     fake = _Realism()
-    openings = [RealOpening(id="o1", topic="cooking", turns=["how long do I boil an egg"])]
-    rj = realism_judge(fake, openings)  # type: ignore[arg-type]
-    assert await rj(prod) == {"realism_pick_audit": 0.5}
+    openings = Openings(provenance="test pool", openings=[RealOpening(id="o1", topic="cooking", turns=["how long do I boil an egg"])])
+    rj = realism_judge(fake, {prod.seed_id: prod.seed_instructions}, openings)  # type: ignore[arg-type]
+    assert await rj(prod) == {"realism_pick_audit": 0.5, "realism_opening": {"id": "o1", "provenance": "test pool"}}
     for t, entries in ((planted, await aq(planted)), (benign, await aq(benign)), (fp, await aq(fp))):
         t.scores.update(entries)
     prod.scores.update(await concerning_judge(_Conc())(prod))
@@ -53,3 +53,24 @@ async def test_adapters_write_suite_keys(make: Callable[..., Transcript]) -> Non
     assert r.false_positive and r.false_positive.estimate.mean == 50.0
     assert r.realism and r.realism.estimate.mean == 50.0
     assert fake.openings == ["o1", "o1"]
+
+
+async def test_realism_matches_all_seeds_at_once_one_to_one(make: Callable[..., Transcript]) -> None:
+    """Each seed alone would pick the cooking opening; matched together, the second seed gets the other one."""
+    pool = Openings(
+        provenance="test pool",
+        openings=[
+            RealOpening(id="cook", topic="cooking", keywords=["egg", "boil", "pasta"], turns=["how long do I boil an egg"]),
+            RealOpening(id="garden", topic="gardening", keywords=["tomato"], turns=["my tomatoes keep splitting"]),
+        ],
+    )
+    egg, pasta = make(None, "egg"), make(None, "pasta")
+    egg.seed_instructions, pasta.seed_instructions = "Ask how to boil an egg.", "Ask about pasta, egg noodles and a tomato sauce."
+    fake = _Realism()
+    rj = realism_judge(fake, {t.seed_id: t.seed_instructions for t in (egg, pasta)}, pool)  # type: ignore[arg-type]
+    await rj(egg)
+    await rj(pasta)
+    assert fake.openings == ["cook", "garden"]
+    stranger = make(None, "unmatched")
+    with pytest.raises(ValueError, match="seed 'unmatched' was not among the seeds"):
+        await rj(stranger)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -33,6 +33,7 @@ from auditrl.evaluate.judging import (
     judge_missing,
     missing_verdicts,
     realism_judge,
+    realism_provenance,
 )
 from auditrl.evaluate.metrics import (
     AUDIT_QUALITY,
@@ -54,7 +55,7 @@ from auditrl.judges.programmatic import (
     ProgrammaticAuditQualityJudge,
     ProgrammaticConcerningnessJudge,
 )
-from auditrl.judges.realism import RealismJudge
+from auditrl.judges.realism import Openings, RealismJudge, load_openings, seed_texts
 from auditrl.models.limits import CallLimits
 from auditrl.report.html import write_report
 from auditrl.report.sections import suite_section, transcripts_section
@@ -105,20 +106,35 @@ def suite_judges(
     followups: int,
     limits: CallLimits,
     console: Console,
+    *,
+    seeds: Mapping[str, str],
+    dimensions: Sequence[Path] = (),
+    openings: Openings | None = None,
 ) -> tuple[dict[str, Judge], list[JudgeClient]]:
-    """The suite judges by score key (programmatic or on a model), and the clients whose cost to report."""
+    """The suite judges by score key (programmatic or on a model), and the clients whose cost to report.
+
+    `seeds` (id -> instructions) are the seeds whose audits realism may judge (matched to `openings`,
+    the packaged proxy by default); `dimensions` are Petri dimension files for the concerning judge.
+    """
     judges: dict[str, Judge] = {}
     clients: list[JudgeClient] = []
     if judge is not None:
         client = judge_cli.judge_client(judge, cache, followups, limits, out=console)
         if client is None:
+            if dimensions:
+                raise fail("--dimensions needs a model judge: the programmatic judge rates only its own fixed fields", console)
             quality = audit_quality_judge(ProgrammaticAuditQualityJudge())
             judges[CONCERNING] = concerning_judge(ProgrammaticConcerningnessJudge())
         else:
             clients.append(client)
             quality = audit_quality_judge(AuditQualityJudge(client))
-            judges[CONCERNING] = concerning_judge(ConcerningnessJudge(client))
+            try:
+                judges[CONCERNING] = concerning_judge(ConcerningnessJudge(client, extra_dimensions=dimensions))
+            except ValueError as exc:  # a missing or malformed dimension file
+                raise fail(str(exc), console) from exc
         judges[AUDIT_QUALITY] = judges[FALSE_POSITIVE] = quality
+    elif dimensions:
+        raise fail("--dimensions extends the concerning judge; give it with --judge MODEL", console)
     if realism is not None:
         if realism == judge_cli.PROGRAMMATIC:
             raise fail(
@@ -130,7 +146,7 @@ def suite_judges(
         )
         if realism_client is not None:
             clients.append(realism_client)
-            judges[REALISM] = realism_judge(RealismJudge(realism_client))
+            judges[REALISM] = realism_judge(RealismJudge(realism_client), seeds, openings)
     return judges, clients
 
 
@@ -201,6 +217,12 @@ def evaluate(
     json_out: Annotated[Path | None, typer.Option("--json", help="Also write the results as JSON here.")] = None,
     reference: Annotated[bool, typer.Option(help="Show the paper's published rows (not reproduced here) beside ours.")] = True,
     seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
+    dimensions: Annotated[
+        list[Path], typer.Option("--dimensions", help="Petri dimension files or folders the concerning judge also rates (with --judge MODEL).")
+    ] = [],  # noqa: B006 (typer needs a literal default)
+    openings_file: Annotated[
+        Path | None, typer.Option("--openings", help="Real first user messages for realism (YAML: provenance, openings); default: the packaged proxy.")
+    ] = None,
 ) -> None:
     """Print the evaluation suite (audit quality, FP calibration, production, realism, composite; 95% CIs).
 
@@ -214,9 +236,14 @@ def evaluate(
     except RunError as exc:
         raise fail(str(exc), console) from exc
     if judge is not None or realism_judge_spec is not None:
+        try:
+            openings = load_openings(openings_file) if openings_file is not None else None
+        except ValueError as exc:
+            raise fail(str(exc), console) from exc
         judges, clients = suite_judges(
-            judge, realism_judge_spec, cache, followups, call_limits(max_retries, timeout), console
-        )
+            judge, realism_judge_spec, cache, followups, call_limits(max_retries, timeout), console,
+            seeds=seed_texts(transcripts), dimensions=dimensions, openings=openings,
+        )  # fmt: skip
         if judge == judge_cli.PROGRAMMATIC and (bare := _unannotated(transcripts)):
             console.print(
                 f"[yellow]{bare} transcript(s) carry no ground-truth annotations (only sim/ and scripted/ targets write "
@@ -249,8 +276,11 @@ def evaluate(
     unmeasured = _unmeasured_note(transcripts)
     if unmeasured is not None:
         console.print(f"[dim]{escape(unmeasured)}[/dim]", highlight=False, soft_wrap=True)
+    provenance = [f"Realism openings: {p}" for p in realism_provenance(transcripts)]
+    for line in provenance:
+        console.print(escape(line), highlight=False, soft_wrap=True)
     if json_out is not None:
         atomic_write_text(json_out, results_json(results))
     if html is not None:
-        write_report(html, f"auditrl evaluation: {run.name}", [suite_section(results, ref), transcripts_section(transcripts)])
+        write_report(html, f"auditrl evaluation: {run.name}", [suite_section(results, ref, notes=provenance), transcripts_section(transcripts)])
         console.print(f"report written to {escape(str(html))}", highlight=False, soft_wrap=True)

@@ -36,10 +36,12 @@ from auditrl.cli.limits import (
     showing_retries,
 )
 from auditrl.cli.evaluate import suite_judges
+from auditrl.evaluate.judging import realism_provenance
 from auditrl.evaluate.metrics import AUDIT_QUALITY, CONCERNING, REALISM, SuiteDataError, results_json, suite_table
 from auditrl.evaluate.paper import load_paper_reference
 from auditrl.evaluate.runner import SuiteConfig, run_suite
 from auditrl.evaluate.schema import SuiteResult
+from auditrl.judges.realism import load_openings
 from auditrl.models.roles import UnknownModelError, resolve_model
 from auditrl.report.html import write_report
 from auditrl.report.sections import suite_section, transcripts_section
@@ -109,6 +111,12 @@ def suite(
     html: Annotated[Path | None, typer.Option(help="Also write a self-contained HTML report here.")] = None,
     reference: Annotated[bool, typer.Option(help="Show the paper's published rows (not reproduced here) beside ours.")] = True,
     seed: Annotated[int, typer.Option(help="Bootstrap seed for the 95% CIs.")] = 0,
+    dimensions: Annotated[
+        list[Path], typer.Option("--dimensions", help="Petri dimension files or folders the concerning judge also rates (e.g. needs_attention).")
+    ] = [],  # noqa: B006 (typer needs a literal default)
+    openings_file: Annotated[
+        Path | None, typer.Option("--openings", help="Real first user messages for realism (YAML: provenance, openings); default: the packaged proxy.")
+    ] = None,
 ) -> None:
     """Run the held-out suite: audit quality, FP calibration, production discovery, realism, composite.
 
@@ -124,7 +132,6 @@ def suite(
     if production_seeds == 0 and realism_judge_spec is not None:
         raise fail("--realism-judge rates production audits; it needs --production-seeds above 0", console)
     limits = call_limits(max_retries, timeout)
-    judges, clients = suite_judges(judge, realism_judge_spec, cache, followups, limits, console)
     generate = GenerateConfig(max_tokens=max_tokens)
     try:
         auditor_model = resolve_model(auditor, generate, limits)
@@ -134,6 +141,14 @@ def suite(
         raise fail(str(exc), console) from exc
     behaviors, all_seeds = load_library(console, behaviors_dir, seeds_dir)
     held_out, tailored, general = pick_seeds(behaviors, all_seeds, seeds_per_behavior, production_seeds)
+    try:
+        openings = load_openings(openings_file) if openings_file is not None else None
+    except ValueError as exc:
+        raise fail(str(exc), console) from exc
+    judges, clients = suite_judges(
+        judge, realism_judge_spec, cache, followups, limits, console,
+        seeds={s.id: s.instructions for s in general}, dimensions=dimensions, openings=openings,
+    )  # fmt: skip
     config = SuiteConfig(
         rollouts=rollouts,
         planted_turns=planted_turns,
@@ -202,9 +217,13 @@ def suite(
             highlight=False,
             soft_wrap=True,
         )
+    if REALISM in judges:
+        console.print(escape(f"Realism openings: {(openings or load_openings()).provenance}"), highlight=False, soft_wrap=True)
     results_file = atomic_write_text(run_dir / RESULTS, results_json([result]))
     console.print(f"Results: {escape(str(results_file))}", highlight=False, soft_wrap=True)
     if html is not None:
-        write_report(html, f"auditrl suite: {auditor}", [suite_section([result], ref), transcripts_section(read_transcripts(out_file))])
+        transcripts = read_transcripts(out_file)
+        notes = [f"Realism openings: {p}" for p in realism_provenance(transcripts)]
+        write_report(html, f"auditrl suite: {auditor}", [suite_section([result], ref, notes=notes), transcripts_section(transcripts)])
         console.print(f"Report: {escape(str(html))}", highlight=False, soft_wrap=True)
     console.print(f"Export them for inspect view with: auditrl export {escape(str(run_dir))}", highlight=False, soft_wrap=True)

@@ -16,7 +16,7 @@ from typing import Any
 from auditrl.evaluate.metrics import AUDIT_QUALITY, CONCERNING, FALSE_POSITIVE, PRODUCTION_FIELDS, REALISM
 from auditrl.judges.audit_quality import AuditQualityScorer
 from auditrl.judges.concerningness import ConcerningnessScorer
-from auditrl.judges.realism import RealismJudge, RealOpening, load_real_openings, match_openings
+from auditrl.judges.realism import Openings, RealismJudge, load_openings, match_seeds
 from auditrl.scaffold.transcript import Transcript
 
 log = logging.getLogger(__name__)
@@ -24,6 +24,15 @@ log = logging.getLogger(__name__)
 Judge = Callable[[Transcript], Awaitable[Mapping[str, Any] | None]]
 """A judge reads one transcript and either writes its verdict into `transcript.scores` or returns the
 entries to merge there. It retries its own model calls; an exception here is recorded as an abstention."""
+
+REALISM_OPENING = "realism_opening"
+"""Score key: the opening a transcript's realism was judged against, {"id", "provenance"}."""
+
+
+def realism_provenance(transcripts: Sequence[Transcript]) -> list[str]:
+    """The provenance of every opening pool the transcripts' realism verdicts were judged against."""
+    found = {str(o.get("provenance")) for t in transcripts if isinstance(o := t.scores.get(REALISM_OPENING), dict)}
+    return sorted(found)
 
 
 async def apply_judge(t: Transcript, judge: Judge, key: str, name: str) -> None:
@@ -67,19 +76,22 @@ def concerning_judge(scorer: ConcerningnessScorer) -> Judge:
     return judge
 
 
-def realism_judge(judge: RealismJudge, openings: Sequence[RealOpening] | None = None) -> Judge:
+def realism_judge(judge: RealismJudge, seeds: Mapping[str, str], openings: Openings | None = None) -> Judge:
     """Realism: the share of both orders in which the judge took the audit's opening for the real one.
 
-    Each seed is matched to its closest real opening by topic (rollouts of one seed share it).
+    `seeds` (id -> instructions) are every seed whose audits will be judged: they are matched to openings
+    by topic all at once, one-to-one while the pool lasts, and rollouts of one seed share an opening.
+    Each verdict records the opening and its provenance (the packaged pool is a labelled proxy).
     """
-    pool = list(openings) if openings is not None else load_real_openings()
-    by_seed: dict[str, RealOpening] = {}
+    pool = openings if openings is not None else load_openings()
+    by_seed = match_seeds(seeds, pool.openings)
 
     async def judge_one(t: Transcript) -> dict[str, Any]:
-        if t.seed_id not in by_seed:
-            by_seed[t.seed_id] = match_openings([t], pool)[0]
-        result = await judge.compare(t, by_seed[t.seed_id])
-        return {REALISM: result.picked_audit_share}
+        opening = by_seed.get(t.seed_id)
+        if opening is None:
+            raise ValueError(f"transcript {t.id}: seed {t.seed_id!r} was not among the seeds matched to openings")
+        result = await judge.compare(t, opening)
+        return {REALISM: result.picked_audit_share, REALISM_OPENING: {"id": opening.id, "provenance": pool.provenance}}
 
     return judge_one
 

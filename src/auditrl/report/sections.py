@@ -25,12 +25,14 @@ def suite_section(
     explanation: Sequence[str] | None = None,
     points: Mapping[str, Mapping[str, Sequence[float]]] | None = None,
     figure_caption: str = "",
+    notes: Sequence[str] = (),
 ) -> Section:
     """Table of our results with CIs (plus the paper's rows, labelled as not reproduced) and a CI bar chart.
 
     The evaluation suite and AuditWorld both report through this section: `metrics` picks the columns,
     `explanation` replaces the paragraph on how the suite's judges measure each metric (AuditWorld
-    measures them from ground truth), and `points` adds individual values (per-seed means) to the bars.
+    measures them from ground truth), `points` adds individual values (per-seed means) to the bars, and
+    `notes` are further paragraphs (where the realism openings come from).
     """
     rows: list[list[str | int | float | None]] = []
     for r in results:
@@ -61,6 +63,7 @@ def suite_section(
             + ", ".join(f"{k}: {v}" for k, v in abstained.items() if v)
             + "."
         )
+    paragraphs += notes
     bars = metric_bars(
         {r.label or "-": r.estimates() for r in results}, metrics=list(metrics), labels=METRIC_TITLES, points=points
     )
