@@ -55,7 +55,7 @@ def test_pairwise_command_reports_one_order_verdicts(tmp_path: Path, monkeypatch
     a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     append_transcript(a, build_transcript("a1", exchanges=[("hi", "from-a")]))
     append_transcript(b, build_transcript("b1", exchanges=[("hi", "from-b")]))
-    result = runner.invoke(cli.app, ["pairwise", str(a), str(b), "--judge", "scripted/judge", "--max-retries", "0"], env={"COLUMNS": "200"})
+    result = runner.invoke(cli.app, ["pairwise", str(a), str(b), "--judge", "scripted/judge", "--followups", "0"], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert "unchecked: first only answered" in result.output
     assert "position-bias rate: n/a; 1 decided by one order alone (the other abstained), so between 0.00 and 1.00" in result.output
