@@ -170,6 +170,12 @@ def _binary_strict(judges: JudgeFamily, ctx: DesignContext) -> BinaryMatch:
     return BinaryMatch(judges.binary(strict=True))
 
 
+def _abstention_reason(results: Sequence[PairwiseResult]) -> str:
+    """Why the pairwise judge gave no usable answer, from the verdicts of the comparisons it abstained on."""
+    reasons = [v.reason for r in results if r.share_a is None for v in (r.first, r.second) if v.reason]
+    return reasons[0] if reasons else "the pairwise judge abstained in both orders"
+
+
 def wins_matrix(k: int, results: Sequence[tuple[int, int, PairwiseResult]]) -> np.ndarray:
     """(k, k) matrix of fractional wins: w[i, j] = i's share against j (NaN where the judge abstained)."""
     w = np.full((k, k), np.nan)
@@ -207,7 +213,7 @@ class InGroupPairwise(GroupDesign):
                 details={
                     "win_rate": float(rates[i]) if judged[i] else None,
                     "comparisons": int((~np.isnan(w[i])).sum()),
-                    **({} if judged[i] else {ABSTAINED: True}),
+                    **({} if judged[i] else {ABSTAINED: True, "reason": _abstention_reason([r for p, r in zip(pairs, results) if i in p])}),
                 },
             )
             for i in range(len(group))
@@ -278,7 +284,7 @@ class ReferencePairwise(GroupDesign):
             self.results.append(r)
             details: dict[str, Any] = {"reference": ref.id, "consistent": r.consistent, "orders": r.orders}
             if r.share_a is None:
-                details[ABSTAINED] = True
+                details.update({ABSTAINED: True, "reason": _abstention_reason([r])})
             return RewardRecord(reward=r.share_a, details=details)
 
         records = list(await asyncio.gather(*(one(t, reference) for t in group)))
