@@ -29,6 +29,7 @@ bench: install
 	$(PY) benchmarks/sim_throughput.py
 	$(PY) benchmarks/batched_generation.py
 	$(PY) benchmarks/cli_startup.py
+	$(PY) benchmarks/strategies_at_scale.py
 
 clean:
 	rm -rf $(VENV) runs
