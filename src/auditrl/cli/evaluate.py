@@ -99,6 +99,23 @@ def load_run(run: Path) -> list[Transcript]:
     return transcripts
 
 
+DimensionsOpt = Annotated[
+    list[Path], typer.Option("--dimensions", help="Petri dimension files or folders the concerning judge also rates (with --judge MODEL).")
+]
+OpeningsOpt = Annotated[
+    Path | None,
+    typer.Option("--openings", help="Real first user messages for realism (YAML: provenance, openings); default: the packaged proxy."),
+]
+
+
+def openings_option(path: Path | None, console: Console) -> Openings | None:
+    """The openings file given with --openings (None: the packaged proxy), or a one-line error."""
+    try:
+        return load_openings(path) if path is not None else None
+    except ValueError as exc:
+        raise fail(str(exc), console) from exc
+
+
 def suite_judges(
     judge: str | None,
     realism: str | None,
@@ -217,12 +234,8 @@ def evaluate(
     json_out: Annotated[Path | None, typer.Option("--json", help="Also write the results as JSON here.")] = None,
     reference: Annotated[bool, typer.Option(help="Show the paper's published rows (not reproduced here) beside ours.")] = True,
     seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
-    dimensions: Annotated[
-        list[Path], typer.Option("--dimensions", help="Petri dimension files or folders the concerning judge also rates (with --judge MODEL).")
-    ] = [],  # noqa: B006 (typer needs a literal default)
-    openings_file: Annotated[
-        Path | None, typer.Option("--openings", help="Real first user messages for realism (YAML: provenance, openings); default: the packaged proxy.")
-    ] = None,
+    dimensions: DimensionsOpt = [],  # noqa: B006 (typer needs a literal default)
+    openings_file: OpeningsOpt = None,
 ) -> None:
     """Print the evaluation suite (audit quality, FP calibration, production, realism, composite; 95% CIs).
 
@@ -236,10 +249,7 @@ def evaluate(
     except RunError as exc:
         raise fail(str(exc), console) from exc
     if judge is not None or realism_judge_spec is not None:
-        try:
-            openings = load_openings(openings_file) if openings_file is not None else None
-        except ValueError as exc:
-            raise fail(str(exc), console) from exc
+        openings = openings_option(openings_file, console)
         judges, clients = suite_judges(
             judge, realism_judge_spec, cache, followups, call_limits(max_retries, timeout), console,
             seeds=seed_texts(transcripts), dimensions=dimensions, openings=openings,

@@ -35,7 +35,7 @@ from auditrl.cli.limits import (
     print_failures,
     showing_retries,
 )
-from auditrl.cli.evaluate import suite_judges
+from auditrl.cli.evaluate import DimensionsOpt, OpeningsOpt, openings_option, suite_judges
 from auditrl.evaluate.judging import realism_provenance
 from auditrl.evaluate.metrics import AUDIT_QUALITY, CONCERNING, REALISM, SuiteDataError, results_json, suite_table
 from auditrl.evaluate.paper import load_paper_reference
@@ -111,12 +111,8 @@ def suite(
     html: Annotated[Path | None, typer.Option(help="Also write a self-contained HTML report here.")] = None,
     reference: Annotated[bool, typer.Option(help="Show the paper's published rows (not reproduced here) beside ours.")] = True,
     seed: Annotated[int, typer.Option(help="Bootstrap seed for the 95% CIs.")] = 0,
-    dimensions: Annotated[
-        list[Path], typer.Option("--dimensions", help="Petri dimension files or folders the concerning judge also rates (e.g. needs_attention).")
-    ] = [],  # noqa: B006 (typer needs a literal default)
-    openings_file: Annotated[
-        Path | None, typer.Option("--openings", help="Real first user messages for realism (YAML: provenance, openings); default: the packaged proxy.")
-    ] = None,
+    dimensions: DimensionsOpt = [],  # noqa: B006 (typer needs a literal default)
+    openings_file: OpeningsOpt = None,
 ) -> None:
     """Run the held-out suite: audit quality, FP calibration, production discovery, realism, composite.
 
@@ -141,10 +137,7 @@ def suite(
         raise fail(str(exc), console) from exc
     behaviors, all_seeds = load_library(console, behaviors_dir, seeds_dir)
     held_out, tailored, general = pick_seeds(behaviors, all_seeds, seeds_per_behavior, production_seeds)
-    try:
-        openings = load_openings(openings_file) if openings_file is not None else None
-    except ValueError as exc:
-        raise fail(str(exc), console) from exc
+    openings = openings_option(openings_file, console)
     judges, clients = suite_judges(
         judge, realism_judge_spec, cache, followups, limits, console,
         seeds={s.id: s.instructions for s in general}, dimensions=dimensions, openings=openings,
