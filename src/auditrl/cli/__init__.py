@@ -32,6 +32,7 @@ COMMANDS: dict[str, CommandEntry] = {
     "evaluate": CommandEntry("auditrl.cli.evaluate:evaluate", "The evaluation suite over stored transcripts, with 95% CIs."),
     "suite": CommandEntry("auditrl.cli.suite:suite", "Run the held-out evaluation suite end to end."),
     "strategies": CommandEntry("auditrl.cli.strategies:strategies", "Cluster the auditors' strategies."),
+    "crux": CommandEntry("auditrl.cli.crux:app", "Crux evaluation: a fast proxy for choosing checkpoints."),
     "transfer": CommandEntry("auditrl.cli.transfer:transfer", "AuditBench-style transfer audits and their detection table."),
 }
 """Every command by name; `--help` lists them from here without importing their modules."""

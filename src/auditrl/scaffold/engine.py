@@ -409,7 +409,11 @@ async def run_audit(
     `episode_type` picks the scaffold (Petri's six tools by default; see `scaffold.transfer`).
     """
     episode = episode_type(spec, target, target_config=target_config, target_attempts=attempts)
-    config = auditor_config or GenerateConfig()
+    return await drive(episode, auditor, auditor_config or GenerateConfig(), attempts)
+
+
+async def drive(episode: AuditEpisode, auditor: Model, config: GenerateConfig, attempts: int = 3) -> Transcript:
+    """Generate the auditor's turns until `episode` is done (it may start mid-audit, e.g. restored from a crux)."""
     while not episode.done:
         try:
             output = await call_model(

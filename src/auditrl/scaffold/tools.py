@@ -13,7 +13,7 @@ import ast
 import functools
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from importlib.resources import files
 from typing import Any, Literal
 
@@ -208,11 +208,14 @@ class TargetConversation:
 
     The current branch and the inspect-ai message built for each node are cached, because nodes never
     change once written (the one exception, a system message replaced before anything was said under
-    it, refreshes its cache entry).
+    it, refreshes its cache entry). `ids` gives new nodes their ids in order (a replay of a recorded audit
+    reuses the recorded ones, so rollbacks by message id still point at the right node); once it is
+    None or exhausted, new nodes get fresh ids.
     """
 
-    def __init__(self, transcript: Transcript) -> None:
+    def __init__(self, transcript: Transcript, ids: Iterator[str] | None = None) -> None:
         self.transcript = transcript
+        self.ids = ids
         self._by_id: dict[str, TargetMessage] = {m.id: m for m in transcript.target_messages}
         self._parents: set[str] = {m.parent for m in transcript.target_messages if m.parent is not None}
         self._branch: list[TargetMessage] = transcript.branch() if transcript.head else []
@@ -242,7 +245,8 @@ class TargetConversation:
         return node
 
     def _new(self, role: Literal["system", "user", "assistant", "tool"], content: str, **fields: Any) -> TargetMessage:
-        return TargetMessage(id=new_id(), parent=self.transcript.head, role=role, content=content, **fields)
+        node_id = next(self.ids, None) if self.ids is not None else None
+        return TargetMessage(id=node_id or new_id(), parent=self.transcript.head, role=role, content=content, **fields)
 
     def pending_tool_calls(self) -> list[ToolCallRecord]:
         """The target's tool calls on the current branch that still await a result."""
