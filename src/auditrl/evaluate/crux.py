@@ -199,7 +199,7 @@ async def build_cruxes(
             crux = await crux_from_annotations(t, behaviors[t.behavior_id])
         else:
             assert success is not None, "an LLM crux judge needs a success judge"
-            verdict = await success.judge(t)
+            verdict = await success.score(t)
             answer = await judge.find(t) if verdict.surfaced else None
             crux = None if answer is None else Crux(
                 id=f"{t.id}@{answer.crux_turn}",
@@ -224,7 +224,7 @@ async def judge_continuations(
 
     async def one(t: Transcript) -> None:
         async with semaphore:
-            verdict = await scorer.judge(t)
+            verdict = await scorer.score(t)
         t.scores[SURFACED_KEY] = verdict.model_dump(mode="json")
         if on_done is not None:
             on_done()
