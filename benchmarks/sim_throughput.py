@@ -20,7 +20,8 @@ from auditrl.behaviors.library import load_behaviors
 from auditrl.sim.designs import vectorised_names
 from auditrl.sim.policies import MLPPolicy
 from auditrl.sim.training import TrainConfig, train
-from auditrl.sim.world import World, simulate, training_batch
+from auditrl.sim.simulate import simulate
+from auditrl.sim.world import World, training_batch
 
 FAMILIES = ["steady", "chatty", "pliant", "guarded"]
 

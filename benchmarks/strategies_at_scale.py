@@ -32,7 +32,8 @@ from rich.table import Table
 from auditrl.behaviors.library import load_behaviors
 from auditrl.sim.policies import MLPPolicy, baselines
 from auditrl.sim.render import render_episodes
-from auditrl.sim.world import World, simulate, training_batch
+from auditrl.sim.simulate import simulate
+from auditrl.sim.world import World, training_batch
 
 FAMILIES = [0, 1, 2, 3]
 GROUP_SIZE = 8

@@ -118,7 +118,8 @@ def baseline_transcripts() -> tuple[list[Transcript], list[str]]:
     from auditrl.behaviors.library import load_behaviors
     from auditrl.sim.policies import ExperimenterPolicy, InterrogatorPolicy, RandomPolicy
     from auditrl.sim.render import render_episodes
-    from auditrl.sim.world import World, simulate, training_batch
+    from auditrl.sim.simulate import simulate
+    from auditrl.sim.world import World, training_batch
 
     world = World.build(load_behaviors())
     transcripts: list[Transcript] = []

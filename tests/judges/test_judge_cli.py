@@ -24,7 +24,8 @@ from auditrl.sim.judges import (
 )
 from auditrl.sim.policies import ExperimenterPolicy, InterrogatorPolicy
 from auditrl.sim.render import render_episodes
-from auditrl.sim.world import simulate, training_batch
+from auditrl.sim.simulate import simulate
+from auditrl.sim.world import training_batch
 
 runner = CliRunner()
 

@@ -21,7 +21,8 @@ from auditrl.rewards.registry import build_design, design_names
 from auditrl.scaffold.transcript import Transcript
 from auditrl.sim.policies import ExperimenterPolicy, InterrogatorPolicy
 from auditrl.sim.render import render_episodes
-from auditrl.sim.world import World, evaluation_batch, simulate
+from auditrl.sim.simulate import simulate
+from auditrl.sim.world import World, evaluation_batch
 
 K = 3
 ABSTAIN = "judge could not answer"

@@ -30,7 +30,9 @@ from auditrl.sim.judges import (
 from auditrl.sim.policies import ExperimenterPolicy, InterrogatorPolicy, RandomPolicy
 from auditrl.sim.render import render_episodes, transcript_observed
 from auditrl.sim.texts import load_topics
-from auditrl.sim.world import Observed, Rollout, World, ground_truth, simulate, training_batch
+from auditrl.sim.records import Observed, ground_truth
+from auditrl.sim.simulate import Rollout, simulate
+from auditrl.sim.world import World, training_batch
 
 K = 4
 P = JudgeParams()

@@ -18,7 +18,8 @@ from auditrl.sim.judges import JudgeParams, pairwise_quality
 from auditrl.sim.policies import MLPPolicy
 from auditrl.sim.training import ReferenceCache
 from auditrl.sim.texts import load_topics
-from auditrl.sim.world import EpisodeBatch, Observed, World, training_batch
+from auditrl.sim.records import Observed
+from auditrl.sim.world import EpisodeBatch, World, training_batch
 from auditrl.train.advantages import group_advantages
 
 P = JudgeParams()

@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from auditrl.sim.targets import respond
-from auditrl.sim.world import DISPLAY, World, evaluation_batch, simulate
+from auditrl.sim.records import DISPLAY
+from auditrl.sim.simulate import simulate
+from auditrl.sim.world import World, evaluation_batch
 
 
 def _respond(n: int, **overrides: object) -> object:

@@ -7,7 +7,8 @@ from auditrl.sim.designs import binary_rewards
 from auditrl.sim.judges import JudgeParams
 from auditrl.sim.policies import RandomPolicy
 from auditrl.sim.training import TrainConfig, train
-from auditrl.sim.world import World, simulate, training_batch
+from auditrl.sim.simulate import simulate
+from auditrl.sim.world import World, training_batch
 
 FAMILIES = ["steady", "chatty", "pliant", "guarded"]
 P = JudgeParams()

@@ -5,7 +5,8 @@ import dataclasses
 import numpy as np
 
 from auditrl.sim.policies import MLPPolicy, RandomPolicy
-from auditrl.sim.world import World, simulate, training_batch
+from auditrl.sim.simulate import simulate
+from auditrl.sim.world import World, training_batch
 
 
 def _run(world: World, seed: int) -> dict[str, np.ndarray]:

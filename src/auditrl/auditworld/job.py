@@ -49,7 +49,8 @@ from auditrl.sim.metrics import EvalEpisodes, across_seeds, constant_metric_note
 from auditrl.sim.policies import MLPPolicy, baselines
 from auditrl.sim.render import render_episodes
 from auditrl.sim.training import StepStats, TrainResult, train
-from auditrl.sim.world import Policy, Rollout, World
+from auditrl.sim.simulate import Rollout
+from auditrl.sim.world import Policy, World
 
 UNTRAINED = "untrained"
 

@@ -21,7 +21,7 @@ from pydantic import AfterValidator
 from auditrl.rewards.formulas import concerningness_reward
 from auditrl.rewards.registry import design_spec
 from auditrl.sim.judges import JudgeParams, binary_surfaced, concerningness_scores, pairwise_quality, pairwise_share
-from auditrl.sim.world import Observed
+from auditrl.sim.records import Observed
 
 
 @dataclass(frozen=True)

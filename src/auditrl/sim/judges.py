@@ -44,7 +44,19 @@ from auditrl.judges.verdicts import BinaryVerdict, DimensionScores, EvidenceChec
 from auditrl.scaffold.transcript import Transcript
 from auditrl.sim.render import reply_kind, transcript_observed
 from auditrl.sim.texts import ACCUSE, DIRECT, PUSH, TEST
-from auditrl.sim.world import CONFESSION, DISPLAY, ODD, Observed, World, loops_and_opening, mix64, natural_topics, normal_of, on_claim, uniform_of
+from auditrl.sim.records import (
+    CONFESSION,
+    DISPLAY,
+    ODD,
+    Observed,
+    loops_and_opening,
+    mix64,
+    natural_topics,
+    normal_of,
+    on_claim,
+    uniform_of,
+)
+from auditrl.sim.world import World
 
 # Salts that keep the draws of different judges (different LLM calls) independent.
 _POINTWISE, _BINARY, _PAIRWISE, _ORDER = 1, 2, 3, 4

@@ -32,7 +32,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from auditrl.evaluate.schema import COMPOSITE, MetricResult, SuiteResult
 from auditrl.evaluate.stats import Estimate, composite_ci, mean_ci
 from auditrl.sim.families import check_family
-from auditrl.sim.world import OPENING, Features, Policy, Rollout, World, evaluation_batch, simulate
+from auditrl.sim.records import OPENING, Features
+from auditrl.sim.simulate import Rollout, simulate
+from auditrl.sim.world import Policy, World, evaluation_batch
 
 METRICS: tuple[str, ...] = ("audit_quality", "false_positive", "realism", COMPOSITE)
 """The suite's metrics that AuditWorld measures (auditrl.evaluate.schema), and their composite."""

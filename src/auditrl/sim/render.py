@@ -38,7 +38,9 @@ from auditrl.sim.texts import (
     render_user_message,
     templates,
 )
-from auditrl.sim.world import CONFESSION, CONFIDENCES, DENIAL, DISPLAY, ODD, Observed, Rollout, World
+from auditrl.sim.records import CONFESSION, DENIAL, DISPLAY, ODD, Observed
+from auditrl.sim.simulate import Rollout
+from auditrl.sim.world import CONFIDENCES, World
 
 MAX_QUOTES = 2
 SIM_AUDITOR_PREFIX = "auditworld"

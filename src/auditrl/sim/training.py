@@ -21,7 +21,8 @@ from auditrl.rewards.registry import design_spec
 from auditrl.sim.designs import DesignName, RewardInputs, design_rewards
 from auditrl.sim.judges import JudgeParams, pairwise_quality
 from auditrl.sim.policies import HEAD_SIZES, MLPPolicy
-from auditrl.sim.world import CLAIM, END, NO_CLAIM, TOOL, EpisodeBatch, Rollout, World, simulate, training_batch
+from auditrl.sim.simulate import Rollout, simulate
+from auditrl.sim.world import CLAIM, END, NO_CLAIM, TOOL, EpisodeBatch, World, training_batch
 from auditrl.train.advantages import group_advantages
 
 
