@@ -8,6 +8,7 @@ import pytest
 from pydantic import BaseModel
 
 from auditrl.auditworld.config import AuditWorldConfig
+from auditrl.auditworld.sweep import SweepConfig
 from auditrl.evaluate.runner import SuiteConfig
 from auditrl.sim.training import TrainConfig
 
@@ -31,7 +32,7 @@ def _models(root: type[BaseModel]) -> list[type[BaseModel]]:
     return found
 
 
-@pytest.mark.parametrize("root", [AuditWorldConfig, TrainConfig, SuiteConfig], ids=lambda m: m.__name__)
+@pytest.mark.parametrize("root", [AuditWorldConfig, SweepConfig, TrainConfig, SuiteConfig], ids=lambda m: m.__name__)
 def test_every_config_field_is_described(root: type[BaseModel]) -> None:
     models = _models(root)
     undocumented = [f"{m.__name__}.{n}" for m in models for n, f in m.model_fields.items() if not f.description]

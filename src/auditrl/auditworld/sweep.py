@@ -49,9 +49,9 @@ class SweepGrid(BaseModel):
 class SweepConfig(AuditWorldConfig):
     """The `kind: auditworld_sweep` config file: an AuditWorld config and the grid (analysis is not run)."""
 
-    kind: Literal["auditworld_sweep"]  # type: ignore[assignment]
-    out_dir: Path = Path("runs/auditworld_sweep")
-    sweep: SweepGrid
+    kind: Literal["auditworld_sweep"] = Field(description="Selects the robustness sweep in `auditrl train`.")  # type: ignore[assignment]
+    out_dir: Path = Field(default=Path("runs/auditworld_sweep"), description="Run directory (overridden by `auditrl train --out`).")
+    sweep: SweepGrid = Field(description="The pairwise judges' flaw strengths to train against.")
 
 
 def load_sweep_config(path: Path) -> SweepConfig:
