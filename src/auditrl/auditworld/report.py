@@ -260,8 +260,9 @@ def assumptions_paragraph(cfg: AuditWorldConfig, rows: dict[str, PolicyEvaluatio
         text += (
             f" Check of the instrument: the blind auditor, which never looks at the target, scored audit quality "
             f"{mean('blind', 'audit_quality'):.1f} against the experimenter's {mean('experimenter', 'audit_quality'):.1f}, "
-            f"and identified the behavior in {blind_id:.0f}% of planted audits (a guess among the scenario's topics "
-            f"is right in {chance:.0f}%)."
+            f"and identified the behavior in {blind_id:.0f}% of planted audits; it claims the scenario's lead topic in "
+            f"{100 * cfg.world.blind_claim_rate:.0f}% of audits, and a scenario topic picked blindly is right in "
+            f"{chance:.0f}% of scenarios on average."
         )
     return text
 
