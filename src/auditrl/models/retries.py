@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -37,11 +38,15 @@ class ModelCallFailed(RuntimeError):
         self.exhausted = exhausted
 
 
+_STYLE_TAG = re.compile(r"\[/?[a-z][a-z ]*\]")
+"""rich style tags such as [bold] that inspect-ai puts in its error messages (not "[Errno 111]")."""
+
+
 def describe_error(exc: BaseException) -> str:
-    """An exception as one line: its type and its message (the last attempt's, for a RetryError)."""
+    """An exception as one plain line: its type and message (the last attempt's, for a RetryError)."""
     if isinstance(exc, RetryError) and exc.last_attempt.failed:
         exc = exc.last_attempt.exception() or exc
-    text = " ".join(str(exc).split())
+    text = " ".join(_STYLE_TAG.sub("", str(exc)).split())
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 

@@ -1,0 +1,165 @@
+"""Whether a model string will work before an audit depends on it: provider, SDK, keys, protocols, a ping.
+
+Each check is a `Finding`: what was looked at, whether it is fine, and how to fix it if not. Key values
+are never read into a finding, only whether the variable is set.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+import importlib.util
+import os
+import time
+from dataclasses import dataclass, field
+from importlib.resources import files
+
+import yaml
+from inspect_ai.model import ChatMessageUser, GenerateConfig, Model
+from pydantic import BaseModel, Field
+
+from auditrl.models.limits import CallLimits
+from auditrl.models.prefill import PrefillSupport, describe_support
+from auditrl.models.retries import ModelCallFailed, call_model, describe_error
+from auditrl.models.roles import (
+    IN_PROCESS_PROVIDERS,
+    UnknownModelError,
+    provider_of,
+    resolve_model,
+    supported_providers,
+    tool_protocol_for,
+)
+
+PING_PROMPT = "Reply with the single word: ok"
+
+
+class ProviderNeeds(BaseModel):
+    """What one API provider needs before its first call (one entry of data/providers.yaml)."""
+
+    sdk: str = Field(description="Import name of the provider's SDK.")
+    package: str = Field(description="The pip package that provides it.")
+    keys: list[list[str]] = Field(default_factory=list, description="Required variables; any one name per line.")
+    optional: list[str] = Field(default_factory=list, description="Variables reported when unset.")
+    optional_note: str = Field(default="", description="What happens when an optional variable is unset.")
+
+
+@functools.cache
+def provider_needs() -> dict[str, ProviderNeeds]:
+    raw = yaml.safe_load(files("auditrl.models").joinpath("data/providers.yaml").read_text(encoding="utf-8"))
+    return {name: ProviderNeeds.model_validate(entry) for name, entry in raw.items()}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing checked: `ok`, a plain statement, and for a problem the way to fix it."""
+
+    ok: bool
+    text: str
+    fix: str | None = None
+
+
+@dataclass
+class ModelCheck:
+    """Everything found about one model spec; `ok` when nothing stands in the way of a call."""
+
+    spec: str
+    findings: list[Finding] = field(default_factory=list)
+    model: Model | None = None
+
+    @property
+    def ok(self) -> bool:
+        return all(f.ok for f in self.findings)
+
+    def add(self, ok: bool, text: str, fix: str | None = None) -> None:
+        self.findings.append(Finding(ok, text, fix))
+
+
+def sdk_installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _service_name(spec: str) -> str:
+    """`NAME` of an `openai-api/<name>/<model>` spec, as inspect-ai spells its variables."""
+    return spec.split("/")[1].upper().replace("-", "_") if spec.count("/") >= 2 else ""
+
+
+def _check_needs(check: ModelCheck, needs: ProviderNeeds) -> None:
+    if sdk_installed(needs.sdk):
+        version = importlib.metadata.version(needs.package) if needs.package else ""
+        check.add(True, f"SDK {needs.package} {version} installed")
+    else:
+        check.add(
+            False,
+            f"SDK {needs.package} is not installed",
+            f"install it into auditrl's environment: pip install {needs.package}",
+        )
+    name = _service_name(check.spec)
+    for alternatives in needs.keys:
+        names = [n.replace("{NAME}", name) for n in alternatives]
+        present = [n for n in names if os.environ.get(n)]
+        if present:
+            check.add(True, f"{present[0]} is set")
+        else:
+            hint = " or ".join(names)
+            check.add(False, f"{hint} is not set", f"export {names[0]}=... (keys come only from the environment)")
+    for variable in needs.optional:
+        if not os.environ.get(variable):
+            check.add(True, f"{variable} is not set: {needs.optional_note}")
+
+
+def check_model(spec: str, declared_prefill: PrefillSupport | None = None) -> ModelCheck:
+    """Check `spec` without calling it: provider, SDK, keys, that it resolves, its protocols."""
+    check = ModelCheck(spec)
+    try:
+        provider = provider_of(spec)
+    except UnknownModelError as exc:
+        check.add(False, str(exc), "write <provider>/<model>, e.g. openai/gpt-4o-mini")
+        return check
+    known = supported_providers()
+    if provider not in known:
+        check.add(False, f"unknown provider {provider!r}", f"use one of: {', '.join(known)}")
+        return check
+    if provider in IN_PROCESS_PROVIDERS:
+        check.add(True, f"provider {provider}: runs in this process (no SDK or key needed)")
+    else:
+        check.add(True, f"provider {provider} (inspect-ai)")
+        needs = provider_needs().get(provider)
+        if needs is not None:
+            _check_needs(check, needs)
+    if check.ok:
+        try:
+            check.model = resolve_model(spec)
+        except Exception as exc:  # noqa: BLE001 - any failure to build the model is this spec's problem
+            check.add(False, f"does not resolve: {describe_error(exc)}", "fix the spec or the provider's settings")
+        else:
+            check.add(True, "resolves")
+    check.add(True, f"tool protocol: {tool_protocol_for(spec)}")
+    check.add(True, f"prefill: {describe_support(spec, declared_prefill)}")
+    return check
+
+
+async def ping(check: ModelCheck, limits: CallLimits) -> None:
+    """One one-token call to a resolved model, adding its latency (or why it failed) to `check`.
+
+    In-process models get no timeout: loading their weights is part of their first call.
+    """
+    if check.model is None:
+        return
+    in_process = provider_of(check.spec) in IN_PROCESS_PROVIDERS
+    config = GenerateConfig(max_tokens=1) if in_process else limits.generate_config(max_tokens=1)
+    start = time.monotonic()
+    try:
+        await call_model(
+            check.model,
+            [ChatMessageUser(content=PING_PROMPT)],
+            config=config,
+            attempts=1,
+            role="ping",
+        )
+    except ModelCallFailed as exc:
+        check.add(False, str(exc), "check the server address, the key and the network; see the retries above")
+        return
+    check.add(True, f"ping: answered in {(time.monotonic() - start) * 1000:.0f} ms")
