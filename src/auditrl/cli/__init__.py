@@ -33,7 +33,7 @@ COMMANDS: dict[str, CommandEntry] = {
     "suite": CommandEntry("auditrl.cli.suite:suite", "Run the held-out evaluation suite end to end."),
     "strategies": CommandEntry("auditrl.cli.strategies:strategies", "Cluster the auditors' strategies."),
     "crux": CommandEntry("auditrl.cli.crux:app", "Crux evaluation: a fast proxy for choosing checkpoints."),
-    "models": CommandEntry("auditrl.cli.models:app", "Check model strings: provider, SDK, key, protocols; --ping calls them."),
+    "models": CommandEntry("auditrl.cli.models:app", "Check model strings: provider, SDK, key, protocols, a ping."),
     "transfer": CommandEntry("auditrl.cli.transfer:transfer", "AuditBench-style transfer audits and their detection table."),
 }
 """Every command by name; `--help` lists them from here without importing their modules."""
