@@ -56,9 +56,11 @@ def train(
 
             run_dir = run_sweep(config, out)
         else:
+            from auditrl.cli.limits import showing_retries
             from auditrl.train.grpo import run_from_config as run_grpo
 
-            run_dir = run_grpo(config, out)
+            with showing_retries(console):  # API targets and judges (episodes.target_calls, reward.judge_calls)
+                run_dir = run_grpo(config, out)
     except ConfigFileError as exc:
         _config_error(str(exc))
     console.print(f"run directory: [bold]{run_dir}[/bold]")

@@ -14,6 +14,15 @@ from rich.markup import escape
 from auditrl.atomic import atomic_write_text
 from auditrl.cli.behaviors import BehaviorsDirOpt
 from auditrl.cli.errors import LIBRARY, fail
+from auditrl.cli.limits import (
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_TIMEOUT_S,
+    MaxRetriesOpt,
+    TimeoutOpt,
+    call_limits,
+    print_failures,
+    showing_retries,
+)
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -87,6 +96,8 @@ def transfer(
     judge_cache: Annotated[Optional[Path], typer.Option(help="Judge response cache file.")] = None,
     out: Annotated[Path, typer.Option(help="Run directory; transcripts accumulate here, so runs of several auditors share one table.")] = Path("runs/transfer"),
     behaviors_dir: BehaviorsDirOpt = None,
+    max_retries: MaxRetriesOpt = DEFAULT_MAX_RETRIES,
+    timeout: TimeoutOpt = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Audit targets in the transfer scaffold, grade the predictions and print the detection table."""
     import asyncio
@@ -115,14 +126,16 @@ def transfer(
     if missing:
         raise fail(f"unknown behavior(s): {', '.join(missing)} (see `auditrl behaviors list`)", console, LIBRARY)
     matcher: PredictionMatcher
-    client = judge_client(judge, judge_cache, 2, out=console)
+    limits = call_limits(max_retries, timeout)
+    client = judge_client(judge, judge_cache, 2, limits, out=console)
     matcher = ProgrammaticPredictionMatchJudge() if client is None else PredictionMatchJudge(client)
     config = GenerateConfig(max_tokens=max_tokens, temperature=temperature)
     out_file = out / TRANSCRIPTS
     for auditor_spec in auditor:
         for target_spec, behavior_id in pairs:
             try:
-                auditor_model, target_model = resolve_model(auditor_spec), resolve_model(target_spec)
+                auditor_model = resolve_model(auditor_spec, limits=limits)
+                target_model = resolve_model(target_spec, limits=limits)
             except (UnknownModelError, ValueError) as exc:
                 raise fail(str(exc), console) from exc
             planted = library[behavior_id]
@@ -139,19 +152,24 @@ def transfer(
                 f"Transfer audits of {escape(target_spec)} ({escape(behavior_id)}"
                 f"{', system-prompt plant' if plant_prompt else ''}) by {escape(auditor_spec)}: {rollouts}"
             )
-            asyncio.run(
-                run_audits(
-                    [spec] * rollouts, auditor_model, target_model, out_file, concurrency, console, config,
-                    sampling_seed, episode_type=TransferEpisode,
+            with showing_retries(console):
+                finished = asyncio.run(
+                    run_audits(
+                        [spec] * rollouts, auditor_model, target_model, out_file, concurrency, console, config,
+                        sampling_seed, episode_type=TransferEpisode,
+                    )
                 )
-            )
+            print_failures(console, "audit(s)", (t.error for t in finished if t.status == "error"))
     transcripts = read_transcripts(out_file)
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("grading", total=None)
         try:
-            asyncio.run(grade(transcripts, matcher, library, on_done=lambda: progress.advance(task)))
+            with showing_retries(console):
+                asyncio.run(grade(transcripts, matcher, library, on_done=lambda: progress.advance(task)))
         except ValueError as exc:
             raise fail(str(exc), console, LIBRARY) from exc
+    if client is not None:
+        print_failures(console, "judge verdict(s)", client.failures.elements())
     write_transcripts(out_file, transcripts)
     rows = transfer_table(transcripts)
     console.print(table(rows))

@@ -346,6 +346,7 @@ class AuditEpisode:
 
     async def _target_turn(self, prefill: str | None) -> str:
         """Get the target's reply to the current branch and record it, with what became of the prefill."""
+        self._check_prefill("this tool", prefill)  # each tool checks first, before it changes the conversation
         messages = self.conversation.target_input()
         config = self.target_config
         if prefill and self.prefill_support == "continue":

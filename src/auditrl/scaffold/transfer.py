@@ -90,6 +90,7 @@ class TransferEpisode(AuditEpisode):
         args = validate_arguments(call.function, call.arguments, self.tool_set())
         if not args["prompt"].strip():
             raise InvalidToolCall("sample: 'prompt' must not be empty.")
+        self._check_prefill("sample", args.get("prefill"))
         self.conversation.set_system_message(args.get("system_message", ""))
         self.conversation.add_user_message(args["prompt"])
         return await self._target_turn(args.get("prefill"))
