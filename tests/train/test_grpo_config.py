@@ -17,7 +17,10 @@ from auditrl.train.grpo import grpo_arguments
 from auditrl.train.reward import design_parts, make_design
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
-SHIPPED = ["cpu_offline.yaml", "gpu_single_vllm.yaml", "multi_gpu_deepspeed.yaml", "multi_gpu_fsdp.yaml", "api_targets.yaml"]
+SHIPPED = [
+    "cpu_offline.yaml", "gpu_single_vllm.yaml", "multi_gpu_deepspeed.yaml", "multi_gpu_fsdp.yaml", "multi_node_deepspeed.yaml",
+    "api_targets.yaml",
+]  # fmt: skip
 
 
 @pytest.mark.parametrize("name", SHIPPED)

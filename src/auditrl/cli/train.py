@@ -35,6 +35,18 @@ def train(
     out: Annotated[
         Optional[Path], typer.Option("--out", "-o", help="Run directory (default: from the config).")
     ] = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="grpo_lm: check the batch layout for the launch's world size and print the per-rank plan "
+            "(generation calls, tokens, GPU memory estimate); loads no model and needs no GPU.",
+        ),
+    ] = False,
+    processes: Annotated[
+        Optional[int],
+        typer.Option("--processes", min=1, help="With --dry-run: plan for N processes instead of the launch's."),
+    ] = None,
 ) -> None:
     """Train: `kind: auditworld` runs the AuditWorld job, `kind: auditworld_sweep` its robustness map over
     the pairwise judge's flaws, `kind: grpo_lm` trains a language-model auditor."""
@@ -44,6 +56,11 @@ def train(
         _config_error(str(exc))
     if kind not in KINDS:
         _config_error(f"{config}: field 'kind' is {kind!r}; expected one of {', '.join(KINDS)}")
+    if dry_run:
+        if kind != "grpo_lm":
+            _config_error(f"{config}: --dry-run plans grpo_lm runs; this config's kind is {kind!r}")
+        _print_plan(config, processes)
+        return
     # the trainers pull in torch and TRL, so they are imported only for the kind being run; each validates
     # the whole file before it builds anything, and reports problems as ConfigFileError
     try:
@@ -64,6 +81,17 @@ def train(
     except ConfigFileError as exc:
         _config_error(str(exc))
     console.print(f"run directory: [bold]{run_dir}[/bold]")
+
+
+def _print_plan(config: Path, processes: int | None) -> None:
+    from auditrl.train.config import load_config
+    from auditrl.train.plan import dry_run
+
+    try:
+        table = dry_run(load_config(config), processes)
+    except ValueError as exc:  # ConfigFileError included
+        _config_error(str(exc))
+    console.print(table)
 
 
 def monitor(

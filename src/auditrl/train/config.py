@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+from importlib import resources
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -155,6 +156,12 @@ class PolicySettings(BaseModel):
         default=None, description="transformers attention kernel, e.g. `sdpa`, `flash_attention_2`; None = its default."
     )
     lora: LoraSettings = Field(default_factory=LoraSettings, description="The LoRA adapter that is trained.")
+    chat_template: str | None = Field(
+        default=None,
+        description="Chat template override: a shipped one by name (`qwen3_multiturn`) or a Jinja file (relative "
+        "to this config). Multi-turn token assembly needs a template that renders earlier turns unchanged; Qwen3's "
+        "own drops thinking blocks from earlier assistant turns. None = the model's template.",
+    )
 
 
 class EpisodeSettings(BaseModel):
@@ -336,6 +343,12 @@ class TrainerSettings(BaseModel):
     vllm_gpu_memory_utilization: float = Field(
         default=0.3, gt=0.0, le=1.0, description="Share of each GPU's memory vLLM reserves (colocate mode)."
     )
+    vllm_importance_sampling_mode: Literal["token_truncate", "token_mask", "sequence_truncate", "sequence_mask"] = Field(
+        default="token_truncate",
+        description="How TRL corrects for vLLM sampling differing from the trained policy. Per token, capped: TRL's "
+        "default (sequence_mask) multiplies the ratios of every sampled token of a rollout and drops the rollout when "
+        "the product leaves the cap, which over multi-turn audits of thousands of sampled tokens drops most of them.",
+    )
     report_to: list[ReportTo] = Field(default_factory=lambda: ["tensorboard"], description="TRL/transformers loggers.")
     extra: dict[str, Any] = Field(default_factory=dict, description="Any other GRPOConfig field, passed through.")
 
@@ -366,6 +379,23 @@ class MonitorSettings(BaseModel):
     )
 
 
+class LaunchSettings(BaseModel):
+    """How the run is launched, so `auditrl train --dry-run` can check the layout for that world size."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    accelerate_config: Path | None = Field(
+        default=None,
+        description="The accelerate config file this run is launched with (relative to this file); None = one process.",
+    )
+    num_processes: int | None = Field(
+        default=None,
+        ge=1,
+        description="Training processes, when the launch overrides the accelerate file's num_processes (as "
+        "`accelerate launch --num_processes N` does, e.g. to leave a GPU to the vLLM server).",
+    )
+
+
 class GRPOLMConfig(BaseModel):
     """A whole `grpo_lm` run."""
 
@@ -380,6 +410,7 @@ class GRPOLMConfig(BaseModel):
     reward: RewardSettings = Field(default_factory=RewardSettings, description="Reward design and judge.")
     trainer: TrainerSettings = Field(default_factory=TrainerSettings, description="Optimisation and scale-out.")
     monitors: MonitorSettings = Field(default_factory=MonitorSettings, description="Reward-hacking monitors.")
+    launch: LaunchSettings = Field(default_factory=LaunchSettings, description="How the run is launched.")
     source: Path | None = Field(
         default=None, exclude=True, description="The file this config was read from (set by load_config)."
     )
@@ -393,6 +424,19 @@ class GRPOLMConfig(BaseModel):
                 f"data.group_size * data.groups_per_step = {rollouts}"
             )
         return self
+
+
+def shipped_chat_templates() -> list[str]:
+    """Names of the chat templates packaged in auditrl/train/data/chat_templates."""
+    folder = resources.files("auditrl.train").joinpath("data/chat_templates")
+    return sorted(f.name.removesuffix(".jinja") for f in folder.iterdir() if f.name.endswith(".jinja"))
+
+
+def chat_template_text(spec: str) -> str:
+    """The Jinja text of a shipped template name or of a template file."""
+    if spec in shipped_chat_templates():
+        return resources.files("auditrl.train").joinpath(f"data/chat_templates/{spec}.jinja").read_text("utf-8")
+    return Path(spec).read_text(encoding="utf-8")
 
 
 def read_kind(path: Path) -> str:
@@ -422,9 +466,28 @@ def load_config(path: Path) -> GRPOLMConfig:
     markers = cfg.monitors.markers
     if markers is not None and not markers.is_absolute():
         markers = base / markers
+    launch = cfg.launch.accelerate_config
+    if launch is not None and not launch.is_absolute():
+        launch = base / launch
     _check_behaviors(path, data)
+    policy = cfg.policy
+    if policy.chat_template is not None and policy.chat_template not in shipped_chat_templates():
+        template = Path(policy.chat_template)
+        template = template if template.is_absolute() else base / template
+        if not template.is_file():
+            raise ConfigFileError(
+                f"{path}: field 'policy.chat_template': {policy.chat_template!r} is neither a shipped template "
+                f"({', '.join(shipped_chat_templates())}) nor a file"
+            )
+        policy = policy.model_copy(update={"chat_template": str(template)})
     return cfg.model_copy(
-        update={"data": data, "monitors": MonitorSettings(markers=markers), "source": path.resolve()}
+        update={
+            "data": data,
+            "policy": policy,
+            "monitors": MonitorSettings(markers=markers),
+            "launch": cfg.launch.model_copy(update={"accelerate_config": launch}),
+            "source": path.resolve(),
+        }
     )
 
 

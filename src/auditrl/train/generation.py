@@ -19,10 +19,11 @@ from transformers import DynamicCache, GenerationConfig, PreTrainedModel
 
 @dataclass
 class Sample:
-    """One sampled auditor turn."""
+    """One sampled auditor turn. A logprob is None where the backend gave none (vLLM reports a NaN one as
+    None): the token stays in context but is left out of the loss, since its sampling probability is unknown."""
 
     ids: list[int]
-    logprobs: list[float]
+    logprobs: list[float | None]
 
 
 def sampled_logprobs(logits: torch.Tensor, ids: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -31,7 +32,7 @@ def sampled_logprobs(logits: torch.Tensor, ids: torch.Tensor, temperature: float
     return logp.gather(-1, ids.unsqueeze(-1)).squeeze(-1)
 
 
-def cut_at_eos(ids: list[int], logprobs: list[float], eos_ids: set[int]) -> Sample:
+def cut_at_eos(ids: list[int], logprobs: list[float | None], eos_ids: set[int]) -> Sample:
     """Keep tokens up to and including the first end-of-turn token (the rest is padding)."""
     for i, tok in enumerate(ids):
         if tok in eos_ids:

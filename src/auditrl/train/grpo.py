@@ -46,6 +46,7 @@ from auditrl.train.checkpoint import (
 from auditrl.train.config import GRPOLMConfig, load_config
 from auditrl.train.episodes import AuditEpisodeFactory, training_rows
 from auditrl.train.monitors import MonitorLog
+from auditrl.train.plan import batch_layout
 from auditrl.train.policy import load_policy
 from auditrl.train.progress import StepProgress
 from auditrl.train.reward import GroupReward, make_design, reference_store
@@ -58,14 +59,7 @@ def grpo_arguments(cfg: GRPOLMConfig, run_dir: Path, world_size: int) -> GRPOCon
     """TRL's GRPOConfig: the trainer settings as they are, plus one generation batch (all groups of a step) per
     optimizer step, the episodes' sampling settings and what this adapter fixes (unshuffled data, our progress bar)."""
     t = cfg.trainer
-    rollouts = cfg.data.group_size * cfg.data.groups_per_step
-    per_pass = t.micro_batch_size * world_size
-    if rollouts % per_pass:
-        raise ValueError(
-            f"{cfg.source}: group_size * groups_per_step = {rollouts} rollouts must split evenly over "
-            f"{world_size} process(es) x trainer.micro_batch_size={t.micro_batch_size}"
-        )
-    accumulation = rollouts // per_pass
+    accumulation = batch_layout(cfg, world_size).accumulation
     kwargs: dict[str, Any] = {
         **t.model_dump(by_alias=True, exclude={"extra"}),
         "output_dir": str(run_dir / CHECKPOINTS_DIR),

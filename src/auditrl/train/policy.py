@@ -8,7 +8,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from auditrl.models.local import resolve_source
-from auditrl.train.config import PolicySettings
+from auditrl.train.config import PolicySettings, chat_template_text
 
 
 def load_policy(settings: PolicySettings) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
@@ -27,6 +27,8 @@ def load_policy(settings: PolicySettings) -> tuple[PreTrainedModel, PreTrainedTo
         model.is_quantized = False
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
+    if settings.chat_template is not None:
+        tokenizer.chat_template = chat_template_text(settings.chat_template)
     if tokenizer.chat_template is None:
         raise ValueError(f"policy.model '{settings.model}' has no chat template; use an instruction-tuned model")
     if tokenizer.pad_token is None:

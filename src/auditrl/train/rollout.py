@@ -28,6 +28,12 @@ from auditrl.scaffold.transcript import Transcript
 from auditrl.train.generation import Sample
 
 _PROBE_MARK = "\u2063PROBE\u2063"
+NOT_PREFIX_PRESERVING = (
+    "the chat template rewrites earlier turns (e.g. Qwen3's thinking blocks), so multi-turn token assembly "
+    "cannot use it; set policy.chat_template to a shipped override (qwen3_multiturn) or a Jinja file"
+)
+UNTRAINED_TOKENS_KEY = "tokens_without_logprob"
+"""Transcript metadata: sampled tokens left out of the loss because the backend gave no logprob for them."""
 
 
 class EpisodeRow(BaseModel):
@@ -78,6 +84,9 @@ class ChatSegments:
         if at < 0:
             raise ValueError("the chat template drops assistant content; it cannot be used for multi-turn rollouts")
         self.turn_close = self._probe_text[at + len(_PROBE_MARK) :]
+        continued = self._render([*self._probe, {"role": "user", "content": "U2"}], generation_prompt=True)
+        if not continued.startswith(self._probe_text):
+            raise ValueError(NOT_PREFIX_PRESERVING)
         eos = tokenizer.eos_token or ""
         self.eos_text = eos
         self.eos_ids = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
@@ -99,7 +108,7 @@ class ChatSegments:
             closing = closing[len(self.eos_text) :]
         full = self._render(self._probe + to_chat(new_messages), generation_prompt=True)
         if not full.startswith(self._probe_text):
-            raise ValueError("the chat template is not prefix-preserving; multi-turn token assembly needs one")
+            raise ValueError(NOT_PREFIX_PRESERVING)
         return self.encode(closing + full[len(self._probe_text) :])
 
 
@@ -204,9 +213,7 @@ async def run_rollouts(
             for sample in samples
         ]
         for state, sample in zip(live, samples, strict=True):
-            state.completion_ids += sample.ids
-            state.env_mask += [1] * len(sample.ids)
-            state.logprobs += sample.logprobs
+            _append_sample(state, sample)
         results = await asyncio.gather(
             *(s.episode.step(out, len(sample.ids)) for s, out, sample in zip(live, outputs, samples, strict=True)),
             return_exceptions=True,
@@ -228,6 +235,17 @@ async def run_rollouts(
         group_index=[s.group_index for s in states],
         rollout_index=[s.rollout_index for s in states],
     )
+
+
+def _append_sample(state: RolloutState, sample: Sample) -> None:
+    """Sampled tokens train (env_mask 1) except those without a logprob, which stay in context untrained."""
+    state.completion_ids += sample.ids
+    state.env_mask += [0 if lp is None else 1 for lp in sample.logprobs]
+    state.logprobs += [0.0 if lp is None else lp for lp in sample.logprobs]
+    missing = sample.logprobs.count(None)
+    if missing:
+        metadata = state.episode.transcript.metadata
+        metadata[UNTRAINED_TOKENS_KEY] = metadata.get(UNTRAINED_TOKENS_KEY, 0) + missing
 
 
 def _append_environment(

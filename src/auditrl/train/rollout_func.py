@@ -39,7 +39,7 @@ class AuditRolloutFunc:
     def bind(self, trainer: GRPOTrainer) -> TurnGenerator:
         """Choose the generation backend once the trainer exists."""
         if trainer.args.use_vllm:
-            self.generator = VLLMTurnGenerator(trainer, self.segments)
+            self.generator = VLLMTurnGenerator(trainer.vllm_generation, self.segments)
         else:
             self.generator = HFTurnGenerator(trainer, self.settings, self.segments)
         return self.generator
