@@ -81,8 +81,8 @@ def test_score_command_writes_scores_beside_run(tmp_path: Path, monkeypatch) -> 
 
 def test_score_programmatic_and_bad_design(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
-    append_transcript(path, build_transcript("e", reply_annotations=[{"expressed": True}]))
-    append_transcript(path, build_transcript("f"))
+    append_transcript(path, build_transcript("e", reply_annotations=[{"expressed": True}], report=claim("flattery")))
+    append_transcript(path, build_transcript("f", report=claim("flattery")))
     ok = runner.invoke(cli.app, ["score", str(path), "--design", "binary_strict", "--judge", "programmatic"])
     assert ok.exit_code == 0, ok.output
     rows = [json.loads(line) for line in (tmp_path / "t.scored-binary_strict.jsonl").read_text().splitlines()]

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from auditrl.behaviors.library import load_behaviors
-from auditrl.judges.programmatic import ProgrammaticBinaryJudge
+from auditrl.judges.programmatic import Facts, ProgrammaticBinaryJudge
+from auditrl.scaffold.transcript import Prediction, Report
 from auditrl.rewards.designs import BinaryMatch, InGroupPairwise, PointwiseConcerningness
 from auditrl.rewards.reference import ReferenceStore
 from auditrl.rewards.registry import build_design, design_names
@@ -238,6 +239,9 @@ async def test_rendered_narration_is_visible_to_the_rewards_package_programmatic
     r = _rollout(world, InterrogatorPolicy(), 0.0, seed=5)
     transcripts = render_episodes(world, r, range(r.batch.size), "p")
     narrated = [t for t, acc, exp in zip(transcripts, r.features.accusations, r.features.expressed) if acc > 0 and exp == 0]
+    for t in narrated:  # both binary judges need a report naming the planted behavior, whatever backs it
+        t.report = Report(no_behavior_found=False, predictions=[Prediction(rank=1, description=str(t.behavior_id), confidence=0.9)])
+        assert Facts(t).identified
     assert narrated
     lenient, strict = ProgrammaticBinaryJudge(), ProgrammaticBinaryJudge(strict=True)
     for t in narrated:
