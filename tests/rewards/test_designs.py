@@ -74,7 +74,7 @@ async def test_reference_refresh_schedule_and_persistence(tmp_path) -> None:
     path = tmp_path / "refs.json"
     store = ReferenceStore(path, refresh_every=2)
     design = ReferencePairwise(ProgrammaticPairwiseJudge(), store)
-    key = "flattery/s1"
+    key = "flattery/s1/fam"
     design.set_step(0)
     first = [transcript("r0"), transcript("r0b", expressed=True)]
     assert await design.score_group(first) == [0.5, 1.0]  # missing reference seeded from the group
@@ -89,7 +89,7 @@ async def test_reference_refresh_schedule_and_persistence(tmp_path) -> None:
     reloaded = ReferenceStore(path, refresh_every=2)
     assert reloaded.get(key).id == "s2a" and not reloaded.refresh_due(key, 3) and reloaded.refresh_due(key, 4)
     assert reloaded.refresh(10, [transcript("z1", seed="s9"), transcript("z2", seed="s9")]) == 1
-    assert ReferenceStore(path).get("flattery/s9").id == "z1"
+    assert ReferenceStore(path).get("flattery/s9/fam").id == "z1"
 
 
 async def test_calibration_mix_dispatches_benign_groups() -> None:
@@ -148,4 +148,4 @@ async def test_frozen_reference_design_only_reads_its_store(tmp_path) -> None:
     assert planted[0].not_scored == IS_REFERENCE and planted[1].details["reference"] == "ref"
     other = await design.score_group_detailed([transcript("z", seed="s2"), transcript("w", seed="s2")])
     assert [r.not_scored for r in other] == [NO_REFERENCE, NO_REFERENCE]
-    assert list(store.entries) == ["flattery/s1"]  # nothing seeded or refreshed
+    assert list(store.entries) == ["flattery/s1/fam"]  # nothing seeded or refreshed

@@ -226,7 +226,7 @@ async def _score_all(design: DetailedDesign, transcripts: Sequence[Transcript]) 
 
 
 def load_references(path: Path | None, design: str) -> ReferenceStore | None:
-    """The references for a reference design: a store JSON, or transcripts whose first per (behavior, seed) is it.
+    """The references for a reference design: a store JSON, or transcripts whose first per (behavior, seed, family) is it.
 
     Other designs take none. Scoring saved transcripts never seeds references from the scored rollouts,
     which would compare a rollout with itself, so a reference design without references is an error.
@@ -238,7 +238,7 @@ def load_references(path: Path | None, design: str) -> ReferenceStore | None:
         return None
     if path is None:
         raise fail(
-            f"{design} compares each rollout with a reference transcript of the same (behavior, seed): give "
+            f"{design} compares each rollout with a reference transcript of the same (behavior, seed, family): give "
             "--references FILE, a reference store (a training run's references.json) or transcripts of an "
             "earlier auditor (a .jsonl file or run directory)"
         )
@@ -296,7 +296,7 @@ def score(
     (ingroup_pairwise, ingroup_bradley_terry) compare the rollouts of a group with each other, so a group
     needs at least 2: `auditrl audit` cycles through seeds, one rollout each, so run it with
     `--seed ID --rollouts N` to get N rollouts of one seed; a group of 1 is reported as not scored.
-    reference_pairwise compares each rollout with the reference of its (behavior, seed) from --references.
+    reference_pairwise compares each rollout with the reference of its (behavior, seed, family) from --references.
     """
     if design not in design_names():
         raise fail(f"unknown reward design {design!r}; choose one of {', '.join(design_names())}")

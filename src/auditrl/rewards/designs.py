@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 ABSTAINED = "abstained"
 NOT_SCORED = "not_scored"
 GROUP_OF_ONE = "group of 1"
-NO_REFERENCE = "no reference for its (behavior, seed)"
+NO_REFERENCE = "no reference for its (behavior, seed, family)"
 IS_REFERENCE = "is its own reference"
 
 
@@ -239,7 +239,7 @@ def _ingroup_bradley_terry(judges: JudgeFamily, ctx: DesignContext) -> InGroupPa
 
 
 class ReferencePairwise(GroupDesign):
-    """Each rollout against the reference for its (behavior, seed); reward = its share of the comparison.
+    """Each rollout against the reference for its (behavior, seed, family); reward = its share of the comparison.
 
     `step` is the training step of the group being scored (set it with `set_step`). When a key has no
     reference yet, or its reference is due for refresh (older than `store.refresh_every` steps), the first

@@ -21,7 +21,7 @@ class ReferenceEntry(BaseModel):
 
 
 class ReferenceStore:
-    """References keyed by "<behavior or benign>/<seed>"; an entry is due for refresh `refresh_every` steps
+    """References keyed by "<behavior or benign>/<seed>/<family>"; an entry is due for refresh `refresh_every` steps
     after the step it was taken from (the paper found 50 best)."""
 
     def __init__(self, path: Path | None = None, *, refresh_every: int = 50) -> None:
@@ -36,7 +36,8 @@ class ReferenceStore:
 
     @staticmethod
     def key_of(t: Transcript) -> str:
-        return f"{t.behavior_id or BENIGN_KEY}/{t.seed_id}"
+        """A rollout's reference is of the same behavior, seed and target family."""
+        return f"{t.behavior_id or BENIGN_KEY}/{t.seed_id}/{t.target_family}"
 
     def _load(self, path: Path) -> None:
         try:

@@ -53,6 +53,7 @@ from auditrl.train.reward import GroupReward, make_design, reference_store
 from auditrl.train.rollout import EpisodeFactory, EpisodeRow
 from auditrl.train.rollout_func import AuditRolloutFunc
 from auditrl.train.runtime import AsyncRunner, distributed_state
+from auditrl.train.snapshot import SNAPSHOTS_DIR, PolicySnapshot
 
 
 def grpo_arguments(cfg: GRPOLMConfig, run_dir: Path, world_size: int) -> GRPOConfig:
@@ -112,7 +113,14 @@ def build_trainer(
     tensorboard = "tensorboard" in cfg.trainer.report_to
     monitors = MonitorLog(run_dir, tensorboard=tensorboard) if state.is_main_process else None
     reward = GroupReward(design, cfg.data.group_size, runner, log, monitors, cfg.monitors.markers)
-    rollout = AuditRolloutFunc(factory, cfg.episodes, tokenizer, cfg.data.group_size, runner, auditor_name)
+    snapshot = (
+        PolicySnapshot(run_dir / SNAPSHOTS_DIR, cfg.reward.reference_refresh_steps)
+        if reference_store(design) is not None
+        else None
+    )
+    rollout = AuditRolloutFunc(
+        factory, cfg.episodes, tokenizer, cfg.data.group_size, runner, auditor_name, snapshot=snapshot
+    )
     lora = cfg.policy.lora
     trainer = GRPOTrainer(
         model=model,

@@ -17,13 +17,14 @@ from auditrl.judges.client import JudgeClient
 from auditrl.judges.registry import resolve_judges
 from auditrl.models.roles import resolve_model
 from auditrl.rewards.designs import DetailedDesign, RewardDesign, RewardRecord
-from auditrl.rewards.reference import ReferenceStore
+from auditrl.rewards.reference import ReferenceEntry, ReferenceStore
 from auditrl.rewards.registry import build_design
 from auditrl.scaffold.transcript import Transcript
 from auditrl.train.checkpoint import TranscriptLog
 from auditrl.train.config import GRPOLMConfig
 from auditrl.train.monitors import ORDER_DISAGREEMENT_KEY, MonitorLog, load_markers, step_metrics
 from auditrl.train.rollout import check_groups
+from auditrl.train.rollout_func import SNAPSHOT_STEP_KEY
 from auditrl.train.runtime import AsyncRunner
 
 REWARD_NAME = "audit_reward"
@@ -61,10 +62,12 @@ class GroupReward:
         group_index: list[int],
         rollout_index: list[int],
         trainer_state: TrainerState,
+        reference: list[Transcript | None] | None = None,
         **_: Any,
     ) -> list[float | None]:
         started = time.perf_counter()
-        everything = gather_object(list(zip(prompts, transcript, group_index, rollout_index, strict=True)))
+        references = reference if reference is not None else [None] * len(prompts)
+        everything = gather_object(list(zip(prompts, transcript, group_index, rollout_index, references, strict=True)))
         rows = [e[0] for e in everything]
         groups = [e[2] for e in everything]
         check_groups(rows, groups, self.group_size)
@@ -72,6 +75,7 @@ class GroupReward:
         payload: list[Any] = [None]
         if PartialState().is_main_process:
             transcripts = [e[1] for e in everything]
+            self._use_references([e[4] for e in everything if e[4] is not None])
             before = [len(c) for c in self._comparisons()]
             rewards = self._score(transcripts, step)
             new = [r for c, n in zip(self._comparisons(), before, strict=True) for r in c[n:]]
@@ -90,6 +94,17 @@ class GroupReward:
         start = PartialState().process_index * len(prompts)
         self.seconds += time.perf_counter() - started
         return all_rewards[start : start + len(prompts)]
+
+    def _use_references(self, references: list[Transcript]) -> None:
+        """This step's snapshot rollouts become the references the design compares with (and are saved)."""
+        store = reference_store(self.design)
+        if store is None or not references:
+            return
+        store.entries = {
+            ReferenceStore.key_of(t): ReferenceEntry(step=int(t.metadata[SNAPSHOT_STEP_KEY]), transcript=t)
+            for t in references
+        }
+        store.save()
 
     def _comparisons(self) -> list[list[Any]]:
         """Per part of the design, every pairwise comparison it has made so far (both orders each)."""
@@ -151,7 +166,8 @@ def reference_store(design: Any) -> ReferenceStore | None:
 
 
 def make_design(cfg: GRPOLMConfig, run_dir: Path) -> DetailedDesign:
-    """The configured reward design; its reference snapshots persist in the run directory."""
+    """The configured reward design. A reference design reads its references, never seeds them from the
+    scored group: each step the trainer supplies snapshot rollouts (auditrl.train.snapshot), saved in the run."""
     limits = cfg.reward.judge_calls
     judges = resolve_judges(
         cfg.reward.judge,
@@ -159,5 +175,7 @@ def make_design(cfg: GRPOLMConfig, run_dir: Path) -> DetailedDesign:
         client=lambda spec: JudgeClient(resolve_model(spec, limits=limits, **cfg.reward.judge_args), limits=limits),
     )
     store = ReferenceStore(run_dir / REFERENCES_FILE, refresh_every=cfg.reward.reference_refresh_steps)
-    return build_design(cfg.reward.design, judges, benign_fraction=cfg.data.benign_fraction, references=store)
+    return build_design(
+        cfg.reward.design, judges, benign_fraction=cfg.data.benign_fraction, references=store, frozen_references=True
+    )
 

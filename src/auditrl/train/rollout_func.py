@@ -1,4 +1,9 @@
-"""TRL's `rollout_func` hook: the rows of a generation batch run as multi-turn audit episodes."""
+"""TRL's `rollout_func` hook: the rows of a generation batch run as multi-turn audit episodes.
+
+With a reference snapshot (reference pairwise), each group whose first rollout is on this rank also gets
+one reference rollout on the same row, played by the snapshot; it is handed to the reward under
+`reference` (on the group's first rollout, None elsewhere) and never trained on.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +13,16 @@ from typing import Any
 from transformers import PreTrainedTokenizerBase
 from trl import GRPOTrainer
 
+from auditrl.scaffold.transcript import Transcript
 from auditrl.train.config import EpisodeSettings
 from auditrl.train.hf_generator import HFTurnGenerator
 from auditrl.train.rollout import ChatSegments, EpisodeFactory, EpisodeRow, TurnGenerator, run_rollouts
 from auditrl.train.runtime import AsyncRunner
+from auditrl.train.snapshot import PolicySnapshot
 from auditrl.train.vllm_generator import VLLMTurnGenerator
+
+SNAPSHOT_STEP_KEY = "reference_snapshot_step"
+"""Transcript metadata of a reference rollout: the step whose policy weights played it."""
 
 
 class AuditRolloutFunc:
@@ -26,6 +36,7 @@ class AuditRolloutFunc:
         group_size: int,
         runner: AsyncRunner,
         auditor_name: str,
+        snapshot: PolicySnapshot | None = None,
     ) -> None:
         self.factory = factory
         self.settings = settings
@@ -33,6 +44,7 @@ class AuditRolloutFunc:
         self.group_size = group_size
         self.runner = runner
         self.auditor_name = auditor_name
+        self.snapshot = snapshot
         self.generator: TurnGenerator | None = None
         self.seconds = 0.0
 
@@ -61,6 +73,40 @@ class AuditRolloutFunc:
                 auditor_name=self.auditor_name,
             )
         )
+        result = batch.as_trl()
+        if self.snapshot is not None:
+            result["reference"] = self._references(rows, first, trainer, generator)
         self.seconds += time.perf_counter() - started
-        return batch.as_trl()
+        return result
+
+    def _references(
+        self, rows: list[EpisodeRow], first: int, trainer: GRPOTrainer, generator: TurnGenerator
+    ) -> list[Transcript | None]:
+        """One snapshot rollout per group starting on this rank, placed on that group's first rollout.
+
+        Every rank runs this (with no rows when no group starts on it): generation is collective."""
+        assert self.snapshot is not None
+        step = trainer.state.global_step
+        model = trainer.model
+        self.snapshot.update(model, step, save=trainer.accelerator.is_main_process)
+        starts = [i for i in range(len(rows)) if (first + i) % self.group_size == 0]
+        sync = trainer.vllm_generation.sync_weights if trainer.args.use_vllm else None
+        with self.snapshot.swapped_in(model, sync):
+            batch = self.runner.run(
+                run_rollouts(
+                    [rows[i] for i in starts],
+                    self.factory,
+                    generator,
+                    self.segments,
+                    group_size=1,
+                    first_index=0,
+                    max_completion_tokens=self.settings.max_completion_tokens,
+                    auditor_name=f"{self.auditor_name}@step{self.snapshot.step}",
+                )
+            )
+        references: list[Transcript | None] = [None] * len(rows)
+        for i, t in zip(starts, batch.transcripts, strict=True):
+            t.metadata[SNAPSHOT_STEP_KEY] = self.snapshot.step
+            references[i] = t
+        return references
 
