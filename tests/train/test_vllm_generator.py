@@ -130,6 +130,8 @@ def _worker(rank: int, port: int, tokenizer_dir: str, out: str) -> None:
             "untrained": [t.metadata.get("tokens_without_logprob") for t in batch.transcripts],
         }
     Path(out, f"rank{rank}.json").write_text(json.dumps({"eos": eos, **result}))
+    torch.distributed.barrier()  # leave together: a rank exiting while the other tears down gloo aborts it
+    torch.distributed.destroy_process_group()
 
 
 @pytest.mark.slow
