@@ -148,7 +148,7 @@ def test_reference_pairwise_needs_references(tmp_path: Path) -> None:
     scored = read_transcripts(tmp_path / "run" / "transcripts.scored-reference_pairwise.jsonl")
     assert [t.scores["reference_pairwise"]["reward"] for t in scored] == [0.5, 0.0, None]
     assert all(t.scores["reference_pairwise"].get("reference") == "ref" for t in scored[:2])
-    assert "1 rollout(s) not scored: no reference for its (behavior, seed)" in ok.output
+    assert "1 rollout(s) not scored: no reference for its (behavior, seed, family)" in ok.output
     itself = runner.invoke(cli.app, [*base, "--references", str(path)], env={"COLUMNS": "300"})
     assert itself.exit_code == 0 and "not scored: is its own reference" in itself.output and "0.500" not in itself.output
     absent = runner.invoke(cli.app, [*base, "--references", str(tmp_path / "nope.json")])

@@ -63,3 +63,14 @@ def test_shipped_templates_assemble_multi_turn(name: str, tokenizer_dir: Path) -
         tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)  # ChatML tokens, like Qwen's
         tokenizer.chat_template = chat_template_text(cfg.policy.chat_template)
         ChatSegments(tokenizer)
+
+
+def test_reference_snapshots_refuse_sharded_weights(tmp_path: Path) -> None:
+    """The snapshot is swapped into each rank's whole adapter, which ZeRO-3 and FSDP shard."""
+    zero3 = str(CONFIGS / "accelerate" / "deepspeed_zero3.yaml")
+    text = (CONFIGS / "multi_gpu_deepspeed.yaml").read_text().replace("accelerate/deepspeed_zero2.yaml", zero3)
+    config = tmp_path / "zero3.yaml"
+    config.write_text(text)
+    code, out = _dry_run("--config", str(config))
+    assert code == 2 and "reference_pairwise" in out and "ZeRO-1/2" in out
+    assert _dry_run("--config", str(config), "--processes", "1")[0] == 2  # the launch's sharding, not its size

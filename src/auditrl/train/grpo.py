@@ -29,6 +29,7 @@ from datasets import Dataset
 from peft import LoraConfig
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from trl import GRPOConfig, GRPOTrainer
+from trl.distributed import DistributedBackend
 
 from auditrl.atomic import atomic_write_text
 from auditrl.behaviors.library import load_behaviors, load_seeds
@@ -46,7 +47,7 @@ from auditrl.train.checkpoint import (
 from auditrl.train.config import GRPOLMConfig, load_config
 from auditrl.train.episodes import AuditEpisodeFactory, training_rows
 from auditrl.train.monitors import MonitorLog
-from auditrl.train.plan import batch_layout
+from auditrl.train.plan import batch_layout, check_snapshot_launch
 from auditrl.train.policy import load_policy
 from auditrl.train.progress import StepProgress
 from auditrl.train.reward import GroupReward, make_design, reference_store
@@ -138,6 +139,9 @@ def build_trainer(
         rollout_func=rollout,
         callbacks=[RunStateCallback(lambda: _design_state(reward.design))],
     )
+    if snapshot is not None:
+        backend = DistributedBackend(trainer.accelerator)
+        check_snapshot_launch(cfg, backend.is_zero3 or backend.is_fsdp)
     rollout.bind(trainer)
     return trainer, rollout, reward
 

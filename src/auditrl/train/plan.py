@@ -220,6 +220,20 @@ def plan_table(cfg: GRPOLMConfig, launch: Launch) -> Table:
     return table
 
 
+def check_snapshot_launch(cfg: GRPOLMConfig, shards_weights: bool) -> None:
+    """Reference snapshots are swapped in place (auditrl.train.snapshot): every rank must hold the whole adapter."""
+    from auditrl.rewards.registry import design_spec
+
+    if shards_weights and design_spec(cfg.reward.design).references:
+        raise ValueError(
+            f"{cfg.source}: reward.design {cfg.reward.design!r} plays reference rollouts with a frozen LoRA snapshot "
+            "swapped into the policy, which needs every process to hold the whole adapter; launch with DDP or "
+            "DeepSpeed ZeRO-1/2 (configs/accelerate/deepspeed_zero2.yaml), not ZeRO-3 or FSDP"
+        )
+
+
 def dry_run(cfg: GRPOLMConfig, processes: int | None = None) -> Table:
     """Everything `auditrl train --dry-run` checks and prints; ValueError/ConfigFileError name what cannot start."""
-    return plan_table(cfg, read_launch(cfg, processes))
+    launch = read_launch(cfg, processes)
+    check_snapshot_launch(cfg, launch.shards_weights)
+    return plan_table(cfg, launch)
