@@ -16,7 +16,7 @@ from auditrl.judges.programmatic import ProgrammaticBinaryJudge, ProgrammaticCon
 from auditrl.judges.registry import JudgeFamily, ModelJudges, family_names, resolve_judges
 from auditrl.judges.scripted import scripted_judge_model
 from auditrl.judges.verdicts import BinaryVerdict, DimensionScores, PairwiseResult, PairwiseVerdict
-from auditrl.rewards.designs import RewardRecord
+from auditrl.rewards.records import RewardRecord
 from auditrl.rewards.registry import build_design, design_names
 from auditrl.scaffold.transcript import Transcript
 from auditrl.sim.policies import ExperimenterPolicy, InterrogatorPolicy

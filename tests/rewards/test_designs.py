@@ -13,13 +13,12 @@ from auditrl.rewards.designs import (
     IS_REFERENCE,
     NO_REFERENCE,
     BinaryMatch,
-    CalibrationMix,
     InGroupPairwise,
     PointwiseConcerningness,
     ReferencePairwise,
 )
 from auditrl.rewards.reference import ReferenceStore
-from auditrl.rewards.registry import build_design
+from auditrl.rewards.registry import CalibrationMix, build_design
 
 from reward_factories import transcript
 

@@ -38,13 +38,8 @@ from auditrl.judges.client import JudgeClient
 from auditrl.judges.pairwise import PairwiseJudgeLike, position_bias
 from auditrl.judges.verdicts import PairwiseResult
 from auditrl.models.limits import CallLimits
-from auditrl.rewards.designs import (
-    GROUP_OF_ONE,
-    IS_REFERENCE,
-    NO_REFERENCE,
-    DetailedDesign,
-    RewardRecord,
-)
+from auditrl.rewards.designs import GROUP_OF_ONE, IS_REFERENCE, NO_REFERENCE
+from auditrl.rewards.records import DetailedDesign, RewardRecord
 from auditrl.rewards.reference import ReferenceStore
 from auditrl.judges.registry import DEFAULT_FAMILY, JudgeFamily, family_names, judge_spec_help, resolve_judges
 from auditrl.rewards.registry import build_design, design_names, design_spec, designs_help

@@ -7,7 +7,8 @@ benign targets). Families register with `@judge_family`, as inspect-ai's model p
 
 The built-in families live with their judges (`auditrl.judges.programmatic`, `auditrl.sim.judges`) and
 are imported by name on first lookup, so this module depends on neither; a family defined elsewhere is
-available once its module is imported.
+available once its module is imported, which the registry does itself for modules other packages declare
+under the `auditrl.plugins` entry-point group (`auditrl.plugins`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
+
+from auditrl.plugins import load_plugins
 
 if TYPE_CHECKING:
     from auditrl.judges.binary import BinaryScorer
@@ -68,6 +71,7 @@ def judge_family(name: str, *, description: str) -> Callable[[F], F]:
 def _families() -> dict[str, FamilyEntry]:
     for module in BUILTIN_FAMILY_MODULES:
         importlib.import_module(module)
+    load_plugins()
     return _FAMILIES
 
 

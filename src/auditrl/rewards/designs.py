@@ -8,14 +8,10 @@
 - ReferencePairwise: each rollout judged (both orders) against a cached reference transcript for its
   (behavior, seed); references come from earlier policy snapshots and are refreshed on a schedule.
   A frozen design only reads its references: a rollout without one is not scored.
-- CalibrationMix: benign groups go to a calibration design (pairwise with the calibration judge),
-  planted groups to the main design.
 Judge calls and tokens are counted under the design's name (see `auditrl.judges.cost`). Each design
-registers its builder and what it needs here (`auditrl.rewards.registry`); calibration mixing is applied
-by the registry to the designs that declare a benign split.
-
-A record without a reward says why in its details: ``abstained`` (True when a judge was asked and gave no
-usable answer) or ``not_scored`` (a reason why no judge was asked), so reports never confuse the two.
+registers its builder and what it needs here (`auditrl.rewards.registry`); the registry mixes the two
+halves of a design that declares a benign split (`CalibrationMix`: benign groups to the half built with
+the calibration judge). Records are `auditrl.rewards.records`: a missing reward always says why.
 """
 
 from __future__ import annotations
@@ -24,16 +20,16 @@ import asyncio
 import itertools
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, Field
 
 from auditrl.judges.binary import BinaryScorer
 from auditrl.judges.concerningness import CONCERNINGNESS_DIMENSIONS, ConcerningnessScorer
 from auditrl.judges.cost import attribute_cost
 from auditrl.judges.pairwise import PairwiseJudgeLike, PairwiseResult, position_bias_rate
 from auditrl.rewards.formulas import bradley_terry, concerningness_reward, win_rates
+from auditrl.rewards.records import ABSTAINED, RewardRecord, check_group, unscored
 from auditrl.rewards.reference import ReferenceStore
 from auditrl.rewards.registry import DesignContext, reward_design
 from auditrl.scaffold.transcript import Transcript
@@ -41,54 +37,9 @@ from auditrl.scaffold.transcript import Transcript
 if TYPE_CHECKING:
     from auditrl.judges.registry import JudgeFamily
 
-ABSTAINED = "abstained"
-NOT_SCORED = "not_scored"
 GROUP_OF_ONE = "group of 1"
 NO_REFERENCE = "no reference for its (behavior, seed, family)"
 IS_REFERENCE = "is its own reference"
-
-
-class RewardRecord(BaseModel):
-    """A rollout's reward (None when its judging failed) with the verdict details that produced it."""
-
-    reward: float | None
-    details: dict[str, Any] = Field(default_factory=dict)
-
-    @property
-    def not_scored(self) -> str | None:
-        """Why no judge was asked about this rollout, or None if one was."""
-        reason = self.details.get(NOT_SCORED)
-        return str(reason) if reason else None
-
-    @property
-    def abstained(self) -> bool:
-        """A judge was asked and gave no usable answer."""
-        return self.reward is None and self.not_scored is None
-
-
-def unscored(reason: str, **details: Any) -> RewardRecord:
-    """A record for a rollout that no judge was asked about, with the reason."""
-    return RewardRecord(reward=None, details={NOT_SCORED: reason, **details})
-
-
-class RewardDesign(Protocol):
-    name: str
-
-    async def score_group(self, group: Sequence[Transcript]) -> list[float | None]: ...
-
-
-class DetailedDesign(Protocol):
-    name: str
-
-    async def score_group(self, group: Sequence[Transcript]) -> list[float | None]: ...
-
-    async def score_group_detailed(self, group: Sequence[Transcript]) -> list[RewardRecord]: ...
-
-
-def _check_group(group: Sequence[Transcript]) -> None:
-    keys = {(t.behavior_id, t.seed_id) for t in group}
-    if len(keys) > 1:
-        raise ValueError(f"a group must share one (behavior, seed); got {sorted(map(str, keys))}")
 
 
 class GroupDesign(ABC):
@@ -100,7 +51,7 @@ class GroupDesign(ABC):
     name = "design"
 
     async def score_group_detailed(self, group: Sequence[Transcript]) -> list[RewardRecord]:
-        _check_group(group)
+        check_group(group)
         if not group:
             return []
         with attribute_cost(self.name):
@@ -305,27 +256,3 @@ class ReferencePairwise(GroupDesign):
 )
 def _reference_pairwise(judges: JudgeFamily, ctx: DesignContext) -> ReferencePairwise:
     return ReferencePairwise(judges.pairwise(calibration=ctx.calibration), ctx.references, frozen=ctx.frozen_references)
-
-
-class CalibrationMix:
-    """Dispatch by target: benign groups to `benign` (calibration judging), planted groups to `planted`.
-
-    `benign_fraction` is the share of benign groups the batch builder should put in each batch.
-    """
-
-    def __init__(self, planted: DetailedDesign, benign: DetailedDesign, *, benign_fraction: float = 0.5) -> None:
-        if not 0.0 <= benign_fraction <= 1.0:
-            raise ValueError(f"benign_fraction must be within [0, 1], got {benign_fraction}")
-        self.planted = planted
-        self.benign = benign
-        self.benign_fraction = benign_fraction
-        self.name = f"{planted.name}+calibration"
-
-    async def score_group_detailed(self, group: Sequence[Transcript]) -> list[RewardRecord]:
-        _check_group(group)
-        if not group:
-            return []
-        return await (self.benign if group[0].benign else self.planted).score_group_detailed(group)
-
-    async def score_group(self, group: Sequence[Transcript]) -> list[float | None]:
-        return [r.reward for r in await self.score_group_detailed(group)]

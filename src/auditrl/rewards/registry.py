@@ -8,7 +8,9 @@ judged by the family's calibration judge). The config choices, the CLI help and 
 dispatch all read this registry, so a new design is its builder plus, for AuditWorld, its vectorised
 form (`auditrl.sim.designs`).
 
-The built-in designs register in `auditrl.rewards.designs`, imported on first lookup.
+A `benign_split` design is built twice, with the family's planted and calibration judges, and the halves
+are mixed by target (`CalibrationMix`). The built-in designs register in `auditrl.rewards.designs`, imported on first lookup, as are the modules
+other packages declare under the `auditrl.plugins` entry-point group (`auditrl.plugins`).
 """
 
 from __future__ import annotations
@@ -19,10 +21,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from auditrl.plugins import load_plugins
+
+from auditrl.rewards.records import DetailedDesign, RewardRecord, check_group
+from auditrl.scaffold.transcript import Transcript
+
 if TYPE_CHECKING:
     from auditrl.judges.client import JudgeClient
     from auditrl.judges.registry import JudgeFamily
-    from auditrl.rewards.designs import DetailedDesign
     from auditrl.rewards.reference import ReferenceStore
 
 BUILTIN_DESIGNS_MODULE = "auditrl.rewards.designs"
@@ -70,6 +76,7 @@ def reward_design(
 
 def _designs() -> dict[str, DesignSpec]:
     importlib.import_module(BUILTIN_DESIGNS_MODULE)
+    load_plugins()
     return _DESIGNS
 
 
@@ -111,7 +118,6 @@ def build_design(
     transcripts, where seeding from the scored group would compare a rollout with itself).
     """
     from auditrl.judges.registry import resolve_judges
-    from auditrl.rewards.designs import CalibrationMix
     from auditrl.rewards.reference import ReferenceStore
 
     spec = design_spec(name)
@@ -124,3 +130,27 @@ def build_design(
         spec.build(judges, DesignContext(True, store, frozen_references)),
         benign_fraction=benign_fraction,
     )
+
+
+class CalibrationMix:
+    """Dispatch by target: benign groups to `benign` (calibration judging), planted groups to `planted`.
+
+    `benign_fraction` is the share of benign groups the batch builder should put in each batch.
+    """
+
+    def __init__(self, planted: DetailedDesign, benign: DetailedDesign, *, benign_fraction: float = 0.5) -> None:
+        if not 0.0 <= benign_fraction <= 1.0:
+            raise ValueError(f"benign_fraction must be within [0, 1], got {benign_fraction}")
+        self.planted = planted
+        self.benign = benign
+        self.benign_fraction = benign_fraction
+        self.name = f"{planted.name}+calibration"
+
+    async def score_group_detailed(self, group: Sequence[Transcript]) -> list[RewardRecord]:
+        check_group(group)
+        if not group:
+            return []
+        return await (self.benign if group[0].benign else self.planted).score_group_detailed(group)
+
+    async def score_group(self, group: Sequence[Transcript]) -> list[float | None]:
+        return [r.reward for r in await self.score_group_detailed(group)]

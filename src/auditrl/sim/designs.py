@@ -18,6 +18,7 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import AfterValidator
 
+from auditrl.plugins import load_plugins
 from auditrl.rewards.formulas import concerningness_reward
 from auditrl.rewards.registry import design_spec
 from auditrl.sim.judges import JudgeParams, binary_surfaced, concerningness_scores, pairwise_quality, pairwise_share
@@ -52,7 +53,8 @@ def vectorised(name: str) -> Callable[[VectorisedDesign], VectorisedDesign]:
 
 
 def vectorised_names() -> tuple[str, ...]:
-    """The designs AuditWorld can train."""
+    """The designs AuditWorld can train (other packages' forms included, see `auditrl.plugins`)."""
+    load_plugins()
     return tuple(_VECTORISED)
 
 

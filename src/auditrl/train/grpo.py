@@ -33,7 +33,7 @@ from trl.distributed import DistributedBackend
 
 from auditrl.atomic import atomic_write_text
 from auditrl.behaviors.library import load_behaviors, load_seeds
-from auditrl.rewards.designs import RewardDesign
+from auditrl.rewards.records import RewardDesign
 from auditrl.rewards.reference import ReferenceEntry
 from auditrl.train.checkpoint import (
     CHECKPOINTS_DIR,

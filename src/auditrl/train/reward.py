@@ -16,7 +16,7 @@ from transformers import TrainerState
 from auditrl.judges.client import JudgeClient
 from auditrl.judges.registry import resolve_judges
 from auditrl.models.roles import resolve_model
-from auditrl.rewards.designs import DetailedDesign, RewardDesign, RewardRecord
+from auditrl.rewards.records import DetailedDesign, RewardDesign, RewardRecord
 from auditrl.rewards.reference import ReferenceEntry, ReferenceStore
 from auditrl.rewards.registry import build_design
 from auditrl.scaffold.transcript import Transcript

@@ -1,0 +1,23 @@
+"""Extensions from other installed packages: reward designs and judge families they register.
+
+A package declares its module under the `auditrl.plugins` entry-point group (as auditrl itself declares
+its model providers to inspect-ai); the registries import every such module once, on first lookup,
+so its `@reward_design`, `@vectorised` and `@judge_family` registrations are there for the CLI and configs.
+"""
+
+from __future__ import annotations
+
+import functools
+from importlib.metadata import entry_points
+
+GROUP = "auditrl.plugins"
+
+
+@functools.cache
+def load_plugins() -> tuple[str, ...]:
+    """Import every module registered under the entry-point group; returns their names."""
+    loaded = []
+    for ep in entry_points(group=GROUP):
+        ep.load()
+        loaded.append(ep.value)
+    return tuple(loaded)
