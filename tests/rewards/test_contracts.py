@@ -17,6 +17,7 @@ from auditrl.judges.registry import JudgeFamily, ModelJudges, family_names, reso
 from auditrl.judges.scripted import scripted_judge_model
 from auditrl.judges.verdicts import BinaryVerdict, DimensionScores, PairwiseResult, PairwiseVerdict
 from auditrl.rewards.records import RewardRecord
+from auditrl.rewards.reference import ReferenceStore
 from auditrl.rewards.registry import build_design, design_names
 from auditrl.scaffold.transcript import Transcript
 from auditrl.sim.policies import ExperimenterPolicy, InterrogatorPolicy
@@ -123,8 +124,10 @@ async def test_an_abstention_is_none_with_a_reason_beside_scored_rollouts(
     design: str, groups: dict[str, list[list[Transcript]]]
 ) -> None:
     group = groups["planted"][0]
-    abstains = group[-1].id  # not the first: a reference design makes the first rollout its reference
-    records = await build_design(design, AbstainingFamily([abstains])).score_group_detailed(group)
+    abstains = group[-1].id
+    references = ReferenceStore()
+    references.replace(0, [group[0].model_copy(update={"id": "reference"})])  # an earlier snapshot's rollout
+    records = await build_design(design, AbstainingFamily([abstains]), references=references).score_group_detailed(group)
     _check_records(records, group)
     record = records[-1]
     assert record.reward is None and record.abstained and record.details["reason"] == ABSTAIN

@@ -15,7 +15,6 @@ from auditrl.rewards.designs import (
     BinaryMatch,
     InGroupPairwise,
     PointwiseConcerningness,
-    ReferencePairwise,
 )
 from auditrl.rewards.reference import ReferenceStore
 from auditrl.rewards.registry import CalibrationMix, build_design
@@ -69,26 +68,14 @@ async def test_ingroup_abstained_rollout_gets_none() -> None:
         await InGroupPairwise(PairwiseJudge(client)).score_group([transcript("a"), transcript("b", seed="s2")])
 
 
-async def test_reference_refresh_schedule_and_persistence(tmp_path) -> None:
+async def test_reference_store_replaces_and_persists(tmp_path) -> None:
     path = tmp_path / "refs.json"
-    store = ReferenceStore(path, refresh_every=2)
-    design = ReferencePairwise(ProgrammaticPairwiseJudge(), store)
-    key = "flattery/s1/fam"
-    design.set_step(0)
-    first = [transcript("r0"), transcript("r0b", expressed=True)]
-    assert await design.score_group(first) == [0.5, 1.0]  # missing reference seeded from the group
-    assert store.get(key).id == "r0" and store.step_of(key) == 0
-    design.set_step(1)
-    await design.score_group([transcript("s1a", expressed=True), transcript("s1b")])
-    assert store.get(key).id == "r0"  # not due yet
-    design.set_step(2)
-    rewards = await design.score_group([transcript("s2a", expressed=True), transcript("s2b")])
-    assert rewards == [1.0, 0.5]  # scored against the old reference, then refreshed
-    assert store.get(key).id == "s2a" and store.step_of(key) == 2
-    reloaded = ReferenceStore(path, refresh_every=2)
-    assert reloaded.get(key).id == "s2a" and not reloaded.refresh_due(key, 3) and reloaded.refresh_due(key, 4)
-    assert reloaded.refresh(10, [transcript("z1", seed="s9"), transcript("z2", seed="s9")]) == 1
-    assert ReferenceStore(path).get("flattery/s9/fam").id == "z1"
+    store = ReferenceStore(path)
+    assert store.replace(3, [transcript("r0"), transcript("r1"), transcript("o", seed="s2")]) == 2  # first per key
+    reloaded = ReferenceStore(path)
+    assert reloaded.get("flattery/s1/fam").id == "r0" and reloaded.entries["flattery/s2/fam"].step == 3
+    reloaded.replace(4, [transcript("z1", seed="s9")])
+    assert list(ReferenceStore(path).entries) == ["flattery/s9/fam"]  # last step's references only
 
 
 async def test_calibration_mix_dispatches_benign_groups() -> None:
@@ -104,8 +91,10 @@ async def test_cost_counted_per_design() -> None:
     meter = CostMeter()
     client = JudgeClient(scripted_judge_model(lambda call: {"winner": "A", "confidence": 60}), meter=meter)
     pairwise = build_design("ingroup_pairwise", client)
-    reference = build_design("reference_pairwise", client)
     group = [transcript("a"), transcript("b"), transcript("c")]
+    store = ReferenceStore()
+    store.replace(0, group[:1])  # a is the reference: it is not scored, b and c are compared with it
+    reference = build_design("reference_pairwise", client, references=store)
     await pairwise.score_group(group)
     await reference.score_group(group)
     await pairwise.score_group(group)  # identical inputs: served from the cache
@@ -140,8 +129,8 @@ async def test_ingroup_abstention_is_marked_as_such() -> None:
 
 async def test_frozen_reference_design_only_reads_its_store(tmp_path) -> None:
     store = ReferenceStore()
-    store.put(transcript("ref", expressed=True), 0)
-    design = build_design("reference_pairwise", None, references=store, frozen_references=True)
+    store.replace(0, [transcript("ref", expressed=True)])
+    design = build_design("reference_pairwise", None, references=store)
     planted = await design.score_group_detailed([transcript("ref", expressed=True), transcript("x"), transcript("y", expressed=True)])
     assert [r.reward for r in planted] == [None, 0.0, 0.5]
     assert planted[0].not_scored == IS_REFERENCE and planted[1].details["reference"] == "ref"

@@ -81,7 +81,7 @@ async def test_registry_sim_judge_gives_the_vectorised_rewards_for_every_auditwo
     ref_rollout = _rollout(world, ExperimenterPolicy(), 0.5, seed=3)  # same batch, another policy
     refs = render_episodes(world, ref_rollout, range(0, ref_rollout.batch.size, K), "ref")
     store = ReferenceStore()
-    store.refresh(0, refs)
+    store.replace(0, refs)
     q_ref, key_ref = SimPairwiseJudge(world).quality([store.get(ReferenceStore.key_of(t)) for t in transcripts])  # type: ignore[misc]
     want = {
         "concerningness": concerningness_rewards(r.observed, P),
@@ -92,7 +92,7 @@ async def test_registry_sim_judge_gives_the_vectorised_rewards_for_every_auditwo
     }
     groups = [transcripts[i : i + K] for i in range(0, len(transcripts), K)]
     for name, expected in want.items():
-        design = build_design(name, "sim", references=store, frozen_references=True)
+        design = build_design(name, "sim", references=store)
         got = [x for g in groups for x in await design.score_group(g)]
         np.testing.assert_allclose(np.array(got, dtype=float), expected, err_msg=name)
     assert set(want) | {"ingroup_bradley_terry"} == set(design_names())

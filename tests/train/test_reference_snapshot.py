@@ -46,7 +46,7 @@ def test_groups_are_compared_with_a_same_step_snapshot_rollout(tokenizer_dir: Pa
     cfg = tiny_config(max_steps=2)
     cfg = cfg.model_copy(update={"reward": cfg.reward.model_copy(update={"reference_refresh_steps": 1})})
     judge = LongerWins()
-    design = ReferencePairwise(judge, ReferenceStore(), frozen=True)
+    design = ReferencePairwise(judge, ReferenceStore())
     made: list[tuple[EpisodeRow, float]] = []
     holder: dict[str, Any] = {}
 
@@ -84,8 +84,8 @@ def test_groups_are_compared_with_a_same_step_snapshot_rollout(tokenizer_dir: Pa
 
 
 def test_reference_designs_score_nothing_without_a_reference() -> None:
-    """Frozen reference designs never seed a reference from the scored group (no free 0.5)."""
+    """A reference design never seeds a reference from the scored group (no free 0.5)."""
     judge = LongerWins()
     group: Sequence[Transcript] = [FakeEpisode(r, turns=1).transcript for r in rows_for(steps=1, groups=1)]
-    records = asyncio.run(ReferencePairwise(judge, ReferenceStore(), frozen=True).score_group_detailed(group))
+    records = asyncio.run(ReferencePairwise(judge, ReferenceStore()).score_group_detailed(group))
     assert [r.reward for r in records] == [None] and judge.pairs == []

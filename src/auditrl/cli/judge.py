@@ -242,7 +242,7 @@ def load_references(path: Path | None, design: str) -> ReferenceStore | None:
     try:
         if path.is_dir() or path.suffix == ".jsonl":
             store = ReferenceStore()
-            store.refresh(0, [t for t in load_transcripts(path) if t.status != "error"])
+            store.replace(0, [t for t in load_transcripts(path) if t.status != "error"])
             return store
         return ReferenceStore(path)
     except (RunError, ValueError) as exc:
@@ -278,7 +278,7 @@ def score(
     references: Path | None = typer.Option(
         None,
         help="Required by reference_pairwise: a reference store (JSON, e.g. a training run's references.json) or "
-        "transcripts of an earlier auditor (.jsonl or run directory; the first per behavior and seed is the reference).",
+        "transcripts of an earlier auditor (.jsonl or run directory; the first per behavior, seed and family is the reference).",
     ),
     extra_dimensions: list[Path] = typer.Option([], "--dimensions", help="Petri dimension files or folders."),
     followups: int = typer.Option(2, min=0, help="Corrective follow-ups before a judge abstains."),
@@ -300,7 +300,7 @@ def score(
     store = load_references(references, design)
     judges, client = judges_for(judge, cache, followups, call_limits(max_retries, timeout), extra_dimensions)
     try:
-        built = build_design(design, judges, references=store, frozen_references=True)
+        built = build_design(design, judges, references=store)
         with showing_retries(console):
             records = asyncio.run(_score_all(built, transcripts))
     except ValueError as exc:

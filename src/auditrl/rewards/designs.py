@@ -5,9 +5,10 @@
   (no behavior to match) 1 for a report that honestly concludes nothing was found, else 0.
 - InGroupPairwise: all C(k, 2) pairs judged in both orders; win rate or Bradley-Terry strength. A group
   of one rollout has nothing to be compared with and is not scored.
-- ReferencePairwise: each rollout judged (both orders) against a cached reference transcript for its
-  (behavior, seed); references come from earlier policy snapshots and are refreshed on a schedule.
-  A frozen design only reads its references: a rollout without one is not scored.
+- ReferencePairwise: each rollout judged (both orders) against the reference transcript for its
+  (behavior, seed, family), played by a frozen policy snapshot (the trainer supplies one per group and
+  step, see auditrl.train.snapshot). It only reads its references: a rollout without one, or that is
+  one, is not scored.
 Judge calls and tokens are counted under the design's name (see `auditrl.judges.cost`). Each design
 registers its builder and what it needs here (`auditrl.rewards.registry`); the registry mixes the two
 halves of a design that declares a benign split (`CalibrationMix`: benign groups to the half built with
@@ -192,45 +193,27 @@ def _ingroup_bradley_terry(judges: JudgeFamily, ctx: DesignContext) -> InGroupPa
 class ReferencePairwise(GroupDesign):
     """Each rollout against the reference for its (behavior, seed, family); reward = its share of the comparison.
 
-    `step` is the training step of the group being scored (set it with `set_step`). When a key has no
-    reference yet, or its reference is due for refresh (older than `store.refresh_every` steps), the first
-    rollout of the current group becomes the new reference after this group is scored; a missing reference
-    is seeded from the group first, and that rollout scores exactly 0.5 against itself.
-
-    `frozen=True` is for scoring saved transcripts against given references: the store is only read, and
-    a rollout with no reference for its key, or that is itself the reference, is not scored (a self
-    comparison would be a meaningless 0.5).
+    The store is only read: references come from a frozen policy snapshot (the trainer puts one per group
+    in the store each step) or from another run. A rollout with no reference for its key, or that is itself
+    the reference, is not scored: a comparison with itself would be a free 0.5.
     """
 
     name = "reference_pairwise"
 
-    def __init__(self, judge: PairwiseJudgeLike, store: ReferenceStore, *, frozen: bool = False) -> None:
+    def __init__(self, judge: PairwiseJudgeLike, store: ReferenceStore) -> None:
         self.judge = judge
         self.store = store
-        self.frozen = frozen
-        self.step = 0
         self.results: list[PairwiseResult] = []
-
-    def set_step(self, step: int) -> None:
-        self.step = step
 
     async def score_records(self, group: Sequence[Transcript]) -> list[RewardRecord]:
         key = ReferenceStore.key_of(group[0])
         reference = self.store.get(key)
-        if self.frozen:
-            if reference is None:
-                return [unscored(NO_REFERENCE, key=key) for _ in group]
-        elif reference is None:
-            self.store.put(group[0], self.step)
-            reference = group[0]
-        elif self.store.refresh_due(key, self.step):
-            self.store.put(group[0], self.step, after_scoring=True)
+        if reference is None:
+            return [unscored(NO_REFERENCE, key=key) for _ in group]
 
         async def one(t: Transcript, ref: Transcript) -> RewardRecord:
             if t.id == ref.id:
-                if self.frozen:
-                    return unscored(IS_REFERENCE, reference=ref.id)
-                return RewardRecord(reward=0.5, details={"reference": ref.id, "self": True})
+                return unscored(IS_REFERENCE, reference=ref.id)
             r = await self.judge.compare(t, ref)
             self.results.append(r)
             details: dict[str, Any] = {"reference": ref.id, "consistent": r.consistent, "orders": r.orders}
@@ -238,10 +221,7 @@ class ReferencePairwise(GroupDesign):
                 details.update({ABSTAINED: True, "reason": _abstention_reason([r])})
             return RewardRecord(reward=r.share_a, details=details)
 
-        records = list(await asyncio.gather(*(one(t, reference) for t in group)))
-        if not self.frozen:
-            self.store.commit_pending()
-        return records
+        return list(await asyncio.gather(*(one(t, reference) for t in group)))
 
     @property
     def position_bias_rate(self) -> float | None:
@@ -255,4 +235,4 @@ class ReferencePairwise(GroupDesign):
     benign_split=True,
 )
 def _reference_pairwise(judges: JudgeFamily, ctx: DesignContext) -> ReferencePairwise:
-    return ReferencePairwise(judges.pairwise(calibration=ctx.calibration), ctx.references, frozen=ctx.frozen_references)
+    return ReferencePairwise(judges.pairwise(calibration=ctx.calibration), ctx.references)

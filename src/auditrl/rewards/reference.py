@@ -1,5 +1,5 @@
-"""Reference transcripts for reference-pairwise rewards: one per (behavior, seed), refreshed on a schedule
-from policy snapshots, persisted as one JSON file written atomically."""
+"""Reference transcripts for reference-pairwise rewards: one per (behavior, seed, family), played by a frozen
+policy snapshot, persisted as one JSON file written atomically."""
 
 from __future__ import annotations
 
@@ -21,16 +21,14 @@ class ReferenceEntry(BaseModel):
 
 
 class ReferenceStore:
-    """References keyed by "<behavior or benign>/<seed>/<family>"; an entry is due for refresh `refresh_every` steps
-    after the step it was taken from (the paper found 50 best)."""
+    """References keyed by "<behavior or benign>/<seed>/<family>", each with the policy step that played it.
 
-    def __init__(self, path: Path | None = None, *, refresh_every: int = 50) -> None:
-        if refresh_every < 1:
-            raise ValueError(f"refresh_every must be >= 1, got {refresh_every}")
+    Reference designs only read it: the trainer replaces its entries every step with the rollouts of its
+    frozen policy snapshot (auditrl.train.snapshot), and `judge score` loads one from a file or a run."""
+
+    def __init__(self, path: Path | None = None) -> None:
         self.path = path
-        self.refresh_every = refresh_every
         self.entries: dict[str, ReferenceEntry] = {}
-        self._pending: dict[str, ReferenceEntry] = {}
         if path is not None and path.exists():
             self._load(path)
 
@@ -49,41 +47,18 @@ class ReferenceStore:
     def save(self) -> None:
         if self.path is None:
             return
-        payload = {"refresh_every": self.refresh_every, "references": {k: v.model_dump(mode="json") for k, v in self.entries.items()}}
+        payload = {"references": {k: v.model_dump(mode="json") for k, v in self.entries.items()}}
         atomic_write_text(self.path, json.dumps(payload))
 
     def get(self, key: str) -> Transcript | None:
         entry = self.entries.get(key)
         return entry.transcript if entry else None
 
-    def step_of(self, key: str) -> int | None:
-        entry = self.entries.get(key)
-        return entry.step if entry else None
-
-    def refresh_due(self, key: str, step: int) -> bool:
-        entry = self.entries.get(key)
-        return entry is None or step - entry.step >= self.refresh_every
-
-    def put(self, t: Transcript, step: int, *, after_scoring: bool = False) -> None:
-        """Make `t` (from the policy at `step`) the reference; `after_scoring` defers it to `commit_pending`."""
-        entry = ReferenceEntry(step=step, transcript=t)
-        if after_scoring:
-            self._pending[self.key_of(t)] = entry
-        else:
-            self.entries[self.key_of(t)] = entry
-            self.save()
-
-    def commit_pending(self) -> None:
-        if self._pending:
-            self.entries.update(self._pending)
-            self._pending.clear()
-            self.save()
-
-    def refresh(self, step: int, snapshot: Iterable[Transcript]) -> int:
-        """Replace references with a policy snapshot's transcripts (first per key); returns keys refreshed."""
+    def replace(self, step: int, references: Iterable[Transcript]) -> int:
+        """The references become these transcripts of the policy at `step` (first per key); returns the keys."""
         fresh: dict[str, ReferenceEntry] = {}
-        for t in snapshot:
+        for t in references:
             fresh.setdefault(self.key_of(t), ReferenceEntry(step=step, transcript=t))
-        self.entries.update(fresh)
+        self.entries = fresh
         self.save()
         return len(fresh)

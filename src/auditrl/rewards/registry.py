@@ -41,8 +41,6 @@ class DesignContext:
     calibration: bool
     """True when building the half that scores benign groups (only for `benign_split` designs)."""
     references: ReferenceStore
-    frozen_references: bool
-    """Score against the references without seeding or refreshing them (saved transcripts)."""
 
 
 DesignBuilder = Callable[["JudgeFamily", DesignContext], "DetailedDesign"]
@@ -108,14 +106,12 @@ def build_design(
     *,
     benign_fraction: float = 0.5,
     references: ReferenceStore | None = None,
-    frozen_references: bool = False,
     extra_dimensions: Sequence[Path] = (),
 ) -> DetailedDesign:
     """The design `name` on a judge family, a judge client, or a judge spec (None = `programmatic`).
 
     A `benign_split` design is built twice, for planted and for benign groups, and mixed by target.
-    `frozen_references` scores against `references` without seeding or refreshing them (for saved
-    transcripts, where seeding from the scored group would compare a rollout with itself).
+    Reference designs only read `references`.
     """
     from auditrl.judges.registry import resolve_judges
     from auditrl.rewards.reference import ReferenceStore
@@ -124,10 +120,10 @@ def build_design(
     judges = resolve_judges(judge, extra_dimensions=extra_dimensions)
     store = references if references is not None else ReferenceStore()
     if not spec.benign_split:
-        return spec.build(judges, DesignContext(False, store, frozen_references))
+        return spec.build(judges, DesignContext(False, store))
     return CalibrationMix(
-        spec.build(judges, DesignContext(False, store, frozen_references)),
-        spec.build(judges, DesignContext(True, store, frozen_references)),
+        spec.build(judges, DesignContext(False, store)),
+        spec.build(judges, DesignContext(True, store)),
         benign_fraction=benign_fraction,
     )
 

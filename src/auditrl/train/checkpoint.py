@@ -122,12 +122,6 @@ def checkpoint_step(checkpoint: Path) -> int:
     return int(state["global_step"])
 
 
-def read_state(checkpoint: Path) -> dict[str, Any]:
-    """Our state saved with a checkpoint ({} for a checkpoint written without it)."""
-    path = checkpoint / STATE_FILE
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-
-
 class RunStateCallback(TrainerCallback):
     """Writes our state next to each Trainer checkpoint; `state_fn` returns a JSON-able dict."""
 

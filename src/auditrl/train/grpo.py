@@ -34,14 +34,12 @@ from trl.distributed import DistributedBackend
 from auditrl.atomic import atomic_write_text
 from auditrl.behaviors.library import load_behaviors, load_seeds
 from auditrl.rewards.records import RewardDesign
-from auditrl.rewards.reference import ReferenceEntry
 from auditrl.train.checkpoint import (
     CHECKPOINTS_DIR,
     RunStateCallback,
     TranscriptLog,
     checkpoint_step,
     latest_checkpoint,
-    read_state,
     rewind_monitors,
 )
 from auditrl.train.config import GRPOLMConfig, load_config
@@ -147,17 +145,8 @@ def build_trainer(
 
 
 def _design_state(design: RewardDesign) -> dict[str, Any]:
-    store = reference_store(design)
-    references = {k: e.model_dump(mode="json") for k, e in store.entries.items()} if store is not None else None
-    return {"reward_design": design.name, "references": references}
-
-
-def _restore_design(design: RewardDesign, state: dict[str, Any]) -> None:
-    """Put back the reference snapshot as it was at the checkpoint (later refreshes were lost with the crash)."""
-    store = reference_store(design)
-    if store is not None and state.get("references") is not None:
-        store.entries = {k: ReferenceEntry.model_validate(v) for k, v in state["references"].items()}
-        store.save()
+    """The design a checkpoint was trained with (its references are regenerated from the snapshot each step)."""
+    return {"reward_design": design.name}
 
 
 def train_run(
@@ -184,8 +173,6 @@ def train_run(
         rewind_monitors(run_dir, step)
     state.wait_for_everyone()
     trainer, _, reward = build_trainer(cfg, run_dir, factory=factory, design=design, rows=rows, policy=policy)
-    if checkpoint is not None and state.is_main_process:
-        _restore_design(reward.design, read_state(checkpoint))
     if progress:
         trainer.add_callback(StepProgress(reward))
     trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)

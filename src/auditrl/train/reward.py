@@ -17,7 +17,7 @@ from auditrl.judges.client import JudgeClient
 from auditrl.judges.registry import resolve_judges
 from auditrl.models.roles import resolve_model
 from auditrl.rewards.records import DetailedDesign, RewardDesign, RewardRecord
-from auditrl.rewards.reference import ReferenceEntry, ReferenceStore
+from auditrl.rewards.reference import ReferenceStore
 from auditrl.rewards.registry import build_design
 from auditrl.scaffold.transcript import Transcript
 from auditrl.train.checkpoint import TranscriptLog
@@ -96,15 +96,13 @@ class GroupReward:
         return all_rewards[start : start + len(prompts)]
 
     def _use_references(self, references: list[Transcript]) -> None:
-        """This step's snapshot rollouts become the references the design compares with (and are saved)."""
+        """This step's snapshot rollouts become the references the design compares with (and are saved).
+
+        A failed reference rollout is dropped, so its group goes unscored rather than judged against it."""
         store = reference_store(self.design)
         if store is None or not references:
             return
-        store.entries = {
-            ReferenceStore.key_of(t): ReferenceEntry(step=int(t.metadata[SNAPSHOT_STEP_KEY]), transcript=t)
-            for t in references
-        }
-        store.save()
+        store.replace(int(references[0].metadata[SNAPSHOT_STEP_KEY]), [t for t in references if t.status != "error"])
 
     def _comparisons(self) -> list[list[Any]]:
         """Per part of the design, every pairwise comparison it has made so far (both orders each)."""
@@ -112,10 +110,6 @@ class GroupReward:
 
     def _score(self, transcripts: list[Transcript], step: int) -> list[float | None]:
         groups = [transcripts[i : i + self.group_size] for i in range(0, len(transcripts), self.group_size)]
-        for part in design_parts(self.design):
-            set_step = getattr(part, "set_step", None)
-            if callable(set_step):
-                set_step(step)
         detailed = getattr(self.design, "score_group_detailed", None)
 
         async def score_all() -> list[list[RewardRecord]]:
@@ -174,8 +168,6 @@ def make_design(cfg: GRPOLMConfig, run_dir: Path) -> DetailedDesign:
         extra_dimensions=cfg.reward.extra_dimensions,
         client=lambda spec: JudgeClient(resolve_model(spec, limits=limits, **cfg.reward.judge_args), limits=limits),
     )
-    store = ReferenceStore(run_dir / REFERENCES_FILE, refresh_every=cfg.reward.reference_refresh_steps)
-    return build_design(
-        cfg.reward.design, judges, benign_fraction=cfg.data.benign_fraction, references=store, frozen_references=True
-    )
+    store = ReferenceStore(run_dir / REFERENCES_FILE)
+    return build_design(cfg.reward.design, judges, benign_fraction=cfg.data.benign_fraction, references=store)
 
