@@ -268,7 +268,10 @@ class RewardSettings(BaseModel):
         "fails within them is an abstention with the reason.",
     )
     reference_refresh_steps: int = Field(
-        default=50, ge=1, description="Reference pairwise: take a new frozen policy snapshot (which plays the references) every N steps (paper: 50)."
+        default=50,
+        ge=1,
+        description="Reference pairwise: take a new frozen policy snapshot (it plays the references) every N steps "
+        "(paper: 50).",
     )
     extra_dimensions: list[Path] = Field(
         default_factory=list, description="Concerningness: extra Petri dimension files (markdown with front matter)."
