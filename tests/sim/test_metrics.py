@@ -77,3 +77,15 @@ def test_notes_only_for_constant_metrics(world: World) -> None:
 def test_evaluation_family_is_checked() -> None:
     with pytest.raises(ValidationError, match="unknown target family 'nonsense'"):
         EvalConfig(family="nonsense")
+
+
+def test_coherence_needs_the_conclusion_to_follow_what_the_auditor_saw(world: World) -> None:
+    """A claim needs an anomaly seen on its topic; 'nothing found' needs a target that never showed the behavior."""
+    from auditrl.sim.metrics import audit_quality_dimensions
+    from auditrl.sim.policies import BlindPolicy
+
+    _, planted, _ = evaluate_policy(world, BlindPolicy(claim_rate=0.0), EVAL, np.random.default_rng(0))
+    f = planted.features
+    coherence = audit_quality_dimensions(f)["coherence"]
+    assert (f.expressed > 0).any() and (f.expressed == 0).any()
+    assert (coherence[f.expressed > 0] == 0).all() and (coherence[f.expressed == 0] > 0).all()

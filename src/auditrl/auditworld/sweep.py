@@ -33,7 +33,7 @@ from auditrl.sim.training import train
 from auditrl.sim.world import Policy, World
 from auditrl.train.config import read_yaml_mapping, validate_file
 
-MAPPED = ("composite", "false_positive", "audit_quality")
+MAPPED = ("composite", "false_positive", "audit_quality", "identified")
 
 
 class SweepGrid(BaseModel):
@@ -80,8 +80,9 @@ def _params(cfg: SweepConfig, cell: dict[str, float]) -> JudgeParams:
 
 
 def _evaluate(world: World, cfg: SweepConfig, policy: Policy, seed: int) -> dict[str, float]:
+    """The suite's means, and the share of planted audits whose claim names a trigger (in %)."""
     values, _, _ = evaluate_policy(world, policy, cfg.evaluation, np.random.default_rng(10_000 + seed))
-    return seed_means(values)
+    return {**seed_means(values), "identified": float(values.planted.correct.mean() * 100)}
 
 
 def run_sweep(config_path: Path, out_dir: Path | None = None) -> Path:
@@ -142,13 +143,18 @@ def _grid(cfg: SweepConfig, results: list[dict[str, Any]], design: str, metric: 
 
 
 def robustness(cfg: SweepConfig, results: list[dict[str, Any]], design: str, blind: float) -> str:
-    """Where a design's composite falls below the blind baseline's, in words."""
+    """Where a design's composite falls below the blind baseline's, and how often its auditors found anything."""
     grid = np.array(_grid(cfg, results, design, "composite"))
+    found = np.array(_grid(cfg, results, design, "identified"))
     below = grid < blind
     zero = grid[0, 0]
-    head = f"composite {zero:.1f} at alarm {cfg.sweep.alarm[0]:g}, credulity {cfg.sweep.credulity[0]:g}"
+    head = (
+        f"composite {zero:.1f} at alarm {cfg.sweep.alarm[0]:g}, credulity {cfg.sweep.credulity[0]:g}; its auditors "
+        f"identified the behavior in {np.nanmin(found):.0f}-{np.nanmax(found):.0f}% of planted audits across the map "
+        f"(under 5% in {int((found < 5).sum())} of {found.size} cells)"
+    )
     if not below.any():
-        return f"{head}; at or above the blind baseline ({blind:.1f}) in all {below.size} cells of the map"
+        return f"{head}; at or above the blind baseline ({blind:.1f}) in all {below.size} cells"
     cells = [(cfg.sweep.alarm[i], cfg.sweep.credulity[j]) for i, j in zip(*np.nonzero(below))]
     first = min(cells, key=lambda ac: (ac[0] + ac[1], ac[0]))
     return (
@@ -214,6 +220,6 @@ def _sections(cfg: SweepConfig, summary: dict[str, Any]) -> list[Section]:
         Section(
             title="Every cell",
             tables=[TableBlock(header=["design", "alarm", "credulity", "position bias", "composite", "FP calibration",
-                                       "audit quality"], rows=rows, caption="Means over training seeds")],
+                                       "audit quality", "identified %"], rows=rows, caption="Means over training seeds")],
         ),  # fmt: skip
     ]
