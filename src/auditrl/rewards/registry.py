@@ -9,8 +9,9 @@ dispatch all read this registry, so a new design is its builder plus, for AuditW
 form (`auditrl.sim.designs`).
 
 A `benign_split` design is built twice, with the family's planted and calibration judges, and the halves
-are mixed by target (`CalibrationMix`). The built-in designs register in `auditrl.rewards.designs`, imported on first lookup, as are the modules
-other packages declare under the `auditrl.plugins` entry-point group (`auditrl.plugins`).
+are mixed by target (`CalibrationMix`). The built-in designs register in `auditrl.rewards.designs`,
+imported on first lookup, as are the modules other packages declare under the `auditrl.plugins`
+entry-point group (`auditrl.plugins`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from auditrl.plugins import load_plugins
-
 from auditrl.rewards.records import DetailedDesign, RewardRecord, check_group
 from auditrl.scaffold.transcript import Transcript
 
