@@ -30,6 +30,7 @@ bench: install
 	$(PY) benchmarks/batched_generation.py
 	$(PY) benchmarks/cli_startup.py
 	$(PY) benchmarks/strategies_at_scale.py
+	$(PY) benchmarks/concurrent_audits.py
 
 clean:
 	rm -rf $(VENV) runs

@@ -146,8 +146,7 @@ class OpenAIServer:
 
     def __enter__(self) -> OpenAIServer:
         handler = type("Handler", (_Handler,), {"server_state": self})
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._httpd.daemon_threads = True
+        self._httpd = _LoopbackServer(("127.0.0.1", 0), handler)
         self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), name="openai-test-server", daemon=True)
         self._thread.start()
         return self
@@ -159,6 +158,14 @@ class OpenAIServer:
             self._httpd.server_close()
         if self._thread is not None:
             self._thread.join(timeout=5)
+
+
+class _LoopbackServer(ThreadingHTTPServer):
+    """One thread per request, and a listen backlog deep enough for load tests: with socketserver's
+    default of 5, a burst of concurrent connections overflows it and clients wait out SYN retransmits."""
+
+    daemon_threads = True
+    request_queue_size = 1024
 
 
 def completion_body(reply: Reply, model: str, *, malformed_tool_call: bool = False) -> dict[str, Any]:
