@@ -220,3 +220,5 @@ def suite(
         write_report(html, f"auditrl suite: {auditor}", [suite_section([result], ref, notes=notes), transcripts_section(transcripts)])
         console.print(f"Report: {escape(str(html))}", highlight=False, soft_wrap=True)
     console.print(f"Export them for inspect view with: auditrl export {escape(str(run_dir))}", highlight=False, soft_wrap=True)
+    if result.errored:  # everything is written; the status tells scripts that audits failed, as `audit` does
+        raise typer.Exit(code=1)

@@ -1,0 +1,118 @@
+"""Faults injected over real HTTP: judges retry and then abstain explicitly; audits complete or record failures.
+
+The loopback server (auditrl.testing) plays the judge, the auditor and the target through inspect-ai's
+`openai-api` provider, answering with malformed verdicts (the judge-output corpus in
+`bad_inputs/judge_outputs`), rate limits, server errors, broken bodies, disconnects and hangs.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import shutil
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hostile_models import HostileText, hostile_auditor, hostile_target
+from typer.testing import CliRunner
+
+from auditrl.cli import app
+from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
+from auditrl.testing.openai_server import OpenAIServer, Reply, Responder
+
+CORPUS = Path(__file__).parent / "bad_inputs"
+JUDGE_OUTPUTS = CORPUS / "judge_outputs"
+JUDGE_CASES: list[dict[str, str]] = yaml.safe_load((JUDGE_OUTPUTS / "cases.yaml").read_text(encoding="utf-8"))
+NONCE = re.compile(r"VERDICT-([0-9a-f]+)-BEGIN")
+FOLLOWUPS = 1
+
+
+def _answering(template: str) -> Responder:
+    """A judge that answers every question and follow-up with `template`, its nonce filled in."""
+
+    def respond(body: dict[str, Any]) -> Reply:
+        found = NONCE.search(json.dumps(body["messages"][0]))
+        return Reply(template.replace("{nonce}", found.group(1) if found else "none"))
+
+    return respond
+
+
+def _env(monkeypatch: pytest.MonkeyPatch, *servers: OpenAIServer) -> None:
+    for server in servers:
+        for key, value in server.environ().items():
+            monkeypatch.setenv(key, value)
+
+
+@pytest.mark.parametrize("case", JUDGE_CASES, ids=[c["file"] for c in JUDGE_CASES])
+def test_a_malformed_judge_answer_is_retried_then_abstains_explicitly(
+    case: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(CORPUS / "run", run)
+    template = (JUDGE_OUTPUTS / case["file"]).read_text(encoding="utf-8")
+    with OpenAIServer(responder=_answering(template)) as judge:
+        _env(monkeypatch, judge)
+        args = ["judge", "score", str(run), "--design", "concerningness", "--judge", judge.model_spec("judge"),
+                "--followups", str(FOLLOWUPS)]  # fmt: skip
+        result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "Traceback" not in result.output and "abstained" in result.output
+    assert len(judge.requests) == 1 + FOLLOWUPS  # asked, corrected once, then gave up
+    (scored,) = read_transcripts(run / "transcripts.scored-concerningness.jsonl")
+    entry = scored.scores["concerningness"]
+    assert entry["reward"] is None
+    assert case["expect"] in json.dumps(entry), entry
+
+
+def _faulty(respond: Responder, every: dict[int, Reply]) -> Responder:
+    """Inject `every[k]` as the answer to every k-th request (the smallest k that divides the count wins)."""
+    counter = itertools.count(1)
+    lock = threading.Lock()
+
+    def wrapped(body: dict[str, Any]) -> Reply:
+        with lock:
+            n = next(counter)
+        for k in sorted(every):
+            if n % k == 0:
+                return every[k]
+        return respond(body)
+
+    return wrapped
+
+
+@pytest.mark.slow
+def test_a_suite_run_under_faults_keeps_every_audit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    hostile = HostileText.load(tmp_path / "never")
+    faults = {
+        13: Reply(fault="rate_limit", retry_after_s=0.05),
+        17: Reply(fault="server_error"),
+        19: Reply(fault="disconnect"),
+        23: Reply(fault="malformed_json"),
+        29: Reply(fault="truncated_json"),
+    }
+    hang_once = {41: Reply(fault="hang")}
+    with (
+        OpenAIServer(responder=_faulty(hostile_auditor(hostile), faults)) as auditor,
+        OpenAIServer(responder=_faulty(hostile_target(hostile), {**faults, **hang_once})) as target,
+    ):
+        _env(monkeypatch, auditor, target)
+        run = tmp_path / "suite"
+        args = ["suite", "--auditor", auditor.model_spec("auditor"), "--target", target.model_spec("target"),
+                "--judge", "programmatic", "--rollouts", "1", "--seeds-per-behavior", "1", "--production-seeds", "1",
+                "--planted-turns", "7", "--benign-turns", "7", "--production-turns", "7", "--concurrency", "13",
+                "--max-retries", "3", "--timeout", "15", "--out", str(run)]  # fmt: skip
+        result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    assert "Traceback" not in result.output
+    transcripts = read_transcripts(run / TRANSCRIPTS)
+    assert len(transcripts) == 13, "an audit went missing"
+    failed = [t for t in transcripts if t.status == "error"]
+    assert all(t.error for t in failed)
+    assert result.exit_code == (1 if failed else 0), result.output
+    injected = sum(r.reply.fault is not None for r in [*auditor.requests, *target.requests])
+    assert injected >= 10 and len(failed) < len(transcripts)
+    assert any("timeout" in (t.error or "") for t in failed), "the hung request was not recorded as a failure"
+    print(f"faults injected: {injected}; audits failed: {len(failed)} of {len(transcripts)}: {[t.error for t in failed]}")
