@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +26,7 @@ from transformers import (
     TrainerState,
     TrainingArguments,
 )
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from auditrl.atomic import atomic_write_text
 from auditrl.scaffold.store import TRANSCRIPTS, append_transcript
@@ -36,6 +38,7 @@ STATE_FILE = "auditrl_state.json"
 CHECKPOINTS_DIR = "checkpoints"
 
 RolloutKey = tuple[int, int]
+_CHECKPOINT_NAME = re.compile(rf"{PREFIX_CHECKPOINT_DIR}-\d+")
 
 
 def rollout_key(t: Transcript) -> RolloutKey:
@@ -108,13 +111,33 @@ def rewind_monitors(run_dir: Path, step: int) -> None:
         atomic_write_text(path, "".join(line + "\n" for line in lines if json.loads(line)["step"] < step))
 
 
-def latest_checkpoint(run_dir: Path) -> Path | None:
-    """The newest `checkpoint-N` directory of a run, or None."""
+def _checkpoints(run_dir: Path) -> list[Path]:
+    """The run's `checkpoint-N` directories, oldest first."""
     folder = run_dir / CHECKPOINTS_DIR
     if not folder.is_dir():
-        return None
-    found = get_last_checkpoint(str(folder))
-    return Path(found) if found else None
+        return []
+    found = [p for p in folder.iterdir() if p.is_dir() and _CHECKPOINT_NAME.fullmatch(p.name)]
+    return sorted(found, key=lambda p: int(p.name.rsplit("-", 1)[1]))
+
+
+def is_complete(checkpoint: Path) -> bool:
+    """Whether a save finished: our state file is written last, after the Trainer's own files."""
+    return (checkpoint / STATE_FILE).is_file() and (checkpoint / "trainer_state.json").is_file()
+
+
+def latest_checkpoint(run_dir: Path) -> Path | None:
+    """The newest complete `checkpoint-N` directory of a run, or None (a save cut short by a crash is skipped)."""
+    complete = [p for p in _checkpoints(run_dir) if is_complete(p)]
+    return complete[-1] if complete else None
+
+
+def discard_incomplete_checkpoints(run_dir: Path) -> list[Path]:
+    """Remove checkpoints whose save was cut short: nothing in them can be resumed from, and the resumed
+    run saves the same step again. Returns what was removed."""
+    removed = [p for p in _checkpoints(run_dir) if not is_complete(p)]
+    for path in removed:
+        shutil.rmtree(path)
+    return removed
 
 
 def checkpoint_step(checkpoint: Path) -> int:

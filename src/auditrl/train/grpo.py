@@ -39,6 +39,7 @@ from auditrl.train.checkpoint import (
     RunStateCallback,
     TranscriptLog,
     checkpoint_step,
+    discard_incomplete_checkpoints,
     latest_checkpoint,
     rewind_monitors,
 )
@@ -167,8 +168,10 @@ def train_run(
     run_dir.mkdir(parents=True, exist_ok=True)
     checkpoint = latest_checkpoint(run_dir)
     state = distributed_state()
-    if state.is_main_process and checkpoint is not None:
-        step = checkpoint_step(checkpoint)
+    if state.is_main_process:
+        # a run killed before its first complete checkpoint restarts from step 0, so its logs rewind too
+        discard_incomplete_checkpoints(run_dir)
+        step = checkpoint_step(checkpoint) if checkpoint is not None else 0
         TranscriptLog(run_dir).rewind(step)
         rewind_monitors(run_dir, step)
     state.wait_for_everyone()
