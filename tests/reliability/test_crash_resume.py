@@ -1,7 +1,12 @@
-"""Training killed with SIGKILL (mid-step and mid-checkpoint-save), then resumed, loses and repeats nothing."""
+"""Training killed with SIGKILL (mid-step and mid-checkpoint-save), then resumed, loses and repeats nothing.
+
+AuditWorld, killed at seeded points between and inside its training runs, must end with the same results as an
+uninterrupted job with the same config; the LM trainer must store every rollout exactly once.
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -10,12 +15,14 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 from safetensors.torch import load_file
 from transformers import AutoTokenizer
 
+from auditrl.auditworld.checkpoints import CHECKPOINTS
 from auditrl.models.local import smollm2_source
 from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
 from auditrl.train.checkpoint import CHECKPOINTS_DIR, SUPERSEDED_FILE, is_complete, latest_checkpoint, rollout_key
@@ -28,6 +35,9 @@ LM_STEPS = 3
 LM_ROLLOUTS_PER_STEP = 4
 LM_REFRESH_STEPS = 2
 KILL_SEED = 12
+AUDITWORLD_CONFIG = HERE / "data" / "auditworld_tiny.yaml"
+AUDITWORLD_RUNS = 4  # designs x seeds in that config
+TIMING_KEYS = frozenset({"seconds", "runtime_seconds", "throughput_episodes_per_second"})
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +63,45 @@ def _kill_when(process: subprocess.Popen[bytes], ready: Callable[[], bool], log:
         time.sleep(0.02)
     process.send_signal(signal.SIGKILL)
     assert process.wait() == -signal.SIGKILL
+
+
+def _without_timings(value: Any) -> Any:
+    """A results.json value with wall-clock figures removed (they differ between any two runs)."""
+    if isinstance(value, dict):
+        return {k: _without_timings(v) for k, v in value.items() if k not in TIMING_KEYS}
+    if isinstance(value, list):
+        return [_without_timings(v) for v in value]
+    return value
+
+
+def _finished_runs(run: Path) -> int:
+    folder = run / CHECKPOINTS
+    return len(list(folder.glob("*.json"))) if folder.is_dir() else 0
+
+
+@pytest.mark.slow
+def test_auditworld_killed_twice_ends_with_the_uninterrupted_result(tmp_path: Path) -> None:
+    log = tmp_path / "child.log"
+    whole, killed = tmp_path / "whole", tmp_path / "killed"
+
+    def argv(out: Path) -> list[str]:
+        return ["-m", "auditrl.cli", "train", "--config", str(AUDITWORLD_CONFIG), "--out", str(out)]
+
+    assert _start(argv(whole), log).wait(timeout=900) == 0, log.read_text()[-3000:]
+    rng = random.Random(KILL_SEED)
+    first = rng.randint(1, AUDITWORLD_RUNS - 2)
+    _kill_when(_start(argv(killed), log), lambda: _finished_runs(killed) >= first, log)
+    second = rng.randint(first + 1, AUDITWORLD_RUNS - 1)
+    _kill_when(_start(argv(killed), log), lambda: _finished_runs(killed) >= second, log)
+    assert not (killed / "results.json").exists()
+    done_before = {p: p.stat().st_mtime_ns for p in (killed / CHECKPOINTS).glob("*.json")}
+    assert _start(argv(killed), log).wait(timeout=900) == 0, log.read_text()[-3000:]
+    assert {p: p.stat().st_mtime_ns for p in done_before} == done_before, "finished runs were trained again"
+
+    expected = json.loads((whole / "results.json").read_text(encoding="utf-8"))
+    resumed = json.loads((killed / "results.json").read_text(encoding="utf-8"))
+    assert _without_timings(resumed) == _without_timings(expected)
+    assert len(read_transcripts(killed / TRANSCRIPTS)) == len(read_transcripts(whole / TRANSCRIPTS))
 
 
 def _lines(path: Path) -> int:

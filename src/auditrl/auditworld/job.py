@@ -30,6 +30,7 @@ from rich.progress import (
 from auditrl.analysis.strategies import cluster_strategies
 from auditrl.analysis.summaries import strategy_summaries
 from auditrl.atomic import atomic_write_text
+from auditrl.auditworld.checkpoints import load_result, result_path, save_result
 from auditrl.auditworld.config import load_config
 from auditrl.auditworld.report import (
     INTERVALS,
@@ -93,7 +94,14 @@ def run_from_config(config_path: Path, out_dir: Path | None = None) -> Path:
                 def on_step(s: StepStats, task: Any = task) -> None:
                     progress.update(task, advance=1, info=f"reward {s.reward:.3f}")
 
-                trained[d.name].append(train(world, cfg.train_config(d, seed), cfg.judge, on_step))
+                checkpoint = result_path(run_dir, d.name, seed)
+                result = load_result(checkpoint, cfg.train_config(d, seed))
+                if result is None:
+                    result = train(world, cfg.train_config(d, seed), cfg.judge, on_step)
+                    save_result(checkpoint, result)
+                else:
+                    progress.update(task, completed=cfg.train.steps, info="resumed from its checkpoint")
+                trained[d.name].append(result)
     train_seconds = sum(r.seconds for rs in trained.values() for r in rs)
     train_episodes = sum(r.episodes for rs in trained.values() for r in rs)
 
