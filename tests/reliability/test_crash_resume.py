@@ -20,10 +20,8 @@ from typing import Any
 import pytest
 import torch
 from safetensors.torch import load_file
-from transformers import AutoTokenizer
 
 from auditrl.auditworld.checkpoints import CHECKPOINTS
-from auditrl.models.local import smollm2_source
 from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
 from auditrl.train.checkpoint import CHECKPOINTS_DIR, SUPERSEDED_FILE, is_complete, latest_checkpoint, rollout_key
 from auditrl.train.monitors import read_monitors
@@ -38,14 +36,6 @@ KILL_SEED = 12
 AUDITWORLD_CONFIG = HERE / "data" / "auditworld_tiny.yaml"
 AUDITWORLD_RUNS = 4  # designs x seeds in that config
 TIMING_KEYS = frozenset({"seconds", "runtime_seconds", "throughput_episodes_per_second"})
-
-
-@pytest.fixture(scope="module")
-def tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    source = smollm2_source()
-    folder = tmp_path_factory.mktemp("smollm2-tokenizer")
-    AutoTokenizer.from_pretrained(source.location, gguf_file=source.gguf_file).save_pretrained(folder)
-    return folder
 
 
 def _start(argv: list[str], log: Path) -> subprocess.Popen[bytes]:

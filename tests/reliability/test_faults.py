@@ -17,12 +17,16 @@ from typing import Any
 
 import pytest
 import yaml
+from crash_lm_child import crash_config  # also puts the trainer tests' fakes on the path
 from hostile_models import HostileText, hostile_auditor, hostile_target
+from train_fakes import LengthDesign, tiny_policy
 from typer.testing import CliRunner
 
 from auditrl.cli import app
+from auditrl.models.limits import CallLimits
 from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
 from auditrl.testing.openai_server import OpenAIServer, Reply, Responder
+from auditrl.train.grpo import train_run
 
 CORPUS = Path(__file__).parent / "bad_inputs"
 JUDGE_OUTPUTS = CORPUS / "judge_outputs"
@@ -116,3 +120,28 @@ def test_a_suite_run_under_faults_keeps_every_audit(tmp_path: Path, monkeypatch:
     assert injected >= 10 and len(failed) < len(transcripts)
     assert any("timeout" in (t.error or "") for t in failed), "the hung request was not recorded as a failure"
     print(f"faults injected: {injected}; audits failed: {len(failed)} of {len(transcripts)}: {[t.error for t in failed]}")
+
+
+@pytest.mark.slow
+def test_a_training_step_against_a_failing_target_keeps_every_rollout(
+    tokenizer_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    every_other = _faulty(lambda body: Reply("Glad to help with that."), {2: Reply(fault="server_error")})
+    with OpenAIServer(responder=every_other) as target:
+        _env(monkeypatch, target)
+        cfg = crash_config()
+        cfg = cfg.model_copy(
+            update={
+                "episodes": cfg.episodes.model_copy(
+                    update={"target_model": target.model_spec("target"), "target_calls": CallLimits(max_retries=0, timeout=20)}
+                ),
+                "trainer": cfg.trainer.model_copy(update={"max_steps": 1, "report_to": []}),
+            }
+        )
+        trainer = train_run(cfg, tmp_path / "run", design=LengthDesign(), policy=tiny_policy(tokenizer_dir), progress=False)
+    assert trainer.state.global_step == 1
+    stored = read_transcripts(tmp_path / "run" / TRANSCRIPTS)
+    assert len(stored) == cfg.data.group_size * cfg.data.groups_per_step, "the batch shrank"
+    failed = [t for t in stored if t.status == "error"]
+    assert failed and all("500" in (t.error or "") and t.scores["reward"] is None for t in failed)
+    assert all(t.scores["reward"] is not None for t in stored if t.status != "error")
