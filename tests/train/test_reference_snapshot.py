@@ -20,7 +20,7 @@ from auditrl.rewards.reference import ReferenceStore
 from auditrl.scaffold.transcript import Transcript
 from auditrl.train.grpo import build_trainer
 from auditrl.train.rollout import EpisodeRow
-from auditrl.train.snapshot import SNAPSHOTS_DIR
+from auditrl.train.snapshot import SNAPSHOTS_DIR, PolicySnapshot
 
 
 class LongerWins:
@@ -89,3 +89,21 @@ def test_reference_designs_score_nothing_without_a_reference() -> None:
     group: Sequence[Transcript] = [FakeEpisode(r, turns=1).transcript for r in rows_for(steps=1, groups=1)]
     records = asyncio.run(ReferencePairwise(judge, ReferenceStore()).score_group_detailed(group))
     assert [r.reward for r in records] == [None] and judge.pairs == []
+
+
+def test_a_resumed_run_finds_the_snapshot_in_force_at_its_step(tmp_path: Path) -> None:
+    """Snapshots are saved by the step they were taken at; a resume mid-period loads that one, never retakes it."""
+    model = torch.nn.Module()
+    model.lora_A = torch.nn.Parameter(torch.ones(2))
+    first = PolicySnapshot(tmp_path, refresh_every=3)
+    first.update(model, 3, save=True)
+    with torch.no_grad():
+        model.lora_A.fill_(5.0)  # trained on after the snapshot
+    resumed = PolicySnapshot(tmp_path, refresh_every=3)
+    resumed.update(model, 4, save=True)
+    assert resumed.step == 3 and resumed.weights["lora_A"].tolist() == [1.0, 1.0]
+    with resumed.swapped_in(model):
+        assert model.lora_A.tolist() == [1.0, 1.0]
+    assert model.lora_A.tolist() == [5.0, 5.0]
+    with pytest.raises(RuntimeError, match="step 6 is missing"):
+        PolicySnapshot(tmp_path, refresh_every=3).update(model, 7, save=True)
