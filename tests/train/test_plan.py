@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from auditrl.cli import app
 from auditrl.train.config import chat_template_text, load_config, read_kind
-from auditrl.train.plan import batch_layout, read_launch
+from auditrl.train.plan import batch_layout, read_launch, uses_snapshot
 from auditrl.train.rollout import ChatSegments
 
 runner = CliRunner()
@@ -36,6 +36,7 @@ def test_every_shipped_config_plans_for_its_launch(name: str) -> None:
     assert f"{launch.processes} process(es)" in out
     assert f"rollouts per rank        │ {layout.rollouts_per_rank} " in out
     assert "total (training)" in out and "GiB" in out  # the shape of every shipped policy is known
+    assert ("reference rollouts" in out) == uses_snapshot(cfg)
 
 
 def test_cpu_config_plans_for_two_cpu_processes() -> None:

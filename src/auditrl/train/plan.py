@@ -9,6 +9,7 @@ not to replace a measurement.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -200,6 +201,13 @@ def plan_table(cfg: GRPOLMConfig, launch: Launch) -> Table:
         generation = f"1 colocated vLLM call per turn over <= {per_rank} live rollouts (padded to the ranks' largest)"
     table.add_row("generation calls", f"{generation}; <= {ep.max_turns} turns")
     table.add_row("sampled tokens per step", f"<= {per_rank * sampled:,} ({per_rank} x min(turns x new tokens, cap))")
+    if uses_snapshot(cfg):
+        references = math.ceil(per_rank / cfg.data.group_size)
+        table.add_row(
+            "reference rollouts",
+            f"<= {references} per step (one per group starting on this rank, played by the frozen snapshot after "
+            f"the trained rollouts, not trained on): <= {references * sampled:,} more sampled tokens",
+        )
     table.add_row("sequence tokens per step", f"<= {per_rank * ep.max_completion_tokens:,} (+ prompts)")
     if t.use_vllm:
         table.add_row("IS correction", t.vllm_importance_sampling_mode)
@@ -220,11 +228,16 @@ def plan_table(cfg: GRPOLMConfig, launch: Launch) -> Table:
     return table
 
 
-def check_snapshot_launch(cfg: GRPOLMConfig, shards_weights: bool) -> None:
-    """Reference snapshots are swapped in place (auditrl.train.snapshot): every rank must hold the whole adapter."""
+def uses_snapshot(cfg: GRPOLMConfig) -> bool:
+    """Whether the design compares with references, which a frozen policy snapshot plays each step."""
     from auditrl.rewards.registry import design_spec
 
-    if shards_weights and design_spec(cfg.reward.design).references:
+    return design_spec(cfg.reward.design).references
+
+
+def check_snapshot_launch(cfg: GRPOLMConfig, shards_weights: bool) -> None:
+    """Reference snapshots are swapped in place (auditrl.train.snapshot): every rank must hold the whole adapter."""
+    if shards_weights and uses_snapshot(cfg):
         raise ValueError(
             f"{cfg.source}: reward.design {cfg.reward.design!r} plays reference rollouts with a frozen LoRA snapshot "
             "swapped into the policy, which needs every process to hold the whole adapter; launch with DDP or "
