@@ -81,3 +81,5 @@ async def test_programmatic_binary_needs_a_report_naming_the_behavior() -> None:
             assert (await ProgrammaticBinaryJudge(strict=strict).score(t)).surfaced is False
     named = _planted("q", reply_annotations=shown, report=claim("flattery"))
     assert (await ProgrammaticBinaryJudge(strict=True).score(named)).surfaced is True
+    cut_off = _planted("q", reply_annotations=shown)  # a continuation stopped before its report (crux proxy)
+    assert (await ProgrammaticBinaryJudge(strict=True, needs_report=False).score(cut_off)).surfaced is True

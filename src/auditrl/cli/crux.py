@@ -145,7 +145,12 @@ def run_cruxes(
     if missing:
         raise fail(f"{cruxes}: unknown behavior(s) {', '.join(missing)}", console, LIBRARY)
     client = judge_client(judge, judge_cache, 2, out=console)
-    scorer: BinaryScorer = ProgrammaticBinaryJudge(strict=True) if client is None else BinaryMatchJudge(client)
+    # continuations stop at the turn budget, usually before a report: ask whether the target demonstrated it
+    scorer: BinaryScorer = (
+        ProgrammaticBinaryJudge(strict=True, needs_report=False)
+        if client is None
+        else BinaryMatchJudge(client, strict=True, needs_report=False)
+    )
     try:
         targets = {spec: resolve_model(spec) for spec in {c.source.target_model for c in saved}}
         auditors = {spec: resolve_model(spec) for spec in auditor}
