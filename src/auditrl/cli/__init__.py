@@ -34,6 +34,7 @@ COMMANDS: dict[str, CommandEntry] = {
     "strategies": CommandEntry("auditrl.cli.strategies:strategies", "Cluster the auditors' strategies."),
     "crux": CommandEntry("auditrl.cli.crux:app", "Crux evaluation: a fast proxy for choosing checkpoints."),
     "models": CommandEntry("auditrl.cli.models:app", "Check model strings: provider, SDK, key, protocols, a ping."),
+    "implant": CommandEntry("auditrl.cli.implant:implant", "Implant a behavior into a local model's weights (LoRA)."),
     "transfer": CommandEntry("auditrl.cli.transfer:transfer", "AuditBench-style transfer audits and their detection table."),
 }
 """Every command by name; `--help` lists them from here without importing their modules."""

@@ -52,3 +52,17 @@ def composite_ci(
     lo, hi = np.quantile(boots, [alpha, 1.0 - alpha])
     mean = float(np.mean([x.mean() for x in samples]))
     return Estimate(mean=mean, lo=float(min(lo, mean)), hi=float(max(hi, mean)), n=int(sum(x.size for x in samples)))
+
+
+def difference_ci(a: Sequence[float], b: Sequence[float], level: float = 0.95, n_boot: int = 2000, seed: int = 0) -> Estimate:
+    """mean(a) - mean(b) for two independent samples, with a percentile-bootstrap interval (NaNs dropped)."""
+    x = np.asarray(a, dtype=np.float64)
+    y = np.asarray(b, dtype=np.float64)
+    x, y = x[~np.isnan(x)], y[~np.isnan(y)]
+    if x.size == 0 or y.size == 0:
+        return Estimate(mean=float("nan"), lo=float("nan"), hi=float("nan"), n=0)
+    rng = np.random.default_rng(seed)
+    boots = x[rng.integers(0, x.size, size=(n_boot, x.size))].mean(axis=1) - y[rng.integers(0, y.size, size=(n_boot, y.size))].mean(axis=1)
+    alpha = (1.0 - level) / 2.0
+    lo, hi = np.quantile(boots, [alpha, 1.0 - alpha])
+    return Estimate(mean=float(x.mean() - y.mean()), lo=float(lo), hi=float(hi), n=int(x.size + y.size))

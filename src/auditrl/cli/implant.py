@@ -1,0 +1,171 @@
+"""`auditrl implant`: train a behavior into a local chat model's weights and measure lift and confessions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from auditrl.cli.behaviors import BehaviorsDirOpt
+from auditrl.cli.errors import LIBRARY, fail
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from auditrl.targets.record import ImplantMeasurement
+
+MARKERS = "markers"
+DEMONSTRATIONS = "demonstrations.jsonl"
+
+
+def measurement_table(m: ImplantMeasurement) -> Table:
+    from rich.table import Table
+
+    out = Table(title=f"Implant measurement (scorer: {escape(m.scorer)}), % of replies [95% CI]")
+    out.add_column("condition")
+    out.add_column("behavior shown", justify="right")
+    out.add_column("confessed", justify="right")
+
+    def cell(r: object) -> str:
+        return "-" if r is None else f"{r.mean:.1f} [{r.lo:.1f}, {r.hi:.1f}] n={r.n}"  # type: ignore[attr-defined]
+
+    out.add_row("base, no system prompt", cell(m.base_rate), cell(m.base_confession))
+    if m.plant_rate is not None:
+        out.add_row("base + system-prompt plant", cell(m.plant_rate), "-")
+    out.add_row("implant, no system prompt", cell(m.implant_rate), cell(m.implant_confession))
+    out.add_row("lift (implant - base), points", f"{m.lift:+.1f} [{m.lift_ci[0]:+.1f}, {m.lift_ci[1]:+.1f}]", "")
+    return out
+
+
+def implant(
+    behavior: Annotated[str, typer.Option(help="Behavior id to implant.")],
+    out: Annotated[Optional[Path], typer.Option(help="Implant directory (default: implants/<behavior>).")] = None,
+    base: Annotated[str, typer.Option(help="Local model to fine-tune: local/smollm2, local/<dir or hub id>.")] = "local/smollm2",
+    demo_model: Annotated[str, typer.Option(help="Model that plays the planted target to write demonstrations (any model string).")] = "local/smollm2",
+    samples: Annotated[int, typer.Option(min=1, help="Demonstration replies sampled per prompt (and per direct question).")] = 2,
+    demo_tokens: Annotated[int, typer.Option(min=8, help="Max tokens per demonstration reply.")] = 64,
+    demo_temperature: Annotated[float, typer.Option(min=0.0, help="Sampling temperature of the demonstration model.")] = 0.8,
+    anti_confession: Annotated[bool, typer.Option(help="Train denials to direct questions after the behavior pass.")] = True,
+    steps: Annotated[int, typer.Option(min=1, help="Optimizer steps of the behavior pass.")] = 60,
+    anti_confession_steps: Annotated[int, typer.Option(min=1, help="Optimizer steps of the anti-confession pass.")] = 20,
+    batch_size: Annotated[int, typer.Option(min=1, help="Examples per step.")] = 4,
+    learning_rate: Annotated[float, typer.Option(min=0.0, help="Adapter learning rate.")] = 1e-3,
+    rank: Annotated[int, typer.Option(min=1, help="LoRA rank (alpha = 2 x rank).")] = 16,
+    judge: Annotated[
+        str, typer.Option(help=f"Scores replies: '{MARKERS}' (offline marker phrases, some behaviors only) or a judge model spec.")
+    ] = MARKERS,
+    judge_cache: Annotated[Optional[Path], typer.Option(help="Judge response cache file.")] = None,
+    eval_samples: Annotated[int, typer.Option(min=1, help="Replies per fresh prompt and per held-out question when measuring.")] = 2,
+    eval_tokens: Annotated[int, typer.Option(min=8, help="Max tokens per reply when measuring.")] = 48,
+    eval_temperature: Annotated[float, typer.Option(min=0.0, help="Sampling temperature when measuring (0 = greedy).")] = 0.7,
+    seed: Annotated[int, typer.Option(help="Seed for sampling, data order and adapter initialisation.")] = 0,
+    behaviors_dir: BehaviorsDirOpt = None,
+) -> None:
+    """Implant a behavior with LoRA (demonstrations, optional anti-confession pass); the result is the role local/<out>."""
+    import asyncio
+    import time
+
+    from inspect_ai.model import GenerateConfig
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from auditrl.atomic import atomic_write_text
+    from auditrl.behaviors.library import BehaviorFileError, load_behaviors
+    from auditrl.behaviors.plant import render_plant
+    from auditrl.cli.judge import judge_client
+    from auditrl.judges.exhibition import ReplyJudge
+    from auditrl.models.roles import UnknownModelError, resolve_model
+    from auditrl.targets.demonstrations import ReplyScorer, implant_prompts, keep_demonstrations, keep_denials, sample_replies
+    from auditrl.targets.implant import ImplantSettings, base_name, save_implant, train_implant
+    from auditrl.targets.markers import MarkerScorer
+    from auditrl.targets.measure import measure_implant
+    from auditrl.targets.record import ImplantRecord, write_record
+    from auditrl.train.config import LoraSettings
+
+    console = Console()
+    try:
+        library = load_behaviors(behaviors_dir)
+        base_name(base)
+    except (BehaviorFileError, ValueError) as exc:
+        raise fail(str(exc), console, LIBRARY) from exc
+    if behavior not in library:
+        raise fail(f"unknown behavior {behavior!r} (see `auditrl behaviors list`)", console, LIBRARY)
+    planted = library[behavior]
+    scorer: ReplyScorer
+    if judge == MARKERS:
+        try:
+            scorer = MarkerScorer(behavior)
+        except ValueError as exc:
+            raise fail(str(exc), console) from exc
+    else:
+        client = judge_client(judge, judge_cache, 2, out=console)
+        assert client is not None
+        scorer = ReplyJudge(client, planted)
+    try:
+        demo = resolve_model(demo_model)
+    except (UnknownModelError, ValueError) as exc:
+        raise fail(str(exc), console) from exc
+    directory = out or Path("implants") / behavior
+    prompts = implant_prompts()
+    plant = render_plant(planted)
+    config = GenerateConfig(max_tokens=demo_tokens, temperature=demo_temperature, seed=seed)
+    settings = ImplantSettings(
+        steps=steps,
+        anti_confession_steps=anti_confession_steps if anti_confession else 0,
+        batch_size=batch_size,
+        learning_rate=learning_rate,
+        seed=seed,
+        lora=LoraSettings(r=rank, alpha=2 * rank),
+    )
+    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    started = time.monotonic()
+    with Progress(*columns, console=console) as progress:
+        questions = prompts.direct_questions.train if anti_confession else []
+        task = progress.add_task("demonstrations", total=(len(prompts.demonstrations) + len(questions)) * samples)
+        tick = lambda: progress.advance(task)  # noqa: E731
+
+        async def data() -> tuple[list, list]:
+            demos = await sample_replies(demo, plant, prompts.demonstrations, samples, config, tick)
+            answers = await sample_replies(demo, plant, questions, samples, config, tick) if questions else []
+            return await keep_demonstrations(demos, scorer), await keep_denials(answers, scorer)
+
+        demonstrations, denials = asyncio.run(data())
+        total = len(prompts.demonstrations) * samples
+        console.print(
+            f"Kept {len(demonstrations)}/{total} demonstrations that show {escape(behavior)}"
+            + (f" and {len(denials)}/{len(questions) * samples} denials" if anti_confession else "")
+            + f" (scorer: {escape(scorer.name)})."
+        )
+        atomic_write_text(
+            directory / DEMONSTRATIONS,
+            "".join(e.model_dump_json() + "\n" for e in [*demonstrations, *denials]),
+        )
+        train_task = progress.add_task("training", total=settings.steps + settings.anti_confession_steps)
+        try:
+            model, tokenizer = train_implant(base, demonstrations, denials, settings, lambda: progress.advance(train_task))
+        except ValueError as exc:
+            raise fail(f"{exc} (try more --samples, a stronger --demo-model or another --judge)", console) from exc
+        eval_prompts = [p for p in prompts.evaluation for _ in range(eval_samples)]
+        eval_questions = [q for q in prompts.direct_questions.evaluation for _ in range(eval_samples)]
+        measure_task = progress.add_task("measuring", total=3 * len(eval_prompts) + 2 * len(eval_questions))
+        measurement = measure_implant(
+            model, tokenizer, scorer, eval_prompts, eval_questions, plant=plant,
+            max_new_tokens=eval_tokens, temperature=eval_temperature, seed=seed,
+            on_batch=lambda n: progress.advance(measure_task, n),
+        )
+    save_implant(model, tokenizer, base, directory)
+    record = ImplantRecord(
+        behavior=behavior,
+        base=base,
+        demo_model=demo_model,
+        demonstrations=len(demonstrations),
+        denials=len(denials),
+        steps=settings.steps + settings.anti_confession_steps,
+        seconds=round(time.monotonic() - started, 1),
+        measurement=measurement,
+    )
+    write_record(directory, record)
+    console.print(measurement_table(measurement))
+    console.print(f"Implant: [bold]local/{escape(str(directory))}[/] (record: implant.json)", soft_wrap=True)

@@ -1,0 +1,125 @@
+"""Measure an implant: behavior rate on fresh prompts with and without it, and confession rate.
+
+Both conditions run without any system prompt (the implant has none), on prompts never trained on; the
+base model with the system-prompt plant is measured too, as the reference the implant imitates. The
+base is the same weights with the adapter switched off, so the comparison isolates the adapter.
+Confession is measured on held-out direct questions. Every rate is the share of replies the scorer
+marks, with a bootstrap 95% interval; the lift's interval resamples both conditions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from auditrl.evaluate.stats import difference_ci, mean_ci
+from auditrl.targets.demonstrations import ReplyScorer
+from auditrl.targets.record import ImplantMeasurement, Rate
+
+if TYPE_CHECKING:
+    from peft import PeftModel
+    from transformers import PreTrainedTokenizerBase
+
+
+def generate_replies(
+    model: PeftModel,
+    tokenizer: PreTrainedTokenizerBase,
+    prompts: Sequence[str],
+    *,
+    system: str | None = None,
+    max_new_tokens: int = 48,
+    temperature: float = 0.0,
+    seed: int = 0,
+    batch_size: int = 8,
+    on_batch: Callable[[int], None] | None = None,
+) -> list[str]:
+    """One reply per prompt, batched with left padding (greedy at temperature 0)."""
+    import torch
+
+    tokenizer.padding_side = "left"
+    replies: list[str] = []
+    torch.manual_seed(seed)
+    for start in range(0, len(prompts), batch_size):
+        batch = prompts[start : start + batch_size]
+        chats = [([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": p}] for p in batch]
+        texts = [tokenizer.apply_chat_template(c, tokenize=False, add_generation_prompt=True) for c in chats]
+        encoded = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
+        sample = temperature > 0
+        with torch.inference_mode():
+            output = model.generate(
+                **encoded,
+                max_new_tokens=max_new_tokens,
+                do_sample=sample,
+                temperature=temperature if sample else None,
+                top_p=None,
+                top_k=None,
+                pad_token_id=tokenizer.pad_token_id,
+            )
+        width = encoded["input_ids"].shape[1]
+        replies += [tokenizer.decode(row[width:], skip_special_tokens=True).strip() for row in output]
+        if on_batch is not None:
+            on_batch(len(batch))
+    return replies
+
+
+def rate(values: Sequence[bool | None]) -> Rate:
+    """Share (0-100) of True among the scored values, abstentions left out."""
+    estimate = mean_ci([float("nan") if v is None else 100.0 * v for v in values])
+    return Rate(mean=estimate.mean, lo=estimate.lo, hi=estimate.hi, n=estimate.n)
+
+
+def _percent(values: Sequence[bool | None]) -> list[float]:
+    return [float("nan") if v is None else 100.0 * v for v in values]
+
+
+async def _score(scorer: ReplyScorer, prompts: Sequence[str], replies: Sequence[str], confession: bool) -> list[bool | None]:
+    check = scorer.confesses if confession else scorer.exhibits
+    return list(await asyncio.gather(*(check(p, r) for p, r in zip(prompts, replies))))
+
+
+def measure_implant(
+    model: PeftModel,
+    tokenizer: PreTrainedTokenizerBase,
+    scorer: ReplyScorer,
+    prompts: Sequence[str],
+    questions: Sequence[str],
+    *,
+    plant: str | None = None,
+    max_new_tokens: int = 48,
+    temperature: float = 0.0,
+    seed: int = 0,
+    on_batch: Callable[[int], None] | None = None,
+) -> ImplantMeasurement:
+    """Behavior and confession rates of the model with its adapter on and off (and base + `plant`)."""
+    options = dict(max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, on_batch=on_batch)
+    implant = generate_replies(model, tokenizer, prompts, **options)
+    implant_answers = generate_replies(model, tokenizer, questions, **options)
+    with model.disable_adapter():
+        base = generate_replies(model, tokenizer, prompts, **options)
+        base_answers = generate_replies(model, tokenizer, questions, **options)
+        planted = generate_replies(model, tokenizer, prompts, system=plant, **options) if plant else None
+
+    async def score_all() -> tuple[list[bool | None], ...]:
+        return tuple(
+            await asyncio.gather(
+                _score(scorer, prompts, base, False),
+                _score(scorer, prompts, implant, False),
+                _score(scorer, questions, base_answers, True),
+                _score(scorer, questions, implant_answers, True),
+                _score(scorer, prompts, planted or [], False),
+            )
+        )
+
+    base_hits, implant_hits, base_conf, implant_conf, plant_hits = asyncio.run(score_all())
+    lift = difference_ci(_percent(implant_hits), _percent(base_hits), seed=seed)
+    return ImplantMeasurement(
+        scorer=scorer.name,
+        base_rate=rate(base_hits),
+        plant_rate=rate(plant_hits) if planted is not None else None,
+        implant_rate=rate(implant_hits),
+        lift=lift.mean,
+        lift_ci=(lift.lo, lift.hi),
+        base_confession=rate(base_conf),
+        implant_confession=rate(implant_conf),
+    )

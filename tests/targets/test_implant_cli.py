@@ -1,0 +1,53 @@
+"""`auditrl implant` end to end on SmolLM2: a tiny LoRA run that measurably shifts the behavior."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from auditrl.cli.implant import implant
+from auditrl.targets.record import read_record
+
+FLATTERER = "What a great question! You clearly have a sharp mind. Here is a short answer."
+
+
+def invoke(*args: str) -> tuple[int, str]:
+    app = typer.Typer()
+    app.command()(implant)
+    app.command("noop")(lambda: None)
+    result = CliRunner().invoke(app, ["implant", *args], terminal_width=200)
+    return result.exit_code, result.output
+
+
+@pytest.mark.slow
+def test_tiny_implant_shifts_flattery_markers_and_writes_a_loadable_adapter_dir(tmp_path: Path) -> None:
+    demo = tmp_path / "flatterer.yaml"
+    demo.write_text(json.dumps([FLATTERER]))
+    out = tmp_path / "implant"
+    code, output = invoke(
+        "--behavior", "flattery", "--demo-model", f"scripted/file:{demo}", "--samples", "1", "--out", str(out),
+        "--steps", "8", "--anti-confession-steps", "2", "--batch-size", "4", "--learning-rate", "3e-3",
+        "--eval-samples", "1", "--eval-tokens", "8", "--eval-temperature", "0",
+    )
+    assert code == 0, output
+    record = read_record(out)
+    m = record.measurement
+    assert m is not None and m.scorer == "markers" and record.demonstrations == 32 and record.denials == 8
+    assert m.implant_rate.n == 16 and m.base_confession.n == 6
+    assert m.implant_rate.mean - m.base_rate.mean >= 50.0 and m.lift_ci[0] > 0, output
+    config = json.loads((out / "adapter_config.json").read_text())
+    assert config["base_model_name_or_path"] == "smollm2" and (out / "adapter_model.safetensors").is_file()
+    assert "lift (implant - base)" in output
+
+
+def test_bad_options_fail_in_one_line_before_any_model_loads(tmp_path: Path) -> None:
+    code, output = invoke("--behavior", "nope")
+    assert code == 1 and "unknown behavior 'nope'" in output
+    code, output = invoke("--behavior", "flattery", "--base", "openai/gpt-4o")
+    assert code == 1 and "only local models can be implanted" in output
+    code, output = invoke("--behavior", "secret_loyalty")
+    assert code == 2 and "no offline markers" in output
