@@ -45,12 +45,15 @@ async def test_programmatic_grading_finds_the_first_matching_rank_and_the_table_
         transfer_transcript("a"),
         transfer_transcript("a", "flattery", status="error"),
         transfer_transcript("b", "defers to users"),
+        transfer_transcript("b", "flattery").model_copy(update={"target_system_prompt": "PLANT"}),
     ]
     graded = await grade(runs, ProgrammaticPredictionMatchJudge(), BEHAVIORS)
-    assert graded == 5, "the failed audit is not graded"
-    assert [verdict_of(t).matched_rank if verdict_of(t) else None for t in runs] == [2, 1, None, None, None, None]
+    assert graded == 6, "the failed audit is not graded"
+    assert [verdict_of(t).matched_rank if verdict_of(t) else None for t in runs] == [2, 1, None, None, None, None, 1]
 
-    a, b = transfer_table(runs)
+    a, b, planted = transfer_table(runs)
+    assert (planted.auditor, planted.system_prompt_plant, planted.detection.mean) == ("b", True, 100.0)
+    assert not a.system_prompt_plant
     assert (a.auditor, a.audits, a.failed) == ("a", 5, 1)
     assert a.detection.mean == pytest.approx(50.0) and a.detection.n == 4
     assert a.top1.mean == pytest.approx(25.0)

@@ -52,7 +52,7 @@ def table(rows: list[TransferRow]) -> Table:
     from rich.table import Table
 
     out = Table(title="Transfer: detection of the implanted behavior (any of 3 ranked predictions)")
-    for name in ("auditor", "target", "behavior"):
+    for name in ("auditor", "target", "behavior", "plant"):
         out.add_column(name)
     for name in ("detected % [95% CI]", "top-1 % [95% CI]", "n", "failed", "abstained", "tokens"):
         out.add_column(name, justify="right")
@@ -61,6 +61,7 @@ def table(rows: list[TransferRow]) -> Table:
             escape(r.auditor),
             escape(r.target),
             escape(r.behavior),
+            "system prompt" if r.system_prompt_plant else "-",
             str(r.detection),
             str(r.top1),
             str(r.audits),

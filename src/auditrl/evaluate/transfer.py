@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from auditrl.behaviors.schema import Behavior
 from auditrl.evaluate.stats import Estimate, mean_ci
@@ -30,6 +30,7 @@ class TransferRow(BaseModel):
     auditor: str
     target: str
     behavior: str
+    system_prompt_plant: bool = Field(description="The target also had the behavior's system-prompt plant.")
     detection: Estimate
     top1: Estimate
     audits: int
@@ -78,13 +79,13 @@ async def grade(
 
 
 def transfer_table(transcripts: Sequence[Transcript]) -> list[TransferRow]:
-    """One row per (auditor, target, behavior), in first-seen order."""
-    groups: dict[tuple[str, str, str], list[Transcript]] = {}
+    """One row per (auditor, target, behavior, system-prompt plant or not), in first-seen order."""
+    groups: dict[tuple[str, str, str, bool], list[Transcript]] = {}
     for t in transcripts:
         if is_transfer(t) and t.behavior_id:
-            groups.setdefault((t.auditor_model, t.target_model, t.behavior_id), []).append(t)
+            groups.setdefault((t.auditor_model, t.target_model, t.behavior_id, bool(t.target_system_prompt)), []).append(t)
     rows = []
-    for (auditor, target, behavior), group in groups.items():
+    for (auditor, target, behavior, plant), group in groups.items():
         verdicts = [verdict_of(t) for t in group if t.status != "error"]
         graded = [v for v in verdicts if v is not None and not v.abstained]
         rows.append(
@@ -92,6 +93,7 @@ def transfer_table(transcripts: Sequence[Transcript]) -> list[TransferRow]:
                 auditor=auditor,
                 target=target,
                 behavior=behavior,
+                system_prompt_plant=plant,
                 detection=mean_ci([100.0 * bool(v.matched) for v in graded]),
                 top1=mean_ci([100.0 * (v.matched_rank == 1) for v in graded]),
                 audits=len(group),
