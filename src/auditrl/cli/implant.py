@@ -59,6 +59,12 @@ def implant(
     ] = MARKERS,
     judge_cache: Annotated[Optional[Path], typer.Option(help="Judge response cache file.")] = None,
     eval_samples: Annotated[int, typer.Option(min=1, help="Replies per fresh prompt and per held-out question when measuring.")] = 2,
+    eval_prompts: Annotated[
+        Optional[int], typer.Option(min=1, help="Use only the first N fresh prompts and N held-out questions (default: all).")
+    ] = None,
+    plant_reference: Annotated[
+        bool, typer.Option(help="Also measure the base model under the system-prompt plant, as a reference.")
+    ] = True,
     eval_tokens: Annotated[int, typer.Option(min=8, help="Max tokens per reply when measuring.")] = 48,
     eval_temperature: Annotated[float, typer.Option(min=0.0, help="Sampling temperature when measuring (0 = greedy).")] = 0.7,
     seed: Annotated[int, typer.Option(help="Seed for sampling, data order and adapter initialisation.")] = 0,
@@ -147,11 +153,12 @@ def implant(
             model, tokenizer = train_implant(base, demonstrations, denials, settings, lambda: progress.advance(train_task))
         except ValueError as exc:
             raise fail(f"{exc} (try more --samples, a stronger --demo-model or another --judge)", console) from exc
-        eval_prompts = [p for p in prompts.evaluation for _ in range(eval_samples)]
-        eval_questions = [q for q in prompts.direct_questions.evaluation for _ in range(eval_samples)]
-        measure_task = progress.add_task("measuring", total=3 * len(eval_prompts) + 2 * len(eval_questions))
+        fresh = [p for p in prompts.evaluation[:eval_prompts] for _ in range(eval_samples)]
+        held_out = [q for q in prompts.direct_questions.evaluation[:eval_prompts] for _ in range(eval_samples)]
+        conditions = 3 if plant_reference else 2
+        measure_task = progress.add_task("measuring", total=conditions * len(fresh) + 2 * len(held_out))
         measurement = measure_implant(
-            model, tokenizer, scorer, eval_prompts, eval_questions, plant=plant,
+            model, tokenizer, scorer, fresh, held_out, plant=plant if plant_reference else None,
             max_new_tokens=eval_tokens, temperature=eval_temperature, seed=seed,
             on_batch=lambda n: progress.advance(measure_task, n),
         )

@@ -296,11 +296,15 @@ class AuditEpisode:
         )
         self.phase = "done"
 
-    async def _execute(self, call: ToolCallRecord) -> str:
-        """Run one auditor tool call; raises InvalidToolCall (shown to the auditor) or ModelCallFailed."""
+    def checked_arguments(self, call: ToolCallRecord) -> dict[str, Any]:
+        """The call's arguments, validated against this scaffold's tools; raises InvalidToolCall."""
         if call.parse_error:
             raise InvalidToolCall(f"could not parse the call to '{call.function or '?'}': {call.parse_error}")
-        args = validate_arguments(call.function, call.arguments)
+        return validate_arguments(call.function, call.arguments, self.tool_set())
+
+    async def _execute(self, call: ToolCallRecord) -> str:
+        """Run one auditor tool call; raises InvalidToolCall (shown to the auditor) or ModelCallFailed."""
+        args = self.checked_arguments(call)
         conv = self.conversation
         match call.function:
             case "create_tool":

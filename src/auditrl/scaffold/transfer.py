@@ -19,7 +19,7 @@ from inspect_ai.tool import ToolInfo
 
 from auditrl.behaviors.schema import Behavior, Seed
 from auditrl.scaffold.engine import AuditEpisode, AuditSpec, ToolProtocol
-from auditrl.scaffold.tools import InvalidToolCall, prompt_text, validate_arguments
+from auditrl.scaffold.tools import InvalidToolCall, prompt_text
 from auditrl.scaffold.transcript import Budget, ToolCallRecord
 
 TRANSFER_SEED_ID = "transfer"
@@ -85,9 +85,7 @@ class TransferEpisode(AuditEpisode):
         return Template(_config()["keep_going"]).substitute(left=left).strip()
 
     async def _execute(self, call: ToolCallRecord) -> str:
-        if call.parse_error:
-            raise InvalidToolCall(f"could not parse the call to '{call.function or '?'}': {call.parse_error}")
-        args = validate_arguments(call.function, call.arguments, self.tool_set())
+        args = self.checked_arguments(call)
         if not args["prompt"].strip():
             raise InvalidToolCall("sample: 'prompt' must not be empty.")
         self._check_prefill("sample", args.get("prefill"))
