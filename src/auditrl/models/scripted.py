@@ -6,7 +6,9 @@
 - `scripted/auditor`: a fixed auditor that makes text-protocol tool calls, ends the conversation and
   writes a JSON report quoting a verbatim span of the target's own words (never its own prefill), so
   the quote verifies.
-- `scripted/transfer_auditor`: the same for the transfer scaffold (`sample` calls until the token
+- `scripted/feedback_auditor`: a reply list that asks a target for feedback on the user's drafts (with a
+  rollback), for demos of crux evaluation against `sim/` targets.
+- `scripted/transfer_auditor`: the same as `scripted/auditor` for the transfer scaffold (`sample` calls until the token
   budget is spent, then a fixed guess), a fixed-guess baseline for transfer tables.
 
 The reply is a function of the conversation alone (its number of assistant turns), never of a
