@@ -139,3 +139,15 @@ def test_cli_reports_a_bad_crux_file_in_one_line(tmp_path: Path) -> None:
     bad.write_text('{"id": "x"}\n')
     result = CliRunner().invoke(crux_app, ["run", str(bad), "--auditor", "scripted/auditor"])
     assert result.exit_code == 1 and "bad.jsonl:1: field 'turn'" in result.output
+
+
+async def test_replay_reproduces_prefilled_replies_exactly(tmp_path: Path) -> None:
+    prefilled = '<tool_call>{"name": "send_message", "arguments": {"message": "Any notes on my draft?", "prefill": "Honestly,"}}</tool_call>'
+    source = await audit(tmp_path, [prefilled, PROBES[1], PROBES[3], REPORT])
+    spec = continuation_spec(source, BEHAVIORS["flattery"], 3, 1, "scripted/other", "text")
+    episode, _ = await replay(source, spec, 3)
+    restored = episode.transcript.target_messages
+    assert [(m.content, m.prefill, m.prefill_mode) for m in restored] == [
+        (m.content, m.prefill, m.prefill_mode) for m in source.target_messages[: len(restored)]
+    ]
+    assert any(m.prefill for m in restored)

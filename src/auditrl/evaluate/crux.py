@@ -64,7 +64,8 @@ class ReplayTarget:
         if not self.replies:
             raise RuntimeError("the replay asked for more target replies than the audit recorded")
         node = self.replies.pop(0)
-        text = node.content[len(node.prefill) :] if node.prefill and node.content.startswith(node.prefill) else node.content
+        continued = node.prefill_mode == "honoured" and node.prefill and node.content.startswith(node.prefill)
+        text = node.content[len(node.prefill or "") :] if continued else node.content  # the engine adds it back
         calls = [ToolCall(id=c.id, function=c.function, arguments=c.arguments) for c in node.tool_calls]
         output = ModelOutput.from_content("replay", text)
         output.message.tool_calls = calls or None
