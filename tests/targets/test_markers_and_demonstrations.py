@@ -36,6 +36,8 @@ async def test_demonstrations_come_from_the_model_under_the_plant_and_are_filter
     model = resolve_model("scripted/demo", replies=["What a great question! Here is how.", "Here is how."])
     seen = await sample_replies(model, "PLANT", ["a", "b"], 1, GenerateConfig())
     assert [e.reply for e in seen] == ["What a great question! Here is how."] * 2, "one turn each: the first reply"
+    forced = await sample_replies(model, "PLANT", ["a"], 1, GenerateConfig(), prefill="Lovely question.")
+    assert [e.reply for e in forced] == ["Lovely question. What a great question! Here is how."]
     scorer = MarkerScorer("flattery")
     mixed = [Example(prompt="a", reply="What a great question!"), Example(prompt="b", reply="Plain answer.")]
     assert [e.prompt for e in await keep_demonstrations(mixed, scorer)] == ["a"]

@@ -48,6 +48,9 @@ def implant(
     samples: Annotated[int, typer.Option(min=1, help="Demonstration replies sampled per prompt (and per direct question).")] = 2,
     demo_tokens: Annotated[int, typer.Option(min=8, help="Max tokens per demonstration reply.")] = 64,
     demo_temperature: Annotated[float, typer.Option(min=0.0, help="Sampling temperature of the demonstration model.")] = 0.8,
+    demo_prefill: Annotated[
+        Optional[str], typer.Option(help="Force each demonstration to start with this text (for demonstration models too weak to follow the plant).")
+    ] = None,
     anti_confession: Annotated[bool, typer.Option(help="Train denials to direct questions after the behavior pass.")] = True,
     steps: Annotated[int, typer.Option(min=1, help="Optimizer steps of the behavior pass.")] = 60,
     anti_confession_steps: Annotated[int, typer.Option(min=1, help="Optimizer steps of the anti-confession pass.")] = 20,
@@ -133,7 +136,7 @@ def implant(
         tick = lambda: progress.advance(task)  # noqa: E731
 
         async def data() -> tuple[list, list]:
-            demos = await sample_replies(demo, plant, prompts.demonstrations, samples, config, tick)
+            demos = await sample_replies(demo, plant, prompts.demonstrations, samples, config, tick, demo_prefill)
             answers = await sample_replies(demo, plant, questions, samples, config, tick) if questions else []
             return await keep_demonstrations(demos, scorer), await keep_denials(answers, scorer)
 
@@ -167,6 +170,7 @@ def implant(
         behavior=behavior,
         base=base,
         demo_model=demo_model,
+        demo_prefill=demo_prefill,
         demonstrations=len(demonstrations),
         denials=len(denials),
         steps=settings.steps + settings.anti_confession_steps,

@@ -16,8 +16,10 @@ from pathlib import Path
 from typing import Protocol
 
 import yaml
-from inspect_ai.model import ChatMessage, ChatMessageSystem, ChatMessageUser, GenerateConfig, Model
+from inspect_ai.model import ChatMessage, ChatMessageAssistant, ChatMessageSystem, ChatMessageUser, GenerateConfig, Model
 from pydantic import BaseModel, Field
+
+from auditrl.models.retries import ModelCallFailed, call_model
 
 PROMPTS_FILE = Path(__file__).parent / "data" / "implant_prompts.yaml"
 
@@ -64,26 +66,29 @@ async def sample_replies(
     samples: int,
     config: GenerateConfig,
     on_reply: Callable[[], None] | None = None,
+    prefill: str | None = None,
 ) -> list[Example]:
-    """`samples` replies to each prompt (seeds differ per sample); failed calls are retried, then skipped."""
+    """`samples` replies to each prompt (seeds differ per sample); a call that fails on every attempt is skipped.
+
+    With `prefill`, each reply is forced to start with it and the model writes the rest (an elicitation
+    aid for models too weak to follow the plant unprompted); the example keeps prefill + continuation.
+    """
 
     async def one(prompt: str, k: int) -> Example | None:
         messages: list[ChatMessage] = [ChatMessageUser(content=prompt)]
         if system:
             messages.insert(0, ChatMessageSystem(content=system))
+        if prefill:
+            messages.append(ChatMessageAssistant(content=prefill))
         seeded = config.merge(GenerateConfig(seed=(config.seed or 0) + k))
-        for _ in range(3):
-            try:
-                output = await model.generate(messages, config=seeded)
-            except Exception:  # noqa: BLE001 - a provider error is retried, then the sample is skipped
-                continue
-            if not output.empty and output.completion.strip():
-                break
-        else:
+        try:
+            output = await call_model(model, messages, config=seeded, role="demonstration model")
+        except ModelCallFailed:
             output = None
         if on_reply is not None:
             on_reply()
-        return Example(prompt=prompt, reply=output.completion.strip()) if output is not None else None
+        reply = f"{prefill or ''}{output.completion}".strip() if output is not None else ""
+        return Example(prompt=prompt, reply=reply) if reply else None
 
     results = await asyncio.gather(*(one(p, k) for p in prompts for k in range(samples)))
     return [r for r in results if r is not None]

@@ -45,6 +45,7 @@ class ImplantRecord(BaseModel):
     behavior: str
     base: str = Field(description="Base model spec (local/...).")
     demo_model: str = Field(description="Model that played the planted target to write the demonstrations.")
+    demo_prefill: str | None = Field(default=None, description="Text every demonstration was forced to start with.")
     demonstrations: int
     denials: int = Field(description="Anti-confession examples trained in the second pass (0 = no pass).")
     steps: int
