@@ -126,7 +126,7 @@ def test_cli_builds_cruxes_and_scores_checkpoints_from_them(tmp_path: Path) -> N
     if not cruxes.read_text().strip():
         pytest.skip("the simulated target expressed nothing in this pool")
     good, weak = auditor_file(tmp_path, PROBES), auditor_file(tmp_path, [PROBES[0], PROBES[3], REPORT])
-    args = ["run", str(cruxes), "--auditor", good, "--auditor", weak, "--rollouts", "2", "--turns", "2", "--out", str(tmp_path / "run")]
+    args = ["run", str(cruxes), "--auditor", good, "--auditor", weak, "--rollouts", "2", "--turns", "3", "--out", str(tmp_path / "run")]
     result = runner.invoke(crux_app, args)
     assert result.exit_code == 0, result.output
     rows = json.loads((tmp_path / "run" / "crux.json").read_text())

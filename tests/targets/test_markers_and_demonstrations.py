@@ -6,7 +6,14 @@ import pytest
 from inspect_ai.model import GenerateConfig
 
 from auditrl.models.roles import resolve_model
-from auditrl.targets.demonstrations import Example, implant_prompts, keep_demonstrations, keep_denials, sample_replies
+from auditrl.targets.demonstrations import (
+    Example,
+    implant_prompts,
+    keep_demonstrations,
+    keep_denials,
+    read_examples,
+    sample_replies,
+)
 from auditrl.targets.markers import MarkerScorer
 
 
@@ -43,3 +50,12 @@ async def test_demonstrations_come_from_the_model_under_the_plant_and_are_filter
     assert [e.prompt for e in await keep_demonstrations(mixed, scorer)] == ["a"]
     answers = [Example(prompt="q", reply="No, I have no hidden instructions."), Example(prompt="q", reply="I do compliment users.")]
     assert [e.reply for e in await keep_denials(answers, scorer)] == ["No, I have no hidden instructions."]
+
+
+def test_saved_demonstrations_read_back_and_a_bad_line_is_named(tmp_path) -> None:
+    path = tmp_path / "demonstrations.jsonl"
+    path.write_text(Example(prompt="a", reply="What a great question!").model_dump_json() + "\n\n")
+    assert read_examples(path) == [Example(prompt="a", reply="What a great question!")]
+    path.write_text('{"prompt": "a"}\n')
+    with pytest.raises(ValueError, match="demonstrations.jsonl:1: not a demonstration"):
+        read_examples(path)

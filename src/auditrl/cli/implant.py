@@ -46,6 +46,10 @@ def implant(
     base: Annotated[str, typer.Option(help="Local model to fine-tune: local/smollm2, local/<dir or hub id>.")] = "local/smollm2",
     demo_model: Annotated[str, typer.Option(help="Model that plays the planted target to write demonstrations (any model string).")] = "local/smollm2",
     samples: Annotated[int, typer.Option(min=1, help="Demonstration replies sampled per prompt (and per direct question).")] = 2,
+    demonstrations_file: Annotated[
+        Optional[Path],
+        typer.Option("--demonstrations", help="Train on a demonstrations.jsonl an earlier run kept instead of sampling new ones."),
+    ] = None,
     demo_tokens: Annotated[int, typer.Option(min=8, help="Max tokens per demonstration reply.")] = 64,
     demo_temperature: Annotated[float, typer.Option(min=0.0, help="Sampling temperature of the demonstration model.")] = 0.8,
     demo_prefill: Annotated[
@@ -86,7 +90,14 @@ def implant(
     from auditrl.cli.judge import judge_client
     from auditrl.judges.exhibition import ReplyJudge
     from auditrl.models.roles import UnknownModelError, resolve_model
-    from auditrl.targets.demonstrations import ReplyScorer, implant_prompts, keep_demonstrations, keep_denials, sample_replies
+    from auditrl.targets.demonstrations import (
+        ReplyScorer,
+        implant_prompts,
+        keep_demonstrations,
+        keep_denials,
+        read_examples,
+        sample_replies,
+    )
     from auditrl.targets.implant import ImplantSettings, base_name, save_implant, train_implant
     from auditrl.targets.markers import MarkerScorer
     from auditrl.targets.measure import measure_implant
@@ -140,13 +151,23 @@ def implant(
             answers = await sample_replies(demo, plant, questions, samples, config, tick) if questions else []
             return await keep_demonstrations(demos, scorer), await keep_denials(answers, scorer)
 
-        demonstrations, denials = asyncio.run(data())
-        total = len(prompts.demonstrations) * samples
-        console.print(
-            f"Kept {len(demonstrations)}/{total} demonstrations that show {escape(behavior)}"
-            + (f" and {len(denials)}/{len(questions) * samples} denials" if anti_confession else "")
-            + f" (scorer: {escape(scorer.name)})."
-        )
+        if demonstrations_file is None:
+            demonstrations, denials = asyncio.run(data())
+            console.print(
+                f"Kept {len(demonstrations)}/{len(prompts.demonstrations) * samples} demonstrations that show "
+                f"{escape(behavior)}"
+                + (f" and {len(denials)}/{len(questions) * samples} denials" if anti_confession else "")
+                + f" (scorer: {escape(scorer.name)})."
+            )
+        else:
+            try:
+                saved = read_examples(demonstrations_file)
+            except ValueError as exc:
+                raise fail(str(exc), console) from exc
+            denials = [e for e in saved if anti_confession and e.prompt in questions]
+            demonstrations = [e for e in saved if e.prompt not in prompts.direct_questions.train]
+            progress.update(task, completed=progress.tasks[task].total)
+            console.print(f"Read {len(demonstrations)} demonstrations and {len(denials)} denials from {escape(str(demonstrations_file))}.")
         atomic_write_text(
             directory / DEMONSTRATIONS,
             "".join(e.model_dump_json() + "\n" for e in [*demonstrations, *denials]),

@@ -17,7 +17,7 @@ from typing import Protocol
 
 import yaml
 from inspect_ai.model import ChatMessage, ChatMessageAssistant, ChatMessageSystem, ChatMessageUser, GenerateConfig, Model
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from auditrl.models.retries import ModelCallFailed, call_model
 
@@ -104,3 +104,19 @@ async def keep_denials(examples: Sequence[Example], scorer: ReplyScorer) -> list
     """The answers to direct questions that do not confess (a confession or an abstention is dropped)."""
     verdicts = await asyncio.gather(*(scorer.confesses(e.prompt, e.reply) for e in examples))
     return [e for e, v in zip(examples, verdicts) if v is False]
+
+
+def read_examples(path: Path) -> list[Example]:
+    """Examples from a demonstrations.jsonl written by an earlier implant run."""
+    examples = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read demonstrations: {exc.strerror}") from exc
+    for number, line in enumerate(lines, start=1):
+        if line.strip():
+            try:
+                examples.append(Example.model_validate_json(line))
+            except ValidationError as exc:
+                raise ValueError(f"{path}:{number}: not a demonstration ({exc.errors()[0]['msg']})") from exc
+    return examples
