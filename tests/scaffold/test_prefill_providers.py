@@ -84,6 +84,15 @@ async def test_a_server_with_continue_final_message_continues_the_prefill(served
     assert request.continued and request.body["messages"][-1] == {"role": "assistant", "content": PREFILL}
 
 
+async def test_a_reply_that_repeats_a_continued_prefill_is_not_glued_to_it(served: dict[str, OpenAIServer]) -> None:
+    server = served["ignore"]
+    server.push(Reply(FULL_REPLY))  # declared `continue`, but this server answers anew and repeats the prefill
+    spec = server.model_spec()
+    reply = only_reply(await audit(resolve_model(spec), spec, declared="continue"))
+    assert (reply.content, reply.prefill, reply.prefill_mode) == (FULL_REPLY, PREFILL, "honoured")
+    assert not server.requests[0].continued
+
+
 async def test_a_server_that_ignores_it_gets_an_emulated_prefill_not_a_glued_one(served: dict[str, OpenAIServer]) -> None:
     server = served["ignore"]
     spec = server.model_spec()

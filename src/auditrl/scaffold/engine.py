@@ -91,15 +91,18 @@ def _apply_prefill(
 ) -> tuple[str, str | None, PrefillMode | None]:
     """The reply's content, the prefill it starts with (None if none) and what became of the prefill.
 
-    A continued prefill is the start of the reply. An emulated one counts only if the target began its
-    reply with it (leading space aside); otherwise the reply is kept as the target wrote it.
+    A continued prefill is the start of the reply, unless the reply itself begins with the prefill again
+    (a server that answered with a new message although asked to continue): then it is not glued twice.
+    An emulated one counts only if the target began its reply with it (leading space aside); otherwise
+    the reply is kept as the target wrote it.
     """
     if not prefill:
         return text, None, None
-    if support == "continue":
-        return f"{prefill}{text}", prefill, "honoured"
     begun = text.lstrip()
-    if begun.startswith(prefill.strip()):
+    repeated = bool(prefill.strip()) and begun.startswith(prefill.strip())
+    if support == "continue":
+        return (begun, prefill.strip(), "honoured") if repeated else (f"{prefill}{text}", prefill, "honoured")
+    if repeated:
         return begun, prefill.strip(), "emulated"
     return text, None, "ignored"
 
