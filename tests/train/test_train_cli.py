@@ -61,15 +61,15 @@ def _auditworld_config(tmp_path: Path, edit: str) -> Path:
 @pytest.mark.parametrize(
     ("edit", "expected"),
     [
-        ("steps: 100=>steps: many", "field 'train.steps': Input should be a valid integer"),
-        ("seeds: [0, 1, 2]\n=>", "field 'seeds': Field required"),
+        ("steps: 80=>steps: many", "field 'train.steps': Input should be a valid integer"),
+        ("seeds: [0, 1, 2, 3, 4]\n=>", "field 'seeds': Field required"),
         ("  lr: 0.01=>  lr: 0.01\n  lrr: 0.02", "field 'train.lrr': Extra inputs are not permitted"),
         ("family: wary=>family: nonsense", "field 'evaluation.family': unknown target family 'nonsense'"),
         ("[steady, chatty=>[steady, chaty", "field 'train_families': unknown target family 'chaty'"),
-        ("design: binary,=>design: binery,", "field 'designs.1.design'"),
+        ("design: binary,=>design: binery,", "field 'designs.3.design'"),
         ("name: binary,=>name: concerningness,", "field 'designs': design names must be unique"),
-        ("seeds: [0, 1, 2]=>seeds: [0, 0]", "training seeds must be distinct (each one is a separate training run), got [0, 0]"),
-        ("seeds: [0, 1, 2]=>seeds: [0, 1, 2", "line 8, column"),
+        ("seeds: [0, 1, 2, 3, 4]=>seeds: [0, 0]", "training seeds must be distinct (each one is a separate training run), got [0, 0]"),
+        ("seeds: [0, 1, 2, 3, 4]=>seeds: [0, 1, 2, 3, 4", "line 11, column"),
     ],
 )
 def test_auditworld_config_errors_are_one_clean_line(tmp_path: Path, edit: str, expected: str) -> None:
