@@ -103,6 +103,10 @@ def suite(
     tool_protocol: Annotated[
         Literal["native", "text"] | None, typer.Option(help="Auditor tool protocol (default: by provider).")
     ] = None,
+    auditor_prompt: Annotated[
+        Literal["full", "compact"],
+        typer.Option(help="Auditor prompt set: compact for small-context models (and auditors trained on it)."),
+    ] = "full",
     cache: Annotated[Path | None, typer.Option(help="JSONL judge-response cache to reuse across runs.")] = None,
     followups: Annotated[int, typer.Option(min=0, help="Corrective follow-ups before a judge abstains.")] = 2,
     max_retries: MaxRetriesOpt = DEFAULT_MAX_RETRIES,
@@ -169,6 +173,7 @@ def suite(
                 "realism_judge": realism_judge_spec,
                 "max_tokens": max_tokens,
                 "tool_protocol": tool_protocol,
+                "auditor_prompt": auditor_prompt,
                 "suite": config.model_dump(),
                 "behaviors": [b.id for b in held_out],
                 "tailored_seeds": [s.id for s in tailored],
@@ -192,6 +197,7 @@ def suite(
                     general_seeds=general,
                     production_target=production_model,
                     tool_protocol=tool_protocol,
+                    auditor_prompt=auditor_prompt,
                     out=out_file,
                     label=auditor,
                 )

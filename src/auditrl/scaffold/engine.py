@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import json
+from dataclasses import dataclass
 from string import Template
 from typing import Any, Literal
 
@@ -58,6 +59,24 @@ from auditrl.scaffold.transcript import (
 
 Phase = Literal["audit", "report", "done"]
 ToolProtocol = Literal["native", "text"]
+AuditorPrompt = Literal["full", "compact"]
+
+
+@dataclass(frozen=True)
+class PromptSet:
+    """The auditor's prompt files (system prompt, report request) and how the text protocol lists its tools."""
+
+    system: str
+    report: str
+    compact_tools: bool
+
+
+PROMPT_SETS: dict[str, PromptSet] = {
+    "full": PromptSet("auditor_system.md", "report_request.md", compact_tools=False),
+    "compact": PromptSet("auditor_system_compact.md", "report_request_compact.md", compact_tools=True),
+}
+"""`full` explains every tool and rule (capable models); `compact` is a few hundred tokens for small-context
+models, whose training sequences re-read the opening prompt and report request in every rollout."""
 
 
 class AuditSpec(BaseModel):
@@ -74,6 +93,7 @@ class AuditSpec(BaseModel):
     target_prefill: PrefillSupport | None = Field(
         default=None, description="How prefills reach the target; None = what its provider is known to do."
     )
+    auditor_prompt: AuditorPrompt = Field(default="full", description="Prompt set of the auditor (see PROMPT_SETS).")
 
 
 def estimate_tokens(text: str) -> int:
@@ -143,15 +163,16 @@ class AuditEpisode:
         self.phase: Phase = "audit"
         self._ended = False
         self._history: list[ChatMessage] = []
+        self.prompts = PROMPT_SETS[spec.auditor_prompt]
         system = self.system_prompt()
         if spec.tool_protocol == "text":
-            system = f"{system.rstrip()}\n\n{render_tools_prompt(self.tool_set())}"
+            system = f"{system.rstrip()}\n\n{render_tools_prompt(self.tool_set(), compact=self.prompts.compact_tools)}"
         self._say("system", system, 0)
         self._say("user", prompt_text("auditor_start.md").strip(), 0)
 
     def system_prompt(self) -> str:
         """The auditor's system prompt (the scaffold's instructions and the seed)."""
-        return Template(prompt_text("auditor_system.md")).substitute(
+        return Template(prompt_text(self.prompts.system)).substitute(
             seed_instructions=self.spec.seed.instructions.strip(), max_turns=self.spec.budget.max_turns
         )
 
@@ -277,7 +298,7 @@ class AuditEpisode:
     def _request_report(self, reason: str, status: Status) -> None:
         self.transcript.status = status
         self.phase = "report"
-        request = Template(prompt_text("report_request.md")).substitute(reason=reason).strip()
+        request = Template(prompt_text(self.prompts.report)).substitute(reason=reason).strip()
         self._say("user", request, self.transcript.turns_used + 1)
 
     def _finish_report(self, message: ChatMessageAssistant) -> None:

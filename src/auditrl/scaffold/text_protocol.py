@@ -59,8 +59,21 @@ def _describe_param(name: str, schema: Any, required: bool) -> str:
     return f"- {name} ({kind}, {need}): {schema.description or ''}".rstrip()
 
 
-def render_tools_prompt(tools: Sequence[ToolInfo]) -> str:
-    """The protocol explanation plus each tool's description and arguments, for a system prompt."""
+def _one_line(tool: ToolInfo) -> str:
+    """`- name(arg, optional?): first sentence of the description`."""
+    params = tool.parameters
+    args = ", ".join(n if n in params.required else f"{n}?" for n in params.properties)
+    first = tool.description.strip().split(". ")[0].rstrip(".")
+    return f"- {tool.name}({args}): {first}."
+
+
+def render_tools_prompt(tools: Sequence[ToolInfo], compact: bool = False) -> str:
+    """The protocol explanation plus each tool's description and arguments, for a system prompt.
+
+    `compact` gives the call format and one line per tool (a few hundred tokens in all), for small-context models.
+    """
+    if compact:
+        return Template(prompt_text("text_protocol_compact.md")).substitute(tools="\n".join(map(_one_line, tools))).strip()
     sections = []
     for tool in tools:
         params = tool.parameters

@@ -137,6 +137,12 @@ class LoraSettings(BaseModel):
         min_length=1,
         description="Module names that get an adapter (never lm_head: TRL computes logprobs from its weight).",
     )
+    last_layers: int | None = Field(
+        default=None,
+        ge=1,
+        description="Adapt only the last N decoder layers (None = all). The backward pass then stops N layers "
+        "from the top, which on a CPU is most of an update's cost.",
+    )
 
 
 class PolicySettings(BaseModel):
@@ -203,6 +209,11 @@ class EpisodeSettings(BaseModel):
     top_p: float = Field(default=1.0, gt=0.0, le=1.0, description="Nucleus sampling mass of auditor turns (1 = off).")
     tool_protocol: Literal["native", "text"] = Field(
         default="text", description="`text` renders tools into the prompt and parses actions leniently."
+    )
+    auditor_prompt: Literal["full", "compact"] = Field(
+        default="full",
+        description="Auditor prompt set (auditrl.scaffold.engine.PROMPT_SETS): `full` for capable models, "
+        "`compact` (a few hundred tokens) for small-context models, whose every training sequence re-reads it.",
     )
 
     @field_validator("target_model_args")

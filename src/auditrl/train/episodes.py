@@ -77,6 +77,7 @@ class AuditEpisodeFactory:
             target_family=row.family,
             tool_protocol=self.settings.tool_protocol,
             target_prefill=self.settings.target_prefill,
+            auditor_prompt=self.settings.auditor_prompt,
         )
         return AuditEpisode(spec, target)
 

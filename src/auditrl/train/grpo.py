@@ -47,6 +47,7 @@ from auditrl.train.config import GRPOLMConfig, load_config
 from auditrl.train.episodes import AuditEpisodeFactory, training_rows
 from auditrl.train.monitors import MonitorLog
 from auditrl.train.plan import batch_layout, check_snapshot_launch
+from auditrl.train.outputs import ADAPTER_DIR, finalize_adapter, write_training_report
 from auditrl.train.policy import load_policy
 from auditrl.train.progress import StepProgress
 from auditrl.train.reward import GroupReward, make_design, reference_store
@@ -54,6 +55,7 @@ from auditrl.train.rollout import EpisodeFactory, EpisodeRow
 from auditrl.train.rollout_func import AuditRolloutFunc
 from auditrl.train.runtime import AsyncRunner, distributed_state
 from auditrl.train.snapshot import SNAPSHOTS_DIR, PolicySnapshot
+from auditrl.train.trainer import AuditGRPOTrainer
 
 
 def grpo_arguments(cfg: GRPOLMConfig, run_dir: Path, world_size: int) -> GRPOConfig:
@@ -122,7 +124,7 @@ def build_trainer(
         factory, cfg.episodes, tokenizer, cfg.data.group_size, runner, auditor_name, snapshot=snapshot
     )
     lora = cfg.policy.lora
-    trainer = GRPOTrainer(
+    trainer = AuditGRPOTrainer(
         model=model,
         reward_funcs=[reward],
         args=grpo_arguments(cfg, run_dir, state.num_processes),
@@ -133,6 +135,7 @@ def build_trainer(
             lora_alpha=lora.alpha,
             lora_dropout=lora.dropout,
             target_modules=lora.target_modules,
+            layers_to_transform=top_layers(model, lora.last_layers),
             task_type="CAUSAL_LM",
         ),
         rollout_func=rollout,
@@ -143,6 +146,14 @@ def build_trainer(
         check_snapshot_launch(cfg, backend.is_zero3 or backend.is_fsdp)
     rollout.bind(trainer)
     return trainer, rollout, reward
+
+
+def top_layers(model: PreTrainedModel, last: int | None) -> list[int] | None:
+    """Indices of the last `last` decoder layers (None = every layer), for peft's `layers_to_transform`."""
+    if last is None:
+        return None
+    total = int(model.config.num_hidden_layers)
+    return list(range(max(0, total - last), total))
 
 
 def _design_state(design: RewardDesign) -> dict[str, Any]:
@@ -196,7 +207,9 @@ def run_from_config(config_path: Path, out_dir: Path | None = None) -> Path:
     if distributed_state().is_main_process and not (run_dir / "config.yaml").exists():
         shutil.copyfile(config_path, run_dir / "config.yaml")
     trainer = train_run(cfg, run_dir)
-    trainer.save_model(str(run_dir / "adapter"))
+    trainer.save_model(str(run_dir / ADAPTER_DIR))
     if PartialState().is_main_process:
+        finalize_adapter(run_dir / ADAPTER_DIR, cfg.policy)
+        write_training_report(run_dir, cfg)
         atomic_write_text(run_dir / "summary.json", json.dumps({"steps": trainer.state.global_step}))
     return run_dir

@@ -7,7 +7,7 @@ from typing import Any
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from auditrl.models.local import resolve_source
+from auditrl.models.local import clear_quantizer, resolve_source
 from auditrl.train.config import PolicySettings, chat_template_text
 
 
@@ -21,12 +21,7 @@ def load_policy(settings: PolicySettings) -> tuple[PreTrainedModel, PreTrainedTo
     if settings.attn_implementation:
         model_kwargs["attn_implementation"] = settings.attn_implementation
     model = AutoModelForCausalLM.from_pretrained(source.location, dtype=getattr(torch, settings.dtype), **model_kwargs)
-    if getattr(model, "hf_quantizer", None) is not None:
-        model.hf_quantizer = None
-    if getattr(model, "is_quantized", False):
-        model.is_quantized = False
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
+    clear_quantizer(model)
     if settings.chat_template is not None:
         tokenizer.chat_template = chat_template_text(settings.chat_template)
     if tokenizer.chat_template is None:

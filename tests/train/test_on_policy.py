@@ -1,0 +1,86 @@
+"""The trainer trains on exactly what it sampled: the logprobs a rollout returns for the auditor's tokens
+are those the trainer recomputes for the same tokens (float32, generation with the cross-turn key/value
+cache, real episodes against simulated `sim/<family>` targets), and every token the environment
+inserted carries mask 0."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from train_fakes import tiny_policy
+
+from auditrl.scaffold.transcript import Transcript
+from auditrl.train.config import GRPOLMConfig
+from auditrl.train.grpo import build_trainer
+from auditrl.train.rollout import EpisodeRow
+
+
+class BrevityDesign:
+    """Reward = minus the characters the auditor wrote (any reward will do: only rollouts are compared here)."""
+
+    name = "brevity"
+
+    async def score_group(self, group: Sequence[Transcript]) -> list[float | None]:
+        return [-float(sum(len(m.content) for m in t.auditor_messages if m.role == "assistant")) for t in group]
+
+
+def engine_config() -> GRPOLMConfig:
+    """Real episodes (compact prompt, two turns + report) against sim targets; tiny budgets, temperature 0.7."""
+    return GRPOLMConfig.model_validate(
+        {
+            "kind": "grpo_lm",
+            "name": "learn",
+            "seed": 0,
+            "policy": {"lora": {"r": 8, "alpha": 16, "target_modules": ["q_proj", "v_proj", "o_proj", "down_proj"]}},
+            "episodes": {
+                "target_model": "sim/{family}",
+                "families": ["steady", "chatty"],
+                "max_turns": 2,
+                "max_new_tokens": 12,
+                "max_completion_tokens": 1024,
+                "temperature": 0.7,
+                "auditor_prompt": "compact",
+            },
+            "data": {"group_size": 4, "groups_per_step": 2, "benign_fraction": 0.5},
+            "trainer": {
+                "max_steps": 1,
+                "learning_rate": 3e-2,
+                "save_steps": 1000,
+                "report_to": [],
+                "extra": {"logging_strategy": "no"},
+            },
+        }
+    )
+
+
+def test_rollout_logprobs_are_on_policy_and_environment_tokens_masked(tokenizer_dir: Path, tmp_path: Path) -> None:
+    cfg = engine_config()
+    model, tokenizer = tiny_policy(tokenizer_dir)
+    trainer, rollout, reward = build_trainer(cfg, tmp_path / "run", design=BrevityDesign(), policy=(model, tokenizer))
+    rows = [EpisodeRow.model_validate_json(p) for p in trainer.train_dataset["prompt"][:2]]
+    torch.manual_seed(0)
+    out = rollout([r.key for r in rows for _ in range(4)], trainer)
+    for prompt, completion, mask, logps, transcript in zip(
+        out["prompt_ids"], out["completion_ids"], out["env_mask"], out["logprobs"], out["transcript"], strict=True
+    ):
+        ids = torch.tensor([prompt + completion])
+        with torch.no_grad():
+            recomputed, _, _ = trainer._get_per_token_logps_and_entropies(
+                trainer.model, ids, torch.ones_like(ids), len(completion)
+            )
+        sampled = torch.tensor(mask, dtype=torch.bool)
+        torch.testing.assert_close(recomputed[0][sampled], torch.tensor(logps)[sampled], atol=1e-5, rtol=1e-5)
+        # the sampled spans are the auditor's own messages; everything else came from the environment
+        spans: list[list[int]] = []
+        for token, m, previous in zip(completion, mask, [0, *mask], strict=False):
+            if m and not previous:
+                spans.append([])
+            if m:
+                spans[-1].append(token)
+        written = [m.content for m in transcript.auditor_messages if m.role == "assistant"]
+        assert [tokenizer.decode(s, skip_special_tokens=True) for s in spans] == written
+        environment = tokenizer.decode([t for t, m in zip(completion, mask, strict=True) if not m])
+        assert "<tool_result" in environment and "The audit is over" in environment
+    reward.runner.close()
