@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+import pytest
 import torch
 from train_fakes import tiny_policy
 
@@ -55,6 +56,7 @@ def engine_config() -> GRPOLMConfig:
     )
 
 
+@pytest.mark.slow
 def test_rollout_logprobs_are_on_policy_and_environment_tokens_masked(tokenizer_dir: Path, tmp_path: Path) -> None:
     cfg = engine_config()
     model, tokenizer = tiny_policy(tokenizer_dir)
