@@ -10,7 +10,6 @@ implant is a role: `local/<dir>`.
 
 from __future__ import annotations
 
-import json
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -18,7 +17,6 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from auditrl.atomic import atomic_write_text
 from auditrl.targets.demonstrations import Example
 from auditrl.train.config import LoraSettings
 
@@ -26,7 +24,6 @@ if TYPE_CHECKING:
     from peft import PeftModel
     from transformers import PreTrainedTokenizerBase
 
-ADAPTER_CONFIG = "adapter_config.json"
 LOCAL_PREFIX = "local/"
 
 
@@ -140,10 +137,9 @@ def train_implant(
 
 def save_implant(model: PeftModel, tokenizer: PreTrainedTokenizerBase, base: str, directory: Path) -> None:
     """Write the adapter and tokenizer; the adapter names its base by the `local/` name it was loaded from."""
+    from auditrl.models.local import set_adapter_base
+
     directory.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(directory))
     tokenizer.save_pretrained(str(directory))
-    config_path = directory / ADAPTER_CONFIG
-    config = json.loads(config_path.read_text(encoding="utf-8"))
-    config["base_model_name_or_path"] = base_name(base)
-    atomic_write_text(config_path, json.dumps(config, indent=2) + "\n")
+    set_adapter_base(directory, base_name(base))
