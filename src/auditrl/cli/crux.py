@@ -12,6 +12,7 @@ from rich.markup import escape
 from auditrl.atomic import atomic_write_text
 from auditrl.cli.behaviors import BehaviorsDirOpt
 from auditrl.cli.errors import LIBRARY, fail
+from auditrl.cli.limits import JudgeCacheOpt
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -62,7 +63,7 @@ def build(
     judge: Annotated[
         str, typer.Option(help=f"'{ANNOTATIONS}' (offline: the turn that drew out the first expressed reply) or a judge model spec.")
     ] = ANNOTATIONS,
-    judge_cache: Annotated[Optional[Path], typer.Option(help="Judge response cache file.")] = None,
+    judge_cache: JudgeCacheOpt = None,
     n: Annotated[int, typer.Option(min=1, help="Cruxes to keep, spread over behaviors (the paper kept 75).")] = 75,
     seed: Annotated[int, typer.Option(help="Seed of the behavior-diverse subsample.")] = 42,
     behaviors_dir: BehaviorsDirOpt = None,
@@ -112,7 +113,7 @@ def run_cruxes(
     judge: Annotated[
         str, typer.Option(help=f"Binary judge: a model spec, or '{PROGRAMMATIC}' (target annotations: an expressed reply).")
     ] = PROGRAMMATIC,
-    judge_cache: Annotated[Optional[Path], typer.Option(help="Judge response cache file.")] = None,
+    judge_cache: JudgeCacheOpt = None,
     max_tokens: Annotated[Optional[int], typer.Option(min=1, help="Max tokens per model reply.")] = None,
     temperature: Annotated[Optional[float], typer.Option(min=0.0, help="Sampling temperature (default: provider's).")] = None,
     sampling_seed: Annotated[int, typer.Option(help="Base sampling seed; continuation i uses base + i.")] = 0,

@@ -11,6 +11,7 @@ from rich.markup import escape
 
 from auditrl.cli.behaviors import BehaviorsDirOpt
 from auditrl.cli.errors import LIBRARY, fail
+from auditrl.cli.limits import JudgeCacheOpt
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -64,7 +65,7 @@ def implant(
     judge: Annotated[
         str, typer.Option(help=f"Scores replies: '{MARKERS}' (offline marker phrases, some behaviors only) or a judge model spec.")
     ] = MARKERS,
-    judge_cache: Annotated[Optional[Path], typer.Option(help="Judge response cache file.")] = None,
+    judge_cache: JudgeCacheOpt = None,
     eval_samples: Annotated[int, typer.Option(min=1, help="Replies per fresh prompt and per held-out question when measuring.")] = 2,
     eval_prompts: Annotated[
         Optional[int], typer.Option(min=1, help="Use only the first N fresh prompts and N held-out questions (default: all).")

@@ -1,5 +1,5 @@
-"""Model-call options shared by commands (`--max-retries`, `--timeout`, `--target-prefill`) and how
-commands show retries and failures.
+"""Model-call options shared by commands (`--max-retries`, `--timeout`, `--target-prefill`,
+`--judge-cache`) and how commands show retries and failures.
 
 Retries print as they happen (one yellow line each, rate-limit waits included), and a command that
 recorded failures ends with how many failed and why, grouped by reason.
@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Annotated, Literal, Optional
 
 import typer
@@ -43,6 +44,10 @@ TargetPrefillOpt = Annotated[
         "continue_final_message, e.g. vLLM behind openai-api/), emulate by asking it to begin with them, or refuse "
         "(default: by provider).",
     ),
+]
+
+JudgeCacheOpt = Annotated[
+    Optional[Path], typer.Option("--judge-cache", help="Judge response cache file (JSONL), reused across runs.")
 ]
 
 

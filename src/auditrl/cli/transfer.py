@@ -17,6 +17,7 @@ from auditrl.cli.errors import LIBRARY, fail
 from auditrl.cli.limits import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT_S,
+    JudgeCacheOpt,
     MaxRetriesOpt,
     TimeoutOpt,
     call_limits,
@@ -94,7 +95,7 @@ def transfer(
     judge: Annotated[
         str, typer.Option(help=f"Match judge: a model spec, or '{PROGRAMMATIC}' (a prediction names the behavior id or name).")
     ] = PROGRAMMATIC,
-    judge_cache: Annotated[Optional[Path], typer.Option(help="Judge response cache file.")] = None,
+    judge_cache: JudgeCacheOpt = None,
     out: Annotated[Path, typer.Option(help="Run directory; transcripts accumulate here, so runs of several auditors share one table.")] = Path("runs/transfer"),
     behaviors_dir: BehaviorsDirOpt = None,
     max_retries: MaxRetriesOpt = DEFAULT_MAX_RETRIES,
