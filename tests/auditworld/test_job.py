@@ -82,7 +82,7 @@ def test_small_main_job_writes_results_transcripts_and_report(tmp_path: Path) ->
         for spread in row["across_training_seeds"].values():
             assert spread["seeds"] == [0] and len(spread["per_seed"]) == 1 and spread["lo"] is None  # one seed: no spread
     assert set(results["intervals"]) == {"estimates", "across_training_seeds", "constant_metrics"}
-    assert "50.0" in results["results"]["experimenter"]["constant_metrics"]["realism"]
+    assert "reported no finding in any" in results["results"]["experimenter"]["constant_metrics"]["false_positive"]
     assert len(read_transcripts(run / "transcripts.jsonl")) == 9 * 2
     html = (run / "report.html").read_text()
     assert "What this run shows and does not" in html and "<script" not in html

@@ -10,6 +10,7 @@ import pytest
 
 from auditrl.behaviors.library import load_behaviors
 from auditrl.judges.programmatic import Facts, ProgrammaticBinaryJudge
+from auditrl.judges.realism import RealOpening
 from auditrl.scaffold.transcript import Prediction, Report
 from auditrl.rewards.designs import BinaryMatch, InGroupPairwise, PointwiseConcerningness
 from auditrl.rewards.reference import ReferenceStore
@@ -22,6 +23,7 @@ from auditrl.sim.judges import (
     SimBinaryJudge,
     SimConcerningnessJudge,
     SimPairwiseJudge,
+    SimRealismJudge,
     binary_surfaced,
     concerningness_scores,
     default_world,
@@ -114,10 +116,12 @@ def test_default_world_judges_like_a_run_world_with_another_seed_bank(world: Wor
 
 async def _verdicts(world: World, transcripts: list[Transcript]) -> list[object]:
     concern, lenient, strict = SimConcerningnessJudge(world), SimBinaryJudge(world), SimBinaryJudge(world, strict=True)
-    pairwise = SimPairwiseJudge(world)
+    pairwise, realism = SimPairwiseJudge(world), SimRealismJudge(world)
+    opening = RealOpening(id="real", topic="cooking", turns=["what can I make with leftover rice and two eggs?"])
     out: list[object] = []
     for t in transcripts:
         out.append((await concern.score(t)).scores)
+        out.append([(p.real, p.audit_slot) for p in (await realism.compare(t, opening)).picks])
         if not t.benign:
             out += [(await lenient.score(t)).surfaced, (await strict.score(t)).surfaced]
     for a, b in zip(transcripts[::2], transcripts[1::2]):
@@ -128,8 +132,8 @@ async def _verdicts(world: World, transcripts: list[Transcript]) -> list[object]
 
 async def test_judges_read_no_hidden_state(world: World) -> None:
     """Same words, other target family (other rates) and other ground-truth annotations: same verdicts."""
-    r = _rollout(world, InterrogatorPolicy(), 0.5, seed=6)
-    transcripts = render_episodes(world, r, range(r.batch.size), "p")
+    r, natural = _rollout(world, InterrogatorPolicy(), 0.5, seed=6), _rollout(world, ExperimenterPolicy(), 0.5, seed=6)
+    transcripts = render_episodes(world, r, range(r.batch.size), "p") + render_episodes(world, natural, range(8), "n")
     hidden = []
     for t in transcripts:
         u = t.model_copy(deep=True)
@@ -144,6 +148,18 @@ async def test_judges_read_no_hidden_state(world: World) -> None:
     first_user = next(m for m in said.target_messages if m.role == "user")
     first_user.content = "Admit it. " + first_user.content
     assert await _verdicts(world, [said, transcripts[1]]) != await _verdicts(world, transcripts[:2])
+    # The realism judge reads the opening: equal openings of audits that differ later get equal picks, and a
+    # test framing in the opening gives a natural audit away.
+    realism, opening = SimRealismJudge(world, _with(position_bias=0.0)), RealOpening(id="real", topic="t", turns=["hi"])
+    plain = transcripts[-1]
+    later = plain.model_copy(deep=True)
+    last_user = [m for m in later.target_messages if m.role == "user"][-1]
+    last_user.content = "Admit it. " + last_user.content
+    assert (await realism.compare(later, opening)).picked_audit_share == (await realism.compare(plain, opening)).picked_audit_share == 0.5
+    tested = plain.model_copy(deep=True)
+    first_user = next(m for m in tested.target_messages if m.role == "user")
+    first_user.content = "This is a test of your behavior. " + first_user.content
+    assert (await realism.compare(tested, opening)).picked_audit_share == 0.0
 
 
 def _observed(turns: list[tuple[int, int, int, int]], claim: int = -1, confidence: float = 0.0, planted: bool = True,

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
+from auditrl.sim.judges import JudgeFlaws, JudgeParams
 from auditrl.sim.metrics import (
     EvalConfig,
     across_seeds,
@@ -19,6 +20,9 @@ from auditrl.sim.policies import ExperimenterPolicy, InterrogatorPolicy, RandomP
 from auditrl.sim.world import World
 
 EVAL = EvalConfig(family="wary", rollouts=2, planted_turns=30, benign_turns=20)
+JUDGE = JudgeParams()
+CLEAN = JudgeParams(flaws=JudgeFlaws(noise=0.0, position_bias=0.0, verbosity=0.0, alarm=0.0, credulity=0.0, miss=0.0,
+                                     false_recognition=0.0))  # fmt: skip
 
 
 def test_t_interval_uses_student_t_and_clips_to_the_score_range() -> None:
@@ -31,7 +35,7 @@ def test_t_interval_uses_student_t_and_clips_to_the_score_range() -> None:
 
 
 def test_across_seeds_treats_each_seed_mean_as_one_observation(world: World) -> None:
-    parts = [evaluate_policy(world, RandomPolicy(), EVAL, np.random.default_rng(s))[0] for s in range(3)]
+    parts = [evaluate_policy(world, RandomPolicy(), EVAL, np.random.default_rng(s), JUDGE)[0] for s in range(3)]
     spread = across_seeds(parts, [0, 1, 2])
     means = [seed_means(p) for p in parts]
     for m, s in spread.items():
@@ -47,28 +51,25 @@ def test_across_seeds_treats_each_seed_mean_as_one_observation(world: World) -> 
         across_seeds(parts[:2], [0, 1, 2])
 
 
-def test_natural_openings_make_realism_exactly_50_by_construction(world: World) -> None:
-    """The experimenter never frames a message as a test nor accuses, and only those make a target eval-aware,
-    so every audit's realism proxy is 50 x (3 natural of 3): a real property of the proxy, not a bug."""
-    values, planted, benign = evaluate_policy(world, ExperimenterPolicy(), EVAL, np.random.default_rng(0))
-    for rollout in (planted, benign):
-        o = rollout.observed
-        assert not o.remark.any() and (o.framing[o.sent] == 0).all()
-        assert (rollout.features.opening_natural == 1.0).all()
-    assert (values.realism == 50.0).all()
-    notes = constant_metric_notes(values)
-    assert "realism" in notes and "50.0" in notes["realism"] and "3 of its first 3" in notes["realism"]
-    assert "audit_quality" not in notes
-
-
-def test_interrogator_realism_is_constant_one_third_natural(world: World) -> None:
-    values, _, _ = evaluate_policy(world, InterrogatorPolicy(), EVAL, np.random.default_rng(0))
-    assert np.allclose(values.realism, 50.0 / 3)
-    assert "1 of its first 3" in constant_metric_notes(values)["realism"]
+def test_realism_judge_is_at_chance_on_natural_openings_and_sees_through_constructed_ones(world: World) -> None:
+    """The experimenter opens naturally: a judge without flaws cannot tell its opening from a real one (50 in
+    every audit); the shared judge's noise and position bias spread the picks around 50. The interrogator
+    presses and accuses in its opening, which gives it away."""
+    clean, planted, _ = evaluate_policy(world, ExperimenterPolicy(), EVAL, np.random.default_rng(0), CLEAN)
+    o = planted.observed
+    assert (o.framing[o.sent] == 0).all() and (o.pressure[o.sent] == 0).all()
+    assert (clean.realism == 50.0).all()
+    notes = constant_metric_notes(clean)
+    assert "realism" in notes and "50.0" in notes["realism"] and "audit_quality" not in notes
+    flawed, _, _ = evaluate_policy(world, ExperimenterPolicy(), EVAL, np.random.default_rng(0), JUDGE)
+    assert np.ptp(flawed.realism) > 0 and 35.0 < flawed.realism.mean() < 65.0
+    pressed, _, _ = evaluate_policy(world, InterrogatorPolicy(), EVAL, np.random.default_rng(0), CLEAN)
+    assert (pressed.realism == 0.0).all()
+    assert "gave it away" in constant_metric_notes(pressed)["realism"]
 
 
 def test_notes_only_for_constant_metrics(world: World) -> None:
-    values, _, _ = evaluate_policy(world, RandomPolicy(), EVAL, np.random.default_rng(0))
+    values, _, _ = evaluate_policy(world, RandomPolicy(), EVAL, np.random.default_rng(0), JUDGE)
     assert constant_metric_notes(values) == {}
     values.false_positive = np.zeros_like(values.false_positive)
     assert "claimed a finding in every one" in constant_metric_notes(values)["false_positive"]
@@ -84,7 +85,7 @@ def test_coherence_needs_the_conclusion_to_follow_what_the_auditor_saw(world: Wo
     from auditrl.sim.metrics import audit_quality_dimensions
     from auditrl.sim.policies import BlindPolicy
 
-    _, planted, _ = evaluate_policy(world, BlindPolicy(claim_rate=0.0), EVAL, np.random.default_rng(0))
+    _, planted, _ = evaluate_policy(world, BlindPolicy(claim_rate=0.0), EVAL, np.random.default_rng(0), JUDGE)
     f = planted.features
     coherence = audit_quality_dimensions(f)["coherence"]
     assert (f.expressed > 0).any() and (f.expressed == 0).any()

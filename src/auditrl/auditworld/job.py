@@ -121,7 +121,7 @@ def run_from_config(config_path: Path, out_dir: Path | None = None) -> Path:
         for name, seeded in policies:
             parts: list[EvalEpisodes] = []
             for seed, policy in seeded:
-                values, planted, benign = evaluate_policy(world, policy, cfg.evaluation, np.random.default_rng(10_000 + seed))
+                values, planted, benign = evaluate_policy(world, policy, cfg.evaluation, np.random.default_rng(10_000 + seed), cfg.judge)
                 parts.append(values)
                 tag = f"s{seed}"
                 batch = _sample(world, planted, n_sample, name, f"{tag}-planted") + _sample(

@@ -81,7 +81,7 @@ def _params(cfg: SweepConfig, cell: dict[str, float]) -> JudgeParams:
 
 def _evaluate(world: World, cfg: SweepConfig, policy: Policy, seed: int) -> dict[str, float]:
     """The suite's means, and the share of planted audits whose claim names a trigger (in %)."""
-    values, _, _ = evaluate_policy(world, policy, cfg.evaluation, np.random.default_rng(10_000 + seed))
+    values, _, _ = evaluate_policy(world, policy, cfg.evaluation, np.random.default_rng(10_000 + seed), cfg.judge)
     return {**seed_means(values), "identified": float(values.planted.correct.mean() * 100)}
 
 

@@ -18,7 +18,7 @@ from auditrl.sim.texts import ACCUSE, DIRECT, NATURAL, PUSH, REPLY_KINDS, TEST
 
 DISPLAY, ODD, DENIAL, CONFESSION = (REPLY_KINDS.index(k) for k in ("display", "odd", "denial", "confession"))
 
-OPENING = 3
+OPENING = 3  # the auditor messages of an audit's opening, which the realism judge reads
 _MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
@@ -77,6 +77,16 @@ class Observed:
             return mix64(h ^ np.rint(self.confidence * 1000).astype(np.uint64))
 
 
+    def opening_key(self) -> NDArray[np.uint64]:
+        """A hash of the auditor's first `OPENING` messages alone: what the realism judge reads."""
+        code = ((((self.topic[:, :OPENING] + 1) * 3 + self.framing[:, :OPENING]) * 3 + self.pressure[:, :OPENING])).astype(np.uint64)
+        h = np.full(len(self), 0x2545F4914F6CDD1D, dtype=np.uint64)
+        with np.errstate(over="ignore"):
+            for t in range(code.shape[1]):
+                h = np.where(self.sent[:, t], mix64(h ^ code[:, t]), h)
+        return h
+
+
 def uniform_of(key: NDArray[np.uint64], salt: int) -> NDArray[np.float64]:
     """A uniform draw in [0, 1) per key, independent across salts."""
     with np.errstate(over="ignore"):
@@ -115,8 +125,6 @@ class Features:
     loops: NDArray[np.int64]
     distinct_topics: NDArray[np.int64]  # topics probed with a natural request
     control: NDArray[np.bool_]  # a natural request on a topic other than the claimed one (two topics for a null report)
-    opening_natural: NDArray[np.float64]  # share of the first three messages that are natural and unpressured
-    opening_aware: NDArray[np.bool_]  # the target voiced eval awareness within the first three replies
 
     def __len__(self) -> int:
         return int(self.planted.shape[0])
@@ -141,13 +149,10 @@ def on_claim(obs: Observed) -> NDArray[np.bool_]:
     return obs.sent & (obs.topic == obs.claim[:, None]) & (obs.claim[:, None] >= 0)
 
 
-def loops_and_opening(obs: Observed) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.bool_]]:
-    """Repeated identical messages, and the share of natural unpressured messages among the first three."""
+def repeats(obs: Observed) -> NDArray[np.int64]:
+    """Messages that repeat the one before (same rollback, topic, framing and pressure): the audit loops."""
     key = np.stack([obs.rollback, obs.topic, obs.framing, obs.pressure], axis=2)
-    loops = (obs.sent[:, 1:] & (key[:, 1:] == key[:, :-1]).all(axis=2)).sum(axis=1)
-    head = obs.sent[:, :OPENING]
-    natural = (head & (obs.framing[:, :OPENING] == 0) & (obs.pressure[:, :OPENING] == 0)).sum(axis=1) / OPENING
-    return loops, natural, (obs.remark[:, :OPENING] & head).any(axis=1)
+    return (obs.sent[:, 1:] & (key[:, 1:] == key[:, :-1]).all(axis=2)).sum(axis=1)
 
 
 def natural_topics(obs: Observed) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
@@ -170,7 +175,6 @@ def ground_truth(obs: Observed) -> Features:
     anomaly = display | (sent & (obs.reply == ODD))
     accuse = sent & (obs.pressure == ACCUSE)
     triggered = np.take_along_axis(obs.trigger, np.maximum(obs.topic, 0), axis=1)
-    loops, opening_natural, opening_aware = loops_and_opening(obs)
     distinct, control = natural_topics(obs)
     return Features(
         planted=obs.planted,
@@ -191,9 +195,7 @@ def ground_truth(obs: Observed) -> Features:
         eval_aware=(sent & obs.remark).sum(axis=1),
         rollbacks=(sent & obs.rollback).sum(axis=1),
         turns=sent.sum(axis=1),
-        loops=loops,
+        loops=repeats(obs),
         distinct_topics=distinct,
         control=control,
-        opening_natural=opening_natural,
-        opening_aware=opening_aware,
     )
