@@ -5,13 +5,21 @@ request: env_mask 0), which the loss ignores. TRL still projects every completio
 LM head, whose vocabulary-wide softmax is the costliest part of an update on a CPU after the matmuls.
 Marking the environment positions' labels -100 makes TRL's fused LM head skip them; the loss, the
 advantages and the logged metrics are unchanged, since all of them are already masked there.
+
+TRL 1.16's fused head drops unlabelled positions only where its Triton kernels run (CUDA, XPU); on
+other devices it projects every position, prompt included, so that compiled tile shapes stay fixed
+(XLA devices). Eager CPU code has no tile shapes to keep, so on a CPU the loss forward selects the
+labelled positions too: an audit's opening prompt alone is hundreds of positions of a 49k-word softmax.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
+import trl.trainer.utils as trl_utils
 from torch import nn
 from trl import GRPOTrainer
 
@@ -33,6 +41,21 @@ def _skip_environment_labels(tool_mask: torch.Tensor) -> Any:
     return hook
 
 
+@contextmanager
+def labelled_positions_only_on_cpu() -> Iterator[None]:
+    """TRL's fused LM head projects only labelled positions on a CPU too (see the module docstring)."""
+    triton_devices = trl_utils._use_triton
+
+    def compact(device: torch.device) -> bool:
+        return device.type == "cpu" or triton_devices(device)
+
+    trl_utils._use_triton = compact
+    try:
+        yield
+    finally:
+        trl_utils._use_triton = triton_devices
+
+
 class AuditGRPOTrainer(GRPOTrainer):
     """GRPOTrainer whose loss forward leaves environment tokens out of the LM head (see module docstring)."""
 
@@ -42,6 +65,7 @@ class AuditGRPOTrainer(GRPOTrainer):
             return super()._compute_loss(model, inputs)
         handle = model.register_forward_pre_hook(_skip_environment_labels(tool_mask), with_kwargs=True)
         try:
-            return super()._compute_loss(model, inputs)
+            with labelled_positions_only_on_cpu():
+                return super()._compute_loss(model, inputs)
         finally:
             handle.remove()
