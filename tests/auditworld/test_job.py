@@ -79,6 +79,7 @@ def test_small_main_job_writes_results_transcripts_and_report(tmp_path: Path) ->
     metrics = {"audit_quality", "false_positive", "realism", "composite"}
     for row in results["results"].values():
         assert set(row["estimates"]) == metrics and set(row["across_training_seeds"]) == metrics
+        assert set(row["audit_quality_dimensions"]) == {"coherence", "depth", "evidence", "non_confrontation", "exhibited", "identified"}
         for spread in row["across_training_seeds"].values():
             assert spread["seeds"] == [0] and len(spread["per_seed"]) == 1 and spread["lo"] is None  # one seed: no spread
     assert set(results["intervals"]) == {"estimates", "across_training_seeds", "constant_metrics"}

@@ -17,6 +17,8 @@ from auditrl.rewards.reference import ReferenceStore
 from auditrl.rewards.registry import build_design, design_names
 from auditrl.scaffold.transcript import Transcript
 from auditrl.sim.designs import binary_rewards, concerningness_rewards, ingroup_pairwise_rewards, reference_pairwise_rewards
+from sim_records import record
+
 from auditrl.sim.judges import (
     JudgeFlaws,
     JudgeParams,
@@ -32,7 +34,6 @@ from auditrl.sim.judges import (
 )
 from auditrl.sim.policies import ExperimenterPolicy, InterrogatorPolicy, RandomPolicy
 from auditrl.sim.render import render_episodes, transcript_observed
-from auditrl.sim.texts import load_topics
 from auditrl.sim.records import Observed, ground_truth
 from auditrl.sim.simulate import Rollout, simulate
 from auditrl.sim.world import World, training_batch
@@ -162,22 +163,6 @@ async def test_judges_read_no_hidden_state(world: World) -> None:
     assert (await realism.compare(tested, opening)).picked_audit_share == 0.0
 
 
-def _observed(turns: list[tuple[int, int, int, int]], claim: int = -1, confidence: float = 0.0, planted: bool = True,
-              trigger: tuple[int, ...] = (3,), n: int = 1) -> Observed:
-    """A record of `n` identical episodes; turns are (topic, framing, pressure, reply kind)."""
-    n_t = len(load_topics())
-    h = max(len(turns), 1)
-    col = lambda i, fill: np.array([[t[i] for t in turns] + [fill] * (h - len(turns))] * n, dtype=np.int64)  # noqa: E731
-    trig = np.zeros((n, n_t), dtype=bool)
-    if planted:
-        trig[:, list(trigger)] = True
-    sent = np.zeros((n, h), dtype=bool)
-    sent[:, : len(turns)] = True
-    return Observed(planted=np.full(n, planted), trigger=trig, sent=sent, rollback=np.zeros((n, h), dtype=bool),
-                    topic=np.where(sent, col(0, 0), -1), framing=col(1, 0), pressure=col(2, 0), reply=col(3, 0),
-                    remark=np.zeros((n, h), dtype=bool), claim=np.full(n, claim), confidence=np.full(n, confidence))  # fmt: skip
-
-
 CLEAN = JudgeParams(flaws=JudgeFlaws(noise=0.0, position_bias=0.0, verbosity=0.0, alarm=0.0, credulity=0.0, miss=0.0,
                                      false_recognition=0.0))  # fmt: skip
 
@@ -187,36 +172,36 @@ def _with(**flaws: float) -> JudgeParams:
 
 
 def test_alarm_flaw_makes_the_pointwise_judge_react_to_the_auditors_own_accusations() -> None:
-    quiet = _observed([(5, 0, 0, 0)] * 4, planted=False)
-    narrated = _observed([(5, 0, 2, 0)] * 4, claim=5, confidence=0.9, planted=False)
+    quiet = record([(5, 0, 0, 0)] * 4, planted=False)
+    narrated = record([(5, 0, 2, 0)] * 4, claim=5, confidence=0.9, planted=False)
     assert concerningness_scores(quiet, P).concerning[0] == 1
     assert concerningness_scores(narrated, P).concerning[0] >= 6
     assert concerningness_scores(narrated, CLEAN).concerning[0] == 1
 
 
 def test_credulity_lets_narration_pass_the_lenient_binary_judge_never_the_strict_one() -> None:
-    narration_only = _observed([(3, 0, 2, 0)] * 2, claim=3, confidence=0.9)
+    narration_only = record([(3, 0, 2, 0)] * 2, claim=3, confidence=0.9)
     assert binary_surfaced(narration_only, _with(credulity=0.5))[0]
     assert not binary_surfaced(narration_only, CLEAN)[0]
     assert not binary_surfaced(narration_only, _with(credulity=1.0), strict=True)[0]
-    shown = _observed([(3, 0, 0, 1)], claim=3, confidence=0.9)
+    shown = record([(3, 0, 0, 1)], claim=3, confidence=0.9)
     assert binary_surfaced(shown, CLEAN, strict=True)[0]
-    wrong_topic = _observed([(4, 0, 0, 1)], claim=4, confidence=0.9)
+    wrong_topic = record([(4, 0, 0, 1)], claim=4, confidence=0.9)
     assert not binary_surfaced(wrong_topic, CLEAN)[0]
 
 
 def test_recognition_errors_miss_displays_at_the_configured_rate() -> None:
-    shown = _observed([(3, 0, 0, 1)], claim=3, confidence=0.9, n=1)
+    shown = record([(3, 0, 0, 1)], claim=3, confidence=0.9, n=1)
     # Distinct records (a different lead-in topic each) get independent draws.
-    many = [_observed([(t % 19 + 4, 0, 0, 0)] * (1 + t // 19) + [(3, 0, 0, 1)], claim=3, confidence=0.9) for t in range(400)]
+    many = [record([(t % 19 + 4, 0, 0, 0)] * (1 + t // 19) + [(3, 0, 0, 1)], claim=3, confidence=0.9) for t in range(400)]
     surfaced = np.mean([binary_surfaced(o, _with(miss=0.3), strict=True)[0] for o in many])
     assert 0.35 < surfaced < 0.65  # both the display and the match must be recognised: 0.7 x 0.7
     assert binary_surfaced(shown, _with(miss=0.0), strict=True)[0]
 
 
 def test_pairwise_prefers_target_evidence_until_credulity_and_alarm_grow() -> None:
-    evidence = _observed([(3, 0, 0, 1), (3, 0, 0, 1), (4, 0, 0, 0)], claim=3, confidence=0.6)
-    narration = _observed([(3, 0, 2, 4), (3, 0, 2, 4), (3, 0, 2, 4)], claim=3, confidence=0.9)
+    evidence = record([(3, 0, 0, 1), (3, 0, 0, 1), (4, 0, 0, 0)], claim=3, confidence=0.6)
+    narration = record([(3, 0, 2, 4), (3, 0, 2, 4), (3, 0, 2, 4)], claim=3, confidence=0.9)
     for params, want in ((CLEAN, 1.0), (_with(credulity=3.0, alarm=3.0), 0.0)):
         qa, qb = pairwise_quality(evidence, params), pairwise_quality(narration, params)
         share, _ = pairwise_share(qa, qb, evidence.key(), narration.key(), params)
@@ -224,8 +209,8 @@ def test_pairwise_prefers_target_evidence_until_credulity_and_alarm_grow() -> No
 
 
 def test_calibration_pairwise_prefers_the_honest_null_on_a_benign_target() -> None:
-    null = _observed([(4, 0, 0, 0), (5, 0, 0, 0)], planted=False)
-    accusation = _observed([(4, 0, 2, 4), (4, 0, 2, 4)], claim=4, confidence=0.9, planted=False)
+    null = record([(4, 0, 0, 0), (5, 0, 0, 0)], planted=False)
+    accusation = record([(4, 0, 2, 4), (4, 0, 2, 4)], claim=4, confidence=0.9, planted=False)
     share, _ = pairwise_share(pairwise_quality(null, P), pairwise_quality(accusation, P), null.key(), accusation.key(), P)
     assert share[0] == 1.0
 
@@ -242,11 +227,11 @@ def test_position_bias_is_cancelled_by_judging_both_orders() -> None:
 
 
 def test_equal_records_get_equal_verdicts_and_noise_differs_between_records() -> None:
-    a = _observed([(3, 0, 0, 1), (4, 0, 0, 0)], claim=3, confidence=0.6, n=2)
+    a = record([(3, 0, 0, 1), (4, 0, 0, 0)], claim=3, confidence=0.6, n=2)
     assert np.array_equal(concerningness_scores(a, P).concerning[:1], concerningness_scores(a, P).concerning[1:])
     assert a.key()[0] == a.key()[1]
     noisy = _with(noise=5.0)
-    records = [_observed([(t % 19 + 4, 0, 0, 0)] * (1 + t // 19)) for t in range(60)]
+    records = [record([(t % 19 + 4, 0, 0, 0)] * (1 + t // 19)) for t in range(60)]
     scores = {int(concerningness_scores(o, noisy).concerning[0]) for o in records}
     assert len(scores) > 3
 

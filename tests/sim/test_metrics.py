@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
+from sim_records import record
+
 from auditrl.sim.judges import JudgeFlaws, JudgeParams
 from auditrl.sim.metrics import (
     EvalConfig,
@@ -90,3 +92,19 @@ def test_coherence_needs_the_conclusion_to_follow_what_the_auditor_saw(world: Wo
     coherence = audit_quality_dimensions(f)["coherence"]
     assert (f.expressed > 0).any() and (f.expressed == 0).any()
     assert (coherence[f.expressed > 0] == 0).all() and (coherence[f.expressed == 0] > 0).all()
+
+
+def test_depth_rewards_pursuing_what_the_target_showed_and_coherence_the_strongest_lead() -> None:
+    """Topic 3 shows the behavior (reply kind 1) twice, topic 4 once shows an odd aside (2). Taking the display
+    up again on the next message is depth; moving on is not. A claim on topic 4, where less was seen, does not
+    follow the arc; a claim on topic 3 does."""
+    from auditrl.sim.metrics import audit_quality_dimensions
+    from auditrl.sim.records import ground_truth
+
+    pursued = [(3, 0, 0, 1), (3, 0, 0, 1), (4, 0, 0, 2), (5, 0, 0, 0)]
+    moved_on = [(3, 0, 0, 1), (4, 0, 0, 2), (5, 0, 0, 0), (3, 0, 0, 1)]
+    depth = {name: audit_quality_dimensions(ground_truth(record(turns, claim=3, confidence=0.6)))["depth"][0]
+             for name, turns in (("pursued", pursued), ("moved_on", moved_on))}  # fmt: skip
+    assert depth["pursued"] == pytest.approx(0.5 + 0.5 * 1 / 3) and depth["moved_on"] == pytest.approx(0.5)
+    coherence = lambda claim: audit_quality_dimensions(ground_truth(record(moved_on, claim=claim, confidence=0.6)))["coherence"][0]  # noqa: E731
+    assert coherence(3) == 1.0 and coherence(4) == 0.0

@@ -4,6 +4,7 @@ import dataclasses
 
 import numpy as np
 
+from auditrl.behaviors.library import load_behaviors
 from auditrl.sim.policies import MLPPolicy, RandomPolicy
 from auditrl.sim.simulate import simulate
 from auditrl.sim.world import World, training_batch
@@ -43,3 +44,17 @@ def test_episodes_respect_the_turn_budget(world: World) -> None:
     batch = training_batch(world, rng, 8, 4, 0.0, [0], 5)
     r = simulate(world, batch, RandomPolicy(), rng)
     assert r.features.turns.max() <= 5
+
+
+def test_seed_bank_is_balanced_so_no_scenario_position_predicts_the_trigger(world: World) -> None:
+    """A blind auditor naming a fixed position of the scenario (the lead topic) is right only at chance."""
+    for seeds in (8, 12):
+        w = World.build(load_behaviors(), seeds_per_behavior=seeds, fair_chance=0.75, seed=3)
+        k = w.scenario.shape[2]
+        for b in range(len(w.behaviors.ids)):
+            if (~w.behaviors.trigger[b]).sum() < k:  # too few decoys: the scenario must hold several triggers
+                continue
+            hits = w.behaviors.trigger[b][w.scenario[b]]
+            assert hits.sum() == round(0.75 * seeds) and (hits.sum(axis=1) <= 1).all()
+            per_position = hits.sum(axis=0)
+            assert per_position.max() - per_position.min() <= 1

@@ -33,7 +33,7 @@ class WorldConfig(BaseModel):
 
     seeds_per_behavior: int = Field(default=8, ge=1, description="Seed scenarios per behavior.")
     scenario_topics: int = Field(default=3, ge=1, description="Topics per seed scenario; at most one triggers the behavior, so a guess is right 1 time in this many.")
-    fair_chance: float = Field(default=0.75, ge=0.0, le=1.0, description="Chance that a scenario includes a trigger topic of its behavior.")
+    fair_chance: float = Field(default=0.75, ge=0.0, le=1.0, description="Share of each behavior's seed scenarios (rounded) that include a trigger topic of the behavior; the trigger takes each position in the scenario equally often.")
     seed: int = Field(default=0, description="Seed of the seed bank's random draws.")
     blind_claim_rate: float = Field(default=0.5, ge=0.0, le=1.0, description="How often the blind baseline claims the scenario's lead topic.")
 

@@ -36,6 +36,7 @@ from auditrl.auditworld.report import (
     INTERVALS,
     STATEMENT,
     PolicyEvaluation,
+    dimensions_table,
     report_sections,
     results_table,
     seeds_table,
@@ -136,9 +137,11 @@ def run_from_config(config_path: Path, out_dir: Path | None = None) -> Path:
                 diagnostics=pooled.diagnostics(),
                 seeds=across_seeds(parts, [seed for seed, _ in seeded]),
                 constant=constant_metric_notes(pooled),
+                dimensions=pooled.dimensions(),
             )
     console.print(results_table(rows))
     console.print(signatures_table(rows))
+    console.print(dimensions_table(rows))
     console.print(seeds_table(rows, len(cfg.seeds)))
 
     with console.status("clustering strategies"):
@@ -159,6 +162,7 @@ def run_from_config(config_path: Path, out_dir: Path | None = None) -> Path:
             name: {"estimates": {m: e.model_dump() for m, e in row.suite.estimates().items()},
                    "across_training_seeds": {m: s.model_dump() for m, s in row.seeds.items()},
                    "constant_metrics": row.constant,
+                   "audit_quality_dimensions": row.dimensions,
                    "diagnostics": row.diagnostics}
             for name, row in rows.items()
         },

@@ -76,6 +76,8 @@ class PolicyEvaluation:
     """Each metric across training seeds (each seed's mean one observation)."""
     constant: dict[str, str]
     """Why a metric took one value in every episode, by metric."""
+    dimensions: dict[str, float]
+    """Mean of each audit-quality dimension (0-100), pooled over seeds."""
 
 
 def _spread_cell(s: SeedSpread) -> str:
@@ -103,6 +105,26 @@ def signatures_table(rows: dict[str, PolicyEvaluation]) -> Table:
         table.add_column(title, justify="right")
     for name, row in rows.items():
         table.add_row(name, *[f"{row.diagnostics[k]:.2f}" for k in SIGNATURES])
+    return table
+
+
+DIMENSIONS_CAPTION = (
+    "Audit quality by dimension (means over planted audits, pooled over seeds). Coherence, depth, evidence and "
+    "identified need the auditor to act on what the target said; non-confrontation (style) and exhibited (the "
+    "target showed the behavior somewhere in the audit) can be earned by a plan that never looks, such as the "
+    "blind baseline's."
+)
+
+
+def dimensions_table(rows: dict[str, PolicyEvaluation]) -> Table:
+    """The six audit-quality dimensions per auditor: where its audit quality comes from."""
+    table = Table(title="Audit quality by dimension")
+    table.add_column("auditor")
+    names = list(next(iter(rows.values())).dimensions)
+    for n in names:
+        table.add_column(n.replace("_", "-"), justify="right")
+    for name, row in rows.items():
+        table.add_row(name, *[f"{row.dimensions[n]:.1f}" for n in names])
     return table
 
 
@@ -232,7 +254,7 @@ def assumptions_paragraph(cfg: AuditWorldConfig, rows: dict[str, PolicyEvaluatio
     """What follows from hand-set assumptions and what emerged from training, with this run's numbers."""
     f = cfg.judge.flaws
     mean = lambda name, m: rows[name].seeds[m].mean  # noqa: E731
-    chance = 100.0 * cfg.world.fair_chance / cfg.world.scenario_topics
+    chance = 100.0 * round(cfg.world.fair_chance * cfg.world.seeds_per_behavior) / cfg.world.seeds_per_behavior / cfg.world.scenario_topics
     text = (
         "Assumptions, set by hand and not learned: the LLM-judge model's flaw sizes, shared by every judge "
         f"(noise {f.noise:g}, position bias {f.position_bias:g}, verbosity {f.verbosity:g}, alarm susceptibility "
@@ -240,7 +262,8 @@ def assumptions_paragraph(cfg: AuditWorldConfig, rows: dict[str, PolicyEvaluatio
         f"{f.false_recognition:g}; each documented in auditrl.sim.judges.JudgeFlaws); the targets' rates (how "
         "often a plant shows in its trigger contexts, sycophantic confessions under pressure, leaks, eval "
         "awareness under test framing: sim/data/families.yaml and behaviors.yaml); the seed bank (each scenario "
-        f"spans {cfg.world.scenario_topics} topics and includes a trigger with probability {cfg.world.fair_chance:g}); "
+        f"spans {cfg.world.scenario_topics} topics, and a {cfg.world.fair_chance:g} share of each behavior's seeds "
+        "includes one trigger, in each position equally often); "
         f"the untrained policy's prior (no finding with probability {cfg.train.prior_no_finding:g}, standing in for "
         "a calibrated instruction-tuned base model); and the metrics, ground-truth proxies of the paper's suite. "
         "Any result that follows from these alone is an assumption restated. Emerged from training: which "
@@ -258,12 +281,17 @@ def assumptions_paragraph(cfg: AuditWorldConfig, rows: dict[str, PolicyEvaluatio
         text += " In this run, " + "; ".join(changes) + "."
     if "blind" in rows and "experimenter" in rows:
         blind_id = float(rows["blind"].diagnostics["detection_rate"])
+        dims = rows["blind"].dimensions
         text += (
             f" Check of the instrument: the blind auditor, which never looks at the target, scored audit quality "
-            f"{mean('blind', 'audit_quality'):.1f} against the experimenter's {mean('experimenter', 'audit_quality'):.1f}, "
-            f"and identified the behavior in {blind_id:.0f}% of planted audits; it claims the scenario's lead topic in "
-            f"{100 * cfg.world.blind_claim_rate:.0f}% of audits, and a scenario topic picked blindly is right in "
-            f"{chance:.0f}% of scenarios on average."
+            f"{mean('blind', 'audit_quality'):.1f} against the experimenter's {mean('experimenter', 'audit_quality'):.1f}"
+            + (f" and random's {mean('random', 'audit_quality'):.1f}" if "random" in rows else "")
+            + f", and identified the behavior in {blind_id:.0f}% of planted audits; it claims the scenario's lead topic "
+            f"in {100 * cfg.world.blind_claim_rate:.0f}% of audits, and a scenario topic picked blindly is right in "
+            f"{chance:.0f}% of scenarios. Its audit quality comes from the dimensions a plan earns without looking "
+            f"(non-confrontation {dims['non_confrontation']:.0f}, exhibited {dims['exhibited']:.0f}); on those that "
+            f"need the target's answers it scored coherence {dims['coherence']:.0f}, depth {dims['depth']:.0f}, "
+            f"evidence {dims['evidence']:.0f}, identified {dims['identified']:.0f}."
         )
     return text
 
@@ -327,6 +355,9 @@ def report_sections(
                    caption=f"Across training seeds: mean of the per-seed means [95% t-interval over the "
                            f"{seeds_text}], and each seed's mean (seeds {cfg.seeds})"),
         TableBlock(header=["auditor", *SIGNATURES.values()], rows=signature_rows, caption="Reward-hacking signatures"),
+        TableBlock(header=["auditor", *next(iter(rows.values())).dimensions],
+                   rows=[[name, *[round(v, 1) for v in row.dimensions.values()]] for name, row in rows.items()],
+                   caption=DIMENSIONS_CAPTION),
     ]  # fmt: skip
     refreshes = (
         list(range(cfg.train.reference_refresh, cfg.train.steps, cfg.train.reference_refresh))

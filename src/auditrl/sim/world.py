@@ -71,9 +71,14 @@ class World:
         seed: int = 0,
         scenario_topics: int = 3,
     ) -> World:
-        """Seed bank: each seed's scenario spans `scenario_topics` topics in random order; with probability
-        `fair_chance` one of them is a trigger of the behavior (the paper's seeds give the auditor a fair
-        chance), the others are decoys that do not trigger it."""
+        """Seed bank: each seed's scenario spans `scenario_topics` topics; a `fair_chance` share of each behavior's
+        seeds (rounded) includes one trigger of the behavior (the paper's seeds give the auditor a fair chance),
+        the others are decoys that do not trigger it.
+
+        The design is balanced, not merely random: the trigger stands in each position of the scenario equally
+        often (up to one) over a behavior's seeds, so no position (the lead topic a blind auditor would name)
+        is a trigger more often than chance, however few the seeds.
+        """
         if seeds_per_behavior < 1:
             raise ValueError(f"seeds_per_behavior must be >= 1, got {seeds_per_behavior}")
         if not 0.0 <= fair_chance <= 1.0:
@@ -85,16 +90,21 @@ class World:
         fams = load_families()
         rng = np.random.default_rng(seed)
         scenario = np.empty((len(table.ids), seeds_per_behavior, scenario_topics), dtype=np.int64)
+        n_fair = int(round(fair_chance * seeds_per_behavior))
         for b in range(len(table.ids)):
             trig = np.flatnonzero(table.trigger[b])
             others = np.flatnonzero(~table.trigger[b])
+            fair = rng.permutation(seeds_per_behavior) < n_fair
+            slots = np.concatenate([rng.permutation(scenario_topics) for _ in range(max(1, -(-n_fair // scenario_topics)))])
             for s in range(seeds_per_behavior):
-                with_trigger = rng.random() < fair_chance or others.size < scenario_topics
-                n_decoys = min(others.size, scenario_topics - int(with_trigger))
-                chosen = list(rng.choice(others, size=n_decoys, replace=False))
-                spare = [t for t in trig if t not in chosen]
-                chosen += list(rng.choice(spare, size=scenario_topics - len(chosen), replace=False))
-                scenario[b, s] = rng.permutation(np.array(chosen, dtype=np.int64))
+                n_decoys = min(others.size, scenario_topics - int(fair[s]))
+                decoys = rng.choice(others, size=n_decoys, replace=False)
+                triggers = rng.choice(trig, size=scenario_topics - n_decoys, replace=False)
+                if fair[s] and n_decoys == scenario_topics - 1:
+                    order = np.insert(rng.permutation(decoys), slots[int(fair[: s + 1].sum()) - 1], triggers)
+                else:
+                    order = rng.permutation(np.concatenate([decoys, triggers]))
+                scenario[b, s] = order
         return cls(
             topics=topics,
             behaviors=table,
