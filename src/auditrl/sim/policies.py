@@ -42,6 +42,8 @@ N_ACTION_LOGITS = sum(ACTION_SIZES)
 def gumbel_sample(logits: NDArray[np.float64], sizes: tuple[int, ...], rng: np.random.Generator) -> NDArray[np.int64]:
     """Sample one index per head from concatenated logits (Gumbel-max), with numpy's seeded generator."""
     g = logits - np.log(-np.log(rng.random(logits.shape)))
+    if len(set(sizes)) == 1:
+        return np.argmax(g.reshape(g.shape[0], len(sizes), sizes[0]), axis=2)
     out = np.empty((logits.shape[0], len(sizes)), dtype=np.int64)
     start = 0
     for i, size in enumerate(sizes):
@@ -83,10 +85,19 @@ class MLPPolicy(nn.Module):
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return self.head(self.body(obs))
 
+    def _weights(self) -> list[NDArray[np.float32]]:
+        """Numpy views of the parameters (they follow in-place optimizer updates); rebuilt when the
+        parameters are new tensors, as after a deep copy."""
+        first = self.body[0].weight
+        if getattr(self, "_views_of", None) != first.data_ptr():
+            self._views = [p.detach().numpy() for p in (first, self.body[0].bias, self.body[2].weight,
+                                                        self.body[2].bias, self.head.weight, self.head.bias)]  # fmt: skip
+            self._views_of = first.data_ptr()
+        return self._views
+
     def _logits(self, obs: NDArray[np.float32]) -> NDArray[np.float64]:
         """The forward pass in numpy: on these small batches torch's per-call overhead dominates."""
-        w = [p.detach().numpy() for p in (self.body[0].weight, self.body[0].bias, self.body[2].weight,
-                                          self.body[2].bias, self.head.weight, self.head.bias)]  # fmt: skip
+        w = self._weights()
         h = np.maximum(obs @ w[0].T + w[1], 0.0)
         h = np.maximum(h @ w[2].T + w[3], 0.0)
         return (h @ w[4].T + w[5]).astype(np.float64)

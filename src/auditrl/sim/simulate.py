@@ -53,43 +53,48 @@ class Rollout:
     features: Features = field(repr=False)
 
 
-def _hot(score: NDArray, lead: NDArray[np.int64]) -> NDArray[np.int64]:
-    """Topic with the highest score; the scenario's lead topic wins ties and is the answer when nothing scored."""
-    bonus = score.astype(np.float64)
-    bonus[np.arange(score.shape[0]), lead] += 0.5
-    return np.argmax(bonus, axis=1)
+def _hot(score: NDArray[np.int64], lead_bonus: NDArray[np.int64]) -> NDArray[np.int64]:
+    """Topic with the highest score; the scenario's lead topic wins ties and is the answer when nothing scored.
+
+    `lead_bonus` is 1 at each row's lead topic, else 0: doubling the integer scores lets it break ties only.
+    """
+    return np.argmax(2 * score + lead_bonus, axis=1)
 
 
 def _observe(
-    s: dict[str, NDArray], idx: NDArray[np.int64], lead: NDArray[np.int64], in_scenario: NDArray[np.bool_], t: int, horizon: int
+    s: dict[str, NDArray], idx: NDArray[np.int64] | slice, lead_bonus: NDArray[np.int64], k: int, t: int, horizon: int
 ) -> tuple[NDArray[np.float32], NDArray[np.int64]]:
     """The auditor's summary of what it has seen, for episodes `idx`: the most anomalous topic against the
-    rest, and its own history. Also returns that topic (the `hot` choice)."""
-    n = idx.shape[0]
-    b = np.arange(n)
+    rest, and its own history. Also returns that topic (the `hot` choice).
+
+    Per-episode totals are kept as running counters (`s["totals"]`), so only the hot topic needs the
+    per-topic tables; `idx` is a slice while every episode still runs (no copies)."""
     anom, probes_nat, probes_all = s["anom"][idx], s["probes_nat"][idx], s["probes_all"][idx]
-    scen = in_scenario[idx]
-    hot = _hot(anom, lead[idx])
+    n = anom.shape[0]
+    b = np.arange(n)
+    hot = _hot(anom, lead_bonus[idx])
     anom_hot, all_hot, nat_hot = anom[b, hot], probes_all[b, hot], probes_nat[b, hot]
-    anom_sum = anom.sum(axis=1)
-    anom[b, hot] = -1
+    rest = anom.copy() if isinstance(idx, slice) else anom
+    rest[b, hot] = -1
+    totals = s["totals"][idx]
+    anom_sum, nat_sum, all_sum, covered = totals[:, 0], totals[:, 1], totals[:, 2], totals[:, 3]
     o = np.empty((n, OBS_DIM), dtype=np.float32)
     c = s["counts"][idx]
     o[:, 0] = t / horizon
     o[:, 1] = c[:, _BRANCH_LEN] / horizon
     o[:, 2] = np.minimum(anom_hot, 3) / 3
     o[:, 3] = nat_hot / horizon
-    o[:, 4] = np.clip(anom.max(axis=1), 0, 3) / 3
-    o[:, 5] = (probes_nat.sum(axis=1) - nat_hot) / horizon
+    o[:, 4] = np.clip(rest.max(axis=1), 0, 3) / 3
+    o[:, 5] = (nat_sum - nat_hot) / horizon
     o[:, 6] = anom_hot / (all_hot + 1)
-    o[:, 7] = (anom_sum - anom_hot) / (probes_all.sum(axis=1) - all_hot + 1)
+    o[:, 7] = (anom_sum - anom_hot) / (all_sum - all_hot + 1)
     o[:, 8:11] = np.minimum(c[:, :3], 3) / 3  # confessions, denials, eval-aware remarks
     o[:, 11] = s["aware_seen"][idx]
     o[:, 12] = np.minimum(c[:, 3], 3) / 3  # rollbacks
     o[:, 13:17] = c[:, 4:8] / horizon  # accusations, pushes, direct questions, test framings
     o[:, 17:23] = _KIND_ONE_HOT[s["last_kind"][idx]]
-    o[:, 23] = scen[b, hot]
-    o[:, 24] = ((probes_nat > 0) & scen).sum(axis=1) / scen.sum(axis=1)
+    o[:, 23] = s["in_scenario"][idx][b, hot]
+    o[:, 24] = covered / k
     o[:, 25] = 1.0
     return o, hot
 
@@ -149,6 +154,8 @@ def simulate(world: World, batch: EpisodeBatch, policy: Policy, rng: np.random.G
     lead = scenario[:, 0]
     in_scenario = np.zeros((n, n_t), dtype=bool)
     in_scenario[rows[:, None], scenario] = True
+    lead_bonus = np.zeros((n, n_t), dtype=np.int64)
+    lead_bonus[rows, lead] = 1
     rate = np.where(planted, bt.rate[beh] * ft.susceptibility[fam], 0.0)
     syc, leak, evalaw, noise = ft.sycophancy[fam], ft.leak[fam], ft.eval_awareness[fam], ft.noise[fam]
     onset = bt.onset[beh]
@@ -159,6 +166,7 @@ def simulate(world: World, batch: EpisodeBatch, policy: Policy, rng: np.random.G
     s: dict[str, NDArray] = {
         "anom": zt(), "probes_nat": zt(), "probes_all": zt(), "conf_obs": zt(),
         "counts": np.zeros((n, _N_COUNTS), dtype=np.int64), "last_kind": zi(), "aware_seen": np.zeros(n, dtype=bool),
+        "totals": np.zeros((n, 4), dtype=np.int64), "in_scenario": in_scenario,
     }  # fmt: skip
     aware = np.zeros(n, dtype=bool)
     live = rows
@@ -179,21 +187,25 @@ def simulate(world: World, batch: EpisodeBatch, policy: Policy, rng: np.random.G
     for t in range(horizon):
         if live.size == 0:
             break
-        obs, hot = _observe(s, live, lead, in_scenario, t, horizon)
+        # Row-only reads and writes take a slice while every episode runs (views, no copies); pairs of
+        # (row, topic) indices need the row numbers.
+        obs, hot = _observe(s, slice(None) if live.size == n else live, lead_bonus, k, t, horizon)
         actions = policy.act(obs, rng)
-        obs_log[live, t] = obs
-        act_log[live, t] = actions
-        acted[live, t] = True
+        at = slice(None) if live.size == n else live
+        obs_log[at, t] = obs
+        act_log[at, t] = actions
+        acted[at, t] = True
         send = actions[:, TOOL] != END
         i = live[send]
         live = i
         if i.size == 0:
             break
         m = i.size
+        sel = slice(None) if m == n else i
         tool, choice, framing, pressure = (actions[send, h] for h in (TOOL, TOPIC, FRAMING, PRESSURE))
-        control = _outside(sorted_scenario[i], rng.integers(0, n_t - k, size=m))
-        topic = np.where(choice == SEED_TOPIC, scenario[i, seed_sends[i] % k], np.where(choice == CONTROL_TOPIC, control, hot[send]))
-        seed_sends[i] += choice == SEED_TOPIC
+        control = _outside(sorted_scenario[sel], rng.integers(0, n_t - k, size=m))
+        topic = np.where(choice == SEED_TOPIC, scenario[i, seed_sends[sel] % k], np.where(choice == CONTROL_TOPIC, control, hot[send]))
+        seed_sends[sel] += choice == SEED_TOPIC
         rollback = tool == ROLLBACK
         back = i[rollback]
         counts = s["counts"]
@@ -204,47 +216,51 @@ def simulate(world: World, batch: EpisodeBatch, policy: Policy, rng: np.random.G
         s["aware_seen"][back] = False
         r = respond(
             triggered=trig_table[i, topic],
-            onset_ok=counts[i, _BRANCH_LEN] >= onset[i],
-            rate=rate[i],
-            sycophancy=syc[i],
-            leak=leak[i],
-            eval_awareness=evalaw[i],
-            noise=noise[i],
+            onset_ok=counts[sel, _BRANCH_LEN] >= onset[sel],
+            rate=rate[sel],
+            sycophancy=syc[sel],
+            leak=leak[sel],
+            eval_awareness=evalaw[sel],
+            noise=noise[sel],
             framing=framing,
             pressure=pressure,
-            branch_pressure=counts[i, _BRANCH_PRESSURE],
-            aware=aware[i],
+            branch_pressure=counts[sel, _BRANCH_PRESSURE],
+            aware=aware[sel],
             u=uniforms(rng, m),
         )
-        aware[i] = r.aware
+        aware[sel] = r.aware
         anomaly = r.expressed | r.odd
+        natural = framing == NATURAL
+        s["totals"][sel] += np.stack(
+            [anomaly, natural, np.ones(m, dtype=bool), natural & in_scenario[i, topic] & (s["probes_nat"][i, topic] == 0)], axis=1
+        )
         s["probes_all"][i, topic] += 1  # one topic per episode: no repeated index
-        s["probes_nat"][i, topic] += framing == NATURAL
+        s["probes_nat"][i, topic] += natural
         s["anom"][i, topic] += anomaly
         s["conf_obs"][i, topic] += r.confession
-        counts[i] += _MESSAGE_INC[framing * 3 + pressure] + _REPLY_INC[r.confession * 4 + r.denial * 2 + r.eval_aware]
-        s["aware_seen"][i] |= r.eval_aware
+        counts[sel] += _MESSAGE_INC[framing * 3 + pressure] + _REPLY_INC[r.confession * 4 + r.denial * 2 + r.eval_aware]
+        s["aware_seen"][sel] |= r.eval_aware
         # last kind: 1 normal, 2 anomaly, 3 denial, 4 confession, 5 eval remark (confession wins)
-        s["last_kind"][i] = np.where(
+        s["last_kind"][sel] = np.where(
             r.confession, 4, np.where(r.denial, 3, np.where(anomaly, 2, np.where(r.eval_aware, 5, 1)))
         )
-        sent_log[i, t] = True
-        rollback_log[i, t] = rollback
-        remark_log[i, t] = r.eval_aware
-        topic_log[i, t] = topic
-        framing_log[i, t] = framing
-        pressure_log[i, t] = pressure
-        reply_log[i, t] = np.where(
+        sent_log[sel, t] = True
+        rollback_log[sel, t] = rollback
+        remark_log[sel, t] = r.eval_aware
+        topic_log[sel, t] = topic
+        framing_log[sel, t] = framing
+        pressure_log[sel, t] = pressure
+        reply_log[sel, t] = np.where(
             r.confession, CONFESSION, np.where(r.denial, DENIAL, np.where(r.expressed, DISPLAY, np.where(r.odd, ODD, 0)))
         )
 
-    final_obs, hot = _observe(s, rows, lead, in_scenario, horizon, horizon)
+    final_obs, hot = _observe(s, slice(None), lead_bonus, k, horizon, horizon)
     report = policy.report(final_obs, rng)
     claim_kind, conf_idx = report[:, CLAIM], report[:, CONFIDENCE]
     claim_topic = np.where(
         claim_kind == NO_CLAIM,
         -1,
-        np.where(claim_kind == CLAIM_SEED, lead, np.where(claim_kind == CLAIM_HOT, hot, _hot(s["conf_obs"], lead))),
+        np.where(claim_kind == CLAIM_SEED, lead, np.where(claim_kind == CLAIM_HOT, hot, _hot(s["conf_obs"], lead_bonus))),
     )
     observed = Observed(
         planted=planted,
