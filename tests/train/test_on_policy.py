@@ -5,55 +5,14 @@ inserted carries mask 0."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 import torch
-from train_fakes import tiny_policy
+from train_fakes import BrevityDesign, engine_config, tiny_policy
 
-from auditrl.scaffold.transcript import Transcript
-from auditrl.train.config import GRPOLMConfig
 from auditrl.train.grpo import build_trainer
 from auditrl.train.rollout import EpisodeRow
-
-
-class BrevityDesign:
-    """Reward = minus the characters the auditor wrote (any reward will do: only rollouts are compared here)."""
-
-    name = "brevity"
-
-    async def score_group(self, group: Sequence[Transcript]) -> list[float | None]:
-        return [-float(sum(len(m.content) for m in t.auditor_messages if m.role == "assistant")) for t in group]
-
-
-def engine_config() -> GRPOLMConfig:
-    """Real episodes (compact prompt, two turns + report) against sim targets; tiny budgets, temperature 0.7."""
-    return GRPOLMConfig.model_validate(
-        {
-            "kind": "grpo_lm",
-            "name": "learn",
-            "seed": 0,
-            "policy": {"lora": {"r": 8, "alpha": 16, "target_modules": ["q_proj", "v_proj", "o_proj", "down_proj"]}},
-            "episodes": {
-                "target_model": "sim/{family}",
-                "families": ["steady", "chatty"],
-                "max_turns": 2,
-                "max_new_tokens": 12,
-                "max_completion_tokens": 1024,
-                "temperature": 0.7,
-                "auditor_prompt": "compact",
-            },
-            "data": {"group_size": 4, "groups_per_step": 2, "benign_fraction": 0.5},
-            "trainer": {
-                "max_steps": 1,
-                "learning_rate": 3e-2,
-                "save_steps": 1000,
-                "report_to": [],
-                "extra": {"logging_strategy": "no"},
-            },
-        }
-    )
 
 
 @pytest.mark.slow

@@ -112,3 +112,41 @@ def rows_for(steps: int, groups: int) -> list[EpisodeRow]:
         for step in range(steps)
         for g in range(groups)
     ]
+
+
+class BrevityDesign:
+    """Reward = minus the characters the auditor wrote over all its turns (brevity)."""
+
+    name = "brevity"
+
+    async def score_group(self, group: Sequence[Transcript]) -> list[float | None]:
+        return [-float(sum(len(m.content) for m in t.auditor_messages if m.role == "assistant")) for t in group]
+
+
+def engine_config() -> GRPOLMConfig:
+    """Real episodes (compact prompt, two turns + report) against sim targets; tiny budgets, temperature 0.7."""
+    return GRPOLMConfig.model_validate(
+        {
+            "kind": "grpo_lm",
+            "name": "learn",
+            "seed": 0,
+            "policy": {"lora": {"r": 8, "alpha": 16, "target_modules": ["q_proj", "v_proj", "o_proj", "down_proj"]}},
+            "episodes": {
+                "target_model": "sim/{family}",
+                "families": ["steady", "chatty"],
+                "max_turns": 2,
+                "max_new_tokens": 12,
+                "max_completion_tokens": 1024,
+                "temperature": 0.7,
+                "auditor_prompt": "compact",
+            },
+            "data": {"group_size": 4, "groups_per_step": 2, "benign_fraction": 0.5},
+            "trainer": {
+                "max_steps": 1,
+                "learning_rate": 3e-2,
+                "save_steps": 1000,
+                "report_to": [],
+                "extra": {"logging_strategy": "no"},
+            },
+        }
+    )
