@@ -265,7 +265,9 @@ def assumptions_paragraph(cfg: AuditWorldConfig, rows: dict[str, PolicyEvaluatio
         f"spans {cfg.world.scenario_topics} topics, and a {cfg.world.fair_chance:g} share of each behavior's seeds "
         "includes one trigger, in each position equally often); "
         f"the untrained policy's prior (no finding with probability {cfg.train.prior_no_finding:g}, standing in for "
-        "a calibrated instruction-tuned base model); and the metrics, ground-truth proxies of the paper's suite. "
+        "a calibrated instruction-tuned base model); the untrained policy's random auditing actions (the paper's base "
+        "model already audited competently before training); the metrics, ground-truth proxies of the paper's suite; "
+        "and the realism judge's giveaway weights (auditrl.sim.judges.Rubric). "
         "Any result that follows from these alone is an assumption restated. Emerged from training: which "
         "strategies each reward design's auditor adopted and how they score, whatever that turned out to be."
     )
