@@ -4,7 +4,9 @@ A scripted auditor and target on the loopback server write XSS and code-injectio
 piece of text they produce (messages, prefills, a created tool, tool calls and results, the report).
 The suite, evaluate and strategies commands write their HTML reports from those transcripts; each
 report is opened in headless chromium and no script may run. Nothing may execute the injected code,
-and the API key in the environment may appear in no file, output or log line.
+and the API key in the environment may appear in no file, output or log line: the scan covers the
+suite's files, the members of its Inspect logs (.eval zips, decompressed) and the TensorBoard events
+of a training step against the same API (decoded event by event).
 """
 
 from __future__ import annotations
@@ -17,12 +19,16 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from crash_lm_child import crash_config  # also puts the trainer tests' fakes on the path
+from hostile_models import HostileText, hostile_auditor, hostile_target
+from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+from train_fakes import LengthDesign, tiny_policy
 from typer.testing import CliRunner
 
 from auditrl.cli import app
-from auditrl.scaffold.store import load_transcripts
+from auditrl.scaffold.store import TRANSCRIPTS, load_transcripts, read_transcripts
 from auditrl.testing.openai_server import OpenAIServer, ReceivedRequest
-from hostile_models import HostileText, hostile_auditor, hostile_target
+from auditrl.train.grpo import train_run
 
 CANARY = "sk-canary-9f3b1c7e5d2a4b6c8e0f1a3b5c7d9e1f"
 PWNED = "data-pwned"
@@ -43,8 +49,20 @@ class HostileRun:
     requests: list[ReceivedRequest]
 
 
+def _train_against(server: OpenAIServer, run: Path, tokenizer_dir: Path) -> None:
+    """One GRPO step of the tiny policy whose target is `server`, logging to TensorBoard."""
+    cfg = crash_config()
+    cfg = cfg.model_copy(
+        update={
+            "episodes": cfg.episodes.model_copy(update={"target_model": server.model_spec("target")}),
+            "trainer": cfg.trainer.model_copy(update={"max_steps": 1, "report_to": ["tensorboard"]}),
+        }
+    )
+    train_run(cfg, run, design=LengthDesign(), policy=tiny_policy(tokenizer_dir), progress=False)
+
+
 @pytest.fixture(scope="module")
-def hostile_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostileRun]:
+def hostile_run(tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path) -> Iterator[HostileRun]:
     root = tmp_path_factory.mktemp("hostile")
     marker = root / "executed-model-text"
     hostile = HostileText.load(marker)
@@ -77,6 +95,7 @@ def hostile_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostileRun
             result = runner.invoke(app, args, env={"COLUMNS": "200"})
             outputs.append(result.output)
             assert result.exit_code == 0, f"{name}: {result.output[-3000:]}"
+        _train_against(target, root / "train", tokenizer_dir)
         requests = [*auditor.requests, *target.requests]
     logging.getLogger().removeHandler(handler)
     reports = {name: root / f"{name}.html" for name in REPORTS}
@@ -157,10 +176,25 @@ def test_model_text_is_never_executed(hostile_run: HostileRun) -> None:
         assert "{{7*7}}" in html and "${{7*7}}" in html  # template syntax shown, not evaluated
 
 
+def _events(root: Path) -> Iterator[tuple[Path, str]]:
+    """Every TensorBoard event below `root`, decoded and printed in protobuf text form."""
+    for path in sorted(root.rglob("events.out.tfevents.*")):
+        for event in EventFileLoader(str(path)).Load():
+            yield path, str(event)
+
+
 @pytest.mark.slow
 def test_the_canary_key_was_used_but_never_written(hostile_run: HostileRun) -> None:
     assert any(r.headers.get("authorization") == f"Bearer {CANARY}" for r in hostile_run.requests)
-    leaks = [name for name, data in _files(hostile_run.root) if CANARY.encode() in data]
-    assert leaks == []
-    assert any(name.endswith(".eval") or ".eval!" in name for name, _ in _files(hostile_run.root)), "no Inspect log was checked"
+    files = list(_files(hostile_run.root))
+    assert [name for name, data in files if CANARY.encode() in data] == []
     assert CANARY not in hostile_run.output and CANARY not in hostile_run.log
+    inspect_members = [data for name, data in files if ".eval!" in name]
+    assert any(b"[auditor turn 2]" in data for data in inspect_members), "the Inspect logs' members were not read"
+    train = hostile_run.root / "train"
+    assert len(read_transcripts(train / TRANSCRIPTS)) > 0, "the training step made no rollout against the API"
+    events = list(_events(train))
+    assert {path.parent.name for path, _ in events} >= {"monitors"}, "no TensorBoard events of the monitors"
+    assert any('plugin_name: "scalars"' in text for _, text in events), "no scalars in the TensorBoard events"
+    assert any("string_val" in text for _, text in events), "no text (the trainer's arguments) in the TensorBoard events"
+    assert [str(path) for path, text in events if CANARY in text] == []
