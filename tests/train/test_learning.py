@@ -9,11 +9,12 @@ next-token distribution is flat over SmolLM2's 49k tokens whatever the LoRA laye
 no adapter on the LM head). At 1 the logits span several units and the adapters can move them.
 
 The statistic: Welch's t of the per-rollout rewards of the last five steps against those of the first
-five (40 rollouts each). It must exceed 5 (two-sided p about 1e-5 under no change, at the 39 degrees of
-freedom left when the last steps no longer vary). A sign error in the advantages, loss masks shifted off
-the sampled tokens or logprobs of the wrong tokens would leave the reward flat or push it down. Over
-seeds 0-4 the policy settled on one short reply within 4-15 steps and Welch's t was 6.4-27 (mean reward
-of the first five steps -51 to -61 characters, of the last five -24 to -40); the test runs seed 0 (t 7.8).
+five (2 groups of 8 rollouts a step, so 80 rollouts each). It must exceed 5 (two-sided p about 3e-6
+under no change, at the 79 degrees of freedom left when the last steps no longer vary). A sign error in
+the advantages, loss masks shifted off the sampled tokens or logprobs of the wrong tokens would leave
+the reward flat or push it down. Over seeds 0-8 the policy settled on one short reply (16-32 characters
+against 50-60 at the start) and Welch's t was 17.6-41.7; the test runs seed 0 (t 21.5). Groups of 4
+learned too, but noisier: one trajectory in about ten went the wrong way and settled on a longer reply.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ def brevity_rewards_per_step(tokenizer_dir: Path, run_dir: Path, seed: int) -> l
         update={
             "seed": seed,
             "episodes": base.episodes.model_copy(update={"max_turns": 1, "max_new_tokens": 4, "temperature": 1.0}),
+            "data": base.data.model_copy(update={"group_size": 8}),
             "trainer": base.trainer.model_copy(update={"max_steps": STEPS}),
         }
     )
