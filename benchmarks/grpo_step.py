@@ -7,7 +7,8 @@ fast ones, on the same work: SmolLM2-135M + LoRA, 2 groups x 4 rollouts, 2 audit
   stops there).
 Each phase is reported in wall seconds and in this process's CPU seconds: on a machine shared with
 other jobs, CPU seconds show the work itself and wall seconds what one waited. A warm-up step (not
-timed) runs first, so that one-time costs (first calls, allocator growth) are not counted.
+timed) runs first, so that one-time costs (first calls, allocator growth) are not counted. Each
+setting's split is printed as soon as it is measured, so a run stopped halfway still reports the first.
 
     OMP_NUM_THREADS=1 python benchmarks/grpo_step.py [--steps 2] [--only fast]
 """
@@ -111,9 +112,10 @@ def measure(name: str, steps: int) -> Clock:
         kind["update"] = kind["step"] - kind["generation"] - kind["judging"]
         for phase in PHASES:
             kind[phase] /= steps
+    split = ", ".join(f"{phase} {clock.wall[phase]:.1f}/{clock.cpu[phase]:.1f}" for phase in PHASES)
     console.print(
         f"{name}: {steps} timed step(s), {len(clock.tokens)} sequences of {min(clock.tokens)}-{max(clock.tokens)} "
-        f"tokens (mean {sum(clock.tokens) / len(clock.tokens):.0f})",
+        f"tokens (mean {sum(clock.tokens) / len(clock.tokens):.0f}); per step, wall/CPU s: {split}",
         highlight=False,
     )
     return clock
