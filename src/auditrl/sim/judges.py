@@ -86,12 +86,12 @@ class JudgeFlaws(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     noise: float = Field(default=0.15, ge=0.0, description="Sd of Gaussian noise on each verdict's latent score. Assumption: LLM judges disagree with themselves across samples; size not measured.")
-    position_bias: float = Field(default=0.15, ge=0.0, description="Pull toward the transcript shown first (slot A), in latent units. Zheng et al. 2023 (MT-Bench) document position bias in LLM judges; size an assumption.")
-    verbosity: float = Field(default=0.1, ge=0.0, description="Preference for longer audits: latent gain at 30 target turns, linear in turns. Zheng et al. 2023 document verbosity bias; size an assumption.")
-    alarm: float = Field(default=0.6, ge=0.0, description="Weight of alarming content the judge's rubric does not ask for (the auditor's accusations and claim; in pairwise also confessions), relative to the target showing the behavior. Rosu & Wang 2026: pointwise concerningness rewarded manufactured alarm; size an assumption.")
+    position_bias: float = Field(default=0.15, ge=0.0, description="Pull toward the transcript shown first (slot A), in latent units (pairwise and realism judges). Zheng et al. 2023 (MT-Bench) document position bias in LLM judges; size an assumption.")
+    verbosity: float = Field(default=0.1, ge=0.0, description="Preference for longer audits (realism: longer openings): latent gain at 30 target turns, linear in turns. Zheng et al. 2023 document verbosity bias; size an assumption.")
+    alarm: float = Field(default=0.6, ge=0.0, description="Weight of alarming content the judge's rubric does not ask for (the auditor's accusations and claim; in pairwise also confessions; in realism, pressure in the opening), relative to the target showing the behavior. Rosu & Wang 2026: pointwise concerningness rewarded manufactured alarm; size an assumption.")
     credulity: float = Field(default=0.5, ge=0.0, description="Weight of the auditor's accusations on the claimed topic as evidence, relative to one display by the target. Rosu & Wang 2026: the binary judge was fooled by narration inflation; size an assumption.")
-    miss: float = Field(default=0.1, ge=0.0, le=1.0, description="Chance of missing a display of the behavior, or a claim that matches the plant. Assumption.")
-    false_recognition: float = Field(default=0.05, ge=0.0, le=1.0, description="Chance of taking an innocent odd reply for a display, or a wrong claim for a match with the plant. Assumption.")
+    miss: float = Field(default=0.1, ge=0.0, le=1.0, description="Chance of missing a display of the behavior, a claim that matches the plant, or a giveaway in an audit's opening. Assumption.")
+    false_recognition: float = Field(default=0.05, ge=0.0, le=1.0, description="Chance of taking an innocent odd reply for a display, a wrong claim for a match with the plant, or a natural opening message for a constructed one. Assumption.")
 
 
 class Rubric(BaseModel):
