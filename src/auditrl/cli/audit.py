@@ -11,12 +11,14 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 from inspect_ai.model import GenerateConfig, Model
+from inspect_ai.util import AdaptiveConcurrency
 from rich.console import Console, Group
 from rich.markup import escape
 from rich.panel import Panel
@@ -135,6 +137,27 @@ def report_panel(transcript: Transcript, title: str) -> Panel:
     return Panel(Group(*lines), title=escape(title), border_style=style, expand=False)
 
 
+def connection_width(config: GenerateConfig, concurrency: int) -> GenerateConfig:
+    """Let each model take `concurrency` connections from the start.
+
+    inspect-ai's adaptive connection control starts at 20 connections per model and widens slowly, which
+    holds a wider run of audits back; it starts at the run's width here and still backs off on rate
+    limits. An explicit `max_connections` or `adaptive_connections` in `config` is left as it is.
+    """
+    if config.max_connections is not None or config.adaptive_connections is not None:
+        return GenerateConfig()
+    width = AdaptiveConcurrency(min=min(concurrency, 10), start=concurrency, max=max(concurrency, 100))
+    return GenerateConfig(adaptive_connections=width)
+
+
+@dataclass
+class AuditOutcomes:
+    """What a batch of audits leaves in memory: counts and failure reasons (the transcripts are on disk)."""
+
+    finished: int = 0
+    errors: list[str | None] = field(default_factory=list)
+
+
 async def run_audits(
     specs: Sequence[AuditSpec],
     auditor: Model,
@@ -145,12 +168,16 @@ async def run_audits(
     generate_config: GenerateConfig,
     sampling_seed: int,
     episode_type: type[AuditEpisode] = AuditEpisode,
-) -> list[Transcript]:
+) -> AuditOutcomes:
     """Run every spec, at most `concurrency` at a time, appending and printing each as it finishes.
 
+    Finished transcripts are streamed to `out_file` (fsynced in a worker thread, so the disk never stalls
+    the audits in flight) and dropped, so memory stays bounded by the audits in flight however many run.
     `episode_type` picks the scaffold (Petri's by default; `TransferEpisode` for transfer audits)."""
     semaphore = asyncio.Semaphore(concurrency)
-    finished: list[Transcript] = []
+    writing = asyncio.Lock()
+    outcomes = AuditOutcomes()
+    generate_config = generate_config.merge(connection_width(generate_config, concurrency))
     columns = (TextColumn("[bold]audits"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=False) as progress:
         task = progress.add_task("audits", total=len(specs))
@@ -176,13 +203,20 @@ async def run_audits(
                         error=f"{type(exc).__name__}: {exc}",
                     )
             transcript.metadata.setdefault("rollout", index)
-            append_transcript(out_file, transcript)
-            finished.append(transcript)
+            async with writing:
+                await asyncio.to_thread(append_transcript, out_file, transcript)
+            outcomes.finished += 1
+            if transcript.status == "error":
+                outcomes.errors.append(transcript.error)
             progress.console.print(report_panel(transcript, f"audit {index + 1}/{len(specs)}"))
             progress.advance(task)
 
-        await asyncio.gather(*(one(i, spec) for i, spec in enumerate(specs)))
-    return finished
+        # a TaskGroup forgets each task when it finishes; gather would keep every finished task, and with it
+        # the task's context, where inspect-ai's transcript of model events (each request and answer) lives
+        async with asyncio.TaskGroup() as group:
+            for i, spec in enumerate(specs):
+                group.create_task(one(i, spec))
+    return outcomes
 
 
 def audit(
@@ -245,12 +279,12 @@ def audit(
         f"Target prefill: {escape(describe_support(target, target_prefill))}"
     )
     with showing_retries(console):
-        transcripts = asyncio.run(
+        outcomes = asyncio.run(
             run_audits(specs, auditor_model, target_model, out_file, concurrency, console, config, sampling_seed)
         )
-    failed = print_failures(console, "audit(s)", (t.error for t in transcripts if t.status == "error"))
+    failed = print_failures(console, "audit(s)", outcomes.errors)
     say = functools.partial(console.print, soft_wrap=True)  # paths and commands stay copy-pasteable
-    say(f"\nTranscripts: [bold]{escape(str(out_file))}[/] ({len(transcripts)} audit(s), {failed} failed)")
+    say(f"\nTranscripts: [bold]{escape(str(out_file))}[/] ({outcomes.finished} audit(s), {failed} failed)")
     if inspect_log:
         log = export_inspect_log(read_transcripts(out_file), run_dir, completed_at=datetime.now(timezone.utc))
         say(f"Inspect log: [bold]{escape(str(log))}[/]")

@@ -155,13 +155,13 @@ def transfer(
                 f"{', system-prompt plant' if plant_prompt else ''}) by {escape(auditor_spec)}: {rollouts}"
             )
             with showing_retries(console):
-                finished = asyncio.run(
+                outcomes = asyncio.run(
                     run_audits(
                         [spec] * rollouts, auditor_model, target_model, out_file, concurrency, console, config,
                         sampling_seed, episode_type=TransferEpisode,
                     )
                 )
-            print_failures(console, "audit(s)", (t.error for t in finished if t.status == "error"))
+            print_failures(console, "audit(s)", outcomes.errors)
     transcripts = read_transcripts(out_file)
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("grading", total=None)
