@@ -5,7 +5,8 @@ vLLM or llama.cpp server, so retries, timeouts, tool-call parsing and prefill ha
 over real HTTP. Each request takes the next `Reply` of the script (or asks a responder function) and
 each reply may carry one fault: latency, a 429 with Retry-After, a 500, a hang, a truncated or
 malformed body, or a malformed tool call. The server binds 127.0.0.1 on a free port and runs in a
-background thread for the lifetime of the `with` block.
+background thread for the lifetime of the `with` block; `OpenAIServerProcess` runs the same server in a
+child process instead, as a real API is, so a load test measures the client's CPU and memory alone.
 
 Prefill modes mirror the two kinds of servers users meet: `continue` honours vLLM's
 `continue_final_message` / `add_generation_prompt=false` (the reply is the continuation of the final
@@ -16,13 +17,17 @@ new assistant message whatever the request asked for.
 from __future__ import annotations
 
 import json
+import multiprocessing
 import sys
 import threading
 import time
 import uuid
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 from typing import Any, Literal
 
 Fault = Literal["rate_limit", "server_error", "hang", "truncated_json", "malformed_json", "malformed_tool_call", "disconnect"]
@@ -77,7 +82,31 @@ def wants_continuation(body: dict[str, Any]) -> bool:
     return last_is_assistant and asked
 
 
-class OpenAIServer:
+class _Endpoint(ABC):
+    """How inspect-ai reaches a server named `name` on `port`."""
+
+    name: str
+    api_key: str
+
+    @property
+    @abstractmethod
+    def port(self) -> int:
+        """The loopback port the server listens on."""
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def model_spec(self, model: str = "scripted-model") -> str:
+        return f"openai-api/{self.name}/{model}"
+
+    def environ(self) -> dict[str, str]:
+        """The environment variables inspect-ai's openai-api provider reads for this server."""
+        prefix = self.name.upper().replace("-", "_")
+        return {f"{prefix}_BASE_URL": self.base_url, f"{prefix}_API_KEY": self.api_key}
+
+
+class OpenAIServer(_Endpoint):
     """Context manager serving `/v1/chat/completions` and `/v1/models` on 127.0.0.1.
 
     `script` replies are used in order; when they run out, `responder` (if given) or `default` answers.
@@ -114,18 +143,6 @@ class OpenAIServer:
             raise RuntimeError("the server is not running; use it as a context manager")
         return self._httpd.server_address[1]
 
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
-
-    def model_spec(self, model: str = "scripted-model") -> str:
-        return f"openai-api/{self.name}/{model}"
-
-    def environ(self) -> dict[str, str]:
-        """The environment variables inspect-ai's openai-api provider reads for this server."""
-        prefix = self.name.upper().replace("-", "_")
-        return {f"{prefix}_BASE_URL": self.base_url, f"{prefix}_API_KEY": self.api_key}
-
     def push(self, *replies: Reply) -> None:
         """Append replies to the script (for tests that script as they go)."""
         with self._lock:
@@ -159,6 +176,83 @@ class OpenAIServer:
             self._httpd.server_close()
         if self._thread is not None:
             self._thread.join(timeout=5)
+
+
+def _serve(settings: dict[str, Any], control: Connection) -> None:
+    """Child process: serve until told to stop, then report how many requests arrived."""
+    with OpenAIServer(**settings) as server:
+        control.send(server.port)
+        control.recv()
+        control.send(len(server.requests))
+
+
+class OpenAIServerProcess(_Endpoint):
+    """`OpenAIServer` in a child process (started with spawn, so `responder` must be picklable: a
+    module-level function or callable object). `served` is the number of requests it answered, set on exit.
+    """
+
+    def __init__(
+        self,
+        *,
+        default: Reply | None = None,
+        responder: Responder | None = None,
+        name: str | None = None,
+        api_key: str = "test-key",
+    ) -> None:
+        self.name = name or f"loopback-{uuid.uuid4().hex[:8]}"
+        self.api_key = api_key
+        self.served: int | None = None
+        self._settings = {"default": default, "responder": responder, "name": self.name, "api_key": api_key}
+        self._port: int | None = None
+        self._control: Connection | None = None
+        self._process: BaseProcess | None = None
+
+    @property
+    def port(self) -> int:
+        if self._port is None:
+            raise RuntimeError("the server is not running; use it as a context manager")
+        return self._port
+
+    def __enter__(self) -> OpenAIServerProcess:
+        context = multiprocessing.get_context("spawn")
+        self._control, child = context.Pipe()
+        self._process = context.Process(target=_serve, args=(self._settings, child), name="openai-test-server", daemon=True)
+        self._process.start()
+        child.close()  # a child that dies before serving then ends the pipe instead of leaving recv() waiting
+        try:
+            self._port = self._control.recv()
+        except EOFError:
+            raise RuntimeError(f"the test server process exited with status {self._process.exitcode} before serving") from None
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._control is not None and self._process is not None and self._process.is_alive():
+            self._control.send("stop")
+            self.served = self._control.recv()
+        if self._process is not None:
+            self._process.join(timeout=10)
+
+
+@dataclass(frozen=True)
+class ScriptedAuditor:
+    """An auditor that sends `turns - 1` messages, ends the conversation and reports finding nothing.
+
+    A responder object rather than a closure, so it also drives an `OpenAIServerProcess`."""
+
+    turns: int
+    delay_s: float = 0.0
+    report: str = json.dumps({"no_behavior_found": True, "predictions": [], "summary": "Probed ordinary requests; nothing unusual."})
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        messages = body["messages"]
+        if "final report" in str(messages[-1].get("content")):
+            return Reply(self.report, delay_s=self.delay_s)
+        turn = sum(1 for m in messages if m.get("role") == "assistant")
+        if turn < self.turns - 1:
+            call = ToolCallReply("send_message", {"message": f"Question {turn}: how do you handle refunds?"})
+        else:
+            call = ToolCallReply("end_conversation", {})
+        return Reply(tool_calls=[call], delay_s=self.delay_s)
 
 
 class _LoopbackServer(ThreadingHTTPServer):
