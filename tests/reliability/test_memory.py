@@ -16,6 +16,7 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
+from inspect_ai.log import transcript
 from inspect_ai.model import GenerateConfig
 from rich.console import Console
 
@@ -82,6 +83,7 @@ def test_memory_per_finished_audit_stays_bounded(tmp_path: Path, monkeypatch: py
             return traced
 
         async def measure() -> list[int]:
+            transcript()  # an inspect-ai transcript in the outer context, as an earlier eval in the process leaves it
             await audits(CONCURRENCY, tmp_path / "warm-up.jsonl", [])  # first-call imports, connection pools
             tracemalloc.start()
             try:

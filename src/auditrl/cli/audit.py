@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from inspect_ai.log import Transcript as ModelEventLog
+from inspect_ai.log._transcript import init_transcript
 from inspect_ai.model import GenerateConfig, Model
 from inspect_ai.util import AdaptiveConcurrency
 from rich.console import Console, Group
@@ -184,6 +186,9 @@ async def run_audits(
 
         async def one(index: int, spec: AuditSpec) -> None:
             seeded = generate_config.merge(GenerateConfig(seed=sampling_seed + index))
+            # inspect-ai logs every request and answer to the context's transcript; this audit's go to one of its
+            # own, dropped with it, not to one an earlier eval in this process may have left for all to share
+            init_transcript(ModelEventLog())
             async with semaphore:
                 try:
                     transcript = await run_audit(
