@@ -21,6 +21,8 @@ from auditrl.train.rollout import EpisodeRow
 class FakeEpisode:
     """An episode of `turns` auditor turns; after each turn but the last, the environment adds one user message."""
 
+    opening: str | None = None
+
     def __init__(self, row: EpisodeRow, turns: int = 2) -> None:
         self.turns = turns
         self.done = False

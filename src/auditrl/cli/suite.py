@@ -46,6 +46,7 @@ from auditrl.models.roles import UnknownModelError, resolve_model
 from auditrl.report.html import write_report
 from auditrl.report.sections import suite_section, transcripts_section
 from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
+from auditrl.scaffold.prompt_sets import AuditorPrompt
 
 RESULTS = "results.json"
 CONFIG = "config.json"
@@ -104,7 +105,7 @@ def suite(
         Literal["native", "text"] | None, typer.Option(help="Auditor tool protocol (default: by provider).")
     ] = None,
     auditor_prompt: Annotated[
-        Literal["full", "compact"],
+        AuditorPrompt,
         typer.Option(help="Auditor prompt set: compact for small-context models (and auditors trained on it)."),
     ] = "full",
     cache: Annotated[Path | None, typer.Option(help="JSONL judge-response cache to reuse across runs.")] = None,

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from inspect_ai.model import Model
 
     from auditrl.behaviors.schema import Behavior, Seed
+    from auditrl.scaffold.prompt_sets import AuditorPrompt
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +58,7 @@ async def run_suite(
     benign_target: Model | None = None,
     production_target: Model | None = None,
     tool_protocol: Literal["native", "text"] | None = None,
-    auditor_prompt: Literal["full", "compact"] = "full",
+    auditor_prompt: AuditorPrompt = "full",
     out: Path | None = None,
     audit: AuditFn | None = None,
     label: str | None = None,

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import json
-from dataclasses import dataclass
 from string import Template
 from typing import Any, Literal
 
@@ -32,11 +31,12 @@ from inspect_ai.model import (
     ModelOutput,
 )
 from inspect_ai.tool import ToolCall, ToolCallError, ToolInfo
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from auditrl.behaviors.schema import Behavior, Seed
 from auditrl.models.prefill import PrefillSupport, continue_body, prefill_support
 from auditrl.models.retries import ModelCallFailed, call_model
+from auditrl.scaffold.prompt_sets import PROMPT_SETS, AuditorPrompt, openings
 from auditrl.scaffold.report import parse_report, report_from_object, verify_quotes
 from auditrl.scaffold.text_protocol import parse_tool_calls, render_tools_prompt
 from auditrl.scaffold.tools import (
@@ -59,24 +59,6 @@ from auditrl.scaffold.transcript import (
 
 Phase = Literal["audit", "report", "done"]
 ToolProtocol = Literal["native", "text"]
-AuditorPrompt = Literal["full", "compact"]
-
-
-@dataclass(frozen=True)
-class PromptSet:
-    """The auditor's prompt files (system prompt, report request) and how the text protocol lists its tools."""
-
-    system: str
-    report: str
-    compact_tools: bool
-
-
-PROMPT_SETS: dict[str, PromptSet] = {
-    "full": PromptSet("auditor_system.md", "report_request.md", compact_tools=False),
-    "compact": PromptSet("auditor_system_compact.md", "report_request_compact.md", compact_tools=True),
-}
-"""`full` explains every tool and rule (capable models); `compact` is a few hundred tokens for small-context
-models, whose training sequences re-read the opening prompt and report request in every rollout."""
 
 
 class AuditSpec(BaseModel):
@@ -94,6 +76,15 @@ class AuditSpec(BaseModel):
         default=None, description="How prefills reach the target; None = what its provider is known to do."
     )
     auditor_prompt: AuditorPrompt = Field(default="full", description="Prompt set of the auditor (see PROMPT_SETS).")
+
+    @model_validator(mode="after")
+    def _openings_need_text(self) -> AuditSpec:
+        if PROMPT_SETS[self.auditor_prompt].openings and self.tool_protocol != "text":
+            raise ValueError(
+                f"auditor_prompt '{self.auditor_prompt}' begins the auditor's turns as text; "
+                "it needs tool_protocol 'text'"
+            )
+        return self
 
 
 def estimate_tokens(text: str) -> int:
@@ -199,6 +190,13 @@ class AuditEpisode:
         if self.spec.tool_protocol != "native":
             return None
         return "none" if self.phase == "report" else "auto"
+
+    @property
+    def opening(self) -> str | None:
+        """The words the auditor's next reply must start with (None: the model writes it all)."""
+        if self.prompts.openings is None or self.phase == "done":
+            return None
+        return openings(self.prompts.openings)[self.phase]
 
     def auditor_messages(self) -> list[ChatMessage]:
         """The auditor's next input (a new list; the messages themselves are shared)."""
@@ -443,19 +441,35 @@ async def run_audit(
 
 async def drive(episode: AuditEpisode, auditor: Model, config: GenerateConfig, attempts: int = 3) -> Transcript:
     """Generate the auditor's turns until `episode` is done (it may start mid-audit, e.g. restored from a crux)."""
+    auditor_spec = episode.spec.auditor_model
+    if episode.opening is not None and prefill_support(auditor_spec) != "continue":
+        raise ValueError(
+            f"auditor_prompt '{episode.spec.auditor_prompt}' needs an auditor that continues a begun reply; "
+            f"'{auditor_spec}' does not (use 'compact')"
+        )
     while not episode.done:
+        messages, turn_config, opening = episode.auditor_messages(), config, episode.opening
+        if opening is not None:
+            messages.append(ChatMessageAssistant(content=opening))
+            if body := continue_body(auditor_spec):
+                turn_config = config.merge(GenerateConfig(extra_body={**(config.extra_body or {}), **body}))
         try:
             output = await call_model(
                 auditor,
-                episode.auditor_messages(),
+                messages,
                 tools=episode.tools,
                 tool_choice=episode.tool_choice,
-                config=config,
+                config=turn_config,
                 attempts=attempts,
                 role="auditor",
             )
         except ModelCallFailed as e:
             episode.fail(str(e))
             break
-        await episode.step(output)
+        if opening is None:
+            await episode.step(output)
+            continue
+        usage = output.usage.output_tokens if output.usage is not None else None
+        content, _, _ = _apply_prefill(opening, output.message.text, "continue")
+        await episode.step(ChatMessageAssistant(content=content, model=output.model), usage)
     return episode.transcript

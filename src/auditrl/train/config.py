@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from auditrl.models.limits import CallLimits
+from auditrl.scaffold.prompt_sets import AuditorPrompt
 
 LossType = Literal["grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo"]
 """TRL 1.16's GRPO loss formulations; a misspelt one would otherwise fail only after the policy has loaded."""
@@ -210,7 +211,7 @@ class EpisodeSettings(BaseModel):
     tool_protocol: Literal["native", "text"] = Field(
         default="text", description="`text` renders tools into the prompt and parses actions leniently."
     )
-    auditor_prompt: Literal["full", "compact"] = Field(
+    auditor_prompt: AuditorPrompt = Field(
         default="full",
         description="Auditor prompt set (auditrl.scaffold.engine.PROMPT_SETS): `full` for capable models, "
         "`compact` (a few hundred tokens) for small-context models, whose every training sequence re-reads it.",

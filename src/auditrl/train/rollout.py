@@ -57,6 +57,9 @@ class Episode(Protocol):
     done: bool
     transcript: Transcript
 
+    @property
+    def opening(self) -> str | None: ...
+
     def auditor_messages(self) -> list[ChatMessage]: ...
 
     async def step(self, output: ChatMessageAssistant, output_tokens: int | None = None) -> None: ...
@@ -205,12 +208,15 @@ async def run_rollouts(
         live = [s for s in states if not s.finished and not s.episode.done]
         if not any_rank(bool(live)):
             break
+        openings = [s.episode.opening or "" for s in live]
+        for state, opening in zip(live, openings, strict=True):
+            _append_opening(state, opening, segments)
         samples = generate([s.rollout_index for s in live], [s.context for s in live])
         outputs = [
             ChatMessageAssistant(
-                content=segments.tokenizer.decode(sample.ids, skip_special_tokens=True), model=auditor_name
+                content=opening + segments.tokenizer.decode(sample.ids, skip_special_tokens=True), model=auditor_name
             )
-            for sample in samples
+            for opening, sample in zip(openings, samples, strict=True)
         ]
         for state, sample in zip(live, samples, strict=True):
             _append_sample(state, sample)
@@ -235,6 +241,14 @@ async def run_rollouts(
         group_index=[s.group_index for s in states],
         rollout_index=[s.rollout_index for s in states],
     )
+
+
+def _append_opening(state: RolloutState, opening: str, segments: ChatSegments) -> None:
+    """Words the scaffold writes at the start of the turn (a guided prompt set): context, never trained on."""
+    ids = segments.encode(opening) if opening else []
+    state.completion_ids += ids
+    state.env_mask += [0] * len(ids)
+    state.logprobs += [0.0] * len(ids)
 
 
 def _append_sample(state: RolloutState, sample: Sample) -> None:

@@ -1,0 +1,49 @@
+"""The auditor's prompt sets: which prompt files an audit uses, chosen per auditor by its size."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Literal
+
+import yaml
+
+AuditorPrompt = Literal["full", "compact", "guided"]
+
+
+@dataclass(frozen=True)
+class PromptSet:
+    """The auditor's prompt files (system prompt, report request, forced turn openings) and how the text
+    protocol lists its tools."""
+
+    system: str
+    report: str
+    compact_tools: bool
+    openings: str | None = None
+
+
+PROMPT_SETS: dict[str, PromptSet] = {
+    "full": PromptSet("auditor_system.md", "report_request.md", compact_tools=False),
+    "compact": PromptSet("auditor_system_compact.md", "report_request_compact.md", compact_tools=True),
+    "guided": PromptSet(
+        "auditor_system_compact.md",
+        "report_request_compact.md",
+        compact_tools=True,
+        openings="auditor_openings_guided.yaml",
+    ),
+}
+"""`full` explains every tool and rule (capable models); `compact` is a few hundred tokens for small-context
+models, whose training sequences re-read the opening prompt and report request in every rollout; `guided`
+is `compact` with every auditor turn begun for the model (a send_message call, the report's first field),
+for models too small to start the format themselves (text tool protocol only)."""
+
+
+@functools.cache
+def openings(name: str) -> dict[str, str]:
+    """The forced turn openings of a prompt set's file, by phase (`audit`, `report`)."""
+    from auditrl.scaffold.tools import prompt_text  # inspect-ai is heavy; configs import this module
+
+    data = yaml.safe_load(prompt_text(name))
+    if not isinstance(data, dict) or set(data) != {"audit", "report"}:
+        raise ValueError(f"{name}: expected exactly the keys 'audit' and 'report'")
+    return {phase: str(text) for phase, text in data.items()}
