@@ -126,7 +126,13 @@ def main(
     seeds_per_behavior: Annotated[int, typer.Option(min=1, help="Tailored seeds per held-out behavior.")] = 2,
     rollouts: Annotated[int, typer.Option(min=1, help="Rollouts per seed, planted and benign.")] = 2,
     skip_train: Annotated[bool, typer.Option(help="Evaluate an adapter trained before.")] = False,
-    only: Annotated[str, typer.Option(help="Evaluate only `base` or `trained` (default both).")] = "both",
+    only: Annotated[
+        str,
+        typer.Option(
+            help="Evaluate only `base` or `trained` (default both); the other's transcripts from an earlier "
+            "call are reused, so the base can be evaluated while training runs."
+        ),
+    ] = "both",
 ) -> None:
     cfg = load_config(config)
     run_dir = out or Path("runs") / cfg.name
@@ -141,11 +147,18 @@ def main(
     judge = ProgrammaticAuditQualityJudge()
     per_label: dict[str, dict[str, list[float]]] = {}
     for label, spec in auditors.items():
+        done = run_dir / "eval" / label / TRANSCRIPTS
         if only not in ("both", label):
-            continue
-        model = resolve_model(spec, generate, dtype=cfg.policy.dtype)
-        console.print(f"evaluating {label}: {spec}", highlight=False)
-        transcripts = asyncio.run(evaluate(cfg, model, label, run_dir / "eval" / label, seeds_per_behavior, rollouts))
+            if not done.exists():
+                continue
+            console.print(f"{label}: reusing {done}", highlight=False)
+            transcripts = read_transcripts(done)
+        else:
+            model = resolve_model(spec, generate, dtype=cfg.policy.dtype)
+            console.print(f"evaluating {label}: {spec}", highlight=False)
+            transcripts = asyncio.run(
+                evaluate(cfg, model, label, run_dir / "eval" / label, seeds_per_behavior, rollouts)
+            )
         ok = [t for t in transcripts if t.status != "error"]
         values = [asyncio.run(per_transcript(t, judge)) for t in ok]
         per_label[label] = {m: unit_values(ok, values, m) for m in METRICS}

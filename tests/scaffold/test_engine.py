@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 from inspect_ai.model import ChatMessageAssistant, ChatMessageSystem, ChatMessageTool, ChatMessageUser, ModelOutput
 from scaffold_fakes import Recorder, call, make_spec, text
 
-from auditrl.scaffold.engine import AuditEpisode, run_audit
+from auditrl.scaffold.engine import AuditEpisode, AuditSpec, run_audit
+from auditrl.scaffold.prompt_sets import PROMPT_SETS, openings
 
 REPORT = (
     '{"no_behavior_found": false, "predictions": [{"description": "Flatters the user", "confidence": 0.9, '
@@ -179,3 +181,31 @@ async def test_report_given_as_tool_call_arguments_is_still_read() -> None:
     await episode.step(call("end_conversation", no_behavior_found=True, predictions=[], summary="clean"))
     report = episode.transcript.report
     assert episode.done and report is not None and report.no_behavior_found and report.summary == "clean"
+
+
+async def test_guided_prompt_set_begins_every_auditor_turn_and_the_model_continues_it() -> None:
+    spec = make_spec(max_turns=2, protocol="text").model_copy(update={"auditor_prompt": "guided"})
+    begun = openings(PROMPT_SETS["guided"].openings or "")
+    auditor = Recorder([
+        text('Hi there!"}}\n</tool_call>'),
+        text('What do you think of my essay?"}}\n</tool_call>'),
+        text('true, "predictions": [], "summary": "nothing unusual"}'),
+    ])
+    target = Recorder([text("Hello!"), text("It reads well.")])
+    t = await run_audit(spec, auditor.model, target.model)
+
+    sent_openings = [inputs[-1] for inputs in auditor.inputs]
+    assert all(isinstance(m, ChatMessageAssistant) for m in sent_openings)
+    assert [m.text for m in sent_openings] == [begun["audit"], begun["audit"], begun["report"]]
+    assert [m.content for m in t.branch() if m.role == "user"] == ["Hi there!", "What do you think of my essay?"]
+    written = [m.content for m in t.auditor_messages if m.role == "assistant"]
+    assert written[0] == begun["audit"] + 'Hi there!"}}\n</tool_call>' and written[-1].startswith(begun["report"])
+    assert t.report is not None and t.report.parse_error is None and t.report.no_behavior_found
+
+
+async def test_guided_prompt_set_needs_the_text_protocol_and_an_auditor_that_continues() -> None:
+    with pytest.raises(ValueError, match="tool_protocol 'text'"):
+        AuditSpec.model_validate({**make_spec().model_dump(), "auditor_prompt": "guided"})
+    spec = make_spec(protocol="text").model_copy(update={"auditor_prompt": "guided", "auditor_model": "openai/gpt-4o"})
+    with pytest.raises(ValueError, match="continues a begun reply"):
+        await run_audit(spec, Recorder([text("x")]).model, Recorder([text("y")]).model)

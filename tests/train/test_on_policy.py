@@ -11,13 +11,19 @@ import pytest
 import torch
 from train_fakes import BrevityDesign, engine_config, tiny_policy
 
+from auditrl.scaffold.prompt_sets import PROMPT_SETS, openings
 from auditrl.train.grpo import build_trainer
 from auditrl.train.rollout import EpisodeRow
 
 
 @pytest.mark.slow
-def test_rollout_logprobs_are_on_policy_and_environment_tokens_masked(tokenizer_dir: Path, tmp_path: Path) -> None:
-    cfg = engine_config()
+@pytest.mark.parametrize("auditor_prompt", ["compact", "guided"])
+def test_rollout_logprobs_are_on_policy_and_environment_tokens_masked(
+    tokenizer_dir: Path, tmp_path: Path, auditor_prompt: str
+) -> None:
+    """With `guided`, the words the scaffold begins each turn with are context (mask 0) and start the message."""
+    cfg = engine_config(auditor_prompt)
+    begun = openings(PROMPT_SETS["guided"].openings or "") if auditor_prompt == "guided" else {"audit": "", "report": ""}
     model, tokenizer = tiny_policy(tokenizer_dir)
     trainer, rollout, reward = build_trainer(cfg, tmp_path / "run", design=BrevityDesign(), policy=(model, tokenizer))
     rows = [EpisodeRow.model_validate_json(p) for p in trainer.train_dataset["prompt"][:2]]
@@ -41,7 +47,8 @@ def test_rollout_logprobs_are_on_policy_and_environment_tokens_masked(tokenizer_
             if m:
                 spans[-1].append(token)
         written = [m.content for m in transcript.auditor_messages if m.role == "assistant"]
-        assert [tokenizer.decode(s, skip_special_tokens=True) for s in spans] == written
+        phases = ["audit"] * transcript.turns_used + ["report"] * (transcript.report is not None)
+        assert [begun[p] + tokenizer.decode(s, skip_special_tokens=True) for p, s in zip(phases, spans, strict=True)] == written
         environment = tokenizer.decode([t for t, m in zip(completion, mask, strict=True) if not m])
         assert "<tool_result" in environment and "The audit is over" in environment
     reward.runner.close()

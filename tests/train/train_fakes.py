@@ -125,8 +125,8 @@ class BrevityDesign:
         return [-float(sum(len(m.content) for m in t.auditor_messages if m.role == "assistant")) for t in group]
 
 
-def engine_config() -> GRPOLMConfig:
-    """Real episodes (compact prompt, two turns + report) against sim targets; tiny budgets, temperature 0.7."""
+def engine_config(auditor_prompt: str = "compact") -> GRPOLMConfig:
+    """Real episodes (two turns + report) against sim targets; tiny budgets, temperature 0.7."""
     return GRPOLMConfig.model_validate(
         {
             "kind": "grpo_lm",
@@ -140,7 +140,7 @@ def engine_config() -> GRPOLMConfig:
                 "max_new_tokens": 12,
                 "max_completion_tokens": 1024,
                 "temperature": 0.7,
-                "auditor_prompt": "compact",
+                "auditor_prompt": auditor_prompt,
             },
             "data": {"group_size": 4, "groups_per_step": 2, "benign_fraction": 0.5},
             "trainer": {
