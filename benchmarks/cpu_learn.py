@@ -93,6 +93,28 @@ def welch(a: list[float], b: list[float]) -> tuple[float, float, float]:
     return diff, diff - 1.96 * se, diff + 1.96 * se
 
 
+def training_thirds(run_dir: Path) -> list[dict[str, Any]]:
+    """The training rollouts by third of the run: what the policy sampled, and the reward it got."""
+    transcripts = read_transcripts(run_dir / TRANSCRIPTS)
+    steps = sorted({int(t.scores["step"]) for t in transcripts if "step" in t.scores})
+    thirds = []
+    for part in range(3):
+        chosen = set(steps[part * len(steps) // 3 : (part + 1) * len(steps) // 3])
+        group = [t for t in transcripts if t.scores.get("step") in chosen]
+        turns = [v for t in group if (v := turn_validity(t)) is not None]
+        benign = [t for t in group if t.benign]
+        rewards = [float(t.scores["reward"]) for t in group if t.scores.get("reward") is not None]
+        thirds.append({
+            "steps": f"{min(chosen)}-{max(chosen)}",
+            "rollouts": len(group),
+            "valid_tool_calls": mean(turns) if turns else None,
+            "valid_reports": 100.0 * mean(t.report is not None and t.report.parse_error is None for t in group),
+            "benign_nothing_found": 100.0 * mean(bool(t.report and t.report.no_behavior_found) for t in benign) if benign else None,
+            "reward": mean_ci(rewards).model_dump() if rewards else None,
+        })
+    return thirds
+
+
 async def evaluate(cfg: GRPOLMConfig, auditor: Model, label: str, out: Path, seeds_per_behavior: int, rollouts: int) -> list[Transcript]:
     behaviors = load_behaviors()
     held_out = sorted((b for b in behaviors.values() if b.split == "heldout"), key=lambda b: b.id)
@@ -162,7 +184,26 @@ def main(
         ok = [t for t in transcripts if t.status != "error"]
         values = [asyncio.run(per_transcript(t, judge)) for t in ok]
         per_label[label] = {m: unit_values(ok, values, m) for m in METRICS}
-    results: dict[str, Any] = {"config": str(config), "seeds_per_behavior": seeds_per_behavior, "rollouts": rollouts, "metrics": {}}
+    results: dict[str, Any] = {
+        "config": config.name,
+        "seeds_per_behavior": seeds_per_behavior,
+        "rollouts": rollouts,
+        "training": training_thirds(run_dir),
+        "metrics": {},
+    }
+    during = Table(title="training rollouts by third of the run (0-100; reward 0-1, mean [95% CI] over rollouts)")
+    for column in ("steps", "rollouts", "valid tool calls", "valid reports", "benign: nothing found", "reward"):
+        during.add_column(column, justify="right")
+    for third in results["training"]:
+        cells = [third[k] for k in ("valid_tool_calls", "valid_reports", "benign_nothing_found")]
+        reward = third["reward"]
+        during.add_row(
+            third["steps"],
+            str(third["rollouts"]),
+            *["-" if c is None else f"{c:.1f}" for c in cells],
+            "-" if reward is None else f"{reward['mean']:.3f} [{reward['lo']:.3f}, {reward['hi']:.3f}]",
+        )
+    console.print(during)
     table = Table(title="held-out before/after (mean [95% CI] over (behavior, seed) units; 0-100)")
     for column in ("metric", *per_label, "trained - base [95% CI]"):
         table.add_column(column, justify="left" if column == "metric" else "right")

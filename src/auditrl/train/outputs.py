@@ -73,14 +73,34 @@ def evaluation_section(evaluation: Mapping[str, Any]) -> Section:
         cells = [f"{e['mean']:.1f} [{e['lo']:.1f}, {e['hi']:.1f}]" if (e := entry.get(k)) else "-" for k in ("base", "trained")]
         diff = entry.get("difference")
         rows.append([metric, *cells, f"{diff['mean']:+.1f} [{diff['lo']:+.1f}, {diff['hi']:+.1f}]" if diff else "-"])
+    tables = [TableBlock(header=["metric", "base", "trained", "trained - base"], rows=rows)]
+    if thirds := evaluation.get("training"):
+        pct = lambda v: "-" if v is None else f"{v:.1f}"  # noqa: E731
+        tables.append(
+            TableBlock(
+                header=["training steps", "rollouts", "valid tool calls", "valid reports", "benign: nothing found", "reward"],
+                rows=[
+                    [
+                        t["steps"],
+                        t["rollouts"],
+                        pct(t["valid_tool_calls"]),
+                        pct(t["valid_reports"]),
+                        pct(t["benign_nothing_found"]),
+                        "-" if (r := t["reward"]) is None else f"{r['mean']:.3f} [{r['lo']:.3f}, {r['hi']:.3f}]",
+                    ]
+                    for t in thirds
+                ],
+            )
+        )
     return Section(
         title="Held-out evaluation: base vs trained",
         paragraphs=[
             f"Held-out behaviors x {evaluation['seeds_per_behavior']} seed(s) x {evaluation['rollouts']} rollout(s), planted "
             "and benign, with the training episode settings; 0-100, mean [95% CI] over (behavior, seed) units; the "
-            "difference's interval is Welch's normal approximation."
+            "difference's interval is Welch's normal approximation. The second table is what the policy sampled "
+            "during training, by third of the run (reward 0-1, bootstrap interval over rollouts)."
         ],
-        tables=[TableBlock(header=["metric", "base", "trained", "trained - base"], rows=rows)],
+        tables=tables,
     )
 
 

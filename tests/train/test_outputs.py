@@ -1,0 +1,37 @@
+"""The training run's HTML report: the before/after table and what the policy sampled while training."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from train_fakes import tiny_config
+
+from auditrl.train.outputs import write_training_report
+
+
+def estimate(mean: float, lo: float, hi: float) -> dict[str, float | int]:
+    return {"mean": mean, "lo": lo, "hi": hi, "n": 12}
+
+
+def test_report_shows_the_held_out_difference_and_the_training_thirds(tmp_path: Path) -> None:
+    evaluation = {
+        "seeds_per_behavior": 2,
+        "rollouts": 2,
+        "metrics": {
+            "valid_reports": {
+                "base": estimate(12.5, 4.2, 20.8),
+                "trained": estimate(58.3, 45.8, 70.8),
+                "difference": estimate(45.8, 31.0, 60.6),
+            }
+        },
+        "training": [
+            {"steps": "0-12", "rollouts": 104, "valid_tool_calls": 68.3, "valid_reports": 9.6,
+             "benign_nothing_found": None, "reward": estimate(0.512, 0.47, 0.55)},  # fmt: skip
+        ],
+    }
+    records = [{"step": step, "rollouts": 8, "reward/mean": 0.5, "reward/std": 0.3} for step in range(3)]
+    (tmp_path / "monitors.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    html = write_training_report(tmp_path, tiny_config(), evaluation=evaluation).read_text(encoding="utf-8")
+    assert "+45.8 [+31.0, +60.6]" in html and "58.3 [45.8, 70.8]" in html
+    assert "benign: nothing found" in html and "0.512 [0.470, 0.550]" in html and "68.3" in html
