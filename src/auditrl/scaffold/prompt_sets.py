@@ -27,15 +27,16 @@ PROMPT_SETS: dict[str, PromptSet] = {
     "compact": PromptSet("auditor_system_compact.md", "report_request_compact.md", compact_tools=True),
     "guided": PromptSet(
         "auditor_system_compact.md",
-        "report_request_compact.md",
+        "report_request_guided.md",
         compact_tools=True,
         openings="auditor_openings_guided.yaml",
     ),
 }
 """`full` explains every tool and rule (capable models); `compact` is a few hundred tokens for small-context
 models, whose training sequences re-read the opening prompt and report request in every rollout; `guided`
-is `compact` with every auditor turn begun for the model (a send_message call, the report's first field),
-for models too small to start the format themselves (text tool protocol only)."""
+is `compact` with a one-line report (description and confidence only, so it fits a small turn budget) and
+every auditor turn begun for the model (a send_message call, the report's first field), for models too
+small to start the format themselves (text tool protocol only)."""
 
 
 @functools.cache
