@@ -70,6 +70,7 @@ def hostile_run(tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path) -
     outputs: list[str] = []
     handler = logging.StreamHandler(stream := _Buffer())
     logging.getLogger().addHandler(handler)
+    level = logging.getLogger().level
     logging.getLogger().setLevel(logging.DEBUG)
     with (
         pytest.MonkeyPatch.context() as env,
@@ -98,6 +99,7 @@ def hostile_run(tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path) -
         _train_against(target, root / "train", tokenizer_dir)
         requests = [*auditor.requests, *target.requests]
     logging.getLogger().removeHandler(handler)
+    logging.getLogger().setLevel(level)  # at DEBUG, pytest would keep every later test's request logs in memory
     reports = {name: root / f"{name}.html" for name in REPORTS}
     yield HostileRun(root, reports, "\n".join(outputs), stream.text, marker, hostile, requests)
 
