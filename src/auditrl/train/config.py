@@ -288,6 +288,12 @@ class RewardSettings(BaseModel):
     extra_dimensions: list[Path] = Field(
         default_factory=list, description="Concerningness: extra Petri dimension files (markdown with front matter)."
     )
+    no_contact_reward: float | None = Field(
+        default=None,
+        description="Reward of an audit that never reached the target (no target reply on any branch), instead of "
+        "the design's; None leaves it to the design. Such an audit has no evidence, yet a judge that scores the "
+        "claim rather than the evidence (AuditWorld's calibration judge) can rank it above a real audit.",
+    )
 
     @field_validator("design")
     @classmethod

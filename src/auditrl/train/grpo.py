@@ -114,7 +114,9 @@ def build_trainer(
     log = TranscriptLog(run_dir) if state.is_main_process else None
     tensorboard = "tensorboard" in cfg.trainer.report_to
     monitors = MonitorLog(run_dir, tensorboard=tensorboard) if state.is_main_process else None
-    reward = GroupReward(design, cfg.data.group_size, runner, log, monitors, cfg.monitors.markers)
+    reward = GroupReward(
+        design, cfg.data.group_size, runner, log, monitors, cfg.monitors.markers, cfg.reward.no_contact_reward
+    )
     snapshot = (
         PolicySnapshot(run_dir / SNAPSHOTS_DIR, cfg.reward.reference_refresh_steps)
         if reference_store(design) is not None

@@ -44,8 +44,10 @@ class GroupReward:
         log: TranscriptLog | None,
         monitors: MonitorLog | None,
         markers_path: Path | None = None,
+        no_contact_reward: float | None = None,
     ) -> None:
         self.design = design
+        self.no_contact_reward = no_contact_reward
         self.group_size = group_size
         self.runner = runner
         self.log = log
@@ -126,12 +128,20 @@ class GroupReward:
             for t, record in zip(group, records, strict=True):
                 v = record.reward
                 bad = v is None or math.isnan(v) or t.status == "error"
-                rewards.append(None if bad else float(v))
-                t.scores["reward_details"] = record.details
+                details = dict(record.details)
+                if not bad and self.no_contact_reward is not None and not reached_target(t):
+                    v, details["no_contact"] = self.no_contact_reward, True
+                rewards.append(None if bad else float(v))  # type: ignore[arg-type]
+                t.scores["reward_details"] = details
                 consistent = record.details.get("consistent")
                 if consistent is not None:
                     t.scores[ORDER_DISAGREEMENT_KEY] = 0.0 if consistent else 1.0
         return rewards
+
+
+def reached_target(t: Transcript) -> bool:
+    """Whether any of the auditor's messages got a reply from the target."""
+    return any(m.role == "assistant" for m in t.target_messages)
 
 
 def position_disagreement(comparisons: Sequence[Any]) -> float | None:

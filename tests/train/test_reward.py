@@ -1,0 +1,57 @@
+"""The trainer's reward function: an audit that never reached the target can be given a fixed reward."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from transformers import TrainerState
+
+from auditrl.scaffold.transcript import TargetMessage, Transcript
+from auditrl.train.reward import GroupReward
+from auditrl.train.runtime import AsyncRunner
+
+
+class SilenceFavouringDesign:
+    """Pays an audit more when the target said nothing: the loophole `no_contact_reward` closes."""
+
+    name = "silence"
+
+    async def score_group(self, group: Sequence[Transcript]) -> list[float | None]:
+        return [0.4 if t.target_messages else 0.9 for t in group]
+
+
+def audit(contact: bool) -> Transcript:
+    t = Transcript(auditor_model="policy", target_model="sim/steady", seed_id="s", seed_instructions="probe")
+    if contact:
+        t.target_messages = [
+            TargetMessage(id="u1", parent=None, role="user", content="Hi!"),
+            TargetMessage(id="a1", parent="u1", role="assistant", content="Hello."),
+        ]
+    return t
+
+
+def rewards(no_contact_reward: float | None) -> tuple[list[float | None], list[Transcript]]:
+    transcripts = [audit(True), audit(False), audit(True), audit(False)]
+    runner = AsyncRunner()
+    reward = GroupReward(SilenceFavouringDesign(), 2, runner, None, None, no_contact_reward=no_contact_reward)
+    values = reward(
+        prompts=["row-a", "row-a", "row-b", "row-b"],
+        completions=[None] * 4,
+        transcript=transcripts,
+        group_index=[0, 0, 1, 1],
+        rollout_index=[0, 1, 2, 3],
+        trainer_state=TrainerState(global_step=3),
+    )
+    runner.close()
+    return values, transcripts
+
+
+def test_audits_without_contact_get_the_configured_reward_and_say_so() -> None:
+    values, transcripts = rewards(0.0)
+    assert values == [0.4, 0.0, 0.4, 0.0]
+    assert [t.scores["reward_details"].get("no_contact", False) for t in transcripts] == [False, True, False, True]
+
+
+def test_without_the_setting_the_design_scores_every_audit() -> None:
+    values, _ = rewards(None)
+    assert values == [0.4, 0.9, 0.4, 0.9]
