@@ -35,14 +35,12 @@ def finalize_adapter(adapter_dir: Path, settings: PolicySettings) -> None:
 
 def reward_section(records: Sequence[Mapping[str, Any]]) -> Section:
     """The per-step mean reward with its 95% interval over the step's rollouts, and a moving average."""
-    steps = [int(r["step"]) for r in records if r.get("reward/mean") is not None]
-    means = [float(r["reward/mean"]) for r in records if r.get("reward/mean") is not None]
-    half = [
-        1.96 * float(r.get("reward/std") or 0.0) / max(int(r.get("rollouts") or 1), 1) ** 0.5
-        for r in records
-        if r.get("reward/mean") is not None
-    ]
-    smooth = [sum(means[max(0, i - SMOOTHING + 1) : i + 1]) / len(means[max(0, i - SMOOTHING + 1) : i + 1]) for i in range(len(means))]
+    scored = [r for r in records if r.get("reward/mean") is not None]
+    steps = [int(r["step"]) for r in scored]
+    means = [float(r["reward/mean"]) for r in scored]
+    half = [1.96 * float(r.get("reward/std") or 0.0) / max(int(r.get("rollouts") or 1), 1) ** 0.5 for r in scored]
+    windows = [means[max(0, i - SMOOTHING + 1) : i + 1] for i in range(len(means))]
+    smooth = [sum(w) / len(w) for w in windows]
     series = {"mean reward per step": (steps, means), f"moving average ({SMOOTHING} steps)": (steps, smooth)}
     bands = {"mean reward per step": ([m - h for m, h in zip(means, half, strict=True)], [m + h for m, h in zip(means, half, strict=True)])}
     figure = training_curves(series, title="Reward during training", bands=bands)

@@ -129,7 +129,7 @@ class GroupReward:
                 v = record.reward
                 bad = v is None or math.isnan(v) or t.status == "error"
                 details = dict(record.details)
-                if not bad and self.no_contact_reward is not None and not reached_target(t):
+                if not bad and self.no_contact_reward is not None and not t.target_said():
                     v, details["no_contact"] = self.no_contact_reward, True
                 rewards.append(None if bad else float(v))  # type: ignore[arg-type]
                 t.scores["reward_details"] = details
@@ -137,11 +137,6 @@ class GroupReward:
                 if consistent is not None:
                     t.scores[ORDER_DISAGREEMENT_KEY] = 0.0 if consistent else 1.0
         return rewards
-
-
-def reached_target(t: Transcript) -> bool:
-    """Whether any of the auditor's messages got a reply from the target."""
-    return any(m.role == "assistant" for m in t.target_messages)
 
 
 def position_disagreement(comparisons: Sequence[Any]) -> float | None:
