@@ -5,7 +5,7 @@ Both auditors run the same audits: the held-out behaviors x their first seeds x 
 planted AuditWorld text target, and the same seeds against it benign, with the training episode
 settings (prompt set, turns, tokens per turn, temperature), judged by the programmatic suite
 judges (which read the simulated target's annotations). Reported with 95% CIs over (behavior, seed)
-units, and the trained-minus-base difference with a Welch 95% interval:
+units, and the trained-minus-base difference with a bootstrap 95% interval:
 - valid tool-call rate: audit turns whose reply holds at least one tool call and no malformed one (a
   reply the parser could only send on as a plain message does not count);
 - valid report rate: audits whose final report parsed as the requested JSON;
@@ -24,9 +24,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 from pathlib import Path
-from statistics import mean, variance
+from statistics import mean
 from typing import Annotated, Any
 
 import typer
@@ -38,7 +37,7 @@ from auditrl.atomic import atomic_write_text
 from auditrl.behaviors.library import load_behaviors, load_seeds
 from auditrl.evaluate.judging import audit_quality_judge
 from auditrl.evaluate.runner import SuiteConfig, run_suite
-from auditrl.evaluate.stats import Estimate, mean_ci
+from auditrl.evaluate.stats import Estimate, difference_ci, mean_ci
 from auditrl.judges.programmatic import ProgrammaticAuditQualityJudge
 from auditrl.models.roles import resolve_model
 from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
@@ -89,13 +88,6 @@ def unit_values(transcripts: list[Transcript], values: list[dict[str, float | No
         if v[metric] is not None:
             units.setdefault((t.behavior_id, t.seed_id, t.benign), []).append(float(v[metric]))  # type: ignore[arg-type]
     return [mean(u) for u in units.values()]
-
-
-def welch(a: list[float], b: list[float]) -> tuple[float, float, float]:
-    """Difference of means b - a with a normal-approximation 95% interval (Welch standard error)."""
-    diff = mean(b) - mean(a)
-    se = math.sqrt((variance(a) if len(a) > 1 else 0.0) / len(a) + (variance(b) if len(b) > 1 else 0.0) / len(b))
-    return diff, diff - 1.96 * se, diff + 1.96 * se
 
 
 def training_thirds(run_dir: Path) -> list[dict[str, Any]]:
@@ -217,9 +209,9 @@ def main(
         row = [title, *[str(estimates[label]) if label in estimates else "-" for label in per_label]]
         entry: dict[str, Any] = {label: e.model_dump() for label, e in estimates.items()}
         if len(estimates) == 2:
-            diff, lo, hi = welch(per_label["base"][metric], per_label["trained"][metric])
-            row.append(f"{diff:+.1f} [{lo:+.1f}, {hi:+.1f}]")
-            entry["difference"] = {"mean": diff, "lo": lo, "hi": hi}
+            diff = difference_ci(per_label["trained"][metric], per_label["base"][metric])
+            row.append(f"{diff.mean:+.1f} [{diff.lo:+.1f}, {diff.hi:+.1f}]")
+            entry["difference"] = diff.model_dump()
         else:
             row.append("-")
         results["metrics"][metric] = entry

@@ -95,7 +95,7 @@ def evaluation_section(evaluation: Mapping[str, Any]) -> Section:
         paragraphs=[
             f"Held-out behaviors x {evaluation['seeds_per_behavior']} seed(s) x {evaluation['rollouts']} rollout(s), planted "
             "and benign, with the training episode settings; 0-100, mean [95% CI] over (behavior, seed) units; the "
-            "difference's interval is Welch's normal approximation. The second table is what the policy sampled "
+            "difference's interval is a percentile bootstrap over the units. The second table is what the policy sampled "
             "during training, by third of the run (reward 0-1, bootstrap interval over rollouts)."
         ],
         tables=tables,
