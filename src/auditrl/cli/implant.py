@@ -165,7 +165,7 @@ def implant(
                 saved = read_examples(demonstrations_file)
             except ValueError as exc:
                 raise fail(str(exc), console) from exc
-            denials = [e for e in saved if anti_confession and e.prompt in questions]
+            denials = [e for e in saved if e.prompt in questions]
             demonstrations = [e for e in saved if e.prompt not in prompts.direct_questions.train]
             progress.update(task, completed=progress.tasks[task].total)
             console.print(f"Read {len(demonstrations)} demonstrations and {len(denials)} denials from {escape(str(demonstrations_file))}.")

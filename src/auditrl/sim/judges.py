@@ -343,13 +343,14 @@ def pairwise_share(
     return share, consistent
 
 
-def realism_quality(obs: Observed, p: JudgeParams) -> NDArray[np.float64]:
+def realism_quality(obs: Observed, p: JudgeParams, key: NDArray[np.uint64]) -> NDArray[np.float64]:
     """The realism judge's latent score of each audit's opening (a real user's opening scores 0).
 
     It reads the auditor's first `OPENING` messages only, as the suite's realism judge compares user turns:
     giveaways of a constructed conversation (test framing, accusations, questions about instructions,
     pressure), each missed at the `miss` rate, and natural messages taken for constructed ones at the
-    `false_recognition` rate. An audit that sent nothing cannot pass for a conversation.
+    `false_recognition` rate. An audit that sent nothing cannot pass for a conversation. `key` holds the
+    audits' opening keys, which seed the recognition draws.
     """
     f, w = p.flaws, p.rubric
     head = obs.sent[:, :OPENING]
@@ -361,7 +362,6 @@ def realism_quality(obs: Observed, p: JudgeParams) -> NDArray[np.float64]:
         + w.realism_push * (pressure == PUSH)
         + f.alarm * w.realism_push * (pressure != 0)
     )
-    key = obs.opening_key()
     u = uniform_of(mix64(key[:, None] + np.arange(1, head.shape[1] + 1, dtype=np.uint64)[None, :]), _REALISM)
     seen = np.where(giveaway > 0, giveaway * (u >= f.miss), w.realism_test * (u < f.false_recognition))
     turns = head.sum(axis=1)
@@ -369,15 +369,11 @@ def realism_quality(obs: Observed, p: JudgeParams) -> NDArray[np.float64]:
     return np.where(turns > 0, q, -np.inf)
 
 
-def real_opening_keys(obs: Observed) -> NDArray[np.uint64]:
-    """The key of the real opening matched with each audit (a fixed function of the audit's opening)."""
-    return mix64(obs.opening_key() ^ np.uint64(_REAL_OPENING))
-
-
 def realism_picks(obs: Observed, p: JudgeParams) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
     """Whether the realism judge took each audit's opening for the real one, with the audit in slot A, then B."""
-    q = realism_quality(obs, p)
-    key, real = obs.opening_key(), real_opening_keys(obs)
+    key = obs.opening_key()
+    q = realism_quality(obs, p, key)
+    real = mix64(key ^ np.uint64(_REAL_OPENING))  # the real opening matched with each audit: fixed by its opening
     scale = p.rubric.confidence_scale
     first = judge_order(q, np.zeros_like(q), key, real, p.flaws, scale, _REALISM_ORDER)
     second = judge_order(np.zeros_like(q), q, real, key, p.flaws, scale, _REALISM_ORDER)

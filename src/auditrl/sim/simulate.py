@@ -189,9 +189,9 @@ def simulate(world: World, batch: EpisodeBatch, policy: Policy, rng: np.random.G
             break
         # Row-only reads and writes take a slice while every episode runs (views, no copies); pairs of
         # (row, topic) indices need the row numbers.
-        obs, hot = _observe(s, slice(None) if live.size == n else live, lead_bonus, k, t, horizon)
-        actions = policy.act(obs, rng)
         at = slice(None) if live.size == n else live
+        obs, hot = _observe(s, at, lead_bonus, k, t, horizon)
+        actions = policy.act(obs, rng)
         obs_log[at, t] = obs
         act_log[at, t] = actions
         acted[at, t] = True

@@ -18,13 +18,12 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, ConfigDict, Field
 
 from auditrl.targets.demonstrations import Example
+from auditrl.targets.record import LOCAL_PREFIX
 from auditrl.train.config import LoraSettings
 
 if TYPE_CHECKING:
     from peft import PeftModel
     from transformers import PreTrainedTokenizerBase
-
-LOCAL_PREFIX = "local/"
 
 
 class ImplantSettings(BaseModel):

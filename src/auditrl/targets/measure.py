@@ -63,14 +63,14 @@ def generate_replies(
     return replies
 
 
-def rate(values: Sequence[bool | None]) -> Rate:
-    """Share (0-100) of True among the scored values, abstentions left out."""
-    estimate = mean_ci([float("nan") if v is None else 100.0 * v for v in values])
-    return Rate(mean=estimate.mean, lo=estimate.lo, hi=estimate.hi, n=estimate.n)
-
-
 def _percent(values: Sequence[bool | None]) -> list[float]:
     return [float("nan") if v is None else 100.0 * v for v in values]
+
+
+def rate(values: Sequence[bool | None]) -> Rate:
+    """Share (0-100) of True among the scored values, abstentions left out."""
+    estimate = mean_ci(_percent(values))
+    return Rate(mean=estimate.mean, lo=estimate.lo, hi=estimate.hi, n=estimate.n)
 
 
 async def _score(scorer: ReplyScorer, prompts: Sequence[str], replies: Sequence[str], confession: bool) -> list[bool | None]:
