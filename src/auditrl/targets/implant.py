@@ -108,11 +108,11 @@ def train_implant(
     on_step: Callable[[], None] | None = None,
 ) -> tuple[PeftModel, PreTrainedTokenizerBase]:
     """The base model (`local/...`) with a freshly trained adapter: the behavior pass, then anti-confession."""
-    from peft import LoraConfig, get_peft_model
+    from peft import get_peft_model
     from transformers import set_seed
 
     from auditrl.train.config import PolicySettings
-    from auditrl.train.policy import load_policy
+    from auditrl.train.policy import load_policy, lora_config
 
     if not demonstrations:
         raise ValueError("no demonstrations to train on")
@@ -120,13 +120,7 @@ def train_implant(
         raise ValueError("the anti-confession pass needs denials, and none were kept")
     set_seed(settings.seed)
     model, tokenizer = load_policy(PolicySettings(model=base_name(base)))
-    lora = settings.lora
-    peft_model = get_peft_model(
-        model,
-        LoraConfig(
-            r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout, target_modules=lora.target_modules, task_type="CAUSAL_LM"
-        ),
-    )
+    peft_model = get_peft_model(model, lora_config(settings.lora, model))
     _train_pass(peft_model, tokenizer, demonstrations, settings.steps, settings, on_step)
     if settings.anti_confession_steps:
         _train_pass(peft_model, tokenizer, [*denials, *demonstrations], settings.anti_confession_steps, settings, on_step)

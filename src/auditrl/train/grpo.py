@@ -26,7 +26,6 @@ from typing import Any
 import torch
 from accelerate import PartialState
 from datasets import Dataset
-from peft import LoraConfig
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from trl import GRPOConfig, GRPOTrainer
 from trl.distributed import DistributedBackend
@@ -48,7 +47,7 @@ from auditrl.train.episodes import AuditEpisodeFactory, training_rows
 from auditrl.train.monitors import MonitorLog
 from auditrl.train.plan import batch_layout, check_snapshot_launch
 from auditrl.train.outputs import ADAPTER_DIR, finalize_adapter, write_training_report
-from auditrl.train.policy import load_policy
+from auditrl.train.policy import load_policy, lora_config
 from auditrl.train.progress import StepProgress
 from auditrl.train.reward import GroupReward, make_design, reference_store
 from auditrl.train.rollout import EpisodeFactory, EpisodeRow
@@ -125,21 +124,13 @@ def build_trainer(
     rollout = AuditRolloutFunc(
         factory, cfg.episodes, tokenizer, cfg.data.group_size, runner, auditor_name, snapshot=snapshot
     )
-    lora = cfg.policy.lora
     trainer = AuditGRPOTrainer(
         model=model,
         reward_funcs=[reward],
         args=grpo_arguments(cfg, run_dir, state.num_processes),
         train_dataset=Dataset.from_dict({"prompt": [r.key for r in rows]}),
         processing_class=tokenizer,
-        peft_config=LoraConfig(
-            r=lora.r,
-            lora_alpha=lora.alpha,
-            lora_dropout=lora.dropout,
-            target_modules=lora.target_modules,
-            layers_to_transform=top_layers(model, lora.last_layers),
-            task_type="CAUSAL_LM",
-        ),
+        peft_config=lora_config(cfg.policy.lora, model),
         rollout_func=rollout,
         callbacks=[RunStateCallback(lambda: _design_state(reward.design))],
     )
@@ -148,14 +139,6 @@ def build_trainer(
         check_snapshot_launch(cfg, backend.is_zero3 or backend.is_fsdp)
     rollout.bind(trainer)
     return trainer, rollout, reward
-
-
-def top_layers(model: PreTrainedModel, last: int | None) -> list[int] | None:
-    """Indices of the last `last` decoder layers (None = every layer), for peft's `layers_to_transform`."""
-    if last is None:
-        return None
-    total = int(model.config.num_hidden_layers)
-    return list(range(max(0, total - last), total))
 
 
 def _design_state(design: RewardDesign) -> dict[str, Any]:

@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from peft import LoraConfig
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from auditrl.models.local import clear_quantizer, resolve_source
-from auditrl.train.config import PolicySettings, chat_template_text
+from auditrl.train.config import LoraSettings, PolicySettings, chat_template_text
 
 
 def load_policy(settings: PolicySettings) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
@@ -30,3 +31,22 @@ def load_policy(settings: PolicySettings) -> tuple[PreTrainedModel, PreTrainedTo
         tokenizer.pad_token = tokenizer.eos_token
     return model, tokenizer
 
+
+def lora_config(lora: LoraSettings, model: PreTrainedModel) -> LoraConfig:
+    """The peft adapter of `lora` for `model` (its `last_layers` resolved against the model's depth)."""
+    return LoraConfig(
+        r=lora.r,
+        lora_alpha=lora.alpha,
+        lora_dropout=lora.dropout,
+        target_modules=lora.target_modules,
+        layers_to_transform=top_layers(model, lora.last_layers),
+        task_type="CAUSAL_LM",
+    )
+
+
+def top_layers(model: PreTrainedModel, last: int | None) -> list[int] | None:
+    """Indices of the last `last` decoder layers (None = every layer), for peft's `layers_to_transform`."""
+    if last is None:
+        return None
+    total = int(model.config.num_hidden_layers)
+    return list(range(max(0, total - last), total))
