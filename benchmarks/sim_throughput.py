@@ -35,7 +35,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     world = World.build(load_behaviors())
-    train(world, TrainConfig(design="binary", steps=2, groups=8, families=FAMILIES))  # warm-up (imports, allocator)
+    train(world, TrainConfig(design="binary", max_steps=2, groups_per_step=8, families=FAMILIES, init={"kind": "random"}))  # warm-up (imports, allocator)
 
     table = Table(title=f"AuditWorld throughput, 1 thread ({args.groups}x{args.group_size} episodes/step, {args.max_turns} turns)")
     for col in ("what", "episodes", "wall s", "episodes/s (wall)", "CPU s", "episodes/CPU-s", "mean turns"):

@@ -106,7 +106,7 @@ async def test_registry_sim_judge_gives_the_vectorised_rewards_for_every_auditwo
 
 def test_default_world_judges_like_a_run_world_with_another_seed_bank(world: World) -> None:
     """The `sim` judge spec judges with the shipped library's world; the seed bank does not enter judging."""
-    other = World.build(load_behaviors(), seeds_per_behavior=4, fair_chance=0.5, seed=9)
+    other = World.build(load_behaviors(), seeds_per_behavior=4, fair_chance=0.5, random_state=9)
     r = _rollout(world, InterrogatorPolicy(), 0.5, seed=4)
     transcripts = render_episodes(world, r, range(r.batch.size), "p")
     got = dataclasses.asdict(transcript_observed(default_world(), transcripts))
