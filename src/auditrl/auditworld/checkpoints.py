@@ -57,6 +57,7 @@ def save_result(path: Path, result: TrainResult) -> None:
         "history": [asdict(s) for s in result.history],
         "episodes": result.episodes,
         "seconds": result.seconds,
+        "cpu_seconds": result.cpu_seconds,
     }
     atomic_write_text(path, json.dumps(payload))
 
@@ -70,4 +71,5 @@ def load_result(path: Path, cfg: TrainConfig) -> TrainResult | None:
         return None
     policy = MLPPolicy.from_weights(payload["weights"], cfg.design)
     history = [StepStats(**s) for s in payload["history"]]
-    return TrainResult(policy=policy, config=cfg, history=history, episodes=payload["episodes"], seconds=payload["seconds"])
+    return TrainResult(policy=policy, config=cfg, history=history, episodes=payload["episodes"],
+                       seconds=payload["seconds"], cpu_seconds=payload["cpu_seconds"])

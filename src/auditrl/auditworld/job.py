@@ -110,7 +110,7 @@ def run_from_config(config_path: Path, out_dir: Path | None = None) -> Path:
     )
     bases = job_bases(cfg)
     trained = _train_all(world, cfg, run_dir, bases, console)
-    train_seconds = sum(r.seconds for rs in trained.values() for r in rs)
+    train_seconds = sum(r.cpu_seconds for rs in trained.values() for r in rs)
     train_episodes = sum(r.episodes for rs in trained.values() for r in rs)
     with console.status("evaluating on held-out behaviors"):
         ev = _evaluate_all(world, cfg, bases, trained)
@@ -149,11 +149,11 @@ def run_from_config(config_path: Path, out_dir: Path | None = None) -> Path:
         },
         "intervals": INTERVALS,
         "training": {
-            name: [{"seed": r.config.seed, "seconds": r.seconds, "episodes": r.episodes,
+            name: [{"seed": r.config.seed, "seconds": r.seconds, "cpu_seconds": r.cpu_seconds, "episodes": r.episodes,
                     "history": [_finite(asdict(s)) for s in r.history]} for r in rs]
             for name, rs in trained.items()
         },
-        "throughput_episodes_per_second": train_episodes / train_seconds if train_seconds > 0 else None,
+        "throughput_episodes_per_cpu_second": train_episodes / train_seconds if train_seconds > 0 else None,
         "strategies": {"category_shares": category_dist, "clusters": [c.model_dump() for c in clusters.clusters]},
         "runtime_seconds": time.perf_counter() - t0,
         "cpu_seconds": time.process_time() - cpu0,
@@ -162,9 +162,10 @@ def run_from_config(config_path: Path, out_dir: Path | None = None) -> Path:
     atomic_write_text(run_dir / "results.json", json.dumps(results, indent=2, allow_nan=False, default=_json_default))
     report = write_report(run_dir / "report.html", f"AuditWorld: {cfg.name}", [*sections, transcripts_section(ev.saved, limit=2 * len(rows))])
     console.print(
-        f"trained {train_episodes:,} episodes in {train_seconds:.1f} s "
-        f"({results['throughput_episodes_per_second']:,.0f} episodes/s); bases {sum(b.seconds for b in bases.values()):.1f} "
-        f"CPU s; total {results['runtime_seconds']:.1f} s ({results['cpu_seconds']:.1f} CPU s)"
+        f"trained {train_episodes:,} episodes in {train_seconds:.1f} CPU s "
+        f"({results['throughput_episodes_per_cpu_second'] or 0:,.0f} episodes per CPU-second); bases "
+        f"{sum(b.seconds for b in bases.values()):.1f} CPU s; total {results['runtime_seconds']:.1f} s wall, "
+        f"{results['cpu_seconds']:.1f} CPU s"
     )
     console.print(f"report: {report}")
     return run_dir

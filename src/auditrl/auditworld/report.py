@@ -179,8 +179,8 @@ def report_sections(
     bars = metric_bars({n: r.suite.estimates() for n, r in rows.items()}, metrics=list(METRICS), labels=METRIC_TITLES,
                        points={n: {m: r.seeds[m].per_seed for m in METRICS} for n, r in rows.items()})  # fmt: skip
     return [
-        Section(title="Headline", tables=[t.html() for t in head[:2]],
-                paragraphs=prose("headline.txt.j2", **headline_facts(cfg, rows, bases, ceiling))),  # fmt: skip
+        Section(title="Headline", tables=[t.html() for t in head[:2]]),
+        Section(title="What the headline shows", paragraphs=prose("headline.txt.j2", **headline_facts(cfg, rows, bases, ceiling))),
         Section(title="Calibration dose-response and the paper", tables=[t.html() for t in head[2:]]),
         Section(title="The base auditor", tables=[competence.html()] if competence else [],
                 paragraphs=prose("base.txt.j2", kind=base.init.kind, init=base.init, seconds=sum(b.seconds for b in bases.values()))),  # fmt: skip
@@ -197,7 +197,7 @@ def report_sections(
             title="Setup",
             paragraphs=prose("setup.txt.j2", seeds=cfg.seeds, train=cfg.train, families=cfg.train_families,
                              heldout=results["behaviors"]["heldout"], evaluation=cfg.evaluation, designs=designs,
-                             refresh=refresh, throughput=results["throughput_episodes_per_second"] or 0.0,
+                             refresh=refresh, throughput=results["throughput_episodes_per_cpu_second"] or 0.0,
                              runtime=results["runtime_seconds"]),
         ),  # fmt: skip
         Section(

@@ -73,7 +73,8 @@ class Table:
 
 def spread_cell(s: SeedSpread, signed: bool = False) -> str:
     """Mean and the half-width of its 95% t-interval over seeds ('52.8±1.3'); the mean alone with one seed."""
-    mean = f"{s.mean:+.1f}" if signed else f"{s.mean:.1f}"
+    value = round(s.mean, 1) + 0.0  # no "-0.0"
+    mean = f"{value:+.1f}" if signed else f"{value:.1f}"
     if s.lo is None or s.hi is None:
         return mean
     return f"{mean}±{max(s.hi - s.mean, s.mean - s.lo):.1f}"

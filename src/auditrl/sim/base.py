@@ -60,15 +60,15 @@ class ImitationInit(BaseModel):
         default=0.98, gt=0.0, le=1.0,
         description="The same for the report's claim (which topic, or nothing); the confidence head takes `competence`.",
     )
-    dagger_rounds: int = Field(default=3, ge=0, description="Rounds in which the student audits and the teacher labels its states.")
-    audits_per_round: int = Field(default=768, ge=1, description="Audits collected per round and turn budget (half with benign targets).")
+    dagger_rounds: int = Field(default=2, ge=0, description="Rounds in which the student audits and the teacher labels its states.")
+    audits_per_round: int = Field(default=256, ge=1, description="Audits collected per round and turn budget (half with benign targets).")
     turn_budgets: list[int] = Field(
         default=[15, 20, 30], min_length=1,
         description="Turn budgets of the cloning audits (the paper's training budget and its evaluation budgets), so the "
         "base audits sensibly at any of them.",
     )  # fmt: skip
-    fit_steps: int = Field(default=300, ge=1, description="Full-batch Adam steps of cloning per round, on every distinct state gathered so far.")
-    learning_rate: float = Field(default=1e-2, gt=0.0, description="Adam learning rate of cloning.")
+    fit_steps: int = Field(default=400, ge=1, description="Full-batch Adam steps of cloning per round, on every distinct state gathered so far.")
+    learning_rate: float = Field(default=0.04, gt=0.0, description="Adam learning rate of cloning.")
 
     @field_validator("teacher")
     @classmethod

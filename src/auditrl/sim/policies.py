@@ -55,7 +55,8 @@ def _blocks(sizes: tuple[int, ...]) -> tuple[tuple[int, int, int], ...]:
 
 def gumbel_sample(logits: NDArray[np.floating], sizes: tuple[int, ...], rng: np.random.Generator) -> NDArray[np.int64]:
     """Sample one index per head from concatenated logits (Gumbel-max), with numpy's seeded generator."""
-    g = logits - np.log(-np.log(rng.random(logits.shape, dtype=np.float32)))
+    u = np.maximum(rng.random(logits.shape, dtype=np.float32), np.float32(1e-30))  # float32 draws can be 0
+    g = logits - np.log(-np.log(u))
     m = g.shape[0]
     parts = [np.argmax(g[:, a : a + h * size].reshape(m, h, size), axis=2) for a, h, size in _blocks(sizes)]
     return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)

@@ -85,6 +85,7 @@ class TrainResult:
     history: list[StepStats] = field(default_factory=list)
     episodes: int = 0
     seconds: float = 0.0
+    cpu_seconds: float = 0.0
 
 
 def _membership(sizes: tuple[int, ...]) -> torch.Tensor:
@@ -221,7 +222,7 @@ def train(
         probe = training_batch(world, rng, 1, cfg.group_size, 0.0, fams, cfg.max_turns)
         reference = ReferenceCache(world, probe.n_contexts(world), cfg.reference_refresh_steps, params)
     result = TrainResult(policy=policy, config=cfg)
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     for step in range(cfg.max_steps):
         batch = training_batch(world, rng, cfg.groups_per_step, cfg.group_size, cfg.benign_fraction, fams, cfg.max_turns)
         rollout = simulate(world, batch, policy, rng)
@@ -243,4 +244,5 @@ def train(
         if on_step is not None:
             on_step(stats)
     result.seconds = time.perf_counter() - start
+    result.cpu_seconds = time.process_time() - cpu_start
     return result
