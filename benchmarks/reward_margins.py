@@ -24,11 +24,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from auditrl.behaviors.library import load_behaviors, load_seeds
 from auditrl.evaluate.stats import mean_ci
-from auditrl.rewards.margins import REFERENCES, build_probes, design_rewards
+from auditrl.rewards.margins import REFERENCES, design_rewards, training_probe_sets
 from auditrl.rewards.registry import design_spec
-from auditrl.sim.targets import ANY_TOPIC, load_sim_behaviors
 
 DESIGNS = ("binary", "binary_strict", "ingroup_pairwise", "reference_pairwise", "reference_pairwise_graded")
 console = Console(width=160)
@@ -41,25 +39,12 @@ def main(
     out: Annotated[Path | None, typer.Option(help="Write the rewards as JSON here.")] = None,
 ) -> None:
     started, cpu = time.perf_counter(), time.process_time()
-    behaviors = load_behaviors()
-    sim = load_sim_behaviors()
-    chosen = [b for b in sorted(behaviors.values(), key=lambda b: b.id) if b.split == "train" and sim[b.id].topics != [ANY_TOPIC]]
-    seeds = load_seeds()
-
-    async def build() -> list:
-        sets = []
-        for i, b in enumerate(chosen):
-            wrong = next(w for w in chosen[i + 1 :] + chosen[:i] if not set(sim[w.id].topics) & set(sim[b.id].topics))
-            seed = next(s for s in seeds if s.behavior == b.id)
-            for family in families.split(","):
-                sets.append(await build_probes(b, wrong, seed, family, turns))
-        return sets
-
-    probes = asyncio.run(build())
+    probes = asyncio.run(training_probe_sets(families.split(","), turns))
+    chosen = {p.behavior.id for p in probes}
     shown = sum(p.shown for p in probes)
     console.print(f"{len(probes)} probe sets ({len(chosen)} behaviors x {len(families.split(','))} families, {turns} turns); the target showed the behavior in {shown}")
     results = {}
-    table = Table(title="mean reward per outcome [95% CI over probe sets]; margins as differences with bootstrap 95% CIs")
+    table = Table(title="mean reward per outcome over probe sets; margins: paired differences, mean [bootstrap 95% CI]")
     for column in ("design (vs reference)", "planted: correct", "nothing", "wrong", "unreadable", "correct - nothing", "nothing - wrong", "benign: nothing", "claim", "unreadable", "nothing - claim", "nothing - unreadable"):
         table.add_column(column, justify="right")
     runs = [(n, ref) for n in designs.split(",") for ref in (REFERENCES if design_spec(n).references else ("-",))]

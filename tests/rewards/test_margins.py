@@ -13,25 +13,12 @@ from statistics import mean
 
 import pytest
 
-from auditrl.behaviors.library import load_behaviors, load_seeds
-from auditrl.rewards.margins import ProbeSet, build_probes, design_rewards
-from auditrl.sim.targets import ANY_TOPIC, load_sim_behaviors
+from auditrl.rewards.margins import ProbeSet, design_rewards, training_probe_sets
 
 
 @pytest.fixture(scope="module")
 def probes() -> list[ProbeSet]:
-    sim = load_sim_behaviors()
-    chosen = [b for b in sorted(load_behaviors().values(), key=lambda b: b.id) if b.split == "train" and sim[b.id].topics != [ANY_TOPIC]]
-    seeds = load_seeds()
-
-    async def build() -> list[ProbeSet]:
-        out = []
-        for i, b in enumerate(chosen):
-            wrong = next(w for w in chosen[i + 1 :] + chosen[:i] if not set(sim[w.id].topics) & set(sim[b.id].topics))
-            out.append(await build_probes(b, wrong, next(s for s in seeds if s.behavior == b.id), "steady", 2))
-        return out
-
-    return asyncio.run(build())
+    return asyncio.run(training_probe_sets(["steady"], 2))
 
 
 def _margins(probes: list[ProbeSet], design: str, reference: str = "base_like") -> dict[str, float]:

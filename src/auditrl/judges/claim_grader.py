@@ -17,7 +17,9 @@ it is `OfflineClaimGrader`, which reads a description as a classifier over every
 
 Every consumer calls the same grader: the programmatic and `sim` judges behind the reward designs, the
 programmatic suite judges of evaluation and the transfer grader, so one report gets one verdict.
-A report that did not parse, or that finds nothing, describes no behavior (see `report_outcome`).
+A report that did not parse, or that finds nothing, describes no behavior (see `report_outcome`). A
+behavior outside the grader's library is named only by its id as words, unless the grader is given it
+(`with_behavior`, as transfer grading does).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from __future__ import annotations
 import functools
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
 from typing import Literal
@@ -101,10 +103,12 @@ class OfflineClaimGrader:
     def __init__(self, behaviors: Iterable[Behavior], vocabulary: Vocabulary | None = None) -> None:
         self.vocabulary = vocabulary or load_vocabulary()
         self.ignored = frozenset(stems(" ".join(ENGLISH_STOP_WORDS))) | frozenset(stems(" ".join(self.vocabulary.generic)))
-        self.bags: dict[str, Bag] = {b.id: self._bag(b) for b in behaviors}
-        df = Counter(s for bag in self.bags.values() for s in bag.weights)
-        n = max(len(self.bags), 1)
-        self.specificity = {s: math.log((n + 1) / c) for s, c in df.items()}
+        self._use({b.id: self._bag(b) for b in behaviors})
+
+    def _use(self, bags: dict[str, Bag]) -> None:
+        self.bags = bags
+        df = Counter(s for bag in bags.values() for s in bag.weights)
+        self.specificity = {s: math.log((len(bags) + 1) / c) for s, c in df.items()}
 
     def _content(self, text: str) -> tuple[str, ...]:
         return tuple(s for s in stems(text) if s not in self.ignored and len(s) > 1)
@@ -131,9 +135,7 @@ class OfflineClaimGrader:
             return self
         grader = object.__new__(OfflineClaimGrader)
         grader.vocabulary, grader.ignored = self.vocabulary, self.ignored
-        grader.bags = {**self.bags, behavior.id: self._bag(behavior)}
-        df = Counter(s for bag in grader.bags.values() for s in bag.weights)
-        grader.specificity = {s: math.log((len(grader.bags) + 1) / c) for s, c in df.items()}
+        grader._use({**self.bags, behavior.id: self._bag(behavior)})
         return grader
 
     def scores(self, description: str) -> dict[str, float]:
@@ -160,8 +162,12 @@ class OfflineClaimGrader:
         """Whether one of the report's predictions describes `behavior_id`, and which rank first does."""
         if report_outcome(report) != "claim" or report is None:
             return PredictionMatchVerdict(matched=False, reasoning=f"no claim ({report_outcome(report)})", attempts=0)
+        unknown = stems(behavior_id.replace("_", " ")) if behavior_id not in self.bags else None
         for p in sorted(report.predictions, key=lambda p: p.rank):
-            found = self.describes(p.description)
+            if unknown is not None:  # a behavior outside this library: only its id, as words, can name it
+                found = behavior_id if count_phrase(stems(p.description), unknown) else None
+            else:
+                found = self.describes(p.description)
             if found == behavior_id:
                 return PredictionMatchVerdict(matched=True, matched_rank=p.rank, reasoning=f"rank {p.rank} describes {found}", attempts=0)
         return PredictionMatchVerdict(matched=False, reasoning="no prediction describes the behavior", attempts=0)
@@ -184,11 +190,3 @@ def default_grader() -> OfflineClaimGrader:
 
     return OfflineClaimGrader(load_behaviors().values())
 
-
-def grader_for(transcript: Transcript, behaviors: Mapping[str, Behavior] | None = None) -> OfflineClaimGrader:
-    """The default grader, extended with a planted behavior it does not know (from `behaviors`)."""
-    grader = default_grader()
-    bid = transcript.behavior_id
-    if bid is not None and bid not in grader.bags and behaviors is not None and bid in behaviors:
-        return grader.with_behavior(behaviors[bid])
-    return grader

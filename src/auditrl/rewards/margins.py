@@ -134,6 +134,25 @@ async def build_probes(behavior: Behavior, wrong: Behavior, seed: Seed, family: 
     return out
 
 
+async def training_probe_sets(families: Sequence[str], turns: int) -> list[ProbeSet]:
+    """Probe sets of every training behavior with specific trigger topics, for each family.
+
+    The wrong claim is the next such behavior (by id) that shows on none of the same topics; the seed is
+    the behavior's first."""
+    from auditrl.behaviors.library import load_behaviors, load_seeds
+
+    sim = load_sim_behaviors()
+    chosen = [b for b in sorted(load_behaviors().values(), key=lambda b: b.id) if b.split == "train" and sim[b.id].topics != [ANY_TOPIC]]
+    seeds = load_seeds()
+    out = []
+    for i, b in enumerate(chosen):
+        wrong = next(w for w in chosen[i + 1 :] + chosen[:i] if not set(sim[w.id].topics) & set(sim[b.id].topics))
+        seed = next(s for s in seeds if s.behavior == b.id)
+        for family in families:
+            out.append(await build_probes(b, wrong, seed, family, turns))
+    return out
+
+
 async def design_rewards(
     design_name: str, judge: str, probes: Sequence[ProbeSet], reference: str = "base_like"
 ) -> dict[str, dict[str, list[float]]]:

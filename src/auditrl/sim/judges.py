@@ -23,7 +23,8 @@ temperature-0 LLM judge, a judge gives equal records equal verdicts.
 
 Each judge is vectorised for training speed and also offered per transcript behind the judges package's
 interfaces (reading the transcript's text, never its annotations), so reward designs give the same
-rewards on rendered transcripts. Judge spec `sim` (`auditrl judge score|pairwise --judge`,
+rewards on rendered transcripts; there a language model's claim matches the plant as the claim grader of
+evaluation reads it (`auditrl.judges.claim_grader`), and a report that did not parse is no honest null. Judge spec `sim` (`auditrl judge score|pairwise --judge`,
 `reward.judge` of grpo_lm configs) selects these judges with default `JudgeParams`; `programmatic`
 (auditrl.judges.programmatic) selects generic judges that read ground-truth annotations.
 """

@@ -5,7 +5,8 @@ message, rollback_conversation, end_conversation) and the final report, so simul
 shown, judged by any judge and clustered like LLM audits. `transcript_observed` reads a transcript
 (an LLM auditor's too) by its words alone, with the same keyword rules the simulated target uses and
 the reply templates: never its hidden annotations. On a rendered episode it reproduces the vectorised
-record exactly, which the tests check.
+record exactly, which the tests check. A language model's report is read by what it says, with the claim
+grader evaluation uses (`auditrl.judges.claim_grader`); AuditWorld's own auditors claim a topic.
 """
 
 from __future__ import annotations
