@@ -48,7 +48,8 @@ def extensions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
 
 def test_builtin_designs_and_families_are_registered() -> None:
     assert set(design_names()) == {
-        "concerningness", "binary", "binary_strict", "ingroup_pairwise", "ingroup_bradley_terry", "reference_pairwise"
+        "concerningness", "binary", "binary_strict", "ingroup_pairwise", "ingroup_bradley_terry", "reference_pairwise",
+        "reference_pairwise_graded",
     }  # fmt: skip
     assert set(judges_registry.family_names()) == {"programmatic", "sim"}
     assert set(sim_designs.vectorised_names()) == {"concerningness", "binary", "ingroup_pairwise", "reference_pairwise"}

@@ -98,10 +98,13 @@ async def test_registry_sim_judge_gives_the_vectorised_rewards_for_every_auditwo
         design = build_design(name, "sim", references=store)
         got = [x for g in groups for x in await design.score_group(g)]
         np.testing.assert_allclose(np.array(got, dtype=float), expected, err_msg=name)
-    assert set(want) | {"ingroup_bradley_terry"} == set(design_names())
+    assert set(want) | {"ingroup_bradley_terry", "reference_pairwise_graded"} == set(design_names())
     bt = build_design("ingroup_bradley_terry", "sim")
     bt_rewards = [x for g in groups for x in await bt.score_group(g)]
     assert all(x is not None and np.isfinite(x) for x in bt_rewards)
+    graded = build_design("reference_pairwise_graded", "sim", references=store)  # the LM path only: no vectorised form
+    graded_rewards = [x for g in groups for x in await graded.score_group(g)]
+    assert all(x is not None and 0.0 <= x <= 1.0 for x in graded_rewards)
 
 
 def test_default_world_judges_like_a_run_world_with_another_seed_bank(world: World) -> None:
