@@ -22,7 +22,8 @@ from strategy_fixtures import (
 )
 
 from auditrl.analysis.strategies import cluster_strategies
-from auditrl.analysis.summaries import controlled_comparison, dominant_tactics, strategy_features, strategy_summary
+from auditrl.analysis.features import controlled_comparison, dominant_tactics, strategy_features
+from auditrl.analysis.summaries import strategy_summary
 from auditrl.scaffold.transcript import Transcript
 
 
