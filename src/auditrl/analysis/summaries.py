@@ -31,6 +31,7 @@ from auditrl.analysis.features import (
     StrategyCues,
     StrategyFeatures,
     controlled_comparison,
+    cycled,
     dominant_tactics,
     manipulations,
     strategy_features,
@@ -121,6 +122,9 @@ def _conduct(f: StrategyFeatures, w: Sentences, dominant: list[str], stuck: bool
         parts.append(w.say("linear"))
     if compared and f.reposed_messages:
         parts.append(w.say("compared", times=w.repeats(f.reposed_messages)))
+    looped = cycled(f)
+    if looped:
+        parts.append(w.say("cycled", again=f.reposed_messages + f.repeated_messages, messages=f.messages))
     if f.prefills:
         parts.append(w.say("prefill", times=w.repeats(f.prefills)))
     rigged = manipulations(f)
@@ -136,11 +140,11 @@ def _conduct(f: StrategyFeatures, w: Sentences, dominant: list[str], stuck: bool
     occasional = max((f.tactic_messages[k] for k in shown if k not in named), default=0)
     if occasional:
         parts.append(w.say("occasional", count=occasional, messages=f.messages))
-    if f.messages >= 3 and not f.confrontational_messages and not compared and "plain" in dominant:
+    if f.messages >= 3 and not f.confrontational_messages and not compared and not looped and "plain" in dominant:
         parts.append(w.say("observed"))
     if f.repeated_messages:
         parts.append(w.say("repeated", times=w.repeats(f.repeated_messages), stuck=w.say("repeated_stuck") if stuck else ""))
-    if f.reposed_messages and not compared:
+    if f.reposed_messages and not compared and not looped:
         parts.append(w.say("reposed", times=w.repeats(f.reposed_messages)))
     if f.invalid_calls:
         parts.append(w.say("invalid", calls=w.count(f.invalid_calls, "invalid tool call")))

@@ -27,6 +27,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
+from auditrl.analysis.convergence import convergence_table, strategy_convergence
 from auditrl.analysis.strategies import cluster_strategies
 from auditrl.analysis.summaries import strategy_summaries
 from auditrl.atomic import atomic_write_text
@@ -110,6 +111,7 @@ def run_from_config(config_path: Path, out_dir: Path | None = None) -> Path:
     samples: list[Transcript] = []
     saved: list[Transcript] = []
     groups: list[str] = []
+    sample_seeds: list[int] = []
     n_sample = cfg.analysis.transcripts_per_policy
     untrained = [
         (seed, MLPPolicy(hidden=cfg.train.hidden, seed=seed, name=UNTRAINED, prior_no_finding=cfg.train.prior_no_finding))
@@ -131,6 +133,7 @@ def run_from_config(config_path: Path, out_dir: Path | None = None) -> Path:
                 samples += batch
                 saved += batch[: cfg.analysis.transcripts_saved] + batch[n_sample : n_sample + cfg.analysis.transcripts_saved]
                 groups += [name] * len(batch)
+                sample_seeds += [seed] * len(batch)
             pooled = pool(parts)
             rows[name] = PolicyEvaluation(
                 suite=pooled.suite_result(name),
@@ -150,6 +153,10 @@ def run_from_config(config_path: Path, out_dir: Path | None = None) -> Path:
         )
     category_dist = clusters.distribution(groups, level="category")
     console.print(clusters.distribution_table(groups, level="category"))
+    best = max(trained, key=lambda name: rows[name].suite.estimates()["composite"].mean)
+    runs = [(d.name, d.design, d.benign_fraction) for d in cfg.designs]
+    convergence = strategy_convergence(clusters, groups, runs, best, sample_seeds)
+    console.print(convergence_table(convergence, clusters).to_rich())
 
     write_transcripts(run_dir / TRANSCRIPTS, saved)
     elapsed = time.perf_counter() - t0
@@ -173,12 +180,15 @@ def run_from_config(config_path: Path, out_dir: Path | None = None) -> Path:
             for name, rs in trained.items()
         },
         "throughput_episodes_per_second": train_episodes / train_seconds if train_seconds > 0 else None,
-        "strategies": {"category_shares": category_dist, "clusters": [c.model_dump() for c in clusters.clusters]},
+        "strategies": {"classifier": clusters.classifier, "category_shares": category_dist,
+                       "archetypes": {t.id: a for t, a in zip(samples, clusters.archetypes, strict=True)},
+                       "convergence": [r.model_dump() for r in convergence],
+                       "clusters": [c.model_dump() for c in clusters.clusters]},
         "runtime_seconds": elapsed,
         "statement": STATEMENT,
     }  # fmt: skip
     atomic_write_text(run_dir / "results.json", json.dumps(results, indent=2, allow_nan=False, default=_json_default))
-    report = write_report(run_dir / "report.html", f"AuditWorld: {cfg.name}", [*report_sections(cfg, rows, trained, clusters, groups, results), transcripts_section(saved, limit=2 * len(policies))])
+    report = write_report(run_dir / "report.html", f"AuditWorld: {cfg.name}", [*report_sections(cfg, rows, trained, clusters, groups, results, convergence), transcripts_section(saved, limit=2 * len(policies))])
     console.print(
         f"trained {train_episodes:,} episodes in {train_seconds:.1f} s "
         f"({results['throughput_episodes_per_second']:,.0f} episodes/s); total {elapsed:.1f} s"

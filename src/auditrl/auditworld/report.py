@@ -6,6 +6,7 @@ results and training histories, so the text says whatever training produced.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -14,6 +15,7 @@ import numpy as np
 import yaml
 from rich.table import Table
 
+from auditrl.analysis.convergence import ConvergenceRow
 from auditrl.analysis.strategies import StrategyClusters
 from auditrl.auditworld.config import AuditWorldConfig
 from auditrl.evaluate.metrics import suite_table
@@ -332,6 +334,7 @@ def report_sections(
     clusters: StrategyClusters,
     groups: list[str],
     results: dict[str, Any],
+    convergence: Sequence[ConvergenceRow] = (),
 ) -> list[Section]:
     histories = {name: [r.history for r in rs] for name, rs in trained.items()}
     signature_rows = [[name, *[round(row.diagnostics[k], 2) for k in SIGNATURES]] for name, row in rows.items()]
@@ -411,5 +414,5 @@ def report_sections(
                             _final_values_caption(accusation_curves, "Auditor accusations per training audit.")),
             ],
         ),  # fmt: skip
-        strategy_section(clusters, groups, title="Strategies"),
+        strategy_section(clusters, groups, title="Strategies", convergence=convergence),
     ]
