@@ -59,6 +59,8 @@ class Evaluated:
     rows: dict[str, PolicyEvaluation] = field(default_factory=dict)
     samples: list[Transcript] = field(default_factory=list)
     groups: list[str] = field(default_factory=list)
+    sample_seeds: list[int] = field(default_factory=list)
+    """The training seed of each rendered transcript."""
     saved: list[Transcript] = field(default_factory=list)
     parts: dict[str, list[EvalEpisodes]] = field(default_factory=dict)
 
@@ -85,6 +87,7 @@ class Evaluated:
             self.samples += batch
             self.saved += batch[:keep] + batch[n : n + keep]
             self.groups += [name] * len(batch)
+            self.sample_seeds += [seed] * len(batch)
         pooled = pool(parts)
         seeds = [seed for seed, _ in seeded]
         row = PolicyEvaluation(

@@ -22,6 +22,7 @@ import numpy as np
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from auditrl.analysis.convergence import convergence_table, strategy_convergence
 from auditrl.analysis.strategies import cluster_strategies
 from auditrl.analysis.summaries import strategy_summaries
 from auditrl.atomic import atomic_write_text
@@ -126,6 +127,11 @@ def run_from_config(config_path: Path, out_dir: Path | None = None) -> Path:
         )
     category_dist = clusters.distribution(ev.groups, level="category")
     console.print(clusters.distribution_table(ev.groups, level="category"))
+    from_base = [d for d in cfg.designs if d.init is None]  # the paper's setting: RL from a competent base
+    best = max((d.name for d in from_base), key=lambda n: rows[n].seeds["composite"].mean, default=None)
+    runs = [(d.name, d.design, d.benign_fraction) for d in from_base]
+    convergence = strategy_convergence(clusters, ev.groups, runs, best, ev.sample_seeds)
+    console.print(convergence_table(convergence, clusters).to_rich())
 
     write_transcripts(run_dir / TRANSCRIPTS, ev.saved)
     results: dict[str, Any] = {
@@ -154,11 +160,14 @@ def run_from_config(config_path: Path, out_dir: Path | None = None) -> Path:
             for name, rs in trained.items()
         },
         "throughput_episodes_per_cpu_second": train_episodes / train_seconds if train_seconds > 0 else None,
-        "strategies": {"category_shares": category_dist, "clusters": [c.model_dump() for c in clusters.clusters]},
+        "strategies": {"classifier": clusters.classifier, "category_shares": category_dist,
+                       "archetypes": {t.id: a for t, a in zip(ev.samples, clusters.archetypes, strict=True)},
+                       "convergence": [r.model_dump() for r in convergence],
+                       "clusters": [c.model_dump() for c in clusters.clusters]},
         "runtime_seconds": time.perf_counter() - t0,
         "cpu_seconds": time.process_time() - cpu0,
     }  # fmt: skip
-    sections = report_sections(cfg, rows, bases, trained, clusters, ev.groups, results)
+    sections = report_sections(cfg, rows, bases, trained, clusters, ev.groups, results, convergence)
     atomic_write_text(run_dir / "results.json", json.dumps(results, indent=2, allow_nan=False, default=_json_default))
     report = write_report(run_dir / "report.html", f"AuditWorld: {cfg.name}", [*sections, transcripts_section(ev.saved, limit=2 * len(rows))])
     console.print(

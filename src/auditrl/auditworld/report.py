@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jinja2
 import numpy as np
 
+from auditrl.analysis.convergence import ConvergenceRow
 from auditrl.analysis.strategies import StrategyClusters
 from auditrl.auditworld import tables
 from auditrl.auditworld.bases import Base
@@ -160,6 +161,7 @@ def report_sections(
     clusters: StrategyClusters,
     groups: list[str],
     results: dict[str, Any],
+    convergence: Sequence[ConvergenceRow] = (),
 ) -> list[Section]:
     ceiling = results["identification_ceiling"]
     head = headline_tables(cfg, rows, ceiling)
@@ -224,7 +226,7 @@ def report_sections(
                               "Auditor accusations per training audit."),
             ],
         ),  # fmt: skip
-        strategy_section(clusters, groups, title="Strategies"),
+        strategy_section(clusters, groups, title="Strategies", convergence=convergence),
     ]
 
 
