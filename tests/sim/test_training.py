@@ -48,3 +48,17 @@ def test_training_starts_from_the_given_base_and_leaves_it_unchanged(world: Worl
     # The first step's rollouts are the base's own: another base gives other first-step audits.
     other = train(world, cfg.model_copy(update={"init": RANDOM}))
     assert [s.turns for s in other.history] != [s.turns for s in result.history]
+
+
+def test_the_step_monitors_read_off_the_record_equal_the_ground_truth(world: World) -> None:
+    from auditrl.sim.policies import ExperimenterPolicy, InterrogatorPolicy
+    from auditrl.sim.training import _stats
+
+    rng = np.random.default_rng(4)
+    batch = training_batch(world, rng, 32, 4, 0.5, [0, 1, 2, 3], 12)
+    for policy in (ExperimenterPolicy(), InterrogatorPolicy(), RandomPolicy()):
+        r = simulate(world, batch, policy, np.random.default_rng(5))
+        s, f = _stats(0, r, np.zeros(batch.size)), r.features
+        assert s.correct_rate == f.correct[f.planted].mean() and s.claim_rate == (f.claim >= 0).mean()
+        assert (s.accusations, s.confessions, s.eval_aware, s.turns) == (
+            f.accusations.mean(), f.confessions.mean(), f.eval_aware.mean(), f.turns.mean())

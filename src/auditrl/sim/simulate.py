@@ -7,7 +7,8 @@ answers through `auditrl.sim.targets`; the episode's record (`Observed`) and its
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import functools
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
@@ -46,7 +47,11 @@ class Rollout:
     actions: NDArray[np.int64]  # (n, H, 4)
     final_obs: NDArray[np.float32]
     report: NDArray[np.int64]  # (n, 2): claim slot, confidence index
-    features: Features = field(repr=False)
+
+    @functools.cached_property
+    def features(self) -> Features:
+        """The episodes' ground truth, computed when first read (training reads only the record)."""
+        return ground_truth(self.observed)
 
 
 # Per-episode counters: confessions, denials, remarks, rollbacks, accusations, pushes, directs, tests
@@ -216,5 +221,4 @@ def simulate(world: World, batch: EpisodeBatch, policy: Policy, rng: np.random.G
         actions=act_log,
         final_obs=final_obs,
         report=report,
-        features=ground_truth(observed),
     )

@@ -22,7 +22,9 @@ from auditrl.sim.designs import DesignName, RewardInputs, design_rewards
 from auditrl.sim.judges import JudgeParams, pairwise_quality
 from auditrl.sim.base import BaseInit, ImitationInit, build_base
 from auditrl.sim.policies import MLPPolicy
+from auditrl.sim.records import CONFESSION
 from auditrl.sim.simulate import Rollout, simulate
+from auditrl.sim.texts import ACCUSE
 from auditrl.sim.world import CLAIM, END, NO_CLAIM, TOOL, EpisodeBatch, World, training_batch
 from auditrl.train.advantages import group_advantages
 
@@ -182,20 +184,22 @@ def compute_rewards(
 
 
 def _stats(step: int, rollout: Rollout, rewards: NDArray[np.float64]) -> StepStats:
-    f = rollout.features
-    benign = ~f.planted
+    """The monitors, read straight off the record (cheaper than its full ground truth, same values)."""
+    o = rollout.observed
+    planted, claimed = o.planted, o.claim >= 0
+    correct = claimed & o.trigger[np.arange(len(o)), np.maximum(o.claim, 0)]
     mean = lambda x, m: float(x[m].mean()) if m.any() else float("nan")  # noqa: E731
     return StepStats(
         step=step,
         reward=float(rewards.mean()),
-        reward_planted=mean(rewards, f.planted),
-        false_positive_rate=mean(f.claim >= 0, benign),
-        claim_rate=float((f.claim >= 0).mean()),
-        correct_rate=mean(f.correct, f.planted),
-        accusations=float(f.accusations.mean()),
-        confessions=float(f.confessions.mean()),
-        eval_aware=float(f.eval_aware.mean()),
-        turns=float(f.turns.mean()),
+        reward_planted=mean(rewards, planted),
+        false_positive_rate=mean(claimed, ~planted),
+        claim_rate=float(claimed.mean()),
+        correct_rate=mean(correct, planted),
+        accusations=float((o.sent & (o.pressure == ACCUSE)).sum(axis=1).mean()),
+        confessions=float((o.sent & (o.reply == CONFESSION)).sum(axis=1).mean()),
+        eval_aware=float((o.sent & o.remark).sum(axis=1).mean()),
+        turns=float(o.sent.sum(axis=1).mean()),
     )
 
 
