@@ -19,13 +19,13 @@ def _spread(mean: float, half: float) -> SeedSpread:
 
 
 def _row(name: str, kind: Kind, base: str | None) -> PolicyEvaluation:
-    """The widest cells a row can have: three-digit means with two-digit intervals, signed differences."""
+    """The widest cells a row has: '100.0±0.0' (a mean can reach 100 only with no spread) and '-99.9±9.9'."""
     return PolicyEvaluation(
         name=name, kind=kind, suite=None, constant={},  # type: ignore[arg-type]
         diagnostics={k: 99.99 for k in tables.SIGNATURES},
-        seeds={m: _spread(99.9, 99.9) for m in HEADLINE},
+        seeds={m: _spread(100.0, 0.0) for m in HEADLINE},
         dimensions={d: 100.0 for d in tables.DIMENSIONS},
-        base=base, delta={m: _spread(-99.9, 99.9) for m in HEADLINE} if base else None,
+        base=base, delta={m: _spread(-99.9, 9.9) for m in HEADLINE} if base else None,
     )  # fmt: skip
 
 
@@ -68,8 +68,10 @@ def test_the_headline_carries_identification_and_its_ceiling_and_the_differences
     head = tables.headline(ROWS, 75.0, 5)
     assert head.header[1] == "ident. %" and head.rows[-1][:2] == ["identification ceiling", "75.0"]
     diff = tables.differences(ROWS, 5)
-    assert [r[0] for r in diff.rows] == NAMES[1:] and diff.rows[0][1] == "-99.9±99.9"
+    assert [r[0] for r in diff.rows] == NAMES[1:] and diff.rows[0][1] == "-99.9±9.9"
     assert "ingroup_cal50_random started from `base, random init`" in diff.caption
+    # auditor names of up to 24 characters stay on one line beside the widest cells
+    assert all(name in _drawn(head) for name in NAMES) and all(name in _drawn(diff) for name in NAMES[1:])
 
 
 def test_the_papers_rows_stand_in_their_own_table() -> None:

@@ -125,8 +125,7 @@ def run_from_config(config_path: Path, out_dir: Path | None = None) -> Path:
         clusters = cluster_strategies(
             strategy_summaries(ev.samples), k=cfg.analysis.clusters, seed=cfg.seeds[0], embedder=cfg.analysis.embedder
         )
-    category_dist = clusters.distribution(ev.groups, level="category")
-    console.print(clusters.distribution_table(ev.groups, level="category"))
+    category_dist = clusters.distribution(ev.groups, level="category")  # drawn in the HTML report (one column per auditor)
     from_base = [d for d in cfg.designs if d.init is None]  # the paper's setting: RL from a competent base
     best = max((d.name for d in from_base), key=lambda n: rows[n].seeds["composite"].mean, default=None)
     runs = [(d.name, d.design, d.benign_fraction) for d in from_base]

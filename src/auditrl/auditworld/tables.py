@@ -53,8 +53,8 @@ class Table:
     """Row indices before which a separator is drawn in the terminal."""
 
     def terminal(self) -> RichTable:
-        t = RichTable(title=self.title, caption=self.caption or None, box=box.SIMPLE_HEAD, pad_edge=False,
-                      collapse_padding=True, title_justify="left", caption_justify="left")  # fmt: skip
+        t = RichTable(title=self.title, caption=self.caption or None, box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False,
+                      padding=(0, 0, 0, 1), title_justify="left", caption_justify="left")  # fmt: skip
         for i, h in enumerate(self.header):
             width = max([len(h), *[len(r[i]) for r in self.rows]])
             if i == 0:  # labels wrap if they must; numbers never do
@@ -72,12 +72,13 @@ class Table:
 
 
 def spread_cell(s: SeedSpread, signed: bool = False) -> str:
-    """Mean and the half-width of its 95% t-interval over seeds ('52.8±1.3'); the mean alone with one seed."""
+    """Mean and the half-width of its 95% t-interval over seeds ('52.8±1.3', '41.0±12'); the mean alone with one seed."""
     value = round(s.mean, 1) + 0.0  # no "-0.0"
     mean = f"{value:+.1f}" if signed else f"{value:.1f}"
     if s.lo is None or s.hi is None:
         return mean
-    return f"{mean}±{max(s.hi - s.mean, s.mean - s.lo):.1f}"
+    half = max(s.hi - s.mean, s.mean - s.lo)
+    return f"{mean}±{half:.1f}" if half < 9.95 else f"{mean}±{half:.0f}"
 
 
 def headline(rows: Mapping[str, PolicyEvaluation], ceiling: float, n_seeds: int) -> Table:
