@@ -16,6 +16,19 @@ CONFIG = Path(__file__).resolve().parents[2] / "configs" / "auditworld.yaml"
 TINY_BASE = {"dagger_rounds": 1, "audits_per_round": 32, "fit_steps": 30, "turn_budgets": [8]}
 
 
+def _tiny(path: Path, designs: set[str], seeds: list[int], transcripts: tuple[int, int], **train: int) -> Path:
+    """The shipped config cut down to a few seconds: these designs and seeds, a tiny base, short audits."""
+    raw = yaml.safe_load(CONFIG.read_text())
+    raw["seeds"] = seeds
+    raw["designs"] = [d for d in raw["designs"] if d["name"] in designs]
+    raw["train"].update(group_size=4, **train)
+    raw["train"]["init"].update(TINY_BASE)
+    raw["evaluation"].update(rollouts=1, planted_turns=8, benign_turns=6)
+    raw["analysis"].update(transcripts_per_policy=transcripts[0], transcripts_saved=transcripts[1])
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
 def test_default_config_trains_every_design_with_and_without_calibration_over_five_seeds() -> None:
     cfg = load_config(CONFIG)
     assert len(cfg.seeds) >= 5
@@ -70,16 +83,8 @@ def test_yaml_syntax_error_names_the_line(tmp_path: Path) -> None:
 
 
 def test_small_main_job_writes_results_transcripts_and_report(tmp_path: Path) -> None:
-    raw = yaml.safe_load(CONFIG.read_text())
-    raw["seeds"] = [0]
     kept = {"concerningness", "binary", "ingroup_pairwise", "reference_pairwise_cal50", "ingroup_cal50_random"}
-    raw["designs"] = [d for d in raw["designs"] if d["name"] in kept]
-    raw["train"].update(max_steps=3, groups_per_step=8, group_size=4)
-    raw["train"]["init"].update(TINY_BASE)
-    raw["evaluation"].update(rollouts=1, planted_turns=8, benign_turns=6)
-    raw["analysis"].update(transcripts_per_policy=3, transcripts_saved=1)
-    path = tmp_path / "tiny.yaml"
-    path.write_text(yaml.safe_dump(raw))
+    path = _tiny(tmp_path / "tiny.yaml", kept, [0], (3, 1), max_steps=3, groups_per_step=8)
     run = run_from_config(path, tmp_path / "run")
     results = json.loads((run / "results.json").read_text())
     scripted = {"random", "blind", "experimenter", "interrogator", "experimenter, no claims"}
@@ -112,20 +117,13 @@ def test_small_main_job_writes_results_transcripts_and_report(tmp_path: Path) ->
 
 
 def test_a_rerun_reuses_the_cached_bases_and_runs(tmp_path: Path) -> None:
-    raw = yaml.safe_load(CONFIG.read_text())
-    raw["seeds"] = [0]
-    raw["designs"] = [d for d in raw["designs"] if d["name"] == "binary"]
-    raw["train"].update(max_steps=2, groups_per_step=4, group_size=4)
-    raw["train"]["init"].update(TINY_BASE)
-    raw["evaluation"].update(rollouts=1, planted_turns=6, benign_turns=4)
-    raw["analysis"].update(transcripts_per_policy=2, transcripts_saved=0)
-    path = tmp_path / "one.yaml"
-    path.write_text(yaml.safe_dump(raw))
+    path = _tiny(tmp_path / "one.yaml", {"binary"}, [0], (2, 0), max_steps=2, groups_per_step=4)
     first = json.loads((run_from_config(path, tmp_path / "run") / "results.json").read_text())
     files = sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir())
     assert len(files) == 2 and files[0].startswith("base-imitation-")
     second = json.loads((run_from_config(path, tmp_path / "run") / "results.json").read_text())
     assert second["results"] == first["results"]
+    raw = yaml.safe_load(path.read_text())
     raw["train"]["init"]["competence"] = 0.9  # another base: built again, next to the first
     path.write_text(yaml.safe_dump(raw))
     run_from_config(path, tmp_path / "run")
@@ -133,15 +131,8 @@ def test_a_rerun_reuses_the_cached_bases_and_runs(tmp_path: Path) -> None:
 
 
 def test_two_seed_run_reports_a_between_seed_interval(tmp_path: Path) -> None:
-    raw = yaml.safe_load(CONFIG.read_text())
-    raw["seeds"] = [0, 1]
-    raw["designs"] = [d for d in raw["designs"] if d["name"] == "reference_pairwise_cal50"]
-    raw["train"].update(max_steps=4, groups_per_step=8, group_size=4, reference_refresh_steps=2)
-    raw["train"]["init"].update(TINY_BASE)
-    raw["evaluation"].update(rollouts=1, planted_turns=8, benign_turns=6)
-    raw["analysis"].update(transcripts_per_policy=2, transcripts_saved=0)
-    path = tmp_path / "two.yaml"
-    path.write_text(yaml.safe_dump(raw))
+    path = _tiny(tmp_path / "two.yaml", {"reference_pairwise_cal50"}, [0, 1], (2, 0), max_steps=4, groups_per_step=8,
+                 reference_refresh_steps=2)  # fmt: skip
     run = run_from_config(path, tmp_path / "run")
     results = json.loads((run / "results.json").read_text())
     row = results["results"]["reference_pairwise_cal50"]

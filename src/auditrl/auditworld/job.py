@@ -49,6 +49,13 @@ def build_world(cfg: AuditWorldConfig) -> World:
     return world
 
 
+def run_directory(cfg: AuditWorldConfig, out_dir: Path | None) -> Path:
+    """The run directory (`--out`, else the config's `out_dir`), created."""
+    run_dir = Path(out_dir) if out_dir is not None else cfg.out_dir
+    run_dir.mkdir(parents=True, exist_ok=True)
+    return run_dir
+
+
 def identification_ceiling(world: World) -> float:
     """Share (in %) of held-out seeds whose scenario holds a trigger: the most any auditor can identify."""
     return float(100.0 * world.identifiable(world.behavior_indices("heldout")).mean())
@@ -99,8 +106,7 @@ def run_from_config(config_path: Path, out_dir: Path | None = None) -> Path:
     """Run the whole AuditWorld job; returns the run directory."""
     t0, cpu0 = time.perf_counter(), time.process_time()
     cfg = load_config(Path(config_path))
-    run_dir = Path(out_dir) if out_dir is not None else cfg.out_dir
-    run_dir.mkdir(parents=True, exist_ok=True)
+    run_dir = run_directory(cfg, out_dir)
     console = Console()
     world = build_world(cfg)
     ceiling = identification_ceiling(world)

@@ -24,7 +24,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from auditrl.atomic import atomic_write_text
 from auditrl.auditworld.bases import base_name, build_bases, job_bases
 from auditrl.auditworld.config import AuditWorldConfig
-from auditrl.auditworld.job import build_world
+from auditrl.auditworld.job import build_world, run_directory
 from auditrl.auditworld.report import prose
 from auditrl.report.html import FigureBlock, Section, TableBlock, write_report
 from auditrl.report.plots import heatmap, training_curves
@@ -97,8 +97,7 @@ def run_sweep(config_path: Path, out_dir: Path | None = None) -> Path:
     """Train and evaluate every (cell, design, seed); write sweep.json and report.html; return the run directory."""
     t0 = time.perf_counter()
     cfg = load_sweep_config(Path(config_path))
-    run_dir = Path(out_dir) if out_dir is not None else cfg.out_dir
-    run_dir.mkdir(parents=True, exist_ok=True)
+    run_dir = run_directory(cfg, out_dir)
     console = Console()
     world = build_world(cfg)
     bases = job_bases(cfg)
