@@ -22,9 +22,9 @@ import torch
 from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from auditrl.sim.policies import SCRIPTED, MLPPolicy, scripted_policy
+from auditrl.sim.policies import MLPPolicy, head_logsumexp, scripted_policy
 from auditrl.sim.simulate import simulate
-from auditrl.sim.world import CLAIM, CONFIDENCE, END, NO_CLAIM, TOOL, Policy, World, training_batch
+from auditrl.sim.world import CLAIM, END, NO_CLAIM, TOOL, Policy, World, training_batch
 
 
 class RandomInit(BaseModel):
@@ -94,7 +94,6 @@ class CheckpointInit(BaseModel):
 
 BaseInit = Annotated[RandomInit | ImitationInit | CheckpointInit, Field(discriminator="kind")]
 """How the base auditor is made (`train.init`)."""
-TEACHERS = tuple(SCRIPTED)
 
 
 def _targets(labels: NDArray[np.int64], sizes: tuple[int, ...], weights: tuple[float, ...]) -> NDArray[np.float32]:
@@ -161,19 +160,13 @@ class _Data:
 def _fit(student: MLPPolicy, data: _Data, cfg: ImitationInit) -> None:
     """Full-batch Adam on the weighted cross-entropy of every head against its cloning target.
 
-    Per head, cross-entropy is logsumexp(logits) - target . logits (targets sum to one); the logsumexp of all
-    heads at once is the log of exp(logits - row max) summed per head by an indicator matrix.
+    Per head, cross-entropy is logsumexp(logits) - target . logits (targets sum to one).
     """
     obs, scaled_target, weight = data.tensors()
-    sizes = student.head_sizes
-    member = torch.zeros(sum(sizes), len(sizes))
-    member[torch.arange(sum(sizes)), torch.from_numpy(np.repeat(np.arange(len(sizes)), sizes))] = 1.0
     opt = torch.optim.Adam(student.parameters(), lr=cfg.learning_rate)
     for _ in range(cfg.fit_steps):
         logits = student(obs)
-        top = logits.max(dim=1, keepdim=True).values.detach()
-        lse = torch.log(((logits - top).exp() @ member).clamp(min=1e-30)) + top
-        loss = (lse * weight).sum() - (scaled_target * logits).sum()
+        loss = (head_logsumexp(logits, student.head_sizes) * weight).sum() - (scaled_target * logits).sum()
         opt.zero_grad()
         loss.backward()
         opt.step()

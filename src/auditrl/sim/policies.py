@@ -62,6 +62,21 @@ def gumbel_sample(logits: NDArray[np.floating], sizes: tuple[int, ...], rng: np.
     return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
 
 
+@functools.cache
+def head_membership(sizes: tuple[int, ...]) -> torch.Tensor:
+    """(logits, heads) indicator of which head each logit belongs to."""
+    member = torch.zeros(sum(sizes), len(sizes))
+    member[torch.arange(sum(sizes)), torch.from_numpy(np.repeat(np.arange(len(sizes)), sizes))] = 1.0
+    return member
+
+
+def head_logsumexp(logits: torch.Tensor, sizes: tuple[int, ...]) -> torch.Tensor:
+    """(rows, heads) logsumexp of each head's logits, all heads in one pass: the log of exp(logits - row
+    max) summed per head by the membership matrix."""
+    top = logits.max(dim=1, keepdim=True).values.detach()
+    return torch.log(((logits - top).exp() @ head_membership(sizes)).clamp(min=1e-30)) + top
+
+
 class MLPPolicy(nn.Module):
     """Small MLP from the observation to the logits of every action and report head.
 

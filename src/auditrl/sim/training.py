@@ -21,7 +21,7 @@ from auditrl.rewards.registry import design_spec
 from auditrl.sim.designs import DesignName, RewardInputs, design_rewards
 from auditrl.sim.judges import JudgeParams, pairwise_quality
 from auditrl.sim.base import BaseInit, ImitationInit, build_base
-from auditrl.sim.policies import MLPPolicy
+from auditrl.sim.policies import MLPPolicy, head_logsumexp, head_membership
 from auditrl.sim.records import CONFESSION
 from auditrl.sim.simulate import Rollout, simulate
 from auditrl.sim.texts import ACCUSE
@@ -90,13 +90,6 @@ class TrainResult:
     cpu_seconds: float = 0.0
 
 
-def _membership(sizes: tuple[int, ...]) -> torch.Tensor:
-    """(logits, heads) indicator: which head each logit belongs to."""
-    member = torch.zeros(sum(sizes), len(sizes))
-    member[torch.arange(sum(sizes)), torch.from_numpy(np.repeat(np.arange(len(sizes)), sizes))] = 1.0
-    return member
-
-
 def policy_loss(
     policy: MLPPolicy, rollout: Rollout, advantages: NDArray[np.float64], entropy_coef: float
 ) -> torch.Tensor:
@@ -127,10 +120,9 @@ def policy_loss(
     explored[n_turns:, n_act + 1] = 0.0
     counts = np.maximum(rollout.acted.sum(axis=1), 1).astype(np.float32)
     explored[:n_turns] /= counts[episode][:, None]
-    member = _membership(sizes)
+    member = head_membership(sizes)
     logits = policy(obs)
-    top = logits.max(dim=1, keepdim=True).values.detach()
-    lse = torch.log(((logits - top).exp() @ member).clamp(min=1e-30)) + top  # (rows, heads)
+    lse = head_logsumexp(logits, sizes)  # (rows, heads)
     logp = logits - lse @ member.T
     row_lp = ((logits.gather(1, torch.from_numpy(chosen)) - lse) * torch.from_numpy(used)).sum(1)
     entropy_rows = ((lse - (logp.exp() * logits) @ member) * torch.from_numpy(explored)).sum(1)
