@@ -253,7 +253,7 @@ class SuiteTables:
     def _ours(self, results: Sequence[SuiteResult]) -> Table:
         table = Table()
         _fitted_column(table, "Metric", [METRIC_TITLES[n] for n in self.metrics])
-        columns = [[*(_terminal_cell(r, n) for n in self.metrics), _count_cell(r)] for r in results]
+        columns = [[*(r.cell(n, stacked=True) for n in self.metrics), _count_cell(r)] for r in results]
         for r, cells in zip(results, columns):
             _fitted_column(table, r.label or "-", cells, justify="right")
         for i, name in enumerate(self.metrics):
@@ -295,16 +295,6 @@ def _fitted_column(table: Table, header: str, cells: Sequence[str], justify: Jus
     width = max((len(line) for cell in cells for line in cell.splitlines()), default=1)
     lines = textwrap.wrap(header, width=width, break_long_words=True) or [""]
     table.add_column("\n".join(escape(line) for line in lines), justify=justify, no_wrap=True)
-
-
-def _terminal_cell(r: SuiteResult, name: str) -> str:
-    """A metric's estimate, "-" when absent, and a partial composite flagged on a line of its own."""
-    e = r.metric(name)
-    if e is None:
-        return "-"
-    if name == COMPOSITE and r.composite_partial:
-        return f"{e}\npartial ({len(METRICS) - len(r.missing())} of {len(METRICS)})"
-    return str(e)
 
 
 def _count_cell(r: SuiteResult) -> str:
