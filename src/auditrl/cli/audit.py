@@ -59,6 +59,7 @@ from auditrl.scaffold.engine import AuditEpisode, AuditSpec, run_audit
 from auditrl.scaffold.inspect_export import export_inspect_log
 from auditrl.scaffold.store import TRANSCRIPTS, append_transcript, read_transcripts
 from auditrl.scaffold.transcript import Budget, Report, Transcript
+from auditrl.terminal import at_audit
 
 SIM_PROVIDER = "sim"
 
@@ -185,6 +186,7 @@ async def run_audits(
         task = progress.add_task("audits", total=len(specs))
 
         async def one(index: int, spec: AuditSpec) -> None:
+            at_audit(index + 1, len(specs), spec.budget.max_turns)
             seeded = generate_config.merge(GenerateConfig(seed=sampling_seed + index))
             # inspect-ai logs every request and answer to the context's transcript; this audit's go to one of its
             # own, dropped with it, not to one an earlier eval in this process may have left for all to share

@@ -28,6 +28,7 @@ from auditrl.cli.limits import (
 if TYPE_CHECKING:
     from rich.table import Table
 
+    from auditrl.evaluate.stats import Estimate
     from auditrl.evaluate.transfer import TransferRow
 
 PROGRAMMATIC = "programmatic"
@@ -49,26 +50,34 @@ def targets_with_behaviors(targets: list[str], behaviors: list[str]) -> list[tup
     return pairs
 
 
+def _rate(e: Estimate) -> str:
+    """A percentage over two lines (mean, then its interval), or "-" when no audit could be scored."""
+    return "-" if e.n == 0 else f"{e.mean:.1f}\n[{e.lo:.1f}, {e.hi:.1f}]"
+
+
 def table(rows: list[TransferRow]) -> Table:
+    """One row per auditor, target and behavior; it fits 80 columns, the names folding onto further lines."""
     from rich.table import Table
 
-    out = Table(title="Transfer: detection of the implanted behavior (any of 3 ranked predictions)")
-    for name in ("auditor", "target", "behavior", "plant"):
-        out.add_column(name)
-    for name in ("detected % [95% CI]", "top-1 % [95% CI]", "n", "failed", "abstained", "tokens"):
-        out.add_column(name, justify="right")
+    out = Table(
+        title="Transfer: detection of the implanted behavior",
+        caption="Detected: one of the 3 ranked predictions matches the behavior; top-1: the first one does. "
+        "Mean [95% CI] in % over audits; failed audits and abstaining judgements are left out of both.",
+        caption_justify="left",
+    )
+    out.add_column("Auditor → target, behavior", overflow="fold", min_width=16)
+    for name in ("Detected %", "Top-1 %", "Audits", "Tokens"):
+        out.add_column(name, justify="right", no_wrap=True)
     for r in rows:
+        plant = " + system-prompt plant" if r.system_prompt_plant else ""
+        counts = [str(r.audits), *([f"{r.failed} failed"] if r.failed else []), *([f"{r.abstained} abstained"] if r.abstained else [])]
         out.add_row(
-            escape(r.auditor),
-            escape(r.target),
-            escape(r.behavior),
-            "system prompt" if r.system_prompt_plant else "-",
-            str(r.detection),
-            str(r.top1),
-            str(r.audits),
-            str(r.failed),
-            str(r.abstained),
+            f"{escape(r.auditor)} →\n{escape(r.target)}\n[dim]{escape(r.behavior)}{plant}[/dim]",
+            _rate(r.detection),
+            _rate(r.top1),
+            "\n".join(counts),
             f"{r.mean_tokens:.0f}",
+            end_section=True,
         )
     return out
 

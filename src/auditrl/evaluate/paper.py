@@ -13,12 +13,17 @@ class ReferenceRow(BaseModel):
     """A published result from the paper, for orientation beside ours."""
 
     label: str
+    short: str = Field(default="", description="A few words naming the row in a narrow column (the label by default).")
     audit_quality: float
     false_positive: float
     production: float
     realism: float
     composite: float
     ci: dict[str, float] = Field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.short or self.label
 
     def cell(self, metric: str) -> str:
         value = float(getattr(self, metric))

@@ -18,6 +18,7 @@ from auditrl.evaluate.judging import Judge, apply_judge
 from auditrl.evaluate.metrics import AUDIT_QUALITY, CONCERNING, FALSE_POSITIVE, REALISM, compute_suite
 from auditrl.evaluate.schema import SuiteResult
 from auditrl.scaffold.transcript import Budget, Transcript
+from auditrl.terminal import at_audit
 
 if TYPE_CHECKING:
     from inspect_ai.model import Model
@@ -123,7 +124,8 @@ async def run_suite(
     gate = asyncio.Semaphore(cfg.concurrency)
     lock = asyncio.Lock()
 
-    async def one(part: SuitePart, audit_spec: Any, model: Model, progress: Progress, task: Any) -> Transcript:
+    async def one(index: int, part: SuitePart, audit_spec: Any, model: Model, progress: Progress, task: Any) -> Transcript:
+        at_audit(index + 1, len(cases), audit_spec.budget.max_turns)
         async with gate:
             try:
                 t = await run(audit_spec, auditor, model)
@@ -155,6 +157,6 @@ async def run_suite(
 
     with Progress() as progress:
         task = progress.add_task("held-out suite", total=len(cases))
-        transcripts = await asyncio.gather(*(one(p, s, m, progress, task) for p, s, m in cases))
+        transcripts = await asyncio.gather(*(one(i, p, s, m, progress, task) for i, (p, s, m) in enumerate(cases)))
     return compute_suite(transcripts, label=label or str(auditor), seed=cfg.seed)
 

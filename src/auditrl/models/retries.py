@@ -25,6 +25,8 @@ from inspect_ai.model import ChatMessage, GenerateConfig, Model, ModelOutput
 from inspect_ai.tool import ToolChoice, ToolInfo
 from tenacity import RetryError
 
+from auditrl.terminal import calling
+
 
 class ModelCallFailed(RuntimeError):
     """A model call failed on every attempt; the message says why, in one line.
@@ -136,7 +138,7 @@ async def call_model(
     last = "no attempt made"
     tried = 0
     exhausted = False
-    with retry_notices(note):
+    with retry_notices(note), calling(role):
         while tried < max(1, attempts):
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
