@@ -47,6 +47,7 @@ from auditrl.report.html import write_report
 from auditrl.report.sections import suite_section, transcripts_section
 from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
 from auditrl.scaffold.prompt_sets import AuditorPrompt
+from auditrl.scaffold.tool_sets import ToolProtocol
 
 RESULTS = "results.json"
 CONFIG = "config.json"
@@ -102,7 +103,7 @@ def suite(
     concurrency: Annotated[int, typer.Option(min=1, help="Audits running at the same time.")] = 4,
     max_tokens: Annotated[int | None, typer.Option(min=1, help="Max tokens per auditor and target reply.")] = None,
     tool_protocol: Annotated[
-        Literal["native", "text"] | None, typer.Option(help="Auditor tool protocol (default: by provider).")
+        ToolProtocol | None, typer.Option(help="Auditor tool protocol (default: by provider).")
     ] = None,
     auditor_prompt: Annotated[
         AuditorPrompt,

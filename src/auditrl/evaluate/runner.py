@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
     from auditrl.behaviors.schema import Behavior, Seed
     from auditrl.scaffold.prompt_sets import AuditorPrompt
+    from auditrl.scaffold.tool_sets import ToolProtocol
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +58,7 @@ async def run_suite(
     general_seeds: Sequence[Seed] | None = None,
     benign_target: Model | None = None,
     production_target: Model | None = None,
-    tool_protocol: Literal["native", "text"] | None = None,
+    tool_protocol: ToolProtocol | None = None,
     auditor_prompt: AuditorPrompt = "full",
     out: Path | None = None,
     audit: AuditFn | None = None,
