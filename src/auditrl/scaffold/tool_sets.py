@@ -15,11 +15,14 @@ names only, so configs can import it without loading inspect-ai.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 ToolProtocol = Literal["native", "text"]
-ToolSetName = Literal["petri2", "petri3", "petri3_prefill", "transfer"]
-TOOL_PROTOCOLS: tuple[ToolProtocol, ...] = ("native", "text")
+AuditToolSet = Literal["petri2", "petri3", "petri3_prefill"]
+"""The sets a Petri-style audit can be run with."""
+ToolSetName = Literal[AuditToolSet, "transfer"]
+TOOL_PROTOCOLS: tuple[ToolProtocol, ...] = get_args(ToolProtocol)
+AUDIT_TOOL_SETS: tuple[AuditToolSet, ...] = get_args(AuditToolSet)
 
 
 @dataclass(frozen=True)
@@ -68,9 +71,7 @@ TOOL_SETS: dict[ToolSetName, ToolSet] = {
 """Every tool set by name. `petri3` and `petri3_prefill` share one file: the prefill variant keeps
 `resume`'s `prefill` argument, the other drops it."""
 
-AUDIT_TOOL_SETS: tuple[ToolSetName, ...] = ("petri2", "petri3", "petri3_prefill")
-"""The sets a Petri-style audit can be run with (`transfer` belongs to the transfer scaffold)."""
-DEFAULT_TOOL_SET: ToolSetName = "petri2"
+DEFAULT_TOOL_SET: AuditToolSet = "petri2"
 
 
 def prefill_allowed(tool_set: ToolSetName) -> bool:
