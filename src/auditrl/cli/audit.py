@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Optional, cast
 
 import typer
 from inspect_ai.log import Transcript as ModelEventLog
@@ -58,10 +58,15 @@ from auditrl.models.roles import UnknownModelError, resolve_model, tool_protocol
 from auditrl.scaffold.engine import AuditEpisode, AuditSpec, run_audit
 from auditrl.scaffold.inspect_export import export_inspect_log
 from auditrl.scaffold.store import TRANSCRIPTS, append_transcript, read_transcripts
+from auditrl.scaffold.tool_sets import DEFAULT_TOOL_SET, TOOL_PROTOCOLS, AuditToolSet, ToolProtocol
 from auditrl.scaffold.transcript import Budget, Report, Transcript
 from auditrl.terminal import at_audit
 
 SIM_PROVIDER = "sim"
+ToolSetOpt = Annotated[
+    AuditToolSet,
+    typer.Option(help="Auditor tools: petri2 (Petri 1/2's six) or Petri 3.1's petri3 (prefill off) / petri3_prefill."),
+]
 
 
 def select_seeds(
@@ -85,8 +90,9 @@ def build_specs(
     budget: Budget,
     auditor: str,
     target: str,
-    tool_protocol: str | None,
+    tool_protocol: ToolProtocol | None,
     target_prefill: PrefillSupport | None = None,
+    tool_set: AuditToolSet = DEFAULT_TOOL_SET,
 ) -> list[AuditSpec]:
     """One spec per rollout, cycling through the seeds in order."""
     provider, _, family = target.partition("/")
@@ -100,6 +106,7 @@ def build_specs(
             target_model=target,
             target_family=family if provider == SIM_PROVIDER else None,
             tool_protocol=tool_protocol or tool_protocol_for(auditor),
+            tool_set=tool_set,
             target_prefill=target_prefill,
         )
         for i in range(rollouts)
@@ -244,6 +251,7 @@ def audit(
     tool_protocol: Annotated[
         Optional[str], typer.Option(help="Auditor tool protocol, 'native' or 'text' (default: by provider).")
     ] = None,
+    tool_set: ToolSetOpt = DEFAULT_TOOL_SET,
     out: Annotated[Optional[Path], typer.Option(help="Run directory (default: runs/audit-<timestamp>).")] = None,
     behaviors_dir: BehaviorsDirOpt = None,
     seeds_dir: SeedsDirOpt = None,
@@ -256,7 +264,7 @@ def audit(
     console = Console()
     if (behavior is None) == (not benign):
         raise fail("give exactly one of --behavior <id> or --benign", console, LIBRARY)
-    if tool_protocol not in (None, "native", "text"):
+    if tool_protocol is not None and tool_protocol not in TOOL_PROTOCOLS:
         raise fail(f"--tool-protocol must be 'native' or 'text', got {tool_protocol!r}", console, LIBRARY)
     try:
         with reporting_overrides(console):
@@ -277,7 +285,8 @@ def audit(
     except (UnknownModelError, ValueError) as exc:
         raise fail(str(exc), console, LIBRARY) from exc
     budget = Budget(max_turns=max_turns, max_tokens=token_budget)
-    specs = build_specs(planted, seeds, rollouts, budget, auditor, target, tool_protocol, target_prefill)
+    protocol = cast(ToolProtocol | None, tool_protocol)
+    specs = build_specs(planted, seeds, rollouts, budget, auditor, target, protocol, target_prefill, tool_set)
     run_dir = out or Path("runs") / f"audit-{datetime.now():%Y%m%d-%H%M%S}"
     out_file = run_dir / TRANSCRIPTS
     console.print(

@@ -126,7 +126,7 @@ def judges_for(
 def _source(path: Path) -> Path:
     file = path / TRANSCRIPTS if path.is_dir() else path
     if not file.is_file():
-        raise fail(f"{file}: no such transcripts file (give a .jsonl file or a run directory)")
+        raise fail(f"{file}: no such transcripts file (give a .jsonl file, an Inspect .eval log or a run directory)")
     return file
 
 

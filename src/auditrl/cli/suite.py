@@ -24,6 +24,7 @@ from rich.markup import escape
 from auditrl.atomic import atomic_write_text
 from auditrl.behaviors.schema import Behavior, Seed
 from auditrl.cli import judge as judge_cli
+from auditrl.cli.audit import ToolSetOpt
 from auditrl.cli.behaviors import BehaviorsDirOpt, SeedsDirOpt, load_library
 from auditrl.cli.errors import fail
 from auditrl.cli.limits import (
@@ -47,6 +48,7 @@ from auditrl.report.html import write_report
 from auditrl.report.sections import suite_section, transcripts_section
 from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
 from auditrl.scaffold.prompt_sets import AuditorPrompt
+from auditrl.scaffold.tool_sets import DEFAULT_TOOL_SET, ToolProtocol
 
 RESULTS = "results.json"
 CONFIG = "config.json"
@@ -102,8 +104,9 @@ def suite(
     concurrency: Annotated[int, typer.Option(min=1, help="Audits running at the same time.")] = 4,
     max_tokens: Annotated[int | None, typer.Option(min=1, help="Max tokens per auditor and target reply.")] = None,
     tool_protocol: Annotated[
-        Literal["native", "text"] | None, typer.Option(help="Auditor tool protocol (default: by provider).")
+        ToolProtocol | None, typer.Option(help="Auditor tool protocol (default: by provider).")
     ] = None,
+    tool_set: ToolSetOpt = DEFAULT_TOOL_SET,
     auditor_prompt: Annotated[
         AuditorPrompt,
         typer.Option(help="Auditor prompt set: compact for small-context models (and auditors trained on it)."),
@@ -174,6 +177,7 @@ def suite(
                 "realism_judge": realism_judge_spec,
                 "max_tokens": max_tokens,
                 "tool_protocol": tool_protocol,
+                "tool_set": tool_set,
                 "auditor_prompt": auditor_prompt,
                 "suite": config.model_dump(),
                 "behaviors": [b.id for b in held_out],
@@ -198,6 +202,7 @@ def suite(
                     general_seeds=general,
                     production_target=production_model,
                     tool_protocol=tool_protocol,
+                    tool_set=tool_set,
                     auditor_prompt=auditor_prompt,
                     out=out_file,
                     label=auditor,

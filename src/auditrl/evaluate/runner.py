@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
     from auditrl.behaviors.schema import Behavior, Seed
     from auditrl.scaffold.prompt_sets import AuditorPrompt
+    from auditrl.scaffold.tool_sets import AuditToolSet, ToolProtocol
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +59,8 @@ async def run_suite(
     general_seeds: Sequence[Seed] | None = None,
     benign_target: Model | None = None,
     production_target: Model | None = None,
-    tool_protocol: Literal["native", "text"] | None = None,
+    tool_protocol: ToolProtocol | None = None,
+    tool_set: AuditToolSet = "petri2",
     auditor_prompt: AuditorPrompt = "full",
     out: Path | None = None,
     audit: AuditFn | None = None,
@@ -107,6 +109,7 @@ async def run_suite(
             auditor_model=str(auditor),
             target_model=str(model),
             tool_protocol=tool_protocol,
+            tool_set=tool_set,
             auditor_prompt=auditor_prompt,
         )
 

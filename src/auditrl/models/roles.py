@@ -9,15 +9,14 @@ accepts, logs or stores them.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from inspect_ai._util.registry import registry_find, registry_unqualified_name
 from inspect_ai.model import GenerateConfig, Model, get_model
 
 import auditrl.providers  # noqa: F401  (registers local/, scripted/, sim/ without the entry point)
 from auditrl.models.limits import CallLimits
-
-ToolProtocol = Literal["native", "text"]
+from auditrl.scaffold.tool_sets import ToolProtocol
 
 IN_PROCESS_PROVIDERS = frozenset({"local", "scripted", "sim"})
 """Providers registered by this package that run in this process."""

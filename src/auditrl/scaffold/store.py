@@ -20,6 +20,8 @@ from auditrl.scaffold.transcript import Transcript
 TRANSCRIPTS = "transcripts.jsonl"
 """The file name under which a run directory keeps its transcripts."""
 TRANSCRIPT_GLOB = "transcripts*.jsonl"
+INSPECT_LOG_GLOB = "*.eval"
+"""Inspect logs (auditrl's exports, `auditrl/audit` task runs, Petri 3 audits): read by `inspect_import`."""
 
 
 class RunError(ValueError):
@@ -42,8 +44,14 @@ def append_transcript(path: Path, transcript: Transcript) -> None:
 
 
 def iter_transcripts(path: Path) -> Iterator[Transcript]:
-    """The transcripts of a JSONL file one at a time, in order of writing (a large file never sits in memory whole)."""
+    """The transcripts of a JSONL file one at a time, in order of writing (a large file never sits in memory whole),
+    or of an Inspect `.eval` log, one per sample."""
     path = Path(path)
+    if path.suffix == ".eval":
+        from auditrl.scaffold.inspect_import import iter_eval_transcripts  # inspect-ai is heavy; most reads are JSONL
+
+        yield from iter_eval_transcripts(path)
+        return
     with path.open("rb") as handle:
         for number, line in enumerate(handle, 1):
             if not line.strip():
@@ -74,14 +82,17 @@ def write_transcripts(path: Path, transcripts: Sequence[Transcript]) -> Path:
 
 
 def transcript_files(run: Path) -> list[Path]:
-    """`run` itself if it is a file, else every transcripts*.jsonl below it (sorted)."""
+    """`run` itself if it is a file, else every transcripts*.jsonl below it (sorted), else every Inspect `.eval` log.
+
+    A run directory holds its JSONL and an Inspect log of the same audits, so logs are read only where no
+    JSONL is (a log directory of `inspect eval` or Petri)."""
     if run.is_file():
         return [run]
     if not run.is_dir():
         raise RunError(f"{run}: no such file or directory")
-    files = sorted(run.rglob(TRANSCRIPT_GLOB))
+    files = sorted(run.rglob(TRANSCRIPT_GLOB)) or sorted(run.rglob(INSPECT_LOG_GLOB))
     if not files:
-        raise RunError(f"{run}: no {TRANSCRIPT_GLOB} file in this directory or below")
+        raise RunError(f"{run}: no {TRANSCRIPT_GLOB} file or Inspect {INSPECT_LOG_GLOB} log in this directory or below")
     return files
 
 

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from auditrl.models.limits import CallLimits
 from auditrl.scaffold.prompt_sets import AuditorPrompt
+from auditrl.scaffold.tool_sets import AuditToolSet, ToolProtocol
 
 LossType = Literal["grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo"]
 """TRL 1.16's GRPO loss formulations; a misspelt one would otherwise fail only after the policy has loaded."""
@@ -208,8 +209,11 @@ class EpisodeSettings(BaseModel):
         default=True, description="Keep each rollout's key/value cache between turns (HF generation only)."
     )
     top_p: float = Field(default=1.0, gt=0.0, le=1.0, description="Nucleus sampling mass of auditor turns (1 = off).")
-    tool_protocol: Literal["native", "text"] = Field(
+    tool_protocol: ToolProtocol = Field(
         default="text", description="`text` renders tools into the prompt and parses actions leniently."
+    )
+    tool_set: AuditToolSet = Field(
+        default="petri2", description="The auditor's tools: `petri2` (Petri 1/2's six) or Petri 3.1's `petri3` / `petri3_prefill`."
     )
     auditor_prompt: AuditorPrompt = Field(
         default="full",
