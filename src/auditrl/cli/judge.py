@@ -39,7 +39,7 @@ from auditrl.judges.pairwise import PairwiseJudgeLike, position_bias
 from auditrl.judges.verdicts import PairwiseResult
 from auditrl.models.limits import CallLimits
 from auditrl.rewards.designs import GROUP_OF_ONE, IS_REFERENCE, NO_REFERENCE
-from auditrl.rewards.records import DetailedDesign, RewardRecord
+from auditrl.rewards.records import RewardDesign, RewardRecord
 from auditrl.rewards.reference import ReferenceStore
 from auditrl.judges.registry import DEFAULT_FAMILY, JudgeFamily, family_names, judge_spec_help, resolve_judges
 from auditrl.rewards.registry import build_design, design_names, design_spec, designs_help
@@ -207,13 +207,13 @@ def group_transcripts(transcripts: Sequence[Transcript]) -> list[list[int]]:
     return list(groups.values())
 
 
-async def _score_all(design: DetailedDesign, transcripts: Sequence[Transcript]) -> list[RewardRecord | None]:
+async def _score_all(design: RewardDesign, transcripts: Sequence[Transcript]) -> list[RewardRecord | None]:
     records: list[RewardRecord | None] = [None] * len(transcripts)
     groups = group_transcripts(transcripts)
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task(f"scoring groups with {design.name}", total=len(groups))
         for indices in groups:
-            scored = await design.score_group_detailed([transcripts[i] for i in indices])
+            scored = await design.score_group([transcripts[i] for i in indices])
             for i, record in zip(indices, scored):
                 records[i] = record
             progress.advance(task)
