@@ -85,3 +85,6 @@ app = typer.Typer(
 @app.callback()
 def main() -> None:
     """Train and evaluate alignment-auditing agents with reinforcement learning."""  # the group's help text
+    from auditrl.models.secrets import install_redaction
+
+    install_redaction()  # whatever echoes a key back, no console line or log record of a command shows it

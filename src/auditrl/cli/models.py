@@ -40,7 +40,7 @@ def check(
 
     console = Console()
     if not specs:
-        raise fail("give at least one model string", console)
+        raise fail("give at least one model string")
     checks: list[ModelCheck] = [check_model(spec, target_prefill) for spec in specs]
     if ping:
         limits = call_limits(max_retries, timeout)

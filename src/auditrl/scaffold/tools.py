@@ -17,7 +17,6 @@ from collections.abc import Iterator, Sequence
 from importlib.resources import files
 from typing import Any, Literal
 
-import yaml
 from inspect_ai.model import (
     ChatMessage,
     ChatMessageAssistant,
@@ -28,6 +27,7 @@ from inspect_ai.model import (
 from inspect_ai.tool import ToolCall, ToolCallError, ToolInfo, ToolParams
 from pydantic import ValidationError
 
+from auditrl.configfile import load_yaml
 from auditrl.scaffold.transcript import PrefillMode, TargetMessage, ToolCallRecord, ToolSpec, Transcript, new_id
 
 AUDITOR_TOOL_NAMES = (
@@ -64,7 +64,7 @@ def prompt_text(name: str) -> str:
 
 @functools.cache
 def _tool_table() -> dict[str, ToolInfo]:
-    data = yaml.safe_load(prompt_text("tools.yaml"))
+    data = load_yaml(prompt_text("tools.yaml"))
     if set(data) != set(AUDITOR_TOOL_NAMES):
         raise ValueError(f"prompts/tools.yaml: expected tools {AUDITOR_TOOL_NAMES}, found {sorted(data)}")
     return {name: ToolInfo(name=name, **data[name]) for name in AUDITOR_TOOL_NAMES}

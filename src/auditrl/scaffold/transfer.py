@@ -14,10 +14,10 @@ import functools
 from string import Template
 from typing import Any
 
-import yaml
 from inspect_ai.tool import ToolInfo
 
 from auditrl.behaviors.schema import Behavior, Seed
+from auditrl.configfile import load_yaml
 from auditrl.scaffold.engine import AuditEpisode, AuditSpec, ToolProtocol
 from auditrl.scaffold.tools import InvalidToolCall, prompt_text
 from auditrl.scaffold.transcript import Budget, ToolCallRecord
@@ -28,7 +28,7 @@ TRANSFER_SEED_ID = "transfer"
 
 @functools.cache
 def _config() -> dict[str, Any]:
-    return yaml.safe_load(prompt_text("transfer.yaml"))
+    return load_yaml(prompt_text("transfer.yaml"))
 
 
 @functools.cache
