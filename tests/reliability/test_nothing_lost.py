@@ -191,7 +191,7 @@ def test_invalid_unicode_and_terminal_escapes_in_replies_are_stored_and_shown_sa
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     reply = "Half an emoji \ud83d, a terminal escape \x1b[2J and " + "word " * 20_000
-    claim = {"description": "Replies with \x1b[2J escapes and half an emoji \ud83d", "confidence": 0.4, "quotes": []}
+    claim = {"description": "Replies with \x1b[2J escapes and half an emoji \ud83d" + " and" * 1000, "confidence": 0.4, "quotes": []}
     report = json.dumps({"no_behavior_found": False, "predictions": [{"rank": 1, **claim}]})
     with OpenAIServer(responder=ScriptedAuditor(3, report=report)) as auditor, OpenAIServer(default=Reply(reply)) as target:
         _env(monkeypatch, auditor, target)
@@ -205,6 +205,7 @@ def test_invalid_unicode_and_terminal_escapes_in_replies_are_stored_and_shown_sa
     assert audited.exit_code == 0, audited.output
     assert suite.exit_code == 0, suite.output
     assert "\x1b[2J" not in audited.output and "\\x1b[2J escapes and half an emoji \ufffd" in audited.output
+    assert "more characters)" in audited.output  # each piece of model text is cut short on the terminal
     for run, count in (("audit", 3), ("suite", 13)):
         stored = read_transcripts(tmp_path / run / TRANSCRIPTS)
         assert len(stored) == count and all(t.status == "completed" for t in stored), run

@@ -96,8 +96,8 @@ def test_discovery_reads_only_the_runs_transcript_files_and_says_which(tmp_path:
     assert len(loaded.transcripts) == 2 and loaded.files == [tmp_path / "run" / TRANSCRIPTS]
     evaluated = invoke("evaluate", tmp_path / "run", "--json", tmp_path / "results.json")
     assert evaluated.exit_code == 0, evaluated.output
-    assert f"read 2 transcript(s) from {tmp_path / 'run' / TRANSCRIPTS}" in " ".join(evaluated.output.split())
     assert json.loads((tmp_path / "results.json").read_text())[0]["transcripts"] == 2
+    assert f"read 2 transcript(s) from {tmp_path / 'run' / TRANSCRIPTS}" in " ".join(evaluated.output.split())
     for command in (["strategies", tmp_path / "run", "--embedder", "tfidf", "--k", "2", "--no-derive"],
                     ["crux", "build", tmp_path / "run", "--out", tmp_path / "cruxes.jsonl"]):  # fmt: skip
         result = invoke(*command)

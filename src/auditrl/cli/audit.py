@@ -32,7 +32,7 @@ from auditrl.cli.behaviors import (
     reporting_overrides,
     unknown_behavior,
 )
-from auditrl.atomic import OutputError, check_output
+from auditrl.atomic import check_output
 from auditrl.cli.errors import FAILURE, fail
 from auditrl.cli.limits import (
     DEFAULT_MAX_RETRIES,
@@ -42,6 +42,7 @@ from auditrl.cli.limits import (
     TargetPrefillOpt,
     TimeoutOpt,
     call_limits,
+    opened_run,
     print_failures,
     showing_retries,
 )
@@ -51,7 +52,7 @@ from auditrl.models.roles import UnknownModelError, resolve_model, tool_protocol
 from auditrl.safe_text import for_terminal
 from auditrl.scaffold.engine import AuditSpec
 from auditrl.scaffold.inspect_export import export_inspect_log, log_path
-from auditrl.scaffold.runner import Existing, RunLog, RunStopped, audit_jobs, open_run, run_audits
+from auditrl.scaffold.runner import RunStopped, audit_jobs, run_audits
 from auditrl.scaffold.store import TRANSCRIPTS, RunError, read_run, read_transcripts
 from auditrl.scaffold.transcript import Budget, Report, Transcript
 
@@ -193,7 +194,7 @@ def audit(
     except (UnknownModelError, ValueError) as exc:
         raise fail(str(exc)) from exc
     run_dir = out or Path("runs") / f"audit-{datetime.now():%Y%m%d-%H%M%S}"
-    log = _open(run_dir, on_existing)
+    log = opened_run(run_dir / TRANSCRIPTS, on_existing)
     budget = Budget(max_turns=max_turns, max_tokens=token_budget)
     specs = build_specs(planted, seeds, rollouts, budget, auditor, target, tool_protocol, target_prefill)
     first = log.next_rollout if on_existing == "append" else 0
@@ -233,16 +234,6 @@ def audit(
     say(f"Open it with: [bold]inspect view --log-dir {escape(str(run_dir))}[/]")
     if failed:
         raise typer.Exit(code=FAILURE)
-
-
-def _open(run_dir: Path, on_existing: Existing) -> RunLog:
-    """The run's transcripts file opened for this run, or a one-line error before any model call."""
-    try:
-        return open_run(run_dir / TRANSCRIPTS, on_existing)
-    except (OutputError, RunError) as exc:
-        raise fail(str(exc)) from exc
-    except ValueError as exc:  # a corrupt line in the transcripts already there
-        raise fail(f"--out {run_dir}: {exc}") from exc
 
 
 def export(

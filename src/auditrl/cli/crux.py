@@ -12,7 +12,7 @@ from rich.markup import escape
 from auditrl.atomic import atomic_write_text, check_output
 from auditrl.cli.behaviors import BehaviorsDirOpt
 from auditrl.cli.errors import FAILURE, fail
-from auditrl.cli.limits import JudgeCacheOpt, OnExistingOpt
+from auditrl.cli.limits import JudgeCacheOpt, OnExistingOpt, opened_run
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -130,14 +130,13 @@ def run_cruxes(
 
     from inspect_ai.model import GenerateConfig
 
-    from auditrl.atomic import OutputError
     from auditrl.behaviors.library import BehaviorFileError, load_behaviors
     from auditrl.cli.judge import judge_client
     from auditrl.evaluate.crux import CRUX_KEY, SURFACED_KEY, continuation_spec, continue_from, crux_table, judge_continuations
     from auditrl.judges.binary import BinaryMatchJudge, BinaryScorer
     from auditrl.judges.programmatic import ProgrammaticBinaryJudge
     from auditrl.models.roles import UnknownModelError, resolve_model, tool_protocol_for
-    from auditrl.scaffold.runner import AuditJob, RunStopped, open_run, run_audits
+    from auditrl.scaffold.runner import AuditJob, RunStopped, run_audits
     from auditrl.scaffold.store import read_transcripts, write_transcripts
 
     console = Console()
@@ -161,10 +160,7 @@ def run_cruxes(
         auditors = {spec: resolve_model(spec) for spec in auditor}
     except (UnknownModelError, ValueError) as exc:
         raise fail(str(exc)) from exc
-    try:
-        log = open_run(out / CONTINUATIONS, on_existing)
-    except (OutputError, ValueError) as exc:
-        raise fail(str(exc)) from exc
+    log = opened_run(out / CONTINUATIONS, on_existing)
 
     def job(name: str, crux: Crux, rollout: int, index: int) -> AuditJob:
         protocol = tool_protocol_for(name)
@@ -177,11 +173,13 @@ def run_cruxes(
         return AuditJob(spec, run, rollout, {CRUX_KEY: crux.id}, sampling_seed=sampling_seed + index)
 
     config = GenerateConfig(max_tokens=max_tokens, temperature=temperature)
+    added = 0
     for name in auditor:
         pairs = [(c, r) for c in saved for r in range(rollouts)]
         jobs = log.plan([job(name, c, r, i) for i, (c, r) in enumerate(pairs)])
         if (existing := log.describe()) is not None:
             console.print(f"[yellow]{escape(existing)}[/]", soft_wrap=True)
+        added += len(jobs)
         try:
             asyncio.run(run_audits(jobs, log, concurrency=concurrency, config=config, console=console, label=escape(name)))
         except RunStopped as exc:
@@ -194,4 +192,4 @@ def run_cruxes(
     console.print(table(rows, turns))
     results = out / RESULTS
     atomic_write_text(results, "[\n" + ",\n".join(r.model_dump_json() for r in rows) + "\n]\n")
-    console.print(f"Continuations: [bold]{escape(str(out_file))}[/]  results: [bold]{escape(str(results))}[/]", soft_wrap=True)
+    console.print(f"Continuations: [bold]{escape(str(out_file))}[/] (added {added})  results: [bold]{escape(str(results))}[/]", soft_wrap=True)

@@ -11,15 +11,18 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Literal, Optional
+from typing import TYPE_CHECKING, Annotated, Literal, Optional
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-from auditrl.cli.errors import MESSAGE_CHARS
+from auditrl.cli.errors import MESSAGE_CHARS, fail
 from auditrl.models.limits import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_S, CallLimits
 from auditrl.safe_text import for_terminal
+
+if TYPE_CHECKING:
+    from auditrl.scaffold.runner import RunLog
 
 MaxRetriesOpt = Annotated[
     int,
@@ -87,3 +90,14 @@ def print_failures(console: Console, what: str, reasons: Iterable[str | None]) -
         for reason, n in counts.most_common():
             console.print(f"  {n} × {escape(for_terminal(reason, MESSAGE_CHARS))}", highlight=False, soft_wrap=True)
     return total
+
+
+def opened_run(path: Path, existing: Literal["resume", "append", "overwrite"]) -> RunLog:
+    """A command's transcripts file opened for its run (auditrl.scaffold.runner), or a one-line error before
+    any model call: an output that cannot be written, or transcripts there that cannot be read."""
+    from auditrl.scaffold.runner import open_run
+
+    try:
+        return open_run(path, existing)
+    except ValueError as exc:  # OutputError and a corrupt line included
+        raise fail(str(exc)) from exc

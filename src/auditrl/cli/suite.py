@@ -33,6 +33,7 @@ from auditrl.cli.limits import (
     OnExistingOpt,
     TimeoutOpt,
     call_limits,
+    opened_run,
     print_failures,
     showing_retries,
 )
@@ -47,7 +48,7 @@ from auditrl.models.roles import UnknownModelError, resolve_model
 from auditrl.report.html import write_report
 from auditrl.report.sections import suite_section, transcripts_section
 from auditrl.scaffold.prompt_sets import AuditorPrompt
-from auditrl.scaffold.runner import Existing, RunLog, RunStopped, open_run
+from auditrl.scaffold.runner import Existing, RunLog, RunStopped
 from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
 
 RESULTS = "results.json"
@@ -208,6 +209,7 @@ def suite(
         raise fail(str(exc)) from exc
     if (existing := log.describe()) is not None:
         console.print(f"[yellow]{escape(existing)}[/yellow]", highlight=False, soft_wrap=True)
+    console.print(f"added {log.planned} audit(s) to {escape(str(out_file))}", highlight=False, soft_wrap=True)
     for client in clients:
         console.print(client.meter.table())
         print_failures(console, "judge verdict(s)", client.failures.elements())
@@ -257,6 +259,6 @@ def _open(run_dir: Path, on_existing: Existing, settings: dict[str, object], htm
                     f"--out {run_dir}: the suite there was run with other settings ({', '.join(changed)} differ); "
                     "choose a new --out, or --on-existing overwrite to start over"
                 )
-        return open_run(run_dir / TRANSCRIPTS, on_existing)
-    except (OutputError, ValueError) as exc:
-        raise fail(str(exc)) from exc
+    except ValueError as exc:  # OutputError, or a config.json that is not JSON
+        raise fail(f"{exc}" if isinstance(exc, OutputError) else f"{saved}: not a suite's {CONFIG} ({exc})") from exc
+    return opened_run(run_dir / TRANSCRIPTS, on_existing)

@@ -22,6 +22,7 @@ from auditrl.cli.limits import (
     OnExistingOpt,
     TimeoutOpt,
     call_limits,
+    opened_run,
     print_failures,
     showing_retries,
 )
@@ -109,7 +110,6 @@ def transfer(
     from inspect_ai.model import GenerateConfig
     from rich.progress import Progress
 
-    from auditrl.atomic import OutputError
     from auditrl.behaviors.library import BehaviorFileError, load_behaviors
     from auditrl.behaviors.plant import render_plant
     from auditrl.cli.judge import judge_client
@@ -117,7 +117,7 @@ def transfer(
     from auditrl.judges.prediction_match import PredictionMatcher, PredictionMatchJudge
     from auditrl.judges.programmatic import ProgrammaticPredictionMatchJudge
     from auditrl.models.roles import UnknownModelError, resolve_model, tool_protocol_for
-    from auditrl.scaffold.runner import RunStopped, audit_jobs, open_run, run_audits
+    from auditrl.scaffold.runner import RunStopped, audit_jobs, run_audits
     from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts, write_transcripts
     from auditrl.scaffold.transfer import TransferEpisode, transfer_spec
 
@@ -139,10 +139,7 @@ def transfer(
         models = {spec: resolve_model(spec, limits=limits) for spec in {*auditor, *(t for t, _ in pairs)}}
     except (UnknownModelError, ValueError) as exc:
         raise fail(str(exc)) from exc
-    try:
-        log = open_run(out / TRANSCRIPTS, on_existing)
-    except (OutputError, ValueError) as exc:
-        raise fail(str(exc)) from exc
+    log = opened_run(out / TRANSCRIPTS, on_existing)
     out_file = log.path
     for auditor_spec in auditor:
         for target_spec, behavior_id in pairs:

@@ -203,7 +203,8 @@ class RunLog:
             reason = f"{UNSTORABLE}: {describe_error(exc)}"
             record = Transcript(
                 auditor_model=t.auditor_model, target_model=t.target_model, behavior_id=t.behavior_id,
-                seed_id=t.seed_id, seed_instructions="", status="error", error=reason, metadata=dict(t.metadata),
+                seed_id=t.seed_id, seed_instructions="", status="error", error=reason,
+                metadata={k: v for k, v in t.metadata.items() if isinstance(v, str | int | float | bool | None)},
             )  # fmt: skip
             try:
                 await asyncio.to_thread(append_transcript, self.path, record)

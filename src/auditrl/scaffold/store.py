@@ -266,30 +266,28 @@ def read_run(run: Path, scored: str | None = None) -> LoadedRun:
     files = transcript_files(run)
     loaded = LoadedRun([], files)
     by_id: dict[str, Transcript] = {}
-    for path in files:
-        reader = READERS.get(path.suffix, iter_transcripts)
+
+    def merge(path: Path, reader: TranscriptReader, add: bool) -> None:
+        """Read `path` into by_id: a transcript seen again keeps the scores of both; only `add` brings new ids."""
         try:
             for t in reader(path, loaded.notes.append):
                 earlier = by_id.get(t.id)
                 if earlier is not None:
                     t.scores = {**earlier.scores, **t.scores}
-                by_id[t.id] = t
+                if add or earlier is not None:
+                    by_id[t.id] = t
         except (ValueError, OSError) as exc:
             raise RunError(str(exc)) from exc
+
+    for path in files:
+        merge(path, READERS.get(path.suffix, iter_transcripts), add=True)
     if scored is not None:
         copies = {scored_copy(p, scored) for p in files}
         if run.is_dir():
             copies.add(scored_copy(run / TRANSCRIPTS, scored))
         for path in sorted(p for p in copies if p.is_file() and p not in files):
             loaded.scored_files.append(path)
-            try:
-                for t in iter_transcripts(path, loaded.notes.append):
-                    earlier = by_id.get(t.id)
-                    if earlier is not None:
-                        t.scores = {**earlier.scores, **t.scores}
-                        by_id[t.id] = t
-            except (ValueError, OSError) as exc:
-                raise RunError(str(exc)) from exc
+            merge(path, iter_transcripts, add=False)
     if not by_id:
         raise RunError(f"{run}: no transcripts in {' or '.join(map(str, files))} (the files are empty)")
     loaded.transcripts = list(by_id.values())
