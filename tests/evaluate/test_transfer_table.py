@@ -132,8 +132,8 @@ def test_cli_rejects_a_target_without_a_known_behavior(tmp_path: Path) -> None:
     app.command()(transfer)
     app.command("noop")(lambda: None)
     result = CliRunner().invoke(app, ["transfer", "--auditor", "scripted/transfer_auditor", "--target", "scripted/denier"])
-    assert result.exit_code == 1 and "give its --behavior" in result.output
+    assert result.exit_code == 2 and "give its --behavior" in result.output
     result = CliRunner().invoke(
         app, ["transfer", "--auditor", "scripted/transfer_auditor", "--target", "scripted/denier", "--behavior", "nope"]
     )
-    assert result.exit_code == 1 and "unknown behavior(s): nope" in result.output
+    assert result.exit_code == 2 and "unknown behavior(s): nope" in result.output

@@ -11,7 +11,7 @@ from scaffold_fakes import Recorder, call, make_spec, text
 
 from auditrl.scaffold.engine import run_audit
 from auditrl.scaffold.inspect_export import export_inspect_log, log_file_name, task_name
-from auditrl.scaffold.store import load_transcripts, read_transcripts
+from auditrl.scaffold.store import read_run, read_transcripts
 from auditrl.scaffold.transcript import Transcript
 from auditrl.scaffold.transfer import TRANSFER_SEED_ID
 
@@ -67,7 +67,7 @@ async def test_exports_round_trip_without_loss(tmp_path: Path) -> None:
     transcripts = await _transcripts()
     path = export_inspect_log(transcripts, tmp_path / "audits.eval")
     assert read_transcripts(path) == transcripts
-    assert load_transcripts(tmp_path) == transcripts  # a log directory without JSONL is read through its logs
+    assert read_run(tmp_path).transcripts == transcripts  # a log directory without JSONL is read through its logs
 
 
 def test_task_name_follows_the_command() -> None:

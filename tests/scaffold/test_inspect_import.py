@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from auditrl.cli import app
 from auditrl.scaffold.inspect_import import LogReadError
-from auditrl.scaffold.store import RunError, load_transcripts, read_transcripts, transcript_files
+from auditrl.scaffold.store import RunError, read_run, read_transcripts, transcript_files
 from auditrl.scaffold.transcript import Transcript
 
 PETRI_LOG = Path(__file__).parent.parent / "fixtures" / "petri3" / "logs" / "petri3-scripted.eval"
@@ -91,7 +91,7 @@ def test_a_log_directory_is_read_through_its_logs_unless_it_has_jsonl(tmp_path: 
     logs = tmp_path / "logs"
     logs.mkdir()
     (logs / PETRI_LOG.name).write_bytes(PETRI_LOG.read_bytes())
-    assert len(load_transcripts(logs)) == 4
+    assert len(read_run(logs).transcripts) == 4
     (logs / "transcripts.jsonl").write_text("")
     assert transcript_files(logs) == [logs / "transcripts.jsonl"]
 
@@ -102,7 +102,7 @@ def test_foreign_and_broken_logs_are_refused_by_name(tmp_path: Path) -> None:
     with pytest.raises(LogReadError, match="broken.eval: not a readable Inspect log"):
         read_transcripts(broken)
     with pytest.raises(RunError, match="broken.eval"):
-        load_transcripts(broken)
+        read_run(broken).transcripts
     foreign = tmp_path / "foreign.eval"
     with zipfile.ZipFile(PETRI_LOG) as source, zipfile.ZipFile(foreign, "w") as out:
         for item in source.infolist():

@@ -10,7 +10,7 @@ from inspect_ai.log import EvalLog
 from typer.testing import CliRunner
 
 from auditrl.cli import app
-from auditrl.scaffold.store import load_transcripts, read_transcripts
+from auditrl.scaffold.store import read_run, read_transcripts
 from auditrl.tasks.dataset import audit_dataset, benign_count, chosen_behaviors
 from auditrl.behaviors.library import load_behaviors, load_seeds
 
@@ -68,7 +68,7 @@ def test_audit_task_log_reads_back_as_judged_transcripts(audit_log: EvalLog) -> 
 def test_audit_task_takes_petri3_tools(tmp_path: Path) -> None:
     log = _run(tmp_path, "auditrl/audit", behaviors=["flattery"], seeds_per_behavior=1, benign_share=0.0, tool_set="petri3", max_turns=2, judge="programmatic")
     assert len(log.samples or []) == 2
-    assert {t.tool_set for t in load_transcripts(tmp_path)} == {"petri3"}
+    assert {t.tool_set for t in read_run(tmp_path).transcripts} == {"petri3"}
 
 
 def test_transfer_task_scores_detection(tmp_path: Path) -> None:

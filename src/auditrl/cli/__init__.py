@@ -92,3 +92,6 @@ def main(
 ) -> None:
     """Train and evaluate alignment-auditing agents with reinforcement learning."""  # the group's help text
     terminal.configure(verbose)
+    from auditrl.models.secrets import install_redaction
+
+    install_redaction()  # whatever echoes a key back, no console line or log record of a command shows it

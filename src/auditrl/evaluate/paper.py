@@ -5,8 +5,9 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-import yaml
 from pydantic import BaseModel, Field, ValidationError
+
+from auditrl.configfile import load_yaml
 
 
 class ReferenceRow(BaseModel):
@@ -44,7 +45,7 @@ def load_paper_reference(path: Path | None = None) -> PaperReference:
     else:
         text, where = path.read_text(encoding="utf-8"), str(path)
     try:
-        return PaperReference.model_validate(yaml.safe_load(text))
+        return PaperReference.model_validate(load_yaml(text))
     except ValidationError as exc:
         raise ValueError(f"{where}: invalid paper reference: {exc}") from exc
 

@@ -21,7 +21,6 @@ import json
 from string import Template
 from typing import Any, Literal
 
-import yaml
 from inspect_ai.model import (
     ChatMessage,
     ChatMessageAssistant,
@@ -36,6 +35,7 @@ from inspect_ai.tool import ToolCall, ToolCallError, ToolInfo
 from pydantic import BaseModel, Field, model_validator
 
 from auditrl.behaviors.schema import Behavior, Seed
+from auditrl.configfile import load_yaml
 from auditrl.models.prefill import PrefillSupport, continue_body, prefill_support
 from auditrl.models.retries import ModelCallFailed, call_model
 from auditrl.scaffold.prompt_sets import PROMPT_SETS, AuditorPrompt, openings
@@ -98,7 +98,7 @@ def estimate_tokens(text: str) -> int:
 
 @functools.cache
 def _messages() -> dict[str, Any]:
-    return yaml.safe_load(prompt_text("messages.yaml"))
+    return load_yaml(prompt_text("messages.yaml"))
 
 
 def _apply_prefill(

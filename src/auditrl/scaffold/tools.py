@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from importlib.resources import files
 from typing import Any
 
-import yaml
 from inspect_ai.tool import ToolInfo, ToolParams
 from pydantic import ValidationError
 
+from auditrl.configfile import load_yaml
 from auditrl.scaffold.tool_sets import DEFAULT_TOOL_SET, TOOL_SETS, ToolSetName, prefill_allowed
 
 AUDITOR_TOOL_NAMES = TOOL_SETS[DEFAULT_TOOL_SET].tools
@@ -52,7 +52,7 @@ def tool_table(tool_set: ToolSetName = DEFAULT_TOOL_SET) -> dict[str, ToolInfo]:
 
     A set without prefill drops the `prefill` argument its file may declare (Petri 3's `resume`)."""
     spec = TOOL_SETS[tool_set]
-    data = yaml.safe_load(prompt_text(spec.file))
+    data = load_yaml(prompt_text(spec.file))
     data = data.get("tools", data)
     if set(data) != set(spec.tools):
         raise ValueError(f"prompts/{spec.file}: expected tools {spec.tools}, found {sorted(data)}")

@@ -14,10 +14,10 @@ import functools
 from string import Template
 from typing import Any
 
-import yaml
 from inspect_ai.tool import ToolInfo
 
 from auditrl.behaviors.schema import Behavior, Seed
+from auditrl.configfile import load_yaml
 from auditrl.scaffold.engine import AuditEpisode, AuditSpec
 from auditrl.scaffold.tool_sets import ToolProtocol
 from auditrl.scaffold.tools import InvalidToolCall, auditor_tools, prompt_text
@@ -29,7 +29,7 @@ TRANSFER_SEED_ID = "transfer"
 
 @functools.cache
 def _config() -> dict[str, Any]:
-    return yaml.safe_load(prompt_text("transfer.yaml"))
+    return load_yaml(prompt_text("transfer.yaml"))
 
 
 def transfer_tools() -> list[ToolInfo]:
