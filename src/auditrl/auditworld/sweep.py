@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -26,6 +26,7 @@ from auditrl.auditworld.bases import base_name, build_bases, job_bases
 from auditrl.auditworld.config import AuditWorldConfig
 from auditrl.auditworld.job import build_world, run_directory
 from auditrl.auditworld.report import prose
+from auditrl.configfile import ConfigModel, read_yaml_mapping, validate_file
 from auditrl.report.html import FigureBlock, Section, TableBlock, write_report
 from auditrl.report.plots import heatmap, training_curves
 from auditrl.sim.judges import JudgeParams
@@ -33,17 +34,14 @@ from auditrl.sim.metrics import evaluate_policy, seed_means
 from auditrl.sim.policies import BlindPolicy, ExperimenterPolicy
 from auditrl.sim.training import train
 from auditrl.sim.world import Policy, World
-from auditrl.train.config import read_yaml_mapping, validate_file
 
 MAPPED = ("composite", "false_positive", "audit_quality", "identified")
 FP_DROP = 10.0
 """A cell "loses calibration" when its FP calibration is this many points below the base's."""
 
 
-class SweepGrid(BaseModel):
+class SweepGrid(ConfigModel):
     """The flaw strengths of the pairwise judges to train against."""
-
-    model_config = ConfigDict(extra="forbid")
 
     alarm: list[float] = Field(min_length=1, description="Alarm susceptibility values (map rows); from 0 up to the shared `judge.flaws.alarm` of the pointwise judge.")
     credulity: list[float] = Field(min_length=1, description="Narration credulity values (map columns); from 0 up to the shared `judge.flaws.credulity`.")

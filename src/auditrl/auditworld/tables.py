@@ -10,12 +10,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 
-import yaml
 from rich import box
 from rich.markup import escape
 from rich.table import Table as RichTable
 
 from auditrl.auditworld.evaluation import PolicyEvaluation
+from auditrl.configfile import load_yaml
 from auditrl.evaluate.paper import load_paper_reference
 from auditrl.report.html import TableBlock
 from auditrl.sim.metrics import HEADLINE, IDENTIFIED, SeedSpread
@@ -112,7 +112,7 @@ def differences(rows: Mapping[str, PolicyEvaluation], n_seeds: int) -> Table:
 
 
 def _paper_dose() -> tuple[str, dict[float, float]]:
-    raw = yaml.safe_load(resources.files("auditrl.auditworld").joinpath("data/paper_dose_response.yaml").read_text(encoding="utf-8"))
+    raw = load_yaml(resources.files("auditrl.auditworld").joinpath("data/paper_dose_response.yaml").read_text(encoding="utf-8"))
     return str(raw["source"]), {float(k): float(v) for k, v in raw["fp_calibration_by_benign_fraction"].items()}
 
 

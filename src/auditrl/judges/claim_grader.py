@@ -32,11 +32,11 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from auditrl.behaviors.schema import Behavior
+from auditrl.configfile import load_yaml
 from auditrl.judges.verdicts import PredictionMatchVerdict
 from auditrl.scaffold.transcript import Report, Transcript
 from auditrl.words import count_phrase, stems
@@ -84,7 +84,7 @@ def load_vocabulary() -> Vocabulary:
     """The shipped vocabulary file, validated (errors name the file and field)."""
     text = resources.files("auditrl.behaviors").joinpath(VOCABULARY_FILE).read_text(encoding="utf-8")
     try:
-        return Vocabulary.model_validate(yaml.safe_load(text))
+        return Vocabulary.model_validate(load_yaml(text))
     except ValidationError as exc:
         raise ValueError(f"behaviors/{VOCABULARY_FILE}: {exc}") from exc
 

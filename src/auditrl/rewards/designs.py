@@ -10,8 +10,9 @@
   (behavior, seed, family), played by a frozen policy snapshot (the trainer supplies one per group and
   step, see auditrl.train.snapshot). It only reads its references: a rollout without one, or that is
   one, is not scored. `reference_pairwise_graded` pays the judge's confidence instead of win/loss.
-Judge calls and tokens are counted under the design's name (see `auditrl.judges.cost`). Each design
-registers its builder and what it needs here (`auditrl.rewards.registry`); the registry mixes the two
+Each design has one scoring method, `score_group` (decorated with `group_scorer`: mixed groups refused,
+empty groups free, judge calls and tokens counted under the design's name, see `auditrl.judges.cost`).
+Each registers its builder and what it needs here (`auditrl.rewards.registry`); the registry mixes the two
 halves of a design that declares a benign split (`CalibrationMix`: benign groups to the half built with
 the calibration judge). Records are `auditrl.rewards.records`: a missing reward always says why.
 """
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -29,10 +29,9 @@ import numpy as np
 from auditrl.judges.binary import BinaryScorer
 from auditrl.judges.claim_grader import report_outcome
 from auditrl.judges.concerningness import CONCERNINGNESS_DIMENSIONS, ConcerningnessScorer
-from auditrl.judges.cost import attribute_cost
 from auditrl.judges.pairwise import PairwiseJudgeLike, PairwiseResult, position_bias_rate
 from auditrl.rewards.formulas import bradley_terry, concerningness_reward, win_rates
-from auditrl.rewards.records import ABSTAINED, RewardRecord, check_group, unscored
+from auditrl.rewards.records import ABSTAINED, RewardRecord, group_scorer, unscored
 from auditrl.rewards.reference import ReferenceStore
 from auditrl.rewards.registry import DesignContext, reward_design
 from auditrl.scaffold.transcript import Transcript
@@ -45,36 +44,14 @@ NO_REFERENCE = "no reference for its (behavior, seed, family)"
 IS_REFERENCE = "is its own reference"
 
 
-class GroupDesign(ABC):
-    """The base of a reward design: group checks, cost attribution under its name, plain reward lists.
-
-    A subclass names itself and implements `score_records` (one record per rollout of a non-empty group).
-    """
-
-    name = "design"
-
-    async def score_group_detailed(self, group: Sequence[Transcript]) -> list[RewardRecord]:
-        check_group(group)
-        if not group:
-            return []
-        with attribute_cost(self.name):
-            return await self.score_records(group)
-
-    async def score_group(self, group: Sequence[Transcript]) -> list[float | None]:
-        return [r.reward for r in await self.score_group_detailed(group)]
-
-    @abstractmethod
-    async def score_records(self, group: Sequence[Transcript]) -> list[RewardRecord]:
-        """Score a checked, non-empty group of one (behavior, seed)."""
-
-
-class PointwiseConcerningness(GroupDesign):
+class PointwiseConcerningness:
     name = "concerningness"
 
     def __init__(self, judge: ConcerningnessScorer) -> None:
         self.judge = judge
 
-    async def score_records(self, group: Sequence[Transcript]) -> list[RewardRecord]:
+    @group_scorer
+    async def score_group(self, group: Sequence[Transcript]) -> list[RewardRecord]:
         verdicts = await asyncio.gather(*(self.judge.score(t) for t in group))
         out: list[RewardRecord] = []
         for v in verdicts:
@@ -92,12 +69,13 @@ def _concerningness(judges: JudgeFamily, ctx: DesignContext) -> PointwiseConcern
     return PointwiseConcerningness(judges.concerningness())
 
 
-class BinaryMatch(GroupDesign):
+class BinaryMatch:
     def __init__(self, judge: BinaryScorer) -> None:
         self.judge = judge
         self.name = "binary_strict" if judge.strict else "binary"
 
-    async def score_records(self, group: Sequence[Transcript]) -> list[RewardRecord]:
+    @group_scorer
+    async def score_group(self, group: Sequence[Transcript]) -> list[RewardRecord]:
         if group[0].benign:
             return [
                 unscored("no report")
@@ -140,7 +118,7 @@ def wins_matrix(k: int, results: Sequence[tuple[int, int, PairwiseResult]]) -> n
     return w
 
 
-class InGroupPairwise(GroupDesign):
+class InGroupPairwise:
     """Every pair judged in both orders; reward = win rate (default) or Bradley-Terry log-strength."""
 
     def __init__(self, judge: PairwiseJudgeLike, *, aggregate: Literal["win_rate", "bradley_terry"] = "win_rate") -> None:
@@ -149,7 +127,8 @@ class InGroupPairwise(GroupDesign):
         self.name = "ingroup_pairwise" if aggregate == "win_rate" else "ingroup_bradley_terry"
         self.results: list[PairwiseResult] = []
 
-    async def score_records(self, group: Sequence[Transcript]) -> list[RewardRecord]:
+    @group_scorer
+    async def score_group(self, group: Sequence[Transcript]) -> list[RewardRecord]:
         if len(group) < 2:  # nothing to compare with: no judge call, and no empty-slice mean
             return [unscored(GROUP_OF_ONE, comparisons=0) for _ in group]
         pairs = list(itertools.combinations(range(len(group)), 2))
@@ -207,7 +186,7 @@ def confidence_share(r: PairwiseResult) -> float | None:
     return sum(chances) / len(chances) if chances else None
 
 
-class ReferencePairwise(GroupDesign):
+class ReferencePairwise:
     """Each rollout against the reference for its (behavior, seed, family); reward = its share of the comparison.
 
     The store is only read: references come from a frozen policy snapshot (the trainer puts one per group
@@ -224,7 +203,8 @@ class ReferencePairwise(GroupDesign):
         self.name = "reference_pairwise" if share == "verdict" else "reference_pairwise_graded"
         self.results: list[PairwiseResult] = []
 
-    async def score_records(self, group: Sequence[Transcript]) -> list[RewardRecord]:
+    @group_scorer
+    async def score_group(self, group: Sequence[Transcript]) -> list[RewardRecord]:
         key = ReferenceStore.key_of(group[0])
         reference = self.store.get(key)
         if reference is None:

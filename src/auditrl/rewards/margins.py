@@ -168,8 +168,8 @@ async def design_rewards(
     for p in probes:
         for part, audits in (("planted", p.planted), ("benign", p.benign)):
             names = list(audits)
-            rewards = await design.score_group([audits[n] for n in names])
-            for name, reward in zip(names, rewards, strict=True):
+            records = await design.score_group([audits[n] for n in names])
+            for name, reward in zip(names, (r.reward for r in records), strict=True):
                 if reward is None:
                     raise RuntimeError(f"{design_name}: no reward for the {part} {name} probe of {p.behavior.id}/{p.family}")
                 out[part][name].append(float(reward))

@@ -20,17 +20,16 @@ from typing import Annotated, Literal
 import numpy as np
 import torch
 from numpy.typing import NDArray
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, Field, field_validator
 
+from auditrl.configfile import ConfigModel
 from auditrl.sim.policies import MLPPolicy, head_logsumexp, scripted_policy
 from auditrl.sim.simulate import simulate
 from auditrl.sim.world import CLAIM, END, NO_CLAIM, TOOL, Policy, World, training_batch
 
 
-class RandomInit(BaseModel):
+class RandomInit(ConfigModel):
     """An untrained MLP (random weights, zero last layer): random actions, no finding with a set probability."""
-
-    model_config = ConfigDict(extra="forbid")
 
     kind: Literal["random"] = Field(description="Start from an untrained policy (the ablation).")
     prior_no_finding: float = Field(
@@ -43,10 +42,8 @@ class RandomInit(BaseModel):
         return f"random init (no-finding prior {self.prior_no_finding:g})"
 
 
-class ImitationInit(BaseModel):
+class ImitationInit(ConfigModel):
     """A policy cloned from a scripted teacher on training behaviors and families, with set imperfection."""
-
-    model_config = ConfigDict(extra="forbid")
 
     kind: Literal["imitation"] = Field(description="Clone a scripted teacher (behaviour cloning, then DAgger).")
     teacher: str = Field(default="experimenter", description="The scripted auditor imitated (auditrl.sim.policies.SCRIPTED).")
@@ -62,7 +59,7 @@ class ImitationInit(BaseModel):
     )
     dagger_rounds: int = Field(default=2, ge=0, description="Rounds in which the student audits and the teacher labels its states.")
     audits_per_round: int = Field(default=256, ge=1, description="Audits collected per round and turn budget (half with benign targets).")
-    turn_budgets: list[int] = Field(
+    turn_budgets: list[Annotated[int, Field(ge=1)]] = Field(
         default=[15, 20, 30], min_length=1,
         description="Turn budgets of the cloning audits (the paper's training budget and its evaluation budgets), so the "
         "base audits sensibly at any of them.",
@@ -80,10 +77,8 @@ class ImitationInit(BaseModel):
         return f"imitation of {self.teacher} (competence {self.competence:g}, claim {self.claim_competence:g})"
 
 
-class CheckpointInit(BaseModel):
+class CheckpointInit(ConfigModel):
     """A saved policy: a JSON file with the policy's `weights` (a finished AuditWorld run or a base)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     kind: Literal["checkpoint"] = Field(description="Start from saved weights.")
     path: Path = Field(description="JSON file with a `weights` mapping, as AuditWorld's checkpoints hold.")

@@ -38,9 +38,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import NDArray
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from auditrl.behaviors.library import load_behaviors
+from auditrl.configfile import ConfigModel
 from auditrl.judges.concerningness import CONCERNINGNESS_DIMENSIONS
 from auditrl.judges.pairwise import check_comparable, compare_both_orders
 from auditrl.judges.registry import judge_family
@@ -80,13 +81,11 @@ if TYPE_CHECKING:
 _POINTWISE, _BINARY, _PAIRWISE, _ORDER, _REALISM, _REALISM_ORDER, _REAL_OPENING = 1, 2, 3, 4, 5, 6, 7
 
 
-class JudgeFlaws(BaseModel):
+class JudgeFlaws(ConfigModel):
     """The weaknesses of one LLM judge model; every AuditWorld judge has the same ones.
 
     Sizes are assumptions of this world unless a source is named; the existence of each is documented.
     """
-
-    model_config = ConfigDict(extra="forbid")
 
     noise: float = Field(default=0.15, ge=0.0, description="Sd of Gaussian noise on each verdict's latent score. Assumption: LLM judges disagree with themselves across samples; size not measured.")
     position_bias: float = Field(default=0.15, ge=0.0, description="Pull toward the transcript shown first (slot A), in latent units (pairwise and realism judges). Zheng et al. 2023 (MT-Bench) document position bias in LLM judges; size an assumption.")
@@ -97,10 +96,8 @@ class JudgeFlaws(BaseModel):
     false_recognition: float = Field(default=0.05, ge=0.0, le=1.0, description="Chance of taking an innocent odd reply for a display, a wrong claim for a match with the plant, or a natural opening message for a constructed one. Assumption.")
 
 
-class Rubric(BaseModel):
+class Rubric(ConfigModel):
     """What the judges are asked to weigh (their prompts), as weights on what they read."""
-
-    model_config = ConfigDict(extra="forbid")
 
     concern_display: float = Field(default=1.0, description="Pointwise: concern per display of the behavior the judge recognises (up to 3).")
     concern_confession: float = Field(default=0.8, description="Pointwise: concern per target confession (up to 3).")
@@ -127,10 +124,8 @@ class Rubric(BaseModel):
     realism_push: float = Field(default=0.25, description="Realism: giveaway of an opening message pressing the assistant (real users push back too).")
 
 
-class JudgeParams(BaseModel):
+class JudgeParams(ConfigModel):
     """The judge model of an AuditWorld run: one set of flaws for every judge, and the judges' rubrics."""
-
-    model_config = ConfigDict(extra="forbid")
 
     flaws: JudgeFlaws = Field(default_factory=JudgeFlaws, description="The LLM judge's weaknesses, shared by every judge.")
     pairwise_flaws: JudgeFlaws | None = Field(default=None, description="Other flaws for the pairwise judges only (the robustness map sweeps them); null = `flaws`.")

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from auditrl.words import count_phrase, stems
+from auditrl.configfile import load_yaml
 
 FRAMINGS = ("natural", "direct", "test")
 NATURAL, DIRECT, TEST = range(len(FRAMINGS))
@@ -41,7 +41,7 @@ class Topic(BaseModel):
 
 def read_data(name: str) -> Any:
     """Parse one of the packaged AuditWorld data files."""
-    return yaml.safe_load(resources.files("auditrl.sim").joinpath(f"data/{name}").read_text(encoding="utf-8"))
+    return load_yaml(resources.files("auditrl.sim").joinpath(f"data/{name}").read_text(encoding="utf-8"))
 
 
 @functools.cache

@@ -106,6 +106,7 @@ class AuditEpisodeFactory:
             target_model=spec_name,
             target_family=row.family,
             tool_protocol=self.settings.tool_protocol,
+            tool_set=self.settings.tool_set,
             target_prefill=self.settings.target_prefill,
             auditor_prompt=self.settings.auditor_prompt,
         )
