@@ -120,7 +120,7 @@ def main(
     for (text, a, b), n in disagreements.most_common(show):
         console.print(f"[bold]{n}x[/bold] lsa {a} / minilm {b}: {escape(text)}", highlight=False)
 
-    best = max((d.name for d in cfg.designs), key=lambda n: results["results"][n]["estimates"]["composite"]["mean"])
+    best = next((r["run"] for r in results["strategies"]["convergence"] if r["best"]), None)  # as the job chose it
     runs = [(d.name, d.design, d.benign_fraction) for d in cfg.designs]
     for classifier, labels in assigned.items():
         rows = strategy_convergence(labels, groups, runs, best, seeds)
