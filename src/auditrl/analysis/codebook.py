@@ -12,8 +12,9 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
-import yaml
 from pydantic import BaseModel, Field, ValidationError, model_validator
+
+from auditrl.configfile import load_yaml
 
 
 class Category(BaseModel):
@@ -71,7 +72,7 @@ class Codebook(BaseModel):
 @cache
 def _builtin_codebook() -> Codebook:
     text = resources.files("auditrl.analysis").joinpath("data/archetypes.yaml").read_text(encoding="utf-8")
-    return Codebook.model_validate(yaml.safe_load(text))
+    return Codebook.model_validate(load_yaml(text))
 
 
 def load_codebook(path: Path | None = None) -> Codebook:
@@ -79,7 +80,9 @@ def load_codebook(path: Path | None = None) -> Codebook:
     if path is None:
         return _builtin_codebook()
     try:
-        return Codebook.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
+        return Codebook.model_validate(load_yaml(path.read_text(encoding="utf-8"), path))
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read the codebook ({exc.strerror or type(exc).__name__})") from exc
     except ValidationError as exc:
         raise ValueError(f"{path}: invalid archetype codebook: {exc}") from exc
 

@@ -15,11 +15,11 @@ from collections.abc import Sequence
 from functools import cache
 from importlib import resources
 
-import yaml
 from pydantic import BaseModel, Field, ValidationError
 
 from auditrl.analysis.assignment import StrategyAssignment
 from auditrl.analysis.derivation import StudyTable
+from auditrl.configfile import load_yaml
 
 PAPER_FILE = "data/paper_strategies.yaml"
 CONVERGED = 0.5
@@ -46,7 +46,7 @@ class PaperStrategies(BaseModel):
 def paper_strategies() -> PaperStrategies:
     text = resources.files("auditrl.analysis").joinpath(PAPER_FILE).read_text(encoding="utf-8")
     try:
-        return PaperStrategies.model_validate(yaml.safe_load(text))
+        return PaperStrategies.model_validate(load_yaml(text))
     except ValidationError as exc:
         raise ValueError(f"{PAPER_FILE}: {exc}") from exc
 

@@ -13,9 +13,9 @@ import re
 from functools import cache
 from importlib import resources
 
-import yaml
 from pydantic import BaseModel, Field
 
+from auditrl.configfile import load_yaml
 from auditrl.scaffold.transcript import TargetMessage, Transcript
 
 CUE_GROUPS = ("self_report", "pressure", "authority", "roleplay", "coercion", "introspection", "meta", "evaluation")
@@ -57,7 +57,7 @@ class StrategyCues(BaseModel):
 @cache
 def _default_cues() -> StrategyCues:
     text = resources.files("auditrl.analysis").joinpath("data/strategy_cues.yaml").read_text(encoding="utf-8")
-    return StrategyCues.model_validate(yaml.safe_load(text))
+    return StrategyCues.model_validate(load_yaml(text))
 
 
 class StrategyFeatures(BaseModel):

@@ -20,7 +20,6 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
-import yaml
 from inspect_ai.model import ChatMessageSystem, ChatMessageUser, GenerateConfig, Model
 from pydantic import BaseModel, Field, ValidationError
 
@@ -36,6 +35,7 @@ from auditrl.analysis.features import (
     manipulations,
     strategy_features,
 )
+from auditrl.configfile import load_yaml
 from auditrl.scaffold.transcript import Transcript
 
 log = logging.getLogger(__name__)
@@ -74,7 +74,7 @@ class Sentences(BaseModel):
 
 @cache
 def load_sentences() -> Sentences:
-    data = yaml.safe_load(resources.files("auditrl.analysis").joinpath(SENTENCES_FILE).read_text(encoding="utf-8"))
+    data = load_yaml(resources.files("auditrl.analysis").joinpath(SENTENCES_FILE).read_text(encoding="utf-8"))
     try:
         words = Sentences.model_validate(data)
     except ValidationError as exc:
