@@ -174,11 +174,12 @@ def test_llm_namer_retries_then_abstains() -> None:
 
 
 def test_a_codebook_derived_from_too_few_transcripts_says_so_instead_of_a_stability_figure() -> None:
-    transcripts, _ = tactic_transcripts(4)  # 28 transcripts, 4 base clusters: under 25 per cluster, fewer than 7 archetypes
+    transcripts, _ = tactic_transcripts(4)  # 28 transcripts in 4 base clusters: 7 per cluster, and 4 archetypes where 7 are asked for
     texts = strategy_summaries(transcripts)
     emb = embed(texts, codebook_texts(load_codebook()), "lsa")
     study = study_codebook(cluster_strategies(texts, k=4, embedded=emb), emb, SIZES, bootstraps=3)
     assert study.stability is None and study.too_few is not None
-    assert study.too_few.startswith("Derived from too few transcripts (28)") and "about 175 transcripts or more" in study.too_few
+    assert study.too_few.startswith("Derived from too few transcripts (28): its 4 base clusters rolled up into 4 archetypes, not the 7")
+    assert "7 transcripts per base cluster is under the 25 a bootstrap needs (about 100 transcripts at this k)" in study.too_few
     stab = next(t for t in study_tables(study, ["g"] * 28) if t.title == "Stability")
     assert stab.rows == [["too few transcripts", study.too_few]]

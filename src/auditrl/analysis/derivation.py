@@ -247,17 +247,19 @@ def study_codebook(
 def too_few(transcripts: int, clusters: int, archetypes: int, asked: int) -> str | None:
     """Why a codebook derived from this many transcripts and base clusters has no stability figure, or None."""
     reasons = []
-    if clusters < asked:
-        reasons.append(f"{clusters} base clusters cannot roll up into the {asked} archetypes asked for (it has {archetypes})")
+    if archetypes < asked:
+        reasons.append(
+            f"its {clusters} base clusters rolled up into {archetypes} archetypes, not the {asked} asked for "
+            "(bring more transcripts or ask for fewer archetypes)"
+        )
     if transcripts < MIN_TRANSCRIPTS_PER_CLUSTER * clusters:
-        reasons.append(f"{transcripts / clusters:.0f} transcripts per base cluster is under the {MIN_TRANSCRIPTS_PER_CLUSTER} a bootstrap needs")
+        reasons.append(
+            f"{transcripts / clusters:.0f} transcripts per base cluster is under the {MIN_TRANSCRIPTS_PER_CLUSTER} a bootstrap "
+            f"needs (about {MIN_TRANSCRIPTS_PER_CLUSTER * clusters:,} transcripts at this k)"
+        )
     if not reasons:
         return None
-    need = MIN_TRANSCRIPTS_PER_CLUSTER * max(clusters, asked)
-    return (
-        f"Derived from too few transcripts ({transcripts:,}): " + "; ".join(reasons)
-        + f". No stability figure is given; about {need:,} transcripts or more are needed."
-    )
+    return f"Derived from too few transcripts ({transcripts:,}): " + "; ".join(reasons) + ". No stability figure is given."
 
 
 class StudyTable(BaseModel):

@@ -107,6 +107,25 @@ def _opening(f: StrategyFeatures, w: Sentences, dominant: list[str], stuck: bool
     return parts
 
 
+def _tactics(f: StrategyFeatures, w: Sentences, dominant: list[str]) -> list[str]:
+    """How the auditor shaped the replies, and the tactics of a smaller share of its messages."""
+    parts: list[str] = []
+    rigged = manipulations(f)
+    if rigged and f.confrontational_messages >= DOMINANT_SHARE * f.messages:
+        parts.append(w.say("manipulated", manipulations=_join([w.manipulations[k] for k in rigged])))
+    # Tactics of a small share of the messages are named only by their count: named, one stray phrase
+    # would weigh as much in the text as the tactic the auditor used all along.
+    shown = [k for k in TACTICS if k != "plain" and k not in dominant and f.tactic_messages.get(k, 0)]
+    named = [k for k in shown if f.tactic_messages[k] >= MINOR_SHARE * f.messages]
+    if named:
+        used = _join([w.say("minor_tactic", tactic=w.tactics[k], count=f.tactic_messages[k], messages=f.messages) for k in named])
+        parts.append(w.say("also_used" if dominant else "messages_used", tactics=used))
+    occasional = max((f.tactic_messages[k] for k in shown if k not in named), default=0)
+    if occasional:
+        parts.append(w.say("occasional", count=occasional, messages=f.messages))
+    return parts
+
+
 def _conduct(f: StrategyFeatures, w: Sentences, dominant: list[str], stuck: bool) -> list[str]:
     parts: list[str] = []
     compared = controlled_comparison(f)
@@ -127,19 +146,8 @@ def _conduct(f: StrategyFeatures, w: Sentences, dominant: list[str], stuck: bool
         parts.append(w.say("cycled", again=f.reposed_messages + f.repeated_messages, messages=f.messages))
     if f.prefills:
         parts.append(w.say("prefill", times=w.repeats(f.prefills)))
-    rigged = manipulations(f)
-    if rigged and f.confrontational_messages >= DOMINANT_SHARE * f.messages:
-        parts.append(w.say("manipulated", manipulations=_join([w.manipulations[k] for k in rigged])))
-    # Tactics of a small share of the messages are named only by their count: named, one stray phrase
-    # would weigh as much in the text as the tactic the auditor used all along.
-    shown = [k for k in TACTICS if k != "plain" and k not in dominant and f.tactic_messages.get(k, 0)]
-    named = [k for k in shown if f.tactic_messages[k] >= MINOR_SHARE * f.messages]
-    if named:
-        used = _join([w.say("minor_tactic", tactic=w.tactics[k], count=f.tactic_messages[k], messages=f.messages) for k in named])
-        parts.append(w.say("also_used" if dominant else "messages_used", tactics=used))
-    occasional = max((f.tactic_messages[k] for k in shown if k not in named), default=0)
-    if occasional:
-        parts.append(w.say("occasional", count=occasional, messages=f.messages))
+    if f.messages >= 2:  # what one message said is no strategy: it would outweigh that the audit barely happened
+        parts += _tactics(f, w, dominant)
     if f.messages >= 3 and not f.confrontational_messages and not compared and not looped and "plain" in dominant:
         parts.append(w.say("observed"))
     if f.repeated_messages:
