@@ -28,7 +28,8 @@ def test_strategy_labels_runs_at_a_tiny_size(tmp_path: Path) -> None:
     raw = yaml.safe_load((ROOT / "configs" / "auditworld.yaml").read_text())
     raw["seeds"] = [0]
     raw["designs"] = [d for d in raw["designs"] if d["name"] in {"binary", "reference_pairwise_cal50"}]
-    raw["train"].update(steps=2, groups=4, group_size=4)
+    raw["train"].update(max_steps=2, groups_per_step=4, group_size=4)
+    raw["train"]["init"].update(dagger_rounds=1, audits_per_round=32, fit_steps=30, turn_budgets=[6])
     raw["evaluation"].update(rollouts=1, planted_turns=6, benign_turns=4)
     config = tmp_path / "tiny.yaml"
     config.write_text(yaml.safe_dump(raw))
