@@ -70,6 +70,8 @@ class LengthDesign:
 def tiny_policy(tokenizer_dir: Path) -> tuple[LlamaForCausalLM, PreTrainedTokenizerBase]:
     """A one-layer Llama over SmolLM2's tokenizer: real tokens and chat template, seconds to train."""
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    if tokenizer.pad_token is None:  # transformers 5.17 reads SmolLM2's GGUF tokenizer without one (as load_policy does)
+        tokenizer.pad_token = tokenizer.eos_token
     torch.manual_seed(0)
     config = LlamaConfig(
         vocab_size=len(tokenizer),

@@ -16,6 +16,8 @@ from typing import Any
 import torch
 from transformers import DynamicCache, GenerationConfig, PreTrainedModel
 
+from auditrl.models.hf_cache import cache_argument, output_cache
+
 
 @dataclass
 class Sample:
@@ -107,7 +109,7 @@ class TurnCache:
         for row, (prefix, members) in enumerate(distinct.items()):
             start = width - len(prefix)
             layers = [
-                (layer.keys[row, :, start:, :], layer.values[row, :, start:, :]) for layer in out.cache.layers
+                (layer.keys[row, :, start:, :], layer.values[row, :, start:, :]) for layer in output_cache(out).layers
             ]
             for key in members:
                 self.rows[key] = _RowCache(list(prefix), layers)
@@ -150,10 +152,13 @@ class TurnCache:
         mask = torch.cat([prefix_mask, suffix_mask], dim=1)
         cache = DynamicCache(ddp_cache_data=layers, config=model.config)
         out = model.generate(
-            input_ids=ids.to(device), attention_mask=mask.to(device), cache=cache, generation_config=config
+            input_ids=ids.to(device),
+            attention_mask=mask.to(device),
+            generation_config=config,
+            **cache_argument(cache),
         )
         samples = _samples(out, ids.shape[1], config, eos_ids)
-        self._store(out.cache, keys, contexts, mask, samples)
+        self._store(output_cache(out), keys, contexts, mask, samples)
         return samples
 
     def _store(
