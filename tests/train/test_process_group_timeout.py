@@ -8,32 +8,17 @@ group keeps torch's default (10 minutes under NCCL) while rank 0 makes every jud
 from __future__ import annotations
 
 import json
-import os
-import socket
 from pathlib import Path
 
 import pytest
-import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
-from train_fakes import FakeEpisode, LengthDesign, rows_for, tiny_config, tiny_policy
+from train_fakes import FakeEpisode, LengthDesign, rows_for, spawn_gloo, tiny_config, tiny_policy
 
 WORLD = 2
 TIMEOUT = 4321
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _worker(rank: int, port: int, tokenizer_dir: str, out: str) -> None:
-    os.environ.update(
-        {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank), "LOCAL_RANK": str(rank),
-         "WORLD_SIZE": str(WORLD), "OMP_NUM_THREADS": "1"}
-    )  # fmt: skip
-    torch.set_num_threads(1)
+def _worker(rank: int, tokenizer_dir: str, out: str) -> None:
     started: list[float | None] = []
     init = dist.init_process_group
 
@@ -55,7 +40,7 @@ def _worker(rank: int, port: int, tokenizer_dir: str, out: str) -> None:
 
 @pytest.mark.slow
 def test_process_group_starts_with_the_configured_timeout(tokenizer_dir: Path, tmp_path: Path) -> None:
-    mp.spawn(_worker, args=(_free_port(), str(tokenizer_dir), str(tmp_path)), nprocs=WORLD, join=True)
+    spawn_gloo(_worker, WORLD, str(tokenizer_dir), str(tmp_path))
     for rank in range(WORLD):
         seen = json.loads((tmp_path / f"rank{rank}.json").read_text())
         assert seen == {"started": [TIMEOUT], "args": TIMEOUT}
