@@ -39,6 +39,7 @@ from inspect_ai.model import (
 from inspect_ai.tool import ToolChoice, ToolInfo
 from pydantic import BaseModel, Field, ValidationError
 
+from auditrl.configfile import load_yaml
 from auditrl.models.tool_emulation import apply_tool_calls
 
 DATA_DIR = Path(__file__).parent / "data" / "scripted"
@@ -78,7 +79,7 @@ def _read_yaml(path: Path) -> Any:
     if not path.is_file():
         raise FileNotFoundError(f"scripted replies file not found: {path}")
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
+        return load_yaml(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
         raise ValueError(f"{path}: invalid YAML: {exc}") from exc
 

@@ -36,6 +36,7 @@ from auditrl.rewards.records import RewardDesign
 from auditrl.train.checkpoint import (
     CHECKPOINTS_DIR,
     RunStateCallback,
+    StopOnNonFinite,
     TranscriptLog,
     checkpoint_step,
     discard_incomplete_checkpoints,
@@ -136,7 +137,7 @@ def build_trainer(
         processing_class=tokenizer,
         peft_config=lora_config(cfg.policy.lora, model),
         rollout_func=rollout,
-        callbacks=[RunStateCallback(lambda: _design_state(reward.design))],
+        callbacks=[RunStateCallback(lambda: _design_state(reward.design)), StopOnNonFinite()],
     )
     if trainer.is_fsdp_enabled:
         check_fsdp_saves_adapter(str(trainer.accelerator.state.fsdp_plugin.state_dict_type), "the accelerate launch")
