@@ -99,6 +99,8 @@ def training_thirds(run_dir: Path) -> list[dict[str, Any]]:
     thirds = []
     for part in range(3):
         chosen = set(steps[part * len(steps) // 3 : (part + 1) * len(steps) // 3])
+        if not chosen:  # a run of fewer than three steps has empty thirds
+            continue
         group = [t for t in transcripts if t.scores.get("step") in chosen]
         turns = [v for t in group if (v := turn_validity(t)) is not None]
         benign = [t for t in group if t.benign]
