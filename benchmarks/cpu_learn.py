@@ -18,7 +18,7 @@ units, and the trained-minus-base difference with a bootstrap 95% interval:
 - audit quality: the suite's six-dimension mean on planted targets.
 Writes `<run>/eval/{base,trained}/transcripts.jsonl`, `<run>/learning.json` and `<run>/report.html`.
 
-    OMP_NUM_THREADS=1 python benchmarks/cpu_learn.py [--seeds-per-behavior 2 --rollouts 2] [--skip-train]
+    OMP_NUM_THREADS=1 python benchmarks/cpu_learn.py [--seeds-per-behavior 2 --rollouts 2] [--behaviors 6] [--skip-train]
 """
 
 from __future__ import annotations
@@ -116,9 +116,11 @@ def training_thirds(run_dir: Path) -> list[dict[str, Any]]:
     return thirds
 
 
-async def evaluate(cfg: GRPOLMConfig, auditor: Model, label: str, out: Path, seeds_per_behavior: int, rollouts: int) -> list[Transcript]:
-    behaviors = load_behaviors()
-    held_out = sorted((b for b in behaviors.values() if b.split == "heldout"), key=lambda b: b.id)
+async def evaluate(
+    cfg: GRPOLMConfig, auditor: Model, label: str, out: Path, seeds_per_behavior: int, rollouts: int, behaviors: int | None
+) -> list[Transcript]:
+    library = load_behaviors()
+    held_out = sorted((b for b in library.values() if b.split == "heldout"), key=lambda b: b.id)[:behaviors]
     seeds = sorted(load_seeds(behavior_ids=[b.id for b in held_out]), key=lambda s: s.id)
     tailored = [s for b in held_out for s in [s for s in seeds if s.behavior == b.id][:seeds_per_behavior]]
     target = resolve_model(f"sim/{cfg.episodes.families[0]}")
@@ -148,6 +150,7 @@ def main(
     out: Annotated[Path | None, typer.Option(help="Run directory (default: runs/<name>).")] = None,
     seeds_per_behavior: Annotated[int, typer.Option(min=1, help="Tailored seeds per held-out behavior.")] = 2,
     rollouts: Annotated[int, typer.Option(min=1, help="Rollouts per seed, planted and benign.")] = 2,
+    behaviors: Annotated[int | None, typer.Option(min=1, help="Evaluate the first N held-out behaviors (by id; default all).")] = None,
     skip_train: Annotated[bool, typer.Option(help="Evaluate an adapter trained before.")] = False,
     only: Annotated[
         str,
@@ -180,13 +183,14 @@ def main(
             model = resolve_model(spec, generate, dtype=cfg.policy.dtype)
             console.print(f"evaluating {label}: {spec}", highlight=False)
             transcripts = asyncio.run(
-                evaluate(cfg, model, label, run_dir / "eval" / label, seeds_per_behavior, rollouts)
+                evaluate(cfg, model, label, run_dir / "eval" / label, seeds_per_behavior, rollouts, behaviors)
             )
         ok = [t for t in transcripts if t.status != "error"]
         values = [asyncio.run(per_transcript(t, judge)) for t in ok]
         per_label[label] = {m: unit_values(ok, values, m) for m in METRICS}
     results: dict[str, Any] = {
         "config": config.name,
+        "behaviors": behaviors,
         "seeds_per_behavior": seeds_per_behavior,
         "rollouts": rollouts,
         "training": training_thirds(run_dir),

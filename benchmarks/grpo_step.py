@@ -138,6 +138,32 @@ def measure(name: str, steps: int, work: Work, dtype: str | None) -> Clock:
     return clock
 
 
+def split_table(clocks: dict[str, Clock], work: Work) -> Table:
+    """Each phase's wall and CPU seconds per setting, and today's over the fast one's where both ran."""
+    table = Table(title=f"one GRPO step: SmolLM2-135M + LoRA, {work}")
+    table.add_column("phase")
+    for name in clocks:
+        table.add_column(f"{name} wall s", justify="right")
+        table.add_column(f"{name} CPU s", justify="right")
+        table.add_column(f"{name} share", justify="right")
+    if len(clocks) == 2:
+        table.add_column("speed-up (wall)", justify="right")
+        table.add_column("speed-up (CPU)", justify="right")
+    for phase in PHASES:
+        row = [phase]
+        for name in clocks:
+            c = clocks[name]
+            row += [f"{c.wall[phase]:.1f}", f"{c.cpu[phase]:.1f}", f"{c.cpu[phase] / c.cpu['step']:.0%}"]
+        if len(clocks) == 2:
+            today, fast = clocks["today"], clocks["fast"]
+            row += [
+                f"{today.wall[phase] / max(fast.wall[phase], 1e-9):.1f}x",
+                f"{today.cpu[phase] / max(fast.cpu[phase], 1e-9):.1f}x",
+            ]
+        table.add_row(*row)
+    return table
+
+
 def main(
     steps: Annotated[int, typer.Option(min=1, help="Timed steps per setting (after one warm-up step).")] = 1,
     only: Annotated[Literal["both", "today", "fast"], typer.Option(help="Which settings to run.")] = "both",
@@ -153,28 +179,7 @@ def main(
     work = Work(groups, group_size, turns, tokens)
     names = ["fast", "today"] if only == "both" else [only]
     clocks = {name: measure(name, steps, work, dtype) for name in names}
-    table = Table(title=f"one GRPO step: SmolLM2-135M + LoRA, {work}")
-    table.add_column("phase")
-    for name in names:
-        table.add_column(f"{name} wall s", justify="right")
-        table.add_column(f"{name} CPU s", justify="right")
-        table.add_column(f"{name} share", justify="right")
-    if len(names) == 2:
-        table.add_column("speed-up (wall)", justify="right")
-        table.add_column("speed-up (CPU)", justify="right")
-    for phase in PHASES:
-        row = [phase]
-        for name in names:
-            c = clocks[name]
-            row += [f"{c.wall[phase]:.1f}", f"{c.cpu[phase]:.1f}", f"{c.cpu[phase] / c.cpu['step']:.0%}"]
-        if len(names) == 2:
-            today, fast = clocks["today"], clocks["fast"]
-            row += [
-                f"{today.wall[phase] / max(fast.wall[phase], 1e-9):.1f}x",
-                f"{today.cpu[phase] / max(fast.cpu[phase], 1e-9):.1f}x",
-            ]
-        table.add_row(*row)
-    console.print(table)
+    console.print(split_table(clocks, work))
 
 
 if __name__ == "__main__":
