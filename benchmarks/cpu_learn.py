@@ -42,6 +42,7 @@ from auditrl.evaluate.stats import Estimate, difference_ci, mean_ci
 from auditrl.judges.claim_grader import report_outcome
 from auditrl.judges.programmatic import ProgrammaticAuditQualityJudge
 from auditrl.models.roles import resolve_model
+from auditrl.scaffold.runner import open_run
 from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
 from auditrl.scaffold.text_protocol import parse_tool_calls
 from auditrl.scaffold.transcript import Transcript
@@ -126,8 +127,6 @@ async def evaluate(
     target = resolve_model(f"sim/{cfg.episodes.families[0]}")
     settings = cfg.episodes
     out.mkdir(parents=True, exist_ok=True)
-    if (out / TRANSCRIPTS).exists():
-        (out / TRANSCRIPTS).unlink()
     await run_suite(
         auditor,
         target,
@@ -139,7 +138,7 @@ async def evaluate(
         seeds=tailored,
         tool_protocol="text",
         auditor_prompt=settings.auditor_prompt,
-        out=out / TRANSCRIPTS,
+        log=open_run(out / TRANSCRIPTS, "overwrite"),
         label=label,
     )
     return read_transcripts(out / TRANSCRIPTS)

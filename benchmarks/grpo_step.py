@@ -11,6 +11,7 @@ timed) runs first, so that one-time costs (first calls, allocator growth) are no
 setting's split is printed as soon as it is measured, so a run stopped halfway still reports the first.
 
     OMP_NUM_THREADS=1 python benchmarks/grpo_step.py [--steps 2] [--only fast] [--groups 2 --group-size 4 --turns 2 --tokens 48]
+        [--dtype float32] [--model PATH]
 """
 
 from __future__ import annotations
@@ -109,10 +110,10 @@ def same_work(cfg: GRPOLMConfig, steps: int, work: Work) -> GRPOLMConfig:
     )
 
 
-def measure(name: str, steps: int, work: Work, dtype: str | None) -> Clock:
+def measure(name: str, steps: int, work: Work, policy: dict[str, str]) -> Clock:
     cfg = same_work(load_config(SETTINGS[name]), steps, work)
-    if dtype is not None:
-        cfg = cfg.model_copy(update={"policy": type(cfg.policy).model_validate({**cfg.policy.model_dump(), "dtype": dtype})})
+    if policy:
+        cfg = cfg.model_copy(update={"policy": type(cfg.policy).model_validate({**cfg.policy.model_dump(), **policy})})
     torch.manual_seed(0)
     run_dir = Path(tempfile.mkdtemp(prefix=f"grpo-step-{name}-"))
     clock, active = Clock(), [False]
@@ -138,9 +139,9 @@ def measure(name: str, steps: int, work: Work, dtype: str | None) -> Clock:
     return clock
 
 
-def split_table(clocks: dict[str, Clock], work: Work) -> Table:
+def split_table(clocks: dict[str, Clock], work: Work, model: str) -> Table:
     """Each phase's wall and CPU seconds per setting, and today's over the fast one's where both ran."""
-    table = Table(title=f"one GRPO step: SmolLM2-135M + LoRA, {work}")
+    table = Table(title=f"one GRPO step: {model} + LoRA, {work}")
     table.add_column("phase")
     for name in clocks:
         table.add_column(f"{name} wall s", justify="right")
@@ -174,12 +175,14 @@ def main(
     dtype: Annotated[
         str | None, typer.Option(help="Policy dtype for both settings (default: each config's own; bfloat16 is slow on CPUs without AVX512-BF16).")
     ] = None,
+    model: Annotated[str | None, typer.Option(help="Policy model for both settings (default: each config's own).")] = None,
 ) -> None:
     torch.set_num_threads(1)
     work = Work(groups, group_size, turns, tokens)
     names = ["fast", "today"] if only == "both" else [only]
-    clocks = {name: measure(name, steps, work, dtype) for name in names}
-    console.print(split_table(clocks, work))
+    policy = {key: value for key, value in (("dtype", dtype), ("model", model)) if value is not None}
+    clocks = {name: measure(name, steps, work, policy) for name in names}
+    console.print(split_table(clocks, work, model or "SmolLM2-135M"))
 
 
 if __name__ == "__main__":
