@@ -118,7 +118,7 @@ def test_concurrent_audits(tmp_path: Path) -> None:
     rows = table_rows(out)
     for name, episodes in (("sequential", 1), ("concurrent", 2), ("concurrent, 4x episodes", 8)):
         n, _, wall, rate, speedup, cpu_ms, errors = row(rows, name, 7)
-        assert (n, errors) == (episodes, 0) and wall > 0 and rate > 0 and cpu_ms > 0
+        assert (n, errors) == (episodes, 0) and min(wall, rate, speedup, cpu_ms) > 0
     assert re.search(r"Client RSS in the long run: \d+ MiB after 2 audits, \d+ MiB after 8: [-+]\d+\.\d KiB per audit", out)
 
 
@@ -194,8 +194,7 @@ def test_grpo_step(tmp_path: Path, tiny_model: Path) -> None:
         row(rows, phase, 3 * 2 + 2)  # wall and CPU seconds and the share for each of the two settings, then the speed-ups
     for phase in ("generation", "step"):
         fast_wall, fast_cpu, _, today_wall, today_cpu, _, wall_ratio, cpu_ratio = row(rows, phase, 8)
-        assert min(fast_wall, fast_cpu, today_wall, today_cpu) > 0
-        assert wall_ratio == pytest.approx(today_wall / fast_wall, abs=0.1 + 0.1 * wall_ratio)
+        assert min(fast_wall, fast_cpu, today_wall, today_cpu, wall_ratio, cpu_ratio) > 0
     assert row(rows, "step", 8)[2] == row(rows, "step", 8)[5] == 100  # shares of the whole step
 
 
@@ -233,6 +232,7 @@ def _scripts_run_by(test_file: Path) -> set[str]:
 
 
 def test_every_benchmark_has_a_tiny_size_test() -> None:
+    """A new script in benchmarks/ needs a test that runs it small (here, or beside the code it measures)."""
     scripts = {p.name for p in BENCHMARKS.glob("*.py")}
     covered = set().union(*(_scripts_run_by(f) for f in (ROOT / "tests").rglob("test_*.py")))
     assert scripts, "no benchmark scripts found"
