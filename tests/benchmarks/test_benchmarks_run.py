@@ -135,29 +135,6 @@ GRPO_PHASES = {
 }
 
 
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A two-layer Llama over SmolLM2's tokenizer and chat template, saved as a model folder: the language-model
-    benchmarks run their whole path on it in seconds (the tokens it writes are noise, which the scripts must take)."""
-    import torch
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
-
-    from auditrl.models.local import smollm2_source
-
-    source = smollm2_source()
-    tokenizer = AutoTokenizer.from_pretrained(source.location, gguf_file=source.gguf_file)
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32, num_hidden_layers=2, num_attention_heads=2,
-        num_key_value_heads=2, max_position_embeddings=4096, eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
-    )  # fmt: skip
-    folder = tmp_path_factory.mktemp("tiny-model")
-    LlamaForCausalLM(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
-
-
 def tiny_lm_config(folder: Path, model: Path) -> Path:
     """configs/cpu_learn.yaml on `model` at the smallest work: one step of 2 groups x 2 rollouts, 1 turn of 4 tokens."""
     raw = load_yaml((ROOT / "configs" / "cpu_learn.yaml").read_text())
@@ -171,8 +148,8 @@ def tiny_lm_config(folder: Path, model: Path) -> Path:
 
 
 @pytest.mark.slow
-def test_batched_generation(tmp_path: Path, tiny_model: Path) -> None:
-    config = tiny_lm_config(tmp_path, tiny_model)
+def test_batched_generation(tmp_path: Path, tiny_local_model: Path) -> None:
+    config = tiny_lm_config(tmp_path, tiny_local_model)
     args = ("--config", str(config), "--groups", "2", "--group-size", "2", "--turns", "1", "--tokens", "4", "--out", str(tmp_path / "run"))
     rows = table_rows(run_benchmark("batched_generation.py", *args, cwd=tmp_path))
     for mode in ("per-episode sequential", "per-turn batched", "per-turn batched + KV cache"):
@@ -185,9 +162,9 @@ def test_batched_generation(tmp_path: Path, tiny_model: Path) -> None:
 
 
 @pytest.mark.slow
-def test_grpo_step(tmp_path: Path, tiny_model: Path) -> None:
+def test_grpo_step(tmp_path: Path, tiny_local_model: Path) -> None:
     work = ("--groups", "2", "--group-size", "2", "--turns", "1", "--tokens", "4")
-    out = run_benchmark("grpo_step.py", *work, "--dtype", "float32", "--model", str(tiny_model), cwd=tmp_path)
+    out = run_benchmark("grpo_step.py", *work, "--dtype", "float32", "--model", str(tiny_local_model), cwd=tmp_path)
     assert "2 groups x 2 rollouts, 1 turns + report, 4 tokens/turn" in " ".join(out.split())
     rows = table_rows(out)
     for phase in GRPO_PHASES.values():
@@ -199,10 +176,10 @@ def test_grpo_step(tmp_path: Path, tiny_model: Path) -> None:
 
 
 @pytest.mark.slow
-def test_cpu_learn(tmp_path: Path, tiny_model: Path) -> None:
+def test_cpu_learn(tmp_path: Path, tiny_local_model: Path) -> None:
     run = tmp_path / "run"
     sizes = ("--behaviors", "1", "--seeds-per-behavior", "1", "--rollouts", "1")
-    args = ("--config", str(tiny_lm_config(tmp_path, tiny_model)), "--out", str(run), *sizes)
+    args = ("--config", str(tiny_lm_config(tmp_path, tiny_local_model)), "--out", str(run), *sizes)
     rows = table_rows(run_benchmark("cpu_learn.py", *args, cwd=tmp_path))
     assert row(rows, "0-0", 1)[0] == 4  # the one step's rollouts, in the only third of the run that has a step
     learning = json.loads((run / "learning.json").read_text())
