@@ -26,12 +26,13 @@ from typing import Any
 import torch
 from accelerate import PartialState
 from datasets import Dataset
+from peft import PeftModel
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from trl import GRPOConfig, GRPOTrainer
 from trl.distributed import DistributedBackend
 
 from auditrl.atomic import atomic_write_text
-from auditrl.behaviors.library import load_behaviors, load_seeds
+from auditrl.behaviors.library import load_behaviors
 from auditrl.rewards.records import RewardDesign
 from auditrl.train.checkpoint import (
     CHECKPOINTS_DIR,
@@ -43,7 +44,7 @@ from auditrl.train.checkpoint import (
     rewind_monitors,
 )
 from auditrl.train.config import GRPOLMConfig, load_config
-from auditrl.train.episodes import AuditEpisodeFactory, training_rows
+from auditrl.train.episodes import AuditEpisodeFactory, training_rows, training_seeds
 from auditrl.train.monitors import MonitorLog
 from auditrl.train.plan import batch_layout, check_snapshot_launch
 from auditrl.train.outputs import ADAPTER_DIR, finalize_adapter, write_training_report
@@ -104,7 +105,7 @@ def build_trainer(
     auditor_name = f"policy/{cfg.name}"
     if rows is None or factory is None:
         behaviors = load_behaviors(cfg.data.behavior_paths or None)
-        seeds = load_seeds(cfg.data.seed_paths or None, behavior_ids=list(behaviors))
+        seeds = training_seeds(cfg, behaviors)
         rows = rows if rows is not None else training_rows(cfg, behaviors, seeds)
         factory = factory if factory is not None else AuditEpisodeFactory(cfg.episodes, behaviors, seeds, auditor_name)
     if design is None:
@@ -130,7 +131,7 @@ def build_trainer(
         args=grpo_arguments(cfg, run_dir, state.num_processes),
         train_dataset=Dataset.from_dict({"prompt": [r.key for r in rows]}),
         processing_class=tokenizer,
-        peft_config=lora_config(cfg.policy.lora, model),
+        peft_config=None if isinstance(model, PeftModel) else lora_config(cfg.policy.lora, model),  # warm start
         rollout_func=rollout,
         callbacks=[RunStateCallback(lambda: _design_state(reward.design))],
     )

@@ -21,7 +21,8 @@ from rich.table import Table
 from auditrl.train.config import ConfigFileError, GRPOLMConfig, read_yaml_mapping
 
 GIB = 1024**3
-DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "auto": 2}
+"""Bytes per weight; the plan is for GPUs, where `auto` is bfloat16 (auditrl.models.precision)."""
 FP32 = 4
 ADAM_STATES = 2
 SHARDED_PARAMS = ("FSDP",)
