@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Coroutine, Sequence
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from inspect_ai.model import ChatMessageAssistant, GenerateConfig, Model
@@ -51,22 +52,19 @@ class _LoopThread:
         self.loop.close()
 
 
+@dataclass
 class TeacherTurns:
     """A TurnGenerator whose turns the teacher model writes; `factory` records the episodes it answers for."""
 
-    def __init__(
-        self, teacher: Model, spec: str, episodes: AuditEpisodeFactory, segments: ChatSegments, max_new_tokens: int,
-        attempts: int = 3,
-    ) -> None:  # fmt: skip
-        self.teacher = teacher
-        self.spec = spec
-        self.episodes = episodes
-        self.segments = segments
-        self.max_new_tokens = max_new_tokens
-        self.attempts = attempts
-        self.live: list[Episode] = []
-        self.failed: dict[int, str] = {}
-        self.loop = _LoopThread()
+    teacher: Model
+    spec: str
+    episodes: AuditEpisodeFactory
+    segments: ChatSegments
+    max_new_tokens: int
+    attempts: int = 3
+    live: list[Episode] = field(default_factory=list)
+    failed: dict[int, str] = field(default_factory=dict)
+    loop: _LoopThread = field(default_factory=_LoopThread)
 
     def factory(self, row: EpisodeRow) -> Episode:
         """Build the row's episode, keeping it by rollout index (rows are numbered from 0 in each batch)."""
