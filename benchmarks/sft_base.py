@@ -52,15 +52,18 @@ CONFIG = Path(__file__).resolve().parent.parent / "configs" / "cpu_learn_sft.yam
 console = Console(width=150)
 
 
-def held_out_audits(cfg: GRPOLMConfig, heldout_seeds: int, rollouts: int) -> dict[str, list[tuple[str, Seed, int]]]:
+def held_out_audits(
+    cfg: GRPOLMConfig, heldout_seeds: int, training_seeds: int, rollouts: int
+) -> dict[str, list[tuple[str, Seed, int]]]:
     """(behavior, seed, rollout) of each part; every one is audited planted and benign."""
     behaviors = load_behaviors()
     seeds = auditworld_seeds()
     heldout = sorted(b for b, v in behaviors.items() if v.split == "heldout")
     _, unseen = split_seeds([s for s in seeds if s.behavior not in heldout], cfg.data.heldout_seeds)
+    first = {s.behavior: int(s.id[-2:]) for s in reversed(unseen)}  # each behavior's first held-out seed number
     parts = {
         "held-out behaviors": [s for s in seeds if s.behavior in heldout and int(s.id[-2:]) < heldout_seeds],
-        "held-out seeds of training behaviors": unseen,
+        "held-out seeds of training behaviors": [s for s in unseen if int(s.id[-2:]) - first[s.behavior] < training_seeds],
     }
     return {part: [(str(s.behavior), s, r) for s in chosen for r in range(rollouts)] for part, chosen in parts.items()}
 
@@ -129,6 +132,7 @@ def main(
     epochs: Annotated[float, typer.Option(help="SFT epochs.")] = 2.0,
     learning_rate: Annotated[float, typer.Option(help="SFT learning rate.")] = 5e-4,
     heldout_seeds: Annotated[int, typer.Option(help="AuditWorld seeds per held-out behavior.")] = 4,
+    training_seeds: Annotated[int, typer.Option(help="Of each training behavior's held-out seeds, how many to audit.")] = 1,
     rollouts: Annotated[int, typer.Option(help="Rollouts per seed, planted and benign.")] = 1,
     skip_sft: Annotated[bool, typer.Option(help="Evaluate an adapter trained before.")] = False,
 ) -> None:
@@ -145,7 +149,7 @@ def main(
         console.print(f"SFT: {sft['kept']} teacher audits, loss {sft['loss'][0]['loss']:.3f} -> {sft['loss'][-1]['loss']:.3f}, "
                       f"{record['cpu_seconds']['sft']:.0f} CPU s; teacher: {json.dumps(sft['teacher'])}", highlight=False)  # fmt: skip
     auditors = {"untrained base": f"local/{cfg.policy.model}", "SFT base": f"local/{sft_dir / 'adapter'}"}
-    parts = held_out_audits(cfg, heldout_seeds, rollouts)
+    parts = held_out_audits(cfg, heldout_seeds, training_seeds, rollouts)
     record["results"] = {}
     for label, spec in auditors.items():
         model = resolve_model(spec, dtype=cfg.policy.dtype)

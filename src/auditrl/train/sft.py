@@ -55,12 +55,17 @@ class SFTSettings(BaseModel):
 
 
 def sft_rows(cfg: GRPOLMConfig, settings: SFTSettings, behaviors: dict[str, Any], seeds: list[Any]) -> list[EpisodeRow]:
-    """`episodes` distinct rows drawn like the GRPO run's batches (same benign share), from the SFT's own seed."""
+    """`episodes` distinct rows drawn like the GRPO run's batches (same benign share), from the SFT's own seed;
+    fewer when the training distribution has fewer (behavior, seed, family, benign) rows."""
     from auditrl.train.episodes import training_rows
 
+    distinct = len({s.id for s in seeds}) * len(cfg.episodes.families) * 2
     steps = -(-settings.episodes // cfg.data.groups_per_step)
-    rows = training_rows(cfg, behaviors, seeds, steps=steps, seed=settings.seed)
-    return list(dict.fromkeys(rows))[: settings.episodes]
+    while True:
+        rows = list(dict.fromkeys(training_rows(cfg, behaviors, seeds, steps=steps, seed=settings.seed)))
+        if len(rows) >= min(settings.episodes, distinct) or steps > 64 * settings.episodes:
+            return rows[: settings.episodes]
+        steps *= 2
 
 
 def kept(transcript: Transcript, keep: str) -> bool:
