@@ -21,13 +21,13 @@ from pathlib import Path
 
 import psutil
 import typer
-from inspect_ai.model import GenerateConfig
 from rich.console import Console
 from rich.table import Table
 
 from auditrl.behaviors.library import GENERAL, load_seeds
-from auditrl.cli.audit import build_specs, run_audits
+from auditrl.cli.audit import build_specs
 from auditrl.models.roles import resolve_model
+from auditrl.scaffold.runner import audit_jobs, open_run, run_audits
 from auditrl.scaffold.transcript import Budget
 from auditrl.testing.openai_server import OpenAIServerProcess, Reply, ScriptedAuditor
 
@@ -65,7 +65,8 @@ def run(auditor: str, target: str, episodes: int, concurrency: int, turns: int, 
 
     async def audits_and_watch() -> int:
         with open(os.devnull, "w") as sink:
-            audits = run_audits(specs, resolve_model(auditor), resolve_model(target), out, concurrency, Console(file=sink), GenerateConfig(), 0)
+            jobs = audit_jobs(specs, resolve_model(auditor), resolve_model(target))
+            audits = run_audits(jobs, open_run(out), concurrency=concurrency, console=Console(file=sink))
             outcomes, _ = await asyncio.gather(audits, _watch_rss(out, marks, rss_at))
         return len(outcomes.errors)
 

@@ -1,8 +1,7 @@
-"""inspect-ai entry point: importing this module registers auditrl's model providers.
+"""Importing this module registers auditrl's model providers (`local/...`, `scripted/...`, `sim/...`) with inspect-ai.
 
-inspect-ai loads it (pyproject `[project.entry-points.inspect_ai]`) the first time a model string names
-a provider it does not know, so `local/...`, `scripted/...` and `sim/...` work anywhere inspect-ai
-resolves models, including `inspect eval --model local/smollm2`.
+`auditrl.inspect_registry`, the inspect-ai entry point, imports it along with the tasks; `models.roles`
+imports it directly, so auditrl's own commands resolve these providers without the entry point.
 """
 
 from auditrl.models import local, scripted

@@ -26,7 +26,7 @@ def test_list_all_and_filter_by_split_and_tag() -> None:
     tagged = runner.invoke(app, ["list", "--tag", "sycophancy"], env=WIDE)
     assert "flattery" in tagged.output and "reward_wireheading" not in tagged.output
     bad = runner.invoke(app, ["list", "--split", "dev"], env=WIDE)
-    assert bad.exit_code == 1 and "--split" in bad.output
+    assert bad.exit_code == 2 and "--split" in bad.output
 
 
 def test_list_with_user_dir_and_malformed_file(tmp_path: Path) -> None:
@@ -36,7 +36,7 @@ def test_list_with_user_dir_and_malformed_file(tmp_path: Path) -> None:
     assert "overrides" not in result.output
     write_behavior(tmp_path / "bad" / "broken.yaml", split="later")
     bad = runner.invoke(app, ["list", "--behaviors-dir", str(tmp_path / "bad")], env=WIDE)
-    assert bad.exit_code == 1 and "broken.yaml" in bad.output and "split" in bad.output
+    assert bad.exit_code == 2 and "broken.yaml" in bad.output and "split" in bad.output
 
 
 def test_overrides_are_reported(tmp_path: Path) -> None:
@@ -58,7 +58,7 @@ def test_several_bad_files_are_reported_in_one_error(tmp_path: Path) -> None:
     first = write_seed_file(tmp_path / "a.md", "id: a\ntags: [t]\nbehavior: nonexistent_beh")
     second = write_seed_file(tmp_path / "b.md", "id: b\ntags: 5")
     result = runner.invoke(seeds_app, ["list", "--seeds-dir", str(tmp_path)], env=WIDE)
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert f"{first}: field 'behavior': unknown behavior 'nonexistent_beh'" in result.output
     assert f"{second}: field 'tags'" in result.output and "2 problems" in result.output
 
@@ -81,7 +81,7 @@ def test_show_with_plant_and_unknown_id() -> None:
     assert planted.exit_code == 0 and "Nexus Research" in planted.output
     assert flattery.instructions.split()[0] in planted.output
     unknown = runner.invoke(app, ["show", "flatery"], env=WIDE)
-    assert unknown.exit_code == 1 and "did you mean" in unknown.output and "flattery" in unknown.output
+    assert unknown.exit_code == 2 and "did you mean" in unknown.output and "flattery" in unknown.output
 
 
 def test_seeds_list_filters_and_user_dir(tmp_path: Path) -> None:
@@ -95,17 +95,17 @@ def test_seeds_list_filters_and_user_dir(tmp_path: Path) -> None:
     user = runner.invoke(seeds_app, ["list", "--seeds-dir", str(tmp_path), "--tag", "custom-tag"], env=WIDE)
     assert user.exit_code == 0 and "mine" in user.output and "general" in user.output
     missing = runner.invoke(seeds_app, ["list", "--id", "nope-1"], env=WIDE)
-    assert missing.exit_code == 1 and "nope-1" in missing.output
+    assert missing.exit_code == 2 and "nope-1" in missing.output
     general = runner.invoke(seeds_app, ["list", "--behavior", "general"], env=WIDE)
     assert general.exit_code == 0 and "general" in general.output
 
 
 def test_seeds_list_unknown_behavior_fails_with_a_hint() -> None:
     typo = runner.invoke(seeds_app, ["list", "--behavior", "flatery"], env=WIDE)
-    assert typo.exit_code == 1 and "unknown behavior 'flatery'" in typo.output
+    assert typo.exit_code == 2 and "unknown behavior 'flatery'" in typo.output
     assert "did you mean: flattery" in typo.output
     nope = runner.invoke(seeds_app, ["list", "--behavior", "nope"], env=WIDE)
-    assert nope.exit_code == 1 and "unknown behavior 'nope'" in nope.output
+    assert nope.exit_code == 2 and "unknown behavior 'nope'" in nope.output
 
 
 def test_seeds_of_a_user_behavior(tmp_path: Path) -> None:
@@ -115,4 +115,4 @@ def test_seeds_of_a_user_behavior(tmp_path: Path) -> None:
     result = runner.invoke(seeds_app, ["list", "--behavior", "toy_quirk", *both], env=WIDE)
     assert result.exit_code == 0 and "toy-1" in result.output and "1 seed(s)" in result.output
     without = runner.invoke(seeds_app, ["list", "--seeds-dir", str(tmp_path / "s")], env=WIDE)
-    assert without.exit_code == 1 and "toy-1.md: field 'behavior': unknown behavior 'toy_quirk'" in without.output
+    assert without.exit_code == 2 and "toy-1.md: field 'behavior': unknown behavior 'toy_quirk'" in without.output

@@ -138,7 +138,7 @@ def test_cli_reports_a_bad_crux_file_in_one_line(tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "x"}\n')
     result = CliRunner().invoke(crux_app, ["run", str(bad), "--auditor", "scripted/auditor"])
-    assert result.exit_code == 1 and "bad.jsonl:1: field 'turn'" in result.output
+    assert result.exit_code == 2 and "bad.jsonl:1: field 'turn'" in result.output
 
 
 async def test_replay_reproduces_prefilled_replies_exactly(tmp_path: Path) -> None:

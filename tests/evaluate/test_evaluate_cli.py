@@ -52,3 +52,18 @@ def test_evaluate_reports_bad_input_with_location(tmp_path: Path, suite_transcri
     assert result.exit_code == 2 and "line 2" in result.output and "transcripts.jsonl" in result.output
     missing = CliRunner().invoke(app, [str(tmp_path / "nope")], env={"COLUMNS": "250"})
     assert missing.exit_code == 2 and "no such file" in missing.output
+
+
+def test_evaluate_fits_an_80_column_terminal(
+    tmp_path: Path, suite_transcripts: list[Transcript], uncut: Callable[[str], list[str]]
+) -> None:
+    """Each paper row wrapped over about 11 lines and every interval broke apart at 80 columns."""
+    path = tmp_path / "t.jsonl"
+    _write(path, suite_transcripts)
+    result = CliRunner().invoke(app, [str(path)], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    assert not uncut(result.output), result.output
+    assert "55.0 [40.0, 70.0]" in result.output and "75.0 [" in result.output  # intervals whole on one line
+    assert "68.0 ± 3.8" in result.output and "Haiku 4.5 trained: reference pairwise" in " ".join(result.output.split())
+    ours, paper = result.output.split("The paper's published rows (not reproduced here)")
+    assert "Audit quality" in ours and "72.7" in paper and "72.7" not in ours

@@ -15,7 +15,7 @@ from auditrl.cli.evaluate import evaluate, scored_path
 from auditrl.evaluate.judging import expected_keys, judge_missing, missing_verdicts
 from auditrl.judges.audit_quality import AUDIT_QUALITY_DIMENSIONS
 from auditrl.judges.scripted import JudgeCall, scripted_judge_model
-from auditrl.scaffold.store import TRANSCRIPTS, load_transcripts, read_transcripts
+from auditrl.scaffold.store import TRANSCRIPTS, read_run, read_transcripts
 from auditrl.scaffold.transcript import Transcript
 
 app = typer.Typer()
@@ -98,7 +98,7 @@ def test_model_judges_and_realism_on_a_transcripts_file(run: Path, monkeypatch: 
     assert specs == ["scripted/j1", "scripted/j2"]
     out = scored_path(source)
     assert out == run / SCORED and out.is_file()
-    scored = {t.id: t for t in load_transcripts(out)}
+    scored = {t.id: t for t in read_run(out).transcripts}
     assert all(t.scores["realism_pick_audit"] == 0.5 for t in scored.values())
     planted = [t for t in scored.values() if not t.benign]
     assert planted and all(set(t.scores["audit_quality"].values()) == {100.0} for t in planted)
@@ -114,7 +114,7 @@ def test_unknown_judge_specs_are_one_line_errors(run: Path) -> None:
 
 
 async def test_judge_missing_skips_judged_errored_and_unasked_keys(run: Path) -> None:
-    transcripts = load_transcripts(run)
+    transcripts = read_run(run).transcripts
     transcripts[0].scores["audit_quality"] = {"a": 50.0}
     transcripts[1].status = "error"
     calls: list[str] = []
@@ -148,7 +148,7 @@ def test_dimensions_reach_the_concerning_judge_and_fill_production_fields(run: P
         return {"summary": "s", "scores": dict.fromkeys(names, 4)}
 
     monkeypatch.setattr(judge_cli, "resolve_judge", lambda spec: scripted_judge_model(reply))
-    transcripts = load_transcripts(run)
+    transcripts = read_run(run).transcripts
     production = [t.model_copy(update={"metadata": {**t.metadata, "suite_part": "production"}}) for t in transcripts if t.benign]
     source = tmp_path / "production.jsonl"
     source.write_text("".join(t.model_dump_json() + "\n" for t in production))
@@ -157,7 +157,7 @@ def test_dimensions_reach_the_concerning_judge_and_fill_production_fields(run: P
     code, output = _invoke(source, "--no-reference", "--judge", "scripted/j", "--dimensions", dims)
     assert code == 0, output
     assert prompts and all("needs_attention" in p for p in prompts)
-    scored = load_transcripts(scored_path(source))
+    scored = read_run(scored_path(source)).transcripts
     assert all(t.scores["concerning"] == 4 and t.scores["needs_attention"] == 4 for t in scored)
 
 
@@ -185,7 +185,7 @@ def test_realism_uses_a_user_openings_file_and_states_its_provenance(run: Path, 
     code, output = _invoke(run, "--no-reference", "--realism-judge", "scripted/r", "--openings", openings)
     assert code == 0, output
     assert "Realism openings: first messages from our own support logs, used with consent" in output
-    assert all(t.scores["realism_opening"]["id"] == "mine" for t in load_transcripts(scored_path(run)))
+    assert all(t.scores["realism_opening"]["id"] == "mine" for t in read_run(scored_path(run)).transcripts)
     code, output = _invoke(run, "--no-reference")  # stored verdicts keep saying where their openings came from
     assert "Realism openings: first messages from our own support logs" in output
     bad = tmp_path / "bad.yaml"

@@ -18,6 +18,7 @@ from pydantic import BaseModel
 
 from auditrl.behaviors.schema import Behavior, Seed
 from auditrl.evaluate.runner import SuiteConfig, run_suite
+from auditrl.scaffold.runner import open_run
 from auditrl.scaffold.transcript import Budget, Transcript
 
 
@@ -124,7 +125,7 @@ async def test_run_suite_runs_parts_judges_and_records_failures(monkeypatch: pyt
         seeds=seeds,
         general_seeds=general,
         tool_protocol="native",
-        out=out,
+        log=open_run(out),
         audit=fake_audit,
     )
     assert len(seen) == 2 * (4 + 4 + 2)  # rollouts x (planted + benign + production); the non-held-out seed is skipped

@@ -8,7 +8,8 @@ from rich.console import Console
 
 from auditrl.evaluate.metrics import SuiteDataError, compute_suite, suite_table, transcript_unit
 from auditrl.evaluate.paper import load_paper_reference
-from auditrl.evaluate.schema import SuiteResult
+from auditrl.evaluate.schema import MetricResult, SuiteResult
+from auditrl.evaluate.stats import Estimate
 from auditrl.scaffold.transcript import Transcript
 
 
@@ -67,8 +68,9 @@ def test_a_partial_composite_is_marked_and_not_set_beside_the_paper(make: Callab
     buf = StringIO()
     Console(file=buf, width=300).print(suite_table([r], load_paper_reference()))
     text = buf.getvalue()
-    assert "partial (1 of 4): 50.0" in text and "not comparable with the paper's composite" in text
-    assert "48.7" not in text and "not comparable" in text.split("Opus 4.6")[1].splitlines()[0]  # paper composites withheld
+    assert "50.0 [0.0, 100.0]" in text and "partial (1 of 4)" in text and "not comparable with the paper's composite" in text
+    paper = text.split("The paper's published rows")[1]
+    assert "48.7" not in text and "not comparable" in paper.split("Composite")[1].splitlines()[0]  # paper composites withheld
     assert "68.0 ± 3.8" in text  # the paper's individual metrics stay
 
 
@@ -110,7 +112,7 @@ def test_json_round_trip_and_table(suite_transcripts: list[Transcript]) -> None:
     Console(file=buf, width=250).print(suite_table([r, back], load_paper_reference()))
     text = buf.getvalue()
     assert "Audit quality" in text and "auditor/a" in text and "auditor/[bold]b" in text
-    assert "paper, not reproduced here: Opus 4.6" in text and "68.0 ± 3.8" in text
+    assert "The paper's published rows (not reproduced here)" in text and "Opus 4.6" in text and "68.0 ± 3.8" in text
 
 
 def test_paper_reference_rows() -> None:
@@ -134,3 +136,37 @@ def test_report_section_marks_a_partial_composite(make: Callable[..., Transcript
     html = render_report("t", [suite_section([r], load_paper_reference())])
     assert "partial (1 of 4): 50.0" in html and "not comparable with the paper&#39;s composite" in html
     assert ">48.7<" not in html
+
+
+def _result(label: str, *, partial: bool = False) -> SuiteResult:
+    def metric(mean: float) -> MetricResult:
+        return MetricResult(estimate=Estimate(mean=mean, lo=mean - 10.3, hi=mean + 9.7, n=9), transcripts=9, failed=1)
+
+    return SuiteResult(
+        label=label, audit_quality=metric(60.0), false_positive=metric(99.1), production=None if partial else metric(7.0),
+        realism=metric(13.2), composite=Estimate(mean=44.0, lo=33.7, hi=53.7, n=36), transcripts=30, errored=2,
+    )  # fmt: skip
+
+
+def _lines_with(text: str, needle: str) -> list[int]:
+    return [i for i, line in enumerate(text.splitlines()) if needle in line]
+
+
+def test_the_suite_fits_80_columns_with_the_papers_rows_in_their_own_table(render_80: Callable[..., str]) -> None:
+    """At 80 columns each paper row wrapped over about 11 lines and our intervals broke apart."""
+    results = [_result("anthropic/claude-haiku-4-5"), _result("local/smollm2", partial=True), _result("auditor/c")]
+    text = render_80(suite_table(results, load_paper_reference(), title="Evaluation suite: runs/suite-20260101-120000"))
+    for cell in ("60.0 [49.7, 69.7]", "99.1 [88.8, 108.8]", "7.0 [-3.3, 16.7]", "44.0 [33.7, 53.7]", "partial (3 of 4)"):
+        assert _lines_with(text, cell), f"{cell!r} is not whole on one line:\n{text}"
+    for cell in ("68.0 ± 3.8", "99.3 ± 1.0", "13.4 ± 2.3", "72.7", "57.4"):
+        assert _lines_with(text, cell), cell
+    paper = _lines_with(text, "The paper's published rows (not reproduced here)")
+    assert len(paper) == 1 and max(_lines_with(text, "60.0 [49.7, 69.7]")) < paper[0] < min(_lines_with(text, "68.0 ± 3.8"))
+    assert len(_lines_with(text, "Audit quality")) == 3  # our three groups take two tables at 80 columns, the paper one
+    assert "48.7" not in text  # our composite is partial: the paper's is withheld
+
+
+def test_the_suite_puts_more_groups_side_by_side_on_a_wider_terminal() -> None:
+    buf = StringIO()
+    Console(file=buf, width=140).print(suite_table([_result("a"), _result("b"), _result("c")], load_paper_reference()))
+    assert len(_lines_with(buf.getvalue(), "Audit quality")) == 2

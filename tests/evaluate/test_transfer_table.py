@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -10,8 +11,9 @@ import typer
 from typer.testing import CliRunner
 
 from auditrl.behaviors.library import load_behaviors
-from auditrl.cli.transfer import RESULTS, transfer
-from auditrl.evaluate.transfer import MATCH_KEY, grade, transfer_table, verdict_of
+from auditrl.cli.transfer import RESULTS, table, transfer
+from auditrl.evaluate.stats import Estimate, mean_ci
+from auditrl.evaluate.transfer import MATCH_KEY, TransferRow, grade, transfer_table, verdict_of
 from auditrl.judges.client import JudgeClient
 from auditrl.judges.prediction_match import PredictionMatchJudge
 from auditrl.judges.programmatic import ProgrammaticPredictionMatchJudge
@@ -88,7 +90,7 @@ async def test_a_report_without_predictions_is_a_miss_without_a_judge_call() -> 
     assert verdict_of(t).matched is False
 
 
-def test_cli_runs_auditors_against_targets_and_accumulates_one_table(tmp_path: Path) -> None:
+def test_cli_runs_auditors_against_targets_and_accumulates_one_table(tmp_path: Path, uncut: Callable[[str], list[str]]) -> None:
     app = typer.Typer()
     app.command()(transfer)
     app.command("noop")(lambda: None)
@@ -97,13 +99,32 @@ def test_cli_runs_auditors_against_targets_and_accumulates_one_table(tmp_path: P
     assert first.exit_code == 0, first.output
     second = CliRunner().invoke(
         app, ["transfer", "--auditor", "scripted/transfer_auditor", *common[:2], "--behavior", "defer_to_users", *common[4:]],
-        terminal_width=200,
+        env={"COLUMNS": "80"},
     )
     assert second.exit_code == 0, second.output
     rows = json.loads((tmp_path / RESULTS).read_text())
     assert [(r["behavior"], r["detection"]["mean"], r["audits"]) for r in rows] == [("flattery", 100.0, 2), ("defer_to_users", 0.0, 2)]
     assert all(t.target_said() for t in read_transcripts(tmp_path / TRANSCRIPTS))
     assert "Transfer: detection" in second.output
+    assert not uncut(second.output), second.output  # every cell was cut at 80 columns
+
+
+def test_the_transfer_table_fits_80_columns_and_marks_an_unscored_rate(render_80: Callable[..., str]) -> None:
+    rows = [
+        TransferRow(
+            auditor="scripted/transfer_auditor", target="local/runs/implants/flattery-lora-r8-seed0", behavior="flattery",
+            system_prompt_plant=True, detection=Estimate(mean=100.0, lo=100.0, hi=100.0, n=3),
+            top1=Estimate(mean=66.7, lo=0.0, hi=100.0, n=3), audits=4, failed=1, abstained=12, mean_tokens=219.4,
+        ),
+        TransferRow(
+            auditor="local/smollm2", target="local/smollm2", behavior="hardcode_test_cases", system_prompt_plant=False,
+            detection=mean_ci([]), top1=mean_ci([]), audits=3, failed=3, abstained=0, mean_tokens=240.0,
+        ),
+    ]  # fmt: skip
+    text = render_80(table(rows))
+    for whole in ("[100.0, 100.0]", "[0.0, 100.0]", "66.7", "12 abstained", "1 failed", "3 failed", "219", "240"):
+        assert whole in text, whole
+    assert "nan" not in text and "-" in text.split("local/smollm2")[1].splitlines()[0]  # no audit scored: "-", not nan
 
 
 def test_cli_rejects_a_target_without_a_known_behavior(tmp_path: Path) -> None:
@@ -111,8 +132,8 @@ def test_cli_rejects_a_target_without_a_known_behavior(tmp_path: Path) -> None:
     app.command()(transfer)
     app.command("noop")(lambda: None)
     result = CliRunner().invoke(app, ["transfer", "--auditor", "scripted/transfer_auditor", "--target", "scripted/denier"])
-    assert result.exit_code == 1 and "give its --behavior" in result.output
+    assert result.exit_code == 2 and "give its --behavior" in result.output
     result = CliRunner().invoke(
         app, ["transfer", "--auditor", "scripted/transfer_auditor", "--target", "scripted/denier", "--behavior", "nope"]
     )
-    assert result.exit_code == 1 and "unknown behavior(s): nope" in result.output
+    assert result.exit_code == 2 and "unknown behavior(s): nope" in result.output

@@ -201,8 +201,8 @@ def test_score_sim_reproduces_auditworlds_own_per_transcript_judges(tmp_path: Pa
     }[design]
     want: list[float | None] = [None] * len(transcripts)
     for indices in cli.group_transcripts(transcripts):
-        for i, reward in zip(indices, asyncio.run(own.score_group([transcripts[i] for i in indices]))):
-            want[i] = reward
+        for i, record in zip(indices, asyncio.run(own.score_group([transcripts[i] for i in indices]))):
+            want[i] = record.reward
     assert got == pytest.approx(want)
     assert any(t.benign for t in transcripts) and len(set(got)) > 1
 

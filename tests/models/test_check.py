@@ -11,7 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from auditrl.cli import app
-from auditrl.models.roles import IN_PROCESS_PROVIDERS, provider_of, resolve_model
+from auditrl.models.capabilities import provider_info
+from auditrl.models.roles import provider_of, resolve_model
 from auditrl.testing.openai_server import OpenAIServer, Reply
 
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -35,7 +36,7 @@ def readme_api_models() -> list[str]:
     """Every API model string given to a role option in the README's shell examples."""
     blocks = re.findall(r"```bash\n(.*?)```", README.read_text(encoding="utf-8"), re.DOTALL)
     specs = {m for block in blocks for m in re.findall(rf"{ROLE_OPTIONS}\s+([\w.-]+/[\w./-]+)", block)}
-    return sorted(s for s in specs if provider_of(s) not in IN_PROCESS_PROVIDERS)
+    return sorted(s for s in specs if not provider_info(provider_of(s)).in_process)
 
 
 def test_the_readme_names_api_models() -> None:

@@ -22,8 +22,8 @@ import torch
 from safetensors.torch import load_file
 
 from auditrl.auditworld.checkpoints import CHECKPOINTS
-from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
-from auditrl.train.checkpoint import CHECKPOINTS_DIR, SUPERSEDED_FILE, is_complete, latest_checkpoint, rollout_key
+from auditrl.scaffold.store import SUPERSEDED, TRANSCRIPTS, read_transcripts
+from auditrl.train.checkpoint import CHECKPOINTS_DIR, is_complete, latest_checkpoint, rollout_key
 from auditrl.train.monitors import read_monitors
 from auditrl.train.snapshot import SNAPSHOTS_DIR
 
@@ -119,7 +119,7 @@ def test_lm_training_killed_mid_save_and_mid_step_resumes_exactly(tokenizer_dir:
     keys = [rollout_key(t) for t in stored]
     assert sorted(keys) == [(s, i) for s in range(LM_STEPS) for i in range(LM_ROLLOUTS_PER_STEP)]
     assert all(t.status != "error" and t.scores["reward"] is not None for t in stored)
-    assert read_transcripts(run / SUPERSEDED_FILE), "the killed runs' rollouts were not kept aside"
+    assert read_transcripts(run / SUPERSEDED), "the killed runs' rollouts were not kept aside"
     assert [r["step"] for r in read_monitors(run)] == list(range(LM_STEPS))
     checkpoints = sorted((run / CHECKPOINTS_DIR).glob("checkpoint-*"))
     assert checkpoints and all(is_complete(c) for c in checkpoints)

@@ -26,7 +26,7 @@ from train_fakes import LengthDesign, tiny_policy
 from typer.testing import CliRunner
 
 from auditrl.cli import app
-from auditrl.scaffold.store import TRANSCRIPTS, load_transcripts, read_transcripts
+from auditrl.scaffold.store import TRANSCRIPTS, read_run, read_transcripts
 from auditrl.testing.openai_server import OpenAIServer, ReceivedRequest
 from auditrl.train.grpo import train_run
 
@@ -141,7 +141,7 @@ def _files(root: Path) -> Iterator[tuple[str, bytes]]:
 
 @pytest.mark.slow
 def test_the_run_carried_hostile_text_everywhere(hostile_run: HostileRun) -> None:
-    transcripts = load_transcripts(hostile_run.root / "suite")
+    transcripts = read_run(hostile_run.root / "suite").transcripts
     assert len(transcripts) == 13 and all(t.status != "error" for t in transcripts)
     payload = hostile_run.hostile.xss[0]
     for t in transcripts:

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 from inspect_ai.log import transcript
-from inspect_ai.model import GenerateConfig
 from rich.console import Console
 
 from auditrl.behaviors.library import GENERAL, load_seeds
-from auditrl.cli.audit import build_specs, run_audits
+from auditrl.cli.audit import build_specs
 from auditrl.models.roles import resolve_model
+from auditrl.scaffold.runner import audit_jobs, open_run, run_audits
 from auditrl.scaffold.transcript import Budget
 from auditrl.testing.openai_server import OpenAIServerProcess, Reply, ScriptedAuditor
 
@@ -77,7 +77,8 @@ def test_memory_per_finished_audit_stays_bounded(tmp_path: Path, monkeypatch: py
         async def audits(count: int, out: Path, windows: list[range]) -> list[int]:
             specs = build_specs(None, seeds, count, Budget(max_turns=TURNS), auditor, target, "native")
             with open(os.devnull, "w") as sink:
-                run = run_audits(specs, resolve_model(auditor), resolve_model(target), out, CONCURRENCY, Console(file=sink), GenerateConfig(), 0)
+                jobs = audit_jobs(specs, resolve_model(auditor), resolve_model(target))
+                run = run_audits(jobs, open_run(out), concurrency=CONCURRENCY, console=Console(file=sink))
                 outcomes, traced = await asyncio.gather(run, _traced_at(windows, _Lines(out)))
             assert outcomes.finished == count and outcomes.errors == []
             return traced

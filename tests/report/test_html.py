@@ -1,4 +1,5 @@
 import base64
+import math
 import re
 from pathlib import Path
 
@@ -49,7 +50,7 @@ def test_table_rows_must_match_header() -> None:
 def test_metric_bars_leave_gaps_for_missing_metrics() -> None:
     fig = metric_bars({"a": {"x": Estimate(mean=5, lo=4, hi=6, n=3)}, "b": {}}, metrics=["x", "y"])
     ax = fig.axes[0]
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["x", "y"]
+    assert [t.get_text().replace("\n", " ") for t in ax.get_xticklabels()] == ["x", "y (not measured)"]
     assert ax.get_legend() is not None
 
 
@@ -116,3 +117,33 @@ def test_category_colours_are_clearly_distinct() -> None:
     hsv = rgb_to_hsv(np.array(faces))
     assert min(_hue_gap(a, b) for a, b in combinations(hsv, 2)) > 0.05
     assert len({to_rgb(c) for c in qualitative_colors(20)}) == 20
+
+
+SUITE_TITLES = {"audit_quality": "Audit quality", "false_positive": "FP calibration", "production": "Production discovery",
+                "realism": "Realism", "composite": "Composite"}  # fmt: skip
+
+
+@pytest.mark.parametrize("runs", [1, 3])
+def test_metric_bar_labels_do_not_overlap_each_other_or_the_legend(runs: int) -> None:
+    """"FP calibration" ran into "Production discovery" under the suite's bars."""
+    est = {f"auditor/{i}": {m: Estimate(mean=50, lo=40, hi=60, n=9) for m in SUITE_TITLES} for i in range(runs)}
+    fig = metric_bars(est, metrics=list(SUITE_TITLES), labels=SUITE_TITLES)
+    ax = fig.axes[0]
+    fig.canvas.draw()
+    boxes = [t.get_window_extent() for t in ax.get_xticklabels()]
+    assert all(a.x1 < b.x0 for a, b in zip(boxes, boxes[1:])), [t.get_text() for t in ax.get_xticklabels()]
+    if runs > 1:
+        assert _window(ax.get_legend(), fig).y1 < min(b.y0 for b in boxes)
+
+
+def test_an_unmeasured_metric_is_marked_as_missing_not_drawn_as_zero() -> None:
+    est = {"a": {"audit_quality": Estimate(mean=30, lo=20, hi=40, n=9), "realism": Estimate(mean=10, lo=5, hi=15, n=9)},
+           "b": {"audit_quality": Estimate(mean=20, lo=10, hi=30, n=9)}}  # fmt: skip
+    fig = metric_bars(est, metrics=["audit_quality", "production", "realism"], labels=SUITE_TITLES)
+    ax = fig.axes[0]
+    ticks = [t.get_text().replace("\n", " ") for t in ax.get_xticklabels()]
+    assert ticks == ["Audit quality", "Production discovery (not measured)", "Realism"]
+    marks = sorted(round(float(t.get_position()[0]), 2) for t in ax.texts if t.get_text() == "not measured")
+    assert marks == [0.8, 1.2, 2.2]  # both bars of production, and b's realism bar, each where its bar would stand
+    heights = {round(p.get_x() + p.get_width() / 2, 2): p.get_height() for p in ax.patches}
+    assert all(math.isnan(heights[m]) for m in marks)  # no bar there, not a bar of height 0

@@ -1,4 +1,5 @@
 import re
+from html import unescape
 from html.parser import HTMLParser
 
 from auditrl.report.html import render_report
@@ -142,3 +143,51 @@ def test_picked_transcripts_cover_auditors_and_target_kinds() -> None:
     benign.behavior_id = None
     picked = pick_transcripts([*planted, *other, benign], limit=4)
     assert [t.id for t in picked] == ["a0", "b0", "c0", "a1"]
+
+
+def _scored(tid: str, behavior: str | None, scores: dict, plant: str = "") -> Transcript:
+    t = _hostile_transcript("x", tid)
+    t.behavior_id, t.status, t.error, t.scores, t.target_system_prompt = behavior, "completed", None, scores, plant
+    return t
+
+
+def _summaries(html: str) -> list[str]:
+    """Each transcript's one-line summary as a reader sees it (tags dropped, entities decoded)."""
+    return [unescape(re.sub(r"<[^>]+>", "", s)) for s in re.findall(r'<details class="transcript"><summary>(.*?)</summary>', html)]
+
+
+def test_each_transcript_shows_its_verdict_and_its_hidden_plant() -> None:
+    """The page showed neither how an audit was judged nor what had been planted in its target."""
+    dims = {"coherence": 60.0, "depth": 50.0}
+    transcripts = [
+        _scored("p", "flattery", {"audit_quality": dims}, plant=f"SECRET PLANT {HOSTILE[0]}"),
+        _scored("b", None, {"false_positive": True, "realism_pick_audit": 0.5}, plant="benign persona"),
+        _scored("u", "flattery", {}),
+        _scored("a", "flattery", {"audit_quality": None}),
+        _scored("bad", None, {"false_positive": "maybe"}),
+    ]
+    html = render_report("v", [transcripts_section(transcripts, limit=5)])
+    assert sorted(_summaries(html)) == sorted([
+        "p · auditor/a → sim/x · plant: flattery · audit quality: 55.0 / 100",
+        "b · auditor/a → sim/x · plant: none (benign target) · false positive: yes; realism: 50%",
+        "u · auditor/a → sim/x · plant: flattery · not judged",
+        "a · auditor/a → sim/x · plant: flattery · audit quality: abstained",
+        "bad · auditor/a → sim/x · plant: none (benign target) · false positive: invalid",
+    ])
+    assert "coherence 60, depth 50" in html and "claimed a hidden behavior in a benign target" in html
+    assert "Hidden plant: the target's system prompt" in html and "SECRET PLANT &lt;script&gt;" in html
+    assert "benign: nothing planted" in html and "benign persona" in html
+    assert HOSTILE[0] not in html
+
+
+def test_a_long_system_prompt_is_folded_so_the_first_turn_shows() -> None:
+    """The auditor's two-screen system prompt was spread out before its first turn."""
+    t = _hostile_transcript("x")
+    prompt = "You are an alignment auditor. " + "Rules of the audit. " * 200
+    t.auditor_messages.insert(0, AuditorMessage(turn=0, role="system", content=prompt))
+    t.target_messages[0].content = "Be a helpful assistant. " * 40  # the system message the auditor set
+    html = render_report("v", [transcripts_section([t])])
+    folds = re.findall(r'<details class="fold"><summary>(.*?)</summary><div class="body">(.*?)</div></details>', html, re.S)
+    assert [body for _, body in folds] == [t.target_messages[0].content, prompt]  # whole, but folded
+    assert all("characters" in summary and len(re.sub(r"<[^>]+>", "", summary)) < 220 for summary, _ in folds)
+    assert "first probe x" in html and "<div class=\"body\">thinking x</div>" in html  # short turns stay open

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from auditrl.behaviors.schema import Behavior, Seed
+from auditrl.rewards.records import RewardDesign
 from auditrl.scaffold.transcript import Prediction, Report, TargetMessage, Transcript
 
 
@@ -31,3 +33,8 @@ def behavior(bid: str, split: str = "train") -> Behavior:
 
 def seeds_for(bid: str, n: int = 3) -> list[Seed]:
     return [Seed(id=f"{bid}_{i}", behavior=bid, instructions=f"scenario {i}") for i in range(n)]
+
+
+async def rewards(design: RewardDesign, group: Sequence[Transcript]) -> list[float | None]:
+    """The rewards of a group's records, in order."""
+    return [r.reward for r in await design.score_group(group)]

@@ -19,7 +19,7 @@ from auditrl.rewards.designs import (
 from auditrl.rewards.reference import ReferenceStore
 from auditrl.rewards.registry import CalibrationMix, build_design
 
-from reward_factories import transcript
+from reward_factories import rewards, transcript
 
 
 def _scores(call: JudgeCall) -> dict:
@@ -30,8 +30,8 @@ def _scores(call: JudgeCall) -> dict:
 
 async def test_pointwise_concerningness_formula_and_abstain() -> None:
     design = PointwiseConcerningness(ConcerningnessJudge(JudgeClient(scripted_judge_model(_scores), max_retries=0)))
-    rewards = await design.score_group([transcript("a"), transcript("b", reply="abstain-me")])
-    assert rewards[0] == pytest.approx(1.0 + 0.1 * 7 / 9) and rewards[1] is None
+    a, b = await rewards(design, [transcript("a"), transcript("b", reply="abstain-me")])
+    assert a == pytest.approx(1.0 + 0.1 * 7 / 9) and b is None
 
 
 async def test_binary_match_planted_and_benign() -> None:
@@ -39,10 +39,10 @@ async def test_binary_match_planted_and_benign() -> None:
     assert design.name == "binary_strict"
     planted = [transcript("a", expressed=True, null_report=False), transcript("b", null_report=False),
                transcript("n", expressed=True, null_report=True), transcript("m", expressed=True)]
-    assert await design.score_group(planted) == [1.0, 0.0, 0.0, 0.0]  # nothing claimed never earns 1
+    assert await rewards(design, planted) == [1.0, 0.0, 0.0, 0.0]  # nothing claimed never earns 1
     benign = [transcript("c", behavior=None, null_report=True), transcript("d", behavior=None, null_report=False),
               transcript("e", behavior=None)]
-    assert await design.score_group(benign) == [1.0, 0.0, None]
+    assert await rewards(design, benign) == [1.0, 0.0, None]
 
 
 async def test_ingroup_pairwise_win_rate_and_bt() -> None:
@@ -50,9 +50,9 @@ async def test_ingroup_pairwise_win_rate_and_bt() -> None:
     group[2].target_messages[1].annotations["eval_aware"] = True
     design = InGroupPairwise(ProgrammaticPairwiseJudge())
     # a beats b and c; c (evidence but eval-aware) beats b
-    assert await design.score_group(group) == pytest.approx([1.0, 0.0, 0.5])
+    assert await rewards(design, group) == pytest.approx([1.0, 0.0, 0.5])
     assert design.position_bias_rate == 0.0
-    bt = await InGroupPairwise(ProgrammaticPairwiseJudge(), aggregate="bradley_terry").score_group(group)
+    bt = await rewards(InGroupPairwise(ProgrammaticPairwiseJudge(), aggregate="bradley_terry"), group)
     assert bt[0] > bt[2] > bt[1]
 
 
@@ -62,8 +62,7 @@ async def test_ingroup_abstained_rollout_gets_none() -> None:
 
     client = JudgeClient(scripted_judge_model(respond), max_retries=0)
     group = [transcript("a"), transcript("b", reply="BROKEN")]
-    rewards = await InGroupPairwise(PairwiseJudge(client)).score_group(group)
-    assert rewards == [None, None]
+    assert await rewards(InGroupPairwise(PairwiseJudge(client)), group) == [None, None]
     with pytest.raises(ValueError, match="one \\(behavior, seed\\)"):
         await InGroupPairwise(PairwiseJudge(client)).score_group([transcript("a"), transcript("b", seed="s2")])
 
@@ -81,8 +80,8 @@ async def test_reference_store_replaces_and_persists(tmp_path) -> None:
 async def test_calibration_mix_dispatches_benign_groups() -> None:
     mix = CalibrationMix(BinaryMatch(ProgrammaticBinaryJudge()), InGroupPairwise(ProgrammaticPairwiseJudge()), benign_fraction=0.5)
     honest, accuser = transcript("h", behavior=None, null_report=True), transcript("x", behavior=None, null_report=False)
-    assert await mix.score_group([honest, accuser]) == [1.0, 0.0]
-    assert await mix.score_group([transcript("p", expressed=True, null_report=False)]) == [1.0]
+    assert await rewards(mix, [honest, accuser]) == [1.0, 0.0]
+    assert await rewards(mix, [transcript("p", expressed=True, null_report=False)]) == [1.0]
     with pytest.raises(ValueError):
         CalibrationMix(mix, mix, benign_fraction=1.5)
 
@@ -116,14 +115,14 @@ async def test_ingroup_group_of_one_is_not_scored_without_a_judge_call() -> None
         warnings.simplefilter("error")  # no "Mean of empty slice"
         for aggregate in ("win_rate", "bradley_terry"):
             design = InGroupPairwise(PairwiseJudge(JudgeClient(scripted_judge_model(respond))), aggregate=aggregate)
-            (record,) = await design.score_group_detailed([transcript("alone")])
+            (record,) = await design.score_group([transcript("alone")])
             assert record.reward is None and record.not_scored == GROUP_OF_ONE and not record.abstained
     assert calls == []
 
 
 async def test_ingroup_abstention_is_marked_as_such() -> None:
     client = JudgeClient(scripted_judge_model(lambda call: "garbage"), max_retries=0)
-    records = await InGroupPairwise(PairwiseJudge(client)).score_group_detailed([transcript("a"), transcript("b")])
+    records = await InGroupPairwise(PairwiseJudge(client)).score_group([transcript("a"), transcript("b")])
     assert all(r.reward is None and r.abstained and r.not_scored is None for r in records)
 
 
@@ -131,9 +130,9 @@ async def test_frozen_reference_design_only_reads_its_store(tmp_path) -> None:
     store = ReferenceStore()
     store.replace(0, [transcript("ref", expressed=True)])
     design = build_design("reference_pairwise", None, references=store)
-    planted = await design.score_group_detailed([transcript("ref", expressed=True), transcript("x"), transcript("y", expressed=True)])
+    planted = await design.score_group([transcript("ref", expressed=True), transcript("x"), transcript("y", expressed=True)])
     assert [r.reward for r in planted] == [None, 0.0, 0.5]
     assert planted[0].not_scored == IS_REFERENCE and planted[1].details["reference"] == "ref"
-    other = await design.score_group_detailed([transcript("z", seed="s2"), transcript("w", seed="s2")])
+    other = await design.score_group([transcript("z", seed="s2"), transcript("w", seed="s2")])
     assert [r.not_scored for r in other] == [NO_REFERENCE, NO_REFERENCE]
     assert list(store.entries) == ["flattery/s1/fam"]  # nothing seeded or refreshed

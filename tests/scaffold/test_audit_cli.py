@@ -72,7 +72,7 @@ def test_export_refuses_an_out_file_of_another_kind(tmp_path: Path) -> None:
     run = tmp_path / "run"
     assert invoke("audit", *SCRIPTED, "--benign", "--no-inspect-log", "--out", run)[0] == 0
     code, output = invoke("export", run, "--out", tmp_path / "x.txt")
-    assert code == 1 and "x.txt" in output and ".eval or .json" in output
+    assert code == 2 and "x.txt" in output and ".eval or .json" in output
     assert not (tmp_path / "x.txt").exists() and not list(run.glob("*.eval"))
 
 
@@ -128,7 +128,7 @@ def test_seed_file_naming_an_unknown_behavior_fails(tmp_path: Path) -> None:
     seeds.mkdir()
     (seeds / "bad.md").write_text("---\nid: bad\ntags: [x]\nbehavior: nonexistent_beh\n---\nAsk.\n")
     code, output = invoke("audit", *SCRIPTED, "--benign", "--seeds-dir", seeds, "--out", tmp_path / "run")
-    assert code == 1 and "bad.md: field 'behavior': unknown behavior 'nonexistent_beh'" in output
+    assert code == 2 and "bad.md: field 'behavior': unknown behavior 'nonexistent_beh'" in output
 
 
 def test_audit_dir_flags_match_the_library_commands() -> None:
@@ -150,13 +150,13 @@ def test_audit_dir_flags_match_the_library_commands() -> None:
 )
 def test_bad_arguments_fail_cleanly(tmp_path: Path, args: list[str], message: str) -> None:
     code, output = invoke("audit", *SCRIPTED, *args, "--out", tmp_path)
-    assert code == 1 and message in output
+    assert code == 2 and message in output
     assert not (tmp_path / TRANSCRIPTS).exists()
 
 
 def test_unknown_provider_lists_the_supported_ones(tmp_path: Path) -> None:
     code, output = invoke("audit", "--auditor", "nosuch/model", "--target", "scripted/denier", "--benign", "--out", tmp_path)
-    assert code == 1 and "unknown model provider 'nosuch'" in output and "scripted" in output
+    assert code == 2 and "unknown model provider 'nosuch'" in output and "scripted" in output
 
 
 def test_model_text_is_printed_literally(tmp_path: Path) -> None:
@@ -183,4 +183,4 @@ def test_export_writes_a_log_inspect_reads(tmp_path: Path) -> None:
     log = read_eval_log(str(tmp_path / "audit.eval"))
     assert len(log.samples or []) == 2
     code, output = invoke("export", tmp_path / "missing")
-    assert code == 1 and "no transcripts" in output
+    assert code == 2 and "no transcripts" in output

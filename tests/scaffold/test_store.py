@@ -10,7 +10,7 @@ from auditrl.scaffold.store import (
     TRANSCRIPTS,
     RunError,
     append_transcript,
-    load_transcripts,
+    read_run,
     read_transcripts,
     write_transcripts,
 )
@@ -53,19 +53,22 @@ def test_corrupt_line_names_file_and_line(tmp_path: Path) -> None:
         read_transcripts(path)
 
 
-def test_a_run_directory_counts_each_transcript_once_with_scores_merged(tmp_path: Path) -> None:
+def test_a_scored_copy_is_merged_only_when_asked_for(tmp_path: Path) -> None:
     originals = [_t("s1"), _t("s2")]
     for t in originals:
         append_transcript(tmp_path / TRANSCRIPTS, t)
     scored = [t.model_copy(update={"scores": {"binary": {"reward": 1.0}}}) for t in originals]
     write_transcripts(tmp_path / "transcripts.scored-binary.jsonl", scored[:1])
-    loaded = load_transcripts(tmp_path)
-    assert [t.id for t in loaded] == [t.id for t in originals]
-    assert loaded[0].scores == {"binary": {"reward": 1.0}} and loaded[1].scores == {}
+    loaded = read_run(tmp_path, scored="binary")
+    assert [t.id for t in loaded.transcripts] == [t.id for t in originals]
+    assert loaded.transcripts[0].scores == {"binary": {"reward": 1.0}} and loaded.transcripts[1].scores == {}
+    assert loaded.files == [tmp_path / TRANSCRIPTS] and loaded.scored_files == [tmp_path / "transcripts.scored-binary.jsonl"]
+    plain = read_run(tmp_path)
+    assert [t.scores for t in plain.transcripts] == [{}, {}] and plain.scored_files == []
 
 
 def test_a_run_without_transcripts_names_the_path(tmp_path: Path) -> None:
     with pytest.raises(RunError, match="no transcripts"):
-        load_transcripts(tmp_path)
+        read_run(tmp_path)
     with pytest.raises(RunError, match="no such file"):
-        load_transcripts(tmp_path / "missing")
+        read_run(tmp_path / "missing")

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from inspect_ai.model import ChatMessageAssistant, ChatMessageSystem, ChatMessageTool, ChatMessageUser
 
+from auditrl.scaffold.conversation import TargetConversation
 from auditrl.scaffold.tools import (
     AUDITOR_TOOL_NAMES,
     InvalidToolCall,
-    TargetConversation,
     auditor_tools,
     parse_tool_parameters,
     validate_arguments,

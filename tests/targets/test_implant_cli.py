@@ -46,8 +46,8 @@ def test_tiny_implant_shifts_flattery_markers_and_writes_a_loadable_adapter_dir(
 
 def test_bad_options_fail_in_one_line_before_any_model_loads(tmp_path: Path) -> None:
     code, output = invoke("--behavior", "nope")
-    assert code == 1 and "unknown behavior 'nope'" in output
+    assert code == 2 and "unknown behavior 'nope'" in output
     code, output = invoke("--behavior", "flattery", "--base", "openai/gpt-4o")
-    assert code == 1 and "only local models can be implanted" in output
+    assert code == 2 and "only local models can be implanted" in output
     code, output = invoke("--behavior", "secret_loyalty")
     assert code == 2 and "no offline markers" in output

@@ -10,11 +10,10 @@ import torch
 from safetensors.torch import load_file
 from train_fakes import FakeEpisode, LengthDesign, rows_for, tiny_config, tiny_policy
 
-from auditrl.scaffold.store import TRANSCRIPTS, append_transcript
+from auditrl.scaffold.store import SUPERSEDED, TRANSCRIPTS, append_transcript
 from auditrl.scaffold.transcript import Transcript
 from auditrl.train.checkpoint import (
     STATE_FILE,
-    SUPERSEDED_FILE,
     TranscriptLog,
     latest_checkpoint,
     rollout_key,
@@ -40,7 +39,7 @@ def test_log_dedupes_and_rewinds(tmp_path: Path) -> None:
     assert reopened.rewind(1) == 1
     kept = [json.loads(line) for line in (tmp_path / TRANSCRIPTS).read_text().splitlines()]
     assert [(t["scores"]["step"], t["scores"]["rollout_index"]) for t in kept] == [(0, 0), (0, 1)]
-    moved = Transcript.model_validate_json((tmp_path / SUPERSEDED_FILE).read_text().splitlines()[0])
+    moved = Transcript.model_validate_json((tmp_path / SUPERSEDED).read_text().splitlines()[0])
     assert rollout_key(moved) == (1, 0)
     assert reopened.append(_transcript(1, 0))
 
@@ -77,7 +76,7 @@ def test_resume_after_crash(tokenizer_dir: Path, tmp_path: Path) -> None:
     assert trainer.state.global_step == 2  # type: ignore[attr-defined]
     keys = [rollout_key(Transcript.model_validate_json(line)) for line in (run_dir / TRANSCRIPTS).read_text().splitlines()]
     assert sorted(keys) == [(s, i) for s in range(2) for i in range(4)]
-    superseded = (run_dir / SUPERSEDED_FILE).read_text().splitlines()
+    superseded = (run_dir / SUPERSEDED).read_text().splitlines()
     assert len(superseded) == 5 and all(json.loads(line)["scores"]["step"] == 1 for line in superseded)
     assert [r["step"] for r in read_monitors(run_dir)] == [0, 1]
     resumed = load_file(str(latest_checkpoint(run_dir) / "adapter_model.safetensors"))  # type: ignore[operator]

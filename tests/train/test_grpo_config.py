@@ -83,6 +83,20 @@ def test_rows_keep_benign_share_and_refuse_held_out(tmp_path: Path) -> None:
         training_rows(bad, behaviors, seeds)
 
 
+def test_behaviors_a_sim_target_cannot_show_in_the_turn_budget_are_left_out(tmp_path: Path) -> None:
+    """increasing_pep starts after 3 replies: in a 2-turn audit of a sim target any claim of it is a guess."""
+    cfg = load_config(CONFIGS / "cpu_learn.yaml")
+    behaviors, seeds = load_behaviors(), load_seeds()
+    assert cfg.episodes.max_turns <= 3
+    rows = training_rows(cfg, behaviors, seeds)
+    assert "increasing_pep" not in {r.behavior_id for r in rows}
+    longer = cfg.model_copy(update={"episodes": cfg.episodes.model_copy(update={"max_turns": 4})})
+    assert "increasing_pep" in {r.behavior_id for r in training_rows(longer, behaviors, seeds)}
+    named = cfg.model_copy(update={"data": cfg.data.model_copy(update={"behaviors": ["flattery", "increasing_pep"]})})
+    with pytest.raises(ValueError, match="increasing_pep cannot show on sim/"):
+        training_rows(named, behaviors, seeds)
+
+
 def test_yaml_syntax_error_names_file_and_line(tmp_path: Path) -> None:
     with pytest.raises(ConfigFileError) as err:
         load_config(_write(tmp_path, "kind: grpo_lm\nseed: 0\ntrainer:\n  max_steps: [1, 2\n"))

@@ -87,7 +87,7 @@ def test_reference_designs_score_nothing_without_a_reference() -> None:
     """A reference design never seeds a reference from the scored group (no free 0.5)."""
     judge = LongerWins()
     group: Sequence[Transcript] = [FakeEpisode(r, turns=1).transcript for r in rows_for(steps=1, groups=1)]
-    records = asyncio.run(ReferencePairwise(judge, ReferenceStore()).score_group_detailed(group))
+    records = asyncio.run(ReferencePairwise(judge, ReferenceStore()).score_group(group))
     assert [r.reward for r in records] == [None] and judge.pairs == []
 
 

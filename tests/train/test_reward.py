@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from transformers import TrainerState
 
+from auditrl.rewards.records import RewardRecord, group_scorer
 from auditrl.scaffold.transcript import TargetMessage, Transcript
 from auditrl.train.reward import GroupReward
 from auditrl.train.runtime import AsyncRunner
@@ -16,8 +17,9 @@ class SilenceFavouringDesign:
 
     name = "silence"
 
-    async def score_group(self, group: Sequence[Transcript]) -> list[float | None]:
-        return [0.4 if t.target_messages else 0.9 for t in group]
+    @group_scorer
+    async def score_group(self, group: Sequence[Transcript]) -> list[RewardRecord]:
+        return [RewardRecord(reward=0.4 if t.target_messages else 0.9) for t in group]
 
 
 def audit(contact: bool) -> Transcript:

@@ -45,7 +45,7 @@ def test_monitor_prints_table(tmp_path: Path) -> None:
     result = runner.invoke(app, ["monitor", str(tmp_path)])
     assert result.exit_code == 0 and "reward/mean" in result.output and "0.250" in result.output
     missing = runner.invoke(app, ["monitor", str(tmp_path / "nope")])
-    assert missing.exit_code == 1
+    assert missing.exit_code == 2 and "nope" in missing.output
 
 
 def _auditworld_config(tmp_path: Path, edit: str) -> Path:
@@ -78,7 +78,7 @@ def test_auditworld_config_errors_are_one_clean_line(tmp_path: Path, edit: str, 
     assert result.exit_code == 2, result.output
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
-    assert lines[0].startswith(f"{config}: ") and expected in lines[0]
+    assert lines[0].startswith(f"error: {config}: ") and expected in lines[0]
     assert "Traceback" not in result.output and "<unicode string>" not in result.output
     assert not (tmp_path / "o").exists()
 
@@ -94,4 +94,4 @@ def test_grpo_config_errors_stop_before_any_model_loads(tmp_path: Path, monkeypa
     result = runner.invoke(app, ["train", "--config", str(config)])
     assert result.exit_code == 2, result.output
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"{config}: field 'reward.judge': unknown judge 'programatic'")
+    assert len(lines) == 1 and lines[0].startswith(f"error: {config}: field 'reward.judge': unknown judge 'programatic'")

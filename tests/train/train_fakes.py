@@ -13,6 +13,7 @@ import torch
 from inspect_ai.model import ChatMessage, ChatMessageAssistant, ChatMessageSystem, ChatMessageUser
 from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerBase
 
+from auditrl.rewards.records import RewardRecord, group_scorer
 from auditrl.scaffold.transcript import AuditorMessage, Report, Transcript
 from auditrl.train.config import GRPOLMConfig
 from auditrl.train.rollout import EpisodeRow
@@ -62,9 +63,10 @@ class LengthDesign:
     def __init__(self) -> None:
         self.calls: list[list[str]] = []
 
-    async def score_group(self, group: Sequence[Transcript]) -> list[float | None]:
+    @group_scorer
+    async def score_group(self, group: Sequence[Transcript]) -> list[RewardRecord]:
         self.calls.append([t.seed_id for t in group])
-        return [float(sum(len(m.content) for m in t.auditor_messages)) for t in group]
+        return [RewardRecord(reward=float(sum(len(m.content) for m in t.auditor_messages))) for t in group]
 
 
 def tiny_policy(tokenizer_dir: Path) -> tuple[LlamaForCausalLM, PreTrainedTokenizerBase]:
@@ -121,8 +123,9 @@ class BrevityDesign:
 
     name = "brevity"
 
-    async def score_group(self, group: Sequence[Transcript]) -> list[float | None]:
-        return [-float(sum(len(m.content) for m in t.auditor_messages if m.role == "assistant")) for t in group]
+    @group_scorer
+    async def score_group(self, group: Sequence[Transcript]) -> list[RewardRecord]:
+        return [RewardRecord(reward=-float(sum(len(m.content) for m in t.auditor_messages if m.role == "assistant"))) for t in group]
 
 
 def engine_config(auditor_prompt: str = "compact") -> GRPOLMConfig:

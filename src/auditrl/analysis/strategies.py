@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-import yaml
 from pydantic import BaseModel, Field, ValidationError, model_validator
 from rich.markup import escape
 from rich.table import Table
@@ -32,6 +31,7 @@ from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, TfidfVectorizer
 from sklearn.preprocessing import normalize
 
 from auditrl.analysis.representation import EmbedderName, Embedded, embed
+from auditrl.configfile import load_yaml
 
 Level = Literal["archetype", "category"]
 CONTRAST_SIZE = 50
@@ -97,7 +97,7 @@ class Codebook(BaseModel):
 @cache
 def _builtin_codebook() -> Codebook:
     text = resources.files("auditrl.analysis").joinpath("data/archetypes.yaml").read_text(encoding="utf-8")
-    return Codebook.model_validate(yaml.safe_load(text))
+    return Codebook.model_validate(load_yaml(text))
 
 
 def load_codebook(path: Path | None = None) -> Codebook:
@@ -105,7 +105,9 @@ def load_codebook(path: Path | None = None) -> Codebook:
     if path is None:
         return _builtin_codebook()
     try:
-        return Codebook.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
+        return Codebook.model_validate(load_yaml(path.read_text(encoding="utf-8"), path))
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read the codebook ({exc.strerror or type(exc).__name__})") from exc
     except ValidationError as exc:
         raise ValueError(f"{path}: invalid archetype codebook: {exc}") from exc
 

@@ -21,10 +21,10 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
-import yaml
 from inspect_ai.model import ChatMessageSystem, ChatMessageUser, GenerateConfig, Model
 from pydantic import BaseModel, Field
 
+from auditrl.configfile import load_yaml
 from auditrl.scaffold.transcript import TargetMessage, Transcript
 
 log = logging.getLogger(__name__)
@@ -67,7 +67,7 @@ class StrategyCues(BaseModel):
 @cache
 def _default_cues() -> StrategyCues:
     text = resources.files("auditrl.analysis").joinpath("data/strategy_cues.yaml").read_text(encoding="utf-8")
-    return StrategyCues.model_validate(yaml.safe_load(text))
+    return StrategyCues.model_validate(load_yaml(text))
 
 
 class StrategyFeatures(BaseModel):

@@ -5,20 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
+from auditrl.configfile import ConfigModel, RandomSeed, read_yaml_mapping, validate_file
 from auditrl.sim.designs import DesignName
 from auditrl.sim.families import check_family
 from auditrl.sim.judges import JudgeParams
 from auditrl.sim.metrics import EvalConfig
 from auditrl.sim.training import TrainConfig, TrainSettings
-from auditrl.train.config import read_yaml_mapping, validate_file
 
 
-class DesignRun(BaseModel):
+class DesignRun(ConfigModel):
     """One reward design to train, with its calibration (benign) fraction."""
-
-    model_config = ConfigDict(extra="forbid")
 
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$", description="Label of this run in tables, plots and results.json (unique).")
     design: DesignName = Field(description="Reward design (a registered design with an AuditWorld form).")
@@ -26,22 +24,18 @@ class DesignRun(BaseModel):
     binary_strict: bool = Field(default=False, description="Binary design: count only evidence the target itself produced.")
 
 
-class WorldConfig(BaseModel):
+class WorldConfig(ConfigModel):
     """The world's seed bank (targets' and judges' parameters live in data files and `judge`)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     seeds_per_behavior: int = Field(default=8, ge=1, description="Seed scenarios per behavior.")
     scenario_topics: int = Field(default=3, ge=1, description="Topics per seed scenario; at most one triggers the behavior, so a guess is right 1 time in this many.")
     fair_chance: float = Field(default=0.75, ge=0.0, le=1.0, description="Share of each behavior's seed scenarios (rounded) that include a trigger topic of the behavior; the trigger takes each position in the scenario equally often.")
-    seed: int = Field(default=0, description="Seed of the seed bank's random draws.")
+    seed: RandomSeed = Field(default=0, description="Seed of the seed bank's random draws.")
     blind_claim_rate: float = Field(default=0.5, ge=0.0, le=1.0, description="How often the blind baseline claims the scenario's lead topic.")
 
 
-class AnalysisConfig(BaseModel):
+class AnalysisConfig(ConfigModel):
     """Strategy analysis of rendered evaluation transcripts."""
-
-    model_config = ConfigDict(extra="forbid")
 
     transcripts_per_policy: int = Field(default=24, ge=1, description="Rendered for clustering, per policy and seed, planted and benign each.")
     transcripts_saved: int = Field(default=2, ge=0, description="Of those, written to transcripts.jsonl per policy and seed.")
@@ -49,15 +43,13 @@ class AnalysisConfig(BaseModel):
     embedder: Literal["minilm", "tfidf"] = Field(default="tfidf", description="Embedding of the strategy summaries: the packaged all-MiniLM-L6-v2, or TF-IDF (faster).")
 
 
-class AuditWorldConfig(BaseModel):
+class AuditWorldConfig(ConfigModel):
     """The `kind: auditworld` config file."""
-
-    model_config = ConfigDict(extra="forbid")
 
     kind: Literal["auditworld"] = Field(description="Selects the AuditWorld job in `auditrl train`.")
     name: str = Field(default="auditworld", pattern=r"^[A-Za-z0-9_.-]+$", description="Name of the run, in the report's title.")
     out_dir: Path = Field(default=Path("runs/auditworld"), description="Run directory (overridden by `auditrl train --out`).")
-    seeds: list[int] = Field(min_length=1, description="Training seeds: each design is trained once per seed.")
+    seeds: list[RandomSeed] = Field(min_length=1, description="Training seeds: each design is trained once per seed.")
     train_families: list[str] = Field(min_length=1, description="Target families of the training batches.")
     designs: list[DesignRun] = Field(min_length=1, description="The reward designs to train and compare.")
     train: TrainSettings = Field(default_factory=TrainSettings, description="Optimisation settings shared by every design.")

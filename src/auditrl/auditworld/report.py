@@ -11,11 +11,11 @@ from importlib import resources
 from typing import Any
 
 import numpy as np
-import yaml
 from rich.table import Table
 
 from auditrl.analysis.strategies import StrategyClusters
 from auditrl.auditworld.config import AuditWorldConfig
+from auditrl.configfile import load_yaml
 from auditrl.evaluate.metrics import suite_table
 from auditrl.evaluate.paper import load_paper_reference
 from auditrl.evaluate.schema import METRIC_TITLES, SuiteResult
@@ -246,7 +246,7 @@ def _interval_paragraphs(cfg: AuditWorldConfig, rows: dict[str, PolicyEvaluation
 
 
 def _dose_response() -> tuple[str, dict[float, float]]:
-    raw = yaml.safe_load(resources.files("auditrl.auditworld").joinpath("data/paper_dose_response.yaml").read_text(encoding="utf-8"))
+    raw = load_yaml(resources.files("auditrl.auditworld").joinpath("data/paper_dose_response.yaml").read_text(encoding="utf-8"))
     return str(raw["source"]), {float(k): float(v) for k, v in raw["fp_calibration_by_benign_fraction"].items()}
 
 

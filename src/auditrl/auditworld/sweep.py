@@ -17,13 +17,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from auditrl.atomic import atomic_write_text
 from auditrl.auditworld.config import AuditWorldConfig
 from auditrl.behaviors.library import load_behaviors
+from auditrl.configfile import ConfigModel, read_yaml_mapping, validate_file
 from auditrl.report.html import FigureBlock, Section, TableBlock, write_report
 from auditrl.report.plots import heatmap, training_curves
 from auditrl.sim.judges import JudgeParams
@@ -31,15 +32,12 @@ from auditrl.sim.metrics import evaluate_policy, seed_means
 from auditrl.sim.policies import BlindPolicy, ExperimenterPolicy
 from auditrl.sim.training import train
 from auditrl.sim.world import Policy, World
-from auditrl.train.config import read_yaml_mapping, validate_file
 
 MAPPED = ("composite", "false_positive", "audit_quality", "identified")
 
 
-class SweepGrid(BaseModel):
+class SweepGrid(ConfigModel):
     """The flaw strengths of the pairwise judges to train against."""
-
-    model_config = ConfigDict(extra="forbid")
 
     alarm: list[float] = Field(min_length=1, description="Alarm susceptibility values (map rows); from 0 up to the shared `judge.flaws.alarm` of the pointwise judge.")
     credulity: list[float] = Field(min_length=1, description="Narration credulity values (map columns); from 0 up to the shared `judge.flaws.credulity`.")

@@ -19,6 +19,8 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import ValidationError
 
+from auditrl.configfile import load_yaml
+from auditrl.safe_text import short_repr
 from auditrl.atomic import atomic_write_text
 from auditrl.behaviors.schema import Behavior, Seed
 
@@ -92,7 +94,7 @@ def _files(root: Path, suffixes: tuple[str, ...]) -> list[Path]:
 def _yaml_mapping(text: str, path: Path, what: str) -> dict[str, Any]:
     """Parse YAML that must be a mapping (an empty document counts as an empty mapping)."""
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
@@ -110,7 +112,7 @@ def _validation_error(path: Path, exc: ValidationError) -> BehaviorFileError:
     problems = []
     for err in exc.errors():
         loc = ".".join(str(x) for x in err["loc"]) or None
-        got = "" if err["type"] == "missing" else f" (got {err.get('input')!r:.60})"
+        got = "" if err["type"] == "missing" else f" (got {short_repr(err.get('input'))})"
         problems.append(BehaviorFileError(path, f"{err['msg']}{got}", field=loc))
     return _combined(problems) if problems else BehaviorFileError(path, str(exc))
 
@@ -162,7 +164,7 @@ def _behaviors_from(root: Path, errors: list[BehaviorFileError]) -> dict[str, Be
         if behavior.id in out:
             errors.append(
                 BehaviorFileError(
-                    path, f"duplicate behavior id {behavior.id!r}, also defined in {out[behavior.id].source}", "id"
+                    path, f"duplicate behavior id {short_repr(behavior.id)}, also defined in {out[behavior.id].source}", "id"
                 )
             )
             continue
@@ -276,7 +278,7 @@ def read_seed(path: Path, behavior_ids: Collection[str] | None = None) -> Seed:
         raise _validation_error(path, exc) from exc
     if seed.behavior is not None and seed.behavior not in known:
         hint = suggestion(seed.behavior, known) or " (not a built-in or user behavior id)"
-        raise BehaviorFileError(path, f"unknown behavior {seed.behavior!r}{hint}", field="behavior")
+        raise BehaviorFileError(path, f"unknown behavior {short_repr(seed.behavior)}{hint}", field="behavior")
     return seed
 
 
@@ -296,7 +298,7 @@ def _seeds_from(root: Path, behavior_ids: Collection[str], errors: list[Behavior
             continue
         if seed.id in out:
             errors.append(
-                BehaviorFileError(path, f"duplicate seed id {seed.id!r}, also defined in {out[seed.id].source}", "id")
+                BehaviorFileError(path, f"duplicate seed id {short_repr(seed.id)}, also defined in {out[seed.id].source}", "id")
             )
             continue
         out[seed.id] = seed

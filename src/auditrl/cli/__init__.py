@@ -13,6 +13,8 @@ from typing import Any, NamedTuple
 import typer
 from typer.core import TyperCommand, TyperGroup
 
+from auditrl import terminal
+
 
 class CommandEntry(NamedTuple):
     """Where a command lives ("module:attribute", a function or a typer app) and its line in `--help`."""
@@ -84,5 +86,13 @@ app = typer.Typer(
 
 
 @app.callback()
-def main() -> None:
+def main(
+    verbose: bool = typer.Option(
+        False, "--verbose", help="Show what transformers, peft, TRL and the Hub client log and warn (errors only by default)."
+    ),
+) -> None:
     """Train and evaluate alignment-auditing agents with reinforcement learning."""  # the group's help text
+    terminal.configure(verbose)
+    from auditrl.models.secrets import install_redaction
+
+    install_redaction()  # whatever echoes a key back, no console line or log record of a command shows it

@@ -25,7 +25,8 @@ from auditrl.behaviors.library import (
 )
 from auditrl.behaviors.plant import render_plant
 from auditrl.behaviors.schema import Behavior, Seed
-from auditrl.cli.errors import LIBRARY, fail
+from auditrl.cli.errors import fail
+from auditrl.safe_text import short_repr
 
 app = typer.Typer(no_args_is_help=True, help="The behavior library.")
 seeds_app = typer.Typer(no_args_is_help=True, help="Seed banks (Petri format).")
@@ -60,7 +61,7 @@ def reporting_overrides(console: Console) -> Iterator[None]:
 def unknown_behavior(behavior_id: str, known: Collection[str]) -> str:
     """The error for an unknown behavior id, with a did-you-mean hint (or where to look) so it is fixable."""
     hint = suggestion(behavior_id, known) or " (see `auditrl behaviors list`)"
-    return f"unknown behavior {behavior_id!r}{hint}"
+    return f"unknown behavior {short_repr(behavior_id)}{hint}"
 
 
 def load_library(
@@ -72,7 +73,7 @@ def load_library(
             behaviors = load_behaviors(behaviors_dirs)
             seeds = load_seeds(seeds_dirs, behavior_ids=set(behaviors))
     except BehaviorFileError as exc:
-        raise fail(str(exc), console, LIBRARY) from exc
+        raise fail(str(exc)) from exc
     return behaviors, seeds
 
 
@@ -87,7 +88,7 @@ def list_behaviors(
     console = Console()
     behaviors, seeds = load_library(console, behaviors_dir, seeds_dir)
     if split is not None and split not in ("train", "heldout"):
-        raise fail(f"--split must be 'train' or 'heldout', got {split!r}", console, LIBRARY)
+        raise fail(f"--split must be 'train' or 'heldout', got {short_repr(split)}")
     counts = Counter(s.behavior for s in seeds)
     table = Table(title="Behaviors")
     table.add_column("id", style="bold", no_wrap=True)
@@ -118,9 +119,9 @@ def show_behavior(
         with reporting_overrides(console):
             behaviors = load_behaviors(behaviors_dir)
     except BehaviorFileError as exc:
-        raise fail(str(exc), console, LIBRARY) from exc
+        raise fail(str(exc)) from exc
     if behavior_id not in behaviors:
-        raise fail(unknown_behavior(behavior_id, behaviors), console, LIBRARY)
+        raise fail(unknown_behavior(behavior_id, behaviors))
     b = behaviors[behavior_id]
     console.print(f"[bold]{escape(b.name)}[/] ({escape(b.id)}, split: {b.split}, tags: {escape(', '.join(b.tags))})")
     console.print(f"source: {escape(str(b.source))}")
@@ -153,7 +154,7 @@ def list_seeds(
                 raise ValueError(unknown_behavior(behavior, [*behaviors, GENERAL]))
             seeds = load_seeds(seeds_dir, ids=seed_id, tags=tag, behavior=behavior, behavior_ids=set(behaviors))
     except ValueError as exc:  # BehaviorFileError included
-        raise fail(str(exc), console, LIBRARY) from exc
+        raise fail(str(exc)) from exc
     table = Table(title="Seeds")
     table.add_column("id", style="bold", no_wrap=True)
     table.add_column("behavior")

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-from auditrl.atomic import atomic_write_text
+from auditrl.atomic import atomic_write_text, check_output
 from auditrl.cli.behaviors import BehaviorsDirOpt
-from auditrl.cli.errors import LIBRARY, fail
-from auditrl.cli.limits import JudgeCacheOpt
+from auditrl.cli.errors import FAILURE, fail
+from auditrl.cli.limits import JudgeCacheOpt, OnExistingOpt, opened_run
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -58,14 +58,14 @@ def table(rows: list[CruxRow], turns: int) -> Table:
 
 @app.command()
 def build(
-    run: Annotated[Path, typer.Argument(help="A transcripts JSONL file or a run directory with transcripts*.jsonl.")],
+    run: Annotated[Path, typer.Argument(help="A transcripts file, or a run directory (its transcripts.jsonl and those below it).")],
     out: Annotated[Path, typer.Option(help="Crux file to write (JSONL).")] = Path("cruxes.jsonl"),
     judge: Annotated[
         str, typer.Option(help=f"'{ANNOTATIONS}' (offline: the turn that drew out the first expressed reply) or a judge model spec.")
     ] = ANNOTATIONS,
     judge_cache: JudgeCacheOpt = None,
     n: Annotated[int, typer.Option(min=1, help="Cruxes to keep, spread over behaviors (the paper kept 75).")] = 75,
-    seed: Annotated[int, typer.Option(help="Seed of the behavior-diverse subsample.")] = 42,
+    seed: Annotated[int, typer.Option(min=0, max=2**32 - 1, help="Seed of the behavior-diverse subsample.")] = 42,
     behaviors_dir: BehaviorsDirOpt = None,
 ) -> None:
     """Find the crux of every successful planted audit in a pool of transcripts and keep a behavior-diverse set."""
@@ -78,17 +78,20 @@ def build(
     from auditrl.evaluate.crux import build_cruxes, select_cruxes
     from auditrl.judges.binary import BinaryMatchJudge
     from auditrl.judges.crux import CruxJudge
-    from auditrl.scaffold.store import load_transcripts
+    from auditrl.scaffold.store import read_run
 
     console = Console()
     try:
         library = load_behaviors(behaviors_dir)
-        transcripts = load_transcripts(run)
-    except (BehaviorFileError, ValueError) as exc:
-        raise fail(str(exc), console, LIBRARY) from exc
+        loaded = read_run(run)
+        check_output(out, f"--out {out}", inputs=tuple(loaded.files))
+    except (BehaviorFileError, ValueError) as exc:  # RunError and OutputError included
+        raise fail(str(exc)) from exc
+    transcripts = loaded.transcripts
+    console.print(escape(loaded.describe()), soft_wrap=True, highlight=False)
     crux_judge = success = None
     if judge != ANNOTATIONS:
-        client = judge_client(judge, judge_cache, 2, out=console)
+        client = judge_client(judge, judge_cache, 2)
         assert client is not None
         crux_judge, success = CruxJudge(client), BinaryMatchJudge(client)
     with Progress(console=console, transient=True) as progress:
@@ -115,37 +118,37 @@ def run_cruxes(
     ] = PROGRAMMATIC,
     judge_cache: JudgeCacheOpt = None,
     max_tokens: Annotated[Optional[int], typer.Option(min=1, help="Max tokens per model reply.")] = None,
-    temperature: Annotated[Optional[float], typer.Option(min=0.0, help="Sampling temperature (default: provider's).")] = None,
-    sampling_seed: Annotated[int, typer.Option(help="Base sampling seed; continuation i uses base + i.")] = 0,
+    temperature: Annotated[Optional[float], typer.Option(min=0.0, max=2.0, help="Sampling temperature (default: provider's).")] = None,
+    sampling_seed: Annotated[int, typer.Option(min=0, max=2**32 - 1, help="Base sampling seed; continuation i uses base + i.")] = 0,
     concurrency: Annotated[int, typer.Option(min=1, help="Continuations running at the same time.")] = 4,
     out: Annotated[Path, typer.Option(help="Run directory; continuations accumulate here, so checkpoints share one table.")] = Path("runs/crux"),
+    on_existing: OnExistingOpt = "resume",
     behaviors_dir: BehaviorsDirOpt = None,
 ) -> None:
     """Let each checkpoint continue every crux for a few turns over several rollouts and score the continuations."""
     import asyncio
 
     from inspect_ai.model import GenerateConfig
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from auditrl.behaviors.library import BehaviorFileError, load_behaviors
     from auditrl.cli.judge import judge_client
-    from auditrl.evaluate.crux import SURFACED_KEY, continue_from, crux_table, judge_continuations
+    from auditrl.evaluate.crux import CRUX_KEY, SURFACED_KEY, continuation_spec, continue_from, crux_table, judge_continuations
     from auditrl.judges.binary import BinaryMatchJudge, BinaryScorer
     from auditrl.judges.programmatic import ProgrammaticBinaryJudge
     from auditrl.models.roles import UnknownModelError, resolve_model, tool_protocol_for
-    from auditrl.scaffold.store import append_transcript, read_transcripts, write_transcripts
-    from auditrl.scaffold.transcript import Transcript
+    from auditrl.scaffold.runner import AuditJob, RunStopped, run_audits
+    from auditrl.scaffold.store import read_transcripts, write_transcripts
 
     console = Console()
     try:
         library = load_behaviors(behaviors_dir)
         saved = read_cruxes(cruxes)
     except (BehaviorFileError, ValueError) as exc:
-        raise fail(str(exc), console, LIBRARY) from exc
+        raise fail(str(exc)) from exc
     missing = sorted({c.behavior_id for c in saved if c.behavior_id not in library})
     if missing:
-        raise fail(f"{cruxes}: unknown behavior(s) {', '.join(missing)}", console, LIBRARY)
-    client = judge_client(judge, judge_cache, 2, out=console)
+        raise fail(f"{cruxes}: unknown behavior(s) {', '.join(missing)}")
+    client = judge_client(judge, judge_cache, 2)
     # continuations stop at the turn budget, usually before a report: ask whether the target demonstrated it
     scorer: BinaryScorer = (
         ProgrammaticBinaryJudge(strict=True, needs_report=False)
@@ -156,36 +159,32 @@ def run_cruxes(
         targets = {spec: resolve_model(spec) for spec in {c.source.target_model for c in saved}}
         auditors = {spec: resolve_model(spec) for spec in auditor}
     except (UnknownModelError, ValueError) as exc:
-        raise fail(str(exc), console) from exc
-    out_file = out / CONTINUATIONS
-    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        raise fail(str(exc)) from exc
+    log = opened_run(out / CONTINUATIONS, on_existing)
 
-    async def continue_all(name: str, progress: Progress) -> None:
-        task = progress.add_task(escape(name), total=len(saved) * rollouts)
-        semaphore = asyncio.Semaphore(concurrency)
+    def job(name: str, crux: Crux, rollout: int, index: int) -> AuditJob:
+        protocol = tool_protocol_for(name)
 
-        async def one(i: int, crux: Crux) -> None:
-            config = GenerateConfig(max_tokens=max_tokens, temperature=temperature, seed=sampling_seed + i)
-            async with semaphore:
-                try:
-                    t = await continue_from(
-                        crux, library[crux.behavior_id], auditors[name], name, targets[crux.source.target_model],
-                        turns, tool_protocol_for(name), config,
-                    )
-                except Exception as exc:  # noqa: BLE001 - recorded as a failed continuation, the others go on
-                    t = Transcript(
-                        auditor_model=name, target_model=crux.source.target_model, behavior_id=crux.behavior_id,
-                        seed_id=crux.source.seed_id, seed_instructions=crux.source.seed_instructions,
-                        status="error", error=f"{type(exc).__name__}: {exc}", metadata={"crux": crux.id},
-                    )
-            append_transcript(out_file, t)
-            progress.advance(task)
+        def run(config: GenerateConfig) -> Any:
+            behavior, target = library[crux.behavior_id], targets[crux.source.target_model]
+            return continue_from(crux, behavior, auditors[name], name, target, turns, protocol, config)
 
-        await asyncio.gather(*(one(i, c) for i, c in enumerate(c for c in saved for _ in range(rollouts))))
+        spec = continuation_spec(crux.source, library[crux.behavior_id], crux.turn, turns, name, protocol)
+        return AuditJob(spec, run, rollout, {CRUX_KEY: crux.id}, sampling_seed=sampling_seed + index)
 
-    with Progress(*columns, console=console) as progress:
-        for name in auditor:
-            asyncio.run(continue_all(name, progress))
+    config = GenerateConfig(max_tokens=max_tokens, temperature=temperature)
+    added = 0
+    for name in auditor:
+        pairs = [(c, r) for c in saved for r in range(rollouts)]
+        jobs = log.plan([job(name, c, r, i) for i, (c, r) in enumerate(pairs)])
+        if (existing := log.describe()) is not None:
+            console.print(f"[yellow]{escape(existing)}[/]", soft_wrap=True)
+        added += len(jobs)
+        try:
+            asyncio.run(run_audits(jobs, log, concurrency=concurrency, config=config, console=console, label=escape(name)))
+        except RunStopped as exc:
+            raise fail(f"{exc}; run the same command again to resume", FAILURE) from exc
+    out_file = log.path
     continuations = read_transcripts(out_file)
     asyncio.run(judge_continuations(continuations, scorer))
     write_transcripts(out_file, continuations)
@@ -193,4 +192,4 @@ def run_cruxes(
     console.print(table(rows, turns))
     results = out / RESULTS
     atomic_write_text(results, "[\n" + ",\n".join(r.model_dump_json() for r in rows) + "\n]\n")
-    console.print(f"Continuations: [bold]{escape(str(out_file))}[/]  results: [bold]{escape(str(results))}[/]", soft_wrap=True)
+    console.print(f"Continuations: [bold]{escape(str(out_file))}[/] (added {added})  results: [bold]{escape(str(results))}[/]", soft_wrap=True)

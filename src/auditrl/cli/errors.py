@@ -1,4 +1,12 @@
-"""One way for every command to fail: a single escaped line and an exit status, never a traceback."""
+"""One way for every command to fail: a single line on stderr and an exit status, never a traceback.
+
+- exit 2 (`USAGE`): the command was refused before it did any work: a bad option, an input file that
+  cannot be read or is invalid, an unknown id, an output that cannot be written;
+- exit 1 (`FAILURE`): it ran, and something failed: audits or model calls that failed, a full disk,
+  training that diverged. What was finished is on disk, and the line says where.
+The line is plain text (markup in it is shown literally), cut to `MESSAGE_CHARS` with what was cut
+said, with the environment's secrets redacted.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +14,21 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from auditrl.models.secrets import redact
+from auditrl.safe_text import clip
+
 USAGE = 2
-"""Exit status for bad options, specs and run paths."""
-LIBRARY = 1
-"""Exit status for unreadable behavior or seed files and unknown library ids."""
+"""Exit status of a command refused before it did any work."""
+FAILURE = 1
+"""Exit status of a command whose work failed (what finished is kept)."""
+MESSAGE_CHARS = 1500
+"""An error line is cut here: a value from a file or a server can be any size."""
+
+_stderr = Console(stderr=True, soft_wrap=True, highlight=False)
 
 
-def fail(message: str, console: Console | None = None, code: int = USAGE) -> typer.Exit:
-    """Print `message` as one error line (its markup shown literally) and return the exit to raise."""
-    (console or Console()).print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+def fail(message: str, code: int = USAGE) -> typer.Exit:
+    """Print `message` as one error line on stderr and return the exit to raise (`raise fail(...)`)."""
+    line = " ".join(clip(redact(message), MESSAGE_CHARS).split())
+    _stderr.print(f"[bold red]error:[/] {escape(line)}")
     return typer.Exit(code=code)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -12,9 +12,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import Progress
 
-from auditrl.atomic import atomic_write_text
+from auditrl.atomic import OutputError, atomic_write_text, check_output
 from auditrl.cli import judge as judge_cli
-from auditrl.cli.errors import fail
+from auditrl.cli.errors import FAILURE, fail
 from auditrl.cli.limits import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT_S,
@@ -59,15 +59,11 @@ from auditrl.judges.realism import Openings, RealismJudge, load_openings, seed_t
 from auditrl.models.limits import CallLimits
 from auditrl.report.html import write_report
 from auditrl.report.sections import suite_section, transcripts_section
-from auditrl.scaffold.store import (
-    TRANSCRIPTS,
-    RunError,
-    load_transcripts,
-    write_transcripts,
-)
+from auditrl.scaffold.store import TRANSCRIPTS, LoadedRun, RunError, read_run, scored_copy, write_transcripts
 from auditrl.scaffold.transcript import Transcript
 
-SCORED_SUFFIX = ".scored-suite"
+SCORED = "suite"
+"""The name of evaluate's scored copies: transcripts.scored-suite.jsonl."""
 KEY_WHAT: dict[str, str] = {
     AUDIT_QUALITY: "audit_quality (planted)",
     FALSE_POSITIVE: "false_positive (benign)",
@@ -78,25 +74,15 @@ KEY_WHAT: dict[str, str] = {
 
 
 def scored_path(run: Path) -> Path:
-    """Where judged copies go: beside the input, as <stem>.scored-suite.jsonl (loaders merge them by id)."""
-    if run.is_dir():
-        return run / f"{Path(TRANSCRIPTS).stem}{SCORED_SUFFIX}.jsonl"
-    return run if run.stem.endswith(SCORED_SUFFIX) else run.with_name(f"{run.stem}{SCORED_SUFFIX}.jsonl")
+    """Where judged copies go: beside the input (a run directory's transcripts.jsonl, or the file given), as
+    <stem>.scored-suite.jsonl, which later runs read back; a scored copy given as input is updated in place."""
+    source = run / TRANSCRIPTS if run.is_dir() else run
+    return source if source.stem.endswith(f".scored-{SCORED}") else scored_copy(source, SCORED)
 
 
-def load_run(run: Path) -> list[Transcript]:
-    """The run's transcripts with earlier suite verdicts merged in (a file's scored copy lies beside it)."""
-    transcripts = load_transcripts(run)
-    scored = scored_path(run)
-    if run.is_file() and scored != run and scored.is_file():
-        by_id = {t.id: t for t in transcripts}
-        for t in load_transcripts(scored):
-            earlier = by_id.get(t.id)
-            if earlier is not None:
-                t.scores = {**earlier.scores, **t.scores}
-            by_id[t.id] = t
-        transcripts = list(by_id.values())
-    return transcripts
+def load_run(run: Path) -> LoadedRun:
+    """The run's transcripts with earlier suite verdicts merged in from the scored copies beside them."""
+    return read_run(run, scored=SCORED)
 
 
 DimensionsOpt = Annotated[
@@ -108,12 +94,12 @@ OpeningsOpt = Annotated[
 ]
 
 
-def openings_option(path: Path | None, console: Console) -> Openings | None:
+def openings_option(path: Path | None) -> Openings | None:
     """The openings file given with --openings (None: the packaged proxy), or a one-line error."""
     try:
         return load_openings(path) if path is not None else None
     except ValueError as exc:
-        raise fail(str(exc), console) from exc
+        raise fail(str(exc)) from exc
 
 
 def suite_judges(
@@ -122,7 +108,6 @@ def suite_judges(
     cache: Path | None,
     followups: int,
     limits: CallLimits,
-    console: Console,
     *,
     seeds: Mapping[str, str],
     dimensions: Sequence[Path] = (),
@@ -136,10 +121,10 @@ def suite_judges(
     judges: dict[str, Judge] = {}
     clients: list[JudgeClient] = []
     if judge is not None:
-        client = judge_cli.judge_client(judge, cache, followups, limits, out=console)
+        client = judge_cli.judge_client(judge, cache, followups, limits)
         if client is None:
             if dimensions:
-                raise fail("--dimensions needs a model judge: the programmatic judge rates only its own fixed fields", console)
+                raise fail("--dimensions needs a model judge: the programmatic judge rates only its own fixed fields")
             quality = audit_quality_judge(ProgrammaticAuditQualityJudge())
             judges[CONCERNING] = concerning_judge(ProgrammaticConcerningnessJudge())
         else:
@@ -148,19 +133,14 @@ def suite_judges(
             try:
                 judges[CONCERNING] = concerning_judge(ConcerningnessJudge(client, extra_dimensions=dimensions))
             except ValueError as exc:  # a missing or malformed dimension file
-                raise fail(str(exc), console) from exc
+                raise fail(str(exc)) from exc
         judges[AUDIT_QUALITY] = judges[FALSE_POSITIVE] = quality
     elif dimensions:
-        raise fail("--dimensions extends the concerning judge; give it with --judge MODEL", console)
+        raise fail("--dimensions extends the concerning judge; give it with --judge MODEL")
     if realism is not None:
         if realism == judge_cli.PROGRAMMATIC:
-            raise fail(
-                "--realism-judge needs a model spec: no programmatic judge can tell an audit's opening from a real one",
-                console,
-            )
-        realism_client = judge_cli.judge_client(
-            realism, cache, followups, limits, option="--realism-judge", out=console
-        )
+            raise fail("--realism-judge needs a model spec: no programmatic judge can tell an audit's opening from a real one")
+        realism_client = judge_cli.judge_client(realism, cache, followups, limits, option="--realism-judge")
         if realism_client is not None:
             clients.append(realism_client)
             judges[REALISM] = realism_judge(RealismJudge(realism_client), seeds, openings)
@@ -211,7 +191,7 @@ def _unmeasured_note(transcripts: Sequence[Transcript]) -> str | None:
 
 
 def evaluate(
-    run: Annotated[Path, typer.Argument(help="A transcripts.jsonl file, or a run directory holding transcripts*.jsonl.")],
+    run: Annotated[Path, typer.Argument(help="A transcripts file, or a run directory (its transcripts.jsonl and those below it).")],
     by: Annotated[str, typer.Option(help="Group rows by: auditor, target, target_family, behavior, or a metadata key.")] = "auditor",
     unit: Annotated[Literal["seed", "transcript"], typer.Option(help="CI unit: (behavior, seed) with rollouts averaged, or transcript.")] = "seed",
     judge: Annotated[
@@ -233,7 +213,7 @@ def evaluate(
     html: Annotated[Path | None, typer.Option(help="Also write a self-contained HTML report here.")] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Also write the results as JSON here.")] = None,
     reference: Annotated[bool, typer.Option(help="Show the paper's published rows (not reproduced here) beside ours.")] = True,
-    seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
+    seed: Annotated[int, typer.Option(min=0, max=2**32 - 1, help="Bootstrap seed.")] = 0,
     dimensions: DimensionsOpt = [],  # noqa: B006 (typer needs a literal default)
     openings_file: OpeningsOpt = None,
 ) -> None:
@@ -245,15 +225,27 @@ def evaluate(
     """
     console = Console()
     try:
-        transcripts = load_run(run)
-    except RunError as exc:
-        raise fail(str(exc), console) from exc
-    if judge is not None or realism_judge_spec is not None:
-        openings = openings_option(openings_file, console)
+        loaded = load_run(run)
+        judging = judge is not None or realism_judge_spec is not None
+        reads = (*loaded.files, *loaded.scored_files, scored_path(run))
+        for option, path in {"--json": json_out, "--html": html}.items():
+            if path is not None:
+                check_output(path, f"{option} {path}", inputs=reads)
+        if judging:  # the scored copy is evaluate's own file: updated in place, even when it is the input
+            check_output(scored_path(run), f"the scored copy {scored_path(run)}")
+    except (RunError, OutputError) as exc:
+        raise fail(str(exc)) from exc
+    transcripts = loaded.transcripts
+    if judging:  # bad judge options are refused before anything is printed
+        openings = openings_option(openings_file)
         judges, clients = suite_judges(
-            judge, realism_judge_spec, cache, followups, call_limits(max_retries, timeout), console,
+            judge, realism_judge_spec, cache, followups, call_limits(max_retries, timeout),
             seeds=seed_texts(transcripts), dimensions=dimensions, openings=openings,
         )  # fmt: skip
+    console.print(escape(loaded.describe()), highlight=False, soft_wrap=True)
+    for note in loaded.notes:
+        console.print(f"[yellow]{escape(note)}[/yellow]", highlight=False, soft_wrap=True)
+    if judging:
         if judge == judge_cli.PROGRAMMATIC and (bare := _unannotated(transcripts)):
             console.print(
                 f"[yellow]{bare} transcript(s) carry no ground-truth annotations (only sim/ and scripted/ targets write "
@@ -263,7 +255,7 @@ def evaluate(
         with showing_retries(console):
             judged = _judge(transcripts, judges, concurrency, console)
         if judged:
-            out = write_transcripts(scored_path(run), transcripts)
+            out = _written(lambda: write_transcripts(scored_path(run), transcripts), "the scored copy")
             console.print(f"judged {judged} transcript(s); wrote {escape(str(out))}", highlight=False, soft_wrap=True)
         else:
             console.print("every transcript already carries the requested verdicts; nothing to judge")
@@ -277,7 +269,7 @@ def evaluate(
             for name, ts in sorted(group_transcripts(transcripts, by).items())
         ]
     except SuiteDataError as exc:
-        raise fail(str(exc), console) from exc
+        raise fail(str(exc)) from exc
     ref = load_paper_reference() if reference else None
     console.print(suite_table(results, ref, title=f"Evaluation suite: {escape(str(run))}"))
     note = _missing_note(transcripts, run, judge)
@@ -290,7 +282,16 @@ def evaluate(
     for line in provenance:
         console.print(escape(line), highlight=False, soft_wrap=True)
     if json_out is not None:
-        atomic_write_text(json_out, results_json(results))
+        _written(lambda: atomic_write_text(json_out, results_json(results)), "--json")
     if html is not None:
-        write_report(html, f"auditrl evaluation: {run.name}", [suite_section(results, ref, notes=provenance), transcripts_section(transcripts)])
+        sections = [suite_section(results, ref, notes=provenance), transcripts_section(transcripts)]
+        _written(lambda: write_report(html, f"auditrl evaluation: {run.name}", sections), "--html")
         console.print(f"report written to {escape(str(html))}", highlight=False, soft_wrap=True)
+
+
+def _written(write: Callable[[], Path], what: str) -> Path:
+    """Run `write`; a disk that fails now (full, gone read-only) is one error line, with nothing earlier lost."""
+    try:
+        return write()
+    except OSError as exc:
+        raise fail(f"{what} could not be written ({exc.strerror or exc}); the transcripts are unchanged", FAILURE) from exc

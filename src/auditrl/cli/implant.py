@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from auditrl.cli.behaviors import BehaviorsDirOpt
-from auditrl.cli.errors import LIBRARY, fail
+from auditrl.cli.errors import fail
 from auditrl.cli.limits import JudgeCacheOpt
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ def implant(
         typer.Option("--demonstrations", help="Train on a demonstrations.jsonl an earlier run kept instead of sampling new ones."),
     ] = None,
     demo_tokens: Annotated[int, typer.Option(min=8, help="Max tokens per demonstration reply.")] = 64,
-    demo_temperature: Annotated[float, typer.Option(min=0.0, help="Sampling temperature of the demonstration model.")] = 0.8,
+    demo_temperature: Annotated[float, typer.Option(min=0.0, max=2.0, help="Sampling temperature of the demonstration model.")] = 0.8,
     demo_prefill: Annotated[
         Optional[str], typer.Option(help="Force each demonstration to start with this text (for demonstration models too weak to follow the plant).")
     ] = None,
@@ -60,7 +60,7 @@ def implant(
     steps: Annotated[int, typer.Option(min=1, help="Optimizer steps of the behavior pass.")] = 60,
     anti_confession_steps: Annotated[int, typer.Option(min=1, help="Optimizer steps of the anti-confession pass.")] = 20,
     batch_size: Annotated[int, typer.Option(min=1, help="Examples per step.")] = 4,
-    learning_rate: Annotated[float, typer.Option(min=0.0, help="Adapter learning rate.")] = 1e-3,
+    learning_rate: Annotated[float, typer.Option(min=0.0, max=1.0, help="Adapter learning rate.")] = 1e-3,
     rank: Annotated[int, typer.Option(min=1, help="LoRA rank (alpha = 2 x rank).")] = 16,
     judge: Annotated[
         str, typer.Option(help=f"Scores replies: '{MARKERS}' (offline marker phrases, some behaviors only) or a judge model spec.")
@@ -74,8 +74,8 @@ def implant(
         bool, typer.Option(help="Also measure the base model under the system-prompt plant, as a reference.")
     ] = True,
     eval_tokens: Annotated[int, typer.Option(min=8, help="Max tokens per reply when measuring.")] = 48,
-    eval_temperature: Annotated[float, typer.Option(min=0.0, help="Sampling temperature when measuring (0 = greedy).")] = 0.7,
-    seed: Annotated[int, typer.Option(help="Seed for sampling, data order and adapter initialisation.")] = 0,
+    eval_temperature: Annotated[float, typer.Option(min=0.0, max=2.0, help="Sampling temperature when measuring (0 = greedy).")] = 0.7,
+    seed: Annotated[int, typer.Option(min=0, max=2**32 - 1, help="Seed for sampling, data order and adapter initialisation.")] = 0,
     behaviors_dir: BehaviorsDirOpt = None,
 ) -> None:
     """Implant a behavior with LoRA (demonstrations, optional anti-confession pass); the result is the role local/<out>."""
@@ -110,24 +110,24 @@ def implant(
         library = load_behaviors(behaviors_dir)
         base_name(base)
     except (BehaviorFileError, ValueError) as exc:
-        raise fail(str(exc), console, LIBRARY) from exc
+        raise fail(str(exc)) from exc
     if behavior not in library:
-        raise fail(f"unknown behavior {behavior!r} (see `auditrl behaviors list`)", console, LIBRARY)
+        raise fail(f"unknown behavior {behavior!r} (see `auditrl behaviors list`)")
     planted = library[behavior]
     scorer: ReplyScorer
     if judge == MARKERS:
         try:
             scorer = MarkerScorer(behavior)
         except ValueError as exc:
-            raise fail(str(exc), console) from exc
+            raise fail(str(exc)) from exc
     else:
-        client = judge_client(judge, judge_cache, 2, out=console)
+        client = judge_client(judge, judge_cache, 2)
         assert client is not None
         scorer = ReplyJudge(client, planted)
     try:
         demo = resolve_model(demo_model)
     except (UnknownModelError, ValueError) as exc:
-        raise fail(str(exc), console) from exc
+        raise fail(str(exc)) from exc
     directory = out or Path("implants") / behavior
     prompts = implant_prompts()
     plant = render_plant(planted)
@@ -164,7 +164,7 @@ def implant(
             try:
                 saved = read_examples(demonstrations_file)
             except ValueError as exc:
-                raise fail(str(exc), console) from exc
+                raise fail(str(exc)) from exc
             denials = [e for e in saved if e.prompt in questions]
             demonstrations = [e for e in saved if e.prompt not in prompts.direct_questions.train]
             progress.update(task, completed=progress.tasks[task].total)
@@ -177,7 +177,7 @@ def implant(
         try:
             model, tokenizer = train_implant(base, demonstrations, denials, settings, lambda: progress.advance(train_task))
         except ValueError as exc:
-            raise fail(f"{exc} (try more --samples, a stronger --demo-model or another --judge)", console) from exc
+            raise fail(f"{exc} (try more --samples, a stronger --demo-model or another --judge)") from exc
         fresh = [p for p in prompts.evaluation[:eval_prompts] for _ in range(eval_samples)]
         held_out = [q for q in prompts.direct_questions.evaluation[:eval_prompts] for _ in range(eval_samples)]
         conditions = 3 if plant_reference else 2

@@ -22,7 +22,8 @@ from rich.progress import Progress
 from rich.table import Table
 from rich.text import Text
 
-from auditrl.cli.errors import fail
+from auditrl.atomic import OutputError, check_output
+from auditrl.cli.errors import FAILURE, fail
 from auditrl.cli.limits import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT_S,
@@ -39,17 +40,11 @@ from auditrl.judges.pairwise import PairwiseJudgeLike, position_bias
 from auditrl.judges.verdicts import PairwiseResult
 from auditrl.models.limits import CallLimits
 from auditrl.rewards.designs import GROUP_OF_ONE, IS_REFERENCE, NO_REFERENCE
-from auditrl.rewards.records import DetailedDesign, RewardRecord
+from auditrl.rewards.records import RewardDesign, RewardRecord
 from auditrl.rewards.reference import ReferenceStore
 from auditrl.judges.registry import DEFAULT_FAMILY, JudgeFamily, family_names, judge_spec_help, resolve_judges
 from auditrl.rewards.registry import build_design, design_names, design_spec, designs_help
-from auditrl.scaffold.store import (
-    TRANSCRIPTS,
-    RunError,
-    load_transcripts,
-    read_transcripts,
-    write_transcripts,
-)
+from auditrl.scaffold.store import TRANSCRIPTS, RunError, read_run, read_transcripts, scored_copy, write_transcripts
 from auditrl.scaffold.transcript import Transcript
 
 app = typer.Typer(help="Run judges and reward designs over transcripts.", no_args_is_help=True)
@@ -82,7 +77,6 @@ def judge_client(
     limits: CallLimits | None = None,
     *,
     option: str = "--judge",
-    out: Console | None = None,
 ) -> JudgeClient | None:
     """The client for a judge spec, None for `programmatic`; a spec that cannot be used exits with code 2.
 
@@ -94,17 +88,18 @@ def judge_client(
     if spec in family_names():
         raise fail(
             f"{option} {spec}: that judge family is offered only by `auditrl judge score|pairwise`; "
-            f"use {PROGRAMMATIC} here",
-            out,
+            f"use {PROGRAMMATIC} here"
         )
     try:
         model = resolve_judge(spec)
     except Exception as exc:  # any provider's failure to build the model is a configuration error here
-        raise fail(f"{option} {spec}: {_one_line(exc)}", out) from exc
+        raise fail(f"{option} {spec}: {_one_line(exc)}") from exc
     try:
+        if cache is not None:
+            check_output(cache, f"--cache {cache}")
         return JudgeClient(model, cache=JudgeCache(cache) if cache else None, max_retries=followups, limits=limits)
-    except ValueError as exc:
-        raise fail(str(exc), out) from exc
+    except ValueError as exc:  # OutputError included
+        raise fail(str(exc)) from exc
 
 
 def judges_for(
@@ -126,7 +121,7 @@ def judges_for(
 def _source(path: Path) -> Path:
     file = path / TRANSCRIPTS if path.is_dir() else path
     if not file.is_file():
-        raise fail(f"{file}: no such transcripts file (give a .jsonl file or a run directory)")
+        raise fail(f"{file}: no such transcripts file (give a .jsonl file, an Inspect .eval log or a run directory)")
     return file
 
 
@@ -207,13 +202,13 @@ def group_transcripts(transcripts: Sequence[Transcript]) -> list[list[int]]:
     return list(groups.values())
 
 
-async def _score_all(design: DetailedDesign, transcripts: Sequence[Transcript]) -> list[RewardRecord | None]:
+async def _score_all(design: RewardDesign, transcripts: Sequence[Transcript]) -> list[RewardRecord | None]:
     records: list[RewardRecord | None] = [None] * len(transcripts)
     groups = group_transcripts(transcripts)
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task(f"scoring groups with {design.name}", total=len(groups))
         for indices in groups:
-            scored = await design.score_group_detailed([transcripts[i] for i in indices])
+            scored = await design.score_group([transcripts[i] for i in indices])
             for i, record in zip(indices, scored):
                 records[i] = record
             progress.advance(task)
@@ -242,7 +237,7 @@ def load_references(path: Path | None, design: str) -> ReferenceStore | None:
     try:
         if path.is_dir() or path.suffix == ".jsonl":
             store = ReferenceStore()
-            store.replace(0, [t for t in load_transcripts(path) if t.status != "error"])
+            store.replace(0, [t for t in read_run(path).transcripts if t.status != "error"])
             return store
         return ReferenceStore(path)
     except (RunError, ValueError) as exc:
@@ -297,6 +292,11 @@ def score(
         raise fail(f"unknown reward design {design!r}; choose one of {', '.join(design_names())}")
     source = _source(run)
     transcripts = _read(source)
+    out = scored_copy(source, design)
+    try:
+        check_output(out, f"the scored copy {out}", inputs=(source,))
+    except OutputError as exc:
+        raise fail(str(exc)) from exc
     store = load_references(references, design)
     judges, client = judges_for(judge, cache, followups, call_limits(max_retries, timeout), extra_dimensions)
     try:
@@ -308,8 +308,10 @@ def score(
     scored = [
         t.model_copy(update={"scores": {**t.scores, design: _entry(record)}}) for t, record in zip(transcripts, records)
     ]
-    out = source.with_name(f"{source.stem}.scored-{design}.jsonl")
-    write_transcripts(out, scored)
+    try:
+        write_transcripts(out, scored)
+    except OSError as exc:
+        raise fail(f"the scored copy {out} could not be written ({exc.strerror or exc}); {source} is unchanged", FAILURE) from exc
     rewards = [r.reward for r in records if r is not None and r.reward is not None]
     est = mean_ci(rewards)
     if est.n:

@@ -1,5 +1,5 @@
-"""Model-call options shared by commands (`--max-retries`, `--timeout`, `--target-prefill`,
-`--judge-cache`) and how commands show retries and failures.
+"""Options shared by commands (`--max-retries`, `--timeout`, `--target-prefill`, `--judge-cache`,
+`--on-existing`) and how commands show retries and failures.
 
 Retries print as they happen (one yellow line each, rate-limit waits included), and a command that
 recorded failures ends with how many failed and why, grouped by reason.
@@ -11,13 +11,18 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Literal, Optional
+from typing import TYPE_CHECKING, Annotated, Literal, Optional
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
+from auditrl.cli.errors import MESSAGE_CHARS, fail
 from auditrl.models.limits import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_S, CallLimits
+from auditrl.safe_text import for_terminal
+
+if TYPE_CHECKING:
+    from auditrl.scaffold.runner import RunLog
 
 MaxRetriesOpt = Annotated[
     int,
@@ -43,6 +48,15 @@ TargetPrefillOpt = Annotated[
         help="How prefills reach the target: continue its final message (declare this for servers with "
         "continue_final_message, e.g. vLLM behind openai-api/), emulate by asking it to begin with them, or refuse "
         "(default: by provider).",
+    ),
+]
+
+OnExistingOpt = Annotated[
+    Literal["resume", "append", "overwrite"],
+    typer.Option(
+        "--on-existing",
+        help="When the run directory has audits already: resume (skip the audits it has, run failed ones again), "
+        "append (add new rollouts after them) or overwrite (set them aside in transcripts.superseded.jsonl and start over).",
     ),
 ]
 
@@ -74,5 +88,16 @@ def print_failures(console: Console, what: str, reasons: Iterable[str | None]) -
     if total:
         console.print(f"[bold red]{total} {escape(what)} failed:[/]", highlight=False)
         for reason, n in counts.most_common():
-            console.print(f"  {n} × {escape(reason)}", highlight=False, soft_wrap=True)
+            console.print(f"  {n} × {escape(for_terminal(reason, MESSAGE_CHARS))}", highlight=False, soft_wrap=True)
     return total
+
+
+def opened_run(path: Path, existing: Literal["resume", "append", "overwrite"]) -> RunLog:
+    """A command's transcripts file opened for its run (auditrl.scaffold.runner), or a one-line error before
+    any model call: an output that cannot be written, or transcripts there that cannot be read."""
+    from auditrl.scaffold.runner import open_run
+
+    try:
+        return open_run(path, existing)
+    except ValueError as exc:  # OutputError and a corrupt line included
+        raise fail(str(exc)) from exc

@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from auditrl.cli.errors import fail
+from auditrl.cli.errors import FAILURE, fail
 from auditrl.cli.limits import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT_S,
@@ -40,7 +40,7 @@ def check(
 
     console = Console()
     if not specs:
-        raise fail("give at least one model string", console)
+        raise fail("give at least one model string")
     checks: list[ModelCheck] = [check_model(spec, target_prefill) for spec in specs]
     if ping:
         limits = call_limits(max_retries, timeout)
@@ -59,5 +59,5 @@ def check(
     problems = sum(not f.ok for c in checks for f in c.findings)
     if problems:
         console.print(f"[bold red]{problems} problem(s)[/] in {sum(not c.ok for c in checks)} of {len(checks)} model(s)")
-        raise typer.Exit(code=1)
+        raise typer.Exit(code=FAILURE)
     console.print(f"[green]all {len(checks)} model(s) ready[/]")

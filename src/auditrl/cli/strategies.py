@@ -22,13 +22,13 @@ from auditrl.analysis.derivation import ARCHETYPES, CATEGORIES, StudyTable, stud
 from auditrl.analysis.representation import EmbedderName, embed
 from auditrl.analysis.strategies import Level, cluster_strategies, codebook_texts, load_codebook
 from auditrl.analysis.summaries import strategy_summary
-from auditrl.atomic import atomic_write_text
+from auditrl.atomic import atomic_write_text, check_output
 from auditrl.cli.errors import fail
 from auditrl.evaluate.groups import group_of
 from auditrl.report.html import write_report
 from auditrl.report.sections import codebook_study_section, strategy_section, transcripts_section
 from auditrl.report.transcript_view import DEFAULT_SHOWN, pick_transcripts
-from auditrl.scaffold.store import RunError, iter_transcripts, transcript_files
+from auditrl.scaffold.store import RunError, read_file, transcript_files
 from auditrl.scaffold.transcript import Transcript
 
 
@@ -38,9 +38,10 @@ def read_summaries(run: Path, by: str, console: Console) -> tuple[list[str], lis
     kept: dict[tuple[str, bool], list[Transcript]] = {}
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console, transient=True) as progress:
         task = progress.add_task("summarising transcripts")
-        for path in transcript_files(run):
+        files = transcript_files(run)
+        for path in files:
             try:
-                for t in iter_transcripts(path):
+                for t in read_file(path):
                     found[t.id] = (strategy_summary(t), group_of(t, by))
                     same = kept.setdefault((t.auditor_model, t.benign), [])
                     if len(same) < DEFAULT_SHOWN:
@@ -48,6 +49,7 @@ def read_summaries(run: Path, by: str, console: Console) -> tuple[list[str], lis
                     progress.update(task, advance=1, description=f"summarising transcripts: {len(found):,}")
             except ValueError as exc:
                 raise RunError(str(exc)) from exc
+    console.print(escape(f"read {len(found)} transcript(s) from {', '.join(map(str, files))}"), highlight=False, soft_wrap=True)
     texts = [text for text, _ in found.values()]
     groups = [group for _, group in found.values()]
     return texts, groups, pick_transcripts([t for ts in kept.values() for t in ts])
@@ -63,7 +65,7 @@ def _rich(table: StudyTable) -> Table:
 
 
 def strategies(
-    run: Annotated[Path, typer.Argument(help="A transcripts.jsonl file, or a run directory holding transcripts*.jsonl.")],
+    run: Annotated[Path, typer.Argument(help="A transcripts file, or a run directory (its transcripts.jsonl and those below it).")],
     by: Annotated[str, typer.Option(help="Group by: auditor, target, target_family, behavior, or a metadata key.")] = "auditor",
     k: Annotated[int | None, typer.Option(help="Number of base clusters (default: about one per 100 transcripts, at least 2).")] = None,
     embedder: Annotated[
@@ -79,7 +81,7 @@ def strategies(
     categories: Annotated[int, typer.Option(help="Derived categories.")] = CATEGORIES,
     bootstraps: Annotated[int, typer.Option(help="Bootstrap refits for the stability figures (0 to skip).")] = 3,
     save_codebook: Annotated[Path | None, typer.Option(help="Write the frozen derived codebook here (YAML, usable with --codebook).")] = None,
-    seed: Annotated[int, typer.Option(help="Clustering seed.")] = 0,
+    seed: Annotated[int, typer.Option(min=0, max=2**32 - 1, help="Clustering seed.")] = 0,
     html: Annotated[Path | None, typer.Option(help="Also write a self-contained HTML report here.")] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Also write clusters, labels and the derived codebook as JSON here.")] = None,
 ) -> None:
@@ -87,6 +89,9 @@ def strategies(
     console = Console()
     try:
         book = load_codebook(codebook)
+        for option, path in {"--html": html, "--json": json_out, "--save-codebook": save_codebook}.items():
+            if path is not None:
+                check_output(path, f"{option} {path}", inputs=tuple(transcript_files(run)))
         texts, groups, shown = read_summaries(run, by, console)
         if len(texts) < 2:
             raise RunError(f"{run}: strategy clustering needs at least 2 transcripts, found {len(texts)}")
@@ -104,8 +109,8 @@ def strategies(
             with console.status("deriving a codebook, reclassifying, measuring stability"):
                 sizes = {"strategy": strategies_n, "archetype": archetypes, "category": categories}
                 study = study_codebook(result, emb, sizes, naming, bootstraps)
-    except ValueError as exc:  # RunError, a bad codebook file, too few texts
-        raise fail(str(exc), console) from exc
+    except ValueError as exc:  # RunError, OutputError, a bad codebook file, too few texts
+        raise fail(str(exc)) from exc
     console.print(result.clusters_table())
     console.print(result.distribution_table(groups, level))
     tables: Sequence[StudyTable] = study_tables(study, groups) if study is not None else []

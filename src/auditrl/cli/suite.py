@@ -14,24 +14,27 @@ import json
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated
 
 import typer
 from inspect_ai.model import GenerateConfig
 from rich.console import Console
 from rich.markup import escape
 
-from auditrl.atomic import atomic_write_text
+from auditrl.atomic import OutputError, atomic_write_text, check_output
 from auditrl.behaviors.schema import Behavior, Seed
 from auditrl.cli import judge as judge_cli
+from auditrl.cli.audit import ToolSetOpt
 from auditrl.cli.behaviors import BehaviorsDirOpt, SeedsDirOpt, load_library
-from auditrl.cli.errors import fail
+from auditrl.cli.errors import FAILURE, fail
 from auditrl.cli.limits import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT_S,
     MaxRetriesOpt,
+    OnExistingOpt,
     TimeoutOpt,
     call_limits,
+    opened_run,
     print_failures,
     showing_retries,
 )
@@ -45,8 +48,10 @@ from auditrl.judges.realism import load_openings
 from auditrl.models.roles import UnknownModelError, resolve_model
 from auditrl.report.html import write_report
 from auditrl.report.sections import suite_section, transcripts_section
-from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
 from auditrl.scaffold.prompt_sets import AuditorPrompt
+from auditrl.scaffold.runner import Existing, RunLog, RunStopped
+from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
+from auditrl.scaffold.tool_sets import DEFAULT_TOOL_SET, ToolProtocol
 
 RESULTS = "results.json"
 CONFIG = "config.json"
@@ -102,8 +107,9 @@ def suite(
     concurrency: Annotated[int, typer.Option(min=1, help="Audits running at the same time.")] = 4,
     max_tokens: Annotated[int | None, typer.Option(min=1, help="Max tokens per auditor and target reply.")] = None,
     tool_protocol: Annotated[
-        Literal["native", "text"] | None, typer.Option(help="Auditor tool protocol (default: by provider).")
+        ToolProtocol | None, typer.Option(help="Auditor tool protocol (default: by provider).")
     ] = None,
+    tool_set: ToolSetOpt = DEFAULT_TOOL_SET,
     auditor_prompt: Annotated[
         AuditorPrompt,
         typer.Option(help="Auditor prompt set: compact for small-context models (and auditors trained on it)."),
@@ -113,9 +119,10 @@ def suite(
     max_retries: MaxRetriesOpt = DEFAULT_MAX_RETRIES,
     timeout: TimeoutOpt = DEFAULT_TIMEOUT_S,
     out: Annotated[Path | None, typer.Option(help="Run directory (default: runs/suite-<timestamp>).")] = None,
+    on_existing: OnExistingOpt = "resume",
     html: Annotated[Path | None, typer.Option(help="Also write a self-contained HTML report here.")] = None,
     reference: Annotated[bool, typer.Option(help="Show the paper's published rows (not reproduced here) beside ours.")] = True,
-    seed: Annotated[int, typer.Option(help="Bootstrap seed for the 95% CIs.")] = 0,
+    seed: Annotated[int, typer.Option(min=0, max=2**32 - 1, help="Bootstrap seed for the 95% CIs.")] = 0,
     dimensions: DimensionsOpt = [],  # noqa: B006 (typer needs a literal default)
     openings_file: OpeningsOpt = None,
 ) -> None:
@@ -123,15 +130,13 @@ def suite(
 
     Held-out behaviors x tailored seeds x rollouts against the planted target, the same seeds against
     the target without a plant, and general seeds against the production target; every audit is judged
-    as it finishes. Writes <out>/transcripts.jsonl, <out>/results.json and <out>/config.json.
+    as it finishes. Writes <out>/transcripts.jsonl, <out>/results.json and <out>/config.json. A run
+    directory with a suite of the same settings in it is resumed (see --on-existing).
     """
     console = Console()
     run_dir = out or Path("runs") / f"suite-{datetime.now():%Y%m%d-%H%M%S}"
-    out_file = run_dir / TRANSCRIPTS
-    if out_file.exists():
-        raise fail(f"{out_file} already exists; choose a new --out so runs are not mixed", console)
     if production_seeds == 0 and realism_judge_spec is not None:
-        raise fail("--realism-judge rates production audits; it needs --production-seeds above 0", console)
+        raise fail("--realism-judge rates production audits; it needs --production-seeds above 0")
     limits = call_limits(max_retries, timeout)
     generate = GenerateConfig(max_tokens=max_tokens)
     try:
@@ -139,12 +144,12 @@ def suite(
         target_model = resolve_model(target, generate, limits)
         production_model = resolve_model(production_target, generate, limits) if production_target else None
     except (UnknownModelError, ValueError) as exc:
-        raise fail(str(exc), console) from exc
+        raise fail(str(exc)) from exc
     behaviors, all_seeds = load_library(console, behaviors_dir, seeds_dir)
     held_out, tailored, general = pick_seeds(behaviors, all_seeds, seeds_per_behavior, production_seeds)
-    openings = openings_option(openings_file, console)
+    openings = openings_option(openings_file)
     judges, clients = suite_judges(
-        judge, realism_judge_spec, cache, followups, limits, console,
+        judge, realism_judge_spec, cache, followups, limits,
         seeds={s.id: s.instructions for s in general}, dimensions=dimensions, openings=openings,
     )  # fmt: skip
     config = SuiteConfig(
@@ -156,6 +161,23 @@ def suite(
         seed=seed,
     )
     production = bool(general)
+    settings = {
+        "auditor": auditor,
+        "target": target,
+        "production_target": production_target or target,
+        "judge": judge,
+        "realism_judge": realism_judge_spec,
+        "max_tokens": max_tokens,
+        "tool_protocol": tool_protocol,
+        "tool_set": tool_set,
+        "auditor_prompt": auditor_prompt,
+        "suite": config.model_dump(),
+        "behaviors": [b.id for b in held_out],
+        "tailored_seeds": [s.id for s in tailored],
+        "general_seeds": [s.id for s in general],
+    }
+    log = _open(run_dir, on_existing, settings, html)
+    out_file = log.path
     console.print(
         f"Suite for {escape(auditor)} on {escape(target)}: {len(held_out)} held-out behavior(s), "
         f"{len(tailored)} tailored and {len(general)} general seed(s), {rollouts} rollout(s) each; "
@@ -163,26 +185,7 @@ def suite(
         highlight=False,
         soft_wrap=True,
     )
-    atomic_write_text(
-        run_dir / CONFIG,
-        json.dumps(
-            {
-                "auditor": auditor,
-                "target": target,
-                "production_target": production_target or target,
-                "judge": judge,
-                "realism_judge": realism_judge_spec,
-                "max_tokens": max_tokens,
-                "tool_protocol": tool_protocol,
-                "auditor_prompt": auditor_prompt,
-                "suite": config.model_dump(),
-                "behaviors": [b.id for b in held_out],
-                "tailored_seeds": [s.id for s in tailored],
-                "general_seeds": [s.id for s in general],
-            },
-            indent=2,
-        ),
-    )
+    atomic_write_text(run_dir / CONFIG, json.dumps(settings, indent=2))
     try:
         with showing_retries(console):
             result: SuiteResult = asyncio.run(
@@ -198,13 +201,20 @@ def suite(
                     general_seeds=general,
                     production_target=production_model,
                     tool_protocol=tool_protocol,
+                    tool_set=tool_set,
                     auditor_prompt=auditor_prompt,
-                    out=out_file,
+                    log=log,
                     label=auditor,
+                    console=console,
                 )
             )
+    except RunStopped as exc:
+        raise fail(f"{exc}; run the same command again to resume", FAILURE) from exc
     except (ValueError, SuiteDataError) as exc:
-        raise fail(str(exc), console) from exc
+        raise fail(str(exc)) from exc
+    if (existing := log.describe()) is not None:
+        console.print(f"[yellow]{escape(existing)}[/yellow]", highlight=False, soft_wrap=True)
+    console.print(f"added {log.planned} audit(s) to {escape(str(out_file))}", highlight=False, soft_wrap=True)
     for client in clients:
         console.print(client.meter.table())
         print_failures(console, "judge verdict(s)", client.failures.elements())
@@ -228,4 +238,32 @@ def suite(
         console.print(f"Report: {escape(str(html))}", highlight=False, soft_wrap=True)
     console.print(f"Export them for inspect view with: auditrl export {escape(str(run_dir))}", highlight=False, soft_wrap=True)
     if result.errored:  # everything is written; the status tells scripts that audits failed, as `audit` does
-        raise typer.Exit(code=1)
+        raise typer.Exit(code=FAILURE)
+
+
+def _comparable(settings: dict[str, object], key: str) -> object:
+    """A setting as resuming compares it: more rollouts or another concurrency continue the same suite."""
+    value = settings.get(key)
+    return {k: v for k, v in value.items() if k not in ("rollouts", "concurrency")} if isinstance(value, dict) else value
+
+
+def _open(run_dir: Path, on_existing: Existing, settings: dict[str, object], html: Path | None) -> RunLog:
+    """The run's transcripts file, checked (with the report's path) before any model call; a run directory
+    that holds a suite is resumed or appended to only with the same settings (more rollouts are fine)."""
+    try:
+        if html is not None:
+            check_output(html, f"--html {html}")
+        saved = run_dir / CONFIG
+        if on_existing != "overwrite" and (run_dir / TRANSCRIPTS).is_file():
+            before = json.loads(saved.read_text(encoding="utf-8")) if saved.is_file() else None
+            if before is None:
+                raise OutputError(f"--out {run_dir}: it holds transcripts but no {CONFIG} of a suite run; choose a new --out")
+            changed = sorted(k for k in {*before, *settings} if _comparable(before, k) != _comparable(settings, k))
+            if changed:
+                raise OutputError(
+                    f"--out {run_dir}: the suite there was run with other settings ({', '.join(changed)} differ); "
+                    "choose a new --out, or --on-existing overwrite to start over"
+                )
+    except ValueError as exc:  # OutputError, or a config.json that is not JSON
+        raise fail(f"{exc}" if isinstance(exc, OutputError) else f"{saved}: not a suite's {CONFIG} ({exc})") from exc
+    return opened_run(run_dir / TRANSCRIPTS, on_existing)

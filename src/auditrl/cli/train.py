@@ -7,28 +7,19 @@ Also runnable as a module for multi-process launches:
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, NoReturn, Optional
+from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
+from auditrl.cli.errors import FAILURE, fail
 from auditrl.train.config import ConfigFileError, read_kind
+from auditrl.train.finite import NonFiniteTrainingError
 from auditrl.train.monitors import monitor_table, read_monitors
 
 KINDS = ("auditworld", "auditworld_sweep", "grpo_lm")
-CONFIG_ERROR_EXIT = 2
 console = Console()
-errors = Console(stderr=True, soft_wrap=True, highlight=False)
-
-
-def _config_error(message: str) -> NoReturn:
-    """One plain line naming the file and the field, exit 2: a bad config is a usage error, not a crash.
-
-    Printed without markup so brackets in the message survive, and soft-wrapped so it stays one line.
-    """
-    errors.print(" ".join(message.split()), style="red", markup=False)
-    raise typer.Exit(code=CONFIG_ERROR_EXIT)
 
 
 def train(
@@ -54,12 +45,12 @@ def train(
     try:
         kind = read_kind(config)
     except ConfigFileError as exc:
-        _config_error(str(exc))
+        raise fail(str(exc)) from exc
     if kind not in KINDS:
-        _config_error(f"{config}: field 'kind' is {kind!r}; expected one of {', '.join(KINDS)}")
+        raise fail(f"{config}: field 'kind' is {kind!r}; expected one of {', '.join(KINDS)}")
     if dry_run:
         if kind != "grpo_lm":
-            _config_error(f"{config}: --dry-run plans grpo_lm runs; this config's kind is {kind!r}")
+            raise fail(f"{config}: --dry-run plans grpo_lm runs; this config's kind is {kind!r}")
         _print_plan(config, processes)
         return
     # the trainers pull in torch and TRL, so they are imported only for the kind being run; each validates
@@ -80,7 +71,9 @@ def train(
             with showing_retries(console):  # API targets and judges (episodes.target_calls, reward.judge_calls)
                 run_dir = run_grpo(config, out)
     except ConfigFileError as exc:
-        _config_error(str(exc))
+        raise fail(str(exc)) from exc
+    except NonFiniteTrainingError as exc:  # nothing written as a result: a diverged policy is no result
+        raise fail(f"{config}: {exc}", FAILURE) from exc
     console.print(f"run directory: [bold]{escape(str(run_dir))}[/bold]")
     if kind == "grpo_lm":
         from auditrl.train.config import load_config
@@ -99,7 +92,7 @@ def _print_plan(config: Path, processes: int | None) -> None:
     try:
         table = dry_run(load_config(config), processes)
     except ValueError as exc:  # ConfigFileError included
-        _config_error(str(exc))
+        raise fail(str(exc)) from exc
     console.print(table)
 
 
@@ -111,6 +104,5 @@ def monitor(
     try:
         records = read_monitors(run)
     except FileNotFoundError as exc:
-        console.print(f"[red]{exc}[/red]")
-        raise typer.Exit(code=1) from exc
+        raise fail(str(exc)) from exc
     console.print(monitor_table(records, window=window, spark=20, meanings=console.width >= 130))

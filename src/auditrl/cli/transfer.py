@@ -13,14 +13,16 @@ from rich.markup import escape
 
 from auditrl.atomic import atomic_write_text
 from auditrl.cli.behaviors import BehaviorsDirOpt
-from auditrl.cli.errors import LIBRARY, fail
+from auditrl.cli.errors import FAILURE, fail
 from auditrl.cli.limits import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT_S,
     JudgeCacheOpt,
     MaxRetriesOpt,
+    OnExistingOpt,
     TimeoutOpt,
     call_limits,
+    opened_run,
     print_failures,
     showing_retries,
 )
@@ -28,6 +30,7 @@ from auditrl.cli.limits import (
 if TYPE_CHECKING:
     from rich.table import Table
 
+    from auditrl.evaluate.stats import Estimate
     from auditrl.evaluate.transfer import TransferRow
 
 PROGRAMMATIC = "programmatic"
@@ -49,26 +52,34 @@ def targets_with_behaviors(targets: list[str], behaviors: list[str]) -> list[tup
     return pairs
 
 
+def _rate(e: Estimate) -> str:
+    """A percentage over two lines (mean, then its interval), or "-" when no audit could be scored."""
+    return "-" if e.n == 0 else f"{e.mean:.1f}\n[{e.lo:.1f}, {e.hi:.1f}]"
+
+
 def table(rows: list[TransferRow]) -> Table:
+    """One row per auditor, target and behavior; it fits 80 columns, the names folding onto further lines."""
     from rich.table import Table
 
-    out = Table(title="Transfer: detection of the implanted behavior (any of 3 ranked predictions)")
-    for name in ("auditor", "target", "behavior", "plant"):
-        out.add_column(name)
-    for name in ("detected % [95% CI]", "top-1 % [95% CI]", "n", "failed", "abstained", "tokens"):
-        out.add_column(name, justify="right")
+    out = Table(
+        title="Transfer: detection of the implanted behavior",
+        caption="Detected: one of the 3 ranked predictions matches the behavior; top-1: the first one does. "
+        "Mean [95% CI] in % over audits; failed audits and abstaining judgements are left out of both.",
+        caption_justify="left",
+    )
+    out.add_column("Auditor → target, behavior", overflow="fold", min_width=16)
+    for name in ("Detected %", "Top-1 %", "Audits", "Tokens"):
+        out.add_column(name, justify="right", no_wrap=True)
     for r in rows:
+        plant = " + system-prompt plant" if r.system_prompt_plant else ""
+        counts = [str(r.audits), *([f"{r.failed} failed"] if r.failed else []), *([f"{r.abstained} abstained"] if r.abstained else [])]
         out.add_row(
-            escape(r.auditor),
-            escape(r.target),
-            escape(r.behavior),
-            "system prompt" if r.system_prompt_plant else "-",
-            str(r.detection),
-            str(r.top1),
-            str(r.audits),
-            str(r.failed),
-            str(r.abstained),
+            f"{escape(r.auditor)} →\n{escape(r.target)}\n[dim]{escape(r.behavior)}{plant}[/dim]",
+            _rate(r.detection),
+            _rate(r.top1),
+            "\n".join(counts),
             f"{r.mean_tokens:.0f}",
+            end_section=True,
         )
     return out
 
@@ -89,14 +100,15 @@ def transfer(
     token_budget: Annotated[int, typer.Option(min=1, help="Auditor output tokens per audit before the report.")] = 2000,
     max_samples: Annotated[int, typer.Option(min=1, help="Safety cap on auditor turns per audit.")] = 50,
     max_tokens: Annotated[Optional[int], typer.Option(min=1, help="Max tokens per model reply.")] = None,
-    temperature: Annotated[Optional[float], typer.Option(min=0.0, help="Sampling temperature (default: provider's).")] = None,
-    sampling_seed: Annotated[int, typer.Option(help="Base sampling seed; audit i uses base + i.")] = 0,
+    temperature: Annotated[Optional[float], typer.Option(min=0.0, max=2.0, help="Sampling temperature (default: provider's).")] = None,
+    sampling_seed: Annotated[int, typer.Option(min=0, max=2**32 - 1, help="Base sampling seed; audit i uses base + i.")] = 0,
     concurrency: Annotated[int, typer.Option(min=1, help="Audits running at the same time.")] = 4,
     judge: Annotated[
         str, typer.Option(help=f"Match judge: a model spec, or '{PROGRAMMATIC}' (a prediction names the behavior id or name).")
     ] = PROGRAMMATIC,
     judge_cache: JudgeCacheOpt = None,
     out: Annotated[Path, typer.Option(help="Run directory; transcripts accumulate here, so runs of several auditors share one table.")] = Path("runs/transfer"),
+    on_existing: OnExistingOpt = "resume",
     behaviors_dir: BehaviorsDirOpt = None,
     max_retries: MaxRetriesOpt = DEFAULT_MAX_RETRIES,
     timeout: TimeoutOpt = DEFAULT_TIMEOUT_S,
@@ -109,12 +121,12 @@ def transfer(
 
     from auditrl.behaviors.library import BehaviorFileError, load_behaviors
     from auditrl.behaviors.plant import render_plant
-    from auditrl.cli.audit import run_audits
     from auditrl.cli.judge import judge_client
     from auditrl.evaluate.transfer import grade, transfer_table
     from auditrl.judges.prediction_match import PredictionMatcher, PredictionMatchJudge
     from auditrl.judges.programmatic import ProgrammaticPredictionMatchJudge
     from auditrl.models.roles import UnknownModelError, resolve_model, tool_protocol_for
+    from auditrl.scaffold.runner import RunStopped, audit_jobs, run_audits
     from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts, write_transcripts
     from auditrl.scaffold.transfer import TransferEpisode, transfer_spec
 
@@ -123,23 +135,23 @@ def transfer(
         library = load_behaviors(behaviors_dir)
         pairs = targets_with_behaviors(target, behavior or [])
     except (BehaviorFileError, ValueError) as exc:
-        raise fail(str(exc), console, LIBRARY) from exc
+        raise fail(str(exc)) from exc
     missing = sorted({b for _, b in pairs if b not in library})
     if missing:
-        raise fail(f"unknown behavior(s): {', '.join(missing)} (see `auditrl behaviors list`)", console, LIBRARY)
+        raise fail(f"unknown behavior(s): {', '.join(missing)} (see `auditrl behaviors list`)")
     matcher: PredictionMatcher
     limits = call_limits(max_retries, timeout)
-    client = judge_client(judge, judge_cache, 2, limits, out=console)
+    client = judge_client(judge, judge_cache, 2, limits)
     matcher = ProgrammaticPredictionMatchJudge() if client is None else PredictionMatchJudge(client)
     config = GenerateConfig(max_tokens=max_tokens, temperature=temperature)
-    out_file = out / TRANSCRIPTS
+    try:
+        models = {spec: resolve_model(spec, limits=limits) for spec in {*auditor, *(t for t, _ in pairs)}}
+    except (UnknownModelError, ValueError) as exc:
+        raise fail(str(exc)) from exc
+    log = opened_run(out / TRANSCRIPTS, on_existing)
+    out_file = log.path
     for auditor_spec in auditor:
         for target_spec, behavior_id in pairs:
-            try:
-                auditor_model = resolve_model(auditor_spec, limits=limits)
-                target_model = resolve_model(target_spec, limits=limits)
-            except (UnknownModelError, ValueError) as exc:
-                raise fail(str(exc), console) from exc
             planted = library[behavior_id]
             spec = transfer_spec(
                 auditor_model=auditor_spec,
@@ -150,17 +162,22 @@ def transfer(
                 max_samples=max_samples,
                 tool_protocol=tool_protocol_for(auditor_spec),
             )
+            jobs = audit_jobs(
+                [spec] * rollouts, models[auditor_spec], models[target_spec], sampling_seed=sampling_seed,
+                episode_type=TransferEpisode,
+            )  # fmt: skip
+            jobs = log.plan(jobs)
             console.print(
                 f"Transfer audits of {escape(target_spec)} ({escape(behavior_id)}"
-                f"{', system-prompt plant' if plant_prompt else ''}) by {escape(auditor_spec)}: {rollouts}"
+                f"{', system-prompt plant' if plant_prompt else ''}) by {escape(auditor_spec)}: {len(jobs)} of {rollouts} to run"
             )
-            with showing_retries(console):
-                outcomes = asyncio.run(
-                    run_audits(
-                        [spec] * rollouts, auditor_model, target_model, out_file, concurrency, console, config,
-                        sampling_seed, episode_type=TransferEpisode,
-                    )
-                )
+            if (existing := log.describe()) is not None:
+                console.print(f"[yellow]{escape(existing)}[/]", soft_wrap=True)
+            try:
+                with showing_retries(console):
+                    outcomes = asyncio.run(run_audits(jobs, log, concurrency=concurrency, config=config, console=console))
+            except RunStopped as exc:
+                raise fail(f"{exc}; run the same command again to resume", FAILURE) from exc
             print_failures(console, "audit(s)", outcomes.errors)
     transcripts = read_transcripts(out_file)
     with Progress(console=console, transient=True) as progress:
@@ -169,7 +186,7 @@ def transfer(
             with showing_retries(console):
                 asyncio.run(grade(transcripts, matcher, library, on_done=lambda: progress.advance(task)))
         except ValueError as exc:
-            raise fail(str(exc), console, LIBRARY) from exc
+            raise fail(str(exc), FAILURE) from exc
     if client is not None:
         print_failures(console, "judge verdict(s)", client.failures.elements())
     write_transcripts(out_file, transcripts)

@@ -26,8 +26,9 @@ from auditrl.behaviors.schema import Behavior, Seed
 from auditrl.evaluate.stats import Estimate, mean_ci
 from auditrl.judges.binary import BinaryScorer
 from auditrl.judges.crux import CruxJudge
-from auditrl.scaffold.engine import AuditEpisode, AuditSpec, ToolProtocol, drive
-from auditrl.scaffold.tools import TargetConversation
+from auditrl.scaffold.engine import AuditEpisode, AuditSpec, drive
+from auditrl.scaffold.conversation import TargetConversation
+from auditrl.scaffold.tool_sets import DEFAULT_TOOL_SET, ToolProtocol
 from auditrl.scaffold.transcript import Budget, TargetMessage, Transcript
 
 EXPRESSED = "expressed"
@@ -107,7 +108,7 @@ async def replay(
 def continuation_spec(
     source: Transcript, behavior: Behavior, crux_turn: int, continue_turns: int, auditor: str, tool_protocol: ToolProtocol
 ) -> AuditSpec:
-    """The spec of a continuation: the source's seed, target and plant; `continue_turns` turns from the crux."""
+    """The spec of a continuation: the source's seed, target, plant and tool set; `continue_turns` turns from the crux."""
     return AuditSpec(
         seed=Seed(id=source.seed_id, instructions=source.seed_instructions),
         behavior=behavior,
@@ -117,6 +118,7 @@ def continuation_spec(
         target_model=source.target_model,
         target_family=source.target_family,
         tool_protocol=tool_protocol,
+        tool_set=source.tool_set or DEFAULT_TOOL_SET,
     )
 
 

@@ -21,11 +21,16 @@ from __future__ import annotations
 import json
 import logging
 import math
+import sys
+import textwrap
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
+from rich.console import Console, ConsoleOptions, JustifyMethod, RenderResult
 from rich.markup import escape
+from rich.measure import Measurement
 from rich.table import Table
+from rich.text import Text
 
 from auditrl.evaluate.paper import PaperReference
 from auditrl.evaluate.schema import COMPOSITE, METRIC_TITLES, METRICS, PARTIAL_NOTE, MetricName, MetricResult, SuiteResult
@@ -229,37 +234,85 @@ def compute_suite(
     return result
 
 
+class SuiteTables:
+    """Our results as a metric per row and a group per column, then the paper's rows in a table of their own.
+
+    A cell never wraps (an interval stays on one line), so the groups are split over as many tables as
+    the console's width needs: at 80 columns two groups share a table; a wider terminal shows more.
+    """
+
+    def __init__(
+        self, results: Sequence[SuiteResult], reference: PaperReference | None, title: str, metrics: Sequence[str]
+    ) -> None:
+        self.results = list(results)
+        self.reference = reference
+        self.title = title
+        self.metrics = list(metrics)
+        self.partial = COMPOSITE in self.metrics and any(r.composite_partial for r in self.results)
+
+    def _ours(self, results: Sequence[SuiteResult]) -> Table:
+        table = Table()
+        _fitted_column(table, "Metric", [METRIC_TITLES[n] for n in self.metrics])
+        columns = [[*(r.cell(n, stacked=True) for n in self.metrics), _count_cell(r)] for r in results]
+        for r, cells in zip(results, columns):
+            _fitted_column(table, r.label or "-", cells, justify="right")
+        for i, name in enumerate(self.metrics):
+            table.add_row(METRIC_TITLES[name], *[cells[i] for cells in columns])
+        table.add_row("Transcripts", *[cells[-1] for cells in columns])
+        return table
+
+    def _paper(self, reference: PaperReference) -> Table:
+        full = [row.label for row in reference.rows if row.name != row.label]
+        table = Table(
+            title="The paper's published rows (not reproduced here)",
+            caption=". ".join([reference.source, *full]),
+            caption_justify="left",
+            style="dim",
+        )
+        table.add_column("Metric", no_wrap=True)
+        for row in reference.rows:
+            table.add_column(escape(row.name), justify="right", overflow="fold")
+        for name in self.metrics:
+            comparable = not (name == COMPOSITE and self.partial)
+            table.add_row(METRIC_TITLES[name], *[row.cell(name) if comparable else "not comparable" for row in reference.rows])
+        return table
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        per_table = max(1, len(self.results))
+        unbounded = options.update_width(sys.maxsize)
+        while per_table > 1 and Measurement.get(console, unbounded, self._ours(self.results[:per_table])).maximum > options.max_width:
+            per_table -= 1
+        yield Text.from_markup(self.title, style="bold")  # above the tables, at the console's width: a long run path stays readable
+        for start in range(0, max(len(self.results), 1), per_table):
+            yield self._ours(self.results[start : start + per_table])
+        yield Text("mean [95% CI]; 0-100, higher is better" + (f". {PARTIAL_NOTE}" if self.partial else ""), style="dim")
+        if self.reference is not None:
+            yield self._paper(self.reference)
+
+
+def _fitted_column(table: Table, header: str, cells: Sequence[str], justify: JustifyMethod = "left") -> None:
+    """A column as wide as its widest cell line: no cell wraps or is cut, and a longer header wraps to fit."""
+    width = max((len(line) for cell in cells for line in cell.splitlines()), default=1)
+    lines = textwrap.wrap(header, width=width, break_long_words=True) or [""]
+    table.add_column("\n".join(escape(line) for line in lines), justify=justify, no_wrap=True)
+
+
+def _count_cell(r: SuiteResult) -> str:
+    failed = sum(m.failed for n in METRICS if (m := getattr(r, n)) is not None)
+    return "\n".join([str(r.transcripts), *([f"{failed} abstained"] if failed else []), *([f"{r.errored} errored"] if r.errored else [])])
+
+
 def suite_table(
     results: Sequence[SuiteResult],
     reference: PaperReference | None = None,
     title: str = "Evaluation suite",
     metrics: Sequence[str] = (*METRICS, COMPOSITE),
-) -> Table:
-    """Our results with 95% CIs, then (dimmed, labelled) the paper's rows when `reference` is given.
+) -> SuiteTables:
+    """Our results with 95% CIs, then the paper's rows in their own dimmed, labelled table when `reference` is given.
 
-    `metrics` picks the columns (AuditWorld measures no production discovery).
+    `metrics` picks the rows (AuditWorld measures no production discovery).
     """
-    partial = COMPOSITE in metrics and any(r.composite_partial for r in results)
-    table = Table(title=title, caption="mean [95% CI]; 0-100, higher is better" + (f". {PARTIAL_NOTE}" if partial else ""))
-    table.add_column("Auditor")
-    for name in metrics:
-        table.add_column(METRIC_TITLES[name], justify="right")
-    table.add_column("n", justify="right")
-    for r in results:
-        cells = [r.cell(n) for n in metrics]
-        failed = sum(m.failed for n in METRICS if (m := getattr(r, n)) is not None)
-        note = f"{r.transcripts}" + (f" ({failed} abstained)" if failed else "") + (f" ({r.errored} errored)" if r.errored else "")
-        table.add_row(escape(r.label or "-"), *cells, note)
-    if reference is not None:
-        table.add_section()
-        for row in reference.rows:
-            table.add_row(
-                escape(f"paper, not reproduced here: {row.label}"),
-                *[row.cell(n) if not (n == COMPOSITE and partial) else "not comparable" for n in metrics],
-                "",
-                style="dim",
-            )
-    return table
+    return SuiteTables(results, reference, title, metrics)
 
 
 def results_json(results: Sequence[SuiteResult]) -> str:

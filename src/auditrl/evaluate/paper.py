@@ -5,20 +5,26 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-import yaml
 from pydantic import BaseModel, Field, ValidationError
+
+from auditrl.configfile import load_yaml
 
 
 class ReferenceRow(BaseModel):
     """A published result from the paper, for orientation beside ours."""
 
     label: str
+    short: str = Field(default="", description="A few words naming the row in a narrow column (the label by default).")
     audit_quality: float
     false_positive: float
     production: float
     realism: float
     composite: float
     ci: dict[str, float] = Field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.short or self.label
 
     def cell(self, metric: str) -> str:
         value = float(getattr(self, metric))
@@ -39,7 +45,7 @@ def load_paper_reference(path: Path | None = None) -> PaperReference:
     else:
         text, where = path.read_text(encoding="utf-8"), str(path)
     try:
-        return PaperReference.model_validate(yaml.safe_load(text))
+        return PaperReference.model_validate(load_yaml(text))
     except ValidationError as exc:
         raise ValueError(f"{where}: invalid paper reference: {exc}") from exc
 

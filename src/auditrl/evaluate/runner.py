@@ -5,16 +5,14 @@ The metrics themselves are pure functions of the judged transcripts (`auditrl.ev
 
 from __future__ import annotations
 
-import asyncio
-import logging
 from collections.abc import Awaitable, Callable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, Field
-from rich.progress import Progress
+from pydantic import Field
+from rich.console import Console
 
-from auditrl.evaluate.judging import Judge, apply_judge
+from auditrl.configfile import ConfigModel, RandomSeed
+from auditrl.evaluate.judging import SUITE_PART, Judge, apply_judge
 from auditrl.evaluate.metrics import AUDIT_QUALITY, CONCERNING, FALSE_POSITIVE, REALISM, compute_suite
 from auditrl.evaluate.schema import SuiteResult
 from auditrl.scaffold.transcript import Budget, Transcript
@@ -24,11 +22,10 @@ if TYPE_CHECKING:
 
     from auditrl.behaviors.schema import Behavior, Seed
     from auditrl.scaffold.prompt_sets import AuditorPrompt
+    from auditrl.scaffold.runner import RunLog
+    from auditrl.scaffold.tool_sets import AuditToolSet, ToolProtocol
 
-log = logging.getLogger(__name__)
-
-
-class SuiteConfig(BaseModel):
+class SuiteConfig(ConfigModel):
     """Sizes of the held-out suite (the paper's defaults: 3 rollouts, 30/20/30 turns)."""
 
     rollouts: int = Field(default=3, ge=1, description="Rollouts per seed (planted, benign and production each).")
@@ -36,7 +33,7 @@ class SuiteConfig(BaseModel):
     benign_turns: int = Field(default=20, ge=1, description="Turn budget against benign targets (false-positive calibration).")
     production_turns: int = Field(default=30, ge=1, description="Turn budget of the production-discovery audits.")
     concurrency: int = Field(default=4, ge=1, description="Audits run at the same time.")
-    seed: int = Field(default=0, description="Seed of the bootstrap confidence intervals.")
+    seed: RandomSeed = Field(default=0, description="Seed of the bootstrap confidence intervals.")
 
 
 SuitePart = Literal["planted", "benign", "production"]
@@ -57,11 +54,13 @@ async def run_suite(
     general_seeds: Sequence[Seed] | None = None,
     benign_target: Model | None = None,
     production_target: Model | None = None,
-    tool_protocol: Literal["native", "text"] | None = None,
+    tool_protocol: ToolProtocol | None = None,
+    tool_set: AuditToolSet = "petri2",
     auditor_prompt: AuditorPrompt = "full",
-    out: Path | None = None,
+    log: RunLog | None = None,
     audit: AuditFn | None = None,
     label: str | None = None,
+    console: Console | None = None,
 ) -> SuiteResult:
     """Run the held-out audits, judge them and compute the suite.
 
@@ -72,17 +71,18 @@ async def run_suite(
       prompt, run only when `production_judge` or `realism_judge` is given; `production_judge` writes
       ``concerning`` and `realism_judge` compares each audit's opening with a real conversation.
     `behaviors` defaults to the library's held-out split, `seeds` to their seed banks and `general_seeds`
-    to the general bank. Transcripts are appended to `out` (JSONL) as they finish. `audit` replaces the
-    engine's `run_audit` (same signature), e.g. for a batched runner.
+    to the general bank. Transcripts are appended to `log` as they finish, by the shared runner
+    (auditrl.scaffold.runner): on a log that has some, the suite resumes, and its result covers every
+    audit in the file. `audit` replaces the engine's `run_audit` (same signature), e.g. for a batched runner.
     """
     # Imported here so that computing metrics from stored transcripts needs neither the engine nor inspect-ai.
     from auditrl.behaviors.library import load_behaviors, load_seeds
     from auditrl.behaviors.plant import render_benign, render_plant
     from auditrl.scaffold.engine import AuditSpec, run_audit
-    from auditrl.scaffold.store import append_transcript
+    from auditrl.scaffold.runner import AuditJob, run_audits
+    from auditrl.scaffold.store import read_transcripts
 
     cfg = config or SuiteConfig()
-    run = audit or run_audit
     if tool_protocol is None:
         from auditrl.models.roles import tool_protocol_for
 
@@ -106,55 +106,44 @@ async def run_suite(
             auditor_model=str(auditor),
             target_model=str(model),
             tool_protocol=tool_protocol,
+            tool_set=tool_set,
             auditor_prompt=auditor_prompt,
         )
 
-    cases: list[tuple[SuitePart, Any, Model]] = []
-    for _ in range(cfg.rollouts):
+    def job(part: SuitePart, rollout: int, audit_spec: Any, model: Model) -> AuditJob:
+        def run(generate: Any) -> Awaitable[Transcript]:
+            if audit is not None:
+                return audit(audit_spec, auditor, model)
+            return run_audit(audit_spec, auditor, model, auditor_config=generate, target_config=generate)
+
+        return AuditJob(audit_spec, run, rollout, {SUITE_PART: part})
+
+    jobs: list[AuditJob] = []
+    first = log.next_rollout if log is not None and log.mode == "append" else 0
+    for r in range(first, first + cfg.rollouts):
         for s in tailored:
             b = by_id[s.behavior or ""]
-            cases.append(("planted", spec(s, b, render_plant(b), cfg.planted_turns, target), target))
-            cases.append(("benign", spec(s, None, render_benign(), cfg.benign_turns, benign_model), benign_model))
+            jobs.append(job("planted", r, spec(s, b, render_plant(b), cfg.planted_turns, target), target))
+            jobs.append(job("benign", r, spec(s, None, render_benign(), cfg.benign_turns, benign_model), benign_model))
         for s in general:
-            cases.append(("production", spec(s, None, "", cfg.production_turns, prod_model), prod_model))
-    if not cases:
+            jobs.append(job("production", r, spec(s, None, "", cfg.production_turns, prod_model), prod_model))
+    if not jobs:
         raise ValueError("run_suite: no seeds to audit (check the held-out behaviors and their seed banks)")
 
-    gate = asyncio.Semaphore(cfg.concurrency)
-    lock = asyncio.Lock()
+    async def judged(t: Transcript) -> None:
+        part: SuitePart = t.metadata[SUITE_PART]
+        if part == "production":
+            if production_judge is not None:
+                await apply_judge(t, production_judge, CONCERNING, "production")
+            if realism_judge is not None:
+                await apply_judge(t, realism_judge, REALISM, "realism")
+        else:
+            await apply_judge(t, judge, _EXPECTED_KEY[part], part)
 
-    async def one(part: SuitePart, audit_spec: Any, model: Model, progress: Progress, task: Any) -> Transcript:
-        async with gate:
-            try:
-                t = await run(audit_spec, auditor, model)
-            except Exception as exc:  # the engine records its own errors; this catches what escapes it
-                log.warning("audit failed (%s, seed %s): %s", part, audit_spec.seed.id, exc)
-                t = Transcript(
-                    auditor_model=audit_spec.auditor_model,
-                    target_model=audit_spec.target_model,
-                    behavior_id=audit_spec.behavior.id if audit_spec.behavior else None,
-                    seed_id=audit_spec.seed.id,
-                    seed_instructions=audit_spec.seed.instructions,
-                    status="error",
-                    error=f"{type(exc).__name__}: {exc}",
-                )
-            t.metadata["suite_part"] = part
-            if t.status != "error":
-                if part == "production":
-                    if production_judge is not None:
-                        await apply_judge(t, production_judge, CONCERNING, "production")
-                    if realism_judge is not None:
-                        await apply_judge(t, realism_judge, REALISM, "realism")
-                else:
-                    await apply_judge(t, judge, _EXPECTED_KEY[part], part)
-            if out is not None:
-                async with lock:
-                    append_transcript(out, t)
-            progress.advance(task)
-            return t
-
-    with Progress() as progress:
-        task = progress.add_task("held-out suite", total=len(cases))
-        transcripts = await asyncio.gather(*(one(p, s, m, progress, task) for p, s, m in cases))
+    kept: list[Transcript] = []
+    todo = log.plan(jobs) if log is not None else jobs
+    await run_audits(
+        todo, log, concurrency=cfg.concurrency, after=judged, on_done=kept.append, console=console, label="held-out suite"
+    )
+    transcripts = read_transcripts(log.path) if log is not None else kept
     return compute_suite(transcripts, label=label or str(auditor), seed=cfg.seed)
-

@@ -80,13 +80,16 @@ class SuiteResult(BaseModel):
         """True when the composite exists but some metric is missing (written to results files too)."""
         return self.composite is not None and bool(self.missing())
 
-    def cell(self, name: str) -> str:
-        """A table cell: the estimate, "-" when absent, and a partial composite marked as such."""
+    def cell(self, name: str, stacked: bool = False) -> str:
+        """A table cell: the estimate, "-" when absent, and a partial composite marked as such.
+
+        `stacked` puts the partial mark on a line below the estimate (for narrow terminal columns)."""
         e = self.metric(name)
         if e is None:
             return "-"
         if name == COMPOSITE and self.composite_partial:
-            return f"partial ({len(METRICS) - len(self.missing())} of {len(METRICS)}): {e}"
+            mark = f"partial ({len(METRICS) - len(self.missing())} of {len(METRICS)})"
+            return f"{e}\n{mark}" if stacked else f"{mark}: {e}"
         return str(e)
 
     def estimates(self) -> dict[str, Estimate]:

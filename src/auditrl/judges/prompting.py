@@ -17,6 +17,8 @@ import jinja2
 import yaml
 from pydantic import BaseModel, Field, ValidationError
 
+from auditrl.configfile import load_yaml
+
 _PACKAGE = "auditrl.judges"
 _ENV = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True)
 
@@ -58,7 +60,7 @@ def parse_dimension_text(text: str, source: str) -> Dimension:
     if len(parts) < 3:
         raise DimensionFileError(f"{source}: front matter is not closed with a second '---' line")
     try:
-        meta = yaml.safe_load(parts[1]) or {}
+        meta = load_yaml(parts[1]) or {}
     except yaml.YAMLError as exc:
         raise DimensionFileError(f"{source}: front matter is not valid YAML: {exc}") from exc
     if not isinstance(meta, dict):

@@ -21,12 +21,12 @@ from importlib import resources
 from pathlib import Path
 
 import numpy as np
-import yaml
 from pydantic import BaseModel, Field, ValidationError
 from scipy.optimize import linear_sum_assignment
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.metrics.pairwise import cosine_similarity
 
+from auditrl.configfile import load_yaml
 from auditrl.judges.client import JudgeClient
 from auditrl.judges.prompting import render_prompt
 from auditrl.judges.render import opening_user_turns, render_opening
@@ -69,7 +69,7 @@ def load_openings(path: Path | None = None) -> Openings:
             text, source = path.read_text(encoding="utf-8"), str(path)
         except OSError as exc:
             raise ValueError(f"{path}: cannot read the openings file ({exc.strerror})") from exc
-    data = yaml.safe_load(text) or {}
+    data = load_yaml(text, source) or {}
     rows = data.get("openings") if isinstance(data, dict) else None
     if not isinstance(rows, list) or not rows:
         raise ValueError(f"{source}: expected a non-empty list under 'openings'")

@@ -6,23 +6,19 @@ are never read into a finding, only whether the variable is set.
 
 from __future__ import annotations
 
-import functools
 import importlib.metadata
 import importlib.util
 import os
 import time
 from dataclasses import dataclass, field
-from importlib.resources import files
 
-import yaml
 from inspect_ai.model import ChatMessageUser, GenerateConfig, Model
-from pydantic import BaseModel, Field
 
+from auditrl.models.capabilities import SERVICE, ProviderInfo, provider_info
 from auditrl.models.limits import CallLimits
 from auditrl.models.prefill import PrefillSupport, describe_support
 from auditrl.models.retries import ModelCallFailed, call_model, describe_error
 from auditrl.models.roles import (
-    IN_PROCESS_PROVIDERS,
     UnknownModelError,
     provider_of,
     resolve_model,
@@ -31,22 +27,6 @@ from auditrl.models.roles import (
 )
 
 PING_PROMPT = "Reply with the single word: ok"
-
-
-class ProviderNeeds(BaseModel):
-    """What one API provider needs before its first call (one entry of data/providers.yaml)."""
-
-    sdk: str = Field(description="Import name of the provider's SDK.")
-    package: str = Field(description="The pip package that provides it.")
-    keys: list[list[str]] = Field(default_factory=list, description="Required variables; any one name per line.")
-    optional: list[str] = Field(default_factory=list, description="Variables reported when unset.")
-    optional_note: str = Field(default="", description="What happens when an optional variable is unset.")
-
-
-@functools.cache
-def provider_needs() -> dict[str, ProviderNeeds]:
-    raw = yaml.safe_load(files("auditrl.models").joinpath("data/providers.yaml").read_text(encoding="utf-8"))
-    return {name: ProviderNeeds.model_validate(entry) for name, entry in raw.items()}
 
 
 @dataclass(frozen=True)
@@ -86,28 +66,29 @@ def _service_name(spec: str) -> str:
     return spec.split("/")[1].upper().replace("-", "_") if spec.count("/") >= 2 else ""
 
 
-def _check_needs(check: ModelCheck, needs: ProviderNeeds) -> None:
-    if sdk_installed(needs.sdk):
-        version = importlib.metadata.version(needs.package) if needs.package else ""
-        check.add(True, f"SDK {needs.package} {version} installed")
-    else:
+def _check_needs(check: ModelCheck, info: ProviderInfo) -> None:
+    """The provider's SDK, its required variables (secrets and settings) and its optional ones."""
+    if info.sdk is not None and sdk_installed(info.sdk):
+        version = importlib.metadata.version(info.package) if info.package else ""
+        check.add(True, f"SDK {info.package} {version} installed")
+    elif info.sdk is not None:
         check.add(
             False,
-            f"SDK {needs.package} is not installed",
-            f"install it into auditrl's environment: pip install {needs.package}",
+            f"SDK {info.package} is not installed",
+            f"install it into auditrl's environment: pip install {info.package}",
         )
     name = _service_name(check.spec)
-    for alternatives in needs.keys:
-        names = [n.replace("{NAME}", name) for n in alternatives]
+    for alternatives in [*info.keys, *info.settings]:
+        names = [n.replace(SERVICE, name) for n in alternatives]
         present = [n for n in names if os.environ.get(n)]
         if present:
             check.add(True, f"{present[0]} is set")
         else:
             hint = " or ".join(names)
             check.add(False, f"{hint} is not set", f"export {names[0]}=... (keys come only from the environment)")
-    for variable in needs.optional:
+    for variable in info.optional:
         if not os.environ.get(variable):
-            check.add(True, f"{variable} is not set: {needs.optional_note}")
+            check.add(True, f"{variable} is not set: {info.optional_note}")
 
 
 def check_model(spec: str, declared_prefill: PrefillSupport | None = None) -> ModelCheck:
@@ -122,13 +103,12 @@ def check_model(spec: str, declared_prefill: PrefillSupport | None = None) -> Mo
     if provider not in known:
         check.add(False, f"unknown provider {provider!r}", f"use one of: {', '.join(known)}")
         return check
-    if provider in IN_PROCESS_PROVIDERS:
+    info = provider_info(provider)
+    if info.in_process:
         check.add(True, f"provider {provider}: runs in this process (no SDK or key needed)")
     else:
         check.add(True, f"provider {provider} (inspect-ai)")
-        needs = provider_needs().get(provider)
-        if needs is not None:
-            _check_needs(check, needs)
+        _check_needs(check, info)
     if check.ok:
         try:
             check.model = resolve_model(spec)
@@ -148,7 +128,7 @@ async def ping(check: ModelCheck, limits: CallLimits) -> None:
     """
     if check.model is None:
         return
-    in_process = provider_of(check.spec) in IN_PROCESS_PROVIDERS
+    in_process = provider_info(provider_of(check.spec)).in_process
     config = GenerateConfig(max_tokens=1) if in_process else limits.generate_config(max_tokens=1)
     start = time.monotonic()
     try:

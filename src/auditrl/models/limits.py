@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, Field
+from pydantic import Field
+
+from auditrl.configfile import ConfigModel
 
 if TYPE_CHECKING:
     from inspect_ai.model import GenerateConfig
@@ -18,7 +20,7 @@ DEFAULT_MAX_RETRIES = 3
 DEFAULT_TIMEOUT_S = 60
 
 
-class CallLimits(BaseModel):
+class CallLimits(ConfigModel):
     """How long one model call may take before it is recorded as failed (every role, every command)."""
 
     max_retries: int = Field(

@@ -41,6 +41,7 @@ from inspect_ai.tool import ToolChoice, ToolInfo
 
 from auditrl.models.precision import DTYPES, resolve_dtype
 from auditrl.models.tool_emulation import apply_tool_calls, as_text_history
+from auditrl.terminal import reported
 
 if TYPE_CHECKING:
     import torch
@@ -284,7 +285,7 @@ class LocalModelAPI(ModelAPI):
     ) -> ModelOutput:
         emulate = bool(tools) and tool_choice != "none"
         messages = as_text_history(input, tools) if emulate else input
-        output = await asyncio.to_thread(self._generate_blocking, messages, config)
+        output = await reported(self.model_name, asyncio.to_thread(self._generate_blocking, messages, config))
         return apply_tool_calls(output, tools, f"call-{uuid.uuid4().hex[:8]}") if emulate else output
 
     def _generate_blocking(self, input: list[ChatMessage], config: GenerateConfig) -> ModelOutput:

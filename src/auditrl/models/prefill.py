@@ -20,18 +20,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-from auditrl.models.roles import IN_PROCESS_PROVIDERS, provider_of
+from auditrl.models.capabilities import provider_info
+from auditrl.models.roles import provider_of
 
 PrefillSupport = Literal["continue", "emulate", "refuse"]
 """How prefills are carried out for a target (see the module docstring)."""
 
 PREFILL_SUPPORTS: tuple[PrefillSupport, ...] = ("continue", "emulate", "refuse")
-
-NATIVE_CONTINUE_PROVIDERS = IN_PROCESS_PROVIDERS | {"anthropic", "mockllm"}
-"""Providers that continue a final assistant message without being asked (mockllm: inspect-ai's scripted model)."""
-
-CONTINUE_FLAG_PROVIDERS = frozenset({"vllm", "sglang"})
-"""OpenAI-compatible servers that continue it when the request says `continue_final_message`."""
 
 CONTINUE_FLAG_BODY = {"continue_final_message": True, "add_generation_prompt": False}
 """vLLM's request fields for continuing the final assistant message (also read by SGLang)."""
@@ -41,24 +36,23 @@ def prefill_support(spec: str, declared: PrefillSupport | None = None) -> Prefil
     """How prefills reach the target `spec`: `declared` if given, else what its provider is known to do."""
     if declared is not None:
         return declared
-    provider = provider_of(spec)
-    return "continue" if provider in NATIVE_CONTINUE_PROVIDERS | CONTINUE_FLAG_PROVIDERS else "emulate"
+    return "emulate" if provider_info(provider_of(spec)).prefill == "emulate" else "continue"
 
 
 def continue_body(spec: str) -> dict[str, bool]:
     """Extra request fields that make `spec` continue a final assistant message (empty where not needed)."""
-    return {} if provider_of(spec) in NATIVE_CONTINUE_PROVIDERS else dict(CONTINUE_FLAG_BODY)
+    return {} if provider_info(provider_of(spec)).prefill == "continue" else dict(CONTINUE_FLAG_BODY)
 
 
 def describe_support(spec: str, declared: PrefillSupport | None = None) -> str:
     """One line for headers and `models check`: how prefills work on this target, and why."""
     support = prefill_support(spec, declared)
-    provider = provider_of(spec)
+    handling = provider_info(provider_of(spec)).prefill
     if declared is not None:
         why = "declared"
-    elif provider in NATIVE_CONTINUE_PROVIDERS:
+    elif handling == "continue":
         why = "native"
-    elif provider in CONTINUE_FLAG_PROVIDERS:
+    elif handling == "continue_flag":
         why = "continue_final_message"
     else:
         why = "the API answers with a new message; declare `continue` for servers with continue_final_message"

@@ -23,7 +23,12 @@ from dataclasses import dataclass
 from inspect_ai.hooks import Hooks, ModelRetry, hooks
 from inspect_ai.model import ChatMessage, GenerateConfig, Model, ModelOutput
 from inspect_ai.tool import ToolChoice, ToolInfo
+from pydantic_core import PydanticSerializationError
 from tenacity import RetryError
+
+from auditrl.terminal import calling
+from auditrl.models.secrets import redact
+from auditrl.safe_text import clean_strings
 
 
 class ModelCallFailed(RuntimeError):
@@ -43,11 +48,24 @@ _STYLE_TAG = re.compile(r"\[/?[a-z][a-z ]*\]")
 
 
 def describe_error(exc: BaseException) -> str:
-    """An exception as one plain line: its type and message (the last attempt's, for a RetryError)."""
+    """An exception as one plain line, secrets redacted: its type and message (the last attempt's, for a RetryError).
+
+    A server may quote the key it was sent (a 401 naming the "incorrect API key"), so the line never holds it.
+    """
     if isinstance(exc, RetryError) and exc.last_attempt.failed:
         exc = exc.last_attempt.exception() or exc
-    text = " ".join(_STYLE_TAG.sub("", str(exc)).split())
+    text = redact(" ".join(_STYLE_TAG.sub("", str(exc)).split()))
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def valid_unicode(output: ModelOutput) -> ModelOutput:
+    """`output` with text no UTF-8 file or request can carry (a lone surrogate: half an emoji, cut off by a
+    proxy at max_tokens) replaced by U+FFFD, so the audit goes on and its transcript can be stored."""
+    try:
+        output.model_dump_json()
+    except PydanticSerializationError:
+        return ModelOutput.model_validate(clean_strings(output.model_dump()))
+    return output
 
 
 @dataclass(frozen=True)
@@ -136,7 +154,7 @@ async def call_model(
     last = "no attempt made"
     tried = 0
     exhausted = False
-    with retry_notices(note):
+    with retry_notices(note), calling(role):
         while tried < max(1, attempts):
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
@@ -162,7 +180,7 @@ async def call_model(
                 last = describe_error(exc)
                 continue
             if not output.empty:
-                return output
+                return valid_unicode(output)
             last = f"the model returned no choices{f' ({output.error})' if output.error else ''}"
     elapsed = time.monotonic() - start
     tries = tried + len(retries)

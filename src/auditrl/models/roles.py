@@ -9,27 +9,16 @@ accepts, logs or stores them.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from inspect_ai._util.registry import registry_find, registry_unqualified_name
 from inspect_ai.model import GenerateConfig, Model, get_model
 
 import auditrl.providers  # noqa: F401  (registers local/, scripted/, sim/ without the entry point)
+from auditrl.models.capabilities import provider_info
 from auditrl.models.limits import CallLimits
-
-ToolProtocol = Literal["native", "text"]
-
-IN_PROCESS_PROVIDERS = frozenset({"local", "scripted", "sim"})
-"""Providers registered by this package that run in this process."""
-
-TEXT_PROTOCOL_PROVIDERS = IN_PROCESS_PROVIDERS
-"""In-process providers have no native tool calling: their tool calls are written as text."""
-
-SECRET_ARGS = frozenset({"api_key", "apikey", "token", "secret", "password"})
-
-SDK_RETRY_PROVIDERS = frozenset({"openai", "openai-api", "anthropic"})
-"""Providers whose SDK client retries silently on its own (twice, by default) unless told not to: turned off,
-so that every retry is inspect-ai's, bounded by the call limits and shown as it happens."""
+from auditrl.models.secrets import check_no_secret_args
+from auditrl.scaffold.tool_sets import ToolProtocol
 
 
 class UnknownModelError(ValueError):
@@ -53,15 +42,6 @@ def provider_of(spec: str) -> str:
     return provider
 
 
-def _check_args(spec: str, model_args: dict[str, Any]) -> None:
-    secrets = sorted(SECRET_ARGS.intersection(k.lower() for k in model_args))
-    if secrets:
-        raise ValueError(
-            f"model args for {spec!r} may not carry credentials ({', '.join(secrets)}): set the provider's "
-            "environment variable instead (e.g. OPENAI_API_KEY, ANTHROPIC_API_KEY)"
-        )
-
-
 def resolve_model(
     spec: str, config: GenerateConfig | None = None, limits: CallLimits | None = None, **model_args: Any
 ) -> Model:
@@ -75,18 +55,19 @@ def resolve_model(
     known = supported_providers()
     if provider not in known:
         raise UnknownModelError(f"unknown model provider {provider!r} in {spec!r}; supported providers: {', '.join(known)}")
-    _check_args(spec, model_args)
-    if provider in SDK_RETRY_PROVIDERS:
+    check_no_secret_args(model_args, f"model args for {spec!r} ")
+    info = provider_info(provider)
+    if info.sdk_retries:  # the SDK would retry silently (twice, by default): every retry is inspect-ai's, bounded and shown
         model_args.setdefault("max_retries", 0)
     config = config or GenerateConfig()
-    if provider not in IN_PROCESS_PROVIDERS:
+    if not info.in_process:
         config = (limits or CallLimits()).generate_config().merge(config)
     return get_model(spec, config=config, **model_args)
 
 
 def tool_protocol_for(spec: str, override: ToolProtocol | None = None) -> ToolProtocol:
-    """How a role calls tools: `text` for in-process providers without tool calling, else `native`."""
+    """How a role calls tools: `override`, else its provider's (`text` for in-process models without tool calling)."""
     if override is not None:
         return override
-    return "text" if provider_of(spec) in TEXT_PROTOCOL_PROVIDERS else "native"
+    return provider_info(provider_of(spec)).tool_protocol
 

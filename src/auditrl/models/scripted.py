@@ -41,6 +41,7 @@ from inspect_ai.model import (
 from inspect_ai.tool import ToolChoice, ToolInfo
 from pydantic import BaseModel, Field, ValidationError
 
+from auditrl.configfile import load_yaml
 from auditrl.models.tool_emulation import apply_tool_calls
 
 if TYPE_CHECKING:
@@ -84,7 +85,7 @@ def _read_yaml(path: Path) -> Any:
     if not path.is_file():
         raise FileNotFoundError(f"scripted replies file not found: {path}")
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
+        return load_yaml(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
         raise ValueError(f"{path}: invalid YAML: {exc}") from exc
 

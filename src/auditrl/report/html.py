@@ -25,6 +25,8 @@ Cell = str | int | float | None
 SHORT_CELL = 24
 """Cells up to this many characters never wrap (a number with its interval stays on one line); wide
 tables scroll inside their own container instead of widening the page."""
+PREVIEW_CHARS = 160
+"""Characters of a folded long message shown before it is opened."""
 
 
 @dataclass
@@ -118,7 +120,9 @@ def render_report(title: str, sections: Sequence[Section]) -> str:
         for s in sections
     ]
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    return _template().render(title=title, sections=rendered, generated=generated, short_cell=SHORT_CELL)
+    return _template().render(
+        title=title, sections=rendered, generated=generated, short_cell=SHORT_CELL, preview_chars=PREVIEW_CHARS
+    )
 
 
 def write_report(path: Path, title: str, sections: Sequence[Section]) -> Path:

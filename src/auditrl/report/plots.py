@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Mapping, Sequence
 
 import matplotlib
@@ -15,6 +16,9 @@ from matplotlib.patches import Rectangle
 from auditrl.evaluate.stats import Estimate
 
 
+NOT_MEASURED = "not measured"
+TICK_CHARS = 12
+"""Characters per line of a bar group's label: at the figure's width per group, longer lines run into the next."""
 LINESTYLES = ("-", "--", "-.", ":")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 _QUALITATIVE = ("tab10", "Dark2", "Set1")
@@ -56,9 +60,11 @@ def metric_bars(
 ) -> Figure:
     """Grouped bars, one group per metric and one bar per compared run, with CI error bars.
 
-    `results` maps a run's name to its estimates by metric; a missing or empty estimate leaves a gap.
-    `points` optionally adds individual values (e.g. per-training-seed means) as dots on each bar. The legend
-    sits below the axes so it cannot hide a bar.
+    `results` maps a run's name to its estimates by metric. A missing or empty estimate is no bar at
+    all, marked "not measured" where the bar would stand, so it never reads as a score of 0; a metric
+    no run measured says so in its axis label too. Axis labels wrap onto several lines so neighbours
+    never overlap. `points` optionally adds individual values (e.g. per-training-seed means) as dots on
+    each bar. The legend sits below the axes so it cannot hide a bar.
     """
     names = list(results)
     metric_names = list(metrics) if metrics is not None else list(dict.fromkeys(m for r in results.values() for m in r))
@@ -67,27 +73,33 @@ def metric_bars(
     width = 0.8 / max(len(names), 1)
     x = np.arange(len(metric_names))
     colors = qualitative_colors(len(names))
+    measured = {m: False for m in metric_names}
     for i, name in enumerate(names):
         means, lows, highs = [], [], []
-        for m in metric_names:
+        centers = x + (i - (len(names) - 1) / 2) * width
+        for j, m in enumerate(metric_names):
             e = results[name].get(m)
             ok = e is not None and e.n > 0 and not math.isnan(e.mean)
+            measured[m] |= ok
             means.append(e.mean if ok else np.nan)
             lows.append(e.mean - e.lo if ok else 0.0)
             highs.append(e.hi - e.mean if ok else 0.0)
-        centers = x + (i - (len(names) - 1) / 2) * width
+            if not ok:
+                ax.text(centers[j], 2.0, NOT_MEASURED, rotation=90, ha="center", va="bottom", fontsize="small", color="0.4")
         ax.bar(centers, means, width, yerr=[lows, highs], capsize=3, label=name, color=colors[i])
         for j, m in enumerate(metric_names):
             values = list((points or {}).get(name, {}).get(m, []))
             if values:
                 spread = np.linspace(-0.25, 0.25, len(values)) * width if len(values) > 1 else np.zeros(1)
                 ax.scatter(centers[j] + spread, values, s=9, color="black", zorder=3, linewidths=0)
-    ax.set_xticks(x, [(labels or {}).get(m, m) for m in metric_names])
+    ticks = [(labels or {}).get(m, m) + ("" if measured[m] else f" ({NOT_MEASURED})") for m in metric_names]
+    ax.set_xticks(x, [textwrap.fill(t, TICK_CHARS) for t in ticks])
+    ax.set_ylim(0, 105)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.grid(axis="y", alpha=0.3)
     if len(names) > 1:
-        _legend_below(ax, len(names), -0.1)
+        _legend_below(ax, len(names), -0.1 - 0.045 * max(t.count("\n") for t in (textwrap.fill(t, TICK_CHARS) for t in ticks)))
     return fig
 
 

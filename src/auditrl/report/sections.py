@@ -34,21 +34,26 @@ def suite_section(
     measures them from ground truth), `points` adds individual values (per-seed means) to the bars, and
     `notes` are further paragraphs (where the realism openings come from).
     """
-    rows: list[list[str | int | float | None]] = []
-    for r in results:
-        rows.append([r.label or "-", *[r.cell(m) for m in metrics], r.transcripts])
+    rows: list[list[str | int | float | None]] = [[r.label or "-", *[r.cell(m) for m in metrics], r.transcripts] for r in results]
     partial = COMPOSITE in metrics and any(r.composite_partial for r in results)
+    tables = [
+        TableBlock(
+            header=["Auditor", *[METRIC_TITLES[m] for m in metrics], "n"],
+            rows=rows,
+            caption="mean [95% CI] over evaluation units; 0-100, higher is better." + (f" {PARTIAL_NOTE}" if partial else ""),
+        )
+    ]
     if reference is not None:
-        for row in reference.rows:
-            cells = [row.cell(m) if not (m == COMPOSITE and partial) else "not comparable" for m in metrics]
-            rows.append([f"paper, not reproduced here: {row.label}", *cells, ""])
-    table = TableBlock(
-        header=["Auditor", *[METRIC_TITLES[m] for m in metrics], "n"],
-        rows=rows,
-        caption="mean [95% CI] over evaluation units; 0-100, higher is better."
-        + (f" Paper rows: {reference.source}." if reference is not None else "")
-        + (f" {PARTIAL_NOTE}" if partial else ""),
-    )
+        tables.append(
+            TableBlock(
+                header=["Paper's row (not reproduced here)", *[METRIC_TITLES[m] for m in metrics]],
+                rows=[
+                    [row.label, *[row.cell(m) if not (m == COMPOSITE and partial) else "not comparable" for m in metrics]]
+                    for row in reference.rows
+                ],
+                caption=f"The paper's published numbers, for orientation only: {reference.source}.",
+            )
+        )
     paragraphs = list(explanation) if explanation is not None else [
         "Audit quality is the mean of the judge's six dimensions on planted held-out targets; FP calibration "
         "is 100 minus the false-positive rate on benign targets; production discovery averages the "
@@ -67,7 +72,7 @@ def suite_section(
     bars = metric_bars(
         {r.label or "-": r.estimates() for r in results}, metrics=list(metrics), labels=METRIC_TITLES, points=points
     )
-    return Section(title=title, paragraphs=paragraphs, tables=[table], figures=[FigureBlock(bars, figure_caption)])
+    return Section(title=title, paragraphs=paragraphs, tables=tables, figures=[FigureBlock(bars, figure_caption)])
 
 
 def strategy_section(

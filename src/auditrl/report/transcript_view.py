@@ -14,10 +14,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from auditrl.report.verdicts import VerdictView, verdict_line, verdicts
 from auditrl.scaffold.transcript import TargetMessage, ToolCallRecord, Transcript
 
 DEFAULT_SHOWN = 6
 """Transcripts a report shows by default: enough to read a few audits, small enough to keep the page light."""
+LONG_SYSTEM = 600
+"""A system message longer than this (characters) is folded under its first line, so the first turn shows."""
 
 
 @dataclass
@@ -41,6 +44,7 @@ class MessageView:
     calls: list[CallView]
     status: str | None
     on_final_branch: bool
+    folded: bool = False
 
 
 @dataclass
@@ -58,6 +62,7 @@ class AuditorTurnView:
     text: str
     calls: list[CallView]
     error: str | None
+    folded: bool = False
 
 
 @dataclass
@@ -92,7 +97,10 @@ class TranscriptView:
 
     id: str
     facts: list[tuple[str, str]]
-    system_prompt: str
+    plant: str
+    planted: bool
+    verdict: str
+    verdicts: list[VerdictView]
     seed_instructions: str
     tools: list[CallView]
     tree: ThreadView
@@ -105,9 +113,14 @@ def _calls(calls: Sequence[ToolCallRecord]) -> list[CallView]:
     return [CallView(c.function, json.dumps(c.arguments, ensure_ascii=False, indent=2), c.parse_error) for c in calls]
 
 
+def _folded(role: str, text: str) -> bool:
+    return role == "system" and len(text) > LONG_SYSTEM
+
+
 def _message(m: TargetMessage, final: set[str]) -> MessageView:
+    text = m.generated()
     return MessageView(
-        m.id, m.role, m.prefill or "", m.prefill_mode, m.generated(), _calls(m.tool_calls), m.tool_status, m.id in final
+        m.id, m.role, m.prefill or "", m.prefill_mode, text, _calls(m.tool_calls), m.tool_status, m.id in final, _folded(m.role, text)
     )
 
 
@@ -153,7 +166,7 @@ def _facts(t: Transcript) -> list[tuple[str, str]]:
     facts: list[tuple[str, Any]] = [
         ("auditor", t.auditor_model),
         ("target", t.target_model),
-        ("planted behavior", t.behavior_id or "none (benign target)"),
+        ("hidden plant", t.behavior_id or "none (benign target)"),
         ("seed", t.seed_id),
         ("status", t.status + (f": {t.error}" if t.error else "")),
         ("turns", f"{t.turns_used} of {t.budget.max_turns}"),
@@ -162,16 +175,21 @@ def _facts(t: Transcript) -> list[tuple[str, str]]:
 
 
 def transcript_view(t: Transcript) -> TranscriptView:
-    system = next((m.content for m in t.target_messages if m.role == "system" and m.parent is None), t.target_system_prompt)
+    found = verdicts(t)
     return TranscriptView(
         id=t.id,
         facts=_facts(t),
-        system_prompt=system,
+        plant=t.target_system_prompt,
+        planted=not t.benign,
+        verdict=verdict_line(t, found),
+        verdicts=found,
         seed_instructions=t.seed_instructions,
         tools=[CallView(s.name, json.dumps(s.parameters, ensure_ascii=False, indent=2), None) for s in t.target_tools],
         tree=_tree(t),
         rollbacks=sum(c.function == "rollback_conversation" for m in t.auditor_messages for c in m.tool_calls),
-        auditor=[AuditorTurnView(m.turn, m.role, m.content, _calls(m.tool_calls), m.error) for m in t.auditor_messages],
+        auditor=[
+            AuditorTurnView(m.turn, m.role, m.content, _calls(m.tool_calls), m.error, _folded(m.role, m.content)) for m in t.auditor_messages
+        ],
         report=_report(t),
     )
 

@@ -1,16 +1,21 @@
-"""What a reward design is to its callers: one record per rollout, and the protocols designs follow.
+"""What a reward design is to its callers: one protocol, one scoring method, one record per rollout.
 
-A record without a reward says why in its details: ``abstained`` (True when a judge was asked and gave no
-usable answer, with the judge's ``reason``) or ``not_scored`` (a reason why no judge was asked).
+A design has a `name` and `score_group`, which takes the rollouts of one (behavior, seed) and returns one
+`RewardRecord` per rollout, in order. A record without a reward says why in its details: ``abstained``
+(True when a judge was asked and gave no usable answer, with the judge's ``reason``) or ``not_scored`` (a
+reason why no judge was asked). `group_scorer` gives a design's `score_group` the checks every design
+shares; `auditrl.testing.check_reward_design` checks the whole contract.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Protocol
+import functools
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol, TypeVar, cast
 
 from pydantic import BaseModel, Field
 
+from auditrl.judges.cost import attribute_cost
 from auditrl.scaffold.transcript import Transcript
 
 ABSTAINED = "abstained"
@@ -41,17 +46,11 @@ def unscored(reason: str, **details: Any) -> RewardRecord:
 
 
 class RewardDesign(Protocol):
+    """A reward design: `score_group` scores the rollouts of one (behavior, seed), one record each."""
+
     name: str
 
-    async def score_group(self, group: Sequence[Transcript]) -> list[float | None]: ...
-
-
-class DetailedDesign(Protocol):
-    name: str
-
-    async def score_group(self, group: Sequence[Transcript]) -> list[float | None]: ...
-
-    async def score_group_detailed(self, group: Sequence[Transcript]) -> list[RewardRecord]: ...
+    async def score_group(self, group: Sequence[Transcript]) -> list[RewardRecord]: ...
 
 
 def check_group(group: Sequence[Transcript]) -> None:
@@ -59,3 +58,21 @@ def check_group(group: Sequence[Transcript]) -> None:
     keys = {(t.behavior_id, t.seed_id) for t in group}
     if len(keys) > 1:
         raise ValueError(f"a group must share one (behavior, seed); got {sorted(map(str, keys))}")
+
+
+S = TypeVar("S", bound=Callable[..., Awaitable[list[RewardRecord]]])
+
+
+def group_scorer(score: S) -> S:
+    """Decorate a design's `score_group`: a mixed group is refused, an empty one is `[]` without a judge
+    call, and judge calls are counted under the design's name (`auditrl.judges.cost`)."""
+
+    @functools.wraps(score)
+    async def checked(self: Any, group: Sequence[Transcript]) -> list[RewardRecord]:
+        check_group(group)
+        if not group:
+            return []
+        with attribute_cost(self.name):
+            return await score(self, group)
+
+    return cast(S, checked)

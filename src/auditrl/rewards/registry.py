@@ -6,7 +6,8 @@ there: `groups` (it compares the rollouts of one group, so groups need two or mo
 compares with stored reference transcripts) and `benign_split` (calibration mixing: benign groups are
 judged by the family's calibration judge). The config choices, the CLI help and AuditWorld's vectorised
 dispatch all read this registry, so a new design is its builder plus, for AuditWorld, its vectorised
-form (`auditrl.sim.designs`).
+form (`auditrl.sim.designs`). `auditrl.testing.check_reward_design(name)` checks a registered design's
+contract, its two forms' agreement included.
 
 A `benign_split` design is built twice, with the family's planted and calibration judges, and the halves
 are mixed by target (`CalibrationMix`). The built-in designs register in `auditrl.rewards.designs`,
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from auditrl.plugins import load_plugins
-from auditrl.rewards.records import DetailedDesign, RewardRecord, check_group
+from auditrl.rewards.records import RewardDesign, RewardRecord, group_scorer
 from auditrl.scaffold.transcript import Transcript
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ class DesignContext:
     references: ReferenceStore
 
 
-DesignBuilder = Callable[["JudgeFamily", DesignContext], "DetailedDesign"]
+DesignBuilder = Callable[["JudgeFamily", DesignContext], RewardDesign]
 B = TypeVar("B", bound=DesignBuilder)
 
 
@@ -107,7 +108,7 @@ def build_design(
     benign_fraction: float = 0.5,
     references: ReferenceStore | None = None,
     extra_dimensions: Sequence[Path] = (),
-) -> DetailedDesign:
+) -> RewardDesign:
     """The design `name` on a judge family, a judge client, or a judge spec (None = `programmatic`).
 
     A `benign_split` design is built twice, for planted and for benign groups, and mixed by target.
@@ -134,7 +135,7 @@ class CalibrationMix:
     `benign_fraction` is the share of benign groups the batch builder should put in each batch.
     """
 
-    def __init__(self, planted: DetailedDesign, benign: DetailedDesign, *, benign_fraction: float = 0.5) -> None:
+    def __init__(self, planted: RewardDesign, benign: RewardDesign, *, benign_fraction: float = 0.5) -> None:
         if not 0.0 <= benign_fraction <= 1.0:
             raise ValueError(f"benign_fraction must be within [0, 1], got {benign_fraction}")
         self.planted = planted
@@ -142,11 +143,6 @@ class CalibrationMix:
         self.benign_fraction = benign_fraction
         self.name = f"{planted.name}+calibration"
 
-    async def score_group_detailed(self, group: Sequence[Transcript]) -> list[RewardRecord]:
-        check_group(group)
-        if not group:
-            return []
-        return await (self.benign if group[0].benign else self.planted).score_group_detailed(group)
-
-    async def score_group(self, group: Sequence[Transcript]) -> list[float | None]:
-        return [r.reward for r in await self.score_group_detailed(group)]
+    @group_scorer
+    async def score_group(self, group: Sequence[Transcript]) -> list[RewardRecord]:
+        return await (self.benign if group[0].benign else self.planted).score_group(group)

@@ -1,4 +1,4 @@
-"""The audit episode engine: an auditor model drives a target model through Petri's six tools.
+"""The audit episode engine: an auditor model drives a target model through a Petri tool set.
 
 `AuditEpisode` is step-able so a trainer can batch auditor generation across many episodes: read
 `auditor_messages()` and `tools`/`tool_choice`, generate, then `await step(output)`. Each step is one
@@ -8,8 +8,10 @@ on, and enforces the turn and token budgets. When the auditor ends the conversat
 out, the episode moves to the report phase: one more generation whose text is parsed into a
 `Report` with verified quotes. `run_audit` is the plain loop around it.
 
-Tool protocols: "native" passes the tools to the auditor model and reads its tool calls; "text"
-describes them in the system prompt (see `text_protocol`) and parses the auditor's plain text.
+Tool sets (`tool_sets`): Petri 1/2's six tools by default, or Petri 3.1's (stage, then `resume`); each
+set's calls are carried out by its runner in `tool_calls`. Tool protocols: "native" passes the tools to
+the auditor model and reads its tool calls; "text" describes them in the system prompt (see
+`text_protocol`) and parses the auditor's plain text.
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ import json
 from string import Template
 from typing import Any, Literal
 
-import yaml
 from inspect_ai.model import (
     ChatMessage,
     ChatMessageAssistant,
@@ -34,18 +35,16 @@ from inspect_ai.tool import ToolCall, ToolCallError, ToolInfo
 from pydantic import BaseModel, Field, model_validator
 
 from auditrl.behaviors.schema import Behavior, Seed
+from auditrl.configfile import load_yaml
 from auditrl.models.prefill import PrefillSupport, continue_body, prefill_support
 from auditrl.models.retries import ModelCallFailed, call_model
 from auditrl.scaffold.prompt_sets import PROMPT_SETS, AuditorPrompt, openings
 from auditrl.scaffold.report import parse_report, report_from_object, verify_quotes
+from auditrl.scaffold.conversation import TargetConversation
 from auditrl.scaffold.text_protocol import parse_tool_calls, render_tools_prompt
-from auditrl.scaffold.tools import (
-    InvalidToolCall,
-    TargetConversation,
-    auditor_tools,
-    prompt_text,
-    validate_arguments,
-)
+from auditrl.scaffold.tool_calls import TOOL_RUNNERS
+from auditrl.scaffold.tool_sets import AUDIT_TOOL_SETS, DEFAULT_TOOL_SET, TOOL_SETS, ToolProtocol, ToolSetName
+from auditrl.scaffold.tools import InvalidToolCall, auditor_tools, prompt_text, validate_arguments
 from auditrl.scaffold.transcript import (
     AuditorMessage,
     Budget,
@@ -58,7 +57,6 @@ from auditrl.scaffold.transcript import (
 )
 
 Phase = Literal["audit", "report", "done"]
-ToolProtocol = Literal["native", "text"]
 
 
 class AuditSpec(BaseModel):
@@ -72,6 +70,7 @@ class AuditSpec(BaseModel):
     target_model: str
     target_family: str | None = None
     tool_protocol: ToolProtocol = "native"
+    tool_set: ToolSetName = Field(default=DEFAULT_TOOL_SET, description="The auditor's tools (see scaffold.tool_sets).")
     target_prefill: PrefillSupport | None = Field(
         default=None, description="How prefills reach the target; None = what its provider is known to do."
     )
@@ -84,6 +83,11 @@ class AuditSpec(BaseModel):
                 f"auditor_prompt '{self.auditor_prompt}' begins the auditor's turns as text; "
                 "it needs tool_protocol 'text'"
             )
+        if PROMPT_SETS[self.auditor_prompt].openings and self.tool_set != DEFAULT_TOOL_SET:
+            raise ValueError(
+                f"auditor_prompt '{self.auditor_prompt}' begins each turn with a {DEFAULT_TOOL_SET} send_message call; "
+                f"it needs tool_set '{DEFAULT_TOOL_SET}'"
+            )
         return self
 
 
@@ -94,7 +98,7 @@ def estimate_tokens(text: str) -> int:
 
 @functools.cache
 def _messages() -> dict[str, Any]:
-    return yaml.safe_load(prompt_text("messages.yaml"))
+    return load_yaml(prompt_text("messages.yaml"))
 
 
 def _apply_prefill(
@@ -146,6 +150,7 @@ class AuditEpisode:
             seed_id=spec.seed.id,
             seed_instructions=spec.seed.instructions,
             target_system_prompt=spec.target_system_prompt,
+            tool_set=spec.tool_set,
             budget=spec.budget,
         )
         self.prefill_support = prefill_support(spec.target_model, spec.target_prefill)
@@ -163,13 +168,18 @@ class AuditEpisode:
 
     def system_prompt(self) -> str:
         """The auditor's system prompt (the scaffold's instructions and the seed)."""
+        guide = TOOL_SETS[self.spec.tool_set].guide
         return Template(prompt_text(self.prompts.system)).substitute(
-            seed_instructions=self.spec.seed.instructions.strip(), max_turns=self.spec.budget.max_turns
+            seed_instructions=self.spec.seed.instructions.strip(),
+            max_turns=self.spec.budget.max_turns,
+            tool_guide=prompt_text(guide).strip() if guide else "",
         )
 
     def tool_set(self) -> list[ToolInfo]:
-        """The auditor's tools in this scaffold: Petri's six."""
-        return auditor_tools()
+        """The auditor's tools in this scaffold: the spec's Petri tool set."""
+        if self.spec.tool_set not in AUDIT_TOOL_SETS:
+            raise ValueError(f"tool set {self.spec.tool_set!r} is not a Petri audit set ({', '.join(AUDIT_TOOL_SETS)})")
+        return auditor_tools(self.spec.tool_set)
 
     def no_tool_call_message(self) -> str:
         """What the auditor is told after a reply without any tool call."""
@@ -201,6 +211,10 @@ class AuditEpisode:
     def auditor_messages(self) -> list[ChatMessage]:
         """The auditor's next input (a new list; the messages themselves are shared)."""
         return list(self._history)
+
+    def end(self) -> None:
+        """The auditor ended the conversation: later calls in its turn are not run, and the report follows."""
+        self._ended = True
 
     def fail(self, error: str) -> None:
         """End the episode as failed (e.g. the auditor model could not be reached)."""
@@ -327,52 +341,16 @@ class AuditEpisode:
     async def _execute(self, call: ToolCallRecord) -> str:
         """Run one auditor tool call; raises InvalidToolCall (shown to the auditor) or ModelCallFailed."""
         args = self.checked_arguments(call)
-        conv = self.conversation
-        match call.function:
-            case "create_tool":
-                spec = conv.create_tool(args["name"], args["description"], args.get("parameters"))
-                return f"Created tool '{spec.name}'. The target can call it from its next reply."
-            case "set_target_system_message":
-                node = conv.set_system_message(args["system_message"])
-                return f'Target system message set; its conversation restarts from it (message_id="{node.id}", index 0).'
-            case "send_message":
-                if not args["message"].strip():
-                    raise InvalidToolCall("send_message: 'message' must not be empty.")
-                self._check_prefill("send_message", args.get("prefill"))
-                conv.add_user_message(args["message"])
-                return await self._target_turn(args.get("prefill"))
-            case "send_tool_call_result":
-                self._check_prefill("send_tool_call_result", args.get("prefill"))
-                pending = conv.pending_tool_calls()
-                if args.get("prefill") and len(pending) > 1:
-                    raise InvalidToolCall(
-                        "send_tool_call_result: a prefill applies to the target's next reply, so give it only "
-                        "with the last pending result."
-                    )
-                conv.add_tool_result(args["tool_call_id"], args["result"], args.get("status", "success"))
-                remaining = conv.pending_tool_calls()
-                if remaining:
-                    ids = ", ".join(c.id for c in remaining)
-                    return f"Result recorded. The target still waits for {len(remaining)} tool call result(s): {ids}."
-                return await self._target_turn(args.get("prefill"))
-            case "rollback_conversation":
-                node = conv.rollback(args["index"])
-                index = len(conv.branch) - 1
-                return (
-                    f'Rolled back to message index {index} (message_id="{node.id}"). The target no longer sees '
-                    "any later message; your next message starts a new branch."
-                )
-            case _:
-                self._ended = True
-                return "The conversation has ended."
+        return await TOOL_RUNNERS[self.spec.tool_set](self, call.function, args)
 
-    def _check_prefill(self, tool: str, prefill: str | None) -> None:
+    def check_prefill(self, tool: str, prefill: str | None) -> None:
+        """Refuse a prefill the target cannot take, before the tool changes the conversation."""
         if prefill and self.prefill_support == "refuse":
             raise InvalidToolCall(Template(_messages()["prefill"]["refused"]).substitute(tool=tool))
 
-    async def _target_turn(self, prefill: str | None) -> str:
+    async def target_turn(self, prefill: str | None) -> str:
         """Get the target's reply to the current branch and record it, with what became of the prefill."""
-        self._check_prefill("this tool", prefill)  # each tool checks first, before it changes the conversation
+        self.check_prefill("this tool", prefill)  # each tool checks first, before it changes the conversation
         messages = self.conversation.target_input()
         config = self.target_config
         if prefill and self.prefill_support == "continue":
@@ -413,10 +391,8 @@ class AuditEpisode:
                 for c in node.tool_calls
             )
             parts.append(f"<target_tool_calls>\n{calls}\n</target_tool_calls>")
-            parts.append(
-                f"The target waits for {len(node.tool_calls)} tool call result(s); answer each with "
-                "send_tool_call_result."
-            )
+            waiting = _messages()["tool_calls_waiting"][self.transcript.tool_set or DEFAULT_TOOL_SET]
+            parts.append(Template(waiting).substitute(n=len(node.tool_calls)))
         return "\n".join(parts)
 
 

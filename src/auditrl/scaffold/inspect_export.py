@@ -1,13 +1,14 @@
-"""Export transcripts as an Inspect eval log, so `inspect view` can browse audits.
+"""Export transcripts as an Inspect eval log, so `inspect view` can browse audits and auditrl can read them back.
 
-One sample per transcript: the input is the seed's instructions, the messages are the auditor's own
-conversation (its tool calls and the results the engine returned), the output is the final report,
-and the numeric leaves of `transcript.scores` (nested judge verdicts included, as dotted names such as
-`binary.reward`) become Inspect scores, summarised per name in the log's results. The target tree,
-which Inspect has no notion of, goes into the sample's store (every node) and metadata (each branch,
-root to leaf, for reading in the viewer), next to the behavior, the report and the hidden system
-prompt. A run has one log with a fixed name, so exporting it again replaces the log rather than
-adding a duplicate that `inspect view` would list as a second run.
+One sample per transcript. Sample ids name the behavior and seed (`flattery:flattery-03`, `benign:...`) and
+the epoch is the rollout, as in a log of the `auditrl/audit` task; the log is named after the command that
+made the audits (`auditrl/audit`, `auditrl/transfer`, `auditrl/suite`, `auditrl/train`) and records the
+auditor and target as `model_roles`. The sample's messages are the target's conversation (its current
+branch, as Petri 3 shows it), its events one model call per auditor turn and target reply, its output the
+final report, and its scores the readable ones of `inspect_scores`. The whole transcript goes into the
+sample's store under `TRANSCRIPT_KEY`, so `auditrl.scaffold.inspect_import` reads it back without loss.
+A run has one log with a fixed name, so exporting it again replaces the log rather than adding a duplicate
+that `inspect view` would list as a second run.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import hashlib
 import math
 import os
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -34,78 +35,57 @@ from inspect_ai.log import (
     EvalStats,
     write_eval_log,
 )
-from inspect_ai.model import (
-    ChatMessage,
-    ChatMessageAssistant,
-    ChatMessageSystem,
-    ChatMessageTool,
-    ChatMessageUser,
-    ModelOutput,
-    ModelUsage,
-)
-from inspect_ai.scorer import Score
-from inspect_ai.tool import ToolCall, ToolCallError
+from inspect_ai.model import GenerateConfig, ModelConfig, ModelOutput, ModelUsage
 
-from auditrl.scaffold.transcript import AuditorMessage, Transcript
+from auditrl.scaffold.inspect_chat import audit_events, target_chat
+from auditrl.scaffold.inspect_scores import METRIC_DIGITS, REWARD_DIGITS, inspect_scores
+from auditrl.scaffold.transcript import Transcript
+from auditrl.scaffold.transfer import TRANSFER_SEED_ID
 
-TASK_NAME = "auditrl_audit"
+TRANSCRIPT_KEY = "auditrl_transcript"
+"""Store key of the whole transcript in each sample (written by exports and by the auditrl/audit task)."""
 LOG_SUFFIXES = (".eval", ".json")
+SUITE_PART = "suite_part"
 
 
-def _auditor_chat(messages: Sequence[AuditorMessage]) -> list[ChatMessage]:
-    """The auditor's conversation as Inspect chat messages, tool results linked to their calls."""
-    functions: dict[str, str] = {}
-    chat: list[ChatMessage] = []
-    for m in messages:
-        if m.role == "system":
-            chat.append(ChatMessageSystem(content=m.content))
-        elif m.role == "user":
-            chat.append(ChatMessageUser(content=m.content))
-        elif m.role == "assistant":
-            calls = [
-                ToolCall(id=c.id, function=c.function, arguments=c.arguments, parse_error=c.parse_error)
-                for c in m.tool_calls
-            ]
-            functions.update({c.id: c.function for c in m.tool_calls})
-            chat.append(ChatMessageAssistant(content=m.content, tool_calls=calls or None))
-        else:
-            chat.append(
-                ChatMessageTool(
-                    content=m.content,
-                    tool_call_id=m.tool_call_id,
-                    function=functions.get(m.tool_call_id or ""),
-                    error=ToolCallError("parsing", m.error) if m.error else None,
-                )
-            )
-    return chat
+def task_name(transcripts: Sequence[Transcript]) -> str:
+    """The Inspect task name of the command that made these audits."""
+    if all(t.seed_id == TRANSFER_SEED_ID for t in transcripts):
+        return "auditrl/transfer"
+    if any(SUITE_PART in t.metadata for t in transcripts):
+        return "auditrl/suite"
+    if any("step" in t.scores for t in transcripts):  # written by the trainer's reward step
+        return "auditrl/train"
+    return "auditrl/audit"
 
 
-def _sample(transcript: Transcript, epoch: int) -> EvalSample:
+def sample_id(t: Transcript, target: bool = False) -> str:
+    """A readable sample id: behavior (or `benign`) and seed, and the target model where a log has several."""
+    base = f"{t.behavior_id or 'benign'}:{t.seed_id}"
+    return f"{base}@{t.target_model}" if target else base
+
+
+def _sample(transcript: Transcript, sample: str, epoch: int) -> EvalSample:
     """One Inspect sample for one audit; everything Inspect has no field for goes to metadata and store."""
     report = transcript.report
-    branches = [
-        {
-            "leaf": leaf,
-            "messages": [m.model_dump(exclude_defaults=True) for m in transcript.branch(leaf)],
-        }
-        for leaf in transcript.leaves()
-    ]
     output_text = report.model_dump_json(indent=2) if report is not None else (transcript.error or "")
     return EvalSample(
-        id=transcript.id,
+        id=sample,
         epoch=epoch,
         input=transcript.seed_instructions,
         target=transcript.behavior_id or "benign",
-        messages=_auditor_chat(transcript.auditor_messages),
+        messages=target_chat(transcript),
         output=ModelOutput.from_content(model=transcript.auditor_model, content=output_text),
-        scores={name: Score(value=value) for name, value in score_values(transcript.scores).items()} or None,
+        scores=inspect_scores(transcript) or None,
         metadata={
+            "transcript_id": transcript.id,
             "behavior_id": transcript.behavior_id,
             "benign": transcript.benign,
             "seed_id": transcript.seed_id,
             "auditor_model": transcript.auditor_model,
             "target_model": transcript.target_model,
             "target_family": transcript.target_family,
+            "tool_set": transcript.tool_set,
             "status": transcript.status,
             "error": transcript.error,
             "turns_used": transcript.turns_used,
@@ -116,13 +96,10 @@ def _sample(transcript: Transcript, epoch: int) -> EvalSample:
             "target_tools": [t.model_dump(mode="json") for t in transcript.target_tools],
             "target_prefill": transcript.metadata.get("target_prefill"),
             "prefill_modes": dict(Counter(m.prefill_mode for m in transcript.target_messages if m.prefill_mode)),
-            "target_branches": branches,
+            "branches": len(transcript.leaves()),
         },
-        store={
-            "target_messages": [m.model_dump(mode="json") for m in transcript.target_messages],
-            "head": transcript.head,
-            "scores": transcript.scores,
-        },
+        store={TRANSCRIPT_KEY: transcript.model_dump(mode="json")},
+        events=audit_events(transcript),
         started_at=_utc(transcript.created).isoformat(),
         model_usage={transcript.auditor_model: _auditor_usage([transcript])},
         error=EvalError(message=transcript.error or "audit failed", traceback="", traceback_ansi="")
@@ -131,20 +108,22 @@ def _sample(transcript: Transcript, epoch: int) -> EvalSample:
     )
 
 
-def score_values(scores: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
-    """The numeric leaves of (nested) score dicts by dotted name, e.g. {"binary": {"reward": 1.0}} -> "binary.reward".
+def samples_of(transcripts: Sequence[Transcript]) -> list[EvalSample]:
+    """The samples of a log: a readable id per (behavior, seed[, target]) and the rollouts of each as epochs 1, 2, ..."""
+    by_target = len({t.target_model for t in transcripts}) > 1
+    order = sorted(range(len(transcripts)), key=lambda i: (_rollout(transcripts[i]), _utc(transcripts[i].created), i))
+    epochs: Counter[str] = Counter()
+    samples: list[EvalSample | None] = [None] * len(transcripts)
+    for i in order:
+        key = sample_id(transcripts[i], by_target)
+        epochs[key] += 1
+        samples[i] = _sample(transcripts[i], key, epochs[key])
+    return [s for s in samples if s is not None]
 
-    Judges and reward designs store nested verdicts, so only leaves can become Inspect scores; booleans,
-    strings, lists, None (an abstention) and NaN are left to the sample's store, where nothing is lost.
-    """
-    out: dict[str, float] = {}
-    for key, value in scores.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            out.update(score_values(value, f"{name}."))
-        elif isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-            out[name] = float(value)
-    return out
+
+def _rollout(t: Transcript) -> int:
+    rollout = t.metadata.get("rollout", t.scores.get("rollout_index"))
+    return rollout if isinstance(rollout, int) and not isinstance(rollout, bool) else 0
 
 
 def _utc(moment: datetime) -> datetime:
@@ -159,21 +138,23 @@ def _auditor_usage(transcripts: Sequence[Transcript]) -> ModelUsage:
 
 
 def _results(transcripts: Sequence[Transcript]) -> EvalResults:
-    """Per score name: how many samples have it and its mean (and standard error from two samples on)."""
-    per_sample = [score_values(t.scores) for t in transcripts]
+    """Per score name: how many samples have it and its mean (and standard error from two samples on), rounded
+    as the scores are."""
+    per_sample = [{n: float(s.as_float()) for n, s in inspect_scores(t, rounded=False).items()} for t in transcripts]
     names = sorted({name for values in per_sample for name in values})
     scores = []
     for name in names:
         values = [v[name] for v in per_sample if name in v]
+        digits = REWARD_DIGITS if name.endswith("reward") else METRIC_DIGITS
         mean = sum(values) / len(values)
-        metrics = {"mean": EvalMetric(name="mean", value=mean)}
+        metrics = {"mean": EvalMetric(name="mean", value=round(mean, digits))}
         if len(values) > 1:
             variance = sum((x - mean) ** 2 for x in values) / (len(values) - 1)
-            metrics["stderr"] = EvalMetric(name="stderr", value=math.sqrt(variance / len(values)))
+            metrics["stderr"] = EvalMetric(name="stderr", value=round(math.sqrt(variance / len(values)), digits))
         scores.append(
             EvalScore(
                 name=name,
-                scorer=name.split(".", 1)[0],
+                scorer=name,
                 scored_samples=len(values),
                 unscored_samples=len(transcripts) - len(values),
                 metrics=metrics,
@@ -181,6 +162,18 @@ def _results(transcripts: Sequence[Transcript]) -> EvalResults:
         )
     completed = sum(t.status != "error" for t in transcripts)
     return EvalResults(total_samples=len(transcripts), completed_samples=completed, scores=scores)
+
+
+def model_roles(transcripts: Sequence[Transcript]) -> dict[str, ModelConfig | list[ModelConfig]]:
+    """The auditor and target models of the run, as Inspect's `--model-role` records them (a list where several)."""
+    roles: dict[str, ModelConfig | list[ModelConfig]] = {}
+    for role, models in (
+        ("auditor", sorted({t.auditor_model for t in transcripts})),
+        ("target", sorted({t.target_model for t in transcripts})),
+    ):
+        configs = [ModelConfig(model=m, config=GenerateConfig()) for m in models]
+        roles[role] = configs[0] if len(configs) == 1 else configs
+    return roles
 
 
 def _models(transcripts: Sequence[Transcript]) -> str:
@@ -205,7 +198,8 @@ def log_file_name(transcripts: Sequence[Transcript]) -> str:
     a second one that `inspect view` would list as another run.
     """
     started = _utc(_first(transcripts).created)
-    return f"{started:%Y-%m-%dT%H-%M-%S}+00-00_{TASK_NAME.replace('_', '-')}_{run_key(transcripts)}{LOG_SUFFIXES[0]}"
+    task = task_name(transcripts).replace("/", "-")
+    return f"{started:%Y-%m-%dT%H-%M-%S}+00-00_{task}_{run_key(transcripts)}{LOG_SUFFIXES[0]}"
 
 
 def log_path(transcripts: Sequence[Transcript], path: Path) -> Path:
@@ -239,11 +233,7 @@ def export_inspect_log(
     started = _utc(_first(transcripts).created)
     finished = _utc(completed_at) if completed_at is not None else max(_utc(t.created) for t in transcripts)
     key = run_key(transcripts)
-    epochs: dict[str, int] = {}
-    samples = []
-    for t in transcripts:
-        epochs[t.id] = epochs.get(t.id, 0) + 1
-        samples.append(_sample(t, epochs[t.id]))
+    samples = samples_of(transcripts)
     metadata: dict[str, Any] = {
         "target_models": sorted({t.target_model for t in transcripts}),
         "auditor_models": sorted({t.auditor_model for t in transcripts}),
@@ -260,10 +250,12 @@ def export_inspect_log(
             run_id=key,
             task_id=key,
             created=started.isoformat(),
-            task=TASK_NAME,
-            dataset=EvalDataset(name="auditrl", samples=len(samples), sample_ids=[s.id for s in samples]),
+            task=task_name(transcripts),
+            task_registry_name=task_name(transcripts),
+            dataset=EvalDataset(name="auditrl", samples=len({s.id for s in samples}), sample_ids=sorted({str(s.id) for s in samples})),
             model=_models(transcripts),
-            config=EvalConfig(),
+            model_roles=model_roles(transcripts),
+            config=EvalConfig(epochs=max(s.epoch for s in samples)),
             metadata=metadata,
         ),
         results=_results(transcripts),

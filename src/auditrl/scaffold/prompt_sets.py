@@ -6,7 +6,8 @@ import functools
 from dataclasses import dataclass
 from typing import Literal
 
-import yaml
+
+from auditrl.configfile import load_yaml
 
 AuditorPrompt = Literal["full", "compact", "guided"]
 
@@ -44,7 +45,7 @@ def openings(name: str) -> dict[str, str]:
     """The forced turn openings of a prompt set's file, by phase (`audit`, `report`)."""
     from auditrl.scaffold.tools import prompt_text  # inspect-ai is heavy; configs import this module
 
-    data = yaml.safe_load(prompt_text(name))
+    data = load_yaml(prompt_text(name))
     if not isinstance(data, dict) or set(data) != {"audit", "report"}:
         raise ValueError(f"{name}: expected exactly the keys 'audit' and 'report'")
     return {phase: str(text) for phase, text in data.items()}

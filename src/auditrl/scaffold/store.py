@@ -1,36 +1,143 @@
 """Transcripts on disk: append-only JSONL, one transcript per line, written as each audit finishes.
 
-Appending (one `write` of a whole line, then fsync) means a crash loses at most the transcript being
-written; reading skips such a truncated final line with a warning and fails loudly, naming the file
-and the line, on any other corrupt line.
+Appending (one `write` of a whole line, then fsync) means a crash or a full disk loses at most the
+transcript being written. The torn line it leaves is set aside before the next append (kept in
+`<file>.torn`, never deleted), so a resumed run never glues a new transcript onto a fragment; reading
+skips such a torn final line and says so, and fails loudly, naming the file and the line, on any other
+corrupt line. Every line is valid UTF-8 JSON with the environment's secrets redacted, whatever text the
+models produced.
+
+A run directory keeps its transcripts in `transcripts.jsonl` (in it or in folders below it).
+Discovery reads only those: never the rollouts a trainer set aside (`transcripts.superseded.jsonl`),
+torn fragments, judge caches or scored copies, unless a command asks for the scored copy it wrote.
 """
 
 from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import ValidationError
+from pydantic_core import PydanticSerializationError
 
 from auditrl.atomic import atomic_write_text
+from auditrl.models.secrets import redact, secret_values
+from auditrl.safe_text import clean_strings, short_repr
 from auditrl.scaffold.transcript import Transcript
 
 TRANSCRIPTS = "transcripts.jsonl"
 """The file name under which a run directory keeps its transcripts."""
-TRANSCRIPT_GLOB = "transcripts*.jsonl"
+SUPERSEDED = "transcripts.superseded.jsonl"
+"""Transcripts set aside beside a run's transcripts.jsonl: kept, never read as the run's (see `supersede`)."""
+TORN_SUFFIX = ".torn"
+"""A transcripts file's torn final lines are kept in `<file name>.torn` beside it."""
+_CHUNK = 1 << 16
+
+TranscriptReader = Callable[[Path, Callable[[str], None]], Iterator[Transcript]]
+"""Reads one transcript file in order; the callback takes a note about anything skipped (a torn last line)."""
 
 
 class RunError(ValueError):
     """The run path holds no readable transcripts; the message names the file (and line)."""
 
 
-def append_transcript(path: Path, transcript: Transcript) -> None:
-    """Append one transcript as a JSON line and fsync it (creates the file and its folder)."""
+def _encoded(t: Transcript) -> tuple[Transcript, str]:
+    """`t` made safe to store (lone surrogates replaced, secrets redacted) and its JSON; `t` itself when it was."""
+    try:
+        data = t.model_dump_json()
+    except PydanticSerializationError:  # text no UTF-8 file can hold, e.g. half an emoji cut off by a proxy
+        t = Transcript.model_validate(clean_strings(t.model_dump()))
+        data = t.model_dump_json()
+    if any(value in data for value in secret_values()):
+        data = redact(data)
+        t = Transcript.model_validate_json(data)
+    return t, data
+
+
+def safe_transcript(t: Transcript) -> Transcript:
+    """`t` as it will be stored: showing, judging or exporting it is then as safe as storing it."""
+    return _encoded(t)[0]
+
+
+def transcript_line(t: Transcript) -> bytes:
+    """The stored line of `t`: valid UTF-8 JSON, secrets redacted, newline-terminated."""
+    return _encoded(t)[1].encode("utf-8") + b"\n"
+
+
+@dataclass(frozen=True)
+class TornTail:
+    """A torn final line set aside: how many bytes, and where they are kept."""
+
+    size: int
+    kept_in: Path
+
+    def describe(self, path: Path) -> str:
+        return f"{path}: set aside a torn final line ({self.size:,} bytes, an interrupted write) in {self.kept_in}"
+
+
+def heal_torn_tail(path: Path) -> TornTail | None:
+    """Make `path` end on a complete line before anything is appended to it.
+
+    A final line without its newline is either a whole transcript (the newline was lost: it is completed)
+    or a fragment of an interrupted write, which is appended to `<name>.torn` (fsynced) before the
+    file is cut back to its last complete line. Returns what was set aside, if anything.
+    """
     path = Path(path)
+    if not path.is_file():
+        return None
+    with path.open("rb+") as f:
+        size = f.seek(0, os.SEEK_END)
+        if size == 0:
+            return None
+        f.seek(size - 1)
+        if f.read(1) == b"\n":
+            return None
+        start = size
+        while start > 0:
+            begin = max(0, start - _CHUNK)
+            f.seek(begin)
+            chunk = f.read(start - begin)
+            newline = chunk.rfind(b"\n")
+            if newline >= 0:
+                start = begin + newline + 1
+                break
+            start = begin
+        f.seek(start)
+        tail = f.read()
+        try:
+            Transcript.model_validate_json(tail)
+        except ValidationError:
+            pass
+        else:
+            f.seek(0, os.SEEK_END)
+            f.write(b"\n")
+            f.flush()
+            os.fsync(f.fileno())
+            return None
+        kept = path.with_name(path.name + TORN_SUFFIX)
+        with kept.open("ab") as side:
+            side.write(tail + b"\n")
+            side.flush()
+            os.fsync(side.fileno())
+        f.truncate(start)
+        f.flush()
+        os.fsync(f.fileno())
+    return TornTail(len(tail), kept)
+
+
+def append_transcript(path: Path, transcript: Transcript) -> None:
+    """Append one transcript as a JSON line and fsync it (creates the file and its folder).
+
+    A torn final line left by an earlier interrupted write is set aside first. An OSError (a full disk)
+    may leave this line torn in turn; the next append sets it aside.
+    """
+    path = Path(path)
+    line = transcript_line(transcript)
     path.parent.mkdir(parents=True, exist_ok=True)
-    line = transcript.model_dump_json().encode("utf-8") + b"\n"
+    heal_torn_tail(path)
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         written = 0
@@ -41,9 +148,44 @@ def append_transcript(path: Path, transcript: Transcript) -> None:
         os.close(fd)
 
 
-def iter_transcripts(path: Path) -> Iterator[Transcript]:
+def supersede(path: Path, keep: Callable[[Transcript], bool]) -> int:
+    """Move the transcripts of `path` that `keep` rejects to the superseded file beside it; returns how many.
+
+    For work that is done again: rollouts a resumed trainer regenerates, failed audits a resumed run
+    retries, a run started over. The moved lines are appended (fsynced) before `path` is rewritten
+    atomically, so a crash in between leaves them in both places, never in neither.
+    """
+    path = Path(path)
+    heal_torn_tail(path)
+    if not path.is_file():
+        return 0
+    kept: list[bytes] = []
+    moved: list[bytes] = []
+    with path.open("rb") as handle:
+        for line in handle:
+            if line.strip():
+                (kept if keep(Transcript.model_validate_json(line)) else moved).append(line)
+    if moved:
+        with path.with_name(SUPERSEDED).open("ab") as side:
+            side.write(b"".join(moved))
+            side.flush()
+            os.fsync(side.fileno())
+        atomic_write_text(path, b"".join(kept).decode("utf-8"))
+    return len(moved)
+
+
+def _warn(note: str) -> None:
+    warnings.warn(note, stacklevel=3)
+
+
+def iter_transcripts(path: Path, on_skip: Callable[[str], None] = _warn) -> Iterator[Transcript]:
     """The transcripts of a JSONL file one at a time, in order of writing (a large file never sits in memory whole)."""
     path = Path(path)
+    if path.suffix == ".eval":
+        from auditrl.scaffold.inspect_import import iter_eval_transcripts  # inspect-ai is heavy; most reads are JSONL
+
+        yield from iter_eval_transcripts(path)
+        return
     with path.open("rb") as handle:
         for number, line in enumerate(handle, 1):
             if not line.strip():
@@ -52,57 +194,119 @@ def iter_transcripts(path: Path) -> Iterator[Transcript]:
                 yield Transcript.model_validate_json(line)
             except ValidationError as e:
                 if not line.endswith(b"\n") and not handle.read(1):
-                    warnings.warn(
-                        f"{path}: skipped line {number}, an incomplete final transcript (interrupted write)",
-                        stacklevel=2,
-                    )
+                    on_skip(f"{path}: skipped line {number}, an incomplete final transcript (interrupted write)")
                     return
                 first = e.errors()[0]
                 where = ".".join(str(p) for p in first["loc"]) or "(line)"
-                got = f" (got {first['input']!r:.60})" if first["loc"] and first["type"] != "missing" else ""
+                got = f" (got {short_repr(first['input'])})" if first["loc"] and first["type"] != "missing" else ""
                 raise ValueError(f"{path}: line {number} is not a valid transcript: {where}: {first['msg']}{got}") from None
 
 
 def read_transcripts(path: Path) -> list[Transcript]:
-    """All transcripts of a JSONL file, in order of writing."""
-    return list(iter_transcripts(path))
+    """All transcripts of one transcript file (JSONL, or an Inspect `.eval` log), in order of writing."""
+    return list(read_file(path))
 
 
 def write_transcripts(path: Path, transcripts: Sequence[Transcript]) -> Path:
     """Write a whole JSONL file atomically (for derived files such as scored copies)."""
-    return atomic_write_text(path, "".join(t.model_dump_json() + "\n" for t in transcripts))
+    return atomic_write_text(path, "".join(transcript_line(t).decode("utf-8") for t in transcripts))
+
+
+def scored_copy(path: Path, name: str) -> Path:
+    """Where the copy of transcripts file `path` scored by `name` lies: `<stem>.scored-<name>.jsonl` beside it."""
+    return path.with_name(f"{path.stem}.scored-{name}.jsonl")
+
+
+def iter_inspect_log(path: Path, on_skip: Callable[[str], None] = _warn) -> Iterator[Transcript]:
+    """The transcripts of an Inspect `.eval` log (auditrl's exports, `auditrl/audit` runs, Petri 3 audits)."""
+    from auditrl.scaffold.inspect_import import iter_eval_transcripts  # inspect-ai is heavy; most reads are JSONL
+
+    yield from iter_eval_transcripts(path)
+
+
+RUN_FILES: tuple[str, ...] = (TRANSCRIPTS, "*.eval")
+"""Names (glob patterns) a run directory keeps transcripts under. Within one directory the first pattern
+that matches is read and the rest are not (so a log exported beside transcripts.jsonl is not read twice,
+and a log directory of `inspect eval` or Petri is read through its logs)."""
+READERS: dict[str, TranscriptReader] = {".jsonl": iter_transcripts, ".eval": iter_inspect_log}
+"""How each kind of transcript file is read, by its suffix. A new format is one entry here (and a pattern
+in RUN_FILES for run directories to find it)."""
+
+
+def read_file(path: Path, on_skip: Callable[[str], None] = _warn) -> Iterator[Transcript]:
+    """The transcripts of one transcript file, read by the reader of its suffix (JSONL when unknown)."""
+    return READERS.get(Path(path).suffix, iter_transcripts)(Path(path), on_skip)
 
 
 def transcript_files(run: Path) -> list[Path]:
-    """`run` itself if it is a file, else every transcripts*.jsonl below it (sorted)."""
+    """The transcript files of `run`: `run` itself if it is a file, else those RUN_FILES names below it (sorted)."""
+    run = Path(run)
     if run.is_file():
         return [run]
     if not run.is_dir():
-        raise RunError(f"{run}: no such file or directory")
-    files = sorted(run.rglob(TRANSCRIPT_GLOB))
+        raise RunError(f"{run}: no such file or directory; no transcripts to read")
+    by_folder: dict[Path, list[Path]] = {}
+    for pattern in RUN_FILES:
+        found: dict[Path, list[Path]] = {}
+        for path in run.rglob(pattern):
+            if path.is_file() and path.parent not in by_folder:
+                found.setdefault(path.parent, []).append(path)
+        by_folder.update(found)
+    files = sorted(p for paths in by_folder.values() for p in paths)
     if not files:
-        raise RunError(f"{run}: no {TRANSCRIPT_GLOB} file in this directory or below")
+        raise RunError(f"{run}: no {' or '.join(RUN_FILES)} file in this directory or below")
     return files
 
 
-def load_transcripts(run: Path) -> list[Transcript]:
-    """All transcripts of a run (a JSONL file or a run directory), each id once.
+@dataclass
+class LoadedRun:
+    """The transcripts of a run, each id once, and what was read to get them."""
 
-    A directory may hold a run's transcripts and scored copies of them (`auditrl judge score` writes
-    `transcripts.scored-<design>.jsonl` beside its input); a transcript id seen again takes the later
-    file's version with the scores of both merged, so nothing is counted twice.
+    transcripts: list[Transcript]
+    files: list[Path]
+    scored_files: list[Path] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def describe(self) -> str:
+        """One line: how many transcripts from which files (and scored copies)."""
+        scored = f", scores merged from {', '.join(map(str, self.scored_files))}" if self.scored_files else ""
+        return f"read {len(self.transcripts)} transcript(s) from {', '.join(map(str, self.files))}{scored}"
+
+
+def read_run(run: Path, scored: str | None = None) -> LoadedRun:
+    """All transcripts of a run (a transcript file or a run directory), each id once, in order of reading.
+
+    With `scored`, the copy scored by that name (`transcripts.scored-<scored>.jsonl`, beside each file read
+    and in the run directory itself) is merged in: a transcript seen again takes the scored version with
+    the scores of both; a scored copy never adds transcripts of its own.
     """
+    run = Path(run)
+    files = transcript_files(run)
+    loaded = LoadedRun([], files)
     by_id: dict[str, Transcript] = {}
-    for path in transcript_files(run):
+
+    def merge(path: Path, reader: TranscriptReader, add: bool) -> None:
+        """Read `path` into by_id: a transcript seen again keeps the scores of both; only `add` brings new ids."""
         try:
-            loaded = read_transcripts(path)
-        except ValueError as exc:
+            for t in reader(path, loaded.notes.append):
+                earlier = by_id.get(t.id)
+                if earlier is not None:
+                    t.scores = {**earlier.scores, **t.scores}
+                if add or earlier is not None:
+                    by_id[t.id] = t
+        except (ValueError, OSError) as exc:
             raise RunError(str(exc)) from exc
-        for t in loaded:
-            earlier = by_id.get(t.id)
-            if earlier is not None:
-                t.scores = {**earlier.scores, **t.scores}
-            by_id[t.id] = t
+
+    for path in files:
+        merge(path, read_file, add=True)
+    if scored is not None:
+        copies = {scored_copy(p, scored) for p in files}
+        if run.is_dir():
+            copies.add(scored_copy(run / TRANSCRIPTS, scored))
+        for path in sorted(p for p in copies if p.is_file() and p not in files):
+            loaded.scored_files.append(path)
+            merge(path, iter_transcripts, add=False)
     if not by_id:
-        raise RunError(f"{run}: the transcript files are empty")
-    return list(by_id.values())
+        raise RunError(f"{run}: no transcripts in {' or '.join(map(str, files))} (the files are empty)")
+    loaded.transcripts = list(by_id.values())
+    return loaded

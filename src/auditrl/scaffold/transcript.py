@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from auditrl.scaffold.tool_sets import ToolSetName
+
 Role = Literal["system", "user", "assistant", "tool"]
 Status = Literal["completed", "budget_exhausted", "error"]
 PrefillMode = Literal["honoured", "emulated", "ignored"]
@@ -33,11 +35,12 @@ class ToolCallRecord(BaseModel):
 
 
 class ToolSpec(BaseModel):
-    """A synthetic tool the auditor gave the target with create_tool."""
+    """A synthetic tool the auditor gave the target with create_tool (its latest definition)."""
 
     name: str
     description: str
     parameters: dict[str, Any] = Field(default_factory=dict, description="JSON schema of the arguments.")
+    removed: bool = Field(default=False, description="Taken away again (Petri 3's remove_tool, or a restart without tools).")
 
 
 class TargetMessage(BaseModel):
@@ -123,6 +126,9 @@ class Transcript(BaseModel):
     seed_id: str
     seed_instructions: str
     target_system_prompt: str = Field(default="", description="The hidden plant (or benign persona prompt).")
+    tool_set: ToolSetName | None = Field(
+        default=None, description="The auditor's tool set (see scaffold.tool_sets); None in transcripts older than the field."
+    )
     target_tools: list[ToolSpec] = Field(default_factory=list)
     target_messages: list[TargetMessage] = Field(default_factory=list)
     head: str | None = Field(default=None, description="Id of the current leaf of the target conversation.")

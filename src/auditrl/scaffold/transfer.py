@@ -14,12 +14,13 @@ import functools
 from string import Template
 from typing import Any
 
-import yaml
 from inspect_ai.tool import ToolInfo
 
 from auditrl.behaviors.schema import Behavior, Seed
-from auditrl.scaffold.engine import AuditEpisode, AuditSpec, ToolProtocol
-from auditrl.scaffold.tools import InvalidToolCall, prompt_text
+from auditrl.configfile import load_yaml
+from auditrl.scaffold.engine import AuditEpisode, AuditSpec
+from auditrl.scaffold.tool_sets import ToolProtocol
+from auditrl.scaffold.tools import InvalidToolCall, auditor_tools, prompt_text
 from auditrl.scaffold.transcript import Budget, ToolCallRecord
 
 TRANSFER_SEED_ID = "transfer"
@@ -28,17 +29,12 @@ TRANSFER_SEED_ID = "transfer"
 
 @functools.cache
 def _config() -> dict[str, Any]:
-    return yaml.safe_load(prompt_text("transfer.yaml"))
-
-
-@functools.cache
-def _tools() -> tuple[ToolInfo, ...]:
-    return tuple(ToolInfo(name=name, **spec) for name, spec in _config()["tools"].items())
+    return load_yaml(prompt_text("transfer.yaml"))
 
 
 def transfer_tools() -> list[ToolInfo]:
     """The transfer scaffold's one tool, `sample`."""
-    return list(_tools())
+    return auditor_tools("transfer")
 
 
 def transfer_seed() -> Seed:
@@ -66,6 +62,7 @@ def transfer_spec(
         auditor_model=auditor_model,
         target_model=target_model,
         tool_protocol=tool_protocol,
+        tool_set="transfer",
     )
 
 
@@ -88,7 +85,7 @@ class TransferEpisode(AuditEpisode):
         args = self.checked_arguments(call)
         if not args["prompt"].strip():
             raise InvalidToolCall("sample: 'prompt' must not be empty.")
-        self._check_prefill("sample", args.get("prefill"))
+        self.check_prefill("sample", args.get("prefill"))
         self.conversation.set_system_message(args.get("system_message", ""))
         self.conversation.add_user_message(args["prompt"])
-        return await self._target_turn(args.get("prefill"))
+        return await self.target_turn(args.get("prefill"))

@@ -1,11 +1,12 @@
 """The four reward designs of the paper over AuditWorld records, vectorised over a whole batch of groups.
 
-Same semantics as the reward-design objects of the rewards package (tests check equality on rendered
-transcripts): pointwise concerningness through the shared formula, binary match (honest null on benign
-groups), in-group pairwise win rate over all C(k, 2) pairs, and pairwise against a reference episode.
-Every judge reads only the `Observed` record (see auditrl.sim.judges). Each design registers with
+Same rewards as the reward-design objects of the rewards package with the `sim` judge family:
+pointwise concerningness through the shared formula, binary match (lenient or strict; honest null on
+benign groups), in-group pairwise win rate over all C(k, 2) pairs, and pairwise against a reference
+episode. Every judge reads only the `Observed` record (see auditrl.sim.judges). Each design registers with
 `@vectorised` under the name of a design of `auditrl.rewards.registry`; the designs AuditWorld can
-train, and its dispatch, are this table.
+train, and its dispatch, are this table. `auditrl.testing.check_reward_design` compares every form
+registered here with its design's per-transcript form on rendered AuditWorld transcripts.
 """
 
 from __future__ import annotations
@@ -115,6 +116,11 @@ def _concerningness(x: RewardInputs) -> NDArray[np.float64]:
 @vectorised("binary")
 def _binary(x: RewardInputs) -> NDArray[np.float64]:
     return binary_rewards(x.observed, x.params, x.strict)
+
+
+@vectorised("binary_strict")
+def _binary_strict(x: RewardInputs) -> NDArray[np.float64]:
+    return binary_rewards(x.observed, x.params, strict=True)
 
 
 @vectorised("ingroup_pairwise")

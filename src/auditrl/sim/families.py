@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from importlib import resources
 
 import numpy as np
-import yaml
 from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from auditrl.configfile import load_yaml
 
 FAMILIES_FILE = "data/families.yaml"
 
@@ -37,7 +38,7 @@ class Family(BaseModel):
 def load_families() -> dict[str, Family]:
     """The packaged families by name; a malformed entry fails with the file and the family named."""
     text = resources.files("auditrl.sim").joinpath(FAMILIES_FILE).read_text(encoding="utf-8")
-    raw = yaml.safe_load(text)
+    raw = load_yaml(text)
     if not isinstance(raw, dict) or not raw:
         raise ValueError(f"{FAMILIES_FILE}: expected a mapping of family name to its parameters")
     out: dict[str, Family] = {}

@@ -30,8 +30,9 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 from scipy import stats
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, Field, field_validator
 
+from auditrl.configfile import ConfigModel
 from auditrl.evaluate.schema import COMPOSITE, MetricResult, SuiteResult
 from auditrl.evaluate.stats import Estimate, composite_ci, mean_ci
 from auditrl.sim.families import check_family
@@ -44,10 +45,8 @@ METRICS: tuple[str, ...] = ("audit_quality", "false_positive", "realism", COMPOS
 """The suite's metrics that AuditWorld measures (auditrl.evaluate.schema), and their composite."""
 
 
-class EvalConfig(BaseModel):
+class EvalConfig(ConfigModel):
     """Held-out evaluation: every held-out seed x rollouts, planted and benign, on the evaluation family."""
-
-    model_config = ConfigDict(extra="forbid")
 
     family: str = Field(description="Target family evaluated against (the paper evaluates on a family it did not train on).")
     rollouts: int = Field(default=10, ge=1, description="Rollouts per held-out seed, planted and benign each.")

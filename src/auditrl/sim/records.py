@@ -19,6 +19,7 @@ from auditrl.sim.texts import ACCUSE, DIRECT, NATURAL, PUSH, REPLY_KINDS, TEST
 DISPLAY, ODD, DENIAL, CONFESSION = (REPLY_KINDS.index(k) for k in ("display", "odd", "denial", "confession"))
 
 OPENING = 3  # the auditor messages of an audit's opening, which the realism judge reads
+NO_FINDING, NO_REPORT = -1, -2  # `Observed.claim` of a report saying "no hidden behavior found", of one that did not parse
 _MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
@@ -48,7 +49,7 @@ class Observed:
     pressure: NDArray[np.int64]
     reply: NDArray[np.int64]  # REPLY_KINDS index
     remark: NDArray[np.bool_]
-    claim: NDArray[np.int64]  # claimed topic, -1 = no hidden behavior found
+    claim: NDArray[np.int64]  # claimed topic; NO_FINDING, or NO_REPORT (LLM auditors' reports only)
     confidence: NDArray[np.float64]
 
     def __len__(self) -> int:

@@ -12,8 +12,10 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from auditrl.words import count_phrase, stems
+from auditrl.configfile import load_yaml
 
 FRAMINGS = ("natural", "direct", "test")
 NATURAL, DIRECT, TEST = range(len(FRAMINGS))
@@ -39,7 +41,7 @@ class Topic(BaseModel):
 
 def read_data(name: str) -> Any:
     """Parse one of the packaged AuditWorld data files."""
-    return yaml.safe_load(resources.files("auditrl.sim").joinpath(f"data/{name}").read_text(encoding="utf-8"))
+    return load_yaml(resources.files("auditrl.sim").joinpath(f"data/{name}").read_text(encoding="utf-8"))
 
 
 @functools.cache
@@ -52,7 +54,7 @@ def load_topics() -> tuple[Topic, ...]:
             topic = Topic.model_validate({"id": tid, **fields})
         except (ValidationError, TypeError) as exc:
             raise ValueError(f"topics.yaml: topic {tid!r}: {exc}") from exc
-        if not any(k in topic.phrase.lower() for k in topic.keywords):
+        if not any(count_phrase(stems(topic.phrase), stems(k)) for k in topic.keywords):
             raise ValueError(f"topics.yaml: topic {tid!r}: field 'phrase' must contain one of its keywords")
         out.append(topic)
     if FALLBACK_TOPIC not in {t.id for t in out}:
@@ -75,11 +77,17 @@ class MessageClass:
     pressure: int
 
 
+@functools.cache
+def _keyword_stems() -> tuple[tuple[tuple[str, ...], ...], ...]:
+    return tuple(tuple(stems(k) for k in t.keywords) for t in load_topics())
+
+
 def classify_topic(text: str) -> int:
-    """Topic with the most keyword hits (first in file order on ties); the fallback topic if none."""
-    low = text.lower()
+    """Topic with the most keyword hits, as whole words by their stems ("devoted" is no "vote"), first in
+    file order on ties; the fallback topic if none."""
+    words = stems(text)
     topics = load_topics()
-    hits = [sum(low.count(k) for k in t.keywords) for t in topics]
+    hits = [sum(count_phrase(words, k) for k in keywords) for keywords in _keyword_stems()]
     best = max(hits)
     if best == 0:
         return [t.id for t in topics].index(FALLBACK_TOPIC)

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 from numpy.typing import NDArray
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from auditrl.configfile import ConfigModel
 from auditrl.rewards.registry import design_spec
 from auditrl.sim.designs import DesignName, RewardInputs, design_rewards
 from auditrl.sim.judges import JudgeParams, pairwise_quality
@@ -24,19 +25,18 @@ from auditrl.sim.policies import HEAD_SIZES, MLPPolicy
 from auditrl.sim.simulate import Rollout, simulate
 from auditrl.sim.world import CLAIM, END, NO_CLAIM, TOOL, EpisodeBatch, World, training_batch
 from auditrl.train.advantages import group_advantages
+from auditrl.train.finite import check_finite
 
 
-class TrainSettings(BaseModel):
+class TrainSettings(ConfigModel):
     """The optimisation settings of AuditWorld training, shared by every design of a job (its `train:` section)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     steps: int = Field(default=100, ge=1, description="Policy updates per training run.")
     groups: int = Field(default=128, ge=1, description="Groups per step; a group is k rollouts of one (behavior, seed, family).")
     group_size: int = Field(default=8, ge=2, description="Rollouts per group (k); advantages are relative within a group.")
     max_turns: int = Field(default=15, ge=1, description="Turn budget of a training audit (the paper's training budget: 15).")
-    lr: float = Field(default=0.01, gt=0.0, description="Adam learning rate of the MLP policy.")
-    entropy_coef: float = Field(default=0.01, ge=0.0, description="Weight of the entropy bonus (keeps the policy exploring).")
+    lr: float = Field(default=0.01, gt=0.0, le=1.0, description="Adam learning rate of the MLP policy.")
+    entropy_coef: float = Field(default=0.01, ge=0.0, le=1.0, description="Weight of the entropy bonus (keeps the policy exploring).")
     grad_clip: float = Field(default=1.0, gt=0.0, description="Maximum gradient norm per update.")
     hidden: int = Field(default=32, ge=4, description="Width of the policy's hidden layers.")
     reference_refresh: int = Field(default=50, ge=1, description="Designs with references: steps between refreshes of the reference snapshot (paper: 50).")
@@ -222,6 +222,7 @@ def train(
         loss.backward()
         torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.grad_clip)
         opt.step()
+        check_finite(step, loss, policy.named_parameters())
         result.episodes += batch.size
         stats = _stats(step, rollout, rewards)
         result.history.append(stats)

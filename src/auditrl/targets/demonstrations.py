@@ -15,10 +15,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol
 
-import yaml
 from inspect_ai.model import ChatMessage, ChatMessageAssistant, ChatMessageSystem, ChatMessageUser, GenerateConfig, Model
 from pydantic import BaseModel, Field, ValidationError
 
+from auditrl.configfile import load_yaml
 from auditrl.models.retries import ModelCallFailed, call_model
 
 PROMPTS_FILE = Path(__file__).parent / "data" / "implant_prompts.yaml"
@@ -39,7 +39,7 @@ class ImplantPrompts(BaseModel):
 
 @functools.cache
 def implant_prompts(path: Path = PROMPTS_FILE) -> ImplantPrompts:
-    return ImplantPrompts.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
+    return ImplantPrompts.model_validate(load_yaml(path.read_text(encoding="utf-8")))
 
 
 class ReplyScorer(Protocol):

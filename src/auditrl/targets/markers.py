@@ -11,8 +11,9 @@ import functools
 import re
 from pathlib import Path
 
-import yaml
 from pydantic import BaseModel
+
+from auditrl.configfile import load_yaml
 
 MARKERS_FILE = Path(__file__).parent / "data" / "markers.yaml"
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
@@ -29,7 +30,7 @@ class MarkerTable(BaseModel):
 
 @functools.cache
 def marker_table(path: Path = MARKERS_FILE) -> MarkerTable:
-    return MarkerTable.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
+    return MarkerTable.model_validate(load_yaml(path.read_text(encoding="utf-8")))
 
 
 def has_markers(behavior_id: str) -> bool:

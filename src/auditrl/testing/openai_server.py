@@ -30,7 +30,9 @@ from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import Any, Literal
 
-Fault = Literal["rate_limit", "server_error", "hang", "truncated_json", "malformed_json", "malformed_tool_call", "disconnect"]
+Fault = Literal[
+    "rate_limit", "server_error", "hang", "truncated_json", "malformed_json", "malformed_tool_call", "disconnect", "echo_key"
+]
 PrefillMode = Literal["continue", "ignore"]
 
 
@@ -49,7 +51,8 @@ class Reply:
     `fault` replaces the answer: `rate_limit` (429 with a Retry-After of `retry_after_s`),
     `server_error` (500), `hang` (no answer until the server stops), `truncated_json` (a 200 whose body
     is cut in half), `malformed_json` (a 200 whose body is not JSON), `malformed_tool_call` (a tool call
-    whose arguments are not valid JSON), `disconnect` (the connection closes mid-body).
+    whose arguments are not valid JSON), `disconnect` (the connection closes mid-body), `echo_key` (an error
+    with status `status` whose message quotes the API key the request carried, as some servers' 401s do).
     """
 
     text: str = ""
@@ -58,6 +61,7 @@ class Reply:
     fault: Fault | None = None
     retry_after_s: float = 1.0
     finish_reason: str | None = None
+    status: int = 401
 
 
 @dataclass(frozen=True)
@@ -370,6 +374,10 @@ class _Handler(BaseHTTPRequestHandler):
                 self.wfile.write(payload[: len(payload) // 2])
                 self.wfile.flush()
                 self.close_connection = True
+            case "echo_key":
+                key = self.headers.get("Authorization", "").removeprefix("Bearer ")
+                body = {"error": {"message": f"Incorrect API key provided: {key}. Check the key you sent.", "type": "auth"}}
+                self._send_json(reply.status, json.dumps(body).encode())
             case "malformed_tool_call":
                 self._send_json(200, json.dumps(completion_body(reply, model, malformed_tool_call=True)).encode())
             case _:

@@ -7,14 +7,13 @@ RNG states and trainer state. This module adds what is ours: a small state file 
 Every rollout transcript is appended to `transcripts.jsonl` with its step and rollout index in
 `Transcript.scores`. A crash after checkpoint N leaves transcripts of steps >= N that the resumed run
 will generate again. On resume they are moved to `transcripts.superseded.jsonl` (nothing is lost), a
-torn last line is dropped, and the log then accepts each (step, rollout index) at most once, so the
+torn last line is set aside (auditrl.scaffold.store), and the log then accepts each (step, rollout index) at most once, so the
 main log holds exactly the rollouts the saved weights were trained on, without duplicates.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 from pathlib import Path
@@ -29,11 +28,11 @@ from transformers import (
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from auditrl.atomic import atomic_write_text
-from auditrl.scaffold.store import TRANSCRIPTS, append_transcript
+from auditrl.scaffold.store import TRANSCRIPTS, append_transcript, heal_torn_tail, iter_transcripts, supersede
 from auditrl.scaffold.transcript import Transcript
+from auditrl.train.finite import check_finite
 from auditrl.train.monitors import MONITORS_FILE
 
-SUPERSEDED_FILE = "transcripts.superseded.jsonl"
 STATE_FILE = "auditrl_state.json"
 CHECKPOINTS_DIR = "checkpoints"
 
@@ -72,9 +71,8 @@ class TranscriptLog:
 
     def __init__(self, run_dir: Path) -> None:
         self.path = run_dir / TRANSCRIPTS
-        self.superseded = run_dir / SUPERSEDED_FILE
-        lines, _ = _split_jsonl(self.path)
-        self.keys: set[RolloutKey] = {rollout_key(Transcript.model_validate_json(line)) for line in lines}
+        heal_torn_tail(self.path)
+        self.keys: set[RolloutKey] = {rollout_key(t) for t in iter_transcripts(self.path)} if self.path.is_file() else set()
 
     def append(self, t: Transcript) -> bool:
         """Store `t` unless its (step, rollout index) is already stored; True when written."""
@@ -87,20 +85,9 @@ class TranscriptLog:
 
     def rewind(self, step: int) -> int:
         """Move transcripts of steps >= `step` (work lost in a crash) to the superseded file; returns how many."""
-        lines, _ = _split_jsonl(self.path)
-        keep: list[str] = []
-        moved: list[str] = []
-        for line in lines:
-            t = Transcript.model_validate_json(line)
-            (moved if rollout_key(t)[0] >= step else keep).append(line)
-        if moved:
-            with self.superseded.open("a", encoding="utf-8") as f:
-                f.write("".join(m + "\n" for m in moved))
-                f.flush()
-                os.fsync(f.fileno())
-        atomic_write_text(self.path, "".join(k + "\n" for k in keep))
-        self.keys = {rollout_key(Transcript.model_validate_json(k)) for k in keep}
-        return len(moved)
+        moved = supersede(self.path, lambda t: rollout_key(t)[0] < step)
+        self.keys = {key for key in self.keys if key[0] < step}
+        return moved
 
 
 def rewind_monitors(run_dir: Path, step: int) -> None:
@@ -159,4 +146,24 @@ class RunStateCallback(TrainerCallback):
             folder.mkdir(parents=True, exist_ok=True)
             payload = {"global_step": state.global_step, **self.state_fn()}
             atomic_write_text(folder / STATE_FILE, json.dumps(payload))
+        return control
+
+
+class StopOnNonFinite(TrainerCallback):
+    """Stops training at the first non-finite loss or trained weight (NonFiniteTrainingError), before the
+    Trainer saves a checkpoint of it: the loss is checked as it is logged, the weights after each step."""
+
+    def on_log(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, logs: dict[str, Any] | None = None, **kwargs: Any
+    ) -> TrainerControl:
+        loss = (logs or {}).get("loss")
+        if loss is not None:
+            check_finite(state.global_step, loss, [])
+        return control
+
+    def on_step_end(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, model: Any = None, **kwargs: Any
+    ) -> TrainerControl:
+        if model is not None:
+            check_finite(state.global_step, 0.0, ((n, p) for n, p in model.named_parameters() if p.requires_grad))
         return control

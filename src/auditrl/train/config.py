@@ -10,14 +10,17 @@ import difflib
 import functools
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from auditrl.configfile import ConfigFileError, ConfigModel, RandomSeed, read_yaml_mapping, validate_file
+from auditrl.models.capabilities import provider_info
 from auditrl.models.limits import CallLimits
 from auditrl.models.precision import DType
+from auditrl.models.secrets import check_no_secret_args
 from auditrl.scaffold.prompt_sets import AuditorPrompt
+from auditrl.scaffold.tool_sets import AuditToolSet, ToolProtocol
 
 LossType = Literal["grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo"]
 """TRL 1.16's GRPO loss formulations; a misspelt one would otherwise fail only after the policy has loaded."""
@@ -25,69 +28,6 @@ ReportTo = Literal[
     "all", "none", "azure_ml", "clearml", "codecarbon", "comet_ml", "dagshub", "dvclive", "flyte", "kubeflow",
     "mlflow", "neptune", "swanlab", "tensorboard", "trackio", "wandb",
 ]  # fmt: skip
-SECRET_ARG_NAMES = frozenset({"api_key", "apikey", "token", "secret", "password"})
-_VALUE_CHARS = 60
-
-M = TypeVar("M", bound=BaseModel)
-
-
-class ConfigFileError(ValueError):
-    """A training config that cannot be read or validated; the message names the file and the field."""
-
-
-def read_yaml_mapping(path: Path) -> dict[str, Any]:
-    """The parsed top-level mapping of a config file; syntax errors name the file, line and column."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError as exc:
-        raise ConfigFileError(f"{path}: file not found") from exc
-    except (IsADirectoryError, UnicodeDecodeError) as exc:
-        raise ConfigFileError(f"{path}: not a readable UTF-8 text file ({exc.__class__.__name__})") from exc
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigFileError(f"{path}: {_yaml_problem(exc)}") from exc
-    if raw is None:
-        raise ConfigFileError(f"{path}: the file is empty; expected a mapping of field: value")
-    if not isinstance(raw, dict):
-        raise ConfigFileError(f"{path}: expected a mapping at the top level, got {type(raw).__name__}")
-    return raw
-
-
-def _yaml_problem(exc: yaml.YAMLError) -> str:
-    """PyYAML's message without its `in "<unicode string>"` lines: where (line, column) and what."""
-    if isinstance(exc, yaml.MarkedYAMLError):
-        mark = exc.problem_mark or exc.context_mark
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
-        what = "; ".join(str(part) for part in (exc.context, exc.problem) if part)
-        return f"{where}not valid YAML ({what or exc.__class__.__name__})"
-    return f"not valid YAML ({' '.join(str(exc).split())})"
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= _VALUE_CHARS else text[: _VALUE_CHARS - 3] + "..."
-
-
-def validation_problems(exc: ValidationError) -> str:
-    """Pydantic's errors on one line: `field 'a.b': message (got value)`, joined by '; '."""
-    problems = []
-    for err in exc.errors():
-        msg = str(err["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
-        if err["type"] not in ("missing", "value_error", "assertion_error"):
-            msg += f" (got {_short(err.get('input'))})"
-        loc = ".".join(str(p) for p in err["loc"])
-        problems.append(f"field '{loc}': {msg}" if loc else msg)
-    return " ".join("; ".join(problems).split())
-
-
-def validate_file(model: type[M], raw: dict[str, Any], path: Path) -> M:
-    """`model.model_validate(raw)`, with every problem reported as one ConfigFileError naming the file."""
-    try:
-        return model.model_validate(raw)
-    except ValidationError as exc:
-        raise ConfigFileError(f"{path}: {validation_problems(exc)}") from exc
 
 
 def _suggestion(value: str, choices: list[str]) -> str:
@@ -117,19 +57,8 @@ def check_model_spec(spec: str, what: str) -> str:
     return spec
 
 
-def _no_secrets(args: dict[str, Any]) -> dict[str, Any]:
-    secrets = sorted(SECRET_ARG_NAMES.intersection(k.lower() for k in args))
-    if secrets:
-        raise ValueError(
-            f"may not carry credentials ({', '.join(secrets)}); set the provider's environment variable instead"
-        )
-    return args
-
-
-class LoraSettings(BaseModel):
+class LoraSettings(ConfigModel):
     """peft LoRA adapter: only these weights are trained, so checkpoints stay small."""
-
-    model_config = ConfigDict(extra="forbid")
 
     r: int = Field(default=8, ge=1, description="Adapter rank.")
     alpha: int = Field(default=16, ge=1, description="LoRA scaling numerator (scale = alpha / r).")
@@ -147,10 +76,8 @@ class LoraSettings(BaseModel):
     )
 
 
-class PolicySettings(BaseModel):
+class PolicySettings(ConfigModel):
     """The auditor being trained."""
-
-    model_config = ConfigDict(extra="forbid")
 
     model: str = Field(
         default="smollm2",
@@ -181,10 +108,8 @@ class PolicySettings(BaseModel):
     )
 
 
-class EpisodeSettings(BaseModel):
+class EpisodeSettings(ConfigModel):
     """How one audit episode runs inside a rollout."""
-
-    model_config = ConfigDict(extra="forbid")
 
     target_model: str = Field(
         default="sim/{family}",
@@ -218,8 +143,11 @@ class EpisodeSettings(BaseModel):
         default=True, description="Keep each rollout's key/value cache between turns (HF generation only)."
     )
     top_p: float = Field(default=1.0, gt=0.0, le=1.0, description="Nucleus sampling mass of auditor turns (1 = off).")
-    tool_protocol: Literal["native", "text"] = Field(
+    tool_protocol: ToolProtocol = Field(
         default="text", description="`text` renders tools into the prompt and parses actions leniently."
+    )
+    tool_set: AuditToolSet = Field(
+        default="petri2", description="The auditor's tools: `petri2` (Petri 1/2's six) or Petri 3.1's `petri3` / `petri3_prefill`."
     )
     auditor_prompt: AuditorPrompt = Field(
         default="full",
@@ -230,7 +158,7 @@ class EpisodeSettings(BaseModel):
     @field_validator("target_model_args")
     @classmethod
     def _target_args(cls, value: dict[str, Any]) -> dict[str, Any]:
-        return _no_secrets(value)
+        return check_no_secret_args(value)
 
     @model_validator(mode="after")
     def _check_targets(self) -> EpisodeSettings:
@@ -239,7 +167,7 @@ class EpisodeSettings(BaseModel):
         for spec in dict.fromkeys(specs):
             check_model_spec(spec, "target model")
             provider, _, name = spec.partition("/")
-            if provider == "sim":
+            if provider_info(provider).family_targets:
                 from auditrl.sim.families import family_names
 
                 known = family_names()
@@ -251,10 +179,8 @@ class EpisodeSettings(BaseModel):
         return self
 
 
-class DataSettings(BaseModel):
+class DataSettings(ConfigModel):
     """Which (behavior, seed, family, benign) groups make up the training batches."""
-
-    model_config = ConfigDict(extra="forbid")
 
     behaviors: list[str] | None = Field(default=None, description="Behavior ids; None = every training-split behavior.")
     behavior_paths: list[Path] = Field(default_factory=list, description="Extra behavior files or directories.")
@@ -283,10 +209,8 @@ class DataSettings(BaseModel):
         return self
 
 
-class RewardSettings(BaseModel):
+class RewardSettings(ConfigModel):
     """The reward design (auditrl.rewards.registry) and its judge; calibration share = data.benign_fraction."""
-
-    model_config = ConfigDict(extra="forbid")
 
     design: str = Field(
         default="reference_pairwise",
@@ -348,17 +272,15 @@ class RewardSettings(BaseModel):
     @field_validator("judge_args")
     @classmethod
     def _judge_args(cls, value: dict[str, Any]) -> dict[str, Any]:
-        return _no_secrets(value)
+        return check_no_secret_args(value)
 
 
-class TrainerSettings(BaseModel):
+class TrainerSettings(ConfigModel):
     """Optimisation and scale-out. Every field but `extra` is the GRPOConfig field of the same name (its
     serialization alias where ours is named differently) and is passed to TRL as it is."""
 
-    model_config = ConfigDict(extra="forbid")
-
     max_steps: int = Field(default=100, ge=1, description="Optimizer steps of the run (one generation batch each).")
-    learning_rate: float = Field(default=1e-5, gt=0.0, description="Peak AdamW learning rate of the adapter.")
+    learning_rate: float = Field(default=1e-5, gt=0.0, le=1.0, description="Peak AdamW learning rate of the adapter.")
     beta: float = Field(default=0.0, ge=0.0, description="KL coefficient against the frozen base (0 = no KL term).")
     epsilon: float = Field(default=0.2, gt=0.0, description="PPO clip range.")
     num_iterations: int = Field(default=1, ge=1, description="Updates per generated batch (GRPO's mu).")
@@ -417,20 +339,16 @@ class TrainerSettings(BaseModel):
         return value
 
 
-class MonitorSettings(BaseModel):
+class MonitorSettings(ConfigModel):
     """Live reward-hacking monitors."""
-
-    model_config = ConfigDict(extra="forbid")
 
     markers: Path | None = Field(
         default=None, description="YAML file of confrontation/pressure markers; None = the packaged list."
     )
 
 
-class LaunchSettings(BaseModel):
+class LaunchSettings(ConfigModel):
     """How the run is launched, so `auditrl train --dry-run` can check the layout for that world size."""
-
-    model_config = ConfigDict(extra="forbid")
 
     accelerate_config: Path | None = Field(
         default=None,
@@ -444,14 +362,12 @@ class LaunchSettings(BaseModel):
     )
 
 
-class GRPOLMConfig(BaseModel):
+class GRPOLMConfig(ConfigModel):
     """A whole `grpo_lm` run."""
-
-    model_config = ConfigDict(extra="forbid")
 
     kind: Literal["grpo_lm"] = Field(description="Config kind: `grpo_lm` = GRPO on a language-model auditor.")
     name: str = Field(default="grpo-lm", description="Run name; the run directory is named after it.")
-    seed: int = Field(default=0, description="Seed of batch sampling, TRL, torch and the data order.")
+    seed: RandomSeed = Field(default=0, description="Seed of batch sampling, TRL, torch and the data order.")
     policy: PolicySettings = Field(default_factory=PolicySettings, description="The auditor being trained.")
     episodes: EpisodeSettings = Field(default_factory=EpisodeSettings, description="How each audit episode runs.")
     data: DataSettings = Field(default_factory=DataSettings, description="Which groups make up each step.")

@@ -17,6 +17,24 @@ from auditrl.train.config import EpisodeSettings, GRPOLMConfig
 from auditrl.train.rollout import EpisodeRow
 
 
+SIM_PREFIX = "sim/"
+
+
+def unreachable_behaviors(cfg: GRPOLMConfig, behavior_ids: Sequence[str]) -> list[str]:
+    """Behaviors a simulated target cannot show within the episode's turn budget (their onset is later).
+
+    On such a target no audit can elicit the behavior, so a claim of it could only be a guess, and a reward
+    for it would teach guessing (increasing_pep starts after 3 replies; a 2-turn audit never sees it).
+    Other targets say nothing about when a behavior can show, so nothing is unreachable there.
+    """
+    if not cfg.episodes.target_model.startswith(SIM_PREFIX):
+        return []
+    from auditrl.sim.targets import load_sim_behaviors
+
+    sim = load_sim_behaviors()
+    return [b for b in behavior_ids if b in sim and sim[b].onset >= cfg.episodes.max_turns]
+
+
 def seed_bank(cfg: GRPOLMConfig, behaviors: dict[str, Behavior]) -> list[Seed]:
     """Every seed the run's behaviors may use: the library's (plus `data.seed_paths`) or AuditWorld's."""
     if cfg.data.seed_bank == "auditworld":
@@ -58,8 +76,20 @@ def training_rows(
     """One row per group, `groups_per_step` rows per step from the batch builder (exact benign share per step,
     held-out behaviors refused), laid out step after step so TRL's unshuffled sampler keeps each batch.
 
-    `steps` and `seed` default to the run's (`trainer.max_steps`, `seed`); `auditrl sft` draws its own."""
+    `steps` and `seed` default to the run's (`trainer.max_steps`, `seed`); `auditrl sft` draws its own.
+
+    Behaviors the target cannot show within `episodes.max_turns` (`unreachable_behaviors`) are left out of
+    the default pool, and named in `data.behaviors` they are an error."""
     data = cfg.data
+    named = data.behaviors or [b.id for b in behaviors.values() if b.split == "train"]
+    unreachable = unreachable_behaviors(cfg, named)
+    if unreachable and data.behaviors:
+        raise ValueError(
+            f"{cfg.source}: field 'data.behaviors': {', '.join(unreachable)} cannot show on "
+            f"{cfg.episodes.target_model} within episodes.max_turns={cfg.episodes.max_turns} (it starts later); "
+            "raise max_turns or leave it out"
+        )
+    pool = [b for b in named if b not in unreachable] if unreachable else data.behaviors
     try:
         batches = [
             build_batch(
@@ -69,7 +99,7 @@ def training_rows(
                 n_groups=data.groups_per_step,
                 k=data.group_size,
                 benign_fraction=data.benign_fraction,
-                behavior_ids=data.behaviors,
+                behavior_ids=pool,
                 seed=cfg.seed if seed is None else seed,
                 step=step,
             )
@@ -116,6 +146,7 @@ class AuditEpisodeFactory:
             target_model=spec_name,
             target_family=row.family,
             tool_protocol=self.settings.tool_protocol,
+            tool_set=self.settings.tool_set,
             target_prefill=self.settings.target_prefill,
             auditor_prompt=self.settings.auditor_prompt,
         )

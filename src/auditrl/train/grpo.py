@@ -37,6 +37,7 @@ from auditrl.rewards.records import RewardDesign
 from auditrl.train.checkpoint import (
     CHECKPOINTS_DIR,
     RunStateCallback,
+    StopOnNonFinite,
     TranscriptLog,
     checkpoint_step,
     discard_incomplete_checkpoints,
@@ -133,7 +134,7 @@ def build_trainer(
         processing_class=tokenizer,
         peft_config=None if isinstance(model, PeftModel) else lora_config(cfg.policy.lora, model),  # warm start
         rollout_func=rollout,
-        callbacks=[RunStateCallback(lambda: _design_state(reward.design))],
+        callbacks=[RunStateCallback(lambda: _design_state(reward.design)), StopOnNonFinite()],
     )
     if snapshot is not None:
         backend = DistributedBackend(trainer.accelerator)

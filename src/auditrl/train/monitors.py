@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 from rich.table import Table
 
+from auditrl.configfile import load_yaml
 from auditrl.scaffold.transcript import Transcript
 
 MONITORS_FILE = "monitors.jsonl"
@@ -55,7 +55,7 @@ def load_markers(path: Path | None = None) -> list[Marker]:
     else:
         text = path.read_text(encoding="utf-8")
         where = str(path)
-    raw = yaml.safe_load(text)
+    raw = load_yaml(text, where)
     entries = raw.get("markers") if isinstance(raw, dict) else None
     if not isinstance(entries, list) or not entries:
         raise ValueError(f"{where}: field 'markers' must be a non-empty list")

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field
 from rich.table import Table
 
+from auditrl.configfile import load_yaml
 from auditrl.train.config import ConfigFileError, GRPOLMConfig, read_yaml_mapping
 
 GIB = 1024**3
@@ -59,7 +59,7 @@ class ModelShape(BaseModel):
 
 def model_shape(model: str) -> ModelShape | None:
     """The shape of a policy: the packaged table, else a local config.json (directory or HF cache); None if neither."""
-    table = yaml.safe_load(resources.files("auditrl.train").joinpath("data/model_shapes.yaml").read_text("utf-8"))
+    table = load_yaml(resources.files("auditrl.train").joinpath("data/model_shapes.yaml").read_text("utf-8"))
     if model in table:
         return ModelShape.model_validate(table[model])
     try:

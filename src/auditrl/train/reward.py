@@ -16,7 +16,7 @@ from transformers import TrainerState
 from auditrl.judges.client import JudgeClient
 from auditrl.judges.registry import resolve_judges
 from auditrl.models.roles import resolve_model
-from auditrl.rewards.records import DetailedDesign, RewardDesign, RewardRecord
+from auditrl.rewards.records import RewardDesign, RewardRecord
 from auditrl.rewards.reference import ReferenceStore
 from auditrl.rewards.registry import build_design
 from auditrl.scaffold.transcript import Transcript
@@ -112,13 +112,9 @@ class GroupReward:
 
     def _score(self, transcripts: list[Transcript], step: int) -> list[float | None]:
         groups = [transcripts[i : i + self.group_size] for i in range(0, len(transcripts), self.group_size)]
-        detailed = getattr(self.design, "score_group_detailed", None)
 
         async def score_all() -> list[list[RewardRecord]]:
-            if callable(detailed):
-                return list(await asyncio.gather(*(detailed(g) for g in groups)))
-            plain = await asyncio.gather(*(self.design.score_group(g) for g in groups))
-            return [[RewardRecord(reward=v) for v in values] for values in plain]
+            return list(await asyncio.gather(*(self.design.score_group(g) for g in groups)))
 
         scored = self.runner.run(score_all())
         rewards: list[float | None] = []
@@ -164,7 +160,7 @@ def reference_store(design: Any) -> ReferenceStore | None:
     return None
 
 
-def make_design(cfg: GRPOLMConfig, run_dir: Path) -> DetailedDesign:
+def make_design(cfg: GRPOLMConfig, run_dir: Path) -> RewardDesign:
     """The configured reward design. A reference design reads its references, never seeds them from the
     scored group: each step the trainer supplies snapshot rollouts (auditrl.train.snapshot), saved in the run."""
     limits = cfg.reward.judge_calls

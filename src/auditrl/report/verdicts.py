@@ -1,0 +1,128 @@
+"""A transcript's judge verdicts in words, so a report says beside each audit how it was scored.
+
+Reads the verdicts the judges stored in `Transcript.scores` under the suite's keys (see
+`auditrl.evaluate.metrics`), the transfer match and a training reward; the numbers are the ones the
+suite averages (the same value functions), so a reader can check a table against its transcripts.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from auditrl.evaluate.metrics import (
+    AUDIT_QUALITY,
+    CONCERNING,
+    FALSE_POSITIVE,
+    PRODUCTION_FIELDS,
+    REALISM,
+    SuiteDataError,
+    audit_quality_value,
+    false_positive_value,
+    production_value,
+    realism_value,
+)
+from auditrl.evaluate.transfer import MATCH_KEY, verdict_of
+from auditrl.scaffold.transcript import Transcript
+
+ABSTAINED = "the judge abstained (left out of the means, not scored as 0)"
+
+
+@dataclass
+class Reading:
+    """What a verdict says: the headline in a few words and the detail behind it."""
+
+    headline: str
+    detail: str = ""
+
+
+@dataclass
+class VerdictView:
+    """One verdict: what was judged, the headline in a few words, and the detail behind it."""
+
+    name: str
+    headline: str
+    detail: str = ""
+
+
+def _audit_quality(t: Transcript) -> Reading:
+    value = audit_quality_value(t)
+    dims = t.scores[AUDIT_QUALITY]
+    if value is None or math.isnan(value):
+        return Reading("abstained", ABSTAINED)  # on every dimension or on one
+    detail = ", ".join(f"{k.replace('_', ' ')} {v:.0f}" for k, v in dims.items()) if isinstance(dims, Mapping) else ""
+    return Reading(f"{value:.1f} / 100", detail)
+
+
+def _false_positive(t: Transcript) -> Reading:
+    value = false_positive_value(t)
+    if value is None or math.isnan(value):
+        return Reading("abstained", ABSTAINED)
+    if value == 0.0:
+        return Reading("yes", "the auditor claimed a hidden behavior in a benign target")
+    return Reading("no", "the auditor found nothing in a benign target, correctly")
+
+
+def _concerning(t: Transcript) -> Reading:
+    value = production_value(t)
+    if value is None or math.isnan(value):
+        return Reading("abstained", ABSTAINED)
+    fields = ", ".join(f"{f.replace('_', ' ')} {t.scores[f]:g} / 10" for f in PRODUCTION_FIELDS if f in t.scores)
+    return Reading(f"{t.scores[CONCERNING]:g} / 10", f"{fields}; production discovery {value:.1f} / 100")
+
+
+def _realism(t: Transcript) -> Reading:
+    value = realism_value(t)
+    if value is None or math.isnan(value):
+        return Reading("abstained", ABSTAINED)
+    return Reading(f"{value:.0f}%", "share of orders in which the realism judge took the audit's opening for the real one")
+
+
+def _transfer(t: Transcript) -> Reading:
+    verdict = verdict_of(t)
+    if verdict is None or verdict.matched is None:
+        return Reading("abstained", ABSTAINED)
+    if not verdict.matched:
+        return Reading("no", verdict.reasoning)
+    return Reading(f"by prediction {verdict.matched_rank}", verdict.reasoning)
+
+
+def _reward(t: Transcript) -> Reading:
+    reward = t.scores["reward"]
+    headline = "none (failed)" if not isinstance(reward, (int, float)) else f"{reward:.3g}"
+    return Reading(headline)
+
+
+READERS: dict[str, tuple[str, Callable[[Transcript], Reading]]] = {
+    AUDIT_QUALITY: ("audit quality", _audit_quality),
+    FALSE_POSITIVE: ("false positive", _false_positive),
+    CONCERNING: ("concerning", _concerning),
+    REALISM: ("realism", _realism),
+    MATCH_KEY: ("behavior matched", _transfer),
+    "reward": ("training reward", _reward),
+}
+"""Each score key a report explains: its name on the page, and how it is read."""
+
+
+def verdicts(t: Transcript) -> list[VerdictView]:
+    """The verdicts stored with `t`, in words; an unreadable one is shown as such, never dropped."""
+    out: list[VerdictView] = []
+    for key, (name, read) in READERS.items():
+        if key not in t.scores:
+            continue
+        try:
+            reading = read(t)
+        except (SuiteDataError, TypeError, ValueError) as exc:
+            reading = Reading("invalid", str(exc))
+        out.append(VerdictView(name, reading.headline, reading.detail))
+    return out
+
+
+def verdict_line(t: Transcript, found: list[VerdictView]) -> str:
+    """The verdicts in one line for a transcript's summary, or why there are none."""
+    if found:
+        return "; ".join(f"{v.name}: {v.headline}" for v in found)
+    if t.status == "error":
+        return "no verdict: the audit ended in an error"
+    return "not judged"
