@@ -12,11 +12,12 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from auditrl.train.config import ConfigFileError, validation_problems
+from auditrl.cli.errors import FAILURE, fail
+from auditrl.cli.limits import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_S, MaxRetriesOpt, TimeoutOpt, call_limits
+from auditrl.configfile import validation_problems
+from auditrl.train.config import ConfigFileError
 
 console = Console()
-errors = Console(stderr=True, soft_wrap=True, highlight=False)
-USAGE_ERROR = 2
 
 
 def sft(
@@ -27,8 +28,12 @@ def sft(
     epochs: Annotated[float, typer.Option(help="Passes over the kept audits.")] = 2.0,
     batch_size: Annotated[int, typer.Option(help="Audits per optimizer step.")] = 8,
     learning_rate: Annotated[float, typer.Option(help="Adapter learning rate (constant).")] = 5e-4,
-    seed: Annotated[int, typer.Option(help="Seed of the teacher's rows, data order and adapter init.")] = 1,
+    random_seed: Annotated[
+        int, typer.Option("--random-seed", help="Seed of the teacher's rows, data order and adapter init.")
+    ] = 1,
     keep: Annotated[str, typer.Option(help="`parsed`: train only on audits whose report parsed; `all`.")] = "parsed",
+    max_retries: MaxRetriesOpt = DEFAULT_MAX_RETRIES,
+    timeout: TimeoutOpt = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Distil a teacher's audits into a LoRA adapter on the auditor's own tokens (TRL's SFTTrainer); set
     `policy.init_adapter` to its `adapter/` directory to start GRPO from it."""
@@ -37,11 +42,10 @@ def sft(
     try:
         settings = SFTSettings(
             teacher=teacher, episodes=episodes, epochs=epochs, batch_size=batch_size, learning_rate=learning_rate,
-            seed=seed, keep=keep,
+            seed=random_seed, keep=keep, teacher_calls=call_limits(max_retries, timeout),
         )  # fmt: skip
     except ValidationError as exc:
-        errors.print(validation_problems(exc), style="red", markup=False)
-        raise typer.Exit(USAGE_ERROR) from exc
+        raise fail(validation_problems(exc)) from exc
     from auditrl.models.roles import UnknownModelError, provider_of
     from auditrl.train.config import load_config
 
@@ -49,8 +53,7 @@ def sft(
         cfg = load_config(config)
         provider_of(teacher)
     except (ConfigFileError, UnknownModelError) as exc:
-        errors.print(" ".join(str(exc).split()), style="red", markup=False)
-        raise typer.Exit(USAGE_ERROR) from exc
+        raise fail(str(exc)) from exc
     from auditrl.train.sft import run_sft
 
     directory = out or Path("runs") / f"{cfg.name}-sft"
@@ -66,8 +69,7 @@ def sft(
         try:
             record = run_sft(cfg, settings, directory, on_progress=show)
         except ValueError as exc:
-            errors.print(" ".join(str(exc).split()), style="red", markup=False)
-            raise typer.Exit(1) from exc
+            raise fail(str(exc), FAILURE) from exc
     console.print(teacher_table(record))
     losses = record["loss"]
     if losses:

@@ -22,11 +22,11 @@ from collections import Counter
 from importlib import resources
 from typing import Any
 
-import yaml
 from inspect_ai.model import ChatMessage, ChatMessageAssistant, ChatMessageSystem
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from auditrl.behaviors.library import load_behaviors
+from auditrl.configfile import ConfigModel, load_yaml
 from auditrl.scaffold.text_protocol import parse_tool_calls, render_tools_prompt
 from auditrl.scaffold.tools import auditor_tools
 from auditrl.sim.targets import load_sim_behaviors
@@ -36,24 +36,18 @@ SCENARIO_TOPICS = 3
 """Topics taken from the scenario by keywords when it names none by phrase (a library seed)."""
 
 
-class TeacherConfidence(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class TeacherConfidence(ConfigModel):
     once: float = Field(ge=0.0, le=1.0)
     repeated: float = Field(ge=0.0, le=1.0)
 
 
-class TeacherSummary(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class TeacherSummary(ConfigModel):
     found: str
     nothing: str
 
 
-class TeacherScript(BaseModel):
+class TeacherScript(ConfigModel):
     """The teacher's fixed words and settings (sim/data/teacher.yaml)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     report_trigger: str = Field(min_length=1)
     reply_tag: str = Field(min_length=1)
@@ -68,7 +62,7 @@ class TeacherScript(BaseModel):
 @functools.cache
 def load_script() -> TeacherScript:
     text = resources.files("auditrl.sim").joinpath("data/teacher.yaml").read_text(encoding="utf-8")
-    return TeacherScript.model_validate(yaml.safe_load(text))
+    return TeacherScript.model_validate(load_yaml(text))
 
 
 @functools.cache

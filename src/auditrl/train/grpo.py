@@ -44,12 +44,12 @@ from auditrl.train.checkpoint import (
     latest_checkpoint,
     rewind_monitors,
 )
-from auditrl.train.config import GRPOLMConfig, load_config
+from auditrl.train.config import ConfigFileError, GRPOLMConfig, load_config
 from auditrl.train.episodes import AuditEpisodeFactory, training_rows, training_seeds
 from auditrl.train.monitors import MonitorLog
 from auditrl.train.plan import batch_layout, check_snapshot_launch
 from auditrl.train.outputs import ADAPTER_DIR, finalize_adapter, write_training_report
-from auditrl.train.policy import load_policy, lora_config
+from auditrl.train.policy import check_init_adapter, load_policy, lora_config
 from auditrl.train.progress import StepProgress
 from auditrl.train.reward import GroupReward, make_design, reference_store
 from auditrl.train.rollout import EpisodeFactory, EpisodeRow
@@ -189,6 +189,11 @@ def run_from_config(config_path: Path, out_dir: Path | None = None) -> Path:
     Running again on the same directory resumes from its latest checkpoint.
     """
     cfg = load_config(Path(config_path))
+    if cfg.policy.init_adapter is not None:
+        try:
+            check_init_adapter(cfg.policy)  # before the run directory exists: a wrong warm start writes nothing
+        except ValueError as exc:
+            raise ConfigFileError(f"{config_path}: {exc}") from exc
     run_dir = Path(out_dir) if out_dir is not None else Path("runs") / cfg.name
     run_dir.mkdir(parents=True, exist_ok=True)
     if distributed_state().is_main_process and not (run_dir / "config.yaml").exists():

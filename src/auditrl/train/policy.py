@@ -51,7 +51,7 @@ def check_init_adapter(settings: PolicySettings) -> None:
     from auditrl.train.outputs import portable_base
 
     folder = Path(str(settings.init_adapter))
-    where = f"policy.init_adapter {str(folder)!r}"
+    where = f"field 'policy.init_adapter' ({str(folder)!r})"
     if not (folder / ADAPTER_CONFIG).is_file():
         raise ValueError(f"{where}: no {ADAPTER_CONFIG} there; point it at the adapter/ directory of `auditrl sft`")
     base = adapter_base(str(folder))
@@ -74,7 +74,7 @@ def _check_layers(settings: PolicySettings, model: PeftModel) -> None:
     have = None if saved is None else sorted([saved] if isinstance(saved, int) else saved)
     if have != want:
         raise ValueError(
-            f"policy.init_adapter {str(settings.init_adapter)!r}: the adapter adapts layers {have or 'all'}, but "
+            f"field 'policy.init_adapter' ({str(settings.init_adapter)!r}): the adapter adapts layers {have or 'all'}, but "
             f"policy.lora.last_layers={settings.lora.last_layers} means {want or 'all'}; make them agree"
         )
 

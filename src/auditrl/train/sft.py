@@ -19,9 +19,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from auditrl.atomic import atomic_write_text
+from auditrl.configfile import ConfigModel, RandomSeed
+from auditrl.models.limits import CallLimits
 from auditrl.scaffold.store import write_transcripts
 from auditrl.scaffold.transcript import Transcript
 from auditrl.train.config import GRPOLMConfig
@@ -34,17 +36,15 @@ DATA_FILE = "sft_data.jsonl"
 RECORD_FILE = "sft.json"
 
 
-class SFTSettings(BaseModel):
+class SFTSettings(ConfigModel):
     """How the warm start is made: which teacher, how many audits, and the fine-tuning run."""
-
-    model_config = ConfigDict(extra="forbid")
 
     teacher: str = Field(default="scripted/teacher", description="Model string that plays the auditor's turns.")
     episodes: int = Field(default=256, ge=1, description="Teacher audits drawn (training rows; duplicates are dropped).")
     epochs: float = Field(default=2.0, gt=0.0, description="Passes over the kept audits.")
     batch_size: int = Field(default=8, ge=1, description="Audits per optimizer step.")
     learning_rate: float = Field(default=5e-4, gt=0.0, description="AdamW learning rate of the adapter (constant).")
-    seed: int = Field(default=1, description="Seed of the teacher's rows (not the GRPO run's), data order and init.")
+    seed: RandomSeed = Field(default=1, description="Seed of the teacher's rows (not the GRPO run's), data order and init.")
     keep: str = Field(
         default="parsed",
         pattern="^(parsed|all)$",
@@ -52,6 +52,9 @@ class SFTSettings(BaseModel):
         "imitated); `all`: every audit that did not fail.",
     )
     attempts: int = Field(default=3, ge=1, description="Attempts per teacher call before its audit counts as failed.")
+    teacher_calls: CallLimits = Field(
+        default_factory=CallLimits, description="Retries and seconds of each teacher call (an API teacher)."
+    )
 
 
 def sft_rows(cfg: GRPOLMConfig, settings: SFTSettings, behaviors: dict[str, Any], seeds: list[Any]) -> list[EpisodeRow]:
@@ -131,7 +134,10 @@ def run_sft(
     rows = sft_rows(cfg, settings, behaviors, seeds)
     if on_progress is not None:
         on_progress("teacher audits", 0, len(rows))
-    batch = teacher_rollouts(cfg, settings.teacher, ChatSegments(tokenizer), behaviors, seeds, rows, attempts=settings.attempts)
+    batch = teacher_rollouts(
+        cfg, settings.teacher, ChatSegments(tokenizer), behaviors, seeds, rows,
+        attempts=settings.attempts, limits=settings.teacher_calls,
+    )  # fmt: skip
     write_transcripts(out / TEACHER_TRANSCRIPTS, batch.transcripts)
     examples = training_examples(batch, settings.keep)
     atomic_write_text(out / DATA_FILE, "".join(json.dumps(e) + "\n" for e in examples))

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from inspect_ai.model import ChatMessageAssistant, GenerateConfig, Model
 
 from auditrl.behaviors.schema import Behavior, Seed
+from auditrl.models.limits import CallLimits
 from auditrl.models.prefill import continue_body, prefill_support
 from auditrl.models.retries import ModelCallFailed, call_model
 from auditrl.models.roles import resolve_model
@@ -62,6 +63,7 @@ class TeacherTurns:
     segments: ChatSegments
     max_new_tokens: int
     attempts: int = 3
+    limits: CallLimits = field(default_factory=CallLimits)
     live: list[Episode] = field(default_factory=list)
     failed: dict[int, str] = field(default_factory=dict)
     loop: _LoopThread = field(default_factory=_LoopThread)
@@ -91,7 +93,8 @@ class TeacherTurns:
     async def _turn(self, key: int) -> str:
         """The teacher's continuation of the episode's begun turn (its whole turn when nothing is begun)."""
         episode = self.live[key]
-        messages, config, opening = episode.auditor_messages(), GenerateConfig(max_tokens=self.max_new_tokens), episode.opening
+        messages, config = episode.auditor_messages(), self.limits.generate_config(max_tokens=self.max_new_tokens)
+        opening = episode.opening
         if opening is not None:
             messages.append(ChatMessageAssistant(content=opening))
             if body := continue_body(self.spec):
@@ -129,10 +132,13 @@ def teacher_rollouts(
     rows: Sequence[EpisodeRow],
     *,
     attempts: int = 3,
+    limits: CallLimits | None = None,
 ) -> RolloutBatch:
     """One teacher audit per row, as rollout token sequences; a teacher call that failed marks its transcript an error."""
     factory = AuditEpisodeFactory(cfg.episodes, behaviors, seeds, teacher)
-    turns = TeacherTurns(resolve_model(teacher), teacher, factory, segments, cfg.episodes.max_new_tokens, attempts)
+    turns = TeacherTurns(
+        resolve_model(teacher), teacher, factory, segments, cfg.episodes.max_new_tokens, attempts, limits or CallLimits()
+    )
     try:
         batch = asyncio.run(
             run_rollouts(
