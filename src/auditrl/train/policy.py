@@ -9,7 +9,7 @@ from typing import Any
 from peft import LoraConfig, PeftModel
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from auditrl.models.local import ADAPTER_CONFIG, adapter_base, clear_quantizer, resolve_source
+from auditrl.models.local import ADAPTER_CONFIG, adapter_base, align_gguf_special_tokens, clear_quantizer, resolve_source
 from auditrl.models.precision import on_gpu, resolve_dtype, torch_dtype
 from auditrl.train.config import LoraSettings, PolicySettings, chat_template_text
 
@@ -34,6 +34,8 @@ def load_policy(settings: PolicySettings) -> tuple[PreTrainedModel, PreTrainedTo
         check_init_adapter(settings)
     model = AutoModelForCausalLM.from_pretrained(source.location, dtype=torch_dtype(settings.dtype), **model_kwargs)
     clear_quantizer(model)
+    if gguf:
+        align_gguf_special_tokens(tokenizer, model)
     if settings.chat_template is not None:
         tokenizer.chat_template = chat_template_text(settings.chat_template)
     if tokenizer.chat_template is None:
