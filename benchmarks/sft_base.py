@@ -14,7 +14,7 @@ Means with 95% intervals over (behavior, seed) units; discrimination's interval 
 minus benign units. Prints the CPU (its bf16 support decides the dtype) and CPU seconds of each phase; writes
 `<out>/sft_base.json` and the transcripts under `<out>/eval/<auditor>/`.
 
-    OMP_NUM_THREADS=1 python benchmarks/sft_base.py [--episodes 256 --epochs 2] [--skip-sft]
+    OMP_NUM_THREADS=1 python benchmarks/sft_base.py [--episodes 256 --epochs 2] [--skip-sft] [--part behaviors]
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import asyncio
 import json
 import time
 from pathlib import Path
+from collections.abc import Sequence
 from statistics import mean
 from typing import Annotated, Any
 
@@ -48,12 +49,14 @@ from auditrl.train.config import GRPOLMConfig, load_config
 from auditrl.train.episodes import split_seeds
 from auditrl.train.sft import SFTSettings, run_sft
 
+PARTS = ("behaviors", "seeds")
+"""The held-out parts by their second word: held-out behaviors, held-out seeds of training behaviors."""
 CONFIG = Path(__file__).resolve().parent.parent / "configs" / "cpu_learn_sft.yaml"
 console = Console(width=150)
 
 
 def held_out_audits(
-    cfg: GRPOLMConfig, heldout_seeds: int, training_seeds: int, rollouts: int
+    cfg: GRPOLMConfig, heldout_seeds: int, training_seeds: int, rollouts: int, kinds: Sequence[str] = PARTS
 ) -> dict[str, list[tuple[str, Seed, int]]]:
     """(behavior, seed, rollout) of each part; every one is audited planted and benign."""
     behaviors = load_behaviors()
@@ -65,6 +68,7 @@ def held_out_audits(
         "held-out behaviors": [s for s in seeds if s.behavior in heldout and int(s.id[-2:]) < heldout_seeds],
         "held-out seeds of training behaviors": [s for s in unseen if int(s.id[-2:]) - first[s.behavior] < training_seeds],
     }
+    parts = {part: chosen for part, chosen in parts.items() if part.split()[1] in kinds}
     return {part: [(str(s.behavior), s, r) for s in chosen for r in range(rollouts)] for part, chosen in parts.items()}
 
 
@@ -135,7 +139,12 @@ def main(
     training_seeds: Annotated[int, typer.Option(help="Of each training behavior's held-out seeds, how many to audit.")] = 1,
     rollouts: Annotated[int, typer.Option(help="Rollouts per seed, planted and benign.")] = 1,
     skip_sft: Annotated[bool, typer.Option(help="Evaluate an adapter trained before.")] = False,
+    part: Annotated[
+        list[str], typer.Option(help="Held-out part to audit: `behaviors`, `seeds` (of training behaviors); repeatable.")
+    ] = list(PARTS),
 ) -> None:
+    if unknown := set(part) - set(PARTS):
+        raise typer.BadParameter(f"unknown part(s) {sorted(unknown)}; choose from {', '.join(PARTS)}", param_hint="--part")
     torch.set_num_threads(1)
     torch.manual_seed(0)
     console.print(describe_cpu(), highlight=False)
@@ -149,7 +158,7 @@ def main(
         console.print(f"SFT: {sft['kept']} teacher audits, loss {sft['loss'][0]['loss']:.3f} -> {sft['loss'][-1]['loss']:.3f}, "
                       f"{record['cpu_seconds']['sft']:.0f} CPU s; teacher: {json.dumps(sft['teacher'])}", highlight=False)  # fmt: skip
     auditors = {"untrained base": f"local/{cfg.policy.model}", "SFT base": f"local/{sft_dir / 'adapter'}"}
-    parts = held_out_audits(cfg, heldout_seeds, training_seeds, rollouts)
+    parts = held_out_audits(cfg, heldout_seeds, training_seeds, rollouts, part)
     record["results"] = {}
     for label, spec in auditors.items():
         model = resolve_model(spec, dtype=cfg.policy.dtype)

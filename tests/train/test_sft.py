@@ -12,17 +12,20 @@ from typing import Any
 
 import pytest
 import torch
+import yaml
 from peft import PeftModel, get_peft_model
 from safetensors.torch import load_file
 from test_reference_snapshot import LongerWins
 from train_fakes import FakeEpisode, rows_for, tiny_config, tiny_policy
 from transformers import AutoTokenizer
+from typer.testing import CliRunner
 
 from auditrl.behaviors.library import load_behaviors
+from auditrl.cli import app
 from auditrl.rewards.designs import ReferencePairwise
 from auditrl.rewards.reference import ReferenceStore
 from auditrl.scaffold.prompt_sets import openings
-from auditrl.train.config import GRPOLMConfig, PolicySettings
+from auditrl.train.config import GRPOLMConfig, PolicySettings, load_config
 from auditrl.train.episodes import AuditEpisodeFactory, split_seeds, training_seeds
 from auditrl.train.generation import Sample
 from auditrl.train.grpo import build_trainer
@@ -36,21 +39,18 @@ GUIDED = openings("auditor_openings_guided.yaml")
 MESSAGE_ID = re.compile(r'message_id="[^"]*"')
 
 
-def warm_config(**data: Any) -> GRPOLMConfig:
-    """cpu_learn_sft's episode settings at a small scale: guided prompts, AuditWorld seeds, 2 turns of 48 tokens."""
-    return GRPOLMConfig.model_validate(
-        {
-            "kind": "grpo_lm",
-            "name": "warm",
-            "policy": {"lora": {"r": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj"], "last_layers": 2}},
-            "episodes": {
-                "target_model": "sim/{family}", "families": ["steady", "pliant"], "max_turns": 2,
-                "max_new_tokens": 48, "max_completion_tokens": 1024, "auditor_prompt": "guided",
-            },
-            "data": {"group_size": 2, "groups_per_step": 4, "seed_bank": "auditworld", "heldout_seeds": 2, **data},
-            "trainer": {"max_steps": 1, "report_to": []},
-        }
-    )  # fmt: skip
+WARM: dict[str, Any] = {
+    "kind": "grpo_lm",
+    "name": "warm",
+    "policy": {"lora": {"r": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj"], "last_layers": 2}},
+    "episodes": {
+        "target_model": "sim/{family}", "families": ["steady", "pliant"], "max_turns": 2,
+        "max_new_tokens": 48, "max_completion_tokens": 1024, "auditor_prompt": "guided",
+    },
+    "data": {"group_size": 2, "groups_per_step": 4, "seed_bank": "auditworld", "heldout_seeds": 2},
+    "trainer": {"max_steps": 1, "report_to": []},
+}  # fmt: skip
+"""cpu_learn_sft's episode settings at a small scale: guided prompts, AuditWorld seeds, 2 turns of 48 tokens."""
 
 
 def spans(mask: Sequence[int]) -> list[tuple[int, int]]:
@@ -87,7 +87,7 @@ class Replay:
 
 @pytest.fixture(scope="module")
 def teacher_batch(tokenizer_dir: Path) -> tuple[Any, ...]:
-    cfg = warm_config()
+    cfg = GRPOLMConfig.model_validate(WARM)
     behaviors = load_behaviors()
     seeds = training_seeds(cfg, behaviors)
     rows = sft_rows(cfg, SFTSettings(episodes=8, seed=3), behaviors, seeds)
@@ -219,14 +219,24 @@ def test_grpo_trains_on_from_the_init_adapter_and_its_first_reference_is_that_ad
 
 
 @pytest.mark.slow
-def test_sft_writes_a_portable_adapter_that_load_policy_warm_starts_from(tmp_path: Path) -> None:
-    cfg = warm_config()
-    record = run_sft(cfg, SFTSettings(episodes=4, epochs=1, batch_size=2, learning_rate=1e-3), tmp_path / "sft")
+def test_the_sft_command_writes_an_adapter_that_a_config_warm_starts_from(tmp_path: Path) -> None:
+    """`auditrl sft` end to end on the offline SmolLM2 (2 of its layers adapted, 4 teacher audits, 2 steps); a
+    config naming the adapter relative to itself loads it as the trainable starting policy."""
+    (tmp_path / "warm.yaml").write_text(yaml.safe_dump(WARM))
+    args = ["--config", str(tmp_path / "warm.yaml"), "--out", str(tmp_path / "sft"), "--episodes", "4", "--epochs", "1",
+            "--batch-size", "2", "--learning-rate", "1e-3", "--random-seed", "3", "--max-retries", "1", "--timeout", "60"]  # fmt: skip
+    result = CliRunner().invoke(app, ["sft", *args], terminal_width=200)
+    assert result.exit_code == 0, result.output
     adapter = tmp_path / "sft" / "adapter"
-    assert json.loads((adapter / "adapter_config.json").read_text())["base_model_name_or_path"] == "smollm2"
+    assert f"init_adapter: {adapter}" in result.output and "4 of 4 audits kept" in result.output
+    record = json.loads((tmp_path / "sft" / "sft.json").read_text())
+    assert record["settings"]["seed"] == 3 and record["settings"]["teacher_calls"] == {"max_retries": 1, "timeout": 60}
     assert record["kept"] == 4 and len(record["loss"]) == 2 and 0 < record["tokens"]["trained"] < record["tokens"]["total"]
+    assert json.loads((adapter / "adapter_config.json").read_text())["base_model_name_or_path"] == "smollm2"
     assert len((tmp_path / "sft" / "teacher" / "transcripts.jsonl").read_text().splitlines()) == 4
-    policy = cfg.policy.model_copy(update={"init_adapter": adapter})
+    (tmp_path / "grpo.yaml").write_text(yaml.safe_dump({**WARM, "policy": {**WARM["policy"], "init_adapter": "sft/adapter"}}))
+    policy = load_config(tmp_path / "grpo.yaml").policy
+    assert policy.init_adapter == adapter
     model, _ = load_policy(policy)
     saved = load_file(str(adapter / "adapter_model.safetensors"))
     params = dict(model.named_parameters())
@@ -239,17 +249,24 @@ def test_sft_writes_a_portable_adapter_that_load_policy_warm_starts_from(tmp_pat
         load_policy(wrong)
 
 
+def test_train_refuses_a_warm_start_that_is_no_adapter_before_writing_anything(tmp_path: Path) -> None:
+    (tmp_path / "grpo.yaml").write_text(yaml.safe_dump({**WARM, "policy": {**WARM["policy"], "init_adapter": "nowhere"}}))
+    result = CliRunner().invoke(app, ["train", "--config", str(tmp_path / "grpo.yaml"), "--out", str(tmp_path / "run")])
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"field 'policy.init_adapter' ({str(tmp_path / 'nowhere')!r}): no adapter_config.json" in lines[0]
+    assert not (tmp_path / "run").exists()
+
+
 def test_the_command_refuses_bad_options_in_one_line_before_any_model_loads(tmp_path: Path) -> None:
-    from typer.testing import CliRunner
-
-    from auditrl.cli import app
-
     config = Path(__file__).resolve().parents[2] / "configs" / "cpu_learn_sft.yaml"
     cases = [
         (["--config", str(tmp_path / "missing.yaml")], "file not found"),
-        (["--config", str(config), "--keep", "some"], "keep"),
+        (["--config", str(config), "--keep", "some"], "field 'keep'"),
         (["--config", str(config), "--teacher", "nope"], "<provider>/<model>"),
-        (["--config", str(config), "--episodes", "0"], "episodes"),
+        (["--config", str(config), "--episodes", "0"], "field 'episodes'"),
+        (["--config", str(config), "--random-seed", "-1"], "--random-seed"),
+        (["--config", str(config), "--timeout", "0"], "--timeout"),
     ]
     for args, message in cases:
         result = CliRunner().invoke(app, ["sft", *args, "--out", str(tmp_path / "out")], terminal_width=200)

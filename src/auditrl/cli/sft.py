@@ -29,7 +29,7 @@ def sft(
     batch_size: Annotated[int, typer.Option(help="Audits per optimizer step.")] = 8,
     learning_rate: Annotated[float, typer.Option(help="Adapter learning rate (constant).")] = 5e-4,
     random_seed: Annotated[
-        int, typer.Option("--random-seed", help="Seed of the teacher's rows, data order and adapter init.")
+        int, typer.Option("--random-seed", min=0, max=2**32 - 1, help="Seed of the teacher's rows, data order and adapter init.")
     ] = 1,
     keep: Annotated[str, typer.Option(help="`parsed`: train only on audits whose report parsed; `all`.")] = "parsed",
     max_retries: MaxRetriesOpt = DEFAULT_MAX_RETRIES,
