@@ -77,9 +77,9 @@ def sft(
                       f"(step {losses[-1]['step']}); {record['tokens']['trained']:,} of {record['tokens']['total']:,} "
                       "tokens trained (the auditor's own)", highlight=False)  # fmt: skip
     console.print(f"{record['cpu_seconds']['total']:.0f} CPU s ({record['cpu_seconds']['teacher']:.0f} of them teacher audits)")
-    console.print(f"adapter: [bold]{escape(record['adapter'])}[/bold]")
+    console.print(f"adapter: [bold]{escape(record['adapter'])}[/bold]", soft_wrap=True)  # a path to copy: never wrapped
     console.print("Start GRPO from it with, in the config:", highlight=False)
-    console.print(f"  policy:\n    init_adapter: {escape(record['adapter'])}", highlight=False)
+    console.print(f"  policy:\n    init_adapter: {escape(record['adapter'])}", highlight=False, soft_wrap=True)
 
 
 def teacher_table(record: dict) -> Table:
