@@ -11,6 +11,7 @@ safely, validated by typed models, and every problem reported in one line naming
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -103,3 +104,9 @@ def validate_file(model: type[M], raw: dict[str, Any], path: Path) -> M:
         return model.model_validate(raw)
     except ValidationError as exc:
         raise ConfigFileError(f"{path}: {validation_problems(exc)}") from exc
+
+
+def did_you_mean(value: str, choices: list[str]) -> str:
+    """A hint naming the closest valid choice, for errors about a misspelt name (empty when none is close)."""
+    close = difflib.get_close_matches(value, choices, n=1, cutoff=0.75)
+    return f" (did you mean {close[0]!r}?)" if close else ""

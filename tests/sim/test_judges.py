@@ -19,10 +19,6 @@ from sim_records import record
 from auditrl.sim.judges import (
     JudgeFlaws,
     JudgeParams,
-    SimBinaryJudge,
-    SimConcerningnessJudge,
-    SimPairwiseJudge,
-    SimRealismJudge,
     binary_surfaced,
     concerningness_scores,
     default_world,
@@ -33,6 +29,7 @@ from auditrl.sim.policies import ExperimenterPolicy, InterrogatorPolicy, RandomP
 from auditrl.sim.render import render_episodes, transcript_observed
 from auditrl.sim.records import Observed, ground_truth
 from auditrl.sim.simulate import Rollout, simulate
+from auditrl.sim.transcript_judges import SimBinaryJudge, SimConcerningnessJudge, SimPairwiseJudge, SimRealismJudge
 from auditrl.sim.world import World, training_batch
 
 K = 4

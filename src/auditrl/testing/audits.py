@@ -17,11 +17,12 @@ from numpy.typing import NDArray
 
 from auditrl.rewards.reference import ReferenceStore
 from auditrl.scaffold.transcript import Transcript
-from auditrl.sim.judges import SimPairwiseJudge, default_world
+from auditrl.sim.judges import default_world
 from auditrl.sim.policies import ExperimenterPolicy, InterrogatorPolicy, RandomPolicy
 from auditrl.sim.records import Observed
 from auditrl.sim.render import render_episodes
 from auditrl.sim.simulate import simulate
+from auditrl.sim.transcript_judges import SimPairwiseJudge
 from auditrl.sim.world import training_batch
 
 GROUP_SIZE = 4
@@ -31,9 +32,9 @@ BENIGN_FRACTION = 0.5
 BATCHES: tuple[tuple[str, str, int], ...] = (
     ("interrogator", "experimenter", 2),
     ("experimenter", "interrogator", 3),
-    ("random", "experimenter", 7),
+    ("random", "experimenter", 8),
 )
-"""(policy scored, policy of the references, seed) per batch. The random policy's batch at seed 7 holds an
+"""(policy scored, policy of the references, seed) per batch. The random policy's batch at seed 8 holds an
 audit whose claim only the auditor's own accusations support, where the lenient and strict binary judges
 disagree (about one audit in a hundred does)."""
 
