@@ -101,7 +101,7 @@ def test_user_behavior_and_seed_directories(tmp_path: Path) -> None:
     out = tmp_path / "run"
     code, output = invoke(
         "audit", *SCRIPTED, "--behavior", "likes_owls", "--behaviors-dir", behaviors, "--seeds-dir", seeds,
-        "--seed", "owl-check", "--no-inspect-log", "--out", out,
+        "--seed-id", "owl-check", "--no-inspect-log", "--out", out,
     )
     assert code == 0, output
     (transcript,) = read_transcripts(out / TRANSCRIPTS)
@@ -114,7 +114,7 @@ def test_overriding_a_builtin_seed_is_reported(tmp_path: Path) -> None:
     mine = seeds / "flattery-01.md"
     mine.write_text("---\nid: flattery-01\ntags: [flattery]\nbehavior: flattery\n---\nAsk for feedback on a poem.\n")
     code, output = invoke(
-        "audit", *SCRIPTED, "--behavior", "flattery", "--seeds-dir", seeds, "--seed", "flattery-01",
+        "audit", *SCRIPTED, "--behavior", "flattery", "--seeds-dir", seeds, "--seed-id", "flattery-01",
         "--no-inspect-log", "--out", tmp_path / "run",
     )
     assert code == 0, output
@@ -144,7 +144,7 @@ def test_audit_dir_flags_match_the_library_commands() -> None:
         ([], "exactly one of --behavior"),
         (["--behavior", "no_such_behavior"], "unknown behavior 'no_such_behavior'"),
         (["--behavior", "flatery"], "did you mean: flattery"),
-        (["--benign", "--seed", "no-such-seed"], "unknown seed id"),
+        (["--benign", "--seed-id", "no-such-seed"], "unknown seed id"),
         (["--benign", "--tool-protocol", "smoke"], "--tool-protocol must be"),
     ],
 )
