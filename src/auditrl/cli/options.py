@@ -162,6 +162,7 @@ DEPRECATED_OPTIONS: dict[str, dict[str, str]] = {
     "crux run": {"--turns": "--max-turns", "--sampling-seed": "--random-seed"},
     "transfer": {"--max-samples": "--max-turns", "--sampling-seed": "--random-seed"},
     "implant": {"--seed": "--random-seed"},
+    "strategies": {"--seed": "--random-seed"},
 }
 """Old spellings (until the next minor release) by command: each is read as its new one, with a warning."""
 DEPRECATED_VALUES: dict[str, dict[str, dict[str, str]]] = {

@@ -1,0 +1,82 @@
+"""Every command of the README's CLI tour runs offline, in order, as written (a few made tiny here)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from auditrl.cli import app
+from auditrl.train.monitors import MonitorLog
+
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+TOUR = "## A short tour of the CLI"
+TINY_WORLD = ROOT / "tests" / "reliability" / "data" / "auditworld_tiny.yaml"
+FLATTERER = "What a great question! You clearly have a sharp mind. Here is a short answer."
+INTERACTIVE = ("inspect view",)
+"""Lines that start a server and wait for a person: not run."""
+
+
+def tour_commands(text: str) -> list[list[str]]:
+    """The commands of the tour's first bash block: continuations joined, comments dropped, `;` split."""
+    block = text[text.index(TOUR) :].split("```bash\n", 1)[1].split("\n```", 1)[0]
+    commands: list[list[str]] = []
+    for line in block.replace("\\\n", " ").splitlines():
+        for part in line.split(";"):
+            words = shlex.split(part, comments=True)
+            if words:
+                commands.append(words)
+    return commands
+
+
+def made_tiny(words: list[str], tmp: Path) -> list[str]:
+    """The tour's long runs at test size: options given again later win."""
+    if words[:3] == ["auditrl", "train", "--config"] and words[3] == "configs/auditworld.yaml":
+        return [*words, "--config", str(TINY_WORLD), "--out", str(tmp / "runs" / "auditworld")]
+    if words[:2] == ["auditrl", "implant"]:
+        demo = tmp / "flatterer.json"
+        demo.write_text(json.dumps([FLATTERER]))
+        return [
+            *words, "--demo-model", f"scripted/file:{demo}", "--samples", "1", "--steps", "2", "--no-anti-confession",
+            "--batch-size", "4", "--eval-samples", "1", "--eval-prompts", "2", "--eval-tokens", "8", "--no-plant-reference",
+        ]  # fmt: skip
+    if words[:2] == ["auditrl", "transfer"] and any(w.startswith("local/") for w in words):
+        return [*words, "--token-budget", "32", "--max-turns", "2", "--max-tokens", "12", "--rollouts", "1"]
+    return words
+
+
+def test_tour_parses_into_every_command() -> None:
+    commands = tour_commands(README.read_text(encoding="utf-8"))
+    names = {words[1] for words in commands if words[0] == "auditrl"}
+    assert {"audit", "export", "evaluate", "suite", "strategies", "judge", "train", "monitor", "implant", "transfer", "crux"} <= names
+    assert ["auditrl", "crux", "build", "runs/feedback", "--out", "runs/crux"] in commands, "`;` and continuations are split"
+
+
+@pytest.mark.slow
+def test_every_tour_command_runs_offline_and_uses_no_deprecated_spelling(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "configs").symlink_to(ROOT / "configs")
+    (tmp_path / "runs" / "cpu-offline").mkdir(parents=True)
+    MonitorLog(tmp_path / "runs" / "cpu-offline", tensorboard=False).write(0, {"reward/mean": 0.25})  # stands in for a GRPO run
+    runner = CliRunner()
+    for words in tour_commands(README.read_text(encoding="utf-8")):
+        line = shlex.join(words)
+        if line.startswith(INTERACTIVE):
+            continue
+        words = made_tiny(words, tmp_path)
+        if words[0] == "inspect":
+            done = subprocess.run([str(Path(sys.executable).parent / "inspect"), *words[1:]], capture_output=True, text=True)
+            assert done.returncode == 0, f"{line}\n{done.stdout}\n{done.stderr}"
+            continue
+        result = runner.invoke(app, words[1:], env={"COLUMNS": "120"})
+        assert result.exit_code == 0, f"{line}\n{result.output}"
+        assert "deprecated" not in result.output, f"the README uses an old spelling: {line}\n{result.stderr}"
+        for option in ("--out", "--html", "--json"):
+            if option in words:
+                assert Path(words[words.index(option) + 1]).exists(), f"{line}: nothing at its {option}"
