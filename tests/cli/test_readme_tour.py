@@ -24,14 +24,19 @@ INTERACTIVE = ("inspect view",)
 
 
 def tour_commands(text: str) -> list[list[str]]:
-    """The commands of the tour's first bash block: continuations joined, comments dropped, `;` split."""
+    """The commands of the tour's first bash block: continuations joined, comments dropped, `a; b` split."""
     block = text[text.index(TOUR) :].split("```bash\n", 1)[1].split("\n```", 1)[0]
     commands: list[list[str]] = []
     for line in block.replace("\\\n", " ").splitlines():
-        for part in line.split(";"):
-            words = shlex.split(part, comments=True)
-            if words:
+        lexer = shlex.shlex(line, posix=True, punctuation_chars=";")
+        lexer.whitespace_split, lexer.commenters = True, "#"
+        words: list[str] = []
+        for token in [*lexer, ";"]:
+            if token != ";":
+                words.append(token)
+            elif words:
                 commands.append(words)
+                words = []
     return commands
 
 
@@ -55,7 +60,10 @@ def test_tour_parses_into_every_command() -> None:
     commands = tour_commands(README.read_text(encoding="utf-8"))
     names = {words[1] for words in commands if words[0] == "auditrl"}
     assert {"audit", "export", "evaluate", "suite", "strategies", "judge", "train", "monitor", "implant", "transfer", "crux"} <= names
-    assert ["auditrl", "crux", "build", "runs/feedback", "--out", "runs/crux"] in commands, "`;` and continuations are split"
+    assert ["auditrl", "crux", "build", "runs/feedback", "--out", "runs/crux"] in commands, "comments are dropped"
+    assert tour_commands(f"{TOUR}\n```bash\nauditrl a --x 1 \\\n  --y 'p q'; auditrl b  # c; d\n```\n") == [
+        ["auditrl", "a", "--x", "1", "--y", "p q"], ["auditrl", "b"],
+    ]
 
 
 @pytest.mark.slow

@@ -312,7 +312,7 @@ def score(
     Rollouts are grouped by (behavior, seed, target family), in file order. The in-group designs
     (ingroup_pairwise, ingroup_bradley_terry) compare the rollouts of a group with each other, so a group
     needs at least 2: `auditrl audit` cycles through seeds, one rollout each, so run it with
-    `--seed ID --rollouts N` to get N rollouts of one seed; a group of 1 is reported as not scored.
+    `--seed-id ID --rollouts N` to get N rollouts of one seed; a group of 1 is reported as not scored.
     reference_pairwise compares each rollout with the reference of its (behavior, seed, family) from --references.
     """
     if design not in design_names():
