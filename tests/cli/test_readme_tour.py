@@ -66,18 +66,19 @@ def test_tour_parses_into_every_command() -> None:
     ]
 
 
-@pytest.mark.slow
-def test_every_tour_command_runs_offline_and_uses_no_deprecated_spelling(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "configs").symlink_to(ROOT / "configs")
-    (tmp_path / "runs" / "cpu-offline").mkdir(parents=True)
-    MonitorLog(tmp_path / "runs" / "cpu-offline", tensorboard=False).write(0, {"reward/mean": 0.25})  # stands in for a GRPO run
+def needs_weights(words: list[str]) -> bool:
+    """A line that loads SmolLM2 (about a minute of CPU each): the implant and audits of it."""
+    return words[:2] == ["auditrl", "implant"] or any(w.startswith("local/") for w in words)
+
+
+def run_tour(tmp: Path, weights: bool) -> None:
+    """Run the tour's lines that need SmolLM2's weights, or the others, in order, in `tmp`."""
     runner = CliRunner()
     for words in tour_commands(README.read_text(encoding="utf-8")):
         line = shlex.join(words)
-        if line.startswith(INTERACTIVE):
+        if line.startswith(INTERACTIVE) or needs_weights(words) != weights:
             continue
-        words = made_tiny(words, tmp_path)
+        words = made_tiny(words, tmp)
         if words[0] == "inspect":
             done = subprocess.run([str(Path(sys.executable).parent / "inspect"), *words[1:]], capture_output=True, text=True)
             assert done.returncode == 0, f"{line}\n{done.stdout}\n{done.stderr}"
@@ -88,3 +89,19 @@ def test_every_tour_command_runs_offline_and_uses_no_deprecated_spelling(tmp_pat
         for option in ("--out", "--html", "--json"):
             if option in words:
                 assert Path(words[words.index(option) + 1]).exists(), f"{line}: nothing at its {option}"
+
+
+@pytest.mark.slow
+def test_every_offline_tour_command_runs_and_uses_no_deprecated_spelling(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "configs").symlink_to(ROOT / "configs")
+    (tmp_path / "runs" / "cpu-offline").mkdir(parents=True)
+    MonitorLog(tmp_path / "runs" / "cpu-offline", tensorboard=False).write(0, {"reward/mean": 0.25})  # stands in for a GRPO run
+    run_tour(tmp_path, weights=False)
+
+
+@pytest.mark.slow
+def test_the_tour_implant_and_a_transfer_audit_of_it_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    run_tour(tmp_path, weights=True)
+    assert (tmp_path / "implants" / "flattery" / "implant.json").is_file()
