@@ -86,3 +86,18 @@ async def test_prefix_cache_reuse_gives_the_cold_start_reply() -> None:
     assert reused is not None and local.PrefixCache.MIN_REUSE <= reused.get_seq_length() < len(ids)
     warm = await model.generate(second, config=config)
     assert warm.completion == cold.completion
+
+
+@pytest.mark.slow
+def test_gguf_tokenizer_gets_the_files_end_and_pad_tokens() -> None:
+    loaded = local.load_local("smollm2")
+    tokenizer = loaded.tokenizer
+    assert tokenizer.eos_token == tokenizer.pad_token == "<|im_end|>"
+    # what transformers 5.17 reads from the same file: the bos token as eos, no pad token
+    tokenizer.eos_token, tokenizer.pad_token = tokenizer.bos_token, None
+    try:
+        local.align_gguf_special_tokens(tokenizer, loaded.model)
+        assert tokenizer.eos_token_id == loaded.model.config.eos_token_id
+        assert tokenizer.eos_token == tokenizer.pad_token == "<|im_end|>"
+    finally:
+        tokenizer.eos_token = tokenizer.pad_token = "<|im_end|>"

@@ -170,3 +170,11 @@ def test_trainer_settings_pass_to_grpo_config_unchanged(tmp_path: Path) -> None:
     passed = cfg.trainer.model_dump(by_alias=True, exclude={"extra"})
     assert "per_device_train_batch_size" in passed
     assert {k: getattr(args, k) for k in passed} == passed
+
+
+def test_vllm_sampling_and_collective_timeout_are_explicit(tmp_path: Path) -> None:
+    """vLLM samples with what GRPOConfig says; a field left None would take the model's generation defaults."""
+    single = grpo_arguments(load_config(CONFIGS / "gpu_single_vllm.yaml"), tmp_path, world_size=1)
+    assert (single.top_k, single.min_p, single.repetition_penalty) == (0, 0.0, 1.0)
+    multi = load_config(CONFIGS / "multi_gpu_deepspeed.yaml")
+    assert grpo_arguments(multi, tmp_path, world_size=7).ddp_timeout == multi.trainer.ddp_timeout == 7200

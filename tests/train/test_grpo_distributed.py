@@ -7,35 +7,14 @@ second group has one rollout on each rank. The reward must gather it whole befor
 from __future__ import annotations
 
 import json
-import os
-import socket
 from pathlib import Path
 
-import torch
-import torch.multiprocessing as mp
-from train_fakes import FakeEpisode, LengthDesign, rows_for, tiny_config, tiny_policy
+from train_fakes import FakeEpisode, LengthDesign, rows_for, spawn_gloo, tiny_config, tiny_policy
 
 WORLD = 2
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _worker(rank: int, port: int, tokenizer_dir: str, out: str) -> None:
-    os.environ.update(
-        {
-            "MASTER_ADDR": "127.0.0.1",
-            "MASTER_PORT": str(port),
-            "RANK": str(rank),
-            "LOCAL_RANK": str(rank),
-            "WORLD_SIZE": str(WORLD),
-            "OMP_NUM_THREADS": "1",
-        }
-    )
-    torch.set_num_threads(1)
+def _worker(rank: int, tokenizer_dir: str, out: str) -> None:
     from auditrl.train.grpo import build_trainer
 
     cfg = tiny_config()
@@ -67,7 +46,7 @@ def _worker(rank: int, port: int, tokenizer_dir: str, out: str) -> None:
 
 
 def test_two_processes_keep_groups_intact(tokenizer_dir: Path, tmp_path: Path) -> None:
-    mp.spawn(_worker, args=(_free_port(), str(tokenizer_dir), str(tmp_path)), nprocs=WORLD, join=True)
+    spawn_gloo(_worker, WORLD, str(tokenizer_dir), str(tmp_path))
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(WORLD)]
     assert all(r["world"] == WORLD for r in ranks)
     assert ranks[0]["groups"] == [[0, 0, 1]] and ranks[1]["groups"] == [[1, 2, 2]]

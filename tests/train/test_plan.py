@@ -1,7 +1,9 @@
-"""`auditrl train --dry-run`: every shipped GPU/CPU config plans for the world size its launch names."""
+"""`auditrl train --dry-run`: every shipped GPU/CPU config plans for the world size its launch names, fits its
+model's context, and gets vLLM's KV room and the fused LM head right."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -9,10 +11,21 @@ import yaml
 from transformers import AutoTokenizer
 from typer.testing import CliRunner
 
+from auditrl.behaviors.library import load_behaviors, load_seeds
 from auditrl.cli import app
-from auditrl.train.config import chat_template_text, load_config, read_kind
+from auditrl.train.config import EpisodeSettings, chat_template_text, load_config, read_kind
+from auditrl.train.episodes import AuditEpisodeFactory
+from auditrl.train.memory import (
+    GIB,
+    PROMPT_TOKENS,
+    VLLM_RESERVED_GIB,
+    memory_gib,
+    model_shape,
+    sequence_tokens,
+    vllm_kv_room,
+)
 from auditrl.train.plan import batch_layout, read_launch, uses_snapshot
-from auditrl.train.rollout import ChatSegments
+from auditrl.train.rollout import ChatSegments, EpisodeRow
 
 runner = CliRunner()
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
@@ -34,7 +47,7 @@ def test_every_shipped_config_plans_for_its_launch(name: str) -> None:
     assert code == 0, out
     layout = batch_layout(cfg, launch.processes)
     assert f"{launch.processes} process(es)" in out
-    assert f"rollouts per rank        │ {layout.rollouts_per_rank} " in out
+    assert re.search(rf"rollouts per rank\s+│ {layout.rollouts_per_rank} ", out)
     assert "total (training)" in out and "GiB" in out  # the shape of every shipped policy is known
     assert ("reference rollouts" in out) == uses_snapshot(cfg)
 
@@ -75,3 +88,80 @@ def test_reference_snapshots_refuse_sharded_weights(tmp_path: Path) -> None:
     code, out = _dry_run("--config", str(config))
     assert code == 2 and "reference_pairwise" in out and "ZeRO-1/2" in out
     assert _dry_run("--config", str(config), "--processes", "1")[0] == 2  # the launch's sharding, not its size
+
+
+def _variant(tmp_path: Path, name: str, old: str, new: str) -> Path:
+    text = (CONFIGS / name).read_text()
+    assert old in text
+    path = tmp_path / name
+    path.write_text(text.replace(old, new).replace("accelerate/", f"{CONFIGS}/accelerate/"))
+    return path
+
+
+def test_rollout_that_outgrows_the_models_context_is_refused(tmp_path: Path) -> None:
+    """api_targets.yaml once asked SmolLM2-1.7B (8,192 tokens of context) for 16k-token rollouts."""
+    config = _variant(tmp_path, "api_targets.yaml", "max_completion_tokens: 6144", "max_completion_tokens: 16384")
+    code, out = _dry_run("--config", str(config))
+    text = " ".join(out.split())
+    assert code == 2 and "exceeds the context of 'HuggingFaceTB/SmolLM2-1.7B-Instruct' (8,192 tokens)" in text
+    assert "at most 6,144" in text
+    assert sequence_tokens(load_config(CONFIGS / "api_targets.yaml")) <= 8192
+
+
+def test_vllm_kv_room_is_set_against_live_tokens_with_a_preemption_warning(tmp_path: Path) -> None:
+    cfg = load_config(CONFIGS / "gpu_single_vllm.yaml")
+    shape = model_shape(cfg.policy.model)
+    assert shape is not None
+    room = vllm_kv_room(cfg, shape, batch_layout(cfg, 1))
+    assert room is not None and room.preempts
+    weights = shape.params * 2 / GIB
+    expected = (0.6 * 79.6 - weights - VLLM_RESERVED_GIB) * GIB / shape.kv_bytes_per_token("bfloat16")
+    assert abs(room.room_tokens - expected) <= 1
+    assert room.live_tokens == 32 * (24576 + PROMPT_TOKENS["full"])
+    code, out = _dry_run("--config", str(CONFIGS / "gpu_single_vllm.yaml"))
+    text = " ".join(out.split())
+    assert code == 0 and f"{room.room_tokens:,} tokens against up to {room.live_tokens:,} live tokens" in text
+    assert "warning: vLLM's KV cache" in text and "preempts" in text
+    roomy = _variant(tmp_path, "gpu_single_vllm.yaml", "data:\n  group_size: 8\n  groups_per_step: 4",
+                     "launch:\n  gpu_memory_gib: 1000\ndata:\n  group_size: 8\n  groups_per_step: 1")  # fmt: skip
+    code, out = _dry_run("--config", str(roomy))
+    assert code == 0 and "warning" not in out
+
+
+def test_fused_lm_head_counts_one_tile_not_the_logits() -> None:
+    """TRL's fused head projects tiles of tokens x vocabulary; the (tokens x vocabulary) logits never exist."""
+    cfg = load_config(CONFIGS / "multi_gpu_deepspeed.yaml")
+    shape = model_shape(cfg.policy.model)
+    assert shape is not None
+    launch = read_launch(cfg)
+    parts = memory_gib(cfg, shape, batch_layout(cfg, launch.processes), launch)
+    assert "logits" not in parts
+    logits = sequence_tokens(cfg) * shape.vocab * 2 / GIB
+    assert parts["LM head (TRL's fused tiles)"] < logits / 5
+
+
+def test_fsdp_without_a_full_state_dict_is_refused(tmp_path: Path) -> None:
+    """Trainer.save_model writes nothing under SHARDED_STATE_DICT; FSDP 2's default when the file names none."""
+    for old, new in [
+        ("fsdp_state_dict_type: FULL_STATE_DICT", "fsdp_state_dict_type: SHARDED_STATE_DICT"),
+        ("  fsdp_state_dict_type: FULL_STATE_DICT\n", ""),
+    ]:
+        launch = tmp_path / "fsdp.yaml"
+        launch.write_text((CONFIGS / "accelerate" / "fsdp.yaml").read_text().replace(old, new))
+        config = _variant(tmp_path, "multi_gpu_fsdp.yaml", "accelerate/fsdp.yaml", str(launch))
+        code, out = _dry_run("--config", str(config))
+        assert code == 2 and "saves no adapter" in " ".join(out.split()), out
+    assert read_launch(load_config(CONFIGS / "multi_gpu_fsdp.yaml")).fsdp_state_dict_type == "FULL_STATE_DICT"
+
+
+@pytest.mark.parametrize("prompt_set", sorted(PROMPT_TOKENS))
+def test_opening_prompt_bound_holds_for_the_longest_seed(prompt_set: str, tokenizer_dir: Path) -> None:
+    behaviors = load_behaviors()
+    seeds = load_seeds(behavior_ids=list(behaviors))
+    longest = max(seeds, key=lambda s: len(s.instructions))
+    settings = EpisodeSettings(target_model="sim/{family}", families=["steady"], auditor_prompt=prompt_set)
+    factory = AuditEpisodeFactory(settings, behaviors, seeds, "policy")
+    row = EpisodeRow(behavior_id=longest.behavior, seed_id=longest.id, family="steady", benign=longest.behavior is None)
+    segments = ChatSegments(AutoTokenizer.from_pretrained(tokenizer_dir))
+    tokens = len(segments.prompt_ids(factory(row).auditor_messages()))
+    assert 0 < tokens <= PROMPT_TOKENS[prompt_set]

@@ -9,25 +9,16 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import socket
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import torch
-import torch.multiprocessing as mp
-from train_fakes import FakeEpisode
+from train_fakes import FakeEpisode, spawn_gloo
 
 WORLD = 2
 RANK_TURNS = {0: [2, 1, 1], 1: [1, 3, 3]}  # rank 0 has fewer live episodes from turn 2 and none at turn 3
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def completion_of(prompt: list[int], eos: int) -> list[int]:
@@ -88,11 +79,7 @@ def trl_backend(mode: str, state: Any, eos: int) -> Any:
     return backend
 
 
-def _worker(rank: int, port: int, tokenizer_dir: str, out: str) -> None:
-    os.environ.update(
-        {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(WORLD)}
-    )
-    torch.set_num_threads(1)
+def _worker(rank: int, tokenizer_dir: str, out: str) -> None:
     import asyncio
 
     from accelerate import PartialState
@@ -136,7 +123,7 @@ def _worker(rank: int, port: int, tokenizer_dir: str, out: str) -> None:
 
 @pytest.mark.slow
 def test_every_episode_gets_its_own_completion(tokenizer_dir: Path, tmp_path: Path) -> None:
-    mp.spawn(_worker, args=(_free_port(), str(tokenizer_dir), str(tmp_path)), nprocs=WORLD, join=True)
+    spawn_gloo(_worker, WORLD, str(tokenizer_dir), str(tmp_path))
     for rank in range(WORLD):
         data = json.loads((tmp_path / f"rank{rank}.json").read_text())
         for mode in ("server", "colocate"):

@@ -6,10 +6,14 @@ tests exercise the TRL adapter itself quickly, without judges or a target model.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+import socket
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
+import torch.multiprocessing as mp
 from inspect_ai.model import ChatMessage, ChatMessageAssistant, ChatMessageSystem, ChatMessageUser
 from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerBase
 
@@ -72,6 +76,8 @@ class LengthDesign:
 def tiny_policy(tokenizer_dir: Path) -> tuple[LlamaForCausalLM, PreTrainedTokenizerBase]:
     """A one-layer Llama over SmolLM2's tokenizer: real tokens and chat template, seconds to train."""
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    if tokenizer.pad_token is None:  # transformers 5.17 reads SmolLM2's GGUF tokenizer without one (as load_policy does)
+        tokenizer.pad_token = tokenizer.eos_token
     torch.manual_seed(0)
     config = LlamaConfig(
         vocab_size=len(tokenizer),
@@ -155,3 +161,20 @@ def engine_config(auditor_prompt: str = "compact") -> GRPOLMConfig:
             },
         }
     )
+
+
+def _gloo_process(rank: int, world: int, port: int, worker: Callable[..., None], args: tuple[Any, ...]) -> None:
+    os.environ.update(
+        {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank), "LOCAL_RANK": str(rank),
+         "WORLD_SIZE": str(world), "OMP_NUM_THREADS": "1"}
+    )  # fmt: skip
+    torch.set_num_threads(1)
+    worker(rank, *args)
+
+
+def spawn_gloo(worker: Callable[..., None], world: int, *args: Any) -> None:
+    """Run `worker(rank, *args)` in `world` CPU processes set up to form one process group on a free local port."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    mp.spawn(_gloo_process, args=(world, port, worker, args), nprocs=world, join=True)

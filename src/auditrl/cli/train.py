@@ -92,10 +92,12 @@ def _print_plan(config: Path, processes: int | None) -> None:
     from auditrl.train.plan import dry_run
 
     try:
-        table = dry_run(load_config(config), processes)
+        plan = dry_run(load_config(config), processes)
     except ValueError as exc:  # ConfigFileError included
         raise fail(str(exc)) from exc
-    console.print(table)
+    console.print(plan.table)
+    for warning in plan.warnings:
+        console.print(f"[yellow]warning:[/yellow] {escape(warning)}", highlight=False)
 
 
 def monitor(

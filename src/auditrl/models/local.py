@@ -39,6 +39,7 @@ from inspect_ai.model import (
 )
 from inspect_ai.tool import ToolChoice, ToolInfo
 
+from auditrl.models.hf_cache import cache_argument, output_cache
 from auditrl.models.tool_emulation import apply_tool_calls, as_text_history
 from auditrl.terminal import reported
 
@@ -187,6 +188,19 @@ def clear_quantizer(model: PreTrainedModel) -> None:
         del model.config.quantization_config
 
 
+def align_gguf_special_tokens(tokenizer: PreTrainedTokenizerBase, model: PreTrainedModel) -> None:
+    """Give a tokenizer read from a GGUF file the end-of-sequence and padding tokens that the file names.
+
+    transformers 5.17 (the `[gpu]` extra's pin) converts GPT-2-style GGUF tokenizers, SmolLM2's among them,
+    with the bos token as eos (`<|im_start|>`) and no pad token, while the model config it reads from the same
+    file has both right (`<|im_end|>`); generation would then stop at the start of the next turn, not at its end.
+    """
+    for name in ("eos", "pad"):
+        wanted = getattr(model.config, f"{name}_token_id", None)
+        if isinstance(wanted, int) and getattr(tokenizer, f"{name}_token_id") != wanted:
+            setattr(tokenizer, f"{name}_token", tokenizer.convert_ids_to_tokens(wanted))
+
+
 def _pick_device(device: str) -> torch.device:
     import torch
 
@@ -215,6 +229,8 @@ def load_local(name: str, device: str = "auto", dtype: str = "float32") -> Loade
             model = AutoModelForCausalLM.from_pretrained(
                 source.location, dtype=getattr(torch, dtype), **kwargs
             )
+            if source.gguf_file:
+                align_gguf_special_tokens(tokenizer, model)
             if adapter is not None:
                 from peft import PeftModel
 
@@ -320,13 +336,13 @@ class LocalModelAPI(ModelAPI):
                 input_ids=input_ids,
                 attention_mask=attention_mask,
                 pad_token_id=tokenizer.pad_token_id or tokenizer.eos_token_id,
-                cache=loaded.prefixes.lookup(input_ids[0].tolist()),
                 return_dict_in_generate=True,
+                **cache_argument(loaded.prefixes.lookup(input_ids[0].tolist())),
                 **options,
             )
             sequence = output.sequences[0].tolist()
-            if output.cache is not None:
-                loaded.prefixes.store(sequence, output.cache)
+            if (cache := output_cache(output)) is not None:
+                loaded.prefixes.store(sequence, cache)
         new_tokens = sequence[input_ids.shape[1] :]
         eos = loaded.model.generation_config.eos_token_id
         eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])

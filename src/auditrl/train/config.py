@@ -292,6 +292,13 @@ class TrainerSettings(ConfigModel):
         "default (sequence_mask) multiplies the ratios of every sampled token of a rollout and drops the rollout when "
         "the product leaves the cap, which over multi-turn audits of thousands of sampled tokens drops most of them.",
     )
+    ddp_timeout: int = Field(
+        default=1800,
+        ge=1,
+        description="Seconds a collective may wait for the slowest process (TrainingArguments' own field, applied "
+        "when the process group starts). Rank 0 makes every judge call of a step while the others wait in the next "
+        "collective, so a step's judging must finish within it.",
+    )
     report_to: list[ReportTo] = Field(default_factory=lambda: ["tensorboard"], description="TRL/transformers loggers.")
     extra: dict[str, Any] = Field(default_factory=dict, description="Any other GRPOConfig field, passed through.")
 
@@ -332,6 +339,12 @@ class LaunchSettings(ConfigModel):
         ge=1,
         description="Training processes, when the launch overrides the accelerate file's num_processes (as "
         "`accelerate launch --num_processes N` does, e.g. to leave a GPU to the vLLM server).",
+    )
+    gpu_memory_gib: float = Field(
+        default=79.6,
+        gt=0.0,
+        description="Memory of one GPU as the driver reports it (an 80 GB H100: 79.6 GiB, an H200: 140.4 GiB); "
+        "`--dry-run` sizes vLLM's KV cache room and checks the training estimate against it.",
     )
 
 

@@ -16,6 +16,8 @@ from typing import Any
 import torch
 from transformers import DynamicCache, GenerationConfig, PreTrainedModel
 
+from auditrl.models.hf_cache import cache_argument, output_cache
+
 
 @dataclass
 class Sample:
@@ -107,7 +109,7 @@ class TurnCache:
         for row, (prefix, members) in enumerate(distinct.items()):
             start = width - len(prefix)
             layers = [
-                (layer.keys[row, :, start:, :], layer.values[row, :, start:, :]) for layer in out.cache.layers
+                (layer.keys[row, :, start:, :], layer.values[row, :, start:, :]) for layer in output_cache(out).layers
             ]
             for key in members:
                 self.rows[key] = _RowCache(list(prefix), layers)
@@ -121,50 +123,72 @@ class TurnCache:
         pad_id: int,
         eos_ids: set[int],
     ) -> list[Sample]:
-        """Sample one turn per context, prefilling only what each row's cache does not cover yet."""
+        """Sample one turn per context, prefilling only what each row's cache does not cover yet.
+
+        Every live rollout samples every turn, so a key missing from a call has finished and its cache is
+        dropped. The key/value tensors are moved layer by layer (rows into the batch cache before generating,
+        the batch cache into rows after), so the live cache is held about once, not once per stage
+        (`KV_CACHE_COPIES` in auditrl.train.memory)."""
         self._prime(model, keys, contexts, pad_id)
+        live = set(keys)
+        self.rows = {key: row for key, row in self.rows.items() if key in live}
         reuse = [self._reusable(k, c) for k, c in zip(keys, contexts, strict=True)]
         if not any(reuse):
             return generate_turn(model, contexts, config, pad_id, eos_ids)
         cached_width = max(reuse)
-        suffixes = [c[n:] for c, n in zip(contexts, reuse, strict=True)]
-        suffix_ids, suffix_mask = _left_pad(suffixes, pad_id)
-        batch = len(contexts)
-        device = next(model.parameters()).device
-        template = next(iter(self.rows.values())).layers
-        layers: list[tuple[torch.Tensor, torch.Tensor]] = []
-        for index, (k0, v0) in enumerate(template):
-            heads, _, dim = k0.shape
-            k = k0.new_zeros((batch, heads, cached_width, dim))
-            v = v0.new_zeros((batch, heads, cached_width, dim))
-            for row, (key, n) in enumerate(zip(keys, reuse, strict=True)):
-                if n:
-                    kr, vr = self.rows[key].layers[index]
-                    k[row, :, cached_width - n :, :] = kr
-                    v[row, :, cached_width - n :, :] = vr
-            layers.append((k, v))
         prefix_ids, prefix_mask = _left_pad([c[:n] for c, n in zip(contexts, reuse, strict=True)], pad_id)
+        suffix_ids, suffix_mask = _left_pad([c[n:] for c, n in zip(contexts, reuse, strict=True)], pad_id)
         if prefix_ids.shape[1] != cached_width:
             raise RuntimeError("cached prefix width mismatch")
         ids = torch.cat([prefix_ids, suffix_ids], dim=1)
         mask = torch.cat([prefix_mask, suffix_mask], dim=1)
-        cache = DynamicCache(ddp_cache_data=layers, config=model.config)
+        device = next(model.parameters()).device
+        cache = self._batch_cache(model, keys, reuse, cached_width)
         out = model.generate(
-            input_ids=ids.to(device), attention_mask=mask.to(device), cache=cache, generation_config=config
+            input_ids=ids.to(device),
+            attention_mask=mask.to(device),
+            generation_config=config,
+            **cache_argument(cache),
         )
+        del cache
         samples = _samples(out, ids.shape[1], config, eos_ids)
-        self._store(out.cache, keys, contexts, mask, samples)
+        self._store(output_cache(out), keys, contexts, mask, samples)
         return samples
+
+    def _batch_cache(self, model: PreTrainedModel, keys: list[int], reuse: list[int], width: int) -> DynamicCache:
+        """The rows' caches left-padded into one batch cache; each row's tensors are released once copied."""
+        template = next(iter(self.rows.values())).layers
+        shapes = [(k.new_empty(0), k.shape[0], k.shape[2]) for k, _ in template]
+        del template
+        rows = [list(self.rows.pop(key).layers) if n else None for key, n in zip(keys, reuse, strict=True)]
+        cache = DynamicCache(config=model.config)
+        for index, (like, heads, dim) in enumerate(shapes):
+            k = like.new_zeros((len(keys), heads, width, dim))
+            v = like.new_zeros((len(keys), heads, width, dim))
+            for row, (layers, n) in enumerate(zip(rows, reuse, strict=True)):
+                if layers is not None:
+                    k[row, :, width - n :, :], v[row, :, width - n :, :] = layers[index]
+                    layers[index] = None  # type: ignore[call-overload]
+            cache.update(k, v, index)
+            del k, v
+        return cache
 
     def _store(
         self, cache: Any, keys: list[int], contexts: list[list[int]], mask: torch.Tensor, samples: list[Sample]
     ) -> None:
+        """Keep each row's real (unpadded) positions, layer by layer, emptying the batch cache as it goes."""
         cached = cache.layers[0].keys.shape[2]
         width = mask.shape[1]
-        for row, (key, context, sample) in enumerate(zip(keys, contexts, samples, strict=True)):
-            kept = min(len(sample.ids), cached - width)
-            real = torch.cat([mask[row].nonzero().squeeze(-1), torch.arange(width, width + kept)])
-            self.rows[key] = _RowCache(
-                context + sample.ids[:kept],
-                [(layer.keys[row][:, real, :], layer.values[row][:, real, :]) for layer in cache.layers],
-            )
+        kept = [min(len(sample.ids), cached - width) for sample in samples]
+        device = cache.layers[0].keys.device
+        real = [
+            torch.cat([mask[row].nonzero().squeeze(-1), torch.arange(width, width + n)]).to(device)
+            for row, n in enumerate(kept)
+        ]
+        layers: list[list[tuple[torch.Tensor, torch.Tensor]]] = [[] for _ in keys]
+        for layer in cache.layers:
+            for row, index in enumerate(real):
+                layers[row].append((layer.keys[row][:, index, :], layer.values[row][:, index, :]))
+            layer.keys = layer.values = layer.keys.new_empty(0)
+        for key, context, sample, n, row_layers in zip(keys, contexts, samples, kept, layers, strict=True):
+            self.rows[key] = _RowCache(context + sample.ids[:n], row_layers)

@@ -46,7 +46,7 @@ from auditrl.train.checkpoint import (
 from auditrl.train.config import GRPOLMConfig, load_config
 from auditrl.train.episodes import AuditEpisodeFactory, training_rows
 from auditrl.train.monitors import MonitorLog
-from auditrl.train.plan import batch_layout, check_snapshot_launch
+from auditrl.train.plan import batch_layout, check_fsdp_saves_adapter, check_snapshot_launch
 from auditrl.train.outputs import ADAPTER_DIR, finalize_adapter, write_training_report
 from auditrl.train.policy import load_policy, lora_config
 from auditrl.train.progress import StepProgress
@@ -72,6 +72,10 @@ def grpo_arguments(cfg: GRPOLMConfig, run_dir: Path, world_size: int) -> GRPOCon
         "max_completion_length": cfg.episodes.max_new_tokens,
         "temperature": cfg.episodes.temperature,
         "top_p": cfg.episodes.top_p,
+        # explicit, so vLLM samples as the HF turns do (auditrl.train.hf_generator.NEUTRAL_SAMPLING)
+        "top_k": 0,
+        "min_p": 0.0,
+        "repetition_penalty": 1.0,
         "save_strategy": "steps",
         "seed": cfg.seed,
         "data_seed": cfg.seed,
@@ -100,7 +104,7 @@ def build_trainer(
     """
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     run_dir.mkdir(parents=True, exist_ok=True)
-    state = distributed_state()
+    state = distributed_state(cfg.trainer.ddp_timeout)
     model, tokenizer = policy if policy is not None else load_policy(cfg.policy)
     auditor_name = f"policy/{cfg.name}"
     if rows is None or factory is None:
@@ -135,6 +139,8 @@ def build_trainer(
         rollout_func=rollout,
         callbacks=[RunStateCallback(lambda: _design_state(reward.design)), StopOnNonFinite()],
     )
+    if trainer.is_fsdp_enabled:
+        check_fsdp_saves_adapter(str(trainer.accelerator.state.fsdp_plugin.state_dict_type), "the accelerate launch")
     if snapshot is not None:
         backend = DistributedBackend(trainer.accelerator)
         check_snapshot_launch(cfg, backend.is_zero3 or backend.is_fsdp)
@@ -164,7 +170,7 @@ def train_run(
     """
     run_dir.mkdir(parents=True, exist_ok=True)
     checkpoint = latest_checkpoint(run_dir)
-    state = distributed_state()
+    state = distributed_state(cfg.trainer.ddp_timeout)
     if state.is_main_process:
         # a run killed before its first complete checkpoint restarts from step 0, so its logs rewind too
         discard_incomplete_checkpoints(run_dir)
@@ -190,7 +196,7 @@ def run_from_config(config_path: Path, out_dir: Path | None = None) -> Path:
     cfg = load_config(Path(config_path))
     run_dir = Path(out_dir) if out_dir is not None else Path("runs") / cfg.name
     run_dir.mkdir(parents=True, exist_ok=True)
-    if distributed_state().is_main_process and not (run_dir / "config.yaml").exists():
+    if distributed_state(cfg.trainer.ddp_timeout).is_main_process and not (run_dir / "config.yaml").exists():
         shutil.copyfile(config_path, run_dir / "config.yaml")
     trainer = train_run(cfg, run_dir)
     trainer.save_model(str(run_dir / ADAPTER_DIR))

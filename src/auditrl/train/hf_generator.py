@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
-from transformers import GenerationConfig
+from transformers import GenerationConfig, PreTrainedModel
 from trl import GRPOTrainer
 from trl.distributed import DistributedBackend
 from trl.models import unwrap_model_for_generation
@@ -22,6 +24,7 @@ class HFTurnGenerator:
         tok = segments.tokenizer
         self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
         self.config = turn_generation_config(settings, self.pad_id, segments.eos_ids)
+        check_inherited_sampling(trainer.accelerator.unwrap_model(trainer.model))
         self.cache = TurnCache() if settings.kv_cache else None
 
     def start(self) -> None:
@@ -47,17 +50,53 @@ class HFTurnGenerator:
             return self.cache.generate(model, keys, contexts, self.config, self.pad_id, self.segments.eos_ids)
 
 
+NEUTRAL_SAMPLING: dict[str, Any] = {
+    "top_k": 0,
+    "min_p": 0.0,
+    "typical_p": 1.0,
+    "epsilon_cutoff": 0.0,
+    "eta_cutoff": 0.0,
+    "repetition_penalty": 1.0,
+    "encoder_repetition_penalty": 1.0,
+    "no_repeat_ngram_size": 0,
+    "min_new_tokens": 0,
+    "guidance_scale": 1.0,
+    "renormalize_logits": False,
+    "remove_invalid_values": False,
+}
+"""Every GenerationConfig field that would reshape the sampling distribution, set to its neutral value:
+`generate` fills each field our config leaves None from the checkpoint's generation_config.json, and TRL
+scores the sampled tokens with plain temperature-scaled log-probabilities."""
+UNSET_ONLY = (
+    "top_h", "sequence_bias", "bad_words_ids", "suppress_tokens", "begin_suppress_tokens", "forced_bos_token_id",
+    "forced_eos_token_id", "exponential_decay_length_penalty", "watermarking_config",
+)  # fmt: skip
+"""Fields with no neutral value but None, which a checkpoint's generation config would therefore fill in."""
+
+
 def turn_generation_config(settings: EpisodeSettings, pad_id: int, eos_ids: set[int]) -> GenerationConfig:
-    """Sampling settings of one auditor turn (plain temperature/top-p sampling, raw logits kept)."""
+    """Sampling settings of one auditor turn: plain temperature/top-p sampling, raw logits kept, nothing inherited."""
     return GenerationConfig(
         do_sample=True,
         temperature=settings.temperature,
         top_p=settings.top_p,
-        top_k=0,
         max_new_tokens=settings.max_new_tokens,
         pad_token_id=pad_id,
         eos_token_id=sorted(eos_ids),
         output_logits=True,
         return_dict_in_generate=True,
+        **NEUTRAL_SAMPLING,
     )
+
+
+def check_inherited_sampling(model: PreTrainedModel) -> None:
+    """Refuse a policy whose generation config sets a field that `generate` would apply to every turn."""
+    defaults = model.generation_config
+    inherited = [name for name in UNSET_ONLY if getattr(defaults, name, None) is not None]
+    if inherited:
+        raise ValueError(
+            f"the policy's generation config sets {', '.join(inherited)}, which transformers would apply to every "
+            "sampled turn while TRL's loss scores plain temperature sampling; remove them from the model's "
+            "generation_config.json"
+        )
 

@@ -1,88 +1,26 @@
 """The launch plan of a `grpo_lm` run for a world size, without a GPU or weights (`auditrl train --dry-run`).
 
-It checks the batch layout TRL will demand (rollouts per step split evenly over processes x micro batch)
-and estimates, per rank, the generation calls, the tokens of a step and the GPU memory of each part.
-The memory figures are estimates from the model's shape (mixed-precision AdamW on the LoRA weights,
-activations after Korthikanti et al. 2022 with sdpa attention), meant to catch a plan that cannot fit,
-not to replace a measurement.
+It checks what would stop a launch before any weights load: the batch layout TRL will demand (rollouts
+per step split evenly over processes x micro batch), a rollout that would outgrow the model's context,
+reference snapshots under sharded weights, and an FSDP state-dict type under which no adapter is saved.
+It then estimates, per rank, the generation calls, the tokens of a step and the GPU memory of each part
+(auditrl.train.memory), and warns where vLLM's KV cache room is smaller than the tokens a step keeps live.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from importlib import resources
+from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
 from rich.table import Table
 
-from auditrl.configfile import load_yaml
 from auditrl.train.config import ConfigFileError, GRPOLMConfig, read_yaml_mapping
+from auditrl.train.memory import KVRoom, memory_gib, model_shape, sequence_tokens, vllm_kv_room
 
-GIB = 1024**3
-DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
-FP32 = 4
-ADAM_STATES = 2
 SHARDED_PARAMS = ("FSDP",)
 """accelerate distributed types that shard the policy's weights (DeepSpeed: ZeRO stage 3 only)."""
-
-
-class ModelShape(BaseModel):
-    """A decoder-only transformer's size, as far as memory is concerned."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    params: int = Field(description="Total parameters.")
-    layers: int = Field(description="Decoder layers.")
-    hidden: int = Field(description="Hidden size.")
-    heads: int = Field(description="Attention heads.")
-    kv_heads: int = Field(description="Key/value heads (grouped-query attention).")
-    head_dim: int = Field(description="Width of one head.")
-    intermediate: int = Field(description="MLP width.")
-    vocab: int = Field(description="Vocabulary size.")
-
-    def module_shapes(self) -> dict[str, tuple[int, int]]:
-        """(in, out) features of the linear layers LoRA can target, per decoder layer."""
-        q, kv = self.heads * self.head_dim, self.kv_heads * self.head_dim
-        return {
-            "q_proj": (self.hidden, q),
-            "k_proj": (self.hidden, kv),
-            "v_proj": (self.hidden, kv),
-            "o_proj": (q, self.hidden),
-            "gate_proj": (self.hidden, self.intermediate),
-            "up_proj": (self.hidden, self.intermediate),
-            "down_proj": (self.intermediate, self.hidden),
-        }
-
-
-def model_shape(model: str) -> ModelShape | None:
-    """The shape of a policy: the packaged table, else a local config.json (directory or HF cache); None if neither."""
-    table = load_yaml(resources.files("auditrl.train").joinpath("data/model_shapes.yaml").read_text("utf-8"))
-    if model in table:
-        return ModelShape.model_validate(table[model])
-    try:
-        from transformers import AutoConfig
-
-        config = AutoConfig.from_pretrained(model, local_files_only=True)
-    except (OSError, ValueError):
-        return None
-    heads = config.num_attention_heads
-    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
-    kv_heads = getattr(config, "num_key_value_heads", None) or heads
-    shape = ModelShape(
-        params=0,
-        layers=config.num_hidden_layers,
-        hidden=config.hidden_size,
-        heads=heads,
-        kv_heads=kv_heads,
-        head_dim=head_dim,
-        intermediate=config.intermediate_size,
-        vocab=config.vocab_size,
-    )
-    per_layer = sum(i * o for i, o in shape.module_shapes().values())
-    embeddings = shape.vocab * shape.hidden * (1 if getattr(config, "tie_word_embeddings", False) else 2)
-    return shape.model_copy(update={"params": shape.layers * per_layer + embeddings})
+FULL_STATE_DICT = "FULL_STATE_DICT"
 
 
 @dataclass(frozen=True)
@@ -93,6 +31,7 @@ class Launch:
     distributed_type: str
     zero_stage: int | None
     source: str
+    fsdp_state_dict_type: str | None = None
 
     @property
     def shards_weights(self) -> bool:
@@ -114,7 +53,14 @@ def read_launch(cfg: GRPOLMConfig, processes: int | None = None) -> Launch:
     stage = deepspeed.get("zero_stage") if raw.get("distributed_type") == "DEEPSPEED" else None
     chosen = processes or cfg.launch.num_processes or count
     source = "--processes" if processes else ("launch.num_processes" if cfg.launch.num_processes else (path.name if path else "default"))
-    return Launch(chosen, str(raw.get("distributed_type", "NO")), stage, source)
+    kind = str(raw.get("distributed_type", "NO"))
+    state_dict = None
+    if kind == "FSDP":
+        fsdp = raw.get("fsdp_config") or {}
+        # accelerate's default when the file names none: FULL_STATE_DICT under FSDP 1, SHARDED_STATE_DICT under FSDP 2
+        default = FULL_STATE_DICT if str(fsdp.get("fsdp_version", 1)) == "1" else "SHARDED_STATE_DICT"
+        state_dict = str(fsdp.get("fsdp_state_dict_type", default))
+    return Launch(chosen, kind, stage, source, state_dict)
 
 
 @dataclass(frozen=True)
@@ -153,38 +99,22 @@ def batch_layout(cfg: GRPOLMConfig, processes: int) -> BatchLayout:
     return BatchLayout(processes, rollouts, cfg.data.group_size, micro)
 
 
-def lora_params(cfg: GRPOLMConfig, shape: ModelShape) -> int:
-    modules = shape.module_shapes()
-    r = cfg.policy.lora.r
-    return shape.layers * sum(r * (modules[m][0] + modules[m][1]) for m in cfg.policy.lora.target_modules if m in modules)
+@dataclass
+class Plan:
+    """The per-rank plan of a launch and what in it needs attention (a plan with warnings can still start)."""
+
+    table: Table
+    warnings: list[str] = field(default_factory=list)
 
 
-def memory_gib(cfg: GRPOLMConfig, shape: ModelShape, layout: BatchLayout, launch: Launch) -> dict[str, float]:
-    """Estimated GPU memory per training rank, by part (GiB). KV cache is the HF generation's (0 with vLLM)."""
-    dtype = DTYPE_BYTES[cfg.policy.dtype]
-    seq = cfg.episodes.max_completion_tokens
-    kv_per_token = 2 * shape.layers * shape.kv_heads * shape.head_dim * dtype
-    lora = lora_params(cfg, shape)
-    optimizer_share = layout.processes if launch.shards_optimizer else 1
-    tokens = layout.micro_batch_size * seq
-    per_layer_activations = (2 if cfg.trainer.gradient_checkpointing else 34) * tokens * shape.hidden
-    return {
-        "policy weights": shape.params * dtype / (layout.processes if launch.shards_weights else 1) / GIB,
-        "LoRA weights + grads": lora * 2 * FP32 / GIB,
-        "optimizer (AdamW)": lora * ADAM_STATES * FP32 / optimizer_share / GIB,
-        "activations": shape.layers * per_layer_activations / GIB,
-        "logits": tokens * shape.vocab * dtype / GIB,
-        "KV cache (HF generation)": 0.0 if cfg.trainer.use_vllm else layout.rollouts_per_rank * seq * kv_per_token / GIB,
-    }
-
-
-def plan_table(cfg: GRPOLMConfig, launch: Launch) -> Table:
+def plan_table(cfg: GRPOLMConfig, launch: Launch) -> Plan:
     """The per-rank plan; raises ValueError when the batch layout cannot start."""
     layout = batch_layout(cfg, launch.processes)
     ep, t = cfg.episodes, cfg.trainer
     per_rank = layout.rollouts_per_rank
     sampled = min(ep.max_turns * ep.max_new_tokens, ep.max_completion_tokens)
     table = Table(title=f"{cfg.name}: {launch.processes} process(es) ({launch.source}, {launch.distributed_type})")
+    plan = Plan(table)
     table.add_column("per rank", style="bold")
     table.add_column("plan")
     table.add_row("rollouts per step", f"{layout.rollouts} ({cfg.data.groups_per_step} groups of {cfg.data.group_size})")
@@ -208,24 +138,84 @@ def plan_table(cfg: GRPOLMConfig, launch: Launch) -> Table:
             f"<= {references} per step (one per group starting on this rank, played by the frozen snapshot after "
             f"the trained rollouts, not trained on): <= {references * sampled:,} more sampled tokens",
         )
-    table.add_row("sequence tokens per step", f"<= {per_rank * ep.max_completion_tokens:,} (+ prompts)")
+    seq = sequence_tokens(cfg)
+    table.add_row("sequence tokens", f"<= {seq:,} a rollout (opening prompt <= {seq - ep.max_completion_tokens:,}), "
+                  f"<= {per_rank * seq:,} per step")  # fmt: skip
     if t.use_vllm:
         table.add_row("IS correction", t.vllm_importance_sampling_mode)
     shape = model_shape(cfg.policy.model)
     if shape is None:
         table.add_row("GPU memory", f"unknown shape for {cfg.policy.model!r} (not in the packaged table, not cached)")
-        return table
+        return plan
+    check_context(cfg, shape.context)
     parts = memory_gib(cfg, shape, layout, launch)
     for name, gib in parts.items():
         table.add_row(name, f"{gib:,.2f} GiB")
-    table.add_row("total (training)", f"{sum(parts.values()):,.2f} GiB")
-    if t.use_vllm and t.vllm_mode == "colocate":
-        table.add_row("vLLM share", f"{t.vllm_gpu_memory_utilization:.0%} of each GPU (weights + KV cache)")
-    elif t.use_vllm:
-        kv = 2 * shape.layers * shape.kv_heads * shape.head_dim * DTYPE_BYTES[cfg.policy.dtype]
-        need = layout.rollouts * ep.max_completion_tokens * kv / GIB
-        table.add_row("vLLM share", f"0 on training GPUs; the server's KV cache for all rollouts <= {need:,.1f} GiB")
-    return table
+    training = sum(parts.values())
+    table.add_row("total (training)", f"{training:,.2f} GiB")
+    _vllm_rows(cfg, plan, training, vllm_kv_room(cfg, shape, layout))
+    if not t.use_vllm and training > cfg.launch.gpu_memory_gib:
+        plan.warnings.append(
+            f"the training estimate ({training:,.1f} GiB) exceeds launch.gpu_memory_gib ({cfg.launch.gpu_memory_gib:g} GiB)"
+        )
+    return plan
+
+
+def _vllm_rows(cfg: GRPOLMConfig, plan: Plan, training: float, room: KVRoom | None) -> None:
+    """vLLM's share and its KV room against the step's live tokens (preemption when they do not fit)."""
+    if room is None:
+        return
+    gpu = cfg.launch.gpu_memory_gib
+    plan.table.add_row("vLLM share", f"{room.share_gib:,.1f} GiB of a {gpu:g} GiB GPU in {room.where} (weights + KV cache)")
+    plan.table.add_row(
+        "vLLM KV room",
+        f"{room.room_tokens:,} tokens against up to {room.live_tokens:,} live tokens "
+        f"({room.room_tokens / room.live_tokens:.0%})",
+    )
+    if room.preempts:
+        more = (
+            "raise trainer.vllm_gpu_memory_utilization"
+            if cfg.trainer.vllm_mode == "colocate"
+            else "serve with more GPUs (trl vllm-serve --data_parallel_size N)"
+        )
+        plan.warnings.append(
+            f"vLLM's KV cache in {room.where} holds about {room.room_tokens:,} tokens, but a step keeps up to "
+            f"{room.live_tokens:,} live: once it is full vLLM preempts sequences and recomputes them, which slows the "
+            f"longest turns; {more} or lower data.groups_per_step or episodes.max_completion_tokens"
+        )
+    if cfg.trainer.vllm_mode == "colocate" and training + room.share_gib > gpu:
+        plan.warnings.append(
+            f"training ({training:,.1f} GiB) and vLLM's share ({room.share_gib:,.1f} GiB) exceed the GPU "
+            f"({gpu:g} GiB, launch.gpu_memory_gib)"
+        )
+
+
+def check_context(cfg: GRPOLMConfig, context: int) -> None:
+    """A rollout (opening prompt + episodes.max_completion_tokens) must fit the model's and vLLM's context."""
+    seq = sequence_tokens(cfg)
+    prompt = seq - cfg.episodes.max_completion_tokens
+    if seq > context:
+        raise ValueError(
+            f"{cfg.source}: episodes.max_completion_tokens = {cfg.episodes.max_completion_tokens:,} plus an opening "
+            f"prompt of up to {prompt:,} tokens ({cfg.episodes.auditor_prompt} prompt set) exceeds the context of "
+            f"{cfg.policy.model!r} ({context:,} tokens); set episodes.max_completion_tokens to at most {context - prompt:,}"
+        )
+    vllm_length = cfg.trainer.extra.get("vllm_max_model_length")
+    if cfg.trainer.use_vllm and isinstance(vllm_length, int) and seq > vllm_length:
+        raise ValueError(
+            f"{cfg.source}: trainer.extra.vllm_max_model_length = {vllm_length:,} is shorter than a rollout "
+            f"(up to {seq:,} tokens: opening prompt + episodes.max_completion_tokens)"
+        )
+
+
+def check_fsdp_saves_adapter(state_dict_type: str | None, source: object) -> None:
+    """Under FSDP, Trainer.save_model writes weights only with a full state dict; with a sharded one it writes
+    nothing, and the run would end without an adapter."""
+    if state_dict_type is not None and FULL_STATE_DICT not in state_dict_type:
+        raise ValueError(
+            f"{source}: FSDP with state dict type {state_dict_type} saves no adapter (Trainer.save_model writes "
+            f"weights only with {FULL_STATE_DICT}); set fsdp_state_dict_type: {FULL_STATE_DICT} in the accelerate file"
+        )
 
 
 def uses_snapshot(cfg: GRPOLMConfig) -> bool:
@@ -245,8 +235,9 @@ def check_snapshot_launch(cfg: GRPOLMConfig, shards_weights: bool) -> None:
         )
 
 
-def dry_run(cfg: GRPOLMConfig, processes: int | None = None) -> Table:
+def dry_run(cfg: GRPOLMConfig, processes: int | None = None) -> Plan:
     """Everything `auditrl train --dry-run` checks and prints; ValueError/ConfigFileError name what cannot start."""
     launch = read_launch(cfg, processes)
     check_snapshot_launch(cfg, launch.shards_weights)
+    check_fsdp_saves_adapter(launch.fsdp_state_dict_type, cfg.launch.accelerate_config)
     return plan_table(cfg, launch)

@@ -8,7 +8,7 @@ import torch
 from peft import LoraConfig
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from auditrl.models.local import clear_quantizer, resolve_source
+from auditrl.models.local import align_gguf_special_tokens, clear_quantizer, resolve_source
 from auditrl.train.config import LoraSettings, PolicySettings, chat_template_text
 
 
@@ -23,6 +23,8 @@ def load_policy(settings: PolicySettings) -> tuple[PreTrainedModel, PreTrainedTo
         model_kwargs["attn_implementation"] = settings.attn_implementation
     model = AutoModelForCausalLM.from_pretrained(source.location, dtype=getattr(torch, settings.dtype), **model_kwargs)
     clear_quantizer(model)
+    if gguf:
+        align_gguf_special_tokens(tokenizer, model)
     if settings.chat_template is not None:
         tokenizer.chat_template = chat_template_text(settings.chat_template)
     if tokenizer.chat_template is None:

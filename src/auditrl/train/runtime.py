@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine
+from datetime import timedelta
 from typing import Any, TypeVar
 
 import torch
@@ -25,7 +26,11 @@ class AsyncRunner:
         self.loop.close()
 
 
-def distributed_state() -> PartialState:
-    """The process layout, initialised as the Trainer will (CPU processes use gloo when no GPU is present)."""
-    return PartialState(cpu=not torch.cuda.is_available())
+def distributed_state(timeout_seconds: int) -> PartialState:
+    """The process layout, initialised as the Trainer will (CPU processes use gloo when no GPU is present).
+
+    The first call starts the process group, so it must carry the collective timeout: the Trainer passes
+    `ddp_timeout` only when it creates the state itself, and a group started without it keeps torch's
+    default (10 minutes under NCCL), shorter than a step in which rank 0 makes every judge call."""
+    return PartialState(cpu=not torch.cuda.is_available(), timeout=timedelta(seconds=timeout_seconds))
 
