@@ -13,7 +13,6 @@ import json
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-
 from typing import Annotated, Optional
 
 import typer
