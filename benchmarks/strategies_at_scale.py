@@ -6,11 +6,14 @@ budgets), writes them as one JSONL file, then runs the whole command on it in a 
 reading and summarising every transcript, embedding (auto picks LSA at this size), base clustering
 at k = n/100, contrastive naming, the roll-up into strategies, archetypes and categories, the
 reclassification against the frozen codebook, bootstrap stability and the comparison with the shipped
-codebook. Generation is not timed. The figures are the command's CPU time (user + system; the command
+codebook. With `--compare-classifiers` it then gives every transcript its archetype with both
+classifiers of `auditrl.analysis.assignment` (lsa, the command's default, and minilm) and reports how
+often their categories agree. Generation is not timed. The figures are the command's CPU time (user + system; the command
 runs on one thread, so on an idle core this is its wall time), its wall time as measured here (longer
 when other work shares the cores), and its peak resident memory.
 
     python benchmarks/strategies_at_scale.py --transcripts 81000
+    python benchmarks/strategies_at_scale.py --transcripts 6000 --compare-classifiers
 """
 
 from __future__ import annotations
@@ -29,7 +32,10 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
+from auditrl.analysis.assignment import assign_strategies
+from auditrl.analysis.summaries import strategy_summary
 from auditrl.behaviors.library import load_behaviors
+from auditrl.scaffold.store import iter_transcripts
 from auditrl.sim.policies import MLPPolicy, baselines
 from auditrl.sim.render import render_episodes
 from auditrl.sim.simulate import simulate
@@ -60,6 +66,7 @@ def main(
     transcripts: int = typer.Option(81_000, help="How many transcripts to generate and cluster."),
     seed: int = typer.Option(0, help="Generation and clustering seed."),
     keep: Path | None = typer.Option(None, help="Keep the generated file and the command's JSON in this folder (and reuse a file already there)."),
+    compare_classifiers: bool = typer.Option(False, help="Also compare the lsa and minilm classifiers' categories on every transcript."),
 ) -> None:
     console = Console()
     folder = Path(keep) if keep is not None else Path(tempfile.mkdtemp(prefix="strategies-bench-"))
@@ -79,7 +86,6 @@ def main(
     out = json.loads(result.read_text(encoding="utf-8"))
     derived = out["derived"]
     stab = derived["stability"]
-    jac = np.asarray(stab["jaccard"])
     table = Table(title=f"auditrl strategies on {len(out['labels']):,} AuditWorld transcripts (one process, OMP_NUM_THREADS=1)")
     table.add_column("measure")
     table.add_column("value", justify="right")
@@ -91,12 +97,31 @@ def main(
         ("embedder", out["embedder"]),
         ("base clusters (k asked / non-empty)", f"{out['k']} / {len(out['clusters'])}"),
         ("strategies / archetypes / categories", f"{len(derived['derived']['strategies'])} / {len(derived['derived']['archetypes'])} / {len(derived['derived']['categories'])}"),
-        ("silhouette base / archetypes", f"{stab['silhouette']:.3f} / {stab['silhouette_archetypes']:.3f}"),
-        ("bootstrap ARI per seed", ", ".join(f"{a:.3f}" for a in stab["bootstrap_ari"])),
-        ("per-cluster Jaccard mean; share >= 0.75", f"{jac.mean():.3f}; {100 * (jac >= 0.75).mean():.0f}%"),
         ("reclassified = roll-up archetype", f"{100 * derived['agreement']:.1f}%"),
         ("derived vs shipped archetypes: ARI / AMI", f"{derived['comparison']['archetype_ari']:.3f} / {derived['comparison']['archetype_ami']:.3f}"),
     ]
+    if compare_classifiers:
+        texts = [strategy_summary(t) for t in iter_transcripts(data)]
+        start = time.process_time()
+        minilm = assign_strategies(texts, classifier="minilm")
+        minilm_cpu = time.process_time() - start
+        lsa = assign_strategies(texts)
+        same = np.array(lsa.categories()) == np.array(minilm.categories())
+        by_text = dict(zip(texts, same, strict=True))
+        rows += [
+            ("lsa and minilm classifiers: same category, per transcript (per distinct summary)",
+             f"{100 * same.mean():.1f}% ({100 * np.mean(list(by_text.values())):.1f}% of {len(by_text):,})"),
+            ("minilm classifier CPU time", f"{minilm_cpu:.1f} s"),
+        ]  # fmt: skip
+    if stab is None:
+        rows.append(("stability", derived["too_few"]))
+    else:
+        jac = np.asarray(stab["jaccard"])
+        rows += [
+            ("silhouette base / archetypes", f"{stab['silhouette']:.3f} / {stab['silhouette_archetypes']:.3f}"),
+            ("bootstrap ARI per seed", ", ".join(f"{a:.3f}" for a in stab["bootstrap_ari"])),
+            ("per-cluster Jaccard mean; share >= 0.75", f"{jac.mean():.3f}; {100 * (jac >= 0.75).mean():.0f}%"),
+        ]
     for row in rows:
         table.add_row(*row)
     console.print(table)

@@ -13,15 +13,17 @@ from auditrl.analysis.derivation import CodebookStudy, derive_codebook, study_co
 from auditrl.analysis.llm_naming import LLMNamer, parse_roll_up
 from auditrl.analysis.representation import Embedded, embed
 from auditrl.analysis.stability import best_jaccard, stability
-from auditrl.analysis.strategies import StrategyClusters, cluster_strategies, codebook_texts, load_codebook
+from auditrl.analysis.codebook import codebook_texts, load_codebook
+from auditrl.analysis.strategies import StrategyClusters, cluster_strategies
 from auditrl.analysis.summaries import strategy_summaries
 
-SIZES = {"strategy": 6, "archetype": 6, "category": 3}
+SIZES = {"strategy": 7, "archetype": 7, "category": 3}
+PER_GROUP = 45  # 315 transcripts: enough per base cluster (k=12) for a stability figure
 
 
 @cache
 def _corpus() -> tuple[list[str], list[str]]:
-    transcripts, truth = tactic_transcripts(8)
+    transcripts, truth = tactic_transcripts(PER_GROUP)
     return strategy_summaries(transcripts), truth
 
 
@@ -55,9 +57,9 @@ def test_auto_embedder_switches_to_lsa_above_the_minilm_limit(monkeypatch: pytes
 def test_derived_codebook_recovers_the_tactics_and_nests_its_levels() -> None:
     truth, study = _study()
     d = study.derived
-    assert 6 <= len(d.base) <= 12  # k=12 asked; weighted k-means may leave some empty on 20 distinct summaries
-    assert (len(d.strategies), len(d.archetypes), len(d.categories)) == (6, 6, 3)
-    assert adjusted_rand_score(truth, study.archetypes) == 1.0  # six tactics, six archetypes, after reclassification
+    assert 7 <= len(d.base) <= 12  # k=12 asked; weighted k-means may leave some empty on few distinct summaries
+    assert (len(d.strategies), len(d.archetypes), len(d.categories)) == (7, 7, 3)
+    assert adjusted_rand_score(truth, study.archetypes) == 1.0  # seven tactics, seven archetypes, after reclassification
     for upper, lower in ((d.strategies, d.base), (d.archetypes, d.strategies), (d.categories, d.archetypes)):
         children = [c for g in upper for c in g.children]
         assert sorted(children) == sorted(g.id for g in lower)  # a partition of the level below
@@ -87,9 +89,9 @@ def test_stability_and_comparison_are_reported() -> None:
     assert len(s.bootstrap_ari) == 2 and all(0.5 < a <= 1.0 for a in s.bootstrap_ari)
     assert len(s.jaccard) == len(study.derived.base) and all(0.0 < j <= 1.0 for j in s.jaccard)
     c = study.comparison
-    assert -1.0 <= c.archetype_ari <= 1.0 and sum(n for _, n, _, _ in c.rows) == 48
-    titles = [t.title for t in study_tables(study, ["g"] * 48)]
-    assert titles[0].startswith("Derived codebook (offline naming, lsa vectors): 3 categories, 6 archetypes")
+    assert -1.0 <= c.archetype_ari <= 1.0 and sum(n for _, n, _, _ in c.rows) == 7 * PER_GROUP
+    titles = [t.title for t in study_tables(study, ["g"] * 7 * PER_GROUP)]
+    assert titles[0].startswith("Derived codebook (offline naming, lsa vectors): 3 categories, 7 archetypes")
     assert any(t.startswith("Derived vs shipped codebook") for t in titles)
 
 
@@ -169,3 +171,15 @@ def test_llm_namer_retries_then_abstains() -> None:
     assert namer.name_groups([(["a summary"], ["a neighbour"])]) == [("Compare branches", "Re-runs probes.")]
     assert namer.roll_up([("a", "b"), ("c", "d")], 1) is None  # two malformed replies, then it abstains
     assert model.replies == []
+
+
+def test_a_codebook_derived_from_too_few_transcripts_says_so_instead_of_a_stability_figure() -> None:
+    transcripts, _ = tactic_transcripts(4)  # 28 transcripts in 4 base clusters: 7 per cluster, and 4 archetypes where 7 are asked for
+    texts = strategy_summaries(transcripts)
+    emb = embed(texts, codebook_texts(load_codebook()), "lsa")
+    study = study_codebook(cluster_strategies(texts, k=4, embedded=emb), emb, SIZES, bootstraps=3)
+    assert study.stability is None and study.too_few is not None
+    assert study.too_few.startswith("Derived from too few transcripts (28): its 4 base clusters rolled up into 4 archetypes, not the 7")
+    assert "7 transcripts per base cluster is under the 25 a bootstrap needs (about 100 transcripts at this k)" in study.too_few
+    stab = next(t for t in study_tables(study, ["g"] * 28) if t.title == "Stability")
+    assert stab.rows == [["too few transcripts", study.too_few]]

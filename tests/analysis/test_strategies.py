@@ -8,7 +8,8 @@ from sklearn.metrics import adjusted_rand_score
 
 from strategy_fixtures import strategy_transcripts
 
-from auditrl.analysis.strategies import cluster_strategies, load_codebook, name_phrase, naming_terms
+from auditrl.analysis.codebook import load_codebook
+from auditrl.analysis.strategies import cluster_strategies, name_phrase, naming_terms
 from auditrl.analysis.summaries import llm_strategy_summary, strategy_summaries
 
 PLANTED = {
@@ -123,8 +124,8 @@ async def test_llm_summariser_retries_parses_and_abstains() -> None:
 @pytest.mark.slow
 def test_minilm_recovers_planted_groups() -> None:
     texts, truth = _planted_texts(10)
-    result = cluster_strategies(texts, k=3, seed=0, embedder="minilm")
-    assert result.embedder == "minilm"
+    result = cluster_strategies(texts, k=3, seed=0, embedder="minilm", classifier="minilm")
+    assert result.embedder == "minilm" and result.classifier == "minilm"
     assert adjusted_rand_score(truth, result.labels) >= 0.9
     cats = result.categories()
     expected = {"experiments": "controlled_experiments", "confession": "self_reports", "idle": "auditing_failures"}

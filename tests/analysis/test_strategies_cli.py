@@ -49,7 +49,7 @@ def test_strategies_header_matches_the_clusters_shown(tmp_path: Path) -> None:
 
 
 def test_strategies_derives_freezes_and_reuses_a_codebook(tmp_path: Path) -> None:
-    transcripts, _ = strategy_transcripts(6)
+    transcripts, _ = strategy_transcripts(30)  # 90 transcripts in 3 distinct strategies: 30 per base cluster
     path = tmp_path / "transcripts.jsonl"
     path.write_text("".join(t.model_dump_json() + "\n" for t in transcripts))
     frozen, js, html = tmp_path / "derived.yaml", tmp_path / "s.json", tmp_path / "s.html"
@@ -58,10 +58,25 @@ def test_strategies_derives_freezes_and_reuses_a_codebook(tmp_path: Path) -> Non
     assert result.exit_code == 0, result.output
     assert "Derived codebook (offline naming, lsa vectors): 2 categories, 3 archetypes, 3 strategies" in result.output
     assert "Stability" in result.output and "bootstrap ARI over 3 seeds" in result.output and "Derived vs shipped codebook" in result.output
-    derived = json.loads(js.read_text())["derived"]
-    assert len(derived["archetypes"]) == 18 and derived["agreement"] > 0.9
+    data = json.loads(js.read_text())
+    derived = data["derived"]
+    assert len(derived["archetypes"]) == 90 and derived["agreement"] > 0.9 and derived["too_few"] is None
+    assert data["transcript_ids"] == [t.id for t in transcripts] and len(data["archetypes"]) == 90
     assert "Codebook derived from the data" in html.read_text()
     reused = CliRunner().invoke(app, [str(path), "--embedder", "lsa", "--codebook", str(frozen), "--no-derive"], env={"COLUMNS": "250"})
     assert reused.exit_code == 0, reused.output
     assert "Derived codebook" not in reused.output
     assert json.loads(js.read_text())["derived"]["frozen"]["archetypes"][0]["name"] in reused.output
+
+
+def test_a_small_run_derives_a_codebook_without_a_stability_figure(tmp_path: Path) -> None:
+    transcripts, _ = strategy_transcripts(6)
+    path = tmp_path / "transcripts.jsonl"
+    path.write_text("".join(t.model_dump_json() + "\n" for t in transcripts))
+    js = tmp_path / "s.json"
+    args = [str(path), "--embedder", "lsa", "--k", "6", "--archetypes", "3", "--categories", "2", "--json", str(js)]
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "400"})
+    assert result.exit_code == 0, result.output
+    derived = json.loads(js.read_text())["derived"]
+    assert derived["stability"] is None and derived["too_few"].startswith("Derived from too few transcripts (18)")
+    assert "too few transcripts" in result.output and "bootstrap ARI" not in result.output

@@ -1,7 +1,10 @@
 import re
 from collections.abc import Callable
 
-from auditrl.analysis.summaries import render_auditor_side, strategy_features, strategy_summary
+import pytest
+
+from auditrl.analysis.features import TACTICS, strategy_features
+from auditrl.analysis.summaries import load_sentences, render_auditor_side, strategy_summary
 from auditrl.scaffold.transcript import Report, Transcript
 
 
@@ -52,3 +55,13 @@ def test_auditor_side_rendering_for_llm_summariser(audit: Callable[..., Transcri
     text = render_auditor_side(audit(["x" * 10], report=Report(no_behavior_found=True)))
     assert re.search(r"TOOL CALL send_message: \{\"message\": \"x{10}\"\}", text)
     assert "FINAL REPORT" in text
+
+
+def test_summary_words_come_from_the_sentences_file() -> None:
+    words = load_sentences()
+    assert set(words.tactics) == set(TACTICS)
+    broken = words.model_copy(update={"sentences": {k: v for k, v in words.sentences.items() if k != "linear"}})
+    with pytest.raises(ValueError, match=r"summary_sentences.yaml: sentence 'linear' is missing"):
+        broken.say("linear")
+    assert words.count(1, "branch") == "1 branch" and words.count(3, "branch") == "3 branches"
+    assert words.repeats(1) == "once" and words.repeats(4) == "4 times"

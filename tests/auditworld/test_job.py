@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,20 @@ from auditrl.auditworld.job import run_from_config
 from auditrl.train.config import ConfigFileError
 
 CONFIG = Path(__file__).resolve().parents[2] / "configs" / "auditworld.yaml"
+TINY_BASE = {"dagger_rounds": 1, "audits_per_round": 32, "fit_steps": 30, "turn_budgets": [8]}
+
+
+def _tiny(path: Path, designs: set[str], seeds: list[int], transcripts: tuple[int, int], **train: int) -> Path:
+    """The shipped config cut down to a few seconds: these designs and seeds, a tiny base, short audits."""
+    raw = yaml.safe_load(CONFIG.read_text())
+    raw["seeds"] = seeds
+    raw["designs"] = [d for d in raw["designs"] if d["name"] in designs]
+    raw["train"].update(group_size=4, **train)
+    raw["train"]["init"].update(TINY_BASE)
+    raw["evaluation"].update(rollouts=1, planted_turns=8, benign_turns=6)
+    raw["analysis"].update(transcripts_per_policy=transcripts[0], transcripts_saved=transcripts[1])
+    path.write_text(yaml.safe_dump(raw))
+    return path
 
 
 def test_default_config_trains_every_design_with_and_without_calibration_over_five_seeds() -> None:
@@ -21,6 +36,8 @@ def test_default_config_trains_every_design_with_and_without_calibration_over_fi
     every = {(d, f) for d in ("concerningness", "binary", "ingroup_pairwise", "reference_pairwise") for f in (0.0, 0.5)}
     dose = {("ingroup_pairwise", f) for f in (0.0, 0.125, 0.25, 0.5)}
     assert every | dose | {("concerningness", 1.0)} <= got
+    assert cfg.train.init.kind == "imitation"  # every design starts from the competent base ...
+    assert {d.init.kind for d in cfg.designs if d.init is not None} == {"random"}  # ... except the ablation rows
 
 
 def test_bad_config_names_the_file_and_field(tmp_path: Path) -> None:
@@ -35,7 +52,9 @@ def test_bad_config_names_the_file_and_field(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("change", "pattern"),
     [
-        (lambda raw: raw["train"].update(steps="abc"), r"field 'train\.steps': Input should be a valid integer"),
+        (lambda raw: raw["train"].update(max_steps="abc"), r"field 'train\.max_steps': Input should be a valid integer"),
+        (lambda raw: raw["train"]["init"].update(teacher="oracle"), r"field 'train\.init\.imitation\.teacher': unknown scripted auditor 'oracle'; known: random, blind, experimenter"),
+        (lambda raw: raw["train"]["init"].update(competence=1.5), r"field 'train\.init\.imitation\.competence': Input should be less than or equal to 1"),
         (lambda raw: raw.pop("evaluation"), r"field 'evaluation': Field required"),
         (lambda raw: raw["world"].update(sead=1), r"field 'world\.sead': Extra inputs are not permitted"),
         (lambda raw: raw["evaluation"].update(family="nonsense"), r"field 'evaluation\.family': unknown target family 'nonsense'; known families: .*wary"),
@@ -64,46 +83,62 @@ def test_yaml_syntax_error_names_the_line(tmp_path: Path) -> None:
 
 
 def test_small_main_job_writes_results_transcripts_and_report(tmp_path: Path) -> None:
-    raw = yaml.safe_load(CONFIG.read_text())
-    raw["seeds"] = [0]
-    kept = {"concerningness", "binary", "ingroup_pairwise", "reference_pairwise_cal50"}
-    raw["designs"] = [d for d in raw["designs"] if d["name"] in kept]
-    raw["train"].update(steps=3, groups=8, group_size=4)
-    raw["evaluation"].update(rollouts=1, planted_turns=8, benign_turns=6)
-    raw["analysis"].update(transcripts_per_policy=3, transcripts_saved=1)
-    path = tmp_path / "tiny.yaml"
-    path.write_text(yaml.safe_dump(raw))
+    kept = {"concerningness", "binary", "ingroup_pairwise", "reference_pairwise_cal50", "ingroup_cal50_random"}
+    path = _tiny(tmp_path / "tiny.yaml", kept, [0], (3, 1), max_steps=3, groups_per_step=8)
     run = run_from_config(path, tmp_path / "run")
     results = json.loads((run / "results.json").read_text())
-    assert set(results["results"]) == {"random", "blind", "experimenter", "interrogator", "untrained"} | kept
+    scripted = {"random", "blind", "experimenter", "interrogator", "experimenter, no claims"}
+    assert set(results["results"]) == scripted | {"base", "base, random init"} | kept
     metrics = {"audit_quality", "false_positive", "realism", "composite"}
-    for row in results["results"].values():
-        assert set(row["estimates"]) == metrics and set(row["across_training_seeds"]) == metrics
+    for name, row in results["results"].items():
+        assert set(row["estimates"]) == metrics and set(row["across_training_seeds"]) == metrics | {"identified"}
         assert set(row["audit_quality_dimensions"]) == {"coherence", "depth", "evidence", "non_confrontation", "exhibited", "identified"}
         for spread in row["across_training_seeds"].values():
             assert spread["seeds"] == [0] and len(spread["per_seed"]) == 1 and spread["lo"] is None  # one seed: no spread
-    assert set(results["intervals"]) == {"estimates", "across_training_seeds", "constant_metrics"}
-    assert "reported no finding in any" in results["results"]["experimenter"]["constant_metrics"]["false_positive"]
-    assert len(read_transcripts(run / "transcripts.jsonl")) == 9 * 2
+        assert (row["trained_minus_base"] is not None) == (name in kept)
+    assert results["results"]["ingroup_cal50_random"]["base"] == "base, random init"
+    assert results["results"]["binary"]["base"] == "base"
+    delta = results["results"]["binary"]["trained_minus_base"]["identified"]["mean"]
+    binary, base = (results["results"][n]["across_training_seeds"]["identified"]["mean"] for n in ("binary", "base"))
+    assert delta == binary - base
+    assert 0 < results["identification_ceiling"] <= 100
+    agreement = results["bases"]["base"]["facts"]["0"]["agreement"]
+    assert set(agreement["measured"]) == {"tool", "topic", "framing", "pressure", "claim"}
+    assert set(results["intervals"]) == {"estimates", "across_training_seeds", "trained_minus_base", "constant_metrics"}
+    assert "reported no finding in any" in results["results"]["experimenter, no claims"]["constant_metrics"]["false_positive"]
+    assert len(read_transcripts(run / "transcripts.jsonl")) == 12 * 2
     html = (run / "report.html").read_text()
-    assert "What this run shows and does not" in html and "<script" not in html
-    assert "Assumptions, set by hand" in html and "Beside the paper" in html and "dose-response" in html
-    assert "Two kinds of 95% interval" in html and "Across training seeds" in html and "Zero-width intervals" in html
+    assert re.findall(r"<h2>([^<]*)</h2>", html)[0] == "Headline"  # the report opens with the headline tables
+    assert "identification ceiling" in html and "Trained minus base" in html and "scores composite" in html
+    assert "Assumptions, set by hand" in html and "The paper&#39;s rows" in html and "dose-response" in html
+    assert "Base competence: imitation of experimenter" in html and "<script" not in html
+    assert "Two kinds of 95% interval" in html and "Zero-width intervals" in html
     assert "by construction" in html  # the in-group pairwise caption, generated because that design ran
 
 
-def test_two_seed_run_reports_a_between_seed_interval(tmp_path: Path) -> None:
-    raw = yaml.safe_load(CONFIG.read_text())
-    raw["seeds"] = [0, 1]
-    raw["designs"] = [d for d in raw["designs"] if d["design"] == "reference_pairwise"]
-    raw["train"].update(steps=4, groups=8, group_size=4, reference_refresh=2)
-    raw["evaluation"].update(rollouts=1, planted_turns=8, benign_turns=6)
-    raw["analysis"].update(transcripts_per_policy=2, transcripts_saved=0)
-    path = tmp_path / "two.yaml"
+def test_a_rerun_reuses_the_cached_bases_and_runs(tmp_path: Path) -> None:
+    path = _tiny(tmp_path / "one.yaml", {"binary"}, [0], (2, 0), max_steps=2, groups_per_step=4)
+    first = json.loads((run_from_config(path, tmp_path / "run") / "results.json").read_text())
+    files = sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir())
+    assert len(files) == 2 and files[0].startswith("base-imitation-")
+    second = json.loads((run_from_config(path, tmp_path / "run") / "results.json").read_text())
+    assert second["results"] == first["results"]
+    raw = yaml.safe_load(path.read_text())
+    raw["train"]["init"]["competence"] = 0.9  # another base: built again, next to the first
     path.write_text(yaml.safe_dump(raw))
+    run_from_config(path, tmp_path / "run")
+    assert len([p for p in (tmp_path / "run" / "checkpoints").iterdir() if p.name.startswith("base-")]) == 2
+
+
+def test_two_seed_run_reports_a_between_seed_interval(tmp_path: Path) -> None:
+    path = _tiny(tmp_path / "two.yaml", {"reference_pairwise_cal50"}, [0, 1], (2, 0), max_steps=4, groups_per_step=8,
+                 reference_refresh_steps=2)  # fmt: skip
     run = run_from_config(path, tmp_path / "run")
     results = json.loads((run / "results.json").read_text())
-    spread = results["results"]["reference_pairwise_cal50"]["across_training_seeds"]["audit_quality"]
+    row = results["results"]["reference_pairwise_cal50"]
+    spread = row["across_training_seeds"]["audit_quality"]
     assert spread["seeds"] == [0, 1] and spread["n"] == 2 and 0.0 <= spread["lo"] <= spread["mean"] <= spread["hi"] <= 100.0
+    delta = row["trained_minus_base"]["composite"]
+    assert delta["n"] == 2 and delta["lo"] <= delta["mean"] <= delta["hi"]
     html = (run / "report.html").read_text()
     assert "refreshed every 2 steps" in html and "step 2" in html  # caption from the config, not a fixed text

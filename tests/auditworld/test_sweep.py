@@ -25,7 +25,8 @@ def test_tiny_sweep_writes_every_cell_and_the_map(tmp_path: Path) -> None:
     raw["seeds"] = [0]
     raw["designs"] = raw["designs"][:1]
     raw["sweep"] = {"alarm": [0.0, 0.6], "credulity": [0.0], "position_bias": [0.0]}
-    raw["train"].update(steps=2, groups=4, group_size=4)
+    raw["train"].update(max_steps=2, groups_per_step=4, group_size=4)
+    raw["train"]["init"].update(dagger_rounds=0, audits_per_round=16, fit_steps=10, turn_budgets=[6])
     raw["evaluation"].update(rollouts=1, planted_turns=6, benign_turns=4)
     path = tmp_path / "tiny.yaml"
     path.write_text(yaml.safe_dump(raw))
@@ -34,7 +35,9 @@ def test_tiny_sweep_writes_every_cell_and_the_map(tmp_path: Path) -> None:
     cells = {(c["alarm"], c["credulity"], c["position_bias"]) for c in summary["cells"]}
     # the map at the shared position bias (0.15), then the position-bias line at the shared alarm and credulity
     assert cells == {(0.0, 0.0, 0.15), (0.6, 0.0, 0.15), (0.6, 0.5, 0.0)}
-    assert set(summary["baselines"]) == {"blind", "experimenter"}
-    assert "blind baseline" in summary["robustness"]["ingroup_pairwise"]
+    assert set(summary["references"]) == {"blind", "experimenter", "base"}
+    assert "the base's" in summary["robustness"]["ingroup_pairwise"]
+    assert all(c["base"] == "base" for c in summary["cells"])
     html = (run / "report.html").read_text()
-    assert "What this map shows and does not" in html and html.count("<img") == 3
+    assert "What this map shows and does not" in html and html.count("<img") == 4
+    assert "from the base (imitation of experimenter" in html

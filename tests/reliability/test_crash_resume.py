@@ -34,8 +34,8 @@ LM_ROLLOUTS_PER_STEP = 4
 LM_REFRESH_STEPS = 2
 KILL_SEED = 12
 AUDITWORLD_CONFIG = HERE / "data" / "auditworld_tiny.yaml"
-AUDITWORLD_RUNS = 4  # designs x seeds in that config
-TIMING_KEYS = frozenset({"seconds", "runtime_seconds", "throughput_episodes_per_second"})
+AUDITWORLD_RUNS = 6  # checkpoint files of that config: bases (2 seeds) and designs x seeds
+TIMING_KEYS = frozenset({"seconds", "cpu_seconds", "runtime_seconds", "throughput_episodes_per_cpu_second"})
 
 
 def _start(argv: list[str], log: Path) -> subprocess.Popen[bytes]:

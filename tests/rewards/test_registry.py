@@ -75,7 +75,7 @@ async def test_example_design_is_a_config_choice_and_is_dispatched(extensions: M
 def test_example_design_trains_in_auditworld(extensions: ModuleType) -> None:
     assert DesignRun(name="toy", design="honest_null").design == "honest_null"
     world = World.build(load_behaviors(), seeds_per_behavior=2)
-    result = train(world, TrainConfig(design="honest_null", steps=2, groups=4, group_size=2, families=["steady"]))
+    result = train(world, TrainConfig(design="honest_null", max_steps=2, groups_per_step=4, group_size=2, families=["steady"], init={"kind": "random"}))
     assert len(result.history) == 2
     assert result.history[0].reward == pytest.approx(1.0 - result.history[0].claim_rate)
 

@@ -62,7 +62,7 @@ def test_rendered_transcripts_read_back_to_the_same_record(world: World, policy:
 
 def test_default_world_judges_like_a_run_world_with_another_seed_bank(world: World) -> None:
     """The `sim` judge spec judges with the shipped library's world; the seed bank does not enter judging."""
-    other = World.build(load_behaviors(), seeds_per_behavior=4, fair_chance=0.5, seed=9)
+    other = World.build(load_behaviors(), seeds_per_behavior=4, fair_chance=0.5, random_state=9)
     r = _rollout(world, InterrogatorPolicy(), 0.5, seed=4)
     transcripts = render_episodes(world, r, range(r.batch.size), "p")
     got = dataclasses.asdict(transcript_observed(default_world(), transcripts))

@@ -49,7 +49,7 @@ def test_episodes_respect_the_turn_budget(world: World) -> None:
 def test_seed_bank_is_balanced_so_no_scenario_position_predicts_the_trigger(world: World) -> None:
     """A blind auditor naming a fixed position of the scenario (the lead topic) is right only at chance."""
     for seeds in (8, 12):
-        w = World.build(load_behaviors(), seeds_per_behavior=seeds, fair_chance=0.75, seed=3)
+        w = World.build(load_behaviors(), seeds_per_behavior=seeds, fair_chance=0.75, random_state=3)
         k = w.scenario.shape[2]
         for b in range(len(w.behaviors.ids)):
             if (~w.behaviors.trigger[b]).sum() < k:  # too few decoys: the scenario must hold several triggers

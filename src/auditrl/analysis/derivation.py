@@ -21,28 +21,23 @@ from typing import Protocol
 
 import numpy as np
 from pydantic import BaseModel, Field
+from rich.markup import escape
+from rich.table import Table
 from sklearn.cluster import KMeans
 
+from auditrl.analysis.assignment import shares
+from auditrl.analysis.codebook import Archetype, Category, Codebook
 from auditrl.analysis.representation import Embedded
 from auditrl.analysis.stability import CodebookComparison, Stability, compare_codebooks, stability
-from auditrl.analysis.strategies import (
-    KEYWORDS,
-    Archetype,
-    Category,
-    Codebook,
-    ContrastiveNamer,
-    StrategyClusters,
-    classify,
-    name_phrase,
-    shares,
-    weighted_centers,
-)
+from auditrl.analysis.strategies import KEYWORDS, ContrastiveNamer, StrategyClusters, classify, name_phrase, weighted_centers
 
 LEVELS = ("strategy", "archetype", "category")
 ARCHETYPES = 14
 CATEGORIES = 5
 """The paper's 14 archetypes in 5 categories; strategies default to one per ten base clusters."""
 EXEMPLARS = 8
+MIN_TRANSCRIPTS_PER_CLUSTER = 25
+"""Below this many transcripts per base cluster on average, bootstrap overlaps are resampling noise."""
 
 
 class Namer(Protocol):
@@ -216,6 +211,7 @@ class CodebookStudy(BaseModel):
     archetypes: list[str] = Field(description="Frozen-codebook archetype id per transcript (the reclassification).")
     agreement: float = Field(description="Share of transcripts whose reclassified archetype is the one the roll-up gave them.")
     stability: Stability | None
+    too_few: str | None = Field(default=None, description="Why no stability figure is given: the corpus is too small for one.")
     comparison: CodebookComparison
 
 
@@ -236,13 +232,34 @@ def study_codebook(
     rolled = assigned["archetype"]
     agreement = float(emb.counts[best == rolled].sum() / emb.counts.sum())
     archetypes = [ids[i] for i in best[emb.inverse]]
-    stab = stability(emb, _compact(base), rolled, bootstraps, clusters.seed) if bootstraps > 0 else None
+    note = too_few(int(emb.counts.sum()), len(derived.base), len(derived.archetypes), (sizes or {}).get("archetype") or ARCHETYPES)
+    stab = stability(emb, _compact(base), rolled, bootstraps, clusters.seed) if bootstraps > 0 and note is None else None
     comparison = compare_codebooks(
         archetypes, clusters.archetypes,
         [frozen.category_of(a).id for a in archetypes], clusters.categories(),
         {a.id: f"{a.number}. {a.name}" for a in frozen.archetypes}, clusters.label_names("archetype"),
     )  # fmt: skip
-    return CodebookStudy(derived=derived, frozen=frozen, archetypes=archetypes, agreement=agreement, stability=stab, comparison=comparison)
+    return CodebookStudy(
+        derived=derived, frozen=frozen, archetypes=archetypes, agreement=agreement, stability=stab, too_few=note, comparison=comparison
+    )
+
+
+def too_few(transcripts: int, clusters: int, archetypes: int, asked: int) -> str | None:
+    """Why a codebook derived from this many transcripts and base clusters has no stability figure, or None."""
+    reasons = []
+    if archetypes < asked:
+        reasons.append(
+            f"its {clusters} base clusters rolled up into {archetypes} archetypes, not the {asked} asked for "
+            "(bring more transcripts or ask for fewer archetypes)"
+        )
+    if transcripts < MIN_TRANSCRIPTS_PER_CLUSTER * clusters:
+        reasons.append(
+            f"{transcripts / clusters:.0f} transcripts per base cluster is under the {MIN_TRANSCRIPTS_PER_CLUSTER} a bootstrap "
+            f"needs (about {MIN_TRANSCRIPTS_PER_CLUSTER * clusters:,} transcripts at this k)"
+        )
+    if not reasons:
+        return None
+    return f"Derived from too few transcripts ({transcripts:,}): " + "; ".join(reasons) + ". No stability figure is given."
 
 
 class StudyTable(BaseModel):
@@ -252,6 +269,15 @@ class StudyTable(BaseModel):
     header: list[str]
     rows: list[list[str]]
     caption: str = ""
+
+    def to_rich(self) -> Table:
+        """The table for a terminal, every cell escaped (names and model output are not markup)."""
+        out = Table(title=escape(self.title), caption=escape(self.caption) or None)
+        for h in self.header:
+            out.add_column(escape(h))
+        for row in self.rows:
+            out.add_row(*[escape(c) for c in row])
+        return out
 
 
 def study_tables(study: CodebookStudy, groups: Sequence[str]) -> list[StudyTable]:
@@ -278,8 +304,11 @@ def study_tables(study: CodebookStudy, groups: Sequence[str]) -> list[StudyTable
         header=["category", *dist],
         rows=[[c.name, *[f"{100 * dist[g][c.id]:.0f}" for g in dist]] for c in frozen.categories],
     )
-    rows = [list(r) for r in study.stability.rows()] if study.stability is not None else []
-    rows.append(["reclassified archetype = roll-up archetype", f"{100 * study.agreement:.1f}% of transcripts"])
+    if study.too_few is not None:
+        rows = [["too few transcripts", study.too_few]]
+    else:
+        rows = [list(r) for r in study.stability.rows()] if study.stability is not None else []
+        rows.append(["reclassified archetype = roll-up archetype", f"{100 * study.agreement:.1f}% of transcripts"])
     stab = StudyTable(title="Stability", header=["measure", "value"], rows=rows)
     cmp = study.comparison
     comparison = StudyTable(

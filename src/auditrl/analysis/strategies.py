@@ -1,13 +1,12 @@
-"""Clustering strategy summaries and classifying them against a frozen archetype codebook.
+"""Clustering strategy summaries, naming the clusters, and the archetype of each cluster.
 
 Pipeline (after the paper's contrastive clustering): embed strategy-only texts (`representation`:
-MiniLM, tf-idf, or tf-idf with SVD at scale), cluster with MiniBatchKMeans at k ~ n/100, name each
+MiniLM, tf-idf, or tf-idf with SVD at scale), cluster with MiniBatchKMeans at k ~ n/100, and name each
 cluster by its archetype and the words and two-word phrases (never spanning a sentence or clause break)
-that most separate up to 50 of its members from the 50 nearest non-members, and classify every text
-against a codebook (the shipped one has 14 archetypes in 5 categories; `derivation` derives one from
-the data) by cosine similarity to each archetype's description, keywords and exemplars (dense vectors
-measured from the codebook's mean vector). Distributions per group (auditor model, reward design) come
-from the archetype labels.
+that most separate up to 50 of its members from the 50 nearest non-members. Every text's archetype
+comes from `assignment` (against the codebook alone, so neither the representation nor k changes it);
+a cluster's archetype is its members' most common one. `classify` places texts against a codebook
+derived from the same corpus (`derivation`), in the clustering space.
 """
 
 from __future__ import annotations
@@ -15,14 +14,11 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Sequence
-from functools import cache
-from importlib import resources
 from itertools import pairwise
-from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import BaseModel, Field
 from rich.markup import escape
 from rich.table import Table
 from scipy import sparse
@@ -30,100 +26,16 @@ from sklearn.cluster import MiniBatchKMeans
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, TfidfVectorizer
 from sklearn.preprocessing import normalize
 
+from auditrl.analysis.assignment import DEFAULT_CLASSIFIER, Classifier, StrategyAssignment, archetype_means, assign_strategies
+from auditrl.analysis.codebook import Codebook, codebook_texts, load_codebook
 from auditrl.analysis.representation import EmbedderName, Embedded, embed
-from auditrl.configfile import load_yaml
 
-Level = Literal["archetype", "category"]
 CONTRAST_SIZE = 50
 NAME_TERMS = 3
 KEYWORDS = 6
 TEXTS_PER_CLUSTER = 100
 _CLAUSE_BREAK = re.compile(r"[.,;:!?()\[\]{}\"/]+|\s[-\u2013\u2014]\s")
 _WORD = re.compile(r"[a-z][a-z-]+")
-
-
-class Category(BaseModel):
-    id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
-    name: str = Field(min_length=1)
-    description: str = Field(min_length=1)
-
-
-class Archetype(BaseModel):
-    id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
-    number: int = Field(ge=1)
-    category: str
-    name: str = Field(min_length=1)
-    description: str = Field(min_length=1)
-    keywords: list[str] = Field(min_length=1)
-    exemplars: list[str] = Field(min_length=1)
-
-    def texts(self) -> list[str]:
-        """The texts whose mean embedding is this archetype's prototype."""
-        return [f"{self.name}. {self.description}", *self.exemplars, ", ".join(self.keywords)]
-
-
-class Codebook(BaseModel):
-    """The frozen taxonomy every transcript is classified against."""
-
-    version: int
-    categories: list[Category] = Field(min_length=1)
-    archetypes: list[Archetype] = Field(min_length=1)
-
-    @model_validator(mode="after")
-    def _consistent(self) -> Codebook:
-        cats = [c.id for c in self.categories]
-        ids = [a.id for a in self.archetypes]
-        numbers = [a.number for a in self.archetypes]
-        for what, values in (("category id", cats), ("archetype id", ids), ("archetype number", numbers)):
-            dupes = sorted({str(v) for v in values if values.count(v) > 1})
-            if dupes:
-                raise ValueError(f"duplicate {what}: {', '.join(dupes)}")
-        unknown = [f"{a.id} -> {a.category}" for a in self.archetypes if a.category not in cats]
-        if unknown:
-            raise ValueError(f"archetypes with an unknown category: {', '.join(unknown)}")
-        return self
-
-    def archetype(self, archetype_id: str) -> Archetype:
-        for a in self.archetypes:
-            if a.id == archetype_id:
-                return a
-        raise KeyError(archetype_id)
-
-    def category_of(self, archetype_id: str) -> Category:
-        cat = self.archetype(archetype_id).category
-        return next(c for c in self.categories if c.id == cat)
-
-
-@cache
-def _builtin_codebook() -> Codebook:
-    text = resources.files("auditrl.analysis").joinpath("data/archetypes.yaml").read_text(encoding="utf-8")
-    return Codebook.model_validate(load_yaml(text))
-
-
-def load_codebook(path: Path | None = None) -> Codebook:
-    """The shipped codebook, or a user's file of the same shape."""
-    if path is None:
-        return _builtin_codebook()
-    try:
-        return Codebook.model_validate(load_yaml(path.read_text(encoding="utf-8"), path))
-    except OSError as exc:
-        raise ValueError(f"{path}: cannot read the codebook ({exc.strerror or type(exc).__name__})") from exc
-    except ValidationError as exc:
-        raise ValueError(f"{path}: invalid archetype codebook: {exc}") from exc
-
-
-def shares(items: Sequence[str], groups: Sequence[str], keys: Sequence[str]) -> dict[str, dict[str, float]]:
-    """Share of each key among the items of each group (groups in order of appearance, every key present)."""
-    if len(groups) != len(items):
-        raise ValueError(f"distribution: {len(groups)} groups for {len(items)} texts")
-    out: dict[str, dict[str, float]] = {}
-    counts: dict[str, Counter[str]] = {}
-    for i, g in zip(items, groups, strict=True):
-        counts.setdefault(g, Counter())[i] += 1
-    for g, c in counts.items():
-        total = sum(c.values())
-        out[g] = {k: c.get(k, 0) / total for k in keys}
-    return out
 
 
 class Cluster(BaseModel):
@@ -138,34 +50,14 @@ class Cluster(BaseModel):
     archetype: str = Field(description="Most common archetype among the members.")
 
 
-class StrategyClusters(BaseModel):
-    """Cluster labels, contrastive names and archetype assignments for a list of strategy texts."""
+class StrategyClusters(StrategyAssignment):
+    """Cluster labels and contrastive names for a list of strategy texts, with each text's archetype."""
 
     labels: list[int]
     clusters: list[Cluster]
-    archetypes: list[str] = Field(description="Archetype id per text.")
-    similarity: list[float] = Field(
-        description="Cosine similarity of each text to its archetype (MiniLM: of both, centred on the codebook's mean)."
-    )
-    codebook: Codebook
     embedder: Literal["minilm", "tfidf", "lsa"]
     k: int = Field(description="The number of clusters asked for; `clusters` holds the non-empty ones.")
     seed: int
-
-    def categories(self) -> list[str]:
-        """Category id per text."""
-        return [self.codebook.category_of(a).id for a in self.archetypes]
-
-    def distribution(self, groups: Sequence[str], level: Level = "archetype") -> dict[str, dict[str, float]]:
-        """Share of each archetype (or category) within each group; every codebook entry is present."""
-        items = self.archetypes if level == "archetype" else self.categories()
-        keys = [a.id for a in self.codebook.archetypes] if level == "archetype" else [c.id for c in self.codebook.categories]
-        return shares(items, groups, keys)
-
-    def label_names(self, level: Level = "archetype") -> dict[str, str]:
-        if level == "archetype":
-            return {a.id: f"{a.number}. {a.name}" for a in self.codebook.archetypes}
-        return {c.id: c.name for c in self.codebook.categories}
 
     def title(self) -> str:
         """The clusters' heading: the requested k, and how many clusters were found when fewer."""
@@ -185,17 +77,6 @@ class StrategyClusters(BaseModel):
         for c in shown:
             rep = c.representative_text if len(c.representative_text) <= max_chars else c.representative_text[: max_chars - 3] + "..."
             table.add_row(str(c.id), str(c.size), escape(c.name), escape(self.codebook.category_of(c.archetype).name), escape(rep))
-        return table
-
-    def distribution_table(self, groups: Sequence[str], level: Level = "category") -> Table:
-        dist = self.distribution(groups, level)
-        names = self.label_names(level)
-        table = Table(title=f"Strategy {level} shares per group (%)")
-        table.add_column(level)
-        for g in dist:
-            table.add_column(escape(g), justify="right")
-        for key, name in names.items():
-            table.add_row(name, *[f"{100 * dist[g][key]:.0f}" for g in dist])
         return table
 
 
@@ -294,32 +175,19 @@ def name_phrase(ranked: Sequence[str], n: int = NAME_TERMS) -> list[str]:
     return chosen[:n]
 
 
-def codebook_texts(codebook: Codebook) -> list[str]:
-    """Every text of every archetype, in codebook order (what `_prototypes` averages)."""
-    return [x for a in codebook.archetypes for x in a.texts()]
-
-
-def _prototypes(codebook: Codebook, archetype_vectors: np.ndarray) -> np.ndarray:
-    """One unit vector per archetype: the normalised mean of its texts' vectors."""
-    sizes = [len(a.texts()) for a in codebook.archetypes]
-    bounds = np.cumsum([0, *sizes])
-    means = np.stack([archetype_vectors[bounds[i] : bounds[i + 1]].mean(axis=0) for i in range(len(sizes))])
-    return normalize(means)
-
-
 def classify(emb: Embedded, book: Codebook) -> tuple[np.ndarray, np.ndarray]:
     """Best archetype index and the similarity matrix (distinct texts x archetypes) against `book`'s prototypes."""
     book_vectors = emb.vectors_of(codebook_texts(book))
     if emb.embedder == "tfidf":
         # idf already discounts the words every text shares
-        prototypes = _prototypes(book, book_vectors)
+        prototypes = archetype_means(book, book_vectors)
         sims = np.asarray(emb.vectors @ prototypes.T)
     else:
         # Every summary and codebook text is "an auditor did things to a target", a direction shared by all
         # dense embeddings that makes the most generic archetype the nearest to anything. Measuring from
         # the codebook's mean (fixed, whatever the corpus) leaves the directions that tell archetypes apart.
         center = book_vectors.mean(axis=0)
-        prototypes = _prototypes(book, normalize(book_vectors - center))
+        prototypes = archetype_means(book, normalize(book_vectors - center))
         sims = np.asarray(normalize(np.asarray(emb.vectors) - center) @ prototypes.T)
     return sims.argmax(axis=1), sims
 
@@ -331,12 +199,14 @@ def cluster_strategies(
     embedder: EmbedderName = "minilm",
     codebook: Codebook | None = None,
     embedded: Embedded | None = None,
+    classifier: Classifier = DEFAULT_CLASSIFIER,
 ) -> StrategyClusters:
-    """Cluster strategy texts, name the clusters contrastively and classify each text into an archetype.
+    """Cluster strategy texts, name the clusters contrastively, and give each text its archetype.
 
     k defaults to round(n / 100), at least 2 and at most n. The codebook's texts are embedded together
     with `texts`, so both live in one space; pass `embedded` (from `embed(texts, codebook_texts(book))`)
-    to reuse vectors already computed.
+    to reuse vectors already computed. The archetypes are `assign_strategies(texts, codebook, classifier)`:
+    the same whatever `embedder` and `k`.
     """
     n = len(texts)
     if n < 2:
@@ -356,8 +226,8 @@ def cluster_strategies(
     labels = fit_kmeans(vectors, emb.counts, fitted, seed).labels_
     centers = weighted_centers(vectors, labels, emb.counts, fitted)
 
-    best, sims = classify(emb, book)
-    distinct_archetypes = [book.archetypes[i].id for i in best]
+    assigned = assign_strategies(texts, book, classifier, emb)
+    per_text = labels[emb.inverse]
 
     namer = ContrastiveNamer(emb.distinct, vectors)
     clusters: list[Cluster] = []
@@ -368,9 +238,7 @@ def cluster_strategies(
         members, others = namer.contrast(inside, centers[c])
         ranked = namer.ranked_terms(members, others)
         rep = int(members[0])
-        votes: Counter[str] = Counter()
-        for i in np.flatnonzero(inside):
-            votes[distinct_archetypes[i]] += int(emb.counts[i])
+        votes = Counter(a for a, lab in zip(assigned.archetypes, per_text, strict=True) if lab == c)
         archetype = votes.most_common(1)[0][0]
         phrase = ", ".join(name_phrase(ranked))
         archetype_name = book.archetype(archetype).name
@@ -386,11 +254,10 @@ def cluster_strategies(
             )
         )
     return StrategyClusters(
-        labels=[int(x) for x in labels[emb.inverse]],
-        clusters=clusters,
-        archetypes=[distinct_archetypes[i] for i in emb.inverse],
-        similarity=[float(sims[i, best[i]]) for i in emb.inverse],
+        **assigned.model_dump(exclude={"codebook"}),
         codebook=book,
+        labels=[int(x) for x in per_text],
+        clusters=clusters,
         embedder=emb.embedder,
         k=k,
         seed=seed,

@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from auditrl.configfile import ConfigModel, RandomSeed, read_yaml_mapping, validate_file
+from auditrl.sim.base import BaseInit
 from auditrl.sim.designs import DesignName
 from auditrl.sim.families import check_family
 from auditrl.sim.judges import JudgeParams
@@ -22,6 +23,11 @@ class DesignRun(ConfigModel):
     design: DesignName = Field(description="Reward design (a registered design with an AuditWorld form).")
     benign_fraction: float = Field(default=0.0, ge=0.0, le=1.0, description="Share of each step's groups run against benign targets (calibration).")
     binary_strict: bool = Field(default=False, description="Binary design: count only evidence the target itself produced.")
+    init: BaseInit | None = Field(
+        default=None,
+        description="Another base to start this design from (e.g. `{kind: random}` for the random-initialisation "
+        "ablation); null = the job's `train.init`. Each distinct base is evaluated as a row of its own.",
+    )
 
 
 class WorldConfig(ConfigModel):
@@ -30,7 +36,7 @@ class WorldConfig(ConfigModel):
     seeds_per_behavior: int = Field(default=8, ge=1, description="Seed scenarios per behavior.")
     scenario_topics: int = Field(default=3, ge=1, description="Topics per seed scenario; at most one triggers the behavior, so a guess is right 1 time in this many.")
     fair_chance: float = Field(default=0.75, ge=0.0, le=1.0, description="Share of each behavior's seed scenarios (rounded) that include a trigger topic of the behavior; the trigger takes each position in the scenario equally often.")
-    seed: RandomSeed = Field(default=0, description="Seed of the seed bank's random draws.")
+    random_state: RandomSeed = Field(default=0, description="Random state of the seed bank's draws (which topics each seed scenario holds, and in which order).")
     blind_claim_rate: float = Field(default=0.5, ge=0.0, le=1.0, description="How often the blind baseline claims the scenario's lead topic.")
 
 
@@ -79,15 +85,20 @@ class AuditWorldConfig(ConfigModel):
             raise ValueError(f"design names must be unique; repeated: {', '.join(repeated)}")
         return value
 
+    def base_of(self, d: DesignRun) -> BaseInit:
+        """The base a design starts from."""
+        return d.init if d.init is not None else self.train.init
+
     def train_config(self, d: DesignRun, seed: int) -> TrainConfig:
         """The environment's training config of one (design, seed) run."""
+        settings = self.train.model_copy(update={"init": self.base_of(d)})
         return TrainConfig(
             design=d.design,
             benign_fraction=d.benign_fraction,
             binary_strict=d.binary_strict,
             families=self.train_families,
             seed=seed,
-            **self.train.model_dump(),
+            **dict(settings),
         )
 
 

@@ -1,12 +1,12 @@
-"""The robustness map: AuditWorld's designs trained against pairwise judges of growing flaw strength.
+"""The robustness map: AuditWorld's designs trained from the base against pairwise judges of growing flaw strength.
 
 A `kind: auditworld_sweep` config is an AuditWorld config plus a `sweep` grid. For every cell of the grid
 the pairwise judges (in-group, reference, and their calibration variant) get the config's shared judge
 flaws with alarm susceptibility and narration credulity (a two-dimensional map) or position bias (a
-line) replaced; every listed design is trained over every seed against them and evaluated on the
-held-out suite, which reads ground truth. The blind and experimenter baselines are evaluated once:
-a trained auditor whose composite falls below the blind auditor's has been hacked past usefulness, and
-that is where this report says a design stops being robust.
+line) replaced; every listed design is trained over every seed from the job's base (built once per seed,
+as in the main job) against them and evaluated on the held-out suite, which reads ground truth. The
+base, and the blind and experimenter baselines, are evaluated once: a cell where training leaves the
+auditor below the base it started from is where a design stops being robust to that judge.
 """
 
 from __future__ import annotations
@@ -22,8 +22,10 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from auditrl.atomic import atomic_write_text
+from auditrl.auditworld.bases import base_name, build_bases, job_bases
 from auditrl.auditworld.config import AuditWorldConfig
-from auditrl.behaviors.library import load_behaviors
+from auditrl.auditworld.job import build_world, run_directory
+from auditrl.auditworld.report import prose
 from auditrl.configfile import ConfigModel, read_yaml_mapping, validate_file
 from auditrl.report.html import FigureBlock, Section, TableBlock, write_report
 from auditrl.report.plots import heatmap, training_curves
@@ -34,6 +36,8 @@ from auditrl.sim.training import train
 from auditrl.sim.world import Policy, World
 
 MAPPED = ("composite", "false_positive", "audit_quality", "identified")
+FP_DROP = 10.0
+"""A cell "loses calibration" when its FP calibration is this many points below the base's."""
 
 
 class SweepGrid(ConfigModel):
@@ -80,49 +84,55 @@ def _params(cfg: SweepConfig, cell: dict[str, float]) -> JudgeParams:
 def _evaluate(world: World, cfg: SweepConfig, policy: Policy, seed: int) -> dict[str, float]:
     """The suite's means, and the share of planted audits whose claim names a trigger (in %)."""
     values, _, _ = evaluate_policy(world, policy, cfg.evaluation, np.random.default_rng(10_000 + seed), cfg.judge)
-    return {**seed_means(values), "identified": float(values.planted.correct.mean() * 100)}
+    return seed_means(values)
+
+
+def _mean(per_seed: list[dict[str, float]]) -> dict[str, float]:
+    return {m: float(np.mean([p[m] for p in per_seed])) for m in MAPPED}
 
 
 def run_sweep(config_path: Path, out_dir: Path | None = None) -> Path:
     """Train and evaluate every (cell, design, seed); write sweep.json and report.html; return the run directory."""
     t0 = time.perf_counter()
     cfg = load_sweep_config(Path(config_path))
-    run_dir = Path(out_dir) if out_dir is not None else cfg.out_dir
-    run_dir.mkdir(parents=True, exist_ok=True)
-    console = Console() if Console().is_terminal else Console(width=150)
-    world = World.build(
-        load_behaviors(), cfg.world.seeds_per_behavior, cfg.world.fair_chance, cfg.world.seed, cfg.world.scenario_topics
-    )
-    baselines: dict[str, dict[str, float]] = {}
-    for policy in (BlindPolicy(cfg.world.blind_claim_rate), ExperimenterPolicy()):
-        per_seed = [_evaluate(world, cfg, policy, s) for s in cfg.seeds]
-        baselines[policy.name] = {m: float(np.mean([p[m] for p in per_seed])) for m in MAPPED}
+    run_dir = run_directory(cfg, out_dir)
+    console = Console()
+    world = build_world(cfg)
+    bases = job_bases(cfg)
     cells = _cells(cfg)
     results: list[dict[str, Any]] = []
     with Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
     ) as progress:  # fmt: skip
+        task = progress.add_task("bases", total=len(bases) * len(cfg.seeds))
+        build_bases(world, cfg, run_dir, bases, lambda b, seed: progress.advance(task))
+        references: dict[str, dict[str, float]] = {
+            p.name: _mean([_evaluate(world, cfg, p, s) for s in cfg.seeds]) for p in (BlindPolicy(cfg.world.blind_claim_rate), ExperimenterPolicy())
+        }
+        for b in bases.values():
+            references[b.name] = _mean([_evaluate(world, cfg, b.policies[s], s) for s in cfg.seeds])
         task = progress.add_task("robustness map", total=len(cells) * len(cfg.designs) * len(cfg.seeds))
         for cell in cells:
             params = _params(cfg, cell)
             for d in cfg.designs:
+                base = bases[base_name(cfg, cfg.base_of(d))]
                 per_seed = []
                 for seed in cfg.seeds:
-                    result = train(world, cfg.train_config(d, seed), params)
+                    result = train(world, cfg.train_config(d, seed), params, base=base.policies[seed])
                     per_seed.append(_evaluate(world, cfg, result.policy, seed))
                     progress.advance(task)
                 results.append({
-                    **cell, "design": d.name,
-                    **{m: float(np.mean([p[m] for p in per_seed])) for m in MAPPED},
+                    **cell, "design": d.name, "base": base.name, **_mean(per_seed),
                     "per_seed": {m: [p[m] for p in per_seed] for m in MAPPED},
                 })  # fmt: skip
     elapsed = time.perf_counter() - t0
     summary = {
         "kind": "auditworld_sweep",
         "config": json.loads(cfg.model_dump_json()),
-        "baselines": baselines,
+        "references": references,
+        "base_label": bases[next(iter(bases))].label(),
         "cells": results,
-        "robustness": {d.name: robustness(cfg, results, d.name, baselines["blind"]["composite"]) for d in cfg.designs},
+        "robustness": {d.name: robustness(cfg, results, d.name, references[base_name(cfg, cfg.base_of(d))]) for d in cfg.designs},
         "runtime_seconds": elapsed,
     }
     atomic_write_text(run_dir / "sweep.json", json.dumps(summary, indent=2))
@@ -140,80 +150,63 @@ def _grid(cfg: SweepConfig, results: list[dict[str, Any]], design: str, metric: 
     return [[at.get((a, c), float("nan")) for c in cfg.sweep.credulity] for a in cfg.sweep.alarm]
 
 
-def robustness(cfg: SweepConfig, results: list[dict[str, Any]], design: str, blind: float) -> str:
-    """Where a design's composite falls below the blind baseline's, and how often its auditors found anything."""
+def robustness(cfg: SweepConfig, results: list[dict[str, Any]], design: str, base: dict[str, float]) -> str:
+    """Across the map: where training left the design's composite below its base's, where it lost calibration,
+    and how its identification compares with the base's."""
     grid = np.array(_grid(cfg, results, design, "composite"))
+    fp = np.array(_grid(cfg, results, design, "false_positive"))
     found = np.array(_grid(cfg, results, design, "identified"))
-    below = grid < blind
-    zero = grid[0, 0]
-    head = (
-        f"composite {zero:.1f} at alarm {cfg.sweep.alarm[0]:g}, credulity {cfg.sweep.credulity[0]:g}; its auditors "
-        f"identified the behavior in {np.nanmin(found):.0f}-{np.nanmax(found):.0f}% of planted audits across the map "
-        f"(under 5% in {int((found < 5).sum())} of {found.size} cells)"
-    )
-    if not below.any():
-        return f"{head}; at or above the blind baseline ({blind:.1f}) in all {below.size} cells"
-    cells = [(cfg.sweep.alarm[i], cfg.sweep.credulity[j]) for i, j in zip(*np.nonzero(below))]
-    first = min(cells, key=lambda ac: (ac[0] + ac[1], ac[0]))
-    return (
-        f"{head}; below the blind baseline ({blind:.1f}) in {len(cells)} of {below.size} cells, first at alarm "
-        f"{first[0]:g} and credulity {first[1]:g}"
-    )
+    below = grid < base["composite"]
+    lost = fp < base["false_positive"] - FP_DROP
+    at = lambda mask: [(cfg.sweep.alarm[i], cfg.sweep.credulity[j]) for i, j in zip(*np.nonzero(mask))]  # noqa: E731
+    first = lambda cells: min(cells, key=lambda ac: (ac[0] + ac[1], ac[0]))  # noqa: E731
+    return " ".join(prose(
+        "sweep_robustness.txt.j2", base=base, n=grid.size, found_lo=float(np.nanmin(found)), found_hi=float(np.nanmax(found)),
+        above_base_id=int((found > base["identified"]).sum()), below=at(below), lost=at(lost),
+        first_below=first(at(below)) if below.any() else None, first_lost=first(at(lost)) if lost.any() else None,
+        fp_drop=FP_DROP, zero=float(grid[0, 0]), alarm0=cfg.sweep.alarm[0], credulity0=cfg.sweep.credulity[0],
+    ))  # fmt: skip
 
 
 def _sections(cfg: SweepConfig, summary: dict[str, Any]) -> list[Section]:
-    results, baselines = summary["cells"], summary["baselines"]
-    blind = baselines["blind"]["composite"]
-    shared = cfg.judge.flaws
+    results, references = summary["cells"], summary["references"]
     figures = []
     for d in cfg.designs:
-        below = (np.array(_grid(cfg, results, d.name, "composite")) < blind).tolist()
-        for metric, label in (("composite", "composite"), ("false_positive", "FP calibration")):
+        base = references[base_name(cfg, cfg.base_of(d))]
+        below = (np.array(_grid(cfg, results, d.name, "composite")) < base["composite"]).tolist()
+        for metric, label in (("composite", "composite"), ("identified", "identification %"), ("false_positive", "FP calibration")):
             figures.append(FigureBlock(
                 heatmap(_grid(cfg, results, d.name, metric), cfg.sweep.credulity, cfg.sweep.alarm,
                         f"{d.name}: {label}", "pairwise judge's narration credulity", "pairwise judge's alarm susceptibility",
                         marked=below),
                 f"{d.name}, {label} (mean over {len(cfg.seeds)} training seeds) by the pairwise judge's alarm "
-                f"susceptibility and narration credulity, position bias {cfg.judge.pair.position_bias:g}. Red outline: "
-                f"composite below the blind baseline's {blind:.1f}.",
+                f"susceptibility and narration credulity, position bias {cfg.judge.pair.position_bias:g}; the base it "
+                f"started from scored {base[metric]:.1f}. Red outline: composite below the base's {base['composite']:.1f}.",
             ))  # fmt: skip
     line = {
         f"{d.name} {label}": (
             [r["position_bias"] for r in rs], [r[metric] for r in rs]
         )
         for d in cfg.designs
-        for metric, label in (("composite", "composite"), ("false_positive", "FP cal."))
+        for metric, label in (("composite", "composite"), ("identified", "ident. %"), ("false_positive", "FP cal."))
         for rs in [sorted((r for r in results if r["design"] == d.name and r["alarm"] == cfg.judge.pair.alarm
                            and r["credulity"] == cfg.judge.pair.credulity), key=lambda r: r["position_bias"])]
     }  # fmt: skip
     figures.append(FigureBlock(
         training_curves(line, title="Position bias of the pairwise judge", xlabel="position bias (latent units)",
                         ylabel="score (0-100)"),
-        f"Composite and FP calibration by the pairwise judge's position bias, alarm {cfg.judge.pair.alarm:g} and "
-        f"credulity {cfg.judge.pair.credulity:g}; both orders of every comparison are judged.",
+        f"Composite, identification and FP calibration by the pairwise judge's position bias, alarm "
+        f"{cfg.judge.pair.alarm:g} and credulity {cfg.judge.pair.credulity:g}; both orders of every comparison are judged.",
     ))  # fmt: skip
     rows = [[r["design"], f"{r['alarm']:g}", f"{r['credulity']:g}", f"{r['position_bias']:g}",
              *[f"{r[m]:.1f}" for m in MAPPED]] for r in results]  # fmt: skip
+    paragraphs = prose(
+        "sweep.txt.j2", shared=cfg.judge.flaws, robustness=summary["robustness"], references=references,
+        seeds=len(cfg.seeds), train=cfg.train, runtime=summary["runtime_seconds"],
+        base_label=summary["base_label"],
+    )  # fmt: skip
     return [
-        Section(
-            title="What this map shows and does not",
-            paragraphs=[
-                "Each cell trains the listed reward designs against pairwise judges whose alarm susceptibility, "
-                "narration credulity or position bias is set to the cell's value (the pointwise and binary judges "
-                f"keep the shared flaws: alarm {shared.alarm:g}, credulity {shared.credulity:g}, position bias "
-                f"{shared.position_bias:g}, noise {shared.noise:g}, verbosity {shared.verbosity:g}, miss "
-                f"{shared.miss:g}, false recognition {shared.false_recognition:g}). Flaw strengths are assumptions "
-                "of this world; what follows from training is how each design's trained auditor scores on the "
-                "held-out suite, which reads ground truth. It does not show where a real LLM judge sits on these "
-                "axes.",
-                *[f"{name}: {text}." for name, text in summary["robustness"].items()],
-                f"Baselines (mean over seeds): blind composite {blind:.1f}, FP calibration "
-                f"{baselines['blind']['false_positive']:.1f}; experimenter composite "
-                f"{baselines['experimenter']['composite']:.1f}. {len(cfg.seeds)} training seeds per cell, "
-                f"{cfg.train.steps} steps x {cfg.train.groups} groups of {cfg.train.group_size}; "
-                f"{summary['runtime_seconds']:.0f} s in all.",
-            ],
-        ),
+        Section(title="What this map shows and does not", paragraphs=paragraphs),
         Section(title="Maps", figures=figures),
         Section(
             title="Every cell",

@@ -16,11 +16,12 @@ import yaml
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from auditrl.analysis.derivation import ARCHETYPES, CATEGORIES, StudyTable, study_codebook, study_tables
 from auditrl.analysis.representation import EmbedderName, embed
-from auditrl.analysis.strategies import Level, cluster_strategies, codebook_texts, load_codebook
+from auditrl.analysis.assignment import DEFAULT_CLASSIFIER, Classifier, Level
+from auditrl.analysis.codebook import codebook_texts, load_codebook
+from auditrl.analysis.strategies import cluster_strategies
 from auditrl.analysis.summaries import strategy_summary
 from auditrl.atomic import atomic_write_text, check_output
 from auditrl.cli.errors import fail
@@ -34,8 +35,8 @@ from auditrl.scaffold.store import RunError, read_file, transcript_files
 from auditrl.scaffold.transcript import Transcript
 
 
-def read_summaries(run: Path, by: str, console: Console) -> tuple[list[str], list[str], list[Transcript]]:
-    """Strategy summary and group of every transcript (a later file's copy of an id replaces the earlier), and a few whole ones to show."""
+def read_summaries(run: Path, by: str, console: Console) -> tuple[list[str], list[str], list[str], list[Transcript]]:
+    """Id, strategy summary and group of every transcript (a later file's copy of an id replaces the earlier), and a few whole ones to show."""
     found: dict[str, tuple[str, str]] = {}
     kept: dict[tuple[str, bool], list[Transcript]] = {}
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console, transient=True) as progress:
@@ -54,16 +55,7 @@ def read_summaries(run: Path, by: str, console: Console) -> tuple[list[str], lis
     console.print(escape(f"read {len(found)} transcript(s) from {', '.join(map(str, files))}"), highlight=False, soft_wrap=True)
     texts = [text for text, _ in found.values()]
     groups = [group for _, group in found.values()]
-    return texts, groups, pick_transcripts([t for ts in kept.values() for t in ts])
-
-
-def _rich(table: StudyTable) -> Table:
-    out = Table(title=escape(table.title), caption=escape(table.caption) or None)
-    for h in table.header:
-        out.add_column(escape(h))
-    for row in table.rows:
-        out.add_row(*[escape(c) for c in row])
-    return out
+    return list(found), texts, groups, pick_transcripts([t for ts in kept.values() for t in ts])
 
 
 def strategies(
@@ -74,6 +66,10 @@ def strategies(
         EmbedderName,
         typer.Option(help="auto (MiniLM up to 1,000 distinct summaries, LSA above), minilm, tfidf, or lsa (tf-idf + SVD, fast at scale)."),
     ] = "auto",
+    classifier: Annotated[
+        Classifier,
+        typer.Option(help="How each summary gets its archetype: lsa (codebook words, fast) or minilm (sentence embeddings)."),
+    ] = DEFAULT_CLASSIFIER,
     level: Annotated[Level, typer.Option(help="Show shares per archetype or per category.")] = "category",
     codebook: Annotated[Path | None, typer.Option(help="A codebook YAML to classify against instead of the shipped one.")] = None,
     derive: Annotated[bool, typer.Option(help="Also derive a codebook from the data, reclassify against it, measure stability.")] = True,
@@ -96,12 +92,12 @@ def strategies(
         for option, path in {"--html": html, "--json": json_out, "--save-codebook": save_codebook}.items():
             if path is not None:
                 check_output(path, f"{option} {path}", inputs=tuple(transcript_files(run)))
-        texts, groups, shown = read_summaries(run, by, console)
+        ids, texts, groups, shown = read_summaries(run, by, console)
         if len(texts) < 2:
             raise RunError(f"{run}: strategy clustering needs at least 2 transcripts, found {len(texts)}")
         with console.status(f"embedding and clustering {len(texts):,} summaries"):
             emb = embed(texts, codebook_texts(book), embedder, random_seed)
-            result = cluster_strategies(texts, k=k, seed=random_seed, codebook=book, embedded=emb)
+            result = cluster_strategies(texts, k=k, seed=random_seed, codebook=book, embedded=emb, classifier=classifier)
         study = None
         if derive:
             naming = None
@@ -119,14 +115,14 @@ def strategies(
     console.print(result.distribution_table(groups, level))
     tables: Sequence[StudyTable] = study_tables(study, groups) if study is not None else []
     for table in tables:
-        console.print(_rich(table))
+        console.print(table.to_rich())
     if study is not None and study.derived.fallbacks:
         console.print("[yellow]" + escape("; ".join(study.derived.fallbacks)) + "[/yellow]")
     if study is not None and save_codebook is not None:
         atomic_write_text(save_codebook, yaml.safe_dump(study.frozen.model_dump(), sort_keys=False, allow_unicode=True))
         console.print(f"frozen codebook written to {escape(str(save_codebook))}")
     if json_out is not None:
-        data = result.model_dump(mode="json") | ({"derived": study.model_dump(mode="json")} if study is not None else {})
+        data = {"transcript_ids": ids, **result.model_dump(mode="json")} | ({"derived": study.model_dump(mode="json")} if study is not None else {})
         atomic_write_text(json_out, json.dumps(data, indent=2))
     if html is not None:
         sections = [strategy_section(result, groups)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from auditrl.analysis.convergence import ConvergenceRow, convergence_table
 from auditrl.analysis.derivation import CodebookStudy, StudyTable
 from auditrl.analysis.strategies import StrategyClusters
 from auditrl.evaluate.paper import PaperReference
@@ -81,8 +82,10 @@ def strategy_section(
     title: str = "Auditor strategies",
     max_clusters: int = 30,
     max_chars: int = 300,
+    convergence: Sequence[ConvergenceRow] = (),
 ) -> Section:
-    """Category and archetype shares per group (stacked bars and table) and the largest named clusters."""
+    """Category and archetype shares per group (stacked bars and table), the check against the paper's finding
+    (when `convergence` has rows) and the largest named clusters."""
     cat_dist = clusters.distribution(groups, "category")
     arch_dist = clusters.distribution(groups, "archetype")
     cat_names = clusters.label_names("category")
@@ -91,7 +94,8 @@ def strategy_section(
     cat_table = TableBlock(
         header=["Category", *group_names],
         rows=[[name, *[f"{100 * cat_dist[g][key]:.0f}%" for g in group_names]] for key, name in cat_names.items()],
-        caption="Share of transcripts per strategy category (archetypes from the frozen codebook).",
+        caption=f"Share of transcripts per strategy category (archetypes from the frozen codebook, {clusters.classifier} "
+        "classifier: each summary is compared with the codebook alone, so neither the clusters' representation nor k changes it).",
     )
     arch_table = TableBlock(
         header=["Archetype", "Category", *group_names],
@@ -126,7 +130,11 @@ def strategy_section(
         f"{len(groups)} strategy-only summaries were clustered and classified against the frozen codebook of "
         f"{len(clusters.codebook.archetypes)} archetypes in {len(clusters.codebook.categories)} categories."
     ]
-    return Section(title=title, paragraphs=paragraphs, tables=[cat_table, arch_table, cluster_table], figures=[figure])
+    checks = []
+    if convergence:
+        check = convergence_table(convergence, clusters)
+        checks = [TableBlock(header=check.header, rows=check.rows, caption=f"{check.title}. {check.caption}")]
+    return Section(title=title, paragraphs=paragraphs, tables=[cat_table, *checks, arch_table, cluster_table], figures=[figure])
 
 
 def transcripts_section(

@@ -43,6 +43,11 @@ from auditrl.sim.world import Policy, World, evaluation_batch
 
 METRICS: tuple[str, ...] = ("audit_quality", "false_positive", "realism", COMPOSITE)
 """The suite's metrics that AuditWorld measures (auditrl.evaluate.schema), and their composite."""
+IDENTIFIED = "identified"
+HEADLINE: tuple[str, ...] = (IDENTIFIED, *METRICS)
+"""What every headline table shows: identification (planted audits whose claim names a trigger topic, in %)
+beside the suite's metrics. Identification is not in the composite, which a never-claiming auditor can
+score well on."""
 
 
 class EvalConfig(ConfigModel):
@@ -129,9 +134,10 @@ class EvalEpisodes:
 
 
 class SeedSpread(BaseModel):
-    """One metric across training seeds: each seed's mean and a t-interval over the seeds.
+    """One metric across training seeds: each seed's value (a mean, or a trained-minus-base difference) and a
+    t-interval over the seeds.
 
-    `lo`/`hi` are None with fewer than two seeds (no spread to estimate); they are clipped to 0-100.
+    `lo`/`hi` are None with fewer than two seeds (no spread to estimate); they are clipped to the metric's range.
     """
 
     seeds: list[int]
@@ -145,10 +151,10 @@ class SeedSpread(BaseModel):
 
 
 def seed_means(part: EvalEpisodes) -> dict[str, float]:
-    """One seed's mean of each metric; its composite is the unweighted mean of the three metric means."""
+    """One seed's mean of each headline metric; its composite is the unweighted mean of the three metric means."""
     means = {m: float(np.mean(getattr(part, m))) for m in METRICS if m != "composite"}
     means["composite"] = float(np.mean(list(means.values())))
-    return means
+    return {IDENTIFIED: float(100.0 * part.planted.correct.mean()), **means}
 
 
 def t_interval(values: Sequence[float], level: float = 0.95, bounds: tuple[float, float] = (0.0, 100.0)) -> tuple[float, float | None, float | None, float | None]:
@@ -168,9 +174,25 @@ def across_seeds(parts: Sequence[EvalEpisodes], seeds: Sequence[int], level: flo
         raise ValueError(f"{len(parts)} evaluations but {len(seeds)} seeds")
     per_seed = [seed_means(p) for p in parts]
     out = {}
-    for m in METRICS:
+    for m in HEADLINE:
         values = [row[m] for row in per_seed]
         mean, sd, lo, hi = t_interval(values, level)
+        out[m] = SeedSpread(seeds=list(seeds), per_seed=values, mean=mean, sd=sd, lo=lo, hi=hi, n=len(values), level=level)
+    return out
+
+
+def paired_differences(
+    trained: Sequence[EvalEpisodes], base: Sequence[EvalEpisodes], seeds: Sequence[int], level: float = 0.95
+) -> dict[str, SeedSpread]:
+    """Trained minus base, per headline metric: each training seed's difference (its trained auditor against
+    the base it started from) is one observation, with a t-interval over the seeds (bounds -100 to 100)."""
+    if not len(trained) == len(base) == len(seeds):
+        raise ValueError(f"{len(trained)} trained and {len(base)} base evaluations for {len(seeds)} seeds")
+    pairs = [(seed_means(t), seed_means(b)) for t, b in zip(trained, base)]
+    out = {}
+    for m in HEADLINE:
+        values = [t[m] - b[m] for t, b in pairs]
+        mean, sd, lo, hi = t_interval(values, level, bounds=(-100.0, 100.0))
         out[m] = SeedSpread(seeds=list(seeds), per_seed=values, mean=mean, sd=sd, lo=lo, hi=hi, n=len(values), level=level)
     return out
 

@@ -62,7 +62,16 @@ class Observed:
         """A hash of everything a judge reads (the plant by its trigger contexts): equal records, equal keys.
 
         Judges draw their noise from it, as a temperature-0 LLM judge's verdict is a fixed function of its input.
+        Records are never modified once made, so the key is computed once per record (read-only).
         """
+        cached = self.__dict__.get("_key")
+        if cached is None:
+            cached = self._key()
+            cached.flags.writeable = False
+            self.__dict__["_key"] = cached
+        return cached
+
+    def _key(self) -> NDArray[np.uint64]:
         n, horizon = self.sent.shape
         code = (
             ((((self.topic + 1) * 3 + self.framing) * 3 + self.pressure) * 2 + self.rollback) * len(REPLY_KINDS) + self.reply
@@ -72,7 +81,7 @@ class Observed:
         weights = np.uint64(1) << np.arange(self.trigger.shape[1], dtype=np.uint64)
         with np.errstate(over="ignore"):
             h = mix64(h ^ (self.trigger.astype(np.uint64) @ weights))
-            for t in range(horizon):  # unsent turns leave the key alone: padding does not change it
+            for t in range(int(self.sent.any(axis=0).nonzero()[0].max(initial=-1)) + 1):  # unsent turns leave the key alone
                 h = np.where(self.sent[:, t], mix64(h ^ code[:, t]), h)
             h = mix64(h ^ (self.claim + 1).astype(np.uint64))
             return mix64(h ^ np.rint(self.confidence * 1000).astype(np.uint64))
@@ -154,8 +163,8 @@ def on_claim(obs: Observed) -> NDArray[np.bool_]:
 
 def repeats(obs: Observed) -> NDArray[np.int64]:
     """Messages that repeat the one before (same rollback, topic, framing and pressure): the audit loops."""
-    key = np.stack([obs.rollback, obs.topic, obs.framing, obs.pressure], axis=2)
-    return (obs.sent[:, 1:] & (key[:, 1:] == key[:, :-1]).all(axis=2)).sum(axis=1)
+    key = (((obs.topic + 1) * 3 + obs.framing) * 3 + obs.pressure) * 2 + obs.rollback  # one code per message
+    return (obs.sent[:, 1:] & (key[:, 1:] == key[:, :-1])).sum(axis=1)
 
 
 def natural_topics(obs: Observed) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:

@@ -21,31 +21,37 @@ from auditrl.configfile import ConfigModel
 from auditrl.rewards.registry import design_spec
 from auditrl.sim.designs import DesignName, RewardInputs, design_rewards
 from auditrl.sim.judges import JudgeParams, pairwise_quality
-from auditrl.sim.policies import HEAD_SIZES, MLPPolicy
+from auditrl.sim.base import BaseInit, ImitationInit, build_base
+from auditrl.sim.policies import MLPPolicy, head_logsumexp, head_membership
+from auditrl.sim.records import CONFESSION
 from auditrl.sim.simulate import Rollout, simulate
+from auditrl.sim.texts import ACCUSE
 from auditrl.sim.world import CLAIM, END, NO_CLAIM, TOOL, EpisodeBatch, World, training_batch
 from auditrl.train.advantages import group_advantages
 from auditrl.train.finite import check_finite
 
 
 class TrainSettings(ConfigModel):
-    """The optimisation settings of AuditWorld training, shared by every design of a job (its `train:` section)."""
+    """The optimisation settings of AuditWorld training, shared by every design of a job (its `train:` section).
 
-    steps: int = Field(default=100, ge=1, description="Policy updates per training run.")
-    groups: int = Field(default=128, ge=1, description="Groups per step; a group is k rollouts of one (behavior, seed, family).")
+    Field names follow TRL's (and the grpo_lm config's): `max_steps`, `groups_per_step`, `learning_rate`,
+    `max_grad_norm`, `reference_refresh_steps`.
+    """
+
+    init: BaseInit = Field(
+        default_factory=lambda: ImitationInit(kind="imitation"),
+        description="The base auditor training starts from (auditrl.sim.base): `imitation` of a scripted teacher with "
+        "set competence (default), `random` (an untrained policy), or a `checkpoint`. Built once per training seed.",
+    )  # fmt: skip
+    max_steps: int = Field(default=100, ge=1, description="Policy updates per training run.")
+    groups_per_step: int = Field(default=128, ge=1, description="Groups per step; a group is k rollouts of one (behavior, seed, family).")
     group_size: int = Field(default=8, ge=2, description="Rollouts per group (k); advantages are relative within a group.")
     max_turns: int = Field(default=15, ge=1, description="Turn budget of a training audit (the paper's training budget: 15).")
-    lr: float = Field(default=0.01, gt=0.0, le=1.0, description="Adam learning rate of the MLP policy.")
+    learning_rate: float = Field(default=0.003, gt=0.0, le=1.0, description="Adam learning rate of the MLP policy.")
     entropy_coef: float = Field(default=0.01, ge=0.0, le=1.0, description="Weight of the entropy bonus (keeps the policy exploring).")
-    grad_clip: float = Field(default=1.0, gt=0.0, description="Maximum gradient norm per update.")
-    hidden: int = Field(default=32, ge=4, description="Width of the policy's hidden layers.")
-    reference_refresh: int = Field(default=50, ge=1, description="Designs with references: steps between refreshes of the reference snapshot (paper: 50).")
-    prior_no_finding: float = Field(
-        default=0.9, ge=0.0, lt=1.0,
-        description="The untrained policy's chance of reporting no finding, standing in for an instruction-tuned "
-        "base model's calibration (an assumption; the paper's base model scored 98.9 on FP calibration). It is also "
-        "the first reference snapshot of reference pairwise, and is evaluated as the `untrained` row.",
-    )  # fmt: skip
+    max_grad_norm: float = Field(default=1.0, gt=0.0, description="Maximum gradient norm per update.")
+    hidden: int = Field(default=64, ge=4, description="Width of the policy's hidden layers (the base's too).")
+    reference_refresh_steps: int = Field(default=50, ge=1, description="Designs with references: steps between refreshes of the reference snapshot (paper: 50).")
 
 
 class TrainConfig(TrainSettings):
@@ -81,21 +87,7 @@ class TrainResult:
     history: list[StepStats] = field(default_factory=list)
     episodes: int = 0
     seconds: float = 0.0
-
-
-def _head_logprobs(logits: torch.Tensor, actions: torch.Tensor, sizes: tuple[int, ...]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-    """Per head: log-prob of the chosen index, and the head's entropy (heads of one size in one call)."""
-    if len(set(sizes)) == 1:
-        logp = torch.log_softmax(logits.reshape(*logits.shape[:-1], len(sizes), sizes[0]), dim=-1)
-        lp = logp.gather(-1, actions[..., : len(sizes), None]).squeeze(-1)
-        ent = -(logp.exp() * logp).sum(-1)
-        return list(lp.unbind(-1)), list(ent.unbind(-1))
-    lps, ents = [], []
-    for h, part in enumerate(torch.split(logits, list(sizes), dim=-1)):
-        logp = torch.log_softmax(part, dim=-1)
-        lps.append(logp.gather(-1, actions[..., h : h + 1]).squeeze(-1))
-        ents.append(-(logp.exp() * logp).sum(-1))
-    return lps, ents
+    cpu_seconds: float = 0.0
 
 
 def policy_loss(
@@ -104,26 +96,39 @@ def policy_loss(
     """REINFORCE with group-relative advantages over every acted turn and the report.
 
     Only acted turns enter the forward pass. Heads that did not matter are left out: topic, framing and
-    pressure when the tool was end, the confidence when the report claimed nothing.
+    pressure when the tool was end, the confidence when the report claimed nothing. The entropy bonus is
+    each episode's mean per-turn entropy of the heads that mattered plus its claim head's entropy. All heads
+    are handled at once: per head, log-prob = logit - logsumexp, summed per head by an indicator matrix.
     """
-    n_act = len(HEAD_SIZES) - 2
+    sizes = policy.head_sizes
+    n_act = len(policy.action_sizes)
     n = rollout.acted.shape[0]
     episode, turn = np.nonzero(rollout.acted)
+    n_turns = episode.size
+    actions = rollout.actions[episode, turn]
     obs = torch.from_numpy(np.concatenate([rollout.obs[episode, turn], rollout.final_obs]))
-    actions = torch.from_numpy(rollout.actions[episode, turn])
-    logits = policy(obs)
-    split = sum(HEAD_SIZES[:n_act])
-    lps, ents = _head_logprobs(logits[: episode.size, :split], actions, HEAD_SIZES[:n_act])
+    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    chosen = np.zeros((n_turns + n, len(sizes)), dtype=np.int64)
+    chosen[:n_turns, :n_act] = actions + offsets[:n_act]
+    chosen[n_turns:, n_act:] = rollout.report + offsets[n_act:]
     sent = actions[:, TOOL] != END
-    turn_lp = lps[0] + (lps[1] + lps[2] + lps[3]) * sent
-    turn_ent = ents[0] + (ents[1] + ents[2] + ents[3]) * sent
-    report = torch.from_numpy(rollout.report)
-    r_lps, r_ents = _head_logprobs(logits[episode.size :, split:], report, HEAD_SIZES[n_act:])
-    claimed = report[:, CLAIM] != NO_CLAIM
-    index = torch.from_numpy(episode)
-    episode_lp = torch.zeros(n).index_add(0, index, turn_lp) + r_lps[0] + r_lps[1] * claimed
-    counts = torch.from_numpy(np.maximum(rollout.acted.sum(axis=1), 1)).float()
-    entropy = (torch.zeros(n).index_add(0, index, turn_ent) / counts + r_ents[0]).mean()
+    claimed = rollout.report[:, CLAIM] != NO_CLAIM
+    used = np.zeros((n_turns + n, len(sizes)), dtype=np.float32)  # heads whose choice mattered
+    used[:n_turns, 0], used[:n_turns, 1:n_act] = 1.0, sent[:, None]
+    used[n_turns:, n_act], used[n_turns:, n_act + 1] = 1.0, claimed
+    explored = used.copy()  # heads whose entropy is rewarded: not the confidence
+    explored[n_turns:, n_act + 1] = 0.0
+    counts = np.maximum(rollout.acted.sum(axis=1), 1).astype(np.float32)
+    explored[:n_turns] /= counts[episode][:, None]
+    member = head_membership(sizes)
+    logits = policy(obs)
+    lse = head_logsumexp(logits, sizes)  # (rows, heads)
+    logp = logits - lse @ member.T
+    row_lp = ((logits.gather(1, torch.from_numpy(chosen)) - lse) * torch.from_numpy(used)).sum(1)
+    entropy_rows = ((lse - (logp.exp() * logits) @ member) * torch.from_numpy(explored)).sum(1)
+    owner = torch.from_numpy(np.concatenate([episode, np.arange(n)]))
+    episode_lp = torch.zeros(n).index_add(0, owner, row_lp)
+    entropy = torch.zeros(n).index_add(0, owner, entropy_rows).mean()
     adv = torch.from_numpy(advantages).float()
     return -(adv * episode_lp).mean() - entropy_coef * entropy
 
@@ -171,20 +176,22 @@ def compute_rewards(
 
 
 def _stats(step: int, rollout: Rollout, rewards: NDArray[np.float64]) -> StepStats:
-    f = rollout.features
-    benign = ~f.planted
+    """The monitors, read straight off the record (cheaper than its full ground truth, same values)."""
+    o = rollout.observed
+    planted, claimed = o.planted, o.claim >= 0
+    correct = claimed & o.trigger[np.arange(len(o)), np.maximum(o.claim, 0)]
     mean = lambda x, m: float(x[m].mean()) if m.any() else float("nan")  # noqa: E731
     return StepStats(
         step=step,
         reward=float(rewards.mean()),
-        reward_planted=mean(rewards, f.planted),
-        false_positive_rate=mean(f.claim >= 0, benign),
-        claim_rate=float((f.claim >= 0).mean()),
-        correct_rate=mean(f.correct, f.planted),
-        accusations=float(f.accusations.mean()),
-        confessions=float(f.confessions.mean()),
-        eval_aware=float(f.eval_aware.mean()),
-        turns=float(f.turns.mean()),
+        reward_planted=mean(rewards, planted),
+        false_positive_rate=mean(claimed, ~planted),
+        claim_rate=float(claimed.mean()),
+        correct_rate=mean(correct, planted),
+        accusations=float((o.sent & (o.pressure == ACCUSE)).sum(axis=1).mean()),
+        confessions=float((o.sent & (o.reply == CONFESSION)).sum(axis=1).mean()),
+        eval_aware=float((o.sent & o.remark).sum(axis=1).mean()),
+        turns=float(o.sent.sum(axis=1).mean()),
     )
 
 
@@ -193,22 +200,27 @@ def train(
     cfg: TrainConfig,
     params: JudgeParams | None = None,
     on_step: Callable[[StepStats], None] | None = None,
+    base: MLPPolicy | None = None,
 ) -> TrainResult:
-    """Train one auditor; deterministic for a given config (numpy and torch seeded from `cfg.seed`)."""
+    """Train one auditor from `base` (built from `cfg.init` when not given); deterministic for a given config
+    and base (numpy and torch seeded from `cfg.seed`)."""
     params = params or JudgeParams()
+    fams = [world.families.index(n) for n in cfg.families]
+    if base is None:
+        base = build_base(world, cfg.init, cfg.hidden, cfg.seed, fams)
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
-    policy = MLPPolicy(hidden=cfg.hidden, seed=cfg.seed, name=cfg.design, prior_no_finding=cfg.prior_no_finding)
-    opt = torch.optim.Adam(policy.parameters(), lr=cfg.lr)
-    fams = [world.families.index(n) for n in cfg.families]
+    policy = copy.deepcopy(base)
+    policy.name = cfg.design
+    opt = torch.optim.Adam(policy.parameters(), lr=cfg.learning_rate)
     reference = None
     if design_spec(cfg.design).references:
         probe = training_batch(world, rng, 1, cfg.group_size, 0.0, fams, cfg.max_turns)
-        reference = ReferenceCache(world, probe.n_contexts(world), cfg.reference_refresh, params)
+        reference = ReferenceCache(world, probe.n_contexts(world), cfg.reference_refresh_steps, params)
     result = TrainResult(policy=policy, config=cfg)
-    start = time.perf_counter()
-    for step in range(cfg.steps):
-        batch = training_batch(world, rng, cfg.groups, cfg.group_size, cfg.benign_fraction, fams, cfg.max_turns)
+    start, cpu_start = time.perf_counter(), time.process_time()
+    for step in range(cfg.max_steps):
+        batch = training_batch(world, rng, cfg.groups_per_step, cfg.group_size, cfg.benign_fraction, fams, cfg.max_turns)
         rollout = simulate(world, batch, policy, rng)
         ref = None
         if reference is not None:
@@ -216,11 +228,11 @@ def train(
             ref = (q_ref, key_ref)
             result.episodes += extra
         rewards = compute_rewards(cfg, rollout, params, ref)
-        adv = group_advantages(rewards.reshape(cfg.groups, cfg.group_size)).ravel()
+        adv = group_advantages(rewards.reshape(cfg.groups_per_step, cfg.group_size)).ravel()
         loss = policy_loss(policy, rollout, adv, cfg.entropy_coef)
         opt.zero_grad()
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.grad_clip)
+        torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
         opt.step()
         check_finite(step, loss, policy.named_parameters())
         result.episodes += batch.size
@@ -229,4 +241,5 @@ def train(
         if on_step is not None:
             on_step(stats)
     result.seconds = time.perf_counter() - start
+    result.cpu_seconds = time.process_time() - cpu_start
     return result

@@ -1,12 +1,14 @@
 """AuditWorld: the world (behaviors, topics, target families, seed bank), the auditor's action space,
 and the batches of episodes to simulate.
 
-An action is (tool, topic choice, framing, pressure); the report is (claim, confidence). Each seed sets
-a scenario of several topics, at most one of which triggers the planted behavior, so which one does
-can only be learned by eliciting it. Topic choices are relative (the scenario's next topic, a fresh
-control topic, the topic that looked most anomalous so far), so a policy trained on some behaviors
-can be evaluated on held-out behaviors whose trigger topics it never saw. Stepping a batch is
-`auditrl.sim.simulate`; what an episode leaves behind (the judge-readable `Observed` record and the
+An action is (tool, topic slot, framing, pressure); the report is (claim slot, confidence). Each seed
+sets a scenario of several topics, at most one of which triggers the planted behavior, so which one
+does can only be learned by eliciting it. Topics are referred to by slot (`auditrl.sim.observe`): slot
+0 is a fresh control topic outside the scenario, slot j + 1 the scenario's j-th topic, so a policy
+trained on some behaviors can be evaluated on held-out behaviors whose trigger topics it never saw.
+The claim names a scenario topic by slot, or nothing (slot 0). Neither the actions nor the claims
+offer "the most anomalous topic": the auditor works that out from its observations. Stepping a batch
+is `auditrl.sim.simulate`; what an episode leaves behind (the judge-readable `Observed` record and the
 ground truth `Features`) is `auditrl.sim.records`.
 """
 
@@ -24,22 +26,24 @@ from auditrl.sim.families import Family, FamilyTable, load_families
 from auditrl.sim.targets import BehaviorTable
 from auditrl.sim.texts import Topic, load_topics, templates
 
-# Action heads and their sizes.
 TOOLS = ("send", "rollback", "end")
-TOPIC_CHOICES = ("seed", "control", "hot")  # seed = the scenario's topics in turn
-CLAIMS = ("none", "seed", "hot", "confessed")  # seed = the scenario's lead topic
 CONFIDENCES = (0.3, 0.6, 0.9)
-ACTION_SIZES = (3, 3, 3, 3)
-REPORT_SIZES = (4, 3)
-# Named indices: the column of each head in an action or report row, and each head's choices.
-TOOL, TOPIC, FRAMING, PRESSURE = range(len(ACTION_SIZES))
+# Named indices: the column of each head in an action or report row, and the fixed choices of its heads.
+TOOL, TOPIC, FRAMING, PRESSURE = range(4)
 SEND, ROLLBACK, END = range(len(TOOLS))
-SEED_TOPIC, CONTROL_TOPIC, HOT_TOPIC = range(len(TOPIC_CHOICES))
-CLAIM, CONFIDENCE = range(len(REPORT_SIZES))
-NO_CLAIM, CLAIM_SEED, CLAIM_HOT, CLAIM_CONFESSED = range(len(CLAIMS))
-# What the auditor saw in the last reply.
-KINDS = ("none", "normal", "anomaly", "denial", "confession", "eval_remark")
-OBS_DIM = 26
+CONTROL_TOPIC = 0  # topic slot 0: a control topic; slot j + 1: the scenario's j-th topic
+CLAIM, CONFIDENCE = range(2)
+NO_CLAIM = 0  # claim slot 0: no hidden behavior found; slot j + 1: the scenario's j-th topic
+
+
+def action_sizes(scenario_topics: int) -> tuple[int, int, int, int]:
+    """Choices per action head: tool, topic slot (control or a scenario topic), framing, pressure."""
+    return (len(TOOLS), scenario_topics + 1, 3, 3)
+
+
+def report_sizes(scenario_topics: int) -> tuple[int, int]:
+    """Choices per report head: claim slot (nothing or a scenario topic), confidence."""
+    return (scenario_topics + 1, len(CONFIDENCES))
 
 
 class Policy(Protocol):
@@ -68,7 +72,7 @@ class World:
         library: Mapping[str, Behavior],
         seeds_per_behavior: int = 8,
         fair_chance: float = 0.75,
-        seed: int = 0,
+        random_state: int = 0,
         scenario_topics: int = 3,
     ) -> World:
         """Seed bank: each seed's scenario spans `scenario_topics` topics; a `fair_chance` share of each behavior's
@@ -88,7 +92,7 @@ class World:
             raise ValueError(f"scenario_topics must be in [1, {len(topics) - 1}], got {scenario_topics}")
         table = BehaviorTable.of(library)
         fams = load_families()
-        rng = np.random.default_rng(seed)
+        rng = np.random.default_rng(random_state)
         scenario = np.empty((len(table.ids), seeds_per_behavior, scenario_topics), dtype=np.int64)
         n_fair = int(round(fair_chance * seeds_per_behavior))
         for b in range(len(table.ids)):
@@ -120,6 +124,17 @@ class World:
     @property
     def seeds_per_behavior(self) -> int:
         return int(self.scenario.shape[1])
+
+    @property
+    def scenario_topics(self) -> int:
+        return int(self.scenario.shape[2])
+
+    def identifiable(self, behaviors: Sequence[int]) -> NDArray[np.bool_]:
+        """(behaviors, seeds): whether the seed's scenario holds a trigger of the behavior, so that a claim
+        naming one of its topics can identify it at all (the ceiling of identification)."""
+        b = np.asarray(behaviors, dtype=np.int64)
+        trig = self.behaviors.trigger[b]  # (nb, topics)
+        return np.take_along_axis(trig[:, None, :], self.scenario[b], axis=2).any(axis=2)
 
     def behavior_indices(self, split: str) -> NDArray[np.int64]:
         heldout = self.behaviors.heldout

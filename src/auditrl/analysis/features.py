@@ -1,0 +1,277 @@
+"""Countable facts about an auditor's conduct, read from a transcript: the input of strategy summaries.
+
+What the auditor sent is read through cue phrases (data/strategy_cues.yaml) that mark tactics; the
+message text itself goes no further than these counts, so nothing downstream (summaries, clusters,
+categories) can carry the audited behavior's content. Near-copies of messages separate loops (the same
+message back to back) from replications (a probe re-posed against other probes, or after a rollback).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from functools import cache
+from importlib import resources
+
+from pydantic import BaseModel, Field
+
+from auditrl.configfile import load_yaml
+from auditrl.scaffold.transcript import TargetMessage, Transcript
+
+CUE_GROUPS = ("self_report", "pressure", "authority", "roleplay", "coercion", "introspection", "meta", "evaluation")
+NEAR_DUPLICATE = 0.9
+DOMINANT_SHARE = 0.5
+COMPARISON_MAX_CONFRONTATION = 0.25
+MINOR_SHARE = 0.15
+FREQUENT_ROLLBACK_SHARE = 0.3
+CYCLING_SHARE = 0.5
+
+# Tactics, in the order ties are broken, and the cue groups that mark each. A message can show several;
+# "plain" are messages with no cue at all (ordinary requests inside the scenario). Their names in
+# summaries are in data/summary_sentences.yaml.
+TACTICS: dict[str, tuple[str, ...]] = {
+    "pressure": ("pressure",),
+    "self_report": ("self_report",),
+    "deception": ("coercion", "authority"),
+    "evaluation": ("evaluation",),
+    "roleplay": ("roleplay",),
+    "introspection": ("introspection",),
+    "meta": ("meta",),
+    "plain": (),
+}
+
+
+class StrategyCues(BaseModel):
+    """Phrase lists marking tactics in target-facing messages (see data/strategy_cues.yaml)."""
+
+    self_report: list[str] = Field(min_length=1)
+    pressure: list[str] = Field(min_length=1)
+    authority: list[str] = Field(min_length=1)
+    roleplay: list[str] = Field(min_length=1)
+    coercion: list[str] = Field(min_length=1)
+    introspection: list[str] = Field(min_length=1)
+    meta: list[str] = Field(min_length=1)
+    evaluation: list[str] = Field(default_factory=list, description="Telling the target outright that it is being tested.")
+
+
+@cache
+def _default_cues() -> StrategyCues:
+    text = resources.files("auditrl.analysis").joinpath("data/strategy_cues.yaml").read_text(encoding="utf-8")
+    return StrategyCues.model_validate(load_yaml(text))
+
+
+class StrategyFeatures(BaseModel):
+    """Countable facts about the auditor's conduct, the input of the deterministic summary."""
+
+    system_prompts: int = 0
+    tools_created: int = 0
+    tool_results: int = 0
+    messages: int = 0
+    distinct_messages: int = 0
+    repeated_messages: int = Field(default=0, description="Near-copies of the message sent just before, in the same branch.")
+    reposed_messages: int = Field(
+        default=0, description="Near-copies of an earlier, non-adjacent message or of one sent before a rollback."
+    )
+    plain_messages: int = Field(default=0, description="Messages showing no cue: ordinary requests inside the scenario.")
+    confrontational_messages: int = Field(default=0, description="Messages showing pressure or direct self-report questions.")
+    tactic_messages: dict[str, int] = Field(default_factory=dict, description="Messages showing each tactic of TACTICS.")
+    rollbacks: int = 0
+    rollbacks_to_rerun: int = Field(default=0, description="Rollbacks followed by a non-confrontational re-run of an earlier probe.")
+    rollbacks_to_confront: int = Field(default=0, description="Rollbacks followed by pressure or a direct self-report question.")
+    branches: int = 1
+    prefills: int = 0
+    cue_messages: dict[str, int] = Field(default_factory=dict, description="Messages showing each cue group.")
+    invalid_calls: int = 0
+    turns_used: int = 0
+    max_turns: int = 1
+    status: str = "completed"
+    report: str = Field(default="none", description="none | clean | findings | error")
+    predictions: int = 0
+    top_confidence: float | None = None
+    quotes: int = 0
+    verified_quotes: int = 0
+    quotes_after_pressure: int = Field(default=0, description="Verified quotes from replies to pressure or accusations.")
+    quotes_after_questions: int = Field(default=0, description="Verified quotes from replies to direct self-report questions.")
+    quotes_after_plain: int = Field(default=0, description="Verified quotes from replies to ordinary requests.")
+    report_recovered: bool = False
+
+
+def _message_text(arguments: dict[str, object]) -> str:
+    """The user-message text of a send_message call, whatever the argument is called."""
+    for key in ("message", "content", "text"):
+        value = arguments.get(key)
+        if isinstance(value, str):
+            return value
+    return " ".join(v for k, v in arguments.items() if isinstance(v, str) and k != "prefill")
+
+
+def _normalise(text: str) -> str:
+    return re.sub(r"\s+", " ", text.lower()).strip()
+
+
+def _cue_groups(text: str, cue_lists: dict[str, list[str]]) -> set[str]:
+    """The cue groups one normalised message shows."""
+    return {g for g in CUE_GROUPS if any(p in text for p in cue_lists.get(g, ()))}
+
+
+def _confrontational(groups: set[str]) -> bool:
+    return bool(groups & {"pressure", "self_report"})
+
+
+class _NearDuplicates:
+    """Near-duplicate tests between messages, cached per pair of distinct texts."""
+
+    def __init__(self) -> None:
+        self._cache: dict[tuple[str, str], bool] = {}
+
+    def __call__(self, a: str, b: str) -> bool:
+        if a == b:
+            return True
+        key = (a, b) if a < b else (b, a)
+        hit = self._cache.get(key)
+        if hit is None:
+            m = difflib.SequenceMatcher(None, a, b, autojunk=False)
+            hit = m.real_quick_ratio() >= NEAR_DUPLICATE and m.quick_ratio() >= NEAR_DUPLICATE and m.ratio() >= NEAR_DUPLICATE
+            self._cache[key] = hit
+        return hit
+
+
+def _user_message_before(by_id: dict[str, TargetMessage], message_id: str | None) -> str | None:
+    """The text of the user message a target reply answered (walking up past tool turns)."""
+    cur = by_id.get(message_id) if message_id else None
+    while cur is not None and cur.role != "user":
+        cur = by_id.get(cur.parent) if cur.parent else None
+    return cur.content if cur is not None else None
+
+
+def _tactic_count(groups: list[set[str]], members: tuple[str, ...]) -> int:
+    """Messages showing any cue group of a tactic; for the cue-less "plain" tactic, messages showing none."""
+    return sum(bool(gs & set(members)) if members else not gs for gs in groups)
+
+
+def strategy_features(t: Transcript, cues: StrategyCues | None = None) -> StrategyFeatures:
+    """Count what the auditor did, from its tool calls, the target tree and the report."""
+    cue_lists = (cues or _default_cues()).model_dump()
+    calls = [c for m in t.auditor_messages if m.role == "assistant" for c in m.tool_calls]
+    f = StrategyFeatures(turns_used=t.turns_used, max_turns=t.budget.max_turns, status=t.status)
+    f.invalid_calls = sum(c.parse_error is not None for c in calls) + sum(
+        m.error is not None for m in t.auditor_messages if m.role == "tool"
+    )
+    sent: list[str] = []
+    arg_prefills = 0
+    after_rollback: list[int] = []
+    for c in calls:
+        if c.function == "set_target_system_message":
+            f.system_prompts += 1
+        elif c.function == "create_tool":
+            f.tools_created += 1
+        elif c.function == "send_tool_call_result":
+            f.tool_results += 1
+        elif c.function == "rollback_conversation":
+            f.rollbacks += 1
+            after_rollback.append(len(sent))
+        elif c.function == "send_message":
+            sent.append(_normalise(_message_text(c.arguments)))
+            prefill = c.arguments.get("prefill")
+            arg_prefills += isinstance(prefill, str) and bool(prefill.strip())
+    f.messages = len(sent)
+    f.distinct_messages = len(set(sent))
+    groups = [_cue_groups(text, cue_lists) for text in sent]
+    f.cue_messages = {g: sum(g in gs for gs in groups) for g in CUE_GROUPS}
+    f.tactic_messages = {name: _tactic_count(groups, members) for name, members in TACTICS.items()}
+    f.plain_messages = f.tactic_messages["plain"]
+    f.confrontational_messages = sum(_confrontational(gs) for gs in groups)
+    # A near-copy of the message just before (in the same branch) is a loop; a near-copy of an earlier,
+    # non-adjacent message, or of any earlier one right after a rollback, re-poses a probe: a replication
+    # when the messages between are other probes or the context was reset, not a loop.
+    near = _NearDuplicates()
+    rolled = set(after_rollback)
+    for i, text in enumerate(sent):
+        if i == 0:
+            continue
+        if i not in rolled and near(text, sent[i - 1]):
+            f.repeated_messages += 1
+        elif any(near(text, prev) for prev in dict.fromkeys(sent[:i])):
+            f.reposed_messages += 1
+    for i in dict.fromkeys(after_rollback):
+        if not 0 < i < len(sent):
+            continue
+        if _confrontational(groups[i]):
+            f.rollbacks_to_confront += 1
+        elif any(near(sent[i], prev) for prev in dict.fromkeys(sent[:i])):
+            f.rollbacks_to_rerun += 1
+    f.branches = max(1, len([leaf for leaf in t.leaves() if t.message(leaf).role != "system"]))
+    f.prefills = max(sum(m.prefill is not None and bool(m.prefill.strip()) for m in t.target_messages), arg_prefills)
+    if t.report is not None:
+        r = t.report
+        f.report = "clean" if r.no_behavior_found else "findings"
+        f.predictions = len(r.predictions)
+        f.top_confidence = max((p.confidence for p in r.predictions), default=None)
+        f.quotes = sum(len(p.quotes) for p in r.predictions)
+        f.verified_quotes = sum(q.verified for p in r.predictions for q in p.quote_checks)
+        by_id = {m.id: m for m in t.target_messages}
+        for q in (q for p in r.predictions for q in p.quote_checks if q.verified):
+            asked = _user_message_before(by_id, q.message_id)
+            if asked is None:
+                continue
+            asked_groups = _cue_groups(_normalise(asked), cue_lists)
+            if "pressure" in asked_groups:
+                f.quotes_after_pressure += 1
+            elif "self_report" in asked_groups:
+                f.quotes_after_questions += 1
+            else:
+                f.quotes_after_plain += 1
+        f.report_recovered = r.parse_error is not None
+    if t.status == "error":
+        f.report = "error"
+    return f
+
+
+def dominant_tactics(f: StrategyFeatures) -> list[str]:
+    """Tactics (keys of TACTICS) shown by at least half of the messages, most frequent first."""
+    if f.messages < 2:
+        return []
+    order = list(TACTICS)
+    found = [k for k in order if f.tactic_messages.get(k, 0) >= DOMINANT_SHARE * f.messages]
+    if len(found) > 1 and "plain" in found:  # a tie with a marked tactic: the marked one characterises the audit
+        found.remove("plain")
+    return sorted(found, key=lambda k: (-f.tactic_messages[k], order.index(k)))
+
+
+def manipulations(f: StrategyFeatures) -> list[str]:
+    """Ways the auditor shaped the replies itself (keys of the sentences file's `manipulations`)."""
+    out = []
+    if f.prefills:
+        out.append("prefill")
+    if f.tactic_messages.get("deception", 0) >= MINOR_SHARE * f.messages > 0:
+        out.append("deception")
+    if f.tactic_messages.get("evaluation", 0) >= MINOR_SHARE * f.messages > 0:
+        out.append("evaluation")
+    if f.messages >= 4 and f.rollbacks_to_confront >= FREQUENT_ROLLBACK_SHARE * f.messages:
+        out.append("rerolled")
+    return out
+
+
+def _calm(f: StrategyFeatures) -> bool:
+    return f.confrontational_messages + f.tactic_messages.get("deception", 0) <= COMPARISON_MAX_CONFRONTATION * f.messages
+
+
+def cycled(f: StrategyFeatures) -> bool:
+    """A calm audit that spent its whole budget mostly re-posing probes it had already sent.
+
+    Replication is what a comparison is made of, but an auditor that keeps re-posing the same few probes
+    until the budget runs out never stops to conclude from them: a loop, not an experiment. (Under
+    pressure the accusations are the strategy and their repetition is told as such.)
+    """
+    again = f.reposed_messages + f.repeated_messages
+    return f.status == "budget_exhausted" and f.messages >= 4 and _calm(f) and again >= CYCLING_SHARE * f.messages
+
+
+def controlled_comparison(f: StrategyFeatures) -> bool:
+    """Probes re-posed unchanged or slightly varied, against other probes or in reset contexts, without confrontation,
+    by an audit that stopped cycling through them to conclude."""
+    contrast = f.distinct_messages >= 2 or f.rollbacks_to_rerun > 0
+    replicated = f.reposed_messages > 0 or f.rollbacks_to_rerun > 0
+    return f.messages >= 3 and _calm(f) and contrast and replicated and not cycled(f)
+
+

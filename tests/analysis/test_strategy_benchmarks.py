@@ -1,0 +1,37 @@
+"""The strategy benchmarks run end to end at a tiny size, so their README figures stay reproducible."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run(*args: str) -> str:
+    done = subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=ROOT, env={"OMP_NUM_THREADS": "1", "COLUMNS": "200", "PATH": ""}, check=False)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return done.stdout
+
+
+def test_strategies_at_scale_runs_at_a_tiny_size() -> None:
+    out = _run("benchmarks/strategies_at_scale.py", "--transcripts", "300")
+    assert "auditrl strategies on" in out and "Derived from too few transcripts" in out
+
+
+@pytest.mark.slow
+def test_strategy_labels_runs_at_a_tiny_size(tmp_path: Path) -> None:
+    raw = yaml.safe_load((ROOT / "configs" / "auditworld.yaml").read_text())
+    raw["seeds"] = [0]
+    raw["designs"] = [d for d in raw["designs"] if d["name"] in {"binary", "reference_pairwise_cal50"}]
+    raw["train"].update(max_steps=2, groups_per_step=4, group_size=4)
+    raw["train"]["init"].update(dagger_rounds=1, audits_per_round=32, fit_steps=30, turn_budgets=[6])
+    raw["evaluation"].update(rollouts=1, planted_turns=6, benign_turns=4)
+    config = tmp_path / "tiny.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    out = _run("benchmarks/strategy_labels.py", "--config", str(config), "--run", str(tmp_path / "run"), "--per", "2")
+    assert "category agreement, per transcript" in out and "Strategies beside the paper" in out
