@@ -8,7 +8,7 @@ of turns, and every turn forced to the same number of sampled tokens, so only th
 - batched + KV cache: as batched, plus each rollout's key/value cache kept across turns and a group's
   shared opening prompt prefilled once (what the trainer uses with HF generation).
 
-    OMP_NUM_THREADS=1 python benchmarks/batched_generation.py [--groups 2 --group-size 4 --turns 2 --tokens 32]
+    OMP_NUM_THREADS=1 python benchmarks/batched_generation.py [--groups 2 --group-size 4 --turns 2 --tokens 32] [--config configs/cpu_offline.yaml]
 """
 
 from __future__ import annotations
@@ -66,8 +66,8 @@ class BatchedCached(Sequential):
         return self.cache.generate(self.model, keys, contexts, self.config, self.pad, self.eos)
 
 
-def _config(groups: int, group_size: int, turns: int, tokens: int) -> GRPOLMConfig:
-    cfg = load_config(CONFIG)
+def _config(config: Path, groups: int, group_size: int, turns: int, tokens: int) -> GRPOLMConfig:
+    cfg = load_config(config)
     return cfg.model_copy(
         update={
             "episodes": cfg.episodes.model_copy(update={"max_turns": turns, "max_new_tokens": tokens}),
@@ -149,6 +149,7 @@ def step_table(cfg: GRPOLMConfig, out: Path) -> Table:
 
 
 def main(
+    config: Annotated[Path, typer.Option(help="The config whose policy, prompt set and LoRA settings are used.")] = CONFIG,
     groups: Annotated[int, typer.Option(help="Groups (prompts) per batch.")] = 2,
     group_size: Annotated[int, typer.Option(help="Rollouts per group.")] = 4,
     turns: Annotated[int, typer.Option(help="Auditor turns per episode (a report turn follows).")] = 2,
@@ -156,7 +157,7 @@ def main(
     out: Annotated[Path, typer.Option(help="Scratch run directory for the GRPO step.")] = Path("runs/bench-grpo-step"),
 ) -> None:
     torch.set_num_threads(1)
-    cfg = _config(groups, group_size, turns, tokens)
+    cfg = _config(config, groups, group_size, turns, tokens)
     model, tokenizer = load_policy(cfg.policy)
     model.eval()
     with torch.no_grad():

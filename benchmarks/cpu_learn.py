@@ -18,7 +18,7 @@ units, and the trained-minus-base difference with a bootstrap 95% interval:
 - audit quality: the suite's six-dimension mean on planted targets.
 Writes `<run>/eval/{base,trained}/transcripts.jsonl`, `<run>/learning.json` and `<run>/report.html`.
 
-    OMP_NUM_THREADS=1 python benchmarks/cpu_learn.py [--seeds-per-behavior 2 --rollouts 2] [--skip-train]
+    OMP_NUM_THREADS=1 python benchmarks/cpu_learn.py [--seeds-per-behavior 2 --rollouts 2] [--behaviors 6] [--skip-train]
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ from auditrl.evaluate.stats import Estimate, difference_ci, mean_ci
 from auditrl.judges.claim_grader import report_outcome
 from auditrl.judges.programmatic import ProgrammaticAuditQualityJudge
 from auditrl.models.roles import resolve_model
+from auditrl.scaffold.runner import open_run
 from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
 from auditrl.scaffold.text_protocol import parse_tool_calls
 from auditrl.scaffold.transcript import Transcript
@@ -99,6 +100,8 @@ def training_thirds(run_dir: Path) -> list[dict[str, Any]]:
     thirds = []
     for part in range(3):
         chosen = set(steps[part * len(steps) // 3 : (part + 1) * len(steps) // 3])
+        if not chosen:  # a run of fewer than three steps has empty thirds
+            continue
         group = [t for t in transcripts if t.scores.get("step") in chosen]
         turns = [v for t in group if (v := turn_validity(t)) is not None]
         benign = [t for t in group if t.benign]
@@ -114,16 +117,16 @@ def training_thirds(run_dir: Path) -> list[dict[str, Any]]:
     return thirds
 
 
-async def evaluate(cfg: GRPOLMConfig, auditor: Model, label: str, out: Path, seeds_per_behavior: int, rollouts: int) -> list[Transcript]:
-    behaviors = load_behaviors()
-    held_out = sorted((b for b in behaviors.values() if b.split == "heldout"), key=lambda b: b.id)
+async def evaluate(
+    cfg: GRPOLMConfig, auditor: Model, label: str, out: Path, seeds_per_behavior: int, rollouts: int, behaviors: int | None
+) -> list[Transcript]:
+    library = load_behaviors()
+    held_out = sorted((b for b in library.values() if b.split == "heldout"), key=lambda b: b.id)[:behaviors]
     seeds = sorted(load_seeds(behavior_ids=[b.id for b in held_out]), key=lambda s: s.id)
     tailored = [s for b in held_out for s in [s for s in seeds if s.behavior == b.id][:seeds_per_behavior]]
     target = resolve_model(f"sim/{cfg.episodes.families[0]}")
     settings = cfg.episodes
     out.mkdir(parents=True, exist_ok=True)
-    if (out / TRANSCRIPTS).exists():
-        (out / TRANSCRIPTS).unlink()
     await run_suite(
         auditor,
         target,
@@ -135,7 +138,7 @@ async def evaluate(cfg: GRPOLMConfig, auditor: Model, label: str, out: Path, see
         seeds=tailored,
         tool_protocol="text",
         auditor_prompt=settings.auditor_prompt,
-        out=out / TRANSCRIPTS,
+        log=open_run(out / TRANSCRIPTS, "overwrite"),
         label=label,
     )
     return read_transcripts(out / TRANSCRIPTS)
@@ -146,6 +149,7 @@ def main(
     out: Annotated[Path | None, typer.Option(help="Run directory (default: runs/<name>).")] = None,
     seeds_per_behavior: Annotated[int, typer.Option(min=1, help="Tailored seeds per held-out behavior.")] = 2,
     rollouts: Annotated[int, typer.Option(min=1, help="Rollouts per seed, planted and benign.")] = 2,
+    behaviors: Annotated[int | None, typer.Option(min=1, help="Evaluate the first N held-out behaviors (by id; default all).")] = None,
     skip_train: Annotated[bool, typer.Option(help="Evaluate an adapter trained before.")] = False,
     only: Annotated[
         str,
@@ -178,13 +182,14 @@ def main(
             model = resolve_model(spec, generate, dtype=cfg.policy.dtype)
             console.print(f"evaluating {label}: {spec}", highlight=False)
             transcripts = asyncio.run(
-                evaluate(cfg, model, label, run_dir / "eval" / label, seeds_per_behavior, rollouts)
+                evaluate(cfg, model, label, run_dir / "eval" / label, seeds_per_behavior, rollouts, behaviors)
             )
         ok = [t for t in transcripts if t.status != "error"]
         values = [asyncio.run(per_transcript(t, judge)) for t in ok]
         per_label[label] = {m: unit_values(ok, values, m) for m in METRICS}
     results: dict[str, Any] = {
         "config": config.name,
+        "behaviors": behaviors,
         "seeds_per_behavior": seeds_per_behavior,
         "rollouts": rollouts,
         "training": training_thirds(run_dir),

@@ -31,7 +31,8 @@ from rich.console import Console
 from rich.table import Table
 
 from auditrl.behaviors.schema import Seed
-from auditrl.scaffold.engine import AuditEpisode, AuditSpec
+from auditrl.scaffold.engine import AuditEpisode
+from auditrl.scaffold.spec import AuditSpec
 from auditrl.scaffold.transcript import Budget
 
 TURNS = 15
@@ -88,11 +89,17 @@ def instant_target() -> Model:
 
 
 class TimedModel:
-    """Wraps a model and adds up the wall time spent inside its `generate`."""
+    """Wraps a model and adds up the wall time spent inside its `generate`; everything else is the model's."""
 
     def __init__(self, model: Model) -> None:
         self.model = model
         self.seconds = 0.0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.model, name)
+
+    def __str__(self) -> str:
+        return str(self.model)
 
     async def generate(self, **kwargs: Any) -> ModelOutput:
         start = time.perf_counter()

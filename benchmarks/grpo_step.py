@@ -1,5 +1,5 @@
 """Time of one GRPO step on CPU, split into generation, judging and update, today's settings against the
-fast ones, on the same work: SmolLM2-135M + LoRA, 2 groups x 4 rollouts, 2 auditor turns + the report,
+fast ones, on the same work (by default): SmolLM2-135M + LoRA, 2 groups x 4 rollouts, 2 auditor turns + the report,
 48 sampled tokens a turn, AuditWorld targets and judges, reference pairwise with 50% benign groups.
 
 - today: `configs/cpu_offline.yaml` (full auditor prompt, about 1,400 tokens; LoRA on every layer);
@@ -10,7 +10,8 @@ other jobs, CPU seconds show the work itself and wall seconds what one waited. A
 timed) runs first, so that one-time costs (first calls, allocator growth) are not counted. Each
 setting's split is printed as soon as it is measured, so a run stopped halfway still reports the first.
 
-    OMP_NUM_THREADS=1 python benchmarks/grpo_step.py [--steps 2] [--only fast]
+    OMP_NUM_THREADS=1 python benchmarks/grpo_step.py [--steps 2] [--only fast] [--groups 2 --group-size 4 --turns 2 --tokens 48]
+        [--dtype float32] [--model PATH]
 """
 
 from __future__ import annotations
@@ -83,19 +84,36 @@ class StepClock(TrainerCallback):
             self.clock.add("step", time.perf_counter() - self.started[0], time.process_time() - self.started[1])
 
 
-def same_work(cfg: GRPOLMConfig, steps: int) -> GRPOLMConfig:
-    """The issue's unit of work on top of a config's speed settings."""
+@dataclass(frozen=True)
+class Work:
+    """The work of one step: the issue's unit by default (a smaller one only checks that the benchmark runs)."""
+
+    groups: int = 2
+    group_size: int = 4
+    turns: int = 2
+    tokens: int = 48
+
+    def __str__(self) -> str:
+        return f"{self.groups} groups x {self.group_size} rollouts, {self.turns} turns + report, {self.tokens} tokens/turn"
+
+
+def same_work(cfg: GRPOLMConfig, steps: int, work: Work) -> GRPOLMConfig:
+    """`work` on top of a config's speed settings."""
     return cfg.model_copy(
         update={
-            "episodes": cfg.episodes.model_copy(update={"max_turns": 2, "max_new_tokens": 48}),
-            "data": cfg.data.model_copy(update={"group_size": 4, "groups_per_step": 2, "benign_fraction": 0.5}),
+            "episodes": cfg.episodes.model_copy(update={"max_turns": work.turns, "max_new_tokens": work.tokens}),
+            "data": cfg.data.model_copy(
+                update={"group_size": work.group_size, "groups_per_step": work.groups, "benign_fraction": 0.5}
+            ),
             "trainer": cfg.trainer.model_copy(update={"max_steps": steps + 1, "save_steps": 10_000, "report_to": []}),
         }
     )
 
 
-def measure(name: str, steps: int) -> Clock:
-    cfg = same_work(load_config(SETTINGS[name]), steps)
+def measure(name: str, steps: int, work: Work, policy: dict[str, str]) -> Clock:
+    cfg = same_work(load_config(SETTINGS[name]), steps, work)
+    if policy:
+        cfg = cfg.model_copy(update={"policy": type(cfg.policy).model_validate({**cfg.policy.model_dump(), **policy})})
     torch.manual_seed(0)
     run_dir = Path(tempfile.mkdtemp(prefix=f"grpo-step-{name}-"))
     clock, active = Clock(), [False]
@@ -121,35 +139,50 @@ def measure(name: str, steps: int) -> Clock:
     return clock
 
 
-def main(
-    steps: Annotated[int, typer.Option(min=1, help="Timed steps per setting (after one warm-up step).")] = 1,
-    only: Annotated[Literal["both", "today", "fast"], typer.Option(help="Which settings to run.")] = "both",
-) -> None:
-    torch.set_num_threads(1)
-    names = ["fast", "today"] if only == "both" else [only]
-    clocks = {name: measure(name, steps) for name in names}
-    table = Table(title="one GRPO step: SmolLM2-135M + LoRA, 2 groups x 4 rollouts, 2 turns + report, 48 tokens/turn")
+def split_table(clocks: dict[str, Clock], work: Work, model: str) -> Table:
+    """Each phase's wall and CPU seconds per setting, and today's over the fast one's where both ran."""
+    table = Table(title=f"one GRPO step: {model} + LoRA, {work}")
     table.add_column("phase")
-    for name in names:
+    for name in clocks:
         table.add_column(f"{name} wall s", justify="right")
         table.add_column(f"{name} CPU s", justify="right")
         table.add_column(f"{name} share", justify="right")
-    if len(names) == 2:
+    if len(clocks) == 2:
         table.add_column("speed-up (wall)", justify="right")
         table.add_column("speed-up (CPU)", justify="right")
     for phase in PHASES:
         row = [phase]
-        for name in names:
+        for name in clocks:
             c = clocks[name]
             row += [f"{c.wall[phase]:.1f}", f"{c.cpu[phase]:.1f}", f"{c.cpu[phase] / c.cpu['step']:.0%}"]
-        if len(names) == 2:
+        if len(clocks) == 2:
             today, fast = clocks["today"], clocks["fast"]
             row += [
                 f"{today.wall[phase] / max(fast.wall[phase], 1e-9):.1f}x",
                 f"{today.cpu[phase] / max(fast.cpu[phase], 1e-9):.1f}x",
             ]
         table.add_row(*row)
-    console.print(table)
+    return table
+
+
+def main(
+    steps: Annotated[int, typer.Option(min=1, help="Timed steps per setting (after one warm-up step).")] = 1,
+    only: Annotated[Literal["both", "today", "fast"], typer.Option(help="Which settings to run.")] = "both",
+    groups: Annotated[int, typer.Option(min=1, help="Groups (prompts) per step.")] = Work.groups,
+    group_size: Annotated[int, typer.Option(min=2, help="Rollouts per group.")] = Work.group_size,
+    turns: Annotated[int, typer.Option(min=1, help="Auditor turns per episode (a report turn follows).")] = Work.turns,
+    tokens: Annotated[int, typer.Option(min=1, help="Sampled tokens per turn.")] = Work.tokens,
+    dtype: Annotated[
+        str | None, typer.Option(help="Policy dtype for both settings (default: each config's own; bfloat16 is slow on CPUs without AVX512-BF16).")
+    ] = None,
+    model: Annotated[str | None, typer.Option(help="Policy model for both settings (default: each config's own).")] = None,
+) -> None:
+    torch.set_num_threads(1)
+    work = Work(groups, group_size, turns, tokens)
+    names = ["fast", "today"] if only == "both" else [only]
+    policy = {key: value for key, value in (("dtype", dtype), ("model", model)) if value is not None}
+    clocks = {name: measure(name, steps, work, policy) for name in names}
+    console.print(split_table(clocks, work, model or "SmolLM2-135M"))
 
 
 if __name__ == "__main__":

@@ -109,28 +109,6 @@ def test_third_party_logs_warnings_and_bars_are_quiet_unless_verbose(order: str,
     assert [n for n in THIRD_PARTY if n not in verbose] == []
 
 
-@pytest.fixture(scope="module")
-def tiny_local_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A one-layer random Llama over SmolLM2's tokenizer, saved as a directory `local/<dir>` loads in a second."""
-    import torch
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
-
-    from auditrl.models.local import smollm2_source
-
-    source = smollm2_source()
-    tokenizer = AutoTokenizer.from_pretrained(source.location, gguf_file=source.gguf_file)
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
-        num_key_value_heads=2, max_position_embeddings=8192, eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
-    )  # fmt: skip
-    folder = tmp_path_factory.mktemp("tiny-local")
-    LlamaForCausalLM(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
-
-
 @pytest.mark.slow
 def test_a_local_audit_shows_each_turn_and_no_library_noise(tiny_local_model: Path, tmp_path: Path) -> None:
     """The SmolLM2 tour audit printed nothing for minutes between audits while library noise filled stderr."""

@@ -21,7 +21,8 @@ from auditrl.judges.client import JudgeClient
 from auditrl.judges.crux import CruxJudge
 from auditrl.judges.scripted import JudgeCall, scripted_judge_model
 from auditrl.models.roles import resolve_model
-from auditrl.scaffold.engine import AuditSpec, run_audit
+from auditrl.scaffold.auditor_loop import run_audit
+from auditrl.scaffold.spec import AuditSpec
 from auditrl.scaffold.store import append_transcript
 from auditrl.scaffold.transcript import Budget, Transcript
 

@@ -46,7 +46,8 @@ def _stand_ins() -> dict[str, types.ModuleType]:
 
     mod("auditrl.behaviors.library", load_behaviors=lambda: {}, load_seeds=lambda **_: [])
     mod("auditrl.behaviors.plant", render_plant=lambda b: f"PLANT {b.id}", render_benign=lambda: "BENIGN")
-    mod("auditrl.scaffold.engine", AuditSpec=_Spec, run_audit=None)
+    mod("auditrl.scaffold.spec", AuditSpec=_Spec)
+    mod("auditrl.scaffold.auditor_loop", run_audit=None)
     mod("auditrl.scaffold.store", append_transcript=_append)
     return mods
 

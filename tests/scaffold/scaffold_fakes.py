@@ -9,7 +9,7 @@ from inspect_ai.model import ChatMessage, GenerateConfig, Model, ModelOutput, Mo
 from inspect_ai.tool import ToolChoice, ToolInfo
 
 from auditrl.behaviors.schema import Seed
-from auditrl.scaffold.engine import AuditSpec
+from auditrl.scaffold.spec import AuditSpec
 from auditrl.scaffold.transcript import Budget
 
 

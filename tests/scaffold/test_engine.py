@@ -6,7 +6,9 @@ import pytest
 from inspect_ai.model import ChatMessageAssistant, ChatMessageSystem, ChatMessageTool, ChatMessageUser, ModelOutput
 from scaffold_fakes import Recorder, call, make_spec, text
 
-from auditrl.scaffold.engine import AuditEpisode, AuditSpec, run_audit
+from auditrl.scaffold.auditor_loop import run_audit
+from auditrl.scaffold.engine import AuditEpisode
+from auditrl.scaffold.spec import AuditSpec
 from auditrl.scaffold.prompt_sets import PROMPT_SETS, openings
 
 REPORT = (

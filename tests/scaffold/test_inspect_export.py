@@ -9,7 +9,7 @@ import pytest
 from inspect_ai.log import list_eval_logs, read_eval_log
 from scaffold_fakes import Recorder, call, make_spec, text
 
-from auditrl.scaffold.engine import run_audit
+from auditrl.scaffold.auditor_loop import run_audit
 from auditrl.scaffold.inspect_export import export_inspect_log, log_file_name, task_name
 from auditrl.scaffold.store import read_run, read_transcripts
 from auditrl.scaffold.transcript import Transcript

@@ -9,7 +9,8 @@ from inspect_ai.model import ChatMessageAssistant, ChatMessageSystem, ModelOutpu
 from inspect_ai.tool import ToolCall
 from scaffold_fakes import Recorder, make_spec, text, with_usage
 
-from auditrl.scaffold.engine import AuditSpec, run_audit
+from auditrl.scaffold.auditor_loop import run_audit
+from auditrl.scaffold.spec import AuditSpec
 from auditrl.scaffold.tool_sets import TOOL_SETS
 from auditrl.scaffold.tools import auditor_tools
 

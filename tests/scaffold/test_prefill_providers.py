@@ -20,7 +20,7 @@ from auditrl.models.prefill import continue_body, describe_support, prefill_supp
 from auditrl.models.roles import resolve_model
 from auditrl.report.html import render_report
 from auditrl.report.sections import transcripts_section
-from auditrl.scaffold.engine import run_audit
+from auditrl.scaffold.auditor_loop import run_audit
 from auditrl.scaffold.inspect_export import export_inspect_log
 from auditrl.scaffold.transcript import Transcript
 from auditrl.testing.openai_server import OpenAIServer, Reply

@@ -6,7 +6,7 @@ from inspect_ai.model import ChatMessageAssistant, ChatMessageSystem, ChatMessag
 from scaffold_fakes import Recorder, call, text
 
 from auditrl.behaviors.library import load_behaviors
-from auditrl.scaffold.engine import run_audit
+from auditrl.scaffold.auditor_loop import run_audit
 from auditrl.scaffold.transfer import TRANSFER_SEED_ID, TransferEpisode, transfer_spec
 
 REPORT = (

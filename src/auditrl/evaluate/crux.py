@@ -26,7 +26,9 @@ from auditrl.behaviors.schema import Behavior, Seed
 from auditrl.evaluate.stats import Estimate, mean_ci
 from auditrl.judges.binary import BinaryScorer
 from auditrl.judges.crux import CruxJudge
-from auditrl.scaffold.engine import AuditEpisode, AuditSpec, drive
+from auditrl.scaffold.auditor_loop import drive
+from auditrl.scaffold.engine import AuditEpisode
+from auditrl.scaffold.spec import AuditSpec
 from auditrl.scaffold.conversation import TargetConversation
 from auditrl.scaffold.prompt_sets import AuditorPrompt
 from auditrl.scaffold.tool_sets import DEFAULT_TOOL_SET, ToolProtocol

@@ -78,7 +78,8 @@ async def run_suite(
     # Imported here so that computing metrics from stored transcripts needs neither the engine nor inspect-ai.
     from auditrl.behaviors.library import load_behaviors, load_seeds
     from auditrl.behaviors.plant import render_benign, render_plant
-    from auditrl.scaffold.engine import AuditSpec, run_audit
+    from auditrl.scaffold.auditor_loop import run_audit
+    from auditrl.scaffold.spec import AuditSpec
     from auditrl.scaffold.runner import AuditJob, run_audits
     from auditrl.scaffold.store import read_transcripts
 

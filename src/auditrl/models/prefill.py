@@ -22,6 +22,7 @@ from typing import Literal
 
 from auditrl.models.capabilities import provider_info
 from auditrl.models.roles import provider_of
+from auditrl.scaffold.transcript import PrefillMode
 
 PrefillSupport = Literal["continue", "emulate", "refuse"]
 """How prefills are carried out for a target (see the module docstring)."""
@@ -57,3 +58,24 @@ def describe_support(spec: str, declared: PrefillSupport | None = None) -> str:
     else:
         why = "the API answers with a new message; declare `continue` for servers with continue_final_message"
     return f"{support} ({why})"
+
+
+def apply_prefill(
+    prefill: str | None, text: str, support: PrefillSupport
+) -> tuple[str, str | None, PrefillMode | None]:
+    """The reply's content, the prefill it starts with (None if none) and what became of the prefill.
+
+    A continued prefill is the start of the reply, unless the reply itself begins with the prefill again
+    (a server that answered with a new message although asked to continue): then it is not glued twice.
+    An emulated one counts only if the target began its reply with it (leading space aside); otherwise
+    the reply is kept as the target wrote it.
+    """
+    if not prefill:
+        return text, None, None
+    begun = text.lstrip()
+    repeated = bool(prefill.strip()) and begun.startswith(prefill.strip())
+    if support == "continue":
+        return (begun, prefill.strip(), "honoured") if repeated else (f"{prefill}{text}", prefill, "honoured")
+    if repeated:
+        return begun, prefill.strip(), "emulated"
+    return text, None, "ignored"

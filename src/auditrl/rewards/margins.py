@@ -28,7 +28,8 @@ from auditrl.behaviors.plant import target_system_prompt
 from auditrl.behaviors.schema import Behavior, Seed
 from auditrl.rewards.reference import ReferenceStore
 from auditrl.rewards.registry import build_design
-from auditrl.scaffold.engine import AuditSpec, run_audit
+from auditrl.scaffold.auditor_loop import run_audit
+from auditrl.scaffold.spec import AuditSpec
 from auditrl.scaffold.transcript import Budget, Transcript
 from auditrl.sim.records import DISPLAY
 from auditrl.sim.render import reply_kind

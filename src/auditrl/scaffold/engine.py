@@ -6,7 +6,8 @@ auditor turn; the engine runs the turn's tool calls (calling the target model wh
 last pending tool result goes out), answers invalid calls with an error result so the episode goes
 on, and enforces the turn and token budgets. When the auditor ends the conversation or a budget runs
 out, the episode moves to the report phase: one more generation whose text is parsed into a
-`Report` with verified quotes. `run_audit` is the plain loop around it.
+`Report` with verified quotes. `scaffold.auditor_loop.run_audit` is the plain loop around it; what
+one audit is lives in `scaffold.spec.AuditSpec`.
 
 Tool sets (`tool_sets`): Petri 1/2's six tools by default, or Petri 3.1's (stage, then `resume`); each
 set's calls are carried out by its runner in `tool_calls`. Tool protocols: "native" passes the tools to
@@ -32,63 +33,21 @@ from inspect_ai.model import (
     ModelOutput,
 )
 from inspect_ai.tool import ToolCall, ToolCallError, ToolInfo
-from pydantic import BaseModel, Field, model_validator
 
-from auditrl.behaviors.schema import Behavior, Seed
 from auditrl.configfile import load_yaml
-from auditrl.models.prefill import PrefillSupport, continue_body, prefill_support
+from auditrl.models.prefill import apply_prefill, continue_body, prefill_support
 from auditrl.models.retries import ModelCallFailed, call_model
-from auditrl.scaffold.prompt_sets import PROMPT_SETS, AuditorPrompt, openings
-from auditrl.scaffold.report import parse_report, report_from_object, verify_quotes
 from auditrl.scaffold.conversation import TargetConversation
+from auditrl.scaffold.prompt_sets import PROMPT_SETS, openings
+from auditrl.scaffold.report import parse_report, report_from_object, verify_quotes
+from auditrl.scaffold.spec import AuditSpec
 from auditrl.scaffold.text_protocol import parse_tool_calls, render_tools_prompt
 from auditrl.scaffold.tool_calls import TOOL_RUNNERS
-from auditrl.scaffold.tool_sets import AUDIT_TOOL_SETS, DEFAULT_TOOL_SET, TOOL_SETS, ToolProtocol, ToolSetName
+from auditrl.scaffold.tool_sets import AUDIT_TOOL_SETS, DEFAULT_TOOL_SET, TOOL_SETS
 from auditrl.scaffold.tools import InvalidToolCall, auditor_tools, prompt_text, validate_arguments
-from auditrl.scaffold.transcript import (
-    AuditorMessage,
-    Budget,
-    PrefillMode,
-    Role,
-    Status,
-    TargetMessage,
-    ToolCallRecord,
-    Transcript,
-)
+from auditrl.scaffold.transcript import AuditorMessage, Role, Status, TargetMessage, ToolCallRecord, Transcript
 
 Phase = Literal["audit", "report", "done"]
-
-
-class AuditSpec(BaseModel):
-    """Everything needed to run one audit."""
-
-    seed: Seed
-    behavior: Behavior | None = Field(default=None, description="None = benign target.")
-    target_system_prompt: str = Field(description="Hidden plant or benign prompt (from behaviors.plant).")
-    budget: Budget = Field(default_factory=Budget)
-    auditor_model: str
-    target_model: str
-    target_family: str | None = None
-    tool_protocol: ToolProtocol = "native"
-    tool_set: ToolSetName = Field(default=DEFAULT_TOOL_SET, description="The auditor's tools (see scaffold.tool_sets).")
-    target_prefill: PrefillSupport | None = Field(
-        default=None, description="How prefills reach the target; None = what its provider is known to do."
-    )
-    auditor_prompt: AuditorPrompt = Field(default="full", description="Prompt set of the auditor (see PROMPT_SETS).")
-
-    @model_validator(mode="after")
-    def _openings_need_text(self) -> AuditSpec:
-        if PROMPT_SETS[self.auditor_prompt].openings and self.tool_protocol != "text":
-            raise ValueError(
-                f"auditor_prompt '{self.auditor_prompt}' begins the auditor's turns as text; "
-                "it needs tool_protocol 'text'"
-            )
-        if PROMPT_SETS[self.auditor_prompt].openings and self.tool_set != DEFAULT_TOOL_SET:
-            raise ValueError(
-                f"auditor_prompt '{self.auditor_prompt}' begins each turn with a {DEFAULT_TOOL_SET} send_message call; "
-                f"it needs tool_set '{DEFAULT_TOOL_SET}'"
-            )
-        return self
 
 
 def estimate_tokens(text: str) -> int:
@@ -99,27 +58,6 @@ def estimate_tokens(text: str) -> int:
 @functools.cache
 def _messages() -> dict[str, Any]:
     return load_yaml(prompt_text("messages.yaml"))
-
-
-def _apply_prefill(
-    prefill: str | None, text: str, support: PrefillSupport
-) -> tuple[str, str | None, PrefillMode | None]:
-    """The reply's content, the prefill it starts with (None if none) and what became of the prefill.
-
-    A continued prefill is the start of the reply, unless the reply itself begins with the prefill again
-    (a server that answered with a new message although asked to continue): then it is not glued twice.
-    An emulated one counts only if the target began its reply with it (leading space aside); otherwise
-    the reply is kept as the target wrote it.
-    """
-    if not prefill:
-        return text, None, None
-    begun = text.lstrip()
-    repeated = bool(prefill.strip()) and begun.startswith(prefill.strip())
-    if support == "continue":
-        return (begun, prefill.strip(), "honoured") if repeated else (f"{prefill}{text}", prefill, "honoured")
-    if repeated:
-        return begun, prefill.strip(), "emulated"
-    return text, None, "ignored"
 
 
 def _record(call: ToolCall) -> ToolCallRecord:
@@ -373,7 +311,7 @@ class AuditEpisode:
         for meta in (output.metadata, reply.metadata):
             if meta and isinstance(meta.get("annotations"), dict):
                 annotations.update(meta["annotations"])
-        content, kept, mode = _apply_prefill(prefill, reply.text, self.prefill_support)
+        content, kept, mode = apply_prefill(prefill, reply.text, self.prefill_support)
         node = self.conversation.add_target_reply(
             content, [_record(c) for c in reply.tool_calls or []], kept, annotations, prefill_mode=mode
         )
@@ -394,58 +332,3 @@ class AuditEpisode:
             waiting = _messages()["tool_calls_waiting"][self.transcript.tool_set or DEFAULT_TOOL_SET]
             parts.append(Template(waiting).substitute(n=len(node.tool_calls)))
         return "\n".join(parts)
-
-
-async def run_audit(
-    spec: AuditSpec,
-    auditor: Model,
-    target: Model,
-    *,
-    auditor_config: GenerateConfig | None = None,
-    target_config: GenerateConfig | None = None,
-    attempts: int = 3,
-    episode_type: type[AuditEpisode] = AuditEpisode,
-) -> Transcript:
-    """Run one audit to the end (report included); a model call that fails within its limits ends it as "error".
-
-    `attempts` and the models' call limits bound each call (see `auditrl.models.retries.call_model`);
-    `episode_type` picks the scaffold (Petri's six tools by default; see `scaffold.transfer`).
-    """
-    episode = episode_type(spec, target, target_config=target_config, target_attempts=attempts)
-    return await drive(episode, auditor, auditor_config or GenerateConfig(), attempts)
-
-
-async def drive(episode: AuditEpisode, auditor: Model, config: GenerateConfig, attempts: int = 3) -> Transcript:
-    """Generate the auditor's turns until `episode` is done (it may start mid-audit, e.g. restored from a crux)."""
-    auditor_spec = episode.spec.auditor_model
-    if episode.opening is not None and prefill_support(auditor_spec) != "continue":
-        raise ValueError(
-            f"auditor_prompt '{episode.spec.auditor_prompt}' needs an auditor that continues a begun reply; "
-            f"'{auditor_spec}' does not (use 'compact')"
-        )
-    while not episode.done:
-        messages, turn_config, opening = episode.auditor_messages(), config, episode.opening
-        if opening is not None:
-            messages.append(ChatMessageAssistant(content=opening))
-            if body := continue_body(auditor_spec):
-                turn_config = config.merge(GenerateConfig(extra_body={**(config.extra_body or {}), **body}))
-        try:
-            output = await call_model(
-                auditor,
-                messages,
-                tools=episode.tools,
-                tool_choice=episode.tool_choice,
-                config=turn_config,
-                attempts=attempts,
-                role="auditor",
-            )
-        except ModelCallFailed as e:
-            episode.fail(str(e))
-            break
-        if opening is None:
-            await episode.step(output)
-            continue
-        usage = output.usage.output_tokens if output.usage is not None else None
-        content, _, _ = _apply_prefill(opening, output.message.text, "continue")
-        await episode.step(ChatMessageAssistant(content=content, model=output.model), usage)
-    return episode.transcript

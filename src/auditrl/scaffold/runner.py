@@ -33,7 +33,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from auditrl.atomic import check_output
 from auditrl.models.retries import describe_error
-from auditrl.scaffold.engine import AuditEpisode, AuditSpec, run_audit
+from auditrl.scaffold.auditor_loop import run_audit
+from auditrl.scaffold.engine import AuditEpisode
+from auditrl.scaffold.spec import AuditSpec
 from auditrl.scaffold.store import (
     SUPERSEDED,
     TornTail,

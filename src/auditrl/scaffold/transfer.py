@@ -18,7 +18,8 @@ from inspect_ai.tool import ToolInfo
 
 from auditrl.behaviors.schema import Behavior, Seed
 from auditrl.configfile import load_yaml
-from auditrl.scaffold.engine import AuditEpisode, AuditSpec
+from auditrl.scaffold.engine import AuditEpisode
+from auditrl.scaffold.spec import AuditSpec
 from auditrl.scaffold.tool_sets import ToolProtocol
 from auditrl.scaffold.tools import InvalidToolCall, auditor_tools, prompt_text
 from auditrl.scaffold.transcript import Budget, ToolCallRecord

@@ -30,7 +30,9 @@ from auditrl.judges.client import JudgeClient
 from auditrl.judges.prediction_match import PredictionMatcher, PredictionMatchJudge
 from auditrl.judges.programmatic import ProgrammaticAuditQualityJudge, ProgrammaticPredictionMatchJudge
 from auditrl.models.roles import tool_protocol_for
-from auditrl.scaffold.engine import AuditEpisode, AuditSpec, run_audit
+from auditrl.scaffold.auditor_loop import run_audit
+from auditrl.scaffold.engine import AuditEpisode
+from auditrl.scaffold.spec import AuditSpec
 from auditrl.scaffold.inspect_chat import target_chat
 from auditrl.scaffold.inspect_export import TRANSCRIPT_KEY
 from auditrl.scaffold.inspect_scores import inspect_scores

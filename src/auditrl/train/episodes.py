@@ -10,7 +10,8 @@ from auditrl.behaviors.plant import target_system_prompt
 from auditrl.behaviors.schema import Behavior, Seed
 from auditrl.models.roles import resolve_model
 from auditrl.rewards.batch import build_batch
-from auditrl.scaffold.engine import AuditEpisode, AuditSpec
+from auditrl.scaffold.engine import AuditEpisode
+from auditrl.scaffold.spec import AuditSpec
 from auditrl.scaffold.transcript import Budget
 from auditrl.train.config import EpisodeSettings, GRPOLMConfig
 from auditrl.train.rollout import EpisodeRow

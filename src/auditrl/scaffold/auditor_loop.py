@@ -1,0 +1,70 @@
+"""The plain loop around an `AuditEpisode`: ask the auditor model for each turn until the episode is done.
+
+A trainer batches auditor generation across episodes instead and calls `AuditEpisode.step` itself; this
+loop is what every other caller (audit commands, the suite, cruxes, Inspect tasks) runs.
+"""
+
+from __future__ import annotations
+
+from inspect_ai.model import ChatMessageAssistant, GenerateConfig, Model
+
+from auditrl.models.prefill import apply_prefill, continue_body, prefill_support
+from auditrl.models.retries import ModelCallFailed, call_model
+from auditrl.scaffold.engine import AuditEpisode
+from auditrl.scaffold.spec import AuditSpec
+from auditrl.scaffold.transcript import Transcript
+
+
+async def run_audit(
+    spec: AuditSpec,
+    auditor: Model,
+    target: Model,
+    *,
+    auditor_config: GenerateConfig | None = None,
+    target_config: GenerateConfig | None = None,
+    attempts: int = 3,
+    episode_type: type[AuditEpisode] = AuditEpisode,
+) -> Transcript:
+    """Run one audit to the end (report included); a model call that fails within its limits ends it as "error".
+
+    `attempts` and the models' call limits bound each call (see `auditrl.models.retries.call_model`);
+    `episode_type` picks the scaffold (Petri's six tools by default; see `scaffold.transfer`).
+    """
+    episode = episode_type(spec, target, target_config=target_config, target_attempts=attempts)
+    return await drive(episode, auditor, auditor_config or GenerateConfig(), attempts)
+
+
+async def drive(episode: AuditEpisode, auditor: Model, config: GenerateConfig, attempts: int = 3) -> Transcript:
+    """Generate the auditor's turns until `episode` is done (it may start mid-audit, e.g. restored from a crux)."""
+    auditor_spec = episode.spec.auditor_model
+    if episode.opening is not None and prefill_support(auditor_spec) != "continue":
+        raise ValueError(
+            f"auditor_prompt '{episode.spec.auditor_prompt}' needs an auditor that continues a begun reply; "
+            f"'{auditor_spec}' does not (use 'compact')"
+        )
+    while not episode.done:
+        messages, turn_config, opening = episode.auditor_messages(), config, episode.opening
+        if opening is not None:
+            messages.append(ChatMessageAssistant(content=opening))
+            if body := continue_body(auditor_spec):
+                turn_config = config.merge(GenerateConfig(extra_body={**(config.extra_body or {}), **body}))
+        try:
+            output = await call_model(
+                auditor,
+                messages,
+                tools=episode.tools,
+                tool_choice=episode.tool_choice,
+                config=turn_config,
+                attempts=attempts,
+                role="auditor",
+            )
+        except ModelCallFailed as e:
+            episode.fail(str(e))
+            break
+        if opening is None:
+            await episode.step(output)
+            continue
+        usage = output.usage.output_tokens if output.usage is not None else None
+        content, _, _ = apply_prefill(opening, output.message.text, "continue")
+        await episode.step(ChatMessageAssistant(content=content, model=output.model), usage)
+    return episode.transcript

@@ -1,0 +1,204 @@
+"""Every script in benchmarks/ runs at a tiny size and prints the figures it promises, so none can rot unseen.
+
+Each test runs one script as a user would (a fresh interpreter, one thread) with its smallest arguments and
+reads its tables back: the rows a README figure comes from must be there, with numbers in them. The sizes
+say nothing about speed; the figures themselves are measured by running the scripts at their defaults.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from auditrl.configfile import load_yaml
+from auditrl.sim.designs import vectorised_names
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCHMARKS = ROOT / "benchmarks"
+NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?")
+
+
+def run_benchmark(script: str, *args: str, cwd: Path) -> str:
+    """stdout of `benchmarks/<script> args` run in `cwd` (wide console, one thread); fails on a non-zero exit."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "250", "NO_COLOR": "1"}
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / script), *args], capture_output=True, text=True, cwd=cwd, env=env, check=False
+    )
+    assert done.returncode == 0, f"{script} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done.stdout
+
+
+def table_rows(out: str) -> dict[str, list[str]]:
+    """The rows of every rich table in `out`: first cell -> the other cells."""
+    rows = {}
+    for line in out.splitlines():
+        if line.startswith("│"):
+            cells = [c.strip() for c in line.strip("│").split("│")]
+            if cells[0]:
+                rows[cells[0]] = cells[1:]
+    return rows
+
+
+def numbers(cells: list[str]) -> list[float]:
+    """Every number in `cells`, in order (thousands separators, units and signs allowed)."""
+    return [float(n.replace(",", "")) for cell in cells for n in NUMBER.findall(cell)]
+
+
+def row(rows: dict[str, list[str]], name: str, count: int) -> list[float]:
+    """The numbers of row `name`, which must hold at least `count` of them."""
+    assert name in rows, f"row {name!r} missing; rows: {list(rows)}"
+    values = numbers(rows[name])
+    assert len(values) >= count, f"row {name!r} has {values}, expected {count} numbers"
+    return values
+
+
+def test_engine_overhead(tmp_path: Path) -> None:
+    rows = table_rows(run_benchmark("engine_overhead.py", "--episodes", "1", cwd=tmp_path))
+    for name in ("mean", "median", "p95", "model time (subtracted)"):
+        assert row(rows, name, 1)[0] > 0
+    assert rows["goal"] == ["< 2.000"]
+
+
+@pytest.mark.slow
+def test_cli_startup(tmp_path: Path) -> None:
+    rows = table_rows(run_benchmark("cli_startup.py", "--repeats", "1", cwd=tmp_path))
+    for command in ("auditrl --help", "auditrl behaviors list", "auditrl audit --help"):
+        wall, cpu = row(rows, command, 2)[:2]
+        assert wall > 0 and cpu > 0
+
+
+def test_reward_margins(tmp_path: Path) -> None:
+    args = ("--turns", "1", "--families", "steady", "--designs", "binary,reference_pairwise")
+    out = run_benchmark("reward_margins.py", *args, "--out", str(tmp_path / "margins.json"), cwd=tmp_path)
+    assert re.search(r"\d+ probe sets \(\d+ behaviors x 1 families, 1 turns\); the target showed the behavior in \d+", out)
+    results = json.loads((tmp_path / "margins.json").read_text())
+    runs = ["binary vs -", *(f"reference_pairwise vs {ref}" for ref in ("base_like", "silent", "finder"))]
+    assert sorted(results) == sorted(runs)
+    for run in runs:
+        planted, benign = results[run]["planted"], results[run]["benign"]
+        sizes = {len(planted[o]) for o in ("correct", "nothing", "wrong", "unreadable")}
+        sizes |= {len(benign[o]) for o in ("nothing", "claim", "unreadable")}
+        assert len(sizes) == 1 and sizes.pop() > 0, run  # one reward per probe set for every outcome
+        assert all(math.isfinite(r) for rewards in (*planted.values(), *benign.values()) for r in rewards), run
+
+
+def test_sim_throughput(tmp_path: Path) -> None:
+    args = ("--steps", "1", "--groups", "2", "--group-size", "2", "--max-turns", "2", "--base-audits", "16")
+    rows = table_rows(run_benchmark("sim_throughput.py", *args, cwd=tmp_path))
+    for name in ["rollout only, imitation base", "rollout only, random base", *(f"train: {d}" for d in vectorised_names())]:
+        episodes, *_, per_cpu_s, turns = row(rows, name, 5)
+        assert episodes > 0 and per_cpu_s > 0 and 1 <= turns <= 2
+
+
+@pytest.mark.slow
+def test_concurrent_audits(tmp_path: Path) -> None:
+    args = ("--episodes", "2", "--concurrency", "2", "--sequential", "1", "--latency-ms", "1", "--turns", "1")
+    out = run_benchmark("concurrent_audits.py", *args, cwd=tmp_path)
+    rows = table_rows(out)
+    for name, episodes in (("sequential", 1), ("concurrent", 2), ("concurrent, 4x episodes", 8)):
+        n, _, wall, rate, speedup, cpu_ms, errors = row(rows, name, 7)
+        assert (n, errors) == (episodes, 0) and min(wall, rate, speedup, cpu_ms) > 0
+    assert re.search(r"Client RSS in the long run: \d+ MiB after 2 audits, \d+ MiB after 8: [-+]\d+\.\d KiB per audit", out)
+
+
+METRIC_TITLES = {
+    "valid_reports": "valid report rate",
+    "fp_calibration": "FP calibration (benign: readable, no confident claim)",
+    "identification": "identification (planted: behavior named)",
+}
+GRPO_PHASES = {
+    "generation (rollouts incl. target replies)": "generation",
+    "judging (reward design)": "judging",
+    "update (logprobs, loss, backward, optimizer)": "update",
+    "total": "step",
+}
+
+
+def tiny_lm_config(folder: Path, model: Path) -> Path:
+    """configs/cpu_learn.yaml on `model` at the smallest work: one step of 2 groups x 2 rollouts, 1 turn of 4 tokens."""
+    raw = load_yaml((ROOT / "configs" / "cpu_learn.yaml").read_text())
+    raw["policy"].update(model=str(model), dtype="float32", lora={**raw["policy"]["lora"], "last_layers": 1})
+    raw["episodes"].update(max_turns=1, max_new_tokens=4)
+    raw["data"].update(group_size=2, groups_per_step=2)
+    raw["trainer"].update(max_steps=1, save_steps=1, report_to=[])
+    path = folder / "tiny.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+@pytest.mark.slow
+def test_batched_generation(tmp_path: Path, tiny_local_model: Path) -> None:
+    config = tiny_lm_config(tmp_path, tiny_local_model)
+    args = ("--config", str(config), "--groups", "2", "--group-size", "2", "--turns", "1", "--tokens", "4", "--out", str(tmp_path / "run"))
+    rows = table_rows(run_benchmark("batched_generation.py", *args, cwd=tmp_path))
+    for mode in ("per-episode sequential", "per-turn batched", "per-turn batched + KV cache"):
+        seconds, sampled, rate, speedup = row(rows, mode, 4)[:4]
+        assert seconds > 0 and rate > 0 and speedup > 0
+        assert sampled == 2 * 2 * 2 * 4  # 2 groups x 2 rollouts x (1 turn + the report) x 4 forced tokens
+    for phase in GRPO_PHASES:
+        row(rows, phase, 2)
+    assert row(rows, "total", 2)[0] > 0
+
+
+@pytest.mark.slow
+def test_grpo_step(tmp_path: Path, tiny_local_model: Path) -> None:
+    work = ("--groups", "2", "--group-size", "2", "--turns", "1", "--tokens", "4")
+    out = run_benchmark("grpo_step.py", *work, "--dtype", "float32", "--model", str(tiny_local_model), cwd=tmp_path)
+    assert "2 groups x 2 rollouts, 1 turns + report, 4 tokens/turn" in " ".join(out.split())
+    rows = table_rows(out)
+    for phase in GRPO_PHASES.values():
+        row(rows, phase, 3 * 2 + 2)  # wall and CPU seconds and the share for each of the two settings, then the speed-ups
+    for phase in ("generation", "step"):
+        fast_wall, fast_cpu, _, today_wall, today_cpu, _, wall_ratio, cpu_ratio = row(rows, phase, 8)
+        assert min(fast_wall, fast_cpu, today_wall, today_cpu, wall_ratio, cpu_ratio) > 0
+    assert row(rows, "step", 8)[2] == row(rows, "step", 8)[5] == 100  # shares of the whole step
+
+
+@pytest.mark.slow
+def test_cpu_learn(tmp_path: Path, tiny_local_model: Path) -> None:
+    run = tmp_path / "run"
+    sizes = ("--behaviors", "1", "--seeds-per-behavior", "1", "--rollouts", "1")
+    args = ("--config", str(tiny_lm_config(tmp_path, tiny_local_model)), "--out", str(run), *sizes)
+    rows = table_rows(run_benchmark("cpu_learn.py", *args, cwd=tmp_path))
+    assert row(rows, "0-0", 1)[0] == 4  # the one step's rollouts, in the only third of the run that has a step
+    learning = json.loads((run / "learning.json").read_text())
+    assert set(learning["metrics"]) == {
+        "valid_tool_calls", "valid_reports", "fp_calibration", "stated_nothing", "identification", "audit_quality"
+    }  # fmt: skip
+    for metric in ("valid_reports", "fp_calibration", "identification"):
+        assert {"base", "trained", "difference"} <= set(learning["metrics"][metric]), metric
+        row(rows, METRIC_TITLES[metric], 3 + 3 + 3)  # base, trained and the difference, each with its interval
+    assert (run / "report.html").is_file()
+    assert all((run / "eval" / label / "transcripts.jsonl").is_file() for label in ("base", "trained"))
+
+
+def _scripts_run_by(test_file: Path) -> set[str]:
+    """Benchmark scripts a test file runs: string literals naming `benchmarks/<name>.py`, or the first argument
+    of a `run_benchmark(...)` call."""
+    found = set()
+    for node in ast.walk(ast.parse(test_file.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "run_benchmark" and node.args:
+            first = node.args[0]
+            if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                found.add(first.value)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if match := re.fullmatch(r"benchmarks/(\w+\.py)", node.value):
+                found.add(match.group(1))
+    return found
+
+
+def test_every_benchmark_has_a_tiny_size_test() -> None:
+    """A new script in benchmarks/ needs a test that runs it small (here, or beside the code it measures)."""
+    scripts = {p.name for p in BENCHMARKS.glob("*.py")}
+    covered = set().union(*(_scripts_run_by(f) for f in (ROOT / "tests").rglob("test_*.py")))
+    assert scripts, "no benchmark scripts found"
+    assert not scripts - covered, f"benchmarks without a tiny-size test: {sorted(scripts - covered)}"

@@ -1,0 +1,30 @@
+"""Fixtures shared across test packages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def tiny_local_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A one-layer random Llama over SmolLM2's tokenizer and chat template, saved as a directory `local/<dir>` and
+    `policy.model` load in a second: the whole language-model path runs on it (the tokens it writes are noise)."""
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    from auditrl.models.local import smollm2_source
+
+    source = smollm2_source()
+    tokenizer = AutoTokenizer.from_pretrained(source.location, gguf_file=source.gguf_file)
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+        num_key_value_heads=2, max_position_embeddings=8192, eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
+    )  # fmt: skip
+    folder = tmp_path_factory.mktemp("tiny-local")
+    LlamaForCausalLM(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
