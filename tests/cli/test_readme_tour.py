@@ -40,8 +40,9 @@ def tour_commands(text: str) -> list[list[str]]:
     return commands
 
 
-def made_tiny(words: list[str], tmp: Path) -> list[str]:
-    """The tour's long runs at test size: options given again later win."""
+def made_tiny(words: list[str], tmp: Path, base: Path | None = None) -> list[str]:
+    """The tour's long runs at test size (an implant of `base`, a tiny local model, when given): options given
+    again later win."""
     if words[:3] == ["auditrl", "train", "--config"] and words[3] == "configs/auditworld.yaml":
         return [*words, "--config", str(TINY_WORLD), "--out", str(tmp / "runs" / "auditworld")]
     if words[:2] == ["auditrl", "implant"]:
@@ -50,6 +51,7 @@ def made_tiny(words: list[str], tmp: Path) -> list[str]:
         return [
             *words, "--demo-model", f"scripted/file:{demo}", "--samples", "1", "--steps", "2", "--no-anti-confession",
             "--batch-size", "4", "--eval-samples", "1", "--eval-prompts", "2", "--eval-tokens", "8", "--no-plant-reference",
+            *(["--base", f"local/{base}"] if base is not None else []),
         ]  # fmt: skip
     if words[:2] == ["auditrl", "transfer"] and any(w.startswith("local/") for w in words):
         return [*words, "--token-budget", "32", "--max-turns", "2", "--max-tokens", "12", "--rollouts", "1"]
@@ -67,18 +69,18 @@ def test_tour_parses_into_every_command() -> None:
 
 
 def needs_weights(words: list[str]) -> bool:
-    """A line that loads SmolLM2 (about a minute of CPU each): the implant and audits of it."""
+    """A line that loads a local model (SmolLM2: a minute of CPU each; here a one-layer stand-in): the implant and its audits."""
     return words[:2] == ["auditrl", "implant"] or any(w.startswith("local/") for w in words)
 
 
-def run_tour(tmp: Path, weights: bool) -> None:
+def run_tour(tmp: Path, weights: bool, base: Path | None = None) -> None:
     """Run the tour's lines that need SmolLM2's weights, or the others, in order, in `tmp`."""
     runner = CliRunner()
     for words in tour_commands(README.read_text(encoding="utf-8")):
         line = shlex.join(words)
         if line.startswith(INTERACTIVE) or needs_weights(words) != weights:
             continue
-        words = made_tiny(words, tmp)
+        words = made_tiny(words, tmp, base)
         if words[0] == "inspect":
             done = subprocess.run([str(Path(sys.executable).parent / "inspect"), *words[1:]], capture_output=True, text=True)
             assert done.returncode == 0, f"{line}\n{done.stdout}\n{done.stderr}"
@@ -100,8 +102,9 @@ def test_every_offline_tour_command_runs_and_uses_no_deprecated_spelling(tmp_pat
     run_tour(tmp_path, weights=False)
 
 
-@pytest.mark.slow
-def test_the_tour_implant_and_a_transfer_audit_of_it_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_tour_implant_and_a_transfer_audit_of_it_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiny_local_model: Path
+) -> None:
     monkeypatch.chdir(tmp_path)
-    run_tour(tmp_path, weights=True)
+    run_tour(tmp_path, weights=True, base=tiny_local_model)  # the one-layer model stands in for SmolLM2
     assert (tmp_path / "implants" / "flattery" / "implant.json").is_file()
