@@ -37,6 +37,7 @@ from rich.table import Table
 from auditrl.atomic import atomic_write_text
 from auditrl.behaviors.library import load_behaviors, load_seeds
 from auditrl.evaluate.judging import audit_quality_judge
+from auditrl.evaluate.lm_checks import turn_validity
 from auditrl.evaluate.runner import SuiteConfig, run_suite
 from auditrl.evaluate.stats import Estimate, difference_ci, mean_ci
 from auditrl.judges.claim_grader import report_outcome
@@ -44,7 +45,6 @@ from auditrl.judges.programmatic import ProgrammaticAuditQualityJudge
 from auditrl.models.roles import resolve_model
 from auditrl.scaffold.runner import open_run
 from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
-from auditrl.scaffold.text_protocol import parse_tool_calls
 from auditrl.scaffold.transcript import Transcript
 from auditrl.train.config import GRPOLMConfig, load_config
 from auditrl.train.outputs import ADAPTER_DIR, write_training_report
@@ -59,15 +59,6 @@ METRICS = {
     "audit_quality": "audit quality (planted)",
 }
 console = Console(width=140)
-
-
-def turn_validity(t: Transcript) -> float | None:
-    """Share of audit turns with at least one explicit tool call, all of them well-formed."""
-    turns = [m for m in t.auditor_messages if m.role == "assistant"][: t.turns_used]
-    if not turns:
-        return None
-    valid = [bool(calls := parse_tool_calls(m.content, fallback=False)) and all(c.parse_error is None for c in calls) for m in turns]
-    return 100.0 * sum(valid) / len(valid)
 
 
 async def per_transcript(t: Transcript, judge: ProgrammaticAuditQualityJudge) -> dict[str, float | None]:

@@ -6,7 +6,9 @@ fast ones, on the same work (by default): SmolLM2-135M + LoRA, 2 groups x 4 roll
 - fast: `configs/cpu_learn.yaml` (compact prompt; LoRA on the last 8 layers, so the backward pass
   stops there).
 Each phase is reported in wall seconds and in this process's CPU seconds: on a machine shared with
-other jobs, CPU seconds show the work itself and wall seconds what one waited. A warm-up step (not
+other jobs, CPU seconds show the work itself and wall seconds what one waited. The CPU, its capability and
+the dtype each setting resolved to are printed with the figures: `policy.dtype: auto` is bfloat16 only on
+CPUs with native bf16 (AVX512-BF16 or AMX), so the same config runs in float32 on an AVX2-only CPU. A warm-up step (not
 timed) runs first, so that one-time costs (first calls, allocator growth) are not counted. Each
 setting's split is printed as soon as it is measured, so a run stopped halfway still reports the first.
 
@@ -29,6 +31,7 @@ from rich.console import Console
 from rich.table import Table
 from transformers import TrainerCallback
 
+from auditrl.models.precision import describe_cpu, resolve_dtype
 from auditrl.train.config import GRPOLMConfig, load_config
 from auditrl.train.grpo import build_trainer
 from auditrl.train.policy import load_policy
@@ -132,7 +135,7 @@ def measure(name: str, steps: int, work: Work, policy: dict[str, str]) -> Clock:
             kind[phase] /= steps
     split = ", ".join(f"{phase} {clock.wall[phase]:.1f}/{clock.cpu[phase]:.1f}" for phase in PHASES)
     console.print(
-        f"{name}: {steps} timed step(s), {len(clock.tokens)} sequences of {min(clock.tokens)}-{max(clock.tokens)} "
+        f"{name} ({resolve_dtype(cfg.policy.dtype)}): {steps} timed step(s), {len(clock.tokens)} sequences of {min(clock.tokens)}-{max(clock.tokens)} "
         f"tokens (mean {sum(clock.tokens) / len(clock.tokens):.0f}); per step, wall/CPU s: {split}",
         highlight=False,
     )
@@ -141,7 +144,7 @@ def measure(name: str, steps: int, work: Work, policy: dict[str, str]) -> Clock:
 
 def split_table(clocks: dict[str, Clock], work: Work, model: str) -> Table:
     """Each phase's wall and CPU seconds per setting, and today's over the fast one's where both ran."""
-    table = Table(title=f"one GRPO step: {model} + LoRA, {work}")
+    table = Table(title=f"one GRPO step: {model} + LoRA, {work}", caption=describe_cpu())
     table.add_column("phase")
     for name in clocks:
         table.add_column(f"{name} wall s", justify="right")
@@ -178,6 +181,7 @@ def main(
     model: Annotated[str | None, typer.Option(help="Policy model for both settings (default: each config's own).")] = None,
 ) -> None:
     torch.set_num_threads(1)
+    console.print(describe_cpu(), highlight=False)
     work = Work(groups, group_size, turns, tokens)
     names = ["fast", "today"] if only == "both" else [only]
     policy = {key: value for key, value in (("dtype", dtype), ("model", model)) if value is not None}

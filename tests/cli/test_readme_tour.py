@@ -53,6 +53,10 @@ def made_tiny(words: list[str], tmp: Path, base: Path | None = None) -> list[str
             "--batch-size", "4", "--eval-samples", "1", "--eval-prompts", "2", "--eval-tokens", "8", "--no-plant-reference",
             *(["--base", f"local/{base}"] if base is not None else []),
         ]  # fmt: skip
+    if words[:3] == ["auditrl", "sft", "--config"] and base is not None:
+        config = tmp / Path(words[3]).name
+        config.write_text((ROOT / words[3]).read_text(encoding="utf-8").replace("model: smollm2", f"model: {base}", 1))
+        return [*words, "--config", str(config), "--episodes", "2", "--epochs", "1", "--batch-size", "2"]
     if words[:2] == ["auditrl", "transfer"] and any(w.startswith("local/") for w in words):
         return [*words, "--token-budget", "32", "--max-turns", "2", "--max-tokens", "12", "--rollouts", "1"]
     return words
@@ -61,7 +65,7 @@ def made_tiny(words: list[str], tmp: Path, base: Path | None = None) -> list[str
 def test_tour_parses_into_every_command() -> None:
     commands = tour_commands(README.read_text(encoding="utf-8"))
     names = {words[1] for words in commands if words[0] == "auditrl"}
-    assert {"audit", "export", "evaluate", "suite", "strategies", "judge", "train", "monitor", "implant", "transfer", "crux"} <= names
+    assert {"audit", "export", "evaluate", "suite", "strategies", "judge", "train", "sft", "monitor", "implant", "transfer", "crux"} <= names
     assert ["auditrl", "crux", "build", "runs/feedback", "--out", "runs/crux"] in commands, "comments are dropped"
     assert tour_commands(f"{TOUR}\n```bash\nauditrl a --x 1 \\\n  --y 'p q'; auditrl b  # c; d\n```\n") == [
         ["auditrl", "a", "--x", "1", "--y", "p q"], ["auditrl", "b"],
@@ -70,7 +74,7 @@ def test_tour_parses_into_every_command() -> None:
 
 def needs_weights(words: list[str]) -> bool:
     """A line that loads a local model (SmolLM2: a minute of CPU each; here a one-layer stand-in): the implant and its audits."""
-    return words[:2] == ["auditrl", "implant"] or any(w.startswith("local/") for w in words)
+    return words[:2] in (["auditrl", "implant"], ["auditrl", "sft"]) or any(w.startswith("local/") for w in words)
 
 
 def run_tour(tmp: Path, weights: bool, base: Path | None = None) -> None:
@@ -102,9 +106,9 @@ def test_every_offline_tour_command_runs_and_uses_no_deprecated_spelling(tmp_pat
     run_tour(tmp_path, weights=False)
 
 
-def test_the_tour_implant_and_a_transfer_audit_of_it_run(
+def test_the_tour_sft_implant_and_a_transfer_audit_of_it_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiny_local_model: Path
 ) -> None:
     monkeypatch.chdir(tmp_path)
     run_tour(tmp_path, weights=True, base=tiny_local_model)  # the one-layer model stands in for SmolLM2
-    assert (tmp_path / "implants" / "flattery" / "implant.json").is_file()
+    assert (tmp_path / "implants" / "flattery" / "implant.json").is_file() and (tmp_path / "runs" / "cpu-learn-sft").is_dir()

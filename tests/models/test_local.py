@@ -7,6 +7,12 @@ from inspect_ai.model import ChatMessageAssistant, ChatMessageSystem, ChatMessag
 from inspect_ai.tool import ToolInfo, ToolParams
 
 import auditrl.models.local as local
+from auditrl.models.precision import resolve_dtype
+
+EXACT = "float32"
+"""Tests of exact outputs pin float32: under `auto` a CPU with native bf16 loads bfloat16, whose rounding flips
+near-tied tokens (SmolLM2's greedy answer to QUESTION begins "La femme" there) and makes a reply sampled after a
+reused prefix cache differ from a cold start's, so outputs would depend on the machine."""
 
 QUESTION = [ChatMessageSystem(content="You are a concise assistant."), ChatMessageUser(content="What is the capital of France?")]
 
@@ -25,7 +31,7 @@ def test_alias_and_gguf_paths_resolve_without_loading() -> None:
 
 @pytest.mark.slow
 async def test_greedy_generation_reports_usage_and_is_repeatable() -> None:
-    model = get_model("local/smollm2", memoize=False)
+    model = get_model("local/smollm2", dtype=EXACT, memoize=False)
     config = GenerateConfig(max_tokens=12)
     first = await model.generate(QUESTION, config=config)
     second = await model.generate(QUESTION, config=config)
@@ -47,7 +53,7 @@ async def test_prefill_is_continued_and_not_repeated() -> None:
 
 @pytest.mark.slow
 async def test_max_tokens_and_seeded_sampling() -> None:
-    model = get_model("local/smollm2", memoize=False)
+    model = get_model("local/smollm2", dtype=EXACT, memoize=False)
     prompt = [ChatMessageUser(content="Write a long story about a dragon.")]
     config = GenerateConfig(max_tokens=6, temperature=1.0, seed=7)
     first = await model.generate(prompt, config=config)
@@ -62,7 +68,8 @@ async def test_weights_load_once_per_process_and_tools_are_emulated() -> None:
     b = get_model("local/smollm2", memoize=False)
     await a.generate("Hi", config=GenerateConfig(max_tokens=2))
     assert local.load_local("smollm2") is local.load_local("smollm2")
-    assert len([k for k in local._loaded if k[0] == local.resolve_source("smollm2")]) == 1
+    auto = resolve_dtype("auto")  # loads of other dtypes (the float32 tests above) are other weights
+    assert len([k for k in local._loaded if k[0] == local.resolve_source("smollm2") and k[3] == auto]) == 1
     tool = ToolInfo(name="search", description="Search the web.", parameters=ToolParams())
     output = await b.generate("Search the web for cats.", tools=[tool], config=GenerateConfig(max_tokens=30))
     assert output.usage is not None and output.usage.input_tokens > 60

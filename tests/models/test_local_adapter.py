@@ -48,11 +48,11 @@ def trained_adapter(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, tor
 
 def test_adapter_directory_loads_its_base_and_merges(trained_adapter: tuple[Path, torch.Tensor]) -> None:
     adapter, expected = trained_adapter
-    loaded = load_local(str(adapter))
+    loaded = load_local(str(adapter), dtype="float32")  # compared with float32 logits to 1e-5
     with torch.no_grad():
         logits = loaded.model(input_ids=torch.tensor([[1, 2, 3, 4]])).logits
     torch.testing.assert_close(logits, expected, atol=1e-5, rtol=1e-5)
-    base = load_local(adapter_base(str(adapter)) or "")
+    base = load_local(adapter_base(str(adapter)) or "", dtype="float32")
     assert base.model is not loaded.model  # the base stays a model of its own
 
 

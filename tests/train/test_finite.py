@@ -37,7 +37,7 @@ def _nan_from_step(monkeypatch: pytest.MonkeyPatch, first_bad: int) -> None:
 def test_auditworld_training_stops_at_the_first_nan_step(monkeypatch: pytest.MonkeyPatch) -> None:
     _nan_from_step(monkeypatch, 2)
     world = World.build(load_behaviors(), 2, 0.75, 0, 3)
-    cfg = TrainConfig(design="binary", families=["steady"], steps=6, groups=4, group_size=2, max_turns=4, hidden=8)
+    cfg = TrainConfig(design="binary", families=["steady"], max_steps=6, groups_per_step=4, group_size=2, max_turns=4, hidden=8)
     with pytest.raises(NonFiniteTrainingError, match="step 2: the loss is nan"):
         train(world, cfg)
 

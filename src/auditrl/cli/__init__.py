@@ -30,6 +30,7 @@ COMMANDS: dict[str, CommandEntry] = {
     "audit": CommandEntry("auditrl.cli.audit:audit", "Audit a target: planted with --behavior, or --benign."),
     "export": CommandEntry("auditrl.cli.audit:export", "Export audit transcripts as an Inspect eval log."),
     "train": CommandEntry("auditrl.cli.train:train", "Train an AuditWorld or language-model auditor from a config."),
+    "sft": CommandEntry("auditrl.cli.sft:sft", "Warm-start an LM auditor: LoRA SFT on a teacher's audits."),
     "monitor": CommandEntry("auditrl.cli.train:monitor", "Print the reward-hacking monitors of a training run."),
     "evaluate": CommandEntry("auditrl.cli.evaluate:evaluate", "The evaluation suite over stored transcripts, with 95% CIs."),
     "suite": CommandEntry("auditrl.cli.suite:suite", "Run the held-out evaluation suite end to end."),

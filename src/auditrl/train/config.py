@@ -17,6 +17,7 @@ from pydantic import Field, field_validator, model_validator
 from auditrl.configfile import ConfigFileError, ConfigModel, RandomSeed, read_yaml_mapping, validate_file
 from auditrl.models.capabilities import provider_info
 from auditrl.models.limits import CallLimits
+from auditrl.models.precision import DType
 from auditrl.models.secrets import check_no_secret_args
 from auditrl.scaffold.prompt_sets import AuditorPrompt
 from auditrl.scaffold.tool_sets import AuditToolSet, ToolProtocol
@@ -83,13 +84,22 @@ class PolicySettings(ConfigModel):
         description="Hugging Face model id or local path; `smollm2` = the offline SmolLM2-135M-Instruct GGUF file.",
     )
     gguf_file: str | None = Field(default=None, description="GGUF file name inside `model` (set for `smollm2`).")
-    dtype: Literal["float32", "bfloat16", "float16"] = Field(
-        default="float32", description="Weight dtype of the loaded policy (bfloat16 on GPUs; float32 on CPUs)."
+    dtype: DType = Field(
+        default="auto",
+        description="Weight dtype of the loaded policy. `auto`: bfloat16 on a GPU or a CPU with native bf16 "
+        "(AVX512-BF16 or AMX), float32 elsewhere, where bf16 matmuls are emulated and ran 60x slower "
+        "(auditrl.models.precision).",
     )
     attn_implementation: str | None = Field(
         default=None, description="transformers attention kernel, e.g. `sdpa`, `flash_attention_2`; None = its default."
     )
     lora: LoraSettings = Field(default_factory=LoraSettings, description="The LoRA adapter that is trained.")
+    init_adapter: Path | None = Field(
+        default=None,
+        description="A LoRA adapter directory to start from instead of a fresh adapter (relative to this config), e.g. "
+        "the `adapter/` of `auditrl sft`: a warm-started base. Its base model must be `model` and its settings "
+        "`lora`; the first reference snapshot of reference pairwise is then this adapter.",
+    )
     chat_template: str | None = Field(
         default=None,
         description="Chat template override: a shipped one by name (`qwen3_multiturn`) or a Jinja file (relative "
@@ -175,11 +185,28 @@ class DataSettings(ConfigModel):
     behaviors: list[str] | None = Field(default=None, description="Behavior ids; None = every training-split behavior.")
     behavior_paths: list[Path] = Field(default_factory=list, description="Extra behavior files or directories.")
     seed_paths: list[Path] = Field(default_factory=list, description="Extra seed files or directories.")
+    seed_bank: Literal["library", "auditworld"] = Field(
+        default="library",
+        description="`library`: the behaviors' seed banks (and `seed_paths`); `auditworld`: AuditWorld's seeds, which "
+        "name their scenario's topics by phrase, at most one of them a trigger (auditrl.sim.seeds), for `sim/` targets.",
+    )
+    heldout_seeds: int = Field(
+        default=0,
+        ge=0,
+        description="Seeds per training behavior kept out of training (the last N by id), for evaluation on held-out "
+        "seeds of training behaviors; `auditrl sft` keeps the same ones out.",
+    )
     group_size: int = Field(default=8, ge=2, description="Rollouts per group (GRPO's G, TRL num_generations).")
     groups_per_step: int = Field(default=4, ge=1, description="Groups in each optimizer step (across all ranks).")
     benign_fraction: float = Field(
         default=0.5, ge=0.0, le=1.0, description="Share of each step's groups run against a benign target."
     )
+
+    @model_validator(mode="after")
+    def _one_seed_bank(self) -> DataSettings:
+        if self.seed_bank == "auditworld" and self.seed_paths:
+            raise ValueError("seed_paths add library seeds; they cannot be combined with seed_bank 'auditworld'")
+        return self
 
 
 class RewardSettings(ConfigModel):
@@ -430,6 +457,8 @@ def load_config(path: Path) -> GRPOLMConfig:
                 f"({', '.join(shipped_chat_templates())}) nor a file"
             )
         policy = policy.model_copy(update={"chat_template": str(template)})
+    if policy.init_adapter is not None and not policy.init_adapter.is_absolute():
+        policy = policy.model_copy(update={"init_adapter": base / policy.init_adapter})
     return cfg.model_copy(
         update={
             "data": data,

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from inspect_ai.model import Model
 
+from auditrl.behaviors.library import load_seeds
 from auditrl.behaviors.plant import target_system_prompt
 from auditrl.behaviors.schema import Behavior, Seed
 from auditrl.models.roles import resolve_model
@@ -35,9 +36,48 @@ def unreachable_behaviors(cfg: GRPOLMConfig, behavior_ids: Sequence[str]) -> lis
     return [b for b in behavior_ids if b in sim and sim[b].onset >= cfg.episodes.max_turns]
 
 
-def training_rows(cfg: GRPOLMConfig, behaviors: dict[str, Behavior], seeds: Sequence[Seed]) -> list[EpisodeRow]:
+def seed_bank(cfg: GRPOLMConfig, behaviors: dict[str, Behavior]) -> list[Seed]:
+    """Every seed the run's behaviors may use: the library's (plus `data.seed_paths`) or AuditWorld's."""
+    if cfg.data.seed_bank == "auditworld":
+        from auditrl.sim.seeds import auditworld_seeds
+
+        return [s for s in auditworld_seeds() if s.behavior in behaviors]
+    return load_seeds(cfg.data.seed_paths or None, behavior_ids=list(behaviors))
+
+
+def split_seeds(seeds: Sequence[Seed], heldout: int) -> tuple[list[Seed], list[Seed]]:
+    """(trained on, held out): the last `heldout` seeds by id of every behavior are held out; general seeds are kept."""
+    by_behavior: dict[str | None, list[Seed]] = {}
+    for s in sorted(seeds, key=lambda s: s.id):
+        by_behavior.setdefault(s.behavior, []).append(s)
+    train: list[Seed] = []
+    held: list[Seed] = []
+    for behavior, group in by_behavior.items():
+        cut = len(group) if behavior is None or heldout == 0 else len(group) - heldout
+        if cut < 1:
+            raise ValueError(f"data.heldout_seeds={heldout} leaves no training seed of behavior {behavior!r}")
+        train += group[:cut]
+        held += group[cut:]
+    return train, held
+
+
+def training_seeds(cfg: GRPOLMConfig, behaviors: dict[str, Behavior]) -> list[Seed]:
+    """The seeds a run trains on: its seed bank without the `data.heldout_seeds` of each behavior."""
+    return split_seeds(seed_bank(cfg, behaviors), cfg.data.heldout_seeds)[0]
+
+
+def training_rows(
+    cfg: GRPOLMConfig,
+    behaviors: dict[str, Behavior],
+    seeds: Sequence[Seed],
+    *,
+    steps: int | None = None,
+    seed: int | None = None,
+) -> list[EpisodeRow]:
     """One row per group, `groups_per_step` rows per step from the batch builder (exact benign share per step,
     held-out behaviors refused), laid out step after step so TRL's unshuffled sampler keeps each batch.
+
+    `steps` and `seed` default to the run's (`trainer.max_steps`, `seed`); `auditrl sft` draws its own.
 
     Behaviors the target cannot show within `episodes.max_turns` (`unreachable_behaviors`) are left out of
     the default pool, and named in `data.behaviors` they are an error."""
@@ -61,10 +101,10 @@ def training_rows(cfg: GRPOLMConfig, behaviors: dict[str, Behavior], seeds: Sequ
                 k=data.group_size,
                 benign_fraction=data.benign_fraction,
                 behavior_ids=pool,
-                seed=cfg.seed,
+                seed=cfg.seed if seed is None else seed,
                 step=step,
             )
-            for step in range(cfg.trainer.max_steps)
+            for step in range(cfg.trainer.max_steps if steps is None else steps)
         ]
     except ValueError as exc:
         raise ValueError(f"{cfg.source}: field 'data': {exc}") from exc

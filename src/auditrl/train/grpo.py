@@ -26,12 +26,13 @@ from typing import Any
 import torch
 from accelerate import PartialState
 from datasets import Dataset
+from peft import PeftModel
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from trl import GRPOConfig, GRPOTrainer
 from trl.distributed import DistributedBackend
 
 from auditrl.atomic import atomic_write_text
-from auditrl.behaviors.library import load_behaviors, load_seeds
+from auditrl.behaviors.library import load_behaviors
 from auditrl.rewards.records import RewardDesign
 from auditrl.train.checkpoint import (
     CHECKPOINTS_DIR,
@@ -43,12 +44,12 @@ from auditrl.train.checkpoint import (
     latest_checkpoint,
     rewind_monitors,
 )
-from auditrl.train.config import GRPOLMConfig, load_config
-from auditrl.train.episodes import AuditEpisodeFactory, training_rows
+from auditrl.train.config import ConfigFileError, GRPOLMConfig, load_config
+from auditrl.train.episodes import AuditEpisodeFactory, training_rows, training_seeds
 from auditrl.train.monitors import MonitorLog
 from auditrl.train.plan import batch_layout, check_fsdp_saves_adapter, check_snapshot_launch
 from auditrl.train.outputs import ADAPTER_DIR, finalize_adapter, write_training_report
-from auditrl.train.policy import load_policy, lora_config
+from auditrl.train.policy import check_init_adapter, load_policy, lora_config
 from auditrl.train.progress import StepProgress
 from auditrl.train.reward import GroupReward, make_design, reference_store
 from auditrl.train.rollout import EpisodeFactory, EpisodeRow
@@ -109,7 +110,7 @@ def build_trainer(
     auditor_name = f"policy/{cfg.name}"
     if rows is None or factory is None:
         behaviors = load_behaviors(cfg.data.behavior_paths or None)
-        seeds = load_seeds(cfg.data.seed_paths or None, behavior_ids=list(behaviors))
+        seeds = training_seeds(cfg, behaviors)
         rows = rows if rows is not None else training_rows(cfg, behaviors, seeds)
         factory = factory if factory is not None else AuditEpisodeFactory(cfg.episodes, behaviors, seeds, auditor_name)
     if design is None:
@@ -135,7 +136,7 @@ def build_trainer(
         args=grpo_arguments(cfg, run_dir, state.num_processes),
         train_dataset=Dataset.from_dict({"prompt": [r.key for r in rows]}),
         processing_class=tokenizer,
-        peft_config=lora_config(cfg.policy.lora, model),
+        peft_config=None if isinstance(model, PeftModel) else lora_config(cfg.policy.lora, model),  # warm start
         rollout_func=rollout,
         callbacks=[RunStateCallback(lambda: _design_state(reward.design)), StopOnNonFinite()],
     )
@@ -194,6 +195,11 @@ def run_from_config(config_path: Path, out_dir: Path | None = None) -> Path:
     Running again on the same directory resumes from its latest checkpoint.
     """
     cfg = load_config(Path(config_path))
+    if cfg.policy.init_adapter is not None:
+        try:
+            check_init_adapter(cfg.policy)  # before the run directory exists: a wrong warm start writes nothing
+        except ValueError as exc:
+            raise ConfigFileError(f"{config_path}: {exc}") from exc
     run_dir = Path(out_dir) if out_dir is not None else Path("runs") / cfg.name
     run_dir.mkdir(parents=True, exist_ok=True)
     if distributed_state(cfg.trainer.ddp_timeout).is_main_process and not (run_dir / "config.yaml").exists():

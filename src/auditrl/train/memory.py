@@ -23,7 +23,8 @@ if TYPE_CHECKING:
     from auditrl.train.plan import BatchLayout, Launch
 
 GIB = 1024**3
-DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "auto": 2}
+"""Bytes per weight; the plan is for GPUs, where `auto` is bfloat16 (auditrl.models.precision)."""
 FP32 = 4
 ADAM_STATES = 2
 PROMPT_TOKENS = {"full": 2048, "compact": 768, "guided": 768}

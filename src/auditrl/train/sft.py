@@ -1,0 +1,245 @@
+"""`auditrl sft`: distil a teacher's audits into a LoRA adapter that GRPO starts from (`policy.init_adapter`).
+
+GRPO can only reinforce what the policy samples, and an untrained small model samples no evidence: it
+sends a prompt's example message and reports nothing. A warm start fixes the starting point, not the
+reward. The teacher plays the training distribution of the GRPO run's own config (its episodes, prompt
+set, behaviors, seed bank without the held-out seeds, families and benign share) and its audits are
+recorded as rollout token sequences (auditrl.train.teacher); TRL's SFTTrainer then trains a fresh
+adapter with the run's LoRA settings on the auditor's own tokens only (env_mask 1: the tokens the
+student samples, each turn's end-of-turn token included), never on prompts, begun words, tool
+results or target replies. The adapter names its base portably, so `local/<out>/adapter` audits too.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+
+from auditrl.atomic import atomic_write_text
+from auditrl.configfile import ConfigModel, RandomSeed
+from auditrl.models.limits import CallLimits
+from auditrl.scaffold.store import write_transcripts
+from auditrl.scaffold.transcript import Transcript
+from auditrl.train.config import GRPOLMConfig
+from auditrl.train.rollout import EpisodeRow, RolloutBatch
+
+IGNORED = -100
+ADAPTER_DIR = "adapter"
+TEACHER_TRANSCRIPTS = "teacher/transcripts.jsonl"
+DATA_FILE = "sft_data.jsonl"
+RECORD_FILE = "sft.json"
+
+
+class SFTSettings(ConfigModel):
+    """How the warm start is made: which teacher, how many audits, and the fine-tuning run."""
+
+    teacher: str = Field(default="scripted/teacher", description="Model string that plays the auditor's turns.")
+    episodes: int = Field(default=256, ge=1, description="Teacher audits drawn (training rows; duplicates are dropped).")
+    epochs: float = Field(default=2.0, gt=0.0, description="Passes over the kept audits.")
+    batch_size: int = Field(default=8, ge=1, description="Audits per optimizer step.")
+    learning_rate: float = Field(default=5e-4, gt=0.0, description="AdamW learning rate of the adapter (constant).")
+    seed: RandomSeed = Field(default=1, description="Seed of the teacher's rows (not the GRPO run's), data order and init.")
+    keep: str = Field(
+        default="parsed",
+        pattern="^(parsed|all)$",
+        description="`parsed`: train only on audits whose report parsed (a teacher's malformed report is not "
+        "imitated); `all`: every audit that did not fail.",
+    )
+    attempts: int = Field(default=3, ge=1, description="Attempts per teacher call before its audit counts as failed.")
+    teacher_calls: CallLimits = Field(
+        default_factory=CallLimits, description="Retries and seconds of each teacher call (an API teacher)."
+    )
+
+
+def sft_rows(cfg: GRPOLMConfig, settings: SFTSettings, behaviors: dict[str, Any], seeds: list[Any]) -> list[EpisodeRow]:
+    """`episodes` distinct rows drawn like the GRPO run's batches (same benign share), from the SFT's own seed;
+    fewer when the training distribution has fewer (behavior, seed, family, benign) rows."""
+    from auditrl.train.episodes import training_rows
+
+    distinct = len({s.id for s in seeds}) * len(cfg.episodes.families) * 2
+    steps = -(-settings.episodes // cfg.data.groups_per_step)
+    while True:
+        rows = list(dict.fromkeys(training_rows(cfg, behaviors, seeds, steps=steps, seed=settings.seed)))
+        if len(rows) >= min(settings.episodes, distinct) or steps > 64 * settings.episodes:
+            return rows[: settings.episodes]
+        steps *= 2
+
+
+def kept(transcript: Transcript, keep: str) -> bool:
+    """Whether an audit is trained on: never a failed one; with `parsed`, only one whose report parsed."""
+    if transcript.status == "error":
+        return False
+    return keep == "all" or (transcript.report is not None and transcript.report.parse_error is None)
+
+
+def training_examples(batch: RolloutBatch, keep: str) -> list[dict[str, Any]]:
+    """input_ids = prompt + completion; labels are the completion's sampled tokens (env_mask 1), -100 elsewhere."""
+    examples = []
+    for prompt, completion, mask, transcript in zip(
+        batch.prompt_ids, batch.completion_ids, batch.env_mask, batch.transcripts, strict=True
+    ):
+        if not kept(transcript, keep):
+            continue
+        labels = [IGNORED] * len(prompt) + [tok if m else IGNORED for tok, m in zip(completion, mask, strict=True)]
+        examples.append({"input_ids": prompt + completion, "labels": labels, "transcript": transcript.id})
+    return examples
+
+
+def teacher_summary(transcripts: list[Transcript]) -> dict[str, Any]:
+    """What the teacher did, by planted and benign audits (so a teacher that claims blindly shows here)."""
+    from auditrl.evaluate.lm_checks import claimed, reached_trigger, report_valid
+
+    out: dict[str, Any] = {}
+    for part, group in (("planted", [t for t in transcripts if not t.benign]), ("benign", [t for t in transcripts if t.benign])):
+        done = [t for t in group if t.status != "error"]
+        reached = [v for t in done if (v := reached_trigger(t)) is not None]
+        out[part] = {
+            "audits": len(group),
+            "failed": len(group) - len(done),
+            "valid_reports": sum(report_valid(t) for t in done),
+            "claims": sum(claimed(t) for t in done),
+            "reached_trigger": sum(reached) if reached else None,
+        }
+    return out
+
+
+def run_sft(
+    cfg: GRPOLMConfig, settings: SFTSettings, out: Path, on_progress: Callable[[str, int, int], None] | None = None
+) -> dict[str, Any]:
+    """Teacher audits -> token sequences -> SFT of a fresh adapter; writes `out/` and returns the record."""
+    from peft import get_peft_model
+    from transformers import set_seed
+
+    from auditrl.behaviors.library import load_behaviors
+    from auditrl.models.local import set_adapter_base
+    from auditrl.train.episodes import training_seeds
+    from auditrl.train.outputs import portable_base
+    from auditrl.train.policy import load_policy, lora_config
+    from auditrl.train.rollout import ChatSegments
+    from auditrl.train.teacher import teacher_rollouts
+
+    out.mkdir(parents=True, exist_ok=True)
+    started, cpu = time.perf_counter(), time.process_time()
+    set_seed(settings.seed)
+    policy = cfg.policy.model_copy(update={"init_adapter": None})
+    model, tokenizer = load_policy(policy)
+    behaviors = load_behaviors(cfg.data.behavior_paths or None)
+    seeds = training_seeds(cfg, behaviors)
+    rows = sft_rows(cfg, settings, behaviors, seeds)
+    if on_progress is not None:
+        on_progress("teacher audits", 0, len(rows))
+    batch = teacher_rollouts(
+        cfg, settings.teacher, ChatSegments(tokenizer), behaviors, seeds, rows,
+        attempts=settings.attempts, limits=settings.teacher_calls,
+    )  # fmt: skip
+    write_transcripts(out / TEACHER_TRANSCRIPTS, batch.transcripts)
+    examples = training_examples(batch, settings.keep)
+    atomic_write_text(out / DATA_FILE, "".join(json.dumps(e) + "\n" for e in examples))
+    if not examples:
+        raise ValueError(f"the teacher {settings.teacher!r} left no audit to train on (see {out / TEACHER_TRANSCRIPTS})")
+    teacher_seconds = time.process_time() - cpu
+    model = get_peft_model(model, lora_config(cfg.policy.lora, model))
+    losses = _fine_tune(cfg, settings, model, tokenizer, examples, on_progress)
+    model.save_pretrained(str(out / ADAPTER_DIR))
+    tokenizer.save_pretrained(str(out / ADAPTER_DIR))
+    set_adapter_base(out / ADAPTER_DIR, portable_base(cfg.policy))
+    trained = sum(sum(label != IGNORED for label in e["labels"]) for e in examples)
+    record = {
+        "config": str(cfg.source) if cfg.source else None,
+        "settings": settings.model_dump(),
+        "teacher": teacher_summary(batch.transcripts),
+        "episodes": len(rows),
+        "kept": len(examples),
+        "tokens": {"total": sum(len(e["input_ids"]) for e in examples), "trained": trained},
+        "loss": losses,
+        "cpu_seconds": {"teacher": teacher_seconds, "total": time.process_time() - cpu},
+        "wall_seconds": time.perf_counter() - started,
+        "adapter": str(out / ADAPTER_DIR),
+    }
+    atomic_write_text(out / RECORD_FILE, json.dumps(record, indent=2))
+    return record
+
+
+def labelled_positions_trainer(base: type) -> type:
+    """`base` (TRL's SFTTrainer) with a loss that projects only the positions predicting a labelled token
+    through the LM head: most of an audit is prompt and environment, and on a CPU the 49k-word head over every
+    position (with TRL's entropy metric over it) cost more than half of a step. The loss is the same mean
+    cross-entropy over the labelled tokens; TRL's entropy and token-accuracy metrics are not logged."""
+    import torch
+    import torch.nn.functional as F
+
+    class LabelledPositionsTrainer(base):  # type: ignore[misc, valid-type]
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):  # type: ignore[no-untyped-def]
+            targets = inputs["labels"][:, 1:]
+            positions = (targets != IGNORED).any(dim=0).nonzero().squeeze(-1)
+            outputs = model(
+                input_ids=inputs["input_ids"], attention_mask=inputs.get("attention_mask"), logits_to_keep=positions
+            )
+            kept = targets[:, positions]
+            total = F.cross_entropy(outputs.logits.float().flatten(0, 1), kept.flatten(), ignore_index=IGNORED, reduction="sum")
+            count = num_items_in_batch if num_items_in_batch is not None else (kept != IGNORED).sum()
+            loss = total / torch.as_tensor(count, device=total.device).clamp(min=1)
+            return (loss, outputs) if return_outputs else loss
+
+    return LabelledPositionsTrainer
+
+
+def _fine_tune(
+    cfg: GRPOLMConfig,
+    settings: SFTSettings,
+    model: Any,
+    tokenizer: Any,
+    examples: list[dict[str, Any]],
+    on_progress: Callable[[str, int, int], None] | None,
+) -> list[dict[str, float]]:
+    """TRL's SFTTrainer on the pre-tokenized examples, their labels as given (so TRL masks nothing of its own)."""
+    from datasets import Dataset
+    from transformers import TrainerCallback
+    from trl import SFTConfig, SFTTrainer
+
+    from auditrl.train.policy import precision_args
+
+    losses: list[dict[str, float]] = []
+
+    class Report(TrainerCallback):
+        def on_log(self, args, state, control, logs=None, **kwargs):  # type: ignore[no-untyped-def]
+            if logs and "loss" in logs:
+                losses.append({"step": state.global_step, "loss": float(logs["loss"])})
+
+        def on_step_end(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def]
+            if on_progress is not None:
+                on_progress("fine-tuning steps", state.global_step, state.max_steps)
+
+    data = Dataset.from_list([{"input_ids": e["input_ids"], "labels": e["labels"]} for e in examples])
+    with tempfile.TemporaryDirectory(prefix="sft-") as scratch:
+        args = SFTConfig(
+            output_dir=scratch,
+            num_train_epochs=settings.epochs,
+            per_device_train_batch_size=settings.batch_size,
+            learning_rate=settings.learning_rate,
+            lr_scheduler_type="constant",
+            max_length=None,
+            save_strategy="no",
+            logging_steps=1,
+            report_to=[],
+            disable_tqdm=True,
+            seed=settings.seed,
+            data_seed=settings.seed,
+            dataloader_num_workers=0,
+            # TRL turns it on by default; with it the backward runs through every layer (peft then needs input
+            # gradients) instead of stopping below `lora.last_layers`: about 3x slower on a CPU here
+            gradient_checkpointing=False,
+            **precision_args(cfg.policy),
+        )
+        trainer = labelled_positions_trainer(SFTTrainer)(
+            model=model, args=args, train_dataset=data, processing_class=tokenizer, callbacks=[Report()]
+        )
+        trainer.train()
+    model.eval()
+    return losses
