@@ -74,7 +74,7 @@ def main(
     data, result = folder / "transcripts.jsonl", folder / "strategies.json"
     if not (keep is not None and data.exists()):
         generate(data, transcripts, seed)
-    command = [sys.executable, "-m", "auditrl.cli", "strategies", str(data), "--seed", str(seed), "--json", str(result)]
+    command = [sys.executable, "-m", "auditrl.cli", "strategies", str(data), "--random-seed", str(seed), "--json", str(result)]
     start = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - start

@@ -258,8 +258,8 @@ def main() -> int:
         out = args.out / "suite"
         command = [
             sys.executable, "-m", "auditrl.cli", "suite", "--auditor", f"local/{adapter}", "--target", "sim/steady",
-            "--judge", "programmatic", "--rollouts", "1", "--seeds-per-behavior", "1", "--planted-turns", "2",
-            "--benign-turns", "2", "--production-seeds", "0", "--max-tokens", "32", "--auditor-prompt", "guided",
+            "--judge", "programmatic", "--rollouts", "1", "--seeds-per-behavior", "1", "--max-turns", "2",
+            "--benign-max-turns", "2", "--production-seeds", "0", "--max-tokens", "32", "--auditor-prompt", "guided",
             "--concurrency", "4", "--out", str(out),
         ]  # fmt: skip
         done = subprocess.run(command, capture_output=True, text=True, timeout=900)

@@ -87,14 +87,14 @@ def test_show_with_plant_and_unknown_id() -> None:
 def test_seeds_list_filters_and_user_dir(tmp_path: Path) -> None:
     bank = runner.invoke(seeds_app, ["list", "--behavior", "flattery"], env=WIDE)
     assert bank.exit_code == 0 and "flattery-01" in bank.output and "emotional_bond-01" not in bank.output
-    one = runner.invoke(seeds_app, ["list", "--id", "flattery-02"], env=WIDE)
+    one = runner.invoke(seeds_app, ["list", "--seed-id", "flattery-02"], env=WIDE)
     assert "flattery-02" in one.output and "1 seed(s)" in one.output
     tagged = runner.invoke(seeds_app, ["list", "--tag", "covert_ai_communication"], env=WIDE)
     assert "covert_ai_communication-05" in tagged.output
     write_seed_file(tmp_path / "mine.md", "tags: [custom-tag]")
     user = runner.invoke(seeds_app, ["list", "--seeds-dir", str(tmp_path), "--tag", "custom-tag"], env=WIDE)
     assert user.exit_code == 0 and "mine" in user.output and "general" in user.output
-    missing = runner.invoke(seeds_app, ["list", "--id", "nope-1"], env=WIDE)
+    missing = runner.invoke(seeds_app, ["list", "--seed-id", "nope-1"], env=WIDE)
     assert missing.exit_code == 2 and "nope-1" in missing.output
     general = runner.invoke(seeds_app, ["list", "--behavior", "general"], env=WIDE)
     assert general.exit_code == 0 and "general" in general.output

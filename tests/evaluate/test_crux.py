@@ -81,7 +81,7 @@ async def test_offline_crux_is_the_turn_that_drew_out_the_first_expressed_reply(
     if not expressed:
         assert crux is None
         return
-    assert crux is not None and crux.found_by == "annotations"
+    assert crux is not None and crux.found_by == "programmatic"
     assert crux.turn == expressed[0] + 1, "each of the probing turns sends one message, so reply k comes from turn k"
     no_success = await audit(tmp_path, [PROBES[0], PROBES[3], REPORT])
     assert await crux_from_annotations(no_success, BEHAVIORS["flattery"]) is None
@@ -106,7 +106,7 @@ async def test_llm_crux_judge_bounds_the_turn_and_drops_unsure_answers(tmp_path:
 def test_selection_keeps_every_behavior_then_fills_in_proportion() -> None:
     def crux(i: int, behavior: str) -> Crux:
         t = Transcript(auditor_model="a", target_model="t", behavior_id=behavior, seed_id="s", seed_instructions="x")
-        return Crux(id=f"c{i}", turn=1, source=t, found_by="annotations")
+        return Crux(id=f"c{i}", turn=1, source=t, found_by="programmatic")
 
     pool = [crux(i, "flattery") for i in range(20)] + [crux(20 + i, "defer_to_users") for i in range(3)] + [crux(30, "animal_welfare")]
     chosen = select_cruxes(pool, 8, seed=42)
@@ -127,7 +127,7 @@ def test_cli_builds_cruxes_and_scores_checkpoints_from_them(tmp_path: Path) -> N
     if not cruxes.read_text().strip():
         pytest.skip("the simulated target expressed nothing in this pool")
     good, weak = auditor_file(tmp_path, PROBES), auditor_file(tmp_path, [PROBES[0], PROBES[3], REPORT])
-    args = ["run", str(cruxes), "--auditor", good, "--auditor", weak, "--rollouts", "2", "--turns", "3", "--out", str(tmp_path / "run")]
+    args = ["run", str(cruxes), "--auditor", good, "--auditor", weak, "--rollouts", "2", "--max-turns", "3", "--out", str(tmp_path / "run")]
     result = runner.invoke(crux_app, args)
     assert result.exit_code == 0, result.output
     rows = json.loads((tmp_path / "run" / "crux.json").read_text())

@@ -16,7 +16,7 @@ app = typer.Typer()
 app.command()(suite)
 
 FAST = ["--auditor", "scripted/auditor", "--target", "sim/steady", "--rollouts", "1", "--seeds-per-behavior", "1"]
-TURNS = ["--planted-turns", "3", "--benign-turns", "2", "--production-turns", "2", "--production-seeds", "2"]
+TURNS = ["--max-turns", "3", "--benign-max-turns", "2", "--production-max-turns", "2", "--production-seeds", "2"]
 
 
 def test_suite_runs_audits_and_writes_results(tmp_path: Path) -> None:

@@ -99,7 +99,7 @@ def test_score_groups_of_one_are_not_scored_and_say_how_to_get_groups(tmp_path: 
     _cycled_audit_output(path)
     result = runner.invoke(cli.app, ["score", str(path), "--design", design, "--judge", "programmatic"], env={"COLUMNS": "300"})
     assert result.exit_code == 0, result.output
-    assert "4 rollout(s) not scored: group of 1 (run audit with --seed ID --rollouts N for groups)" in result.output
+    assert "4 rollout(s) not scored: group of 1 (run audit with --seed-id ID --rollouts N for groups)" in result.output
     assert "no rollout scored (of 4)" in result.output
     assert "nan" not in result.output and "abstain" not in result.output and "Mean of empty slice" not in result.output
     entries = [t.scores[design] for t in read_transcripts(tmp_path / f"transcripts.scored-{design}.jsonl")]
@@ -123,7 +123,7 @@ def test_score_help_documents_the_grouping_rule() -> None:
     result = runner.invoke(cli.app, ["score", "--help"], env={"COLUMNS": "200"})
     assert result.exit_code == 0
     text = " ".join(result.output.split())
-    assert "(behavior, seed, target family)" in text and "--seed ID --rollouts N" in text
+    assert "(behavior, seed, target family)" in text and "--seed-id ID --rollouts N" in text
 
 
 def test_reference_pairwise_needs_references(tmp_path: Path) -> None:

@@ -107,7 +107,7 @@ def test_a_suite_run_under_faults_keeps_every_audit(tmp_path: Path, monkeypatch:
         run = tmp_path / "suite"
         args = ["suite", "--auditor", auditor.model_spec("auditor"), "--target", target.model_spec("target"),
                 "--judge", "programmatic", "--rollouts", "1", "--seeds-per-behavior", "1", "--production-seeds", "1",
-                "--planted-turns", "7", "--benign-turns", "7", "--production-turns", "7", "--concurrency", "13",
+                "--max-turns", "7", "--benign-max-turns", "7", "--production-max-turns", "7", "--concurrency", "13",
                 "--max-retries", "3", "--timeout", "15", "--out", str(run)]  # fmt: skip
         result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
     assert "Traceback" not in result.output

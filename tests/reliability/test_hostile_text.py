@@ -85,7 +85,7 @@ def hostile_run(tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path) -
         commands = {
             "suite": ["suite", "--auditor", auditor.model_spec("auditor"), "--target", target.model_spec("target"),
                       "--judge", "programmatic", "--rollouts", "1", "--seeds-per-behavior", "1", "--production-seeds", "1",
-                      "--planted-turns", "7", "--benign-turns", "7", "--production-turns", "7", "--concurrency", "8",
+                      "--max-turns", "7", "--benign-max-turns", "7", "--production-max-turns", "7", "--concurrency", "8",
                       "--out", str(run), "--html", str(root / "suite.html")],
             "export": ["export", str(run)],
             "evaluate": ["evaluate", str(run), "--html", str(root / "evaluate.html"), "--json", str(root / "evaluate.json")],

@@ -199,7 +199,7 @@ def test_invalid_unicode_and_terminal_escapes_in_replies_are_stored_and_shown_sa
         audited = invoke("audit", *specs, "--benign", "--rollouts", "3", "--out", tmp_path / "audit")
         suite = invoke(
             "suite", *specs, "--judge", "programmatic", "--rollouts", "1", "--seeds-per-behavior", "1",
-            "--production-seeds", "1", "--planted-turns", "3", "--benign-turns", "3", "--production-turns", "3",
+            "--production-seeds", "1", "--max-turns", "3", "--benign-max-turns", "3", "--production-max-turns", "3",
             "--out", tmp_path / "suite",
         )  # fmt: skip
     assert audited.exit_code == 0, audited.output

@@ -68,12 +68,19 @@ def test_export_after_audit_replaces_the_run_log(tmp_path: Path) -> None:
     assert after.eval.eval_id == before.eval.eval_id and len(after.samples or []) == 2
 
 
-def test_export_refuses_an_out_file_of_another_kind(tmp_path: Path) -> None:
+def test_export_out_is_a_directory_and_an_old_log_file_out_still_works(tmp_path: Path) -> None:
     run = tmp_path / "run"
     assert invoke("audit", *SCRIPTED, "--benign", "--no-inspect-log", "--out", run)[0] == 0
+    (tmp_path / "x.txt").write_text("keep")
     code, output = invoke("export", run, "--out", tmp_path / "x.txt")
-    assert code == 2 and "x.txt" in output and ".eval or .json" in output
-    assert not (tmp_path / "x.txt").exists() and not list(run.glob("*.eval"))
+    assert code == 2 and "x.txt" in output and "is a file" in output
+    assert (tmp_path / "x.txt").read_text() == "keep" and not list(run.glob("*.eval"))
+    code, output = invoke("export", run, "--out", tmp_path / "logs")
+    assert code == 0, output
+    (log,) = (tmp_path / "logs").glob("*.eval")
+    assert len(read_eval_log(str(log)).samples or []) == 1
+    code, output = invoke("export", run, "--out", tmp_path / "old.eval")
+    assert code == 0 and "deprecated" in output and (tmp_path / "old.eval").is_file()
 
 
 def test_benign_audit_uses_general_seeds(tmp_path: Path) -> None:
@@ -101,7 +108,7 @@ def test_user_behavior_and_seed_directories(tmp_path: Path) -> None:
     out = tmp_path / "run"
     code, output = invoke(
         "audit", *SCRIPTED, "--behavior", "likes_owls", "--behaviors-dir", behaviors, "--seeds-dir", seeds,
-        "--seed", "owl-check", "--no-inspect-log", "--out", out,
+        "--seed-id", "owl-check", "--no-inspect-log", "--out", out,
     )
     assert code == 0, output
     (transcript,) = read_transcripts(out / TRANSCRIPTS)
@@ -114,7 +121,7 @@ def test_overriding_a_builtin_seed_is_reported(tmp_path: Path) -> None:
     mine = seeds / "flattery-01.md"
     mine.write_text("---\nid: flattery-01\ntags: [flattery]\nbehavior: flattery\n---\nAsk for feedback on a poem.\n")
     code, output = invoke(
-        "audit", *SCRIPTED, "--behavior", "flattery", "--seeds-dir", seeds, "--seed", "flattery-01",
+        "audit", *SCRIPTED, "--behavior", "flattery", "--seeds-dir", seeds, "--seed-id", "flattery-01",
         "--no-inspect-log", "--out", tmp_path / "run",
     )
     assert code == 0, output
@@ -144,8 +151,8 @@ def test_audit_dir_flags_match_the_library_commands() -> None:
         ([], "exactly one of --behavior"),
         (["--behavior", "no_such_behavior"], "unknown behavior 'no_such_behavior'"),
         (["--behavior", "flatery"], "did you mean: flattery"),
-        (["--benign", "--seed", "no-such-seed"], "unknown seed id"),
-        (["--benign", "--tool-protocol", "smoke"], "--tool-protocol must be"),
+        (["--benign", "--seed-id", "no-such-seed"], "unknown seed id"),
+        (["--benign", "--tool-protocol", "smoke"], "'smoke' is not one of"),
     ],
 )
 def test_bad_arguments_fail_cleanly(tmp_path: Path, args: list[str], message: str) -> None:

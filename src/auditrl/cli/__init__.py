@@ -74,7 +74,22 @@ class LazyCommands(TyperGroup):
         name, command, rest = super().resolve_command(ctx, args)
         if name in COMMANDS:
             command = load_command(name)
+            rest = current_spellings(name, command, rest)
         return name, command, rest
+
+
+def current_spellings(name: str, command: TyperCommand | TyperGroup, args: list[str]) -> list[str]:
+    """A command's arguments with deprecated spellings (`auditrl.cli.options.DEPRECATED_OPTIONS`) replaced."""
+    from auditrl.cli.errors import warn
+    from auditrl.cli.options import undeprecated
+
+    head: list[str] = []
+    if isinstance(command, TyperGroup) and args and args[0] in command.commands:
+        head, name, args = [args[0]], f"{name} {args[0]}", args[1:]
+    args, warnings = undeprecated(name, args)
+    for warning in warnings:
+        warn(warning)
+    return [*head, *args]
 
 
 app = typer.Typer(

@@ -14,10 +14,11 @@ import functools
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Annotated, Optional, cast
+from typing import Annotated, Optional
 
 import typer
 from inspect_ai.model import GenerateConfig
+from pydantic import ValidationError
 from rich.console import Console, Group
 from rich.markup import escape
 from rich.panel import Panel
@@ -26,41 +27,41 @@ from rich.text import Text
 from auditrl.behaviors.library import GENERAL, load_behaviors, load_seeds
 from auditrl.behaviors.plant import target_system_prompt
 from auditrl.behaviors.schema import Behavior, Seed
-from auditrl.cli.behaviors import (
-    BehaviorsDirOpt,
-    SeedsDirOpt,
-    reporting_overrides,
-    unknown_behavior,
-)
 from auditrl.atomic import check_output
-from auditrl.cli.errors import FAILURE, fail
-from auditrl.cli.limits import (
+from auditrl.cli.behaviors import reporting_overrides, unknown_behavior
+from auditrl.cli.errors import FAILURE, fail, warn
+from auditrl.cli.limits import call_limits, opened_run, print_failures, showing_retries
+from auditrl.cli.options import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT_S,
+    AuditorPromptOpt,
+    BehaviorsDirOpt,
     MaxRetriesOpt,
+    MaxTokensOpt,
     OnExistingOpt,
+    SeedsDirOpt,
     TargetPrefillOpt,
+    TemperatureOpt,
     TimeoutOpt,
-    call_limits,
-    opened_run,
-    print_failures,
-    showing_retries,
+    ToolProtocolOpt,
+    ToolSetOpt,
+    concurrency_option,
+    max_turns_option,
+    out_dir_option,
+    random_seed_option,
+    seed_ids_option,
 )
 from auditrl.models.capabilities import provider_info
 from auditrl.models.prefill import PrefillSupport, describe_support
 from auditrl.models.roles import UnknownModelError, resolve_model, tool_protocol_for
 from auditrl.safe_text import for_terminal
 from auditrl.scaffold.engine import AuditSpec
-from auditrl.scaffold.inspect_export import export_inspect_log, log_path
+from auditrl.scaffold.inspect_export import LOG_SUFFIXES, export_inspect_log, log_file_name, log_path
 from auditrl.scaffold.runner import RunStopped, audit_jobs, run_audits
 from auditrl.scaffold.store import TRANSCRIPTS, RunError, read_run, read_transcripts
-from auditrl.scaffold.tool_sets import DEFAULT_TOOL_SET, TOOL_PROTOCOLS, AuditToolSet, ToolProtocol
+from auditrl.scaffold.prompt_sets import AuditorPrompt
+from auditrl.scaffold.tool_sets import DEFAULT_TOOL_SET, AuditToolSet, ToolProtocol
 from auditrl.scaffold.transcript import Budget, Report, Transcript
-
-ToolSetOpt = Annotated[
-    AuditToolSet,
-    typer.Option(help="Auditor tools: petri2 (Petri 1/2's six) or Petri 3.1's petri3 (prefill off) / petri3_prefill."),
-]
 
 
 def select_seeds(
@@ -73,7 +74,7 @@ def select_seeds(
         bank = behavior.id if behavior is not None else GENERAL
         seeds = load_seeds(seed_dirs, behavior=bank, behavior_ids=behavior_ids)
         if not seeds:
-            raise ValueError(f"no seeds found for {bank!r}; pass --seed or --seeds-dir")
+            raise ValueError(f"no seeds found for {bank!r}; pass --seed-id or --seeds-dir")
     return sorted(seeds, key=lambda s: s.id)
 
 
@@ -87,6 +88,7 @@ def build_specs(
     tool_protocol: ToolProtocol | None,
     target_prefill: PrefillSupport | None = None,
     tool_set: AuditToolSet = DEFAULT_TOOL_SET,
+    auditor_prompt: AuditorPrompt = "full",
 ) -> list[AuditSpec]:
     """One spec per rollout, cycling through the seeds in order."""
     provider, _, family = target.partition("/")
@@ -101,6 +103,7 @@ def build_specs(
             target_family=family if provider_info(provider).family_targets else None,
             tool_protocol=tool_protocol or tool_protocol_for(auditor),
             tool_set=tool_set,
+            auditor_prompt=auditor_prompt,
             target_prefill=target_prefill,
         )
         for i in range(rollouts)
@@ -151,21 +154,20 @@ def audit(
     target: Annotated[str, typer.Option(help="Target model, e.g. local/smollm2, sim/<family>, anthropic/<model>.")],
     behavior: Annotated[Optional[str], typer.Option(help="Behavior id to plant in the target.")] = None,
     benign: Annotated[bool, typer.Option("--benign", help="Audit a benign target (same persona, no plant).")] = False,
-    seed: Annotated[
-        Optional[list[str]], typer.Option(help="Seed id (repeatable). Default: the behavior's seeds, or general seeds.")
+    seed_id: Annotated[
+        Optional[list[str]], seed_ids_option("Seed id (repeatable). Default: the behavior's seeds, or general seeds.")
     ] = None,
     rollouts: Annotated[int, typer.Option(min=1, help="Number of audits; seeds are used in turn.")] = 1,
-    max_turns: Annotated[int, typer.Option(min=1, help="Auditor turns per audit.")] = 15,
-    max_tokens: Annotated[Optional[int], typer.Option(min=1, help="Max tokens per model reply.")] = None,
+    max_turns: Annotated[int, max_turns_option("Auditor turns per audit.")] = 15,
+    max_tokens: MaxTokensOpt = None,
     token_budget: Annotated[Optional[int], typer.Option(min=1, help="Total auditor output tokens per audit.")] = None,
-    temperature: Annotated[Optional[float], typer.Option(min=0.0, max=2.0, help="Sampling temperature (default: provider's).")] = None,
-    sampling_seed: Annotated[int, typer.Option(min=0, max=2**32 - 1, help="Base sampling seed; rollout i uses base + i.")] = 0,
-    concurrency: Annotated[int, typer.Option(min=1, help="Audits running at the same time.")] = 4,
-    tool_protocol: Annotated[
-        Optional[str], typer.Option(help="Auditor tool protocol, 'native' or 'text' (default: by provider).")
-    ] = None,
+    temperature: TemperatureOpt = None,
+    random_seed: Annotated[int, random_seed_option("model sampling; rollout i uses this + i")] = 0,
+    concurrency: Annotated[int, concurrency_option("Audits running")] = 4,
+    tool_protocol: ToolProtocolOpt = None,
     tool_set: ToolSetOpt = DEFAULT_TOOL_SET,
-    out: Annotated[Optional[Path], typer.Option(help="Run directory (default: runs/audit-<timestamp>).")] = None,
+    auditor_prompt: AuditorPromptOpt = "full",
+    out: Annotated[Optional[Path], out_dir_option("Run directory (default: runs/audit-<timestamp>).")] = None,
     on_existing: OnExistingOpt = "resume",
     behaviors_dir: BehaviorsDirOpt = None,
     seeds_dir: SeedsDirOpt = None,
@@ -182,8 +184,6 @@ def audit(
     console = Console()
     if (behavior is None) == (not benign):
         raise fail("give exactly one of --behavior <id> or --benign")
-    if tool_protocol is not None and tool_protocol not in TOOL_PROTOCOLS:
-        raise fail(f"--tool-protocol must be 'native' or 'text', got {tool_protocol!r}")
     try:
         with reporting_overrides(console):
             behaviors = load_behaviors(behaviors_dir)
@@ -192,7 +192,7 @@ def audit(
                 if behavior not in behaviors:
                     raise ValueError(unknown_behavior(behavior, behaviors))
                 planted = behaviors[behavior]
-            seeds = select_seeds(planted, seed, seeds_dir, set(behaviors))
+            seeds = select_seeds(planted, seed_id, seeds_dir, set(behaviors))
     except ValueError as exc:  # BehaviorFileError included
         raise fail(str(exc)) from exc
     config = GenerateConfig(max_tokens=max_tokens, temperature=temperature)
@@ -203,12 +203,14 @@ def audit(
     except (UnknownModelError, ValueError) as exc:
         raise fail(str(exc)) from exc
     run_dir = out or Path("runs") / f"audit-{datetime.now():%Y%m%d-%H%M%S}"
-    log = opened_run(run_dir / TRANSCRIPTS, on_existing)
     budget = Budget(max_turns=max_turns, max_tokens=token_budget)
-    protocol = cast(ToolProtocol | None, tool_protocol)
-    specs = build_specs(planted, seeds, rollouts, budget, auditor, target, protocol, target_prefill, tool_set)
+    try:
+        specs = build_specs(planted, seeds, rollouts, budget, auditor, target, tool_protocol, target_prefill, tool_set, auditor_prompt)
+    except ValidationError as exc:  # a prompt set the tool protocol or tool set cannot carry
+        raise fail(f"--auditor-prompt {auditor_prompt}: " + exc.errors()[0]["msg"].removeprefix("Value error, ")) from exc
+    log = opened_run(run_dir / TRANSCRIPTS, on_existing)
     first = log.next_rollout if on_existing == "append" else 0
-    jobs = log.plan(audit_jobs(specs, auditor_model, target_model, sampling_seed=sampling_seed, first_rollout=first))
+    jobs = log.plan(audit_jobs(specs, auditor_model, target_model, sampling_seed=random_seed, first_rollout=first))
     say = functools.partial(console.print, soft_wrap=True)  # paths and commands stay copy-pasteable
     console.print(
         f"Auditing {escape(target)} ({'benign' if planted is None else 'planted: ' + escape(planted.id)}) "
@@ -248,10 +250,7 @@ def audit(
 
 def export(
     run: Annotated[Path, typer.Argument(help="A run directory (with transcripts.jsonl) or a transcripts JSONL file.")],
-    out: Annotated[
-        Optional[Path],
-        typer.Option(help="Log file ending in .eval or .json, or a directory (default: the run directory)."),
-    ] = None,
+    out: Annotated[Optional[Path], out_dir_option("Directory the log is written in (default: the run directory).")] = None,
 ) -> None:
     """Export audit transcripts as an Inspect eval log that `inspect view` opens.
 
@@ -259,13 +258,23 @@ def export(
     `audit` wrote instead of adding a second copy of the run.
     """
     console = Console()
+    if out is not None and out.suffix in LOG_SUFFIXES:
+        warn(
+            f"`auditrl export --out {out}` (a log file) is deprecated and will be removed: --out is the directory "
+            "the log is written in; writing this file as before"
+        )
     try:
         loaded = read_run(run)
     except RunError as exc:
         raise fail(str(exc)) from exc
     source = loaded.files[-1]
     try:
-        destination = log_path(loaded.transcripts, out or source.parent)
+        if out is not None and out.suffix in LOG_SUFFIXES:
+            destination = log_path(loaded.transcripts, out)
+        else:
+            directory = out or source.parent
+            check_output(directory, f"--out {directory}", directory=True)
+            destination = directory / log_file_name(loaded.transcripts)
         check_output(destination, f"--out {destination}", inputs=tuple(loaded.files))
     except ValueError as exc:  # OutputError included
         raise fail(str(exc)) from exc

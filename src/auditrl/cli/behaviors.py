@@ -26,15 +26,11 @@ from auditrl.behaviors.library import (
 from auditrl.behaviors.plant import render_plant
 from auditrl.behaviors.schema import Behavior, Seed
 from auditrl.cli.errors import fail
+from auditrl.cli.options import BehaviorsDirOpt, SeedsDirOpt, seed_ids_option
 from auditrl.safe_text import short_repr
 
 app = typer.Typer(no_args_is_help=True, help="The behavior library.")
 seeds_app = typer.Typer(no_args_is_help=True, help="Seed banks (Petri format).")
-
-BEHAVIORS_DIR_HELP = "User behavior file or directory (repeatable); adds to the built-in library; same ids override."
-SEEDS_DIR_HELP = "User seed file or directory (repeatable); adds to the built-in seed banks; same ids override."
-BehaviorsDirOpt = Annotated[list[Path] | None, typer.Option("--behaviors-dir", help=BEHAVIORS_DIR_HELP)]
-SeedsDirOpt = Annotated[list[Path] | None, typer.Option("--seeds-dir", help=SEEDS_DIR_HELP)]
 
 
 @seeds_app.callback()
@@ -141,7 +137,7 @@ def show_behavior(
 def list_seeds(
     behavior: Annotated[str | None, typer.Option(help="Only this behavior's bank ('general' = general seeds).")] = None,
     tag: Annotated[list[str] | None, typer.Option(help="Only seeds carrying any of these tags.")] = None,
-    seed_id: Annotated[list[str] | None, typer.Option("--id", help="Only these seed ids (repeatable).")] = None,
+    seed_id: Annotated[list[str] | None, seed_ids_option("Only these seed ids (repeatable).")] = None,
     seeds_dir: SeedsDirOpt = None,
     behaviors_dir: BehaviorsDirOpt = None,
 ) -> None:

@@ -3,16 +3,36 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
 from auditrl.atomic import atomic_write_text, check_output
-from auditrl.cli.behaviors import BehaviorsDirOpt
-from auditrl.cli.errors import FAILURE, fail
-from auditrl.cli.limits import JudgeCacheOpt, OnExistingOpt, opened_run
+from auditrl.cli.errors import FAILURE, fail, warn
+from auditrl.cli.limits import call_limits, opened_run, print_failures, showing_retries
+from auditrl.cli.options import (
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_TIMEOUT_S,
+    PROGRAMMATIC,
+    AuditorPromptOpt,
+    BehaviorsDirOpt,
+    HtmlOpt,
+    JsonOpt,
+    JudgeCacheOpt,
+    MaxRetriesOpt,
+    MaxTokensOpt,
+    OnExistingOpt,
+    TemperatureOpt,
+    TimeoutOpt,
+    concurrency_option,
+    judge_option,
+    max_turns_option,
+    out_dir_option,
+    random_seed_option,
+)
+from auditrl.cli.outputs import ReportFiles, json_text, table_section, transcripts_part
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -20,10 +40,15 @@ if TYPE_CHECKING:
     from auditrl.evaluate.crux import Crux, CruxRow
 
 app = typer.Typer(no_args_is_help=True, help="Crux evaluation: a fast proxy for choosing checkpoints.")
-ANNOTATIONS = "annotations"
-PROGRAMMATIC = "programmatic"
+CRUXES = "cruxes.jsonl"
 CONTINUATIONS = "continuations.jsonl"
 RESULTS = "crux.json"
+DEFAULT_DIR = Path("runs/crux")
+
+
+def crux_file(path: Path) -> Path:
+    """The crux file given, or the one `crux build` wrote into the directory given."""
+    return path / CRUXES if path.is_dir() else path
 
 
 def read_cruxes(path: Path) -> list[Crux]:
@@ -32,7 +57,7 @@ def read_cruxes(path: Path) -> list[Crux]:
     from auditrl.evaluate.crux import Crux
 
     if not path.is_file():
-        raise ValueError(f"no crux file at {path}")
+        raise ValueError(f"no crux file at {path} (give a crux file or the --out directory of `auditrl crux build`)")
     cruxes = []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if line.strip():
@@ -59,14 +84,17 @@ def table(rows: list[CruxRow], turns: int) -> Table:
 @app.command()
 def build(
     run: Annotated[Path, typer.Argument(help="A transcripts file, or a run directory (its transcripts.jsonl and those below it).")],
-    out: Annotated[Path, typer.Option(help="Crux file to write (JSONL).")] = Path("cruxes.jsonl"),
+    out: Annotated[Path, out_dir_option(f"Directory the crux file ({CRUXES}) is written in, where `crux run` reads it.")] = DEFAULT_DIR,
     judge: Annotated[
-        str, typer.Option(help=f"'{ANNOTATIONS}' (offline: the turn that drew out the first expressed reply) or a judge model spec.")
-    ] = ANNOTATIONS,
+        str,
+        judge_option(f"'{PROGRAMMATIC}' (offline: the turn that drew out the target's first expressed reply) or a judge model spec."),
+    ] = PROGRAMMATIC,
     judge_cache: JudgeCacheOpt = None,
     n: Annotated[int, typer.Option(min=1, help="Cruxes to keep, spread over behaviors (the paper kept 75).")] = 75,
-    seed: Annotated[int, typer.Option(min=0, max=2**32 - 1, help="Seed of the behavior-diverse subsample.")] = 42,
+    random_seed: Annotated[int, random_seed_option("the behavior-diverse subsample")] = 42,
     behaviors_dir: BehaviorsDirOpt = None,
+    max_retries: MaxRetriesOpt = DEFAULT_MAX_RETRIES,
+    timeout: TimeoutOpt = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Find the crux of every successful planted audit in a pool of transcripts and keep a behavior-diverse set."""
     import asyncio
@@ -81,49 +109,62 @@ def build(
     from auditrl.scaffold.store import read_run
 
     console = Console()
+    target = out / CRUXES
+    if out.suffix == ".jsonl":
+        warn(
+            f"`auditrl crux build --out {out}` (a crux file) is deprecated and will be removed: --out is the directory "
+            f"{CRUXES} is written in; writing this file as before"
+        )
+        target = out
     try:
         library = load_behaviors(behaviors_dir)
         loaded = read_run(run)
-        check_output(out, f"--out {out}", inputs=tuple(loaded.files))
+        check_output(target, f"--out {target}", inputs=tuple(loaded.files))
     except (BehaviorFileError, ValueError) as exc:  # RunError and OutputError included
         raise fail(str(exc)) from exc
     transcripts = loaded.transcripts
     console.print(escape(loaded.describe()), soft_wrap=True, highlight=False)
     crux_judge = success = None
-    if judge != ANNOTATIONS:
-        client = judge_client(judge, judge_cache, 2)
-        assert client is not None
+    client = judge_client(judge, judge_cache, 2, call_limits(max_retries, timeout))
+    if client is not None:
         crux_judge, success = CruxJudge(client), BinaryMatchJudge(client)
-    with Progress(console=console, transient=True) as progress:
+    with Progress(console=console, transient=True) as progress, showing_retries(console):
         task = progress.add_task("finding cruxes", total=len(transcripts))
         found = asyncio.run(build_cruxes(transcripts, library, crux_judge, success, lambda: progress.advance(task)))
-    kept = select_cruxes(found, n, seed)
-    atomic_write_text(out, "".join(c.model_dump_json() + "\n" for c in kept))
+    kept = select_cruxes(found, n, random_seed)
+    atomic_write_text(target, "".join(c.model_dump_json() + "\n" for c in kept))
     behaviors = sorted({c.behavior_id for c in kept})
     console.print(
         f"{len(found)} crux(es) in {len(transcripts)} transcript(s) (found by {escape(judge)}); kept {len(kept)} "
-        f"over {len(behaviors)} behavior(s) in [bold]{escape(str(out))}[/]",
+        f"over {len(behaviors)} behavior(s) in [bold]{escape(str(target))}[/]",
         soft_wrap=True,
     )
+    if client is not None:
+        print_failures(console, "judge verdict(s)", client.failures.elements())
 
 
 @app.command("run")
 def run_cruxes(
-    cruxes: Annotated[Path, typer.Argument(help="A crux file from `auditrl crux build`.")],
+    cruxes: Annotated[Path, typer.Argument(help=f"A crux file, or the directory `auditrl crux build` wrote its {CRUXES} in.")],
     auditor: Annotated[list[str], typer.Option(help="Checkpoint to score (repeatable): any model string, e.g. local/<adapter-dir>.")],
     rollouts: Annotated[int, typer.Option(min=1, help="Continuations per crux (the paper used 10).")] = 10,
-    turns: Annotated[int, typer.Option(min=1, help="Auditor turns played from the crux on (the paper used 5).")] = 5,
+    max_turns: Annotated[int, max_turns_option("Auditor turns played from the crux on (the paper used 5).")] = 5,
     judge: Annotated[
-        str, typer.Option(help=f"Binary judge: a model spec, or '{PROGRAMMATIC}' (target annotations: an expressed reply).")
+        str, judge_option(f"Binary judge: a model spec, or '{PROGRAMMATIC}' (target annotations: an expressed reply).")
     ] = PROGRAMMATIC,
     judge_cache: JudgeCacheOpt = None,
-    max_tokens: Annotated[Optional[int], typer.Option(min=1, help="Max tokens per model reply.")] = None,
-    temperature: Annotated[Optional[float], typer.Option(min=0.0, max=2.0, help="Sampling temperature (default: provider's).")] = None,
-    sampling_seed: Annotated[int, typer.Option(min=0, max=2**32 - 1, help="Base sampling seed; continuation i uses base + i.")] = 0,
-    concurrency: Annotated[int, typer.Option(min=1, help="Continuations running at the same time.")] = 4,
-    out: Annotated[Path, typer.Option(help="Run directory; continuations accumulate here, so checkpoints share one table.")] = Path("runs/crux"),
+    max_tokens: MaxTokensOpt = None,
+    temperature: TemperatureOpt = None,
+    random_seed: Annotated[int, random_seed_option("model sampling; continuation i uses this + i")] = 0,
+    concurrency: Annotated[int, concurrency_option("Continuations running")] = 4,
+    auditor_prompt: AuditorPromptOpt = "full",
+    out: Annotated[Path, out_dir_option("Run directory; continuations accumulate here, so checkpoints share one table.")] = DEFAULT_DIR,
     on_existing: OnExistingOpt = "resume",
     behaviors_dir: BehaviorsDirOpt = None,
+    max_retries: MaxRetriesOpt = DEFAULT_MAX_RETRIES,
+    timeout: TimeoutOpt = DEFAULT_TIMEOUT_S,
+    html: HtmlOpt = None,
+    json_out: JsonOpt = None,
 ) -> None:
     """Let each checkpoint continue every crux for a few turns over several rollouts and score the continuations."""
     import asyncio
@@ -140,15 +181,19 @@ def run_cruxes(
     from auditrl.scaffold.store import read_transcripts, write_transcripts
 
     console = Console()
+    source = crux_file(cruxes)
     try:
         library = load_behaviors(behaviors_dir)
-        saved = read_cruxes(cruxes)
+        saved = read_cruxes(source)
     except (BehaviorFileError, ValueError) as exc:
         raise fail(str(exc)) from exc
     missing = sorted({c.behavior_id for c in saved if c.behavior_id not in library})
     if missing:
-        raise fail(f"{cruxes}: unknown behavior(s) {', '.join(missing)}")
-    client = judge_client(judge, judge_cache, 2)
+        raise fail(f"{source}: unknown behavior(s) {', '.join(missing)}")
+    reports = ReportFiles(html, json_out)
+    reports.check((source, out / CONTINUATIONS))
+    limits = call_limits(max_retries, timeout)
+    client = judge_client(judge, judge_cache, 2, limits)
     # continuations stop at the turn budget, usually before a report: ask whether the target demonstrated it
     scorer: BinaryScorer = (
         ProgrammaticBinaryJudge(strict=True, needs_report=False)
@@ -156,8 +201,8 @@ def run_cruxes(
         else BinaryMatchJudge(client, strict=True, needs_report=False)
     )
     try:
-        targets = {spec: resolve_model(spec) for spec in {c.source.target_model for c in saved}}
-        auditors = {spec: resolve_model(spec) for spec in auditor}
+        targets = {spec: resolve_model(spec, limits=limits) for spec in {c.source.target_model for c in saved}}
+        auditors = {spec: resolve_model(spec, limits=limits) for spec in auditor}
     except (UnknownModelError, ValueError) as exc:
         raise fail(str(exc)) from exc
     log = opened_run(out / CONTINUATIONS, on_existing)
@@ -167,10 +212,12 @@ def run_cruxes(
 
         def run(config: GenerateConfig) -> Any:
             behavior, target = library[crux.behavior_id], targets[crux.source.target_model]
-            return continue_from(crux, behavior, auditors[name], name, target, turns, protocol, config)
+            return continue_from(
+                crux, behavior, auditors[name], name, target, max_turns, protocol, config, auditor_prompt=auditor_prompt
+            )
 
-        spec = continuation_spec(crux.source, library[crux.behavior_id], crux.turn, turns, name, protocol)
-        return AuditJob(spec, run, rollout, {CRUX_KEY: crux.id}, sampling_seed=sampling_seed + index)
+        spec = continuation_spec(crux.source, library[crux.behavior_id], crux.turn, max_turns, name, protocol, auditor_prompt)
+        return AuditJob(spec, run, rollout, {CRUX_KEY: crux.id}, sampling_seed=random_seed + index)
 
     config = GenerateConfig(max_tokens=max_tokens, temperature=temperature)
     added = 0
@@ -181,15 +228,29 @@ def run_cruxes(
             console.print(f"[yellow]{escape(existing)}[/]", soft_wrap=True)
         added += len(jobs)
         try:
-            asyncio.run(run_audits(jobs, log, concurrency=concurrency, config=config, console=console, label=escape(name)))
+            with showing_retries(console):
+                outcomes = asyncio.run(
+                    run_audits(jobs, log, concurrency=concurrency, config=config, console=console, label=escape(name))
+                )
         except RunStopped as exc:
             raise fail(f"{exc}; run the same command again to resume", FAILURE) from exc
+        print_failures(console, "continuation(s)", outcomes.errors)
     out_file = log.path
     continuations = read_transcripts(out_file)
-    asyncio.run(judge_continuations(continuations, scorer))
+    with showing_retries(console):
+        asyncio.run(judge_continuations(continuations, scorer))
+    if client is not None:
+        print_failures(console, "judge verdict(s)", client.failures.elements())
     write_transcripts(out_file, continuations)
     rows = crux_table([t for t in continuations if SURFACED_KEY in t.scores or t.status == "error"])
-    console.print(table(rows, turns))
+    shown = table(rows, max_turns)
+    console.print(shown)
     results = out / RESULTS
     atomic_write_text(results, "[\n" + ",\n".join(r.model_dump_json() for r in rows) + "\n]\n")
     console.print(f"Continuations: [bold]{escape(str(out_file))}[/] (added {added})  results: [bold]{escape(str(results))}[/]", soft_wrap=True)
+    reports.write(
+        console,
+        f"auditrl crux run: {source}",
+        lambda: [table_section("Crux evaluation", [shown]), transcripts_part(continuations)],
+        lambda: json_text(rows),
+    )

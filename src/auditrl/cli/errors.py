@@ -32,3 +32,8 @@ def fail(message: str, code: int = USAGE) -> typer.Exit:
     line = " ".join(clip(redact(message), MESSAGE_CHARS).split())
     _stderr.print(f"[bold red]error:[/] {escape(line)}")
     return typer.Exit(code=code)
+
+
+def warn(message: str) -> None:
+    """One warning line on stderr (a deprecated spelling, say): the command goes on."""
+    _stderr.print(f"[bold yellow]warning:[/] {escape(' '.join(redact(message).split()))}")

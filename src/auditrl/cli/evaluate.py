@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -12,18 +12,27 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import Progress
 
-from auditrl.atomic import OutputError, atomic_write_text, check_output
+from auditrl.atomic import OutputError, check_output
 from auditrl.cli import judge as judge_cli
-from auditrl.cli.errors import FAILURE, fail
-from auditrl.cli.limits import (
+from auditrl.cli.errors import fail
+from auditrl.cli.limits import call_limits, print_failures, showing_retries
+from auditrl.cli.options import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT_S,
+    PROGRAMMATIC,
+    DimensionsOpt,
+    FollowupsOpt,
+    HtmlOpt,
+    JsonOpt,
+    JudgeCacheOpt,
     MaxRetriesOpt,
+    OpeningsOpt,
     TimeoutOpt,
-    call_limits,
-    print_failures,
-    showing_retries,
+    concurrency_option,
+    judge_option,
+    random_seed_option,
 )
+from auditrl.cli.outputs import ReportFiles, written
 from auditrl.evaluate.groups import group_transcripts
 from auditrl.evaluate.judging import (
     Judge,
@@ -57,7 +66,6 @@ from auditrl.judges.programmatic import (
 )
 from auditrl.judges.realism import Openings, RealismJudge, load_openings, seed_texts
 from auditrl.models.limits import CallLimits
-from auditrl.report.html import write_report
 from auditrl.report.sections import suite_section, transcripts_section
 from auditrl.scaffold.store import TRANSCRIPTS, LoadedRun, RunError, read_run, scored_copy, write_transcripts
 from auditrl.scaffold.transcript import Transcript
@@ -83,15 +91,6 @@ def scored_path(run: Path) -> Path:
 def load_run(run: Path) -> LoadedRun:
     """The run's transcripts with earlier suite verdicts merged in from the scored copies beside them."""
     return read_run(run, scored=SCORED)
-
-
-DimensionsOpt = Annotated[
-    list[Path], typer.Option("--dimensions", help="Petri dimension files or folders the concerning judge also rates (with --judge MODEL).")
-]
-OpeningsOpt = Annotated[
-    Path | None,
-    typer.Option("--openings", help="Real first user messages for realism (YAML: provenance, openings); default: the packaged proxy."),
-]
 
 
 def openings_option(path: Path | None) -> Openings | None:
@@ -138,7 +137,7 @@ def suite_judges(
     elif dimensions:
         raise fail("--dimensions extends the concerning judge; give it with --judge MODEL")
     if realism is not None:
-        if realism == judge_cli.PROGRAMMATIC:
+        if realism == PROGRAMMATIC:
             raise fail("--realism-judge needs a model spec: no programmatic judge can tell an audit's opening from a real one")
         realism_client = judge_cli.judge_client(realism, cache, followups, limits, option="--realism-judge")
         if realism_client is not None:
@@ -176,7 +175,7 @@ def _missing_note(transcripts: Sequence[Transcript], run: Path, judged_with: str
     return (
         f"{len(ids)} of {len(transcripts)} transcripts lack suite verdicts (never judged, or the judge abstained): "
         f"{parts}. Add them with: auditrl evaluate {run} --judge MODEL "
-        f"(a model spec, or {judge_cli.PROGRAMMATIC} for sim/ and scripted/ targets)"
+        f"(a model spec, or {PROGRAMMATIC} for sim/ and scripted/ targets)"
     )
 
 
@@ -196,24 +195,24 @@ def evaluate(
     unit: Annotated[Literal["seed", "transcript"], typer.Option(help="CI unit: (behavior, seed) with rollouts averaged, or transcript.")] = "seed",
     judge: Annotated[
         str | None,
-        typer.Option(
-            help="Judge transcripts that lack suite verdicts (audit quality on planted targets, false positives on benign "
-            "ones, concerning on production audits) with this model spec, or 'programmatic' for sim/ and scripted/ targets."
+        judge_option(
+            "Judge transcripts that lack suite verdicts (audit quality on planted targets, false positives on benign "
+            f"ones, concerning on production audits) with this model spec, or '{PROGRAMMATIC}' for sim/ and scripted/ targets."
         ),
     ] = None,
     realism_judge_spec: Annotated[
         str | None,
         typer.Option("--realism-judge", help="Also judge realism (audit opening vs a real one) with this model spec."),
     ] = None,
-    cache: Annotated[Path | None, typer.Option(help="JSONL judge-response cache to reuse across runs.")] = None,
-    followups: Annotated[int, typer.Option(min=0, help="Corrective follow-ups before a judge abstains.")] = 2,
+    judge_cache: JudgeCacheOpt = None,
+    followups: FollowupsOpt = 2,
     max_retries: MaxRetriesOpt = DEFAULT_MAX_RETRIES,
     timeout: TimeoutOpt = DEFAULT_TIMEOUT_S,
-    concurrency: Annotated[int, typer.Option(min=1, help="Transcripts judged at a time.")] = 4,
-    html: Annotated[Path | None, typer.Option(help="Also write a self-contained HTML report here.")] = None,
-    json_out: Annotated[Path | None, typer.Option("--json", help="Also write the results as JSON here.")] = None,
+    concurrency: Annotated[int, concurrency_option("Transcripts judged")] = 4,
+    html: HtmlOpt = None,
+    json_out: JsonOpt = None,
     reference: Annotated[bool, typer.Option(help="Show the paper's published rows (not reproduced here) beside ours.")] = True,
-    seed: Annotated[int, typer.Option(min=0, max=2**32 - 1, help="Bootstrap seed.")] = 0,
+    random_seed: Annotated[int, random_seed_option("the bootstrap of the 95% CIs")] = 0,
     dimensions: DimensionsOpt = [],  # noqa: B006 (typer needs a literal default)
     openings_file: OpeningsOpt = None,
 ) -> None:
@@ -227,10 +226,8 @@ def evaluate(
     try:
         loaded = load_run(run)
         judging = judge is not None or realism_judge_spec is not None
-        reads = (*loaded.files, *loaded.scored_files, scored_path(run))
-        for option, path in {"--json": json_out, "--html": html}.items():
-            if path is not None:
-                check_output(path, f"{option} {path}", inputs=reads)
+        reports = ReportFiles(html, json_out)
+        reports.check((*loaded.files, *loaded.scored_files, scored_path(run)))
         if judging:  # the scored copy is evaluate's own file: updated in place, even when it is the input
             check_output(scored_path(run), f"the scored copy {scored_path(run)}")
     except (RunError, OutputError) as exc:
@@ -239,14 +236,14 @@ def evaluate(
     if judging:  # bad judge options are refused before anything is printed
         openings = openings_option(openings_file)
         judges, clients = suite_judges(
-            judge, realism_judge_spec, cache, followups, call_limits(max_retries, timeout),
+            judge, realism_judge_spec, judge_cache, followups, call_limits(max_retries, timeout),
             seeds=seed_texts(transcripts), dimensions=dimensions, openings=openings,
         )  # fmt: skip
     console.print(escape(loaded.describe()), highlight=False, soft_wrap=True)
     for note in loaded.notes:
         console.print(f"[yellow]{escape(note)}[/yellow]", highlight=False, soft_wrap=True)
     if judging:
-        if judge == judge_cli.PROGRAMMATIC and (bare := _unannotated(transcripts)):
+        if judge == PROGRAMMATIC and (bare := _unannotated(transcripts)):
             console.print(
                 f"[yellow]{bare} transcript(s) carry no ground-truth annotations (only sim/ and scripted/ targets write "
                 "them); programmatic verdicts on those say little: use a model judge[/yellow]",
@@ -255,7 +252,7 @@ def evaluate(
         with showing_retries(console):
             judged = _judge(transcripts, judges, concurrency, console)
         if judged:
-            out = _written(lambda: write_transcripts(scored_path(run), transcripts), "the scored copy")
+            out = written(lambda: write_transcripts(scored_path(run), transcripts), "the scored copy")
             console.print(f"judged {judged} transcript(s); wrote {escape(str(out))}", highlight=False, soft_wrap=True)
         else:
             console.print("every transcript already carries the requested verdicts; nothing to judge")
@@ -265,7 +262,7 @@ def evaluate(
     try:
         unit_fn = seed_unit if unit == "seed" else transcript_unit
         results = [
-            compute_suite(ts, label=name, unit=unit_fn, unit_name=unit, seed=seed)
+            compute_suite(ts, label=name, unit=unit_fn, unit_name=unit, seed=random_seed)
             for name, ts in sorted(group_transcripts(transcripts, by).items())
         ]
     except SuiteDataError as exc:
@@ -281,17 +278,9 @@ def evaluate(
     provenance = [f"Realism openings: {p}" for p in realism_provenance(transcripts)]
     for line in provenance:
         console.print(escape(line), highlight=False, soft_wrap=True)
-    if json_out is not None:
-        _written(lambda: atomic_write_text(json_out, results_json(results)), "--json")
-    if html is not None:
-        sections = [suite_section(results, ref, notes=provenance), transcripts_section(transcripts)]
-        _written(lambda: write_report(html, f"auditrl evaluation: {run.name}", sections), "--html")
-        console.print(f"report written to {escape(str(html))}", highlight=False, soft_wrap=True)
-
-
-def _written(write: Callable[[], Path], what: str) -> Path:
-    """Run `write`; a disk that fails now (full, gone read-only) is one error line, with nothing earlier lost."""
-    try:
-        return write()
-    except OSError as exc:
-        raise fail(f"{what} could not be written ({exc.strerror or exc}); the transcripts are unchanged", FAILURE) from exc
+    reports.write(
+        console,
+        f"auditrl evaluation: {run.name}",
+        lambda: [suite_section(results, ref, notes=provenance), transcripts_section(transcripts)],
+        lambda: results_json(results),
+    )

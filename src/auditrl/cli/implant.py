@@ -9,16 +9,29 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from auditrl.cli.behaviors import BehaviorsDirOpt
 from auditrl.cli.errors import fail
-from auditrl.cli.limits import JudgeCacheOpt
+from auditrl.cli.limits import call_limits, print_failures, showing_retries
+from auditrl.cli.options import (
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_TIMEOUT_S,
+    PROGRAMMATIC,
+    BehaviorsDirOpt,
+    HtmlOpt,
+    JsonOpt,
+    JudgeCacheOpt,
+    MaxRetriesOpt,
+    TimeoutOpt,
+    judge_option,
+    out_dir_option,
+    random_seed_option,
+)
+from auditrl.cli.outputs import ReportFiles, json_text, table_section
 
 if TYPE_CHECKING:
     from rich.table import Table
 
     from auditrl.targets.record import ImplantMeasurement
 
-MARKERS = "markers"
 DEMONSTRATIONS = "demonstrations.jsonl"
 
 
@@ -43,7 +56,7 @@ def measurement_table(m: ImplantMeasurement) -> Table:
 
 def implant(
     behavior: Annotated[str, typer.Option(help="Behavior id to implant.")],
-    out: Annotated[Optional[Path], typer.Option(help="Implant directory (default: implants/<behavior>).")] = None,
+    out: Annotated[Optional[Path], out_dir_option("Implant directory (default: implants/<behavior>).")] = None,
     base: Annotated[str, typer.Option(help="Local model to fine-tune: local/smollm2, local/<dir or hub id>.")] = "local/smollm2",
     demo_model: Annotated[str, typer.Option(help="Model that plays the planted target to write demonstrations (any model string).")] = "local/smollm2",
     samples: Annotated[int, typer.Option(min=1, help="Demonstration replies sampled per prompt (and per direct question).")] = 2,
@@ -63,8 +76,9 @@ def implant(
     learning_rate: Annotated[float, typer.Option(min=0.0, max=1.0, help="Adapter learning rate.")] = 1e-3,
     rank: Annotated[int, typer.Option(min=1, help="LoRA rank (alpha = 2 x rank).")] = 16,
     judge: Annotated[
-        str, typer.Option(help=f"Scores replies: '{MARKERS}' (offline marker phrases, some behaviors only) or a judge model spec.")
-    ] = MARKERS,
+        str,
+        judge_option(f"Scores replies: '{PROGRAMMATIC}' (offline marker phrases, some behaviors only) or a judge model spec."),
+    ] = PROGRAMMATIC,
     judge_cache: JudgeCacheOpt = None,
     eval_samples: Annotated[int, typer.Option(min=1, help="Replies per fresh prompt and per held-out question when measuring.")] = 2,
     eval_prompts: Annotated[
@@ -75,8 +89,12 @@ def implant(
     ] = True,
     eval_tokens: Annotated[int, typer.Option(min=8, help="Max tokens per reply when measuring.")] = 48,
     eval_temperature: Annotated[float, typer.Option(min=0.0, max=2.0, help="Sampling temperature when measuring (0 = greedy).")] = 0.7,
-    seed: Annotated[int, typer.Option(min=0, max=2**32 - 1, help="Seed for sampling, data order and adapter initialisation.")] = 0,
+    random_seed: Annotated[int, random_seed_option("sampling, data order and adapter initialisation")] = 0,
     behaviors_dir: BehaviorsDirOpt = None,
+    max_retries: MaxRetriesOpt = DEFAULT_MAX_RETRIES,
+    timeout: TimeoutOpt = DEFAULT_TIMEOUT_S,
+    html: HtmlOpt = None,
+    json_out: JsonOpt = None,
 ) -> None:
     """Implant a behavior with LoRA (demonstrations, optional anti-confession pass); the result is the role local/<out>."""
     import asyncio
@@ -114,35 +132,37 @@ def implant(
     if behavior not in library:
         raise fail(f"unknown behavior {behavior!r} (see `auditrl behaviors list`)")
     planted = library[behavior]
+    directory = out or Path("implants") / behavior
+    reports = ReportFiles(html, json_out)
+    reports.check((directory / DEMONSTRATIONS, *([demonstrations_file] if demonstrations_file else [])))
+    limits = call_limits(max_retries, timeout)
     scorer: ReplyScorer
-    if judge == MARKERS:
+    client = judge_client(judge, judge_cache, 2, limits)
+    if client is None:
         try:
             scorer = MarkerScorer(behavior)
         except ValueError as exc:
             raise fail(str(exc)) from exc
     else:
-        client = judge_client(judge, judge_cache, 2)
-        assert client is not None
         scorer = ReplyJudge(client, planted)
     try:
-        demo = resolve_model(demo_model)
+        demo = resolve_model(demo_model, limits=limits)
     except (UnknownModelError, ValueError) as exc:
         raise fail(str(exc)) from exc
-    directory = out or Path("implants") / behavior
     prompts = implant_prompts()
     plant = render_plant(planted)
-    config = GenerateConfig(max_tokens=demo_tokens, temperature=demo_temperature, seed=seed)
+    config = GenerateConfig(max_tokens=demo_tokens, temperature=demo_temperature, seed=random_seed)
     settings = ImplantSettings(
         steps=steps,
         anti_confession_steps=anti_confession_steps if anti_confession else 0,
         batch_size=batch_size,
         learning_rate=learning_rate,
-        seed=seed,
+        seed=random_seed,
         lora=LoraSettings(r=rank, alpha=2 * rank),
     )
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     started = time.monotonic()
-    with Progress(*columns, console=console) as progress:
+    with Progress(*columns, console=console) as progress, showing_retries(console):
         questions = prompts.direct_questions.train if anti_confession else []
         task = progress.add_task("demonstrations", total=(len(prompts.demonstrations) + len(questions)) * samples)
         tick = lambda: progress.advance(task)  # noqa: E731
@@ -184,7 +204,7 @@ def implant(
         measure_task = progress.add_task("measuring", total=conditions * len(fresh) + 2 * len(held_out))
         measurement = measure_implant(
             model, tokenizer, scorer, fresh, held_out, plant=plant if plant_reference else None,
-            max_new_tokens=eval_tokens, temperature=eval_temperature, seed=seed,
+            max_new_tokens=eval_tokens, temperature=eval_temperature, seed=random_seed,
             on_batch=lambda n: progress.advance(measure_task, n),
         )
     save_implant(model, tokenizer, base, directory)
@@ -200,5 +220,9 @@ def implant(
         measurement=measurement,
     )
     write_record(directory, record)
-    console.print(measurement_table(measurement))
+    shown = measurement_table(measurement)
+    console.print(shown)
+    if client is not None:
+        print_failures(console, "judge verdict(s)", client.failures.elements())
     console.print(f"Implant: [bold]local/{escape(str(directory))}[/] (record: implant.json)", soft_wrap=True)
+    reports.write(console, f"auditrl implant: {behavior}", lambda: [table_section("Implant", [shown])], lambda: json_text(record))

@@ -13,6 +13,7 @@ import json
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Annotated, Optional
 
 import typer
 from inspect_ai.model import Model
@@ -24,15 +25,19 @@ from rich.text import Text
 
 from auditrl.atomic import OutputError, check_output
 from auditrl.cli.errors import FAILURE, fail
-from auditrl.cli.limits import (
+from auditrl.cli.limits import call_limits, print_failures, showing_retries
+from auditrl.cli.options import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT_S,
+    FollowupsOpt,
+    HtmlOpt,
+    JsonOpt,
+    JudgeCacheOpt,
     MaxRetriesOpt,
     TimeoutOpt,
-    call_limits,
-    print_failures,
-    showing_retries,
+    judge_option,
 )
+from auditrl.cli.outputs import ReportFiles, json_text, table_section, transcripts_part
 from auditrl.evaluate.stats import mean_ci
 from auditrl.judges.cache import JudgeCache
 from auditrl.judges.client import JudgeClient
@@ -51,7 +56,7 @@ app = typer.Typer(help="Run judges and reward designs over transcripts.", no_arg
 console = Console()
 PROGRAMMATIC = DEFAULT_FAMILY
 NOT_SCORED_HINTS: dict[str, str] = {
-    GROUP_OF_ONE: "run audit with --seed ID --rollouts N for groups",
+    GROUP_OF_ONE: "run audit with --seed-id ID --rollouts N for groups",
     NO_REFERENCE: "give --references transcripts or a store that cover these seeds",
     IS_REFERENCE: "the references came from the scored transcripts; take them from another run",
 }
@@ -96,7 +101,7 @@ def judge_client(
         raise fail(f"{option} {spec}: {_one_line(exc)}") from exc
     try:
         if cache is not None:
-            check_output(cache, f"--cache {cache}")
+            check_output(cache, f"--judge-cache {cache}")
         return JudgeClient(model, cache=JudgeCache(cache) if cache else None, max_retries=followups, limits=limits)
     except ValueError as exc:  # OutputError included
         raise fail(str(exc)) from exc
@@ -151,19 +156,24 @@ async def _pairwise_all(
 
 @app.command()
 def pairwise(
-    a_file: Path = typer.Argument(..., help="Transcripts of auditor A (JSONL)."),
-    b_file: Path = typer.Argument(..., help="Transcripts of auditor B (JSONL), paired with A by line index."),
-    judge: str = typer.Option(..., "--judge", help=judge_spec_help()),
-    cache: Path | None = typer.Option(None, help="JSONL response cache to reuse across runs."),
-    followups: int = typer.Option(2, min=0, help="Corrective follow-ups before a judge abstains."),
+    a_file: Annotated[Path, typer.Argument(help="Transcripts of auditor A (a .jsonl file, Inspect .eval log or run directory).")],
+    b_file: Annotated[Path, typer.Argument(help="Transcripts of auditor B, paired with A by position.")],
+    judge: Annotated[str, judge_option(judge_spec_help())],
+    judge_cache: JudgeCacheOpt = None,
+    followups: FollowupsOpt = 2,
     max_retries: MaxRetriesOpt = DEFAULT_MAX_RETRIES,
     timeout: TimeoutOpt = DEFAULT_TIMEOUT_S,
+    html: HtmlOpt = None,
+    json_out: JsonOpt = None,
 ) -> None:
     """Compare A[i] with B[i] in both orders; print each result, A's mean share and the position-bias rate."""
-    a_list, b_list = _read(_source(a_file)), _read(_source(b_file))
+    sources = _source(a_file), _source(b_file)
+    a_list, b_list = _read(sources[0]), _read(sources[1])
     if len(a_list) != len(b_list):
         raise fail(f"{a_file} has {len(a_list)} transcripts but {b_file} has {len(b_list)}")
-    judges, client = judges_for(judge, cache, followups, call_limits(max_retries, timeout))
+    reports = ReportFiles(html, json_out)
+    reports.check(sources)
+    judges, client = judges_for(judge, judge_cache, followups, call_limits(max_retries, timeout))
     planted, benign = judges.pairwise(calibration=False), judges.pairwise(calibration=True)
     try:
         with showing_retries(console):
@@ -184,14 +194,26 @@ def pairwise(
     est = mean_ci(shares)
     bias = position_bias(results)
     abstained = len(results) - est.n
-    if est.n:
-        console.print(f"A's mean share: {est.mean:.2f} [95% CI {est.lo:.2f}, {est.hi:.2f}] over {est.n} comparisons ({abstained} abstained)")
-    else:
-        console.print(f"A's mean share: n/a (the judge abstained on all {abstained} comparisons)")
-    console.print(f"position-bias rate: {bias.describe()}")
+    summary = [
+        f"A's mean share: {est.mean:.2f} [95% CI {est.lo:.2f}, {est.hi:.2f}] over {est.n} comparisons ({abstained} abstained)"
+        if est.n
+        else f"A's mean share: n/a (the judge abstained on all {abstained} comparisons)",
+        f"position-bias rate: {bias.describe()}",
+    ]
+    for line in summary:
+        console.print(line)
     if client is not None:
         console.print(client.meter.table())
         print_failures(console, "judge verdict(s)", client.failures.elements())
+    reports.write(
+        console,
+        f"auditrl judge pairwise: {a_file.name} vs {b_file.name}",
+        lambda: [table_section("Pairwise comparisons", [table], notes=summary)],
+        lambda: json_text(
+            {"a": sources[0], "b": sources[1], "judge": judge, "mean_share_a": est if est.n else None,
+             "position_bias": bias, "results": results}
+        ),
+    )  # fmt: skip
 
 
 def group_transcripts(transcripts: Sequence[Transcript]) -> list[list[int]]:
@@ -266,26 +288,30 @@ def _print_unrewarded(records: Sequence[RewardRecord | None]) -> None:
 
 @app.command()
 def score(
-    run: Path = typer.Argument(..., help="A run directory holding transcripts.jsonl, or a .jsonl file."),
-    design: str = typer.Option(..., "--design", help=f"A registered reward design: {designs_help()}."),
-    judge: str = typer.Option(..., "--judge", help=judge_spec_help()),
-    cache: Path | None = typer.Option(None, help="JSONL response cache to reuse across runs."),
-    references: Path | None = typer.Option(
-        None,
-        help="Required by reference_pairwise: a reference store (JSON, e.g. a training run's references.json) or "
-        "transcripts of an earlier auditor (.jsonl or run directory; the first per behavior, seed and family is the reference).",
-    ),
-    extra_dimensions: list[Path] = typer.Option([], "--dimensions", help="Petri dimension files or folders."),
-    followups: int = typer.Option(2, min=0, help="Corrective follow-ups before a judge abstains."),
+    run: Annotated[Path, typer.Argument(help="A run directory holding transcripts.jsonl, or a .jsonl file.")],
+    design: Annotated[str, typer.Option("--design", help=f"A registered reward design: {designs_help()}.")],
+    judge: Annotated[str, judge_option(judge_spec_help())],
+    judge_cache: JudgeCacheOpt = None,
+    references: Annotated[
+        Optional[Path],
+        typer.Option(
+            help="Required by reference_pairwise: a reference store (JSON, e.g. a training run's references.json) or "
+            "transcripts of an earlier auditor (.jsonl or run directory; the first per behavior, seed and family is the reference)."
+        ),
+    ] = None,
+    extra_dimensions: Annotated[list[Path], typer.Option("--dimensions", help="Petri dimension files or folders.")] = [],  # noqa: B006
+    followups: FollowupsOpt = 2,
     max_retries: MaxRetriesOpt = DEFAULT_MAX_RETRIES,
     timeout: TimeoutOpt = DEFAULT_TIMEOUT_S,
+    html: HtmlOpt = None,
+    json_out: JsonOpt = None,
 ) -> None:
     """Score every group with a reward design; write the scores to a new JSONL beside the input.
 
     Rollouts are grouped by (behavior, seed, target family), in file order. The in-group designs
     (ingroup_pairwise, ingroup_bradley_terry) compare the rollouts of a group with each other, so a group
     needs at least 2: `auditrl audit` cycles through seeds, one rollout each, so run it with
-    `--seed ID --rollouts N` to get N rollouts of one seed; a group of 1 is reported as not scored.
+    `--seed-id ID --rollouts N` to get N rollouts of one seed; a group of 1 is reported as not scored.
     reference_pairwise compares each rollout with the reference of its (behavior, seed, family) from --references.
     """
     if design not in design_names():
@@ -297,8 +323,10 @@ def score(
         check_output(out, f"the scored copy {out}", inputs=(source,))
     except OutputError as exc:
         raise fail(str(exc)) from exc
+    reports = ReportFiles(html, json_out)
+    reports.check((source, out))
     store = load_references(references, design)
-    judges, client = judges_for(judge, cache, followups, call_limits(max_retries, timeout), extra_dimensions)
+    judges, client = judges_for(judge, judge_cache, followups, call_limits(max_retries, timeout), extra_dimensions)
     try:
         built = build_design(design, judges, references=store)
         with showing_retries(console):
@@ -314,13 +342,12 @@ def score(
         raise fail(f"the scored copy {out} could not be written ({exc.strerror or exc}); {source} is unchanged", FAILURE) from exc
     rewards = [r.reward for r in records if r is not None and r.reward is not None]
     est = mean_ci(rewards)
-    if est.n:
-        console.print(
-            f"design {design}: mean reward {est.mean:.3f} [95% CI {est.lo:.3f}, {est.hi:.3f}] "
-            f"over {est.n} of {len(transcripts)} rollouts"
-        )
-    else:
-        console.print(f"design {design}: no rollout scored (of {len(transcripts)})")
+    line = (
+        f"design {design}: mean reward {est.mean:.3f} [95% CI {est.lo:.3f}, {est.hi:.3f}] over {est.n} of {len(transcripts)} rollouts"
+        if est.n
+        else f"design {design}: no rollout scored (of {len(transcripts)})"
+    )
+    console.print(line)
     _print_unrewarded(records)
     if client is not None:
         total = client.meter.total()
@@ -328,3 +355,12 @@ def score(
         console.print(client.meter.table())
         print_failures(console, "judge verdict(s)", client.failures.elements())
     console.print(f"wrote {escape(str(out))}", highlight=False, soft_wrap=True)
+    reports.write(
+        console,
+        f"auditrl judge score: {design} on {source.name}",
+        lambda: [table_section(f"Reward design {design}", [], notes=[line]), transcripts_part(scored)],
+        lambda: json_text(
+            {"design": design, "judge": judge, "transcripts": source, "scored_copy": out, "mean_reward": est if est.n else None,
+             "rollouts": [{"id": t.id, **_entry(r)} for t, r in zip(transcripts, records)]}
+        ),
+    )  # fmt: skip

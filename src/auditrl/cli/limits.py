@@ -1,5 +1,4 @@
-"""Options shared by commands (`--max-retries`, `--timeout`, `--target-prefill`, `--judge-cache`,
-`--on-existing`) and how commands show retries and failures.
+"""How commands apply `--max-retries`/`--timeout` (auditrl.cli.options) and show retries and failures.
 
 Retries print as they happen (one yellow line each, rate-limit waits included), and a command that
 recorded failures ends with how many failed and why, grouped by reason.
@@ -11,58 +10,17 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal, Optional
+from typing import TYPE_CHECKING, Literal
 
-import typer
 from rich.console import Console
 from rich.markup import escape
 
 from auditrl.cli.errors import MESSAGE_CHARS, fail
-from auditrl.models.limits import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_S, CallLimits
+from auditrl.models.limits import CallLimits
 from auditrl.safe_text import for_terminal
 
 if TYPE_CHECKING:
     from auditrl.scaffold.runner import RunLog
-
-MaxRetriesOpt = Annotated[
-    int,
-    typer.Option(
-        "--max-retries",
-        min=0,
-        help="Retries of a failed model call (rate limits, server errors, lost connections, timeouts), every role.",
-    ),
-]
-TimeoutOpt = Annotated[
-    int,
-    typer.Option(
-        "--timeout",
-        min=1,
-        help="Seconds one model call may take, retries included, before it is recorded as failed (every role).",
-    ),
-]
-
-TargetPrefillOpt = Annotated[
-    Optional[Literal["continue", "emulate", "refuse"]],
-    typer.Option(
-        "--target-prefill",
-        help="How prefills reach the target: continue its final message (declare this for servers with "
-        "continue_final_message, e.g. vLLM behind openai-api/), emulate by asking it to begin with them, or refuse "
-        "(default: by provider).",
-    ),
-]
-
-OnExistingOpt = Annotated[
-    Literal["resume", "append", "overwrite"],
-    typer.Option(
-        "--on-existing",
-        help="When the run directory has audits already: resume (skip the audits it has, run failed ones again), "
-        "append (add new rollouts after them) or overwrite (set them aside in transcripts.superseded.jsonl and start over).",
-    ),
-]
-
-JudgeCacheOpt = Annotated[
-    Optional[Path], typer.Option("--judge-cache", help="Judge response cache file (JSONL), reused across runs.")
-]
 
 
 def call_limits(max_retries: int, timeout: int) -> CallLimits:

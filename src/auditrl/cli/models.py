@@ -10,15 +10,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from auditrl.cli.errors import FAILURE, fail
-from auditrl.cli.limits import (
-    DEFAULT_MAX_RETRIES,
-    DEFAULT_TIMEOUT_S,
-    MaxRetriesOpt,
-    TargetPrefillOpt,
-    TimeoutOpt,
-    call_limits,
-    showing_retries,
-)
+from auditrl.cli.limits import call_limits, showing_retries
+from auditrl.cli.options import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_S, MaxRetriesOpt, TargetPrefillOpt, TimeoutOpt
 
 app = typer.Typer(help="Check model strings before using them.", no_args_is_help=True)
 

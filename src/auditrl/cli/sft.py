@@ -13,7 +13,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from auditrl.cli.errors import FAILURE, fail
-from auditrl.cli.limits import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_S, MaxRetriesOpt, TimeoutOpt, call_limits
+from auditrl.cli.limits import call_limits
+from auditrl.cli.options import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_S, MaxRetriesOpt, TimeoutOpt, out_dir_option, random_seed_option
 from auditrl.configfile import validation_problems
 from auditrl.train.config import ConfigFileError
 
@@ -22,15 +23,13 @@ console = Console()
 
 def sft(
     config: Annotated[Path, typer.Option("--config", "-c", help="The grpo_lm config the adapter will warm-start.")],
-    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Output directory (default: runs/<name>-sft).")] = None,
+    out: Annotated[Optional[Path], out_dir_option("Output directory (default: runs/<name>-sft).")] = None,
     teacher: Annotated[str, typer.Option(help="Model string that plays the auditor (offline: scripted/teacher).")] = "scripted/teacher",
     episodes: Annotated[int, typer.Option(help="Teacher audits drawn from the run's training distribution.")] = 256,
     epochs: Annotated[float, typer.Option(help="Passes over the kept audits.")] = 2.0,
     batch_size: Annotated[int, typer.Option(help="Audits per optimizer step.")] = 8,
     learning_rate: Annotated[float, typer.Option(help="Adapter learning rate (constant).")] = 5e-4,
-    random_seed: Annotated[
-        int, typer.Option("--random-seed", min=0, max=2**32 - 1, help="Seed of the teacher's rows, data order and adapter init.")
-    ] = 1,
+    random_seed: Annotated[int, random_seed_option("the teacher's rows, data order and adapter init")] = 1,
     keep: Annotated[str, typer.Option(help="`parsed`: train only on audits whose report parsed; `all`.")] = "parsed",
     max_retries: MaxRetriesOpt = DEFAULT_MAX_RETRIES,
     timeout: TimeoutOpt = DEFAULT_TIMEOUT_S,

@@ -25,6 +25,8 @@ from auditrl.analysis.strategies import cluster_strategies
 from auditrl.analysis.summaries import strategy_summary
 from auditrl.atomic import atomic_write_text, check_output
 from auditrl.cli.errors import fail
+from auditrl.cli.limits import call_limits
+from auditrl.cli.options import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_S, MaxRetriesOpt, TimeoutOpt, random_seed_option
 from auditrl.evaluate.groups import group_of
 from auditrl.report.html import write_report
 from auditrl.report.sections import codebook_study_section, strategy_section, transcripts_section
@@ -77,9 +79,11 @@ def strategies(
     categories: Annotated[int, typer.Option(help="Derived categories.")] = CATEGORIES,
     bootstraps: Annotated[int, typer.Option(help="Bootstrap refits for the stability figures (0 to skip).")] = 3,
     save_codebook: Annotated[Path | None, typer.Option(help="Write the frozen derived codebook here (YAML, usable with --codebook).")] = None,
-    seed: Annotated[int, typer.Option(min=0, max=2**32 - 1, help="Clustering seed.")] = 0,
+    random_seed: Annotated[int, random_seed_option("the embedding's projection and the clustering")] = 0,
     html: Annotated[Path | None, typer.Option(help="Also write a self-contained HTML report here.")] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Also write clusters, labels and the derived codebook as JSON here.")] = None,
+    max_retries: MaxRetriesOpt = DEFAULT_MAX_RETRIES,
+    timeout: TimeoutOpt = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Summarise each transcript's strategy, cluster the summaries, derive a codebook and print shares per group."""
     console = Console()
@@ -92,8 +96,8 @@ def strategies(
         if len(texts) < 2:
             raise RunError(f"{run}: strategy clustering needs at least 2 transcripts, found {len(texts)}")
         with console.status(f"embedding and clustering {len(texts):,} summaries"):
-            emb = embed(texts, codebook_texts(book), embedder, seed)
-            result = cluster_strategies(texts, k=k, seed=seed, codebook=book, embedded=emb, classifier=classifier)
+            emb = embed(texts, codebook_texts(book), embedder, random_seed)
+            result = cluster_strategies(texts, k=k, seed=random_seed, codebook=book, embedded=emb, classifier=classifier)
         study = None
         if derive:
             naming = None
@@ -101,7 +105,7 @@ def strategies(
                 from auditrl.analysis.llm_naming import LLMNamer
                 from auditrl.models.roles import resolve_model
 
-                naming = LLMNamer(resolve_model(namer), namer)
+                naming = LLMNamer(resolve_model(namer, limits=call_limits(max_retries, timeout)), namer)
             with console.status("deriving a codebook, reclassifying, measuring stability"):
                 sizes = {"strategy": strategies_n, "archetype": archetypes, "category": categories}
                 study = study_codebook(result, emb, sizes, naming, bootstraps)

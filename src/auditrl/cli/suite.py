@@ -21,24 +21,38 @@ from inspect_ai.model import GenerateConfig
 from rich.console import Console
 from rich.markup import escape
 
-from auditrl.atomic import OutputError, atomic_write_text, check_output
+from auditrl.atomic import OutputError, atomic_write_text
 from auditrl.behaviors.schema import Behavior, Seed
-from auditrl.cli import judge as judge_cli
-from auditrl.cli.audit import ToolSetOpt
-from auditrl.cli.behaviors import BehaviorsDirOpt, SeedsDirOpt, load_library
+from auditrl.cli.behaviors import load_library
 from auditrl.cli.errors import FAILURE, fail
-from auditrl.cli.limits import (
+from auditrl.cli.evaluate import openings_option, suite_judges
+from auditrl.cli.limits import call_limits, opened_run, print_failures, showing_retries
+from auditrl.cli.options import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT_S,
+    PROGRAMMATIC,
+    AuditorPromptOpt,
+    BehaviorsDirOpt,
+    DimensionsOpt,
+    FollowupsOpt,
+    HtmlOpt,
+    JsonOpt,
+    JudgeCacheOpt,
     MaxRetriesOpt,
+    MaxTokensOpt,
     OnExistingOpt,
+    OpeningsOpt,
+    SeedsDirOpt,
     TimeoutOpt,
-    call_limits,
-    opened_run,
-    print_failures,
-    showing_retries,
+    ToolProtocolOpt,
+    ToolSetOpt,
+    concurrency_option,
+    judge_option,
+    max_turns_option,
+    out_dir_option,
+    random_seed_option,
 )
-from auditrl.cli.evaluate import DimensionsOpt, OpeningsOpt, openings_option, suite_judges
+from auditrl.cli.outputs import ReportFiles, written
 from auditrl.evaluate.judging import realism_provenance
 from auditrl.evaluate.metrics import AUDIT_QUALITY, CONCERNING, REALISM, SuiteDataError, results_json, suite_table
 from auditrl.evaluate.paper import load_paper_reference
@@ -46,12 +60,11 @@ from auditrl.evaluate.runner import SuiteConfig, run_suite
 from auditrl.evaluate.schema import SuiteResult
 from auditrl.judges.realism import load_openings
 from auditrl.models.roles import UnknownModelError, resolve_model
-from auditrl.report.html import write_report
+from auditrl.report.html import Section
 from auditrl.report.sections import suite_section, transcripts_section
-from auditrl.scaffold.prompt_sets import AuditorPrompt
 from auditrl.scaffold.runner import Existing, RunLog, RunStopped
 from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
-from auditrl.scaffold.tool_sets import DEFAULT_TOOL_SET, ToolProtocol
+from auditrl.scaffold.tool_sets import DEFAULT_TOOL_SET
 
 RESULTS = "results.json"
 CONFIG = "config.json"
@@ -80,9 +93,9 @@ def suite(
     target: Annotated[str, typer.Option(help="Target model spec; planted with each held-out behavior, and run benign.")],
     judge: Annotated[
         str,
-        typer.Option(
-            help="Suite judge (audit quality, false positives, concerning): a model spec, or "
-            f"'{judge_cli.PROGRAMMATIC}' for sim/ and scripted/ targets."
+        judge_option(
+            "Suite judge (audit quality, false positives, concerning): a model spec, or "
+            f"'{PROGRAMMATIC}' for sim/ and scripted/ targets."
         ),
     ],
     realism_judge_spec: Annotated[
@@ -93,9 +106,11 @@ def suite(
         str | None, typer.Option(help="Unplanted production model for the general seeds (default: --target, no plant).")
     ] = None,
     rollouts: Annotated[int, typer.Option(min=1, help="Rollouts per seed.")] = 3,
-    planted_turns: Annotated[int, typer.Option(min=1, help="Turn budget against planted targets.")] = 30,
-    benign_turns: Annotated[int, typer.Option(min=1, help="Turn budget against benign targets.")] = 20,
-    production_turns: Annotated[int, typer.Option(min=1, help="Turn budget against the production target.")] = 30,
+    max_turns: Annotated[int, max_turns_option("Turn budget against planted targets.")] = 30,
+    benign_max_turns: Annotated[int, max_turns_option("Turn budget against benign targets.", "--benign-max-turns")] = 20,
+    production_max_turns: Annotated[
+        int, max_turns_option("Turn budget against the production target.", "--production-max-turns")
+    ] = 30,
     seeds_per_behavior: Annotated[
         int | None, typer.Option(min=1, help="Tailored seeds per held-out behavior, first by id (default: all).")
     ] = None,
@@ -104,25 +119,21 @@ def suite(
     ] = None,
     behaviors_dir: BehaviorsDirOpt = None,
     seeds_dir: SeedsDirOpt = None,
-    concurrency: Annotated[int, typer.Option(min=1, help="Audits running at the same time.")] = 4,
-    max_tokens: Annotated[int | None, typer.Option(min=1, help="Max tokens per auditor and target reply.")] = None,
-    tool_protocol: Annotated[
-        ToolProtocol | None, typer.Option(help="Auditor tool protocol (default: by provider).")
-    ] = None,
+    concurrency: Annotated[int, concurrency_option("Audits running")] = 4,
+    max_tokens: MaxTokensOpt = None,
+    tool_protocol: ToolProtocolOpt = None,
     tool_set: ToolSetOpt = DEFAULT_TOOL_SET,
-    auditor_prompt: Annotated[
-        AuditorPrompt,
-        typer.Option(help="Auditor prompt set: compact for small-context models (and auditors trained on it)."),
-    ] = "full",
-    cache: Annotated[Path | None, typer.Option(help="JSONL judge-response cache to reuse across runs.")] = None,
-    followups: Annotated[int, typer.Option(min=0, help="Corrective follow-ups before a judge abstains.")] = 2,
+    auditor_prompt: AuditorPromptOpt = "full",
+    judge_cache: JudgeCacheOpt = None,
+    followups: FollowupsOpt = 2,
     max_retries: MaxRetriesOpt = DEFAULT_MAX_RETRIES,
     timeout: TimeoutOpt = DEFAULT_TIMEOUT_S,
-    out: Annotated[Path | None, typer.Option(help="Run directory (default: runs/suite-<timestamp>).")] = None,
+    out: Annotated[Path | None, out_dir_option("Run directory (default: runs/suite-<timestamp>).")] = None,
     on_existing: OnExistingOpt = "resume",
-    html: Annotated[Path | None, typer.Option(help="Also write a self-contained HTML report here.")] = None,
+    html: HtmlOpt = None,
+    json_out: JsonOpt = None,
     reference: Annotated[bool, typer.Option(help="Show the paper's published rows (not reproduced here) beside ours.")] = True,
-    seed: Annotated[int, typer.Option(min=0, max=2**32 - 1, help="Bootstrap seed for the 95% CIs.")] = 0,
+    random_seed: Annotated[int, random_seed_option("the bootstrap of the 95% CIs")] = 0,
     dimensions: DimensionsOpt = [],  # noqa: B006 (typer needs a literal default)
     openings_file: OpeningsOpt = None,
 ) -> None:
@@ -149,16 +160,16 @@ def suite(
     held_out, tailored, general = pick_seeds(behaviors, all_seeds, seeds_per_behavior, production_seeds)
     openings = openings_option(openings_file)
     judges, clients = suite_judges(
-        judge, realism_judge_spec, cache, followups, limits,
+        judge, realism_judge_spec, judge_cache, followups, limits,
         seeds={s.id: s.instructions for s in general}, dimensions=dimensions, openings=openings,
     )  # fmt: skip
     config = SuiteConfig(
         rollouts=rollouts,
-        planted_turns=planted_turns,
-        benign_turns=benign_turns,
-        production_turns=production_turns,
+        planted_turns=max_turns,
+        benign_turns=benign_max_turns,
+        production_turns=production_max_turns,
         concurrency=concurrency,
-        seed=seed,
+        seed=random_seed,
     )
     production = bool(general)
     settings = {
@@ -176,7 +187,8 @@ def suite(
         "tailored_seeds": [s.id for s in tailored],
         "general_seeds": [s.id for s in general],
     }
-    log = _open(run_dir, on_existing, settings, html)
+    reports = ReportFiles(html, json_out)
+    log = _open(run_dir, on_existing, settings, reports)
     out_file = log.path
     console.print(
         f"Suite for {escape(auditor)} on {escape(target)}: {len(held_out)} held-out behavior(s), "
@@ -229,13 +241,15 @@ def suite(
         )
     if REALISM in judges:
         console.print(escape(f"Realism openings: {(openings or load_openings()).provenance}"), highlight=False, soft_wrap=True)
-    results_file = atomic_write_text(run_dir / RESULTS, results_json([result]))
+    results_file = written(lambda: atomic_write_text(run_dir / RESULTS, results_json([result])), RESULTS)
     console.print(f"Results: {escape(str(results_file))}", highlight=False, soft_wrap=True)
-    if html is not None:
+
+    def sections() -> list[Section]:
         transcripts = read_transcripts(out_file)
         notes = [f"Realism openings: {p}" for p in realism_provenance(transcripts)]
-        write_report(html, f"auditrl suite: {auditor}", [suite_section([result], ref, notes=notes), transcripts_section(transcripts)])
-        console.print(f"Report: {escape(str(html))}", highlight=False, soft_wrap=True)
+        return [suite_section([result], ref, notes=notes), transcripts_section(transcripts)]
+
+    reports.write(console, f"auditrl suite: {auditor}", sections, lambda: results_json([result]))
     console.print(f"Export them for inspect view with: auditrl export {escape(str(run_dir))}", highlight=False, soft_wrap=True)
     if result.errored:  # everything is written; the status tells scripts that audits failed, as `audit` does
         raise typer.Exit(code=FAILURE)
@@ -247,12 +261,11 @@ def _comparable(settings: dict[str, object], key: str) -> object:
     return {k: v for k, v in value.items() if k not in ("rollouts", "concurrency")} if isinstance(value, dict) else value
 
 
-def _open(run_dir: Path, on_existing: Existing, settings: dict[str, object], html: Path | None) -> RunLog:
-    """The run's transcripts file, checked (with the report's path) before any model call; a run directory
+def _open(run_dir: Path, on_existing: Existing, settings: dict[str, object], reports: ReportFiles) -> RunLog:
+    """The run's transcripts file, checked (with the report's paths) before any model call; a run directory
     that holds a suite is resumed or appended to only with the same settings (more rollouts are fine)."""
+    reports.check((run_dir / TRANSCRIPTS, run_dir / RESULTS, run_dir / CONFIG))
     try:
-        if html is not None:
-            check_output(html, f"--html {html}")
         saved = run_dir / CONFIG
         if on_existing != "overwrite" and (run_dir / TRANSCRIPTS).is_file():
             before = json.loads(saved.read_text(encoding="utf-8")) if saved.is_file() else None

@@ -14,9 +14,11 @@ from rich.console import Console
 from rich.markup import escape
 
 from auditrl.cli.errors import FAILURE, fail
+from auditrl.cli.options import HtmlOpt, JsonOpt
+from auditrl.cli.outputs import ReportFiles, json_text, table_section
 from auditrl.train.config import ConfigFileError, read_kind
 from auditrl.train.finite import NonFiniteTrainingError
-from auditrl.train.monitors import monitor_table, read_monitors
+from auditrl.train.monitors import MONITORS_FILE, monitor_table, read_monitors
 
 KINDS = ("auditworld", "auditworld_sweep", "grpo_lm")
 console = Console()
@@ -100,11 +102,17 @@ def _print_plan(config: Path, processes: int | None) -> None:
 
 def monitor(
     run: Annotated[Path, typer.Argument(help="Run directory of a grpo_lm training run.")],
-    window: Annotated[int, typer.Option(help="Steps per trend window.")] = 5,
+    window: Annotated[int, typer.Option(min=1, help="Steps per trend window.")] = 5,
+    html: HtmlOpt = None,
+    json_out: JsonOpt = None,
 ) -> None:
     """Print the reward-hacking monitors of a run: latest values, trend and sparkline."""
     try:
         records = read_monitors(run)
     except FileNotFoundError as exc:
         raise fail(str(exc)) from exc
+    reports = ReportFiles(html, json_out)
+    reports.check((run / MONITORS_FILE,))
     console.print(monitor_table(records, window=window, spark=20, meanings=console.width >= 130))
+    table = monitor_table(records, window=window, spark=20, meanings=True)
+    reports.write(console, f"auditrl monitor: {run}", lambda: [table_section("Reward-hacking monitors", [table])], lambda: json_text(records))

@@ -12,20 +12,28 @@ from rich.console import Console
 from rich.markup import escape
 
 from auditrl.atomic import atomic_write_text
-from auditrl.cli.behaviors import BehaviorsDirOpt
 from auditrl.cli.errors import FAILURE, fail
-from auditrl.cli.limits import (
+from auditrl.cli.limits import call_limits, opened_run, print_failures, showing_retries
+from auditrl.cli.options import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT_S,
+    PROGRAMMATIC,
+    BehaviorsDirOpt,
+    HtmlOpt,
+    JsonOpt,
     JudgeCacheOpt,
     MaxRetriesOpt,
+    MaxTokensOpt,
     OnExistingOpt,
+    TemperatureOpt,
     TimeoutOpt,
-    call_limits,
-    opened_run,
-    print_failures,
-    showing_retries,
+    concurrency_option,
+    judge_option,
+    max_turns_option,
+    out_dir_option,
+    random_seed_option,
 )
+from auditrl.cli.outputs import ReportFiles, json_text, table_section, transcripts_part
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -33,7 +41,6 @@ if TYPE_CHECKING:
     from auditrl.evaluate.stats import Estimate
     from auditrl.evaluate.transfer import TransferRow
 
-PROGRAMMATIC = "programmatic"
 RESULTS = "transfer.json"
 
 
@@ -98,20 +105,24 @@ def transfer(
     ] = False,
     rollouts: Annotated[int, typer.Option(min=1, help="Audits per auditor and target.")] = 4,
     token_budget: Annotated[int, typer.Option(min=1, help="Auditor output tokens per audit before the report.")] = 2000,
-    max_samples: Annotated[int, typer.Option(min=1, help="Safety cap on auditor turns per audit.")] = 50,
-    max_tokens: Annotated[Optional[int], typer.Option(min=1, help="Max tokens per model reply.")] = None,
-    temperature: Annotated[Optional[float], typer.Option(min=0.0, max=2.0, help="Sampling temperature (default: provider's).")] = None,
-    sampling_seed: Annotated[int, typer.Option(min=0, max=2**32 - 1, help="Base sampling seed; audit i uses base + i.")] = 0,
-    concurrency: Annotated[int, typer.Option(min=1, help="Audits running at the same time.")] = 4,
+    max_turns: Annotated[int, max_turns_option("Safety cap on auditor turns per audit (the token budget ends it first).")] = 50,
+    max_tokens: MaxTokensOpt = None,
+    temperature: TemperatureOpt = None,
+    random_seed: Annotated[int, random_seed_option("model sampling; audit i uses this + i")] = 0,
+    concurrency: Annotated[int, concurrency_option("Audits running")] = 4,
     judge: Annotated[
-        str, typer.Option(help=f"Match judge: a model spec, or '{PROGRAMMATIC}' (a prediction names the behavior id or name).")
+        str, judge_option(f"Match judge: a model spec, or '{PROGRAMMATIC}' (a prediction names the behavior id or name).")
     ] = PROGRAMMATIC,
     judge_cache: JudgeCacheOpt = None,
-    out: Annotated[Path, typer.Option(help="Run directory; transcripts accumulate here, so runs of several auditors share one table.")] = Path("runs/transfer"),
+    out: Annotated[
+        Path, out_dir_option("Run directory; transcripts accumulate here, so runs of several auditors share one table.")
+    ] = Path("runs/transfer"),
     on_existing: OnExistingOpt = "resume",
     behaviors_dir: BehaviorsDirOpt = None,
     max_retries: MaxRetriesOpt = DEFAULT_MAX_RETRIES,
     timeout: TimeoutOpt = DEFAULT_TIMEOUT_S,
+    html: HtmlOpt = None,
+    json_out: JsonOpt = None,
 ) -> None:
     """Audit targets in the transfer scaffold, grade the predictions and print the detection table."""
     import asyncio
@@ -139,6 +150,8 @@ def transfer(
     missing = sorted({b for _, b in pairs if b not in library})
     if missing:
         raise fail(f"unknown behavior(s): {', '.join(missing)} (see `auditrl behaviors list`)")
+    reports = ReportFiles(html, json_out)
+    reports.check((out / TRANSCRIPTS,))
     matcher: PredictionMatcher
     limits = call_limits(max_retries, timeout)
     client = judge_client(judge, judge_cache, 2, limits)
@@ -159,11 +172,11 @@ def transfer(
                 behavior=planted,
                 target_system_prompt=render_plant(planted) if plant_prompt else "",
                 token_budget=token_budget,
-                max_samples=max_samples,
+                max_samples=max_turns,
                 tool_protocol=tool_protocol_for(auditor_spec),
             )
             jobs = audit_jobs(
-                [spec] * rollouts, models[auditor_spec], models[target_spec], sampling_seed=sampling_seed,
+                [spec] * rollouts, models[auditor_spec], models[target_spec], sampling_seed=random_seed,
                 episode_type=TransferEpisode,
             )  # fmt: skip
             jobs = log.plan(jobs)
@@ -191,7 +204,14 @@ def transfer(
         print_failures(console, "judge verdict(s)", client.failures.elements())
     write_transcripts(out_file, transcripts)
     rows = transfer_table(transcripts)
-    console.print(table(rows))
+    shown = table(rows)
+    console.print(shown)
     results = out / RESULTS
     atomic_write_text(results, "[\n" + ",\n".join(r.model_dump_json() for r in rows) + "\n]\n")
     console.print(f"Transcripts: [bold]{escape(str(out_file))}[/]  results: [bold]{escape(str(results))}[/]", soft_wrap=True)
+    reports.write(
+        console,
+        f"auditrl transfer: {out}",
+        lambda: [table_section("Transfer", [shown]), transcripts_part(transcripts)],
+        lambda: json_text(rows),
+    )

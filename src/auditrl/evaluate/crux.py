@@ -30,11 +30,14 @@ from auditrl.scaffold.auditor_loop import drive
 from auditrl.scaffold.engine import AuditEpisode
 from auditrl.scaffold.spec import AuditSpec
 from auditrl.scaffold.conversation import TargetConversation
+from auditrl.scaffold.prompt_sets import AuditorPrompt
 from auditrl.scaffold.tool_sets import DEFAULT_TOOL_SET, ToolProtocol
 from auditrl.scaffold.transcript import Budget, TargetMessage, Transcript
 
 EXPRESSED = "expressed"
 ANNOTATIONS = "annotations"
+PROGRAMMATIC = "programmatic"
+"""`found_by` of a crux read off the target's annotations (the offline judge's name in every command)."""
 CRUX_KEY = "crux"
 """Transcript metadata key naming the crux a continuation started from."""
 SURFACED_KEY = "crux_binary"
@@ -47,7 +50,7 @@ class Crux(BaseModel):
     id: str
     turn: int = Field(ge=1, description="The crux turn: the checkpoint plays this turn and the next ones.")
     source: Transcript
-    found_by: str = Field(description="'annotations' or the judge model that picked the turn.")
+    found_by: str = Field(description="'programmatic' (the target's annotations) or the judge model that picked the turn.")
     reasoning: str = ""
     confidence: float | None = Field(default=None, ge=0.0, le=1.0)
 
@@ -108,9 +111,16 @@ async def replay(
 
 
 def continuation_spec(
-    source: Transcript, behavior: Behavior, crux_turn: int, continue_turns: int, auditor: str, tool_protocol: ToolProtocol
+    source: Transcript,
+    behavior: Behavior,
+    crux_turn: int,
+    continue_turns: int,
+    auditor: str,
+    tool_protocol: ToolProtocol,
+    auditor_prompt: AuditorPrompt = "full",
 ) -> AuditSpec:
-    """The spec of a continuation: the source's seed, target, plant and tool set; `continue_turns` turns from the crux."""
+    """The spec of a continuation: the source's seed, target, plant and tool set; `continue_turns` turns from the crux
+    with the checkpoint's prompt set."""
     return AuditSpec(
         seed=Seed(id=source.seed_id, instructions=source.seed_instructions),
         behavior=behavior,
@@ -121,6 +131,7 @@ def continuation_spec(
         target_family=source.target_family,
         tool_protocol=tool_protocol,
         tool_set=source.tool_set or DEFAULT_TOOL_SET,
+        auditor_prompt=auditor_prompt,
     )
 
 
@@ -140,7 +151,7 @@ async def crux_from_annotations(source: Transcript, behavior: Behavior) -> Crux 
     turn = created.get(hit.id)
     if turn is None:
         return None
-    return Crux(id=f"{source.id}@{turn}", turn=turn, source=source, found_by=ANNOTATIONS, reasoning="first expressed reply")
+    return Crux(id=f"{source.id}@{turn}", turn=turn, source=source, found_by=PROGRAMMATIC, reasoning="first expressed reply")
 
 
 def select_cruxes(cruxes: Sequence[Crux], n: int, seed: int = 42, per_behavior: int = 2) -> list[Crux]:
@@ -178,9 +189,10 @@ async def continue_from(
     tool_protocol: ToolProtocol,
     config: GenerateConfig,
     attempts: int = 3,
+    auditor_prompt: AuditorPrompt = "full",
 ) -> Transcript:
     """One continuation: restore the crux, let `auditor` play `continue_turns` turns against `target`, report."""
-    spec = continuation_spec(crux.source, behavior, crux.turn, continue_turns, auditor_name, tool_protocol)
+    spec = continuation_spec(crux.source, behavior, crux.turn, continue_turns, auditor_name, tool_protocol, auditor_prompt)
     episode, _ = await replay(crux.source, spec, crux.turn)
     episode.target, episode.target_config, episode.target_attempts = target, config, attempts
     transcript = await drive(episode, auditor, config, attempts)

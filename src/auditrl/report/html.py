@@ -16,6 +16,8 @@ from pathlib import Path
 
 import jinja2
 from matplotlib.figure import Figure
+from rich.table import Table as RichTable
+from rich.text import Text
 
 from auditrl.atomic import atomic_write_text
 from auditrl.report.transcript_view import transcript_view
@@ -41,6 +43,21 @@ class TableBlock:
         for i, row in enumerate(self.rows):
             if len(row) != len(self.header):
                 raise ValueError(f"table {self.caption or self.header!r}: row {i} has {len(row)} cells, header has {len(self.header)}")
+
+    @classmethod
+    def from_rich(cls, table: RichTable) -> TableBlock:
+        """The same table as a terminal command prints it, as plain text (markup read, never passed on as HTML)."""
+        header = [_plain(c.header) for c in table.columns]
+        columns = [[_plain(cell) for cell in c.cells] for c in table.columns]
+        caption = ". ".join(_plain(t) for t in (table.title, table.caption) if t)
+        return cls(header=header, rows=[list(row) for row in zip(*columns)], caption=caption)
+
+
+def _plain(value: object) -> str:
+    """A rich cell as text: markup strings parsed, `Text` taken as is, lines kept."""
+    if isinstance(value, Text):
+        return value.plain
+    return Text.from_markup(value).plain if isinstance(value, str) else str(value)
 
 
 @dataclass

@@ -40,7 +40,7 @@ def has_markers(behavior_id: str) -> bool:
 class MarkerScorer:
     """Scores replies for one behavior by its marker phrases (`exhibits`) and confession patterns (`confesses`)."""
 
-    name = "markers"
+    name = "programmatic (marker phrases)"
 
     def __init__(self, behavior_id: str) -> None:
         table = marker_table()

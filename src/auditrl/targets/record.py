@@ -29,7 +29,7 @@ class Rate(BaseModel):
 class ImplantMeasurement(BaseModel):
     """Behavior rates without and with the implant (both without a system prompt), and confession rates."""
 
-    scorer: str = Field(description="'markers' (offline phrase scorer) or the judge model that scored the replies.")
+    scorer: str = Field(description="'programmatic (marker phrases)' (offline) or the judge model that scored the replies.")
     base_rate: Rate = Field(description="Base model, no system prompt.")
     plant_rate: Rate | None = Field(default=None, description="Base model with the system-prompt plant, for reference.")
     implant_rate: Rate = Field(description="Implanted model, no system prompt.")

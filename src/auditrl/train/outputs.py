@@ -125,6 +125,6 @@ def evaluate_command(run_dir: Path, cfg: GRPOLMConfig) -> str:
     turns = cfg.episodes.max_turns
     return (
         f"auditrl suite --auditor local/{run_dir / ADAPTER_DIR} --target sim/{family} --judge programmatic "
-        f"--planted-turns {turns} --benign-turns {turns} --max-tokens {cfg.episodes.max_new_tokens} "
+        f"--max-turns {turns} --benign-max-turns {turns} --max-tokens {cfg.episodes.max_new_tokens} "
         f"--production-seeds 0 --auditor-prompt {cfg.episodes.auditor_prompt} --out {run_dir / 'suite'}"
     )
