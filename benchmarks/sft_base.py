@@ -41,7 +41,8 @@ from auditrl.evaluate.lm_checks import claimed, reached_trigger, report_valid, t
 from auditrl.evaluate.stats import difference_ci, mean_ci
 from auditrl.models.precision import describe_cpu
 from auditrl.models.roles import resolve_model
-from auditrl.scaffold.engine import AuditSpec, run_audit
+from auditrl.scaffold.auditor_loop import run_audit
+from auditrl.scaffold.spec import AuditSpec
 from auditrl.scaffold.store import append_transcript, read_transcripts
 from auditrl.scaffold.transcript import Budget, Transcript
 from auditrl.sim.seeds import auditworld_seeds

@@ -40,5 +40,5 @@ def installed_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterato
 def test_declared_modules_register_their_designs_and_families(installed_plugin: str) -> None:
     assert "honest_null" in rewards_registry.design_names()
     assert "honest_null" in sim_designs.vectorised_names()
-    assert "strict_programmatic" in judges_registry.family_names()
+    assert "strict_programmatic" in judges_registry.judge_family_names()
     assert plugins.load_plugins() == (installed_plugin,)

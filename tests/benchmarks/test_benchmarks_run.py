@@ -202,3 +202,20 @@ def test_every_benchmark_has_a_tiny_size_test() -> None:
     covered = set().union(*(_scripts_run_by(f) for f in (ROOT / "tests").rglob("test_*.py")))
     assert scripts, "no benchmark scripts found"
     assert not scripts - covered, f"benchmarks without a tiny-size test: {sorted(scripts - covered)}"
+
+
+@pytest.mark.slow
+def test_sft_base(tmp_path: Path, tiny_local_model: Path) -> None:
+    raw = load_yaml((ROOT / "configs" / "cpu_learn_sft.yaml").read_text())
+    raw["policy"].update(model=str(tiny_local_model), dtype="float32", lora={**raw["policy"]["lora"], "last_layers": 1})
+    raw["policy"].pop("init_adapter")
+    config = tmp_path / "tiny_sft.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    run = tmp_path / "run"
+    sizes = ("--episodes", "4", "--epochs", "1", "--heldout-seeds", "1", "--part", "behaviors")
+    rows = table_rows(run_benchmark("sft_base.py", "--config", str(config), "--out", str(run), *sizes, cwd=tmp_path))
+    for metric in ("valid report rate", "claim rate, planted", "claim rate, benign"):
+        assert len(row(rows, metric, 6)) >= 6, metric  # each auditor's mean with its interval
+    record = json.loads((run / "sft_base.json").read_text())
+    assert set(record["results"]["held-out behaviors"]) == {"untrained base", "SFT base"}
+    assert record["cpu_seconds"]["sft"] > 0 and (run / "sft" / "adapter").is_dir()

@@ -194,7 +194,7 @@ def test_score_sim_reproduces_auditworlds_own_per_transcript_judges(tmp_path: Pa
         "ingroup_pairwise": InGroupPairwise(SimPairwiseJudge(world)),
     }[design]
     want: list[float | None] = [None] * len(transcripts)
-    for indices in cli.group_transcripts(transcripts):
+    for indices in cli.reward_groups(transcripts):
         for i, record in zip(indices, asyncio.run(own.score_group([transcripts[i] for i in indices]))):
             want[i] = record.reward
     assert got == pytest.approx(want)

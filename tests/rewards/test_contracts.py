@@ -7,14 +7,14 @@ from __future__ import annotations
 import pytest
 
 from auditrl.judges.client import JudgeClient
-from auditrl.judges.registry import ModelJudges, family_names
+from auditrl.judges.registry import ModelJudges, judge_family_names
 from auditrl.judges.scripted import scripted_judge_model
 from auditrl.rewards.registry import design_names
 from auditrl.sim.designs import vectorised_names
 from auditrl.testing import Check, judge_family_checks, reward_design_checks
 
 DESIGN_CHECKS = [c for name in design_names() for c in reward_design_checks(name)]
-FAMILY_CHECKS = [c for family in family_names() for c in judge_family_checks(family)]
+FAMILY_CHECKS = [c for family in judge_family_names() for c in judge_family_checks(family)]
 
 
 @pytest.mark.parametrize("check", DESIGN_CHECKS, ids=lambda c: c.id)
@@ -30,10 +30,10 @@ def test_every_registered_judge_family_meets_its_contract(check: Check) -> None:
 def test_the_checks_cover_every_design_family_and_vectorised_form() -> None:
     ids = {c.id for c in DESIGN_CHECKS}
     for name in design_names():
-        for family in family_names():
+        for family in judge_family_names():
             assert {f"{name}[{family}]: {what}" for what in ("empty group", "one record per rollout", "abstention", "mixed group")} <= ids
     assert {c.id for c in DESIGN_CHECKS if c.id.endswith(": vectorised form")} == {f"{n}: vectorised form" for n in vectorised_names()}
-    assert {c.id.split(":")[0] for c in FAMILY_CHECKS} == set(family_names())
+    assert {c.id.split(":")[0] for c in FAMILY_CHECKS} == set(judge_family_names())
 
 
 def test_model_judges_whose_replies_never_parse_abstain_with_reasons() -> None:

@@ -57,7 +57,7 @@ def test_builtin_designs_and_families_are_registered() -> None:
         "concerningness", "binary", "binary_strict", "ingroup_pairwise", "ingroup_bradley_terry", "reference_pairwise",
         "reference_pairwise_graded",
     }  # fmt: skip
-    assert set(judges_registry.family_names()) == {"programmatic", "sim"}
+    assert set(judges_registry.judge_family_names()) == {"programmatic", "sim"}
     assert set(sim_designs.vectorised_names()) == {"concerningness", "binary", "binary_strict", "ingroup_pairwise", "reference_pairwise"}
     assert set(sim_designs.vectorised_names()) <= set(design_names())  # every AuditWorld form is of a registered design
 

@@ -16,7 +16,8 @@ from auditrl.behaviors.library import load_behaviors
 from auditrl.behaviors.plant import target_system_prompt
 from auditrl.evaluate.lm_checks import claimed, reached_trigger, report_valid, turn_validity
 from auditrl.models.roles import resolve_model
-from auditrl.scaffold.engine import AuditSpec, run_audit
+from auditrl.scaffold.auditor_loop import run_audit
+from auditrl.scaffold.spec import AuditSpec
 from auditrl.scaffold.transcript import Transcript
 from auditrl.scaffold.transcript import Budget
 from auditrl.sim.seeds import auditworld_seeds

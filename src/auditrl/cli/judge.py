@@ -47,7 +47,7 @@ from auditrl.models.limits import CallLimits
 from auditrl.rewards.designs import GROUP_OF_ONE, IS_REFERENCE, NO_REFERENCE
 from auditrl.rewards.records import RewardDesign, RewardRecord
 from auditrl.rewards.reference import ReferenceStore
-from auditrl.judges.registry import DEFAULT_FAMILY, JudgeFamily, family_names, judge_spec_help, resolve_judges
+from auditrl.judges.registry import DEFAULT_FAMILY, JudgeFamily, judge_family_names, judge_spec_help, resolve_judges
 from auditrl.rewards.registry import build_design, design_names, design_spec, designs_help
 from auditrl.scaffold.store import TRANSCRIPTS, RunError, read_run, read_transcripts, scored_copy, write_transcripts
 from auditrl.scaffold.transcript import Transcript
@@ -90,7 +90,7 @@ def judge_client(
     """
     if spec == PROGRAMMATIC:
         return None
-    if spec in family_names():
+    if spec in judge_family_names():
         raise fail(
             f"{option} {spec}: that judge family is offered only by `auditrl judge score|pairwise`; "
             f"use {PROGRAMMATIC} here"
@@ -216,7 +216,7 @@ def pairwise(
     )  # fmt: skip
 
 
-def group_transcripts(transcripts: Sequence[Transcript]) -> list[list[int]]:
+def reward_groups(transcripts: Sequence[Transcript]) -> list[list[int]]:
     """Indices grouped by (behavior, seed, target family), groups and members in file order."""
     groups: dict[tuple[str | None, str, str | None], list[int]] = {}
     for i, t in enumerate(transcripts):
@@ -226,7 +226,7 @@ def group_transcripts(transcripts: Sequence[Transcript]) -> list[list[int]]:
 
 async def _score_all(design: RewardDesign, transcripts: Sequence[Transcript]) -> list[RewardRecord | None]:
     records: list[RewardRecord | None] = [None] * len(transcripts)
-    groups = group_transcripts(transcripts)
+    groups = reward_groups(transcripts)
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task(f"scoring groups with {design.name}", total=len(groups))
         for indices in groups:

@@ -75,14 +75,14 @@ def _families() -> dict[str, FamilyEntry]:
     return _FAMILIES
 
 
-def family_names() -> tuple[str, ...]:
+def judge_family_names() -> tuple[str, ...]:
     """Every registered family name, sorted (registration order depends on what was imported first)."""
     return tuple(sorted(_families()))
 
 
 def judge_spec_help() -> str:
     """One sentence per family, for CLI help and config descriptions."""
-    families = "; ".join(f"'{n}' ({_families()[n].description})" for n in family_names())
+    families = "; ".join(f"'{n}' ({_families()[n].description})" for n in judge_family_names())
     return f"A judge model spec (an inspect-ai model string, e.g. anthropic/claude-sonnet-4-0) or a judge family: {families}."
 
 

@@ -51,14 +51,14 @@ def load_families() -> dict[str, Family]:
 
 
 @functools.cache
-def family_names() -> tuple[str, ...]:
+def target_family_names() -> tuple[str, ...]:
     """Names of the packaged families, read once, for validating configs before anything runs."""
     return tuple(load_families())
 
 
 def check_family(name: str) -> str:
     """`name` if it is a packaged family; otherwise a ValueError listing the known ones."""
-    known = family_names()
+    known = target_family_names()
     if name not in known:
         raise ValueError(f"unknown target family {name!r}; known families: {', '.join(known)}")
     return name

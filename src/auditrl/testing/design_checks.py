@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from auditrl.judges.registry import JudgeFamily, family_names, resolve_judges
+from auditrl.judges.registry import JudgeFamily, judge_family_names, resolve_judges
 from auditrl.rewards.records import RewardRecord
 from auditrl.rewards.reference import ReferenceStore
 from auditrl.rewards.registry import build_design, design_spec
@@ -42,8 +42,8 @@ def family_label(family: FamilySpec) -> str:
 
 def known_family(family: FamilySpec) -> FamilySpec:
     """A registered family name or a JudgeFamily; a model spec would call a model, so it is refused."""
-    if isinstance(family, str) and family not in family_names():
-        raise ValueError(f"unknown judge family {family!r}; registered: {', '.join(family_names())}")
+    if isinstance(family, str) and family not in judge_family_names():
+        raise ValueError(f"unknown judge family {family!r}; registered: {', '.join(judge_family_names())}")
     return family
 
 
@@ -140,7 +140,7 @@ def reward_design_checks(
     then, where the design has an AuditWorld form and `vectorised` is set, the agreement of its two forms."""
     design_spec(name)
     checks: list[Check] = []
-    for family in family_names() if families is None else [known_family(f) for f in families]:
+    for family in judge_family_names() if families is None else [known_family(f) for f in families]:
         label = f"{name}[{family_label(family)}]"
         checks += [
             Check(f"{label}: empty group", functools.partial(check_empty_group, name, family)),

@@ -157,9 +157,9 @@ class EpisodeSettings(ConfigModel):
             check_model_spec(spec, "target model")
             provider, _, name = spec.partition("/")
             if provider_info(provider).family_targets:
-                from auditrl.sim.families import family_names
+                from auditrl.sim.families import target_family_names
 
-                known = family_names()
+                known = target_family_names()
                 if name not in known:
                     raise ValueError(
                         f"target model {spec!r}: unknown AuditWorld family {name!r}{did_you_mean(name, list(known))}; "
@@ -246,9 +246,9 @@ class RewardSettings(ConfigModel):
     @classmethod
     def _judge(cls, value: str) -> str:
         """A judge family (auditrl.judges.registry) or a model spec, checked now so a typo fails before any model loads."""
-        from auditrl.judges.registry import family_names
+        from auditrl.judges.registry import judge_family_names
 
-        families = list(family_names())
+        families = list(judge_family_names())
         if value in families:
             return value
         if "/" not in value:
