@@ -87,13 +87,13 @@ def unit_values(transcripts: list[Transcript], values: list[dict[str, float | No
 def training_thirds(run_dir: Path) -> list[dict[str, Any]]:
     """The training rollouts by third of the run: what the policy sampled, and the reward it got."""
     transcripts = read_transcripts(run_dir / TRANSCRIPTS)
-    steps = sorted({int(t.scores["step"]) for t in transcripts if "step" in t.scores})
+    steps = sorted({int(t.metadata["step"]) for t in transcripts if "step" in t.metadata})
     thirds = []
     for part in range(3):
         chosen = set(steps[part * len(steps) // 3 : (part + 1) * len(steps) // 3])
         if not chosen:  # a run of fewer than three steps has empty thirds
             continue
-        group = [t for t in transcripts if t.scores.get("step") in chosen]
+        group = [t for t in transcripts if t.metadata.get("step") in chosen]
         turns = [v for t in group if (v := turn_validity(t)) is not None]
         benign = [t for t in group if t.benign]
         rewards = [float(t.scores["reward"]) for t in group if t.scores.get("reward") is not None]

@@ -74,7 +74,7 @@ def test_task_name_follows_the_command() -> None:
     assert task_name([_bare(0, {})]) == "auditrl/audit"
     assert task_name([_bare(0, {}).model_copy(update={"seed_id": TRANSFER_SEED_ID})]) == "auditrl/transfer"
     assert task_name([_bare(0, {}).model_copy(update={"metadata": {"suite_part": "planted"}})]) == "auditrl/suite"
-    assert task_name([_bare(0, {"step": 3, "reward": 0.5})]) == "auditrl/train"
+    assert task_name([_bare(0, {"reward": 0.5}).model_copy(update={"metadata": {"step": 3, "group": 0, "rollout": 1}})]) == "auditrl/train"
 
 
 def test_export_refuses_an_empty_list(tmp_path: Path) -> None:

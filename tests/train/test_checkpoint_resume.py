@@ -24,7 +24,7 @@ from auditrl.train.monitors import read_monitors
 
 def _transcript(step: int, index: int) -> Transcript:
     return Transcript(
-        auditor_model="a", target_model="t", seed_id="s", seed_instructions="x", scores={"step": step, "rollout_index": index}
+        auditor_model="a", target_model="t", seed_id="s", seed_instructions="x", metadata={"step": step, "rollout": index}
     )
 
 
@@ -38,7 +38,7 @@ def test_log_dedupes_and_rewinds(tmp_path: Path) -> None:
     assert reopened.keys == {(0, 0), (0, 1), (1, 0)}
     assert reopened.rewind(1) == 1
     kept = [json.loads(line) for line in (tmp_path / TRANSCRIPTS).read_text().splitlines()]
-    assert [(t["scores"]["step"], t["scores"]["rollout_index"]) for t in kept] == [(0, 0), (0, 1)]
+    assert [(t["metadata"]["step"], t["metadata"]["rollout"]) for t in kept] == [(0, 0), (0, 1)]
     moved = Transcript.model_validate_json((tmp_path / SUPERSEDED).read_text().splitlines()[0])
     assert rollout_key(moved) == (1, 0)
     assert reopened.append(_transcript(1, 0))
@@ -77,7 +77,7 @@ def test_resume_after_crash(tokenizer_dir: Path, tmp_path: Path) -> None:
     keys = [rollout_key(Transcript.model_validate_json(line)) for line in (run_dir / TRANSCRIPTS).read_text().splitlines()]
     assert sorted(keys) == [(s, i) for s in range(2) for i in range(4)]
     superseded = (run_dir / SUPERSEDED).read_text().splitlines()
-    assert len(superseded) == 5 and all(json.loads(line)["scores"]["step"] == 1 for line in superseded)
+    assert len(superseded) == 5 and all(json.loads(line)["metadata"]["step"] == 1 for line in superseded)
     assert [r["step"] for r in read_monitors(run_dir)] == [0, 1]
     resumed = load_file(str(latest_checkpoint(run_dir) / "adapter_model.safetensors"))  # type: ignore[operator]
     for name, tensor in uninterrupted.items():

@@ -55,4 +55,4 @@ def test_two_processes_keep_groups_intact(tokenizer_dir: Path, tmp_path: Path) -
     assert ranks[0]["lora"] == ranks[1]["lora"]
     assert any(v != 0.0 for v in ranks[0]["lora"].values())
     stored = (tmp_path / "run" / "transcripts.jsonl").read_text().splitlines()
-    assert sorted(json.loads(line)["scores"]["rollout_index"] for line in stored) == list(range(6))
+    assert sorted(json.loads(line)["metadata"]["rollout"] for line in stored) == list(range(6))

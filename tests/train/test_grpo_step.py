@@ -130,6 +130,6 @@ def test_step_with_engine_sim_targets_and_programmatic_judge(tokenizer_dir: Path
         assert t.status != "error", t.error
         assert t.target_family in cfg.episodes.families and t.report is not None
         assert t.scores["reward_design"] == "reference_pairwise+calibration"
-        assert t.scores["reward"] is not None and t.scores["step"] == 0
+        assert t.scores["reward"] is not None and t.metadata["step"] == 0
         assert any(m.role == "tool" for m in t.auditor_messages)  # the target answered through the engine
     assert (run_dir / REFERENCES_FILE).is_file()

@@ -59,7 +59,7 @@ def brevity_rewards_per_step(tokenizer_dir: Path, run_dir: Path, seed: int) -> l
         assert t.report is not None and t.scores["reward"] is not None
     steps: list[list[float]] = [[] for _ in range(STEPS)]
     for t in transcripts:
-        steps[t.scores["step"]].append(t.scores["reward"])
+        steps[t.metadata["step"]].append(t.scores["reward"])
     return steps
 
 

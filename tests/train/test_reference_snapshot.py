@@ -73,7 +73,7 @@ def test_groups_are_compared_with_a_same_step_snapshot_rollout(tokenizer_dir: Pa
 
     assert len(judge.pairs) == 8  # every trained rollout once
     for rollout, ref in judge.pairs:
-        assert rollout.id != ref.id and ref.metadata["reference_snapshot_step"] == rollout.scores["step"]  # refresh every step
+        assert rollout.id != ref.id and ref.metadata["reference_snapshot_step"] == rollout.metadata["step"]  # refresh every step
         assert (ref.behavior_id, ref.seed_id, ref.target_family) == (rollout.behavior_id, rollout.seed_id, rollout.target_family)
     trained = {t.id for t, _ in judge.pairs}
     assert not trained & {ref.id for _, ref in judge.pairs}

@@ -54,7 +54,7 @@ def task_name(transcripts: Sequence[Transcript]) -> str:
         return "auditrl/transfer"
     if any(SUITE_PART in t.metadata for t in transcripts):
         return "auditrl/suite"
-    if any("step" in t.scores for t in transcripts):  # written by the trainer's reward step
+    if any("step" in t.metadata for t in transcripts):  # written by the trainer's reward step
         return "auditrl/train"
     return "auditrl/audit"
 
@@ -122,7 +122,7 @@ def samples_of(transcripts: Sequence[Transcript]) -> list[EvalSample]:
 
 
 def _rollout(t: Transcript) -> int:
-    rollout = t.metadata.get("rollout", t.scores.get("rollout_index"))
+    rollout = t.metadata.get("rollout")
     return rollout if isinstance(rollout, int) and not isinstance(rollout, bool) else 0
 
 

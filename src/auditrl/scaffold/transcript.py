@@ -139,8 +139,12 @@ class Transcript(BaseModel):
     auditor_tokens: int = 0
     status: Status = "completed"
     error: str | None = None
-    scores: dict[str, Any] = Field(default_factory=dict, description="Judge verdicts, rewards, training step.")
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    scores: dict[str, Any] = Field(default_factory=dict, description="Judge verdicts and rewards.")
+    metadata: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Where the audit came from: `rollout` (its index among the audits of one seed, or within a "
+        "training step's batch), and for training rollouts `step` and `group`.",
+    )
 
     @property
     def benign(self) -> bool:

@@ -43,9 +43,9 @@ _CHECKPOINT_NAME = re.compile(rf"{PREFIX_CHECKPOINT_DIR}-\d+")
 def rollout_key(t: Transcript) -> RolloutKey:
     """(training step, rollout index within the step's generation batch)."""
     try:
-        return int(t.scores["step"]), int(t.scores["rollout_index"])
+        return int(t.metadata["step"]), int(t.metadata["rollout"])
     except KeyError as exc:
-        raise ValueError(f"transcript {t.id} has no training step/rollout_index in its scores") from exc
+        raise ValueError(f"transcript {t.id} has no training step/rollout in its metadata") from exc
 
 
 def _split_jsonl(path: Path) -> tuple[list[str], int]:

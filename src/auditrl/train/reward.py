@@ -82,7 +82,8 @@ class GroupReward:
             rewards = self._score(transcripts, step)
             new = [r for c, n in zip(self._comparisons(), before, strict=True) for r in c[n:]]
             for t, g, r, reward in zip(transcripts, groups, (e[3] for e in everything), rewards, strict=True):
-                t.scores.update({"step": step, "group_index": g, "rollout_index": r, "reward": reward})
+                t.metadata.update({"step": step, "group": g, "rollout": r})
+                t.scores["reward"] = reward
                 t.scores.setdefault("reward_design", self.design.name)
                 if self.log is not None:
                     self.log.append(t)
