@@ -23,9 +23,9 @@ INTERACTIVE = ("inspect view",)
 """Lines that start a server and wait for a person: not run."""
 
 
-def tour_commands(text: str) -> list[list[str]]:
-    """The commands of the tour's first bash block: continuations joined, comments dropped, `a; b` split."""
-    block = text[text.index(TOUR) :].split("```bash\n", 1)[1].split("\n```", 1)[0]
+def tour_commands(text: str, heading: str = TOUR) -> list[list[str]]:
+    """The commands of the first bash block under `heading`: continuations joined, comments dropped, `a; b` split."""
+    block = text[text.index(heading) :].split("```bash\n", 1)[1].split("\n```", 1)[0]
     commands: list[list[str]] = []
     for line in block.replace("\\\n", " ").splitlines():
         lexer = shlex.shlex(line, posix=True, punctuation_chars=";")
@@ -60,6 +60,12 @@ def made_tiny(words: list[str], tmp: Path, base: Path | None = None) -> list[str
     if words[:2] == ["auditrl", "transfer"] and any(w.startswith("local/") for w in words):
         return [*words, "--token-budget", "32", "--max-turns", "2", "--max-tokens", "12", "--rollouts", "1"]
     return words
+
+
+def test_every_quick_start_command_is_a_tour_command_so_the_tour_test_runs_it() -> None:
+    text = README.read_text(encoding="utf-8")
+    quick, tour = tour_commands(text, "## Quick start"), tour_commands(text)
+    assert quick and [words for words in quick if words not in tour] == []
 
 
 def test_tour_parses_into_every_command() -> None:
