@@ -14,7 +14,6 @@ transcript its archetype with both classifiers of `auditrl.analysis.assignment` 
 
 from __future__ import annotations
 
-import json
 import platform
 import tempfile
 import time
@@ -33,6 +32,7 @@ from auditrl.analysis.convergence import convergence_table, strategy_convergence
 from auditrl.analysis.summaries import strategy_summary
 from auditrl.auditworld.config import load_config
 from auditrl.auditworld.job import run_from_config
+from auditrl.auditworld.results import AuditWorldResults
 from auditrl.scaffold.store import TRANSCRIPTS, iter_transcripts
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "auditworld.yaml"
@@ -66,7 +66,7 @@ def main(
         start = time.process_time()
         run_from_config(sized, run)
         job_cpu = time.process_time() - start
-    results = json.loads((run / "results.json").read_text(encoding="utf-8"))
+    results = AuditWorldResults.read(run)
     ids, texts, groups = [], [], []
     for t in iter_transcripts(run / TRANSCRIPTS):
         ids.append(t.id)
@@ -84,7 +84,7 @@ def main(
     cat_a, cat_b = np.array(lsa.categories()), np.array(minilm.categories())
     same = cat_a == cat_b
     by_text = {t: bool(s) for t, s in zip(texts, same, strict=True)}
-    report_labels = results["strategies"]["archetypes"]
+    report_labels = results.strategies.archetypes
 
     table = Table(title=f"Strategy labels, lsa vs minilm classifier, on {len(texts):,} AuditWorld transcripts ({cpu_name()}, one thread)")
     table.add_column("measure")
@@ -120,7 +120,7 @@ def main(
     for (text, a, b), n in disagreements.most_common(show):
         console.print(f"[bold]{n}x[/bold] lsa {a} / minilm {b}: {escape(text)}", highlight=False)
 
-    best = next((r["run"] for r in results["strategies"]["convergence"] if r["best"]), None)  # as the job chose it
+    best = next((r.run for r in results.strategies.convergence if r.best), None)  # as the job chose it
     runs = [(d.name, d.design, d.benign_fraction) for d in cfg.designs]
     for classifier, labels in assigned.items():
         rows = strategy_convergence(labels, groups, runs, best, seeds)

@@ -6,10 +6,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from pydantic import ValidationError
 
 from auditrl.scaffold.store import read_transcripts
 from auditrl.auditworld.config import load_config
 from auditrl.auditworld.job import run_from_config
+from auditrl.auditworld.results import AuditWorldResults
 from auditrl.train.config import ConfigFileError
 
 CONFIG = Path(__file__).resolve().parents[2] / "configs" / "auditworld.yaml"
@@ -86,26 +88,32 @@ def test_small_main_job_writes_results_transcripts_and_report(tmp_path: Path) ->
     kept = {"concerningness", "binary", "ingroup_pairwise", "reference_pairwise_cal50", "ingroup_cal50_random"}
     path = _tiny(tmp_path / "tiny.yaml", kept, [0], (3, 1), max_steps=3, groups_per_step=8)
     run = run_from_config(path, tmp_path / "run")
-    results = json.loads((run / "results.json").read_text())
+    results = AuditWorldResults.read(run)
     scripted = {"random", "blind", "experimenter", "interrogator", "experimenter, no claims"}
-    assert set(results["results"]) == scripted | {"base", "base, random init"} | kept
+    assert set(results.results) == scripted | {"base", "base, random init"} | kept
     metrics = {"audit_quality", "false_positive", "realism", "composite"}
-    for name, row in results["results"].items():
-        assert set(row["estimates"]) == metrics and set(row["across_training_seeds"]) == metrics | {"identified"}
-        assert set(row["audit_quality_dimensions"]) == {"coherence", "depth", "evidence", "non_confrontation", "exhibited", "identified"}
-        for spread in row["across_training_seeds"].values():
-            assert spread["seeds"] == [0] and len(spread["per_seed"]) == 1 and spread["lo"] is None  # one seed: no spread
-        assert (row["trained_minus_base"] is not None) == (name in kept)
-    assert results["results"]["ingroup_cal50_random"]["base"] == "base, random init"
-    assert results["results"]["binary"]["base"] == "base"
-    delta = results["results"]["binary"]["trained_minus_base"]["identified"]["mean"]
-    binary, base = (results["results"][n]["across_training_seeds"]["identified"]["mean"] for n in ("binary", "base"))
+    for name, row in results.results.items():
+        assert set(row.estimates) == metrics and set(row.across_training_seeds) == metrics | {"identified"}
+        assert set(row.audit_quality_dimensions) == {"coherence", "depth", "evidence", "non_confrontation", "exhibited", "identified"}
+        for spread in row.across_training_seeds.values():
+            assert spread.seeds == [0] and len(spread.per_seed) == 1 and spread.lo is None  # one seed: no spread
+        assert (row.trained_minus_base is not None) == (name in kept)
+    assert results.results["ingroup_cal50_random"].base == "base, random init"
+    assert results.results["binary"].base == "base"
+    delta = results.results["binary"].trained_minus_base["identified"].mean  # type: ignore[index]
+    binary, base = (results.results[n].across_training_seeds["identified"].mean for n in ("binary", "base"))
     assert delta == binary - base
-    assert 0 < results["identification_ceiling"] <= 100
-    agreement = results["bases"]["base"]["facts"]["0"]["agreement"]
+    assert 0 < results.identification_ceiling <= 100
+    agreement = results.bases["base"].facts["0"]["agreement"]
     assert set(agreement["measured"]) == {"tool", "topic", "framing", "pressure", "claim"}
-    assert set(results["intervals"]) == {"estimates", "across_training_seeds", "trained_minus_base", "constant_metrics"}
-    assert "reported no finding in any" in results["results"]["experimenter, no claims"]["constant_metrics"]["false_positive"]
+    assert set(results.intervals) == {"estimates", "across_training_seeds", "trained_minus_base", "constant_metrics"}
+    assert "reported no finding in any" in results.results["experimenter, no claims"].constant_metrics["false_positive"]
+    assert all(len(r.history) == 3 for runs in results.training.values() for r in runs)
+    raw = json.loads((run / "results.json").read_text())
+    del raw["results"]["binary"]["estimates"]
+    (run / "results.json").write_text(json.dumps(raw))
+    with pytest.raises(ValidationError, match=r"results\.binary\.estimates"):
+        AuditWorldResults.read(run)  # a results file of another shape fails naming the field
     assert len(read_transcripts(run / "transcripts.jsonl")) == 12 * 2
     html = (run / "report.html").read_text()
     assert re.findall(r"<h2>([^<]*)</h2>", html)[0] == "Headline"  # the report opens with the headline tables

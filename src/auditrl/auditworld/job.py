@@ -12,24 +12,21 @@ training produced.
 from __future__ import annotations
 
 import json
-import math
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
-import numpy as np
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from auditrl.analysis.convergence import convergence_table, strategy_convergence
 from auditrl.analysis.strategies import cluster_strategies
 from auditrl.analysis.summaries import strategy_summaries
-from auditrl.atomic import atomic_write_text
 from auditrl.auditworld.bases import Base, base_name, build_bases, job_bases
 from auditrl.auditworld.checkpoints import load_result, result_path, save_result
 from auditrl.auditworld.config import AuditWorldConfig, load_config
 from auditrl.auditworld.evaluation import Evaluated
+from auditrl.auditworld.results import AuditorResult, AuditWorldResults, BaseSummary, StepRecord, StrategyResults, TrainingRun
 from auditrl.auditworld.report import INTERVALS, NEVER_CLAIMS, report_sections, terminal_summary, terminal_tables
 from auditrl.behaviors.library import load_behaviors
 from auditrl.report.html import write_report
@@ -139,59 +136,42 @@ def run_from_config(config_path: Path, out_dir: Path | None = None) -> Path:
     console.print(convergence_table(convergence, clusters).to_rich())
 
     write_transcripts(run_dir / TRANSCRIPTS, ev.saved)
-    results: dict[str, Any] = {
-        "kind": "auditworld",
-        "config": json.loads(cfg.model_dump_json()),
-        "behaviors": {"train": [world.behaviors.ids[i] for i in world.behavior_indices("train")],
-                      "heldout": [world.behaviors.ids[i] for i in world.behavior_indices("heldout")]},
-        "identification_ceiling": ceiling,
-        "never_claims": NEVER_CLAIMS,
-        "bases": {b.name: {"label": b.label(), "init": b.init.model_dump(mode="json"), "cpu_seconds": b.seconds,
-                           "facts": {str(s): f for s, f in b.facts.items()}} for b in bases.values()},
-        "results": {
-            name: {"kind": row.kind, "base": row.base,
-                   "estimates": {m: e.model_dump() for m, e in row.suite.estimates().items()},
-                   "across_training_seeds": {m: s.model_dump() for m, s in row.seeds.items()},
-                   "trained_minus_base": {m: s.model_dump() for m, s in row.delta.items()} if row.delta else None,
-                   "constant_metrics": row.constant,
-                   "audit_quality_dimensions": row.dimensions,
-                   "diagnostics": row.diagnostics}
+    results = AuditWorldResults(
+        config=json.loads(cfg.model_dump_json()),
+        behaviors={"train": [world.behaviors.ids[i] for i in world.behavior_indices("train")],
+                   "heldout": [world.behaviors.ids[i] for i in world.behavior_indices("heldout")]},
+        identification_ceiling=ceiling,
+        never_claims=NEVER_CLAIMS,
+        bases={b.name: BaseSummary(label=b.label(), init=b.init.model_dump(mode="json"), cpu_seconds=b.seconds,
+                                   facts={str(s): f for s, f in b.facts.items()}) for b in bases.values()},
+        results={
+            name: AuditorResult(kind=row.kind, base=row.base, estimates=row.suite.estimates(),
+                                across_training_seeds=row.seeds, trained_minus_base=row.delta,
+                                constant_metrics=row.constant, audit_quality_dimensions=row.dimensions,
+                                diagnostics=row.diagnostics)
             for name, row in rows.items()
         },
-        "intervals": INTERVALS,
-        "training": {
-            name: [{"seed": r.config.seed, "seconds": r.seconds, "cpu_seconds": r.cpu_seconds, "episodes": r.episodes,
-                    "history": [_finite(asdict(s)) for s in r.history]} for r in rs]
+        intervals=INTERVALS,
+        training={
+            name: [TrainingRun(seed=r.config.seed, seconds=r.seconds, cpu_seconds=r.cpu_seconds, episodes=r.episodes,
+                               history=[StepRecord(**asdict(s)) for s in r.history]) for r in rs]
             for name, rs in trained.items()
         },
-        "throughput_episodes_per_cpu_second": train_episodes / train_seconds if train_seconds > 0 else None,
-        "strategies": {"classifier": clusters.classifier, "category_shares": category_dist,
-                       "archetypes": {t.id: a for t, a in zip(ev.samples, clusters.archetypes, strict=True)},
-                       "convergence": [r.model_dump() for r in convergence],
-                       "clusters": [c.model_dump() for c in clusters.clusters]},
-        "runtime_seconds": time.perf_counter() - t0,
-        "cpu_seconds": time.process_time() - cpu0,
-    }  # fmt: skip
+        throughput_episodes_per_cpu_second=train_episodes / train_seconds if train_seconds > 0 else None,
+        strategies=StrategyResults(classifier=clusters.classifier, category_shares=category_dist,
+                                   archetypes={t.id: a for t, a in zip(ev.samples, clusters.archetypes, strict=True)},
+                                   convergence=convergence, clusters=clusters.clusters),
+        runtime_seconds=time.perf_counter() - t0,
+        cpu_seconds=time.process_time() - cpu0,
+    )  # fmt: skip
     sections = report_sections(cfg, rows, bases, trained, clusters, ev.groups, results, convergence)
-    atomic_write_text(run_dir / "results.json", json.dumps(results, indent=2, allow_nan=False, default=_json_default))
+    results.write(run_dir)
     report = write_report(run_dir / "report.html", f"AuditWorld: {cfg.name}", [*sections, transcripts_section(ev.saved, limit=2 * len(rows))])
     console.print(
         f"trained {train_episodes:,} episodes in {train_seconds:.1f} CPU s "
-        f"({results['throughput_episodes_per_cpu_second'] or 0:,.0f} episodes per CPU-second); bases "
-        f"{sum(b.seconds for b in bases.values()):.1f} CPU s; total {results['runtime_seconds']:.1f} s wall, "
-        f"{results['cpu_seconds']:.1f} CPU s"
+        f"({results.throughput_episodes_per_cpu_second or 0:,.0f} episodes per CPU-second); bases "
+        f"{sum(b.seconds for b in bases.values()):.1f} CPU s; total {results.runtime_seconds:.1f} s wall, "
+        f"{results.cpu_seconds:.1f} CPU s"
     )
     console.print(f"report: {report}")
     return run_dir
-
-
-def _finite(row: dict[str, Any]) -> dict[str, Any]:
-    """NaN (a statistic with no data, e.g. the FP rate of a batch without benign groups) becomes null."""
-    return {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()}
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, (np.floating, np.integer)):
-        return value.item()
-    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
-

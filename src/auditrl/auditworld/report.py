@@ -21,6 +21,7 @@ from auditrl.auditworld import tables
 from auditrl.auditworld.bases import Base
 from auditrl.auditworld.config import AuditWorldConfig
 from auditrl.auditworld.evaluation import PolicyEvaluation
+from auditrl.auditworld.results import AuditWorldResults
 from auditrl.evaluate.schema import METRIC_TITLES
 from auditrl.report.html import FigureBlock, Section
 from auditrl.report.plots import metric_bars, training_curves
@@ -160,10 +161,10 @@ def report_sections(
     trained: Mapping[str, list[TrainResult]],
     clusters: StrategyClusters,
     groups: list[str],
-    results: dict[str, Any],
+    results: AuditWorldResults,
     convergence: Sequence[ConvergenceRow] = (),
 ) -> list[Section]:
-    ceiling = results["identification_ceiling"]
+    ceiling = results.identification_ceiling
     head = headline_tables(cfg, rows, ceiling)
     base = bases["base"]
     competence = competence_table(bases)
@@ -198,9 +199,9 @@ def report_sections(
         Section(
             title="Setup",
             paragraphs=prose("setup.txt.j2", seeds=cfg.seeds, train=cfg.train, families=cfg.train_families,
-                             heldout=results["behaviors"]["heldout"], evaluation=cfg.evaluation, designs=designs,
-                             refresh=refresh, throughput=results["throughput_episodes_per_cpu_second"] or 0.0,
-                             runtime=results["runtime_seconds"]),
+                             heldout=results.behaviors["heldout"], evaluation=cfg.evaluation, designs=designs,
+                             refresh=refresh, throughput=results.throughput_episodes_per_cpu_second or 0.0,
+                             runtime=results.runtime_seconds),
         ),  # fmt: skip
         Section(
             title="Held-out evaluation in detail",
