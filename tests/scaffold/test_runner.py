@@ -87,6 +87,32 @@ def test_one_audit_that_cannot_be_stored_fails_alone(tmp_path: Path) -> None:
     assert stored["boom"].error == "RuntimeError: engine blew up"
 
 
+def test_a_judging_hook_that_fails_after_a_judge_did_keeps_both_errors_and_stores_the_audit(tmp_path: Path) -> None:
+    async def judge_then_break(t: Transcript) -> None:
+        t.record_judge_error("audit_quality", "TimeoutError: judge did not answer")  # as apply_judge records one
+        raise RuntimeError("the hook broke")
+
+    fine = Transcript(auditor_model="a/a", target_model="t/t", seed_id="ok", seed_instructions="x")
+    log = open_run(tmp_path / TRANSCRIPTS)
+    outcomes = asyncio.run(run_audits([_job("ok", fine)], log, concurrency=1, after=judge_then_break))
+    assert outcomes.finished == 1
+    (stored,) = read_transcripts(tmp_path / TRANSCRIPTS)
+    assert stored.status == "completed"
+    assert stored.scores["judge_errors"] == {
+        "audit_quality": "TimeoutError: judge did not answer", "after_audit": "RuntimeError: the hook broke"
+    }  # fmt: skip
+
+
+def test_a_later_verdict_clears_only_its_own_judge_error() -> None:
+    t = Transcript(auditor_model="a/a", target_model="t/t", seed_id="s", seed_instructions="x")
+    t.record_judge_error("realism", "boom")
+    t.record_judge_error("audit_quality", "bang")
+    t.clear_judge_error("realism")
+    assert t.scores["judge_errors"] == {"audit_quality": "bang"}
+    t.clear_judge_error("audit_quality")
+    assert "judge_errors" not in t.scores
+
+
 @pytest.mark.parametrize("side", [SUPERSEDED, "transcripts.jsonl.torn", "transcripts-cache.jsonl", "transcripts.scored-binary.jsonl"])
 def test_discovery_reads_only_the_runs_transcript_files_and_says_which(tmp_path: Path, side: str) -> None:
     assert invoke("audit", *SCRIPTED, "--rollouts", "2", "--out", tmp_path / "run").exit_code == 0

@@ -41,12 +41,10 @@ async def apply_judge(t: Transcript, judge: Judge, key: str, name: str) -> None:
         entries = await judge(t)
     except Exception as exc:  # judges retry internally; what still fails is recorded, not scored
         log.warning("judge %s failed on transcript %s: %s", name, t.id, exc)
-        t.scores.setdefault("judge_errors", {})[name] = f"{type(exc).__name__}: {exc}"
+        t.record_judge_error(name, f"{type(exc).__name__}: {exc}")
         entries = None
-    else:  # a verdict now replaces the error of an earlier attempt
-        errors = t.scores.get("judge_errors")
-        if isinstance(errors, dict) and errors.pop(name, None) is not None and not errors:
-            del t.scores["judge_errors"]
+    else:
+        t.clear_judge_error(name)
     if entries:
         t.scores.update(entries)
     t.scores.setdefault(key, None)

@@ -292,7 +292,7 @@ async def run_audits(
                 try:
                     await after(transcript)
                 except Exception as exc:  # noqa: BLE001 - a judge that broke leaves the audit unjudged, not lost
-                    transcript.scores.setdefault("judge_errors", []).append(describe_error(exc))
+                    transcript.record_judge_error("after_audit", describe_error(exc))
         if log is not None:
             async with writing:
                 await log.write(transcript)

@@ -114,6 +114,10 @@ class Budget(BaseModel):
     max_tokens: int | None = Field(default=None, ge=1, description="Auditor output tokens; None = unlimited.")
 
 
+JUDGE_ERRORS = "judge_errors"
+"""The scores key of the errors of judges that left an audit unjudged."""
+
+
 class Transcript(BaseModel):
     """One audit episode, complete enough to judge, replay, export and analyse."""
 
@@ -149,6 +153,16 @@ class Transcript(BaseModel):
     @property
     def benign(self) -> bool:
         return self.behavior_id is None
+
+    def record_judge_error(self, judge: str, error: str) -> None:
+        """Why `judge` left this audit unjudged, under `scores["judge_errors"]` (judge name -> error)."""
+        self.scores.setdefault(JUDGE_ERRORS, {})[judge] = error
+
+    def clear_judge_error(self, judge: str) -> None:
+        """A verdict replaced the error of an earlier attempt."""
+        errors = self.scores.get(JUDGE_ERRORS)
+        if isinstance(errors, dict) and errors.pop(judge, None) is not None and not errors:
+            del self.scores[JUDGE_ERRORS]
 
     def message(self, message_id: str) -> TargetMessage:
         for m in self.target_messages:
