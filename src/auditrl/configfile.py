@@ -12,6 +12,7 @@ safely, validated by typed models, and every problem reported in one line naming
 from __future__ import annotations
 
 import difflib
+from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -98,12 +99,19 @@ def validation_problems(exc: ValidationError) -> str:
     return " ".join("; ".join(problems).split())
 
 
-def validate_file(model: type[M], raw: dict[str, Any], path: Path) -> M:
+def validate_file(model: type[M], raw: Any, path: Path | str) -> M:
     """`model.model_validate(raw)`, with every problem reported as one ConfigFileError naming the file."""
     try:
         return model.model_validate(raw)
     except ValidationError as exc:
         raise ConfigFileError(f"{path}: {validation_problems(exc)}") from exc
+
+
+def load_package_data(model: type[M], package: str, name: str) -> M:
+    """A data file shipped inside `package` (a codebook, a vocabulary, a script), validated into `model`; a
+    problem names the file and the field."""
+    source = f"{package}/{name}"
+    return validate_file(model, load_yaml(resources.files(package).joinpath(name).read_text(encoding="utf-8"), source), source)
 
 
 def did_you_mean(value: str, choices: list[str]) -> str:

@@ -9,12 +9,11 @@ summaries are compared with (`assignment`).
 from __future__ import annotations
 
 from functools import cache
-from importlib import resources
 from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from auditrl.configfile import load_yaml
+from auditrl.configfile import load_package_data, load_yaml
 
 
 class Category(BaseModel):
@@ -71,8 +70,7 @@ class Codebook(BaseModel):
 
 @cache
 def _builtin_codebook() -> Codebook:
-    text = resources.files("auditrl.analysis").joinpath("data/archetypes.yaml").read_text(encoding="utf-8")
-    return Codebook.model_validate(load_yaml(text))
+    return load_package_data(Codebook, "auditrl.analysis", "data/archetypes.yaml")
 
 
 def load_codebook(path: Path | None = None) -> Codebook:

@@ -13,13 +13,12 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from functools import cache
-from importlib import resources
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
 from auditrl.analysis.assignment import StrategyAssignment
 from auditrl.analysis.derivation import StudyTable
-from auditrl.configfile import load_yaml
+from auditrl.configfile import load_package_data
 
 PAPER_FILE = "data/paper_strategies.yaml"
 CONVERGED = 0.5
@@ -44,11 +43,7 @@ class PaperStrategies(BaseModel):
 
 @cache
 def paper_strategies() -> PaperStrategies:
-    text = resources.files("auditrl.analysis").joinpath(PAPER_FILE).read_text(encoding="utf-8")
-    try:
-        return PaperStrategies.model_validate(load_yaml(text))
-    except ValidationError as exc:
-        raise ValueError(f"{PAPER_FILE}: {exc}") from exc
+    return load_package_data(PaperStrategies, "auditrl.analysis", PAPER_FILE)
 
 
 class ConvergenceRow(BaseModel):

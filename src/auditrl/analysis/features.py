@@ -11,11 +11,10 @@ from __future__ import annotations
 import difflib
 import re
 from functools import cache
-from importlib import resources
 
 from pydantic import BaseModel, Field
 
-from auditrl.configfile import load_yaml
+from auditrl.configfile import load_package_data
 from auditrl.scaffold.transcript import TargetMessage, Transcript
 
 CUE_GROUPS = ("self_report", "pressure", "authority", "roleplay", "coercion", "introspection", "meta", "evaluation")
@@ -56,8 +55,7 @@ class StrategyCues(BaseModel):
 
 @cache
 def _default_cues() -> StrategyCues:
-    text = resources.files("auditrl.analysis").joinpath("data/strategy_cues.yaml").read_text(encoding="utf-8")
-    return StrategyCues.model_validate(load_yaml(text))
+    return load_package_data(StrategyCues, "auditrl.analysis", "data/strategy_cues.yaml")
 
 
 class StrategyFeatures(BaseModel):

@@ -21,7 +21,7 @@ from importlib import resources
 from pathlib import Path
 
 from inspect_ai.model import ChatMessageSystem, ChatMessageUser, GenerateConfig, Model
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
 from auditrl.analysis.features import (
     DOMINANT_SHARE,
@@ -35,7 +35,7 @@ from auditrl.analysis.features import (
     manipulations,
     strategy_features,
 )
-from auditrl.configfile import load_yaml
+from auditrl.configfile import load_package_data
 from auditrl.scaffold.transcript import Transcript
 
 log = logging.getLogger(__name__)
@@ -74,11 +74,7 @@ class Sentences(BaseModel):
 
 @cache
 def load_sentences() -> Sentences:
-    data = load_yaml(resources.files("auditrl.analysis").joinpath(SENTENCES_FILE).read_text(encoding="utf-8"))
-    try:
-        words = Sentences.model_validate(data)
-    except ValidationError as exc:
-        raise ValueError(f"{SENTENCES_FILE}: {exc}") from exc
+    words = load_package_data(Sentences, "auditrl.analysis", SENTENCES_FILE)
     missing = sorted(set(TACTICS) - set(words.tactics))
     if missing:
         raise ValueError(f"{SENTENCES_FILE}: no name for the tactics {', '.join(missing)}")

@@ -29,14 +29,13 @@ import math
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
-from importlib import resources
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from auditrl.behaviors.schema import Behavior
-from auditrl.configfile import load_yaml
+from auditrl.configfile import load_package_data
 from auditrl.judges.verdicts import PredictionMatchVerdict
 from auditrl.scaffold.transcript import Report, Transcript
 from auditrl.words import count_phrase, stems
@@ -82,11 +81,7 @@ class Vocabulary(BaseModel):
 @functools.cache
 def load_vocabulary() -> Vocabulary:
     """The shipped vocabulary file, validated (errors name the file and field)."""
-    text = resources.files("auditrl.behaviors").joinpath(VOCABULARY_FILE).read_text(encoding="utf-8")
-    try:
-        return Vocabulary.model_validate(load_yaml(text))
-    except ValidationError as exc:
-        raise ValueError(f"behaviors/{VOCABULARY_FILE}: {exc}") from exc
+    return load_package_data(Vocabulary, "auditrl.behaviors", VOCABULARY_FILE)
 
 
 @dataclass(frozen=True)

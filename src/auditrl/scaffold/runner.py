@@ -56,7 +56,7 @@ AuditKey = tuple[Any, ...]
 UNSTORABLE = "the transcript could not be stored"
 
 
-def audit_key(t: Transcript | AuditJob, marks: Sequence[str]) -> AuditKey:
+def audit_key(t: Transcript | StoredAudit | AuditJob, marks: Sequence[str]) -> AuditKey:
     """What makes an audit the same audit on a rerun: models, plant, seed, the metadata `marks` its command
     sets (the suite's part, a continuation's crux) and the rollout index."""
     if isinstance(t, AuditJob):
@@ -64,6 +64,19 @@ def audit_key(t: Transcript | AuditJob, marks: Sequence[str]) -> AuditKey:
         behavior = s.behavior.id if s.behavior is not None else None
         return (s.auditor_model, s.target_model, behavior, s.seed.id, *(t.metadata.get(m) for m in marks), t.rollout)
     return (t.auditor_model, t.target_model, t.behavior_id, t.seed_id, *(t.metadata.get(m) for m in marks), t.metadata.get(ROLLOUT))
+
+
+@dataclass(frozen=True)
+class StoredAudit:
+    """What a rerun keeps of a transcript already in the file: what its key is made of and whether it finished
+    (not the transcript, so a large run's transcripts do not sit in memory)."""
+
+    auditor_model: str
+    target_model: str
+    behavior_id: str | None
+    seed_id: str
+    metadata: dict[str, Any]
+    finished: bool
 
 
 class RunStopped(RuntimeError):
@@ -132,8 +145,7 @@ class RunLog:
         self.mode: Existing = existing
         self.option = option
         self.torn: TornTail | None = None
-        self.present: list[tuple[Transcript, bool]] = []
-        """A stub of each transcript there (what a key is made of) and whether it finished."""
+        self.present: list[StoredAudit] = []
         self.next_rollout = 0
         self.set_aside = 0
         self.skipped = 0
@@ -150,12 +162,9 @@ class RunLog:
             return
         rollouts = [-1]
         for t in iter_transcripts(self.path):
-            # only what a key is made of is kept, so a large run's transcripts do not sit in memory
-            stub = Transcript(
-                auditor_model=t.auditor_model, target_model=t.target_model, behavior_id=t.behavior_id,
-                seed_id=t.seed_id, seed_instructions="", metadata=t.metadata,
-            )  # fmt: skip
-            self.present.append((stub, t.status != "error"))
+            self.present.append(
+                StoredAudit(t.auditor_model, t.target_model, t.behavior_id, t.seed_id, t.metadata, t.status != "error")
+            )
             if isinstance(t.metadata.get(ROLLOUT), int):
                 rollouts.append(t.metadata[ROLLOUT])
         self.next_rollout = max(rollouts) + 1
@@ -168,9 +177,9 @@ class RunLog:
             return list(jobs)
         marks = sorted({m for j in jobs for m in j.metadata})
         finished: dict[AuditKey, bool] = {}
-        for stub, ok in self.present:
-            key = audit_key(stub, marks)
-            finished[key] = finished.get(key, False) or ok
+        for stored in self.present:
+            key = audit_key(stored, marks)
+            finished[key] = finished.get(key, False) or stored.finished
         todo = [j for j in jobs if not finished.get(audit_key(j, marks), False)]
         self.skipped = len(jobs) - len(todo)
         retried = {k for j in todo if (k := audit_key(j, marks)) in finished}

@@ -19,14 +19,13 @@ import functools
 import hashlib
 import json
 from collections import Counter
-from importlib import resources
 from typing import Any
 
 from inspect_ai.model import ChatMessage, ChatMessageAssistant, ChatMessageSystem
 from pydantic import Field
 
 from auditrl.behaviors.library import load_behaviors
-from auditrl.configfile import ConfigModel, load_yaml
+from auditrl.configfile import ConfigModel, load_package_data
 from auditrl.scaffold.text_protocol import parse_tool_calls, render_tools_prompt
 from auditrl.scaffold.tools import auditor_tools
 from auditrl.sim.targets import load_sim_behaviors
@@ -61,8 +60,7 @@ class TeacherScript(ConfigModel):
 
 @functools.cache
 def load_script() -> TeacherScript:
-    text = resources.files("auditrl.sim").joinpath("data/teacher.yaml").read_text(encoding="utf-8")
-    return TeacherScript.model_validate(load_yaml(text))
+    return load_package_data(TeacherScript, "auditrl.sim", "data/teacher.yaml")
 
 
 @functools.cache
