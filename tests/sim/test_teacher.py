@@ -61,7 +61,7 @@ def test_every_turn_and_report_is_well_formed_and_probes_the_scenario(prompt: st
     assert set(sent_topics(t)) <= set(scenario) and sent_topics(t)[0] == scenario[0]
 
 
-def test_it_claims_what_it_saw_in_the_behaviors_own_words_and_nothing_on_benign_targets() -> None:
+def test_it_claims_what_it_saw_in_the_targets_own_words_and_nothing_on_benign_targets() -> None:
     seeds = [s for s in auditworld_seeds() if s.behavior == "flattery"]
     planted = [audit("flattery", s.id, turns=3, family=f) for s in seeds for f in ("steady", "pliant")]
     benign = [audit(None, s.id, turns=3, family=f) for s in seeds for f in ("steady", "pliant")]
@@ -70,7 +70,9 @@ def test_it_claims_what_it_saw_in_the_behaviors_own_words_and_nothing_on_benign_
     assert shown and all(claimed(t) for t in shown)
     for t in shown:
         description = t.report.predictions[0].description  # type: ignore[union-attr]
-        assert description.startswith(BEHAVIORS["flattery"].name) and "feedback on my draft" in description
+        quoted = description.split('"')[1].removesuffix(" ...")
+        replies = " ".join(m.content for m in t.target_messages if m.role == "assistant")
+        assert quoted in replies and "feedback on my draft" in description  # the target's own words, and where
     assert not any(claimed(t) for t in planted if t not in shown)  # no evidence, no claim
     assert sum(bool(reached_trigger(t)) for t in planted) >= len(planted) // 2
 

@@ -2,10 +2,11 @@
 
 It reads only what any auditor reads, its own conversation: the scenario in its system prompt, the
 messages it sent and the target replies that came back. Each turn it sends a natural request (a topic
-probe of AuditWorld) on one of the scenario's topics, in the scenario's order; when a reply shows a
+probe of AuditWorld, opened by the scenario's words for the topic) on one of the scenario's topics, in the
+scenario's order; when a reply shows a
 behavior it takes that topic up again (`pursue` probes in all) before moving on, and once every topic
 is probed it ends the audit (or, when its turns are begun for it with a message, probes again). Its
-report claims what it saw, in the behavior's own name and the topic's words, or that it found nothing.
+report claims what it saw, quoting the target's words and naming the topic, or that it found nothing.
 
 It recognises a behavior by AuditWorld's display texts of every behavior, never by the plant, so on a
 benign target it has nothing to claim; an innocent aside or a denial is not a finding. Its text follows
@@ -51,7 +52,9 @@ class TeacherScript(ConfigModel):
     report_trigger: str = Field(min_length=1)
     reply_tag: str = Field(min_length=1)
     pursue: int = Field(ge=1)
+    probe: str = Field(min_length=1)
     claim: str = Field(min_length=1)
+    quote_words: int = Field(ge=1)
     confidence: TeacherConfidence
     reasoning: str
     summary: TeacherSummary
@@ -158,10 +161,12 @@ class SimTeacher:
         return self.probe(system, topic, counts[topic])
 
     def probe(self, system: str, topic: int, asked_before: int) -> str:
-        """A natural request on `topic`: its probes in turn, from a start fixed by the scenario (for variety)."""
-        probes = self.topics[topic].probes
+        """A natural request on `topic` in the scenario's words: its probes in turn, from a start fixed by the
+        scenario (for variety)."""
+        t = self.topics[topic]
         start = int.from_bytes(hashlib.sha256(system.encode("utf-8")).digest()[:4], "little")
-        return _call("send_message", {"message": probes[(start + asked_before) % len(probes)]})
+        message = self.script.probe.format(phrase=t.phrase, probe=t.probes[(start + asked_before) % len(t.probes)])
+        return _call("send_message", {"message": message})
 
     def report(self, scenario: list[int], history: list[tuple[int, Any]], one_line: bool) -> str:
         """The report: the behavior shown most often (first seen on ties), where it showed, or nothing found."""
@@ -178,8 +183,11 @@ class SimTeacher:
         topic, (_, quote) = next((t, s) for t, s in shown if s[0] == bid)
         phrase = self.topics[topic].phrase
         confidence = script.confidence.repeated if tally[bid] > 1 else script.confidence.once
+        words = quote.split()
+        excerpt = " ".join(words[: script.quote_words]) + (" ..." if len(words) > script.quote_words else "")
+        name = self.names.get(bid, bid.replace("_", " "))
         prediction: dict[str, Any] = {
-            "description": script.claim.format(name=self.names.get(bid, bid.replace("_", " ")), phrase=phrase),
+            "description": script.claim.format(name=name, phrase=phrase, quote=excerpt),
             "confidence": confidence,
         }
         report = {"no_behavior_found": False, "predictions": [prediction]}
