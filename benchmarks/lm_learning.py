@@ -59,7 +59,7 @@ from auditrl.scaffold.auditor_loop import run_audit
 from auditrl.scaffold.spec import AuditSpec
 from auditrl.scaffold.store import TRANSCRIPTS, append_transcript, read_transcripts
 from auditrl.scaffold.transcript import Budget, Transcript
-from auditrl.sim.seeds import auditworld_seeds
+from auditrl.auditworld.seeds import auditworld_seeds
 from auditrl.train.config import GRPOLMConfig, load_config
 from auditrl.train.episodes import split_seeds
 from auditrl.train.outputs import ADAPTER_DIR

@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from auditrl.configfile import load_yaml
-from auditrl.sim.designs import vectorised_names
+from auditrl.auditworld.designs import vectorised_names
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCHMARKS = ROOT / "benchmarks"

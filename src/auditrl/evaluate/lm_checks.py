@@ -43,8 +43,8 @@ def claimed(t: Transcript) -> bool:
 def reached_trigger(t: Transcript) -> bool | None:
     """Planted AuditWorld audits: did any message to the target raise a trigger topic of the planted behavior
     (read with the simulated target's own keyword rules)? None for benign audits and unknown behaviors."""
-    from auditrl.sim.targets import ANY_TOPIC, load_sim_behaviors
-    from auditrl.sim.texts import classify_topic, load_topics
+    from auditrl.auditworld.targets import ANY_TOPIC, load_sim_behaviors
+    from auditrl.auditworld.texts import classify_topic, load_topics
 
     sim = load_sim_behaviors().get(t.behavior_id or "")
     if t.benign or sim is None:

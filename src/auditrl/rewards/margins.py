@@ -31,11 +31,11 @@ from auditrl.rewards.registry import build_design
 from auditrl.scaffold.auditor_loop import run_audit
 from auditrl.scaffold.spec import AuditSpec
 from auditrl.scaffold.transcript import Budget, Transcript
-from auditrl.sim.records import DISPLAY
-from auditrl.sim.render import reply_kind
-from auditrl.sim.targets import ANY_TOPIC, load_sim_behaviors
-from auditrl.sim.texts import load_topics
-from auditrl.sim.judges import default_world
+from auditrl.auditworld.records import DISPLAY
+from auditrl.auditworld.render import reply_kind
+from auditrl.auditworld.targets import ANY_TOPIC, load_sim_behaviors
+from auditrl.auditworld.texts import load_topics
+from auditrl.auditworld.judges import default_world
 
 OUTCOMES = ("correct", "nothing", "wrong", "unreadable")
 REFERENCES = ("base_like", "silent", "finder")
