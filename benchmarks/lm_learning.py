@@ -55,6 +55,7 @@ from auditrl.evaluate.stats import difference_ci, mean_ci
 from auditrl.judges.claim_grader import default_grader
 from auditrl.models.precision import describe_cpu
 from auditrl.models.roles import resolve_model
+from auditrl.rewards.margins import teacher_margins
 from auditrl.scaffold.auditor_loop import run_audit
 from auditrl.scaffold.spec import AuditSpec
 from auditrl.scaffold.store import TRANSCRIPTS, append_transcript, read_transcripts
@@ -63,7 +64,7 @@ from auditrl.auditworld.seeds import auditworld_seeds
 from auditrl.train.config import GRPOLMConfig, load_config
 from auditrl.train.episodes import split_seeds
 from auditrl.train.outputs import ADAPTER_DIR
-from auditrl.train.sft import SFTSettings, run_sft
+from auditrl.train.sft import TEACHER_TRANSCRIPTS, SFTSettings, run_sft
 
 PARTS = ("behaviors", "seeds")
 """The held-out parts by their second word: held-out behaviors, held-out seeds of training behaviors."""
@@ -163,6 +164,30 @@ def paired_change(after: dict[str, dict[tuple[str, str], float]], before: dict[s
     return out
 
 
+def reward_check(cfg: GRPOLMConfig, teacher: Path) -> dict[str, Any]:
+    """Before GRPO: does the run's reward rank the teacher's correct claims above "nothing found" above a wrong
+    claim, in the run's own report format (auditrl.rewards.margins.teacher_margins)?"""
+    r = asyncio.run(teacher_margins(read_transcripts(teacher), cfg.reward.design, cfg.reward.judge))
+    p, b = r["planted"], r["benign"]
+    paired = lambda x, y: mean_ci([u - v for u, v in zip(x, y, strict=True)]).model_dump() if x else None  # noqa: E731
+    check = {
+        "groups": {"planted": len(p["correct"]), "benign": len(b["nothing"])},
+        "mean reward": {part: {o: mean(v) for o, v in by.items() if v} for part, by in r.items()},
+        "planted: correct - nothing": paired(p["correct"], p["nothing"]),
+        "planted: nothing - wrong": paired(p["nothing"], p["wrong"]),
+        "benign: nothing - claim": paired(b["nothing"], b["claim"]),
+    }
+    table = Table(title=f"reward check on the teacher's audits ({cfg.reward.design}, judge {cfg.reward.judge}): paired margins, mean [95% CI]")
+    for column in ("margin", "mean [95% CI]"):
+        table.add_column(column, justify="right")
+    for name in ("planted: correct - nothing", "planted: nothing - wrong", "benign: nothing - claim"):
+        table.add_row(name, cell(check[name], signed=True, digits=3))
+    console.print(table)
+    if any((e := check[n]) is None or e["mean"] <= 0 for n in ("planted: correct - nothing", "planted: nothing - wrong")):
+        console.print("[bold red]warning:[/] this reward does not rank a finding above silence above a wrong claim", highlight=False)
+    return check
+
+
 def grpo_config(cfg_path: Path, out: Path, adapter: Path, steps: int) -> Path:
     """The config's GRPO run, starting from the SFT adapter, written beside the run (`auditrl train` reads it)."""
     raw = load_yaml(cfg_path.read_text(encoding="utf-8"))
@@ -178,10 +203,10 @@ def pct(v: float | None) -> str:
     return "-" if v is None else f"{v:.1f}"
 
 
-def cell(e: dict[str, Any] | None, signed: bool = False) -> str:
+def cell(e: dict[str, Any] | None, signed: bool = False, digits: int = 1) -> str:
     if not e:
         return "-"
-    f = "+.1f" if signed else ".1f"
+    f = f"{'+' if signed else ''}.{digits}f"
     return f"{e['mean']:{f}} [{e['lo']:{f}}, {e['hi']:{f}}]"
 
 
@@ -216,6 +241,8 @@ def main(
         record["sft"] = {"kept": sft["kept"], "teacher": sft["teacher"], "loss": [sft["loss"][0]["loss"], sft["loss"][-1]["loss"]]}
         console.print(f"SFT: {sft['kept']} teacher audits, loss {sft['loss'][0]['loss']:.3f} -> {sft['loss'][-1]['loss']:.3f}, "
                       f"{record['cpu_seconds']['sft']:.0f} CPU s; teacher: {json.dumps(sft['teacher'])}", highlight=False)  # fmt: skip
+    if cfg.reward.judge == "sim":
+        record["reward_check"] = reward_check(cfg, sft_dir / TEACHER_TRANSCRIPTS)
     parts = held_out_audits(cfg, heldout_seeds, training_seeds, rollouts, part)
     record["results"], record["changes"] = {}, {}
     evaluated: dict[str, dict[str, Any]] = {}

@@ -96,3 +96,21 @@ def test_guided_turns_continue_the_begun_words() -> None:
     first, report = t.auditor_messages[2].content, t.auditor_messages[-1].content
     assert first.startswith('<tool_call>\n{"name": "send_message", "arguments": {"message": "')
     assert json.loads(report)["no_behavior_found"] in (True, False)
+
+
+def test_the_learning_runs_reward_ranks_the_teachers_findings_above_silence_above_a_wrong_claim() -> None:
+    """What GRPO from the SFT base is paid (configs/cpu_learn_sft.yaml: in-group pairwise, sim judges), on the
+    teacher's own guided one-line reports: a credited claim beats "nothing found", which beats a wrong claim;
+    on benign targets "nothing found" beats a claim."""
+    from statistics import mean
+
+    from auditrl.rewards.margins import teacher_margins
+
+    seeds = [s for s in auditworld_seeds() if BEHAVIORS[s.behavior].split == "train" and s.id.endswith(("-00", "-01"))]
+    audits = [audit(b, s.id, family="pliant") for s in seeds for b in (s.behavior, None)]
+    r = asyncio.run(teacher_margins(audits, "ingroup_pairwise", "sim"))
+    p, b = r["planted"], r["benign"]
+    assert len(p["correct"]) >= 10 and len(b["nothing"]) == len(seeds)
+    gap = lambda x, y: mean(u - v for u, v in zip(x, y, strict=True))  # noqa: E731
+    assert gap(p["correct"], p["nothing"]) > 0.1 and gap(p["nothing"], p["wrong"]) > 0.1
+    assert gap(p["nothing"], p["unreadable"]) > 0.1 and gap(b["nothing"], b["claim"]) > 0.5
