@@ -62,7 +62,7 @@ from auditrl.judges.programmatic import (
 )
 from auditrl.judges.realism import Openings, RealismJudge, load_openings, seed_texts
 from auditrl.models.limits import CallLimits
-from auditrl.report.sections import suite_section, transcripts_section
+from auditrl.pages.sections import suite_section, transcripts_section
 from auditrl.scaffold.store import TRANSCRIPTS, LoadedRun, RunError, read_run, scored_copy, write_transcripts
 from auditrl.scaffold.transcript import Transcript
 from auditrl.scaffold.transcript_keys import AUDIT_QUALITY, CONCERNING, FALSE_POSITIVE, REALISM

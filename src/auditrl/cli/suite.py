@@ -60,8 +60,8 @@ from auditrl.evaluate.runner import SuiteConfig, run_suite
 from auditrl.evaluate.schema import SuiteResult
 from auditrl.judges.realism import load_openings
 from auditrl.models.roles import UnknownModelError, resolve_model
-from auditrl.report.html import Section
-from auditrl.report.sections import suite_section, transcripts_section
+from auditrl.pages.html import Section
+from auditrl.pages.sections import suite_section, transcripts_section
 from auditrl.scaffold.runner import Existing, RunLog, RunStopped
 from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
 from auditrl.scaffold.tool_sets import DEFAULT_TOOL_SET

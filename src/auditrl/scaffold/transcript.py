@@ -1,6 +1,6 @@
 """The typed audit transcript: every target branch, the auditor's side, the report and the scores.
 
-Everything downstream (judges, rewards, trainer, evaluate, analysis, report) reads this model, so
+Everything downstream (judges, rewards, trainer, evaluate, analysis, pages) reads this model, so
 it is the one contract between the episode engine and the rest of the system.
 """
 

@@ -1,7 +1,7 @@
-"""A transcript's judge verdicts in words, so a report says beside each audit how it was scored.
+"""A transcript's judge verdicts in words, so a page says beside each audit how it was scored.
 
-Reads the verdicts the judges stored in `Transcript.scores` under the suite's keys (see
-`auditrl.evaluate.metrics`), the transfer match and a training reward; the numbers are the ones the
+Reads the verdicts the judges stored in `Transcript.scores` under the keys declared in
+`auditrl.scaffold.transcript_keys`, the transfer match and a training reward; the numbers are the ones the
 suite averages (the same value functions), so a reader can check a table against its transcripts.
 """
 
