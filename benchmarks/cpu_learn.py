@@ -37,7 +37,7 @@ from rich.table import Table
 from auditrl.atomic import atomic_write_text
 from auditrl.behaviors.library import load_behaviors, load_seeds
 from auditrl.evaluate.judging import audit_quality_judge
-from auditrl.evaluate.lm_checks import turn_validity
+from auditrl.evaluate.lm_checks import rollouts_by_third, turn_validity
 from auditrl.evaluate.runner import SuiteConfig, run_suite
 from auditrl.evaluate.stats import Estimate, difference_ci, mean_ci
 from auditrl.judges.claim_grader import report_outcome
@@ -86,26 +86,7 @@ def unit_values(transcripts: list[Transcript], values: list[dict[str, float | No
 
 def training_thirds(run_dir: Path) -> list[dict[str, Any]]:
     """The training rollouts by third of the run: what the policy sampled, and the reward it got."""
-    transcripts = read_transcripts(run_dir / TRANSCRIPTS)
-    steps = sorted({int(t.metadata["step"]) for t in transcripts if "step" in t.metadata})
-    thirds = []
-    for part in range(3):
-        chosen = set(steps[part * len(steps) // 3 : (part + 1) * len(steps) // 3])
-        if not chosen:  # a run of fewer than three steps has empty thirds
-            continue
-        group = [t for t in transcripts if t.metadata.get("step") in chosen]
-        turns = [v for t in group if (v := turn_validity(t)) is not None]
-        benign = [t for t in group if t.benign]
-        rewards = [float(t.scores["reward"]) for t in group if t.scores.get("reward") is not None]
-        thirds.append({
-            "steps": f"{min(chosen)}-{max(chosen)}",
-            "rollouts": len(group),
-            "valid_tool_calls": mean(turns) if turns else None,
-            "valid_reports": 100.0 * mean(t.report is not None and t.report.parse_error is None for t in group),
-            "benign_nothing_found": 100.0 * mean(bool(t.report and t.report.no_behavior_found) for t in benign) if benign else None,
-            "reward": mean_ci(rewards).model_dump() if rewards else None,
-        })
-    return thirds
+    return rollouts_by_third(read_transcripts(run_dir / TRANSCRIPTS))
 
 
 async def evaluate(

@@ -19,11 +19,11 @@ from rich.console import Console
 from rich.table import Table
 
 from auditrl.behaviors.library import load_behaviors
-from auditrl.sim.base import ImitationInit, RandomInit, build_base
-from auditrl.sim.designs import vectorised_names
-from auditrl.sim.simulate import simulate
-from auditrl.sim.training import TrainConfig, train
-from auditrl.sim.world import World, training_batch
+from auditrl.auditworld.base import ImitationInit, RandomInit, build_base
+from auditrl.auditworld.designs import vectorised_names
+from auditrl.auditworld.simulate import simulate
+from auditrl.auditworld.training import TrainConfig, train
+from auditrl.auditworld.world import World, training_batch
 
 FAMILIES = ["steady", "chatty", "pliant", "guarded"]
 

@@ -30,9 +30,9 @@ from rich.table import Table
 from auditrl.analysis.assignment import StrategyAssignment, assign_strategies
 from auditrl.analysis.convergence import convergence_table, strategy_convergence
 from auditrl.analysis.summaries import strategy_summary
-from auditrl.auditworld.config import load_config
-from auditrl.auditworld.job import run_from_config
-from auditrl.auditworld.results import AuditWorldResults
+from auditrl.auditworld.job.config import load_config
+from auditrl.auditworld.job.run import run_from_config
+from auditrl.auditworld.job.results import AuditWorldResults
 from auditrl.scaffold.store import TRANSCRIPTS, iter_transcripts
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "auditworld.yaml"

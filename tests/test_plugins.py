@@ -13,7 +13,7 @@ import pytest
 from auditrl import plugins
 from auditrl.judges import registry as judges_registry
 from auditrl.rewards import registry as rewards_registry
-from auditrl.sim import designs as sim_designs
+from auditrl.auditworld import designs as sim_designs
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

@@ -5,6 +5,6 @@ imports it directly, so auditrl's own commands resolve these providers without t
 """
 
 from auditrl.models import local, scripted
-from auditrl.sim import provider
+from auditrl.auditworld import provider
 
 __all__ = ["local", "provider", "scripted"]

@@ -139,10 +139,10 @@ def test_tactic_groups_land_in_faithful_categories(classifier: str) -> None:
 @pytest.fixture(scope="module")
 def baseline_transcripts() -> tuple[list[Transcript], list[str]]:
     from auditrl.behaviors.library import load_behaviors
-    from auditrl.sim.policies import ExperimenterPolicy, InterrogatorPolicy, RandomPolicy
-    from auditrl.sim.render import render_episodes
-    from auditrl.sim.simulate import simulate
-    from auditrl.sim.world import World, training_batch
+    from auditrl.auditworld.policies import ExperimenterPolicy, InterrogatorPolicy, RandomPolicy
+    from auditrl.auditworld.render import render_episodes
+    from auditrl.auditworld.simulate import simulate
+    from auditrl.auditworld.world import World, training_batch
 
     world = World.build(load_behaviors())
     transcripts: list[Transcript] = []

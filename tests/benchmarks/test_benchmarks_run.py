@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from auditrl.configfile import load_yaml
-from auditrl.sim.designs import vectorised_names
+from auditrl.auditworld.designs import vectorised_names
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCHMARKS = ROOT / "benchmarks"
@@ -205,17 +205,23 @@ def test_every_benchmark_has_a_tiny_size_test() -> None:
 
 
 @pytest.mark.slow
-def test_sft_base(tmp_path: Path, tiny_local_model: Path) -> None:
+def test_lm_learning(tmp_path: Path, tiny_local_model: Path) -> None:
     raw = load_yaml((ROOT / "configs" / "cpu_learn_sft.yaml").read_text())
     raw["policy"].update(model=str(tiny_local_model), dtype="float32", lora={**raw["policy"]["lora"], "last_layers": 1})
     raw["policy"].pop("init_adapter")
+    raw["episodes"]["max_new_tokens"] = 8
+    raw["trainer"]["report_to"] = []
     config = tmp_path / "tiny_sft.yaml"
     config.write_text(yaml.safe_dump(raw))
     run = tmp_path / "run"
-    sizes = ("--episodes", "4", "--epochs", "1", "--heldout-seeds", "1", "--part", "behaviors")
-    rows = table_rows(run_benchmark("sft_base.py", "--config", str(config), "--out", str(run), *sizes, cwd=tmp_path))
-    for metric in ("valid report rate", "claim rate, planted", "claim rate, benign"):
-        assert len(row(rows, metric, 6)) >= 6, metric  # each auditor's mean with its interval
-    record = json.loads((run / "sft_base.json").read_text())
-    assert set(record["results"]["held-out behaviors"]) == {"untrained base", "SFT base"}
-    assert record["cpu_seconds"]["sft"] > 0 and (run / "sft" / "adapter").is_dir()
+    sizes = ("--episodes", "4", "--epochs", "1", "--grpo-steps", "1", "--heldout-seeds", "1", "--part", "behaviors")
+    rows = table_rows(run_benchmark("lm_learning.py", "--config", str(config), "--out", str(run), *sizes, cwd=tmp_path))
+    for metric in ("valid report rate", "claim rate, planted", "claim rate, benign", "identification (planted)",
+                   "FP calibration (benign)", "discrimination (planted - benign)"):  # fmt: skip
+        assert len(row(rows, metric, 15)) >= 15, metric  # three auditors and two changes, each with its interval
+    record = json.loads((run / "lm_learning.json").read_text())
+    assert list(record["results"]["held-out behaviors"]) == ["untrained base", "SFT base", "SFT + GRPO"]
+    assert list(record["changes"]["held-out behaviors"]) == ["SFT base - untrained base", "SFT + GRPO - SFT base"]
+    assert record["cpu_seconds"]["sft"] > 0 and record["cpu_seconds"]["grpo"] > 0
+    assert (run / "sft" / "adapter").is_dir() and (run / "grpo" / "adapter").is_dir()
+    assert record["grpo_training"] and record["grpo_training"][0]["rollouts"] == 8

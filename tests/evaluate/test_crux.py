@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-import typer
 from inspect_ai.model import GenerateConfig
 from typer.testing import CliRunner
 

@@ -14,12 +14,12 @@ from auditrl.judges.scripted import JudgeCall, scripted_judge_model
 from auditrl.rewards.designs import BinaryMatch, InGroupPairwise, PointwiseConcerningness
 from auditrl.scaffold.store import append_transcript, read_transcripts, write_transcripts
 from auditrl.scaffold.transcript import Transcript
-from auditrl.sim.judges import JudgeParams, default_world, pairwise_share
-from auditrl.sim.policies import ExperimenterPolicy, InterrogatorPolicy
-from auditrl.sim.render import render_episodes
-from auditrl.sim.simulate import simulate
-from auditrl.sim.transcript_judges import SimBinaryJudge, SimConcerningnessJudge, SimPairwiseJudge
-from auditrl.sim.world import training_batch
+from auditrl.auditworld.judges import JudgeParams, default_world, pairwise_share
+from auditrl.auditworld.policies import ExperimenterPolicy, InterrogatorPolicy
+from auditrl.auditworld.render import render_episodes
+from auditrl.auditworld.simulate import simulate
+from auditrl.auditworld.transcript_judges import SimBinaryJudge, SimConcerningnessJudge, SimPairwiseJudge
+from auditrl.auditworld.world import training_batch
 
 runner = CliRunner()
 

@@ -21,7 +21,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from auditrl.auditworld.checkpoints import CHECKPOINTS
+from auditrl.auditworld.job.checkpoints import CHECKPOINTS
 from auditrl.scaffold.store import SUPERSEDED, TRANSCRIPTS, read_transcripts
 from auditrl.train.checkpoint import CHECKPOINTS_DIR, is_complete, latest_checkpoint, rollout_key
 from auditrl.train.monitors import read_monitors

@@ -13,14 +13,14 @@ from types import ModuleType
 import numpy as np
 import pytest
 
-from auditrl.auditworld.config import DesignRun
+from auditrl.auditworld.job.config import DesignRun
 from auditrl.behaviors.library import load_behaviors
 from auditrl.judges import registry as judges_registry
 from auditrl.rewards import registry as rewards_registry
 from auditrl.rewards.registry import build_design, design_names
-from auditrl.sim import designs as sim_designs
-from auditrl.sim.training import TrainConfig, train
-from auditrl.sim.world import World
+from auditrl.auditworld import designs as sim_designs
+from auditrl.auditworld.training import TrainConfig, train
+from auditrl.auditworld.world import World
 from auditrl.testing import ContractError, check_reward_design
 from auditrl.train.config import RewardSettings
 

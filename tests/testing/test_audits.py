@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from auditrl.rewards.reference import ReferenceStore
-from auditrl.sim.designs import binary_rewards
-from auditrl.sim.judges import JudgeParams
+from auditrl.auditworld.designs import binary_rewards
+from auditrl.auditworld.judges import JudgeParams
 from auditrl.testing.audits import audit_batches
 
 

@@ -15,8 +15,8 @@ from auditrl.rewards import registry as rewards_registry
 from auditrl.rewards.records import RewardRecord, group_scorer, unscored
 from auditrl.rewards.registry import reward_design
 from auditrl.scaffold.transcript import Transcript
-from auditrl.sim import designs as sim_designs
-from auditrl.sim.designs import binary_rewards, vectorised
+from auditrl.auditworld import designs as sim_designs
+from auditrl.auditworld.designs import binary_rewards, vectorised
 from auditrl.testing import ContractError, check_judge_family, check_reward_design, judge_family_checks, reward_design_checks
 
 Score = Callable[[JudgeFamily, Sequence[Transcript]], Awaitable[list[RewardRecord]]]

@@ -10,11 +10,11 @@ import torch
 from transformers import TrainerControl, TrainerState, TrainingArguments
 from typer.testing import CliRunner
 
-import auditrl.sim.training
+import auditrl.auditworld.training
 from auditrl.behaviors.library import load_behaviors
 from auditrl.cli import app
-from auditrl.sim.training import TrainConfig, train
-from auditrl.sim.world import World
+from auditrl.auditworld.training import TrainConfig, train
+from auditrl.auditworld.world import World
 from auditrl.train.checkpoint import StopOnNonFinite
 from auditrl.train.finite import NonFiniteTrainingError
 
@@ -23,7 +23,7 @@ TINY = Path(__file__).resolve().parents[1] / "reliability" / "data" / "auditworl
 
 def _nan_from_step(monkeypatch: pytest.MonkeyPatch, first_bad: int) -> None:
     """AuditWorld's loss turns NaN from step `first_bad` on, as a diverging update would make it."""
-    real = auditrl.sim.training.policy_loss
+    real = auditrl.auditworld.training.policy_loss
     calls = {"n": 0}
 
     def loss(*args: Any) -> torch.Tensor:
@@ -31,7 +31,7 @@ def _nan_from_step(monkeypatch: pytest.MonkeyPatch, first_bad: int) -> None:
         value = real(*args)
         return value * float("nan") if calls["n"] > first_bad else value
 
-    monkeypatch.setattr(auditrl.sim.training, "policy_loss", loss)
+    monkeypatch.setattr(auditrl.auditworld.training, "policy_loss", loss)
 
 
 def test_auditworld_training_stops_at_the_first_nan_step(monkeypatch: pytest.MonkeyPatch) -> None:

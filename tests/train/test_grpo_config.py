@@ -9,7 +9,7 @@ from pydantic import BaseModel
 
 from auditrl.behaviors.library import load_behaviors, load_seeds
 from auditrl.judges.programmatic import ProgrammaticPairwiseJudge
-from auditrl.sim.transcript_judges import SimPairwiseJudge
+from auditrl.auditworld.transcript_judges import SimPairwiseJudge
 import auditrl.train.config as train_config
 from auditrl.train.config import ConfigFileError, load_config, read_kind
 from auditrl.train.episodes import training_rows

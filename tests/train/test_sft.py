@@ -30,8 +30,8 @@ from auditrl.train.episodes import AuditEpisodeFactory, split_seeds, training_se
 from auditrl.train.generation import Sample
 from auditrl.train.grpo import build_trainer
 from auditrl.train.policy import check_init_adapter, load_policy, lora_config
-from auditrl.train.rollout import ChatSegments, EpisodeRow, run_rollouts
-from auditrl.train.sft import IGNORED, SFTSettings, kept, run_sft, sft_rows, training_examples
+from auditrl.train.rollout import ChatSegments, run_rollouts
+from auditrl.train.sft import IGNORED, SFTSettings, kept, sft_rows, training_examples
 from auditrl.train.snapshot import SNAPSHOTS_DIR
 from auditrl.train.teacher import CUT_TURNS_KEY, TeacherTurns, teacher_rollouts
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import auditrl.auditworld.job
+import auditrl.auditworld.job.run
 import auditrl.train.grpo
 from auditrl.cli import app
 from auditrl.train.monitors import MonitorLog
@@ -16,7 +16,7 @@ runner = CliRunner()
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
 
-@pytest.mark.parametrize(("kind", "module"), [("grpo_lm", auditrl.train.grpo), ("auditworld", auditrl.auditworld.job)])
+@pytest.mark.parametrize(("kind", "module"), [("grpo_lm", auditrl.train.grpo), ("auditworld", auditrl.auditworld.job.run)])
 def test_train_dispatches_on_kind(kind: str, module: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[Path, Path | None]] = []
 

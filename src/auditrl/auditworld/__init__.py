@@ -1,6 +1,6 @@
-"""The AuditWorld job: train auditors in the simulated world under each reward design, evaluate, report.
+"""AuditWorld: a fast simulated world that keeps the incentive structure of auditing, for offline research.
 
-`auditrl.sim` is the environment (world, targets, judges, policies, training); this package is the job
-on top of it that `make run` starts, with its config (`config`), orchestration (`job`) and report
-(`report`).
+This package is the world (its targets, text, judges, reward designs, policies and training); its job,
+the experiment `make run` starts, is the subpackage `auditrl.auditworld.job`. Its text targets are the
+`sim/<family>` models and its judges `judge: sim`: "sim" names the simulated provider, not a package.
 """

@@ -65,11 +65,11 @@ def train(
     # the whole file before it builds anything, and reports problems as ConfigFileError
     try:
         if kind == "auditworld":
-            from auditrl.auditworld.job import run_from_config as run_world
+            from auditrl.auditworld.job.run import run_from_config as run_world
 
             run_dir = run_world(config, out)
         elif kind == "auditworld_sweep":
-            from auditrl.auditworld.sweep import run_sweep
+            from auditrl.auditworld.job.sweep import run_sweep
 
             run_dir = run_sweep(config, out)
         else:

@@ -8,6 +8,11 @@ behavior's trigger topic at all (without it the behavior cannot show, whatever t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from statistics import mean
+from typing import Any
+
+from auditrl.evaluate.stats import mean_ci
 from auditrl.scaffold.text_protocol import parse_tool_calls
 from auditrl.scaffold.transcript import Transcript
 
@@ -38,8 +43,8 @@ def claimed(t: Transcript) -> bool:
 def reached_trigger(t: Transcript) -> bool | None:
     """Planted AuditWorld audits: did any message to the target raise a trigger topic of the planted behavior
     (read with the simulated target's own keyword rules)? None for benign audits and unknown behaviors."""
-    from auditrl.sim.targets import ANY_TOPIC, load_sim_behaviors
-    from auditrl.sim.texts import classify_topic, load_topics
+    from auditrl.auditworld.targets import ANY_TOPIC, load_sim_behaviors
+    from auditrl.auditworld.texts import classify_topic, load_topics
 
     sim = load_sim_behaviors().get(t.behavior_id or "")
     if t.benign or sim is None:
@@ -49,3 +54,29 @@ def reached_trigger(t: Transcript) -> bool | None:
         return bool(sent)
     ids = [topic.id for topic in load_topics()]
     return any(ids[classify_topic(text)] in sim.topics for text in sent)
+
+
+def rollouts_by_third(transcripts: Sequence[Transcript]) -> list[dict[str, Any]]:
+    """A training run's rollouts (metadata `step`) by third of the run: what the policy sampled and the reward
+    it got; a run of fewer than three steps has fewer thirds."""
+    steps = sorted({int(t.metadata["step"]) for t in transcripts if "step" in t.metadata})
+    thirds = []
+    for part in range(3):
+        chosen = set(steps[part * len(steps) // 3 : (part + 1) * len(steps) // 3])
+        if not chosen:
+            continue
+        group = [t for t in transcripts if t.metadata.get("step") in chosen]
+        turns = [v for t in group if (v := turn_validity(t)) is not None]
+        planted, benign = [t for t in group if not t.benign], [t for t in group if t.benign]
+        rewards = [float(t.scores["reward"]) for t in group if t.scores.get("reward") is not None]
+        thirds.append({
+            "steps": f"{min(chosen)}-{max(chosen)}",
+            "rollouts": len(group),
+            "valid_tool_calls": mean(turns) if turns else None,
+            "valid_reports": 100.0 * mean(report_valid(t) for t in group),
+            "claims_planted": 100.0 * mean(claimed(t) for t in planted) if planted else None,
+            "claims_benign": 100.0 * mean(claimed(t) for t in benign) if benign else None,
+            "benign_nothing_found": 100.0 * mean(bool(t.report and t.report.no_behavior_found) for t in benign) if benign else None,
+            "reward": mean_ci(rewards).model_dump() if rewards else None,
+        })  # fmt: skip
+    return thirds

@@ -1,6 +1,6 @@
 """One metrics schema for the evaluation suite and AuditWorld: each metric's name, title and meaning.
 
-The suite (`auditrl.evaluate.metrics`, from judge verdicts) and AuditWorld (`auditrl.sim.metrics`, from
+The suite (`auditrl.evaluate.metrics`, from judge verdicts) and AuditWorld (`auditrl.auditworld.metrics`, from
 ground truth) compute the same metrics under these names, put them in the same result type
 (`SuiteResult`) and render them with the same page section (`auditrl.pages.sections.suite_section`).
 """

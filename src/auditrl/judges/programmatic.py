@@ -26,7 +26,7 @@ evidence the target itself produced. A programmatic pairwise tie answers slot A 
 both-order rule turns into an exact 0.5 tie (such ties count toward the position-bias rate).
 
 These are the judges of judge spec `programmatic`: generic, for any annotated transcript. Judge spec `sim`
-selects AuditWorld's judges instead (auditrl.sim.judges): other formulas and weights, with the modelled
+selects AuditWorld's judges instead (auditrl.auditworld.judges): other formulas and weights, with the modelled
 weaknesses AuditWorld trains against, so they reproduce AuditWorld's rewards on its transcripts.
 """
 

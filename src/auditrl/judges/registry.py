@@ -5,7 +5,7 @@ binary-match judge (lenient or strict) and a pairwise judge (planted, or the cal
 benign targets). Families register with `@judge_family`, as inspect-ai's model providers register with
 `@modelapi`; a spec `<provider>/<model>` gets the LLM judges of this package on a `JudgeClient`.
 
-The built-in families live with their judges (`auditrl.judges.programmatic`, `auditrl.sim.transcript_judges`) and
+The built-in families live with their judges (`auditrl.judges.programmatic`, `auditrl.auditworld.transcript_judges`) and
 are imported by name on first lookup, so this module depends on neither; a family defined elsewhere is
 available once its module is imported, which the registry does itself for modules other packages declare
 under the `auditrl.plugins` entry-point group (`auditrl.plugins`).
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from auditrl.judges.concerningness import ConcerningnessScorer
     from auditrl.judges.pairwise import PairwiseJudgeLike
 
-BUILTIN_FAMILY_MODULES: tuple[str, ...] = ("auditrl.judges.programmatic", "auditrl.sim.transcript_judges")
+BUILTIN_FAMILY_MODULES: tuple[str, ...] = ("auditrl.judges.programmatic", "auditrl.auditworld.transcript_judges")
 """Modules whose import registers the built-in families (looked up lazily, like inspect-ai's providers)."""
 DEFAULT_FAMILY = "programmatic"
 

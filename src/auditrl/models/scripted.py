@@ -9,7 +9,7 @@
 - `scripted/feedback_auditor`: a reply list that asks a target for feedback on the user's drafts (with a
   rollback), for demos of crux evaluation against `sim/` targets.
 - `scripted/teacher`: an auditor of AuditWorld text targets (`sim/`) that probes the scenario's topics and
-  reports what it saw (auditrl.sim.teacher); `auditrl sft` distils it into a warm-started base.
+  reports what it saw (auditrl.auditworld.teacher); `auditrl sft` distils it into a warm-started base.
 - `scripted/transfer_auditor`: the same as `scripted/auditor` for the transfer scaffold (`sample` calls until the token
   budget is spent, then a fixed guess), a fixed-guess baseline for transfer tables.
 
@@ -45,7 +45,7 @@ from auditrl.configfile import load_yaml
 from auditrl.models.tool_emulation import apply_tool_calls
 
 if TYPE_CHECKING:
-    from auditrl.sim.teacher import SimTeacher
+    from auditrl.auditworld.teacher import SimTeacher
 
 DATA_DIR = Path(__file__).parent / "data" / "scripted"
 FILE_PREFIX = "file:"
@@ -201,7 +201,7 @@ class ScriptedModelAPI(ModelAPI):
         elif model_name.startswith(FILE_PREFIX):
             self.replies = load_replies(Path(model_name[len(FILE_PREFIX) :]).expanduser()).replies
         elif model_name == TEACHER:
-            from auditrl.sim.teacher import SimTeacher
+            from auditrl.auditworld.teacher import SimTeacher
 
             self.teacher = SimTeacher()
         elif model_name in AUDITOR_SCRIPTS:

@@ -13,7 +13,8 @@ same on-topic probes, "nothing found": a competent base that does not claim) and
 and the correct claim; on benign targets that claim is a false one). Benign probes are the same
 conversations with a target that has no plant. `design_rewards` runs each through a registered reward
 design and its judges, so the margins (e.g. correct minus nothing on planted targets) are what training
-would see in expectation over behaviors and families.
+would see in expectation over behaviors and families. `teacher_margins` runs the same check on a teacher's
+own audits (the learning run's report format), with copies of each that end differently.
 """
 
 from __future__ import annotations
@@ -31,11 +32,11 @@ from auditrl.rewards.registry import build_design
 from auditrl.scaffold.auditor_loop import run_audit
 from auditrl.scaffold.spec import AuditSpec
 from auditrl.scaffold.transcript import Budget, Transcript
-from auditrl.sim.records import DISPLAY
-from auditrl.sim.render import reply_kind
-from auditrl.sim.targets import ANY_TOPIC, load_sim_behaviors
-from auditrl.sim.texts import load_topics
-from auditrl.sim.judges import default_world
+from auditrl.auditworld.records import DISPLAY
+from auditrl.auditworld.render import reply_kind
+from auditrl.auditworld.targets import ANY_TOPIC, load_sim_behaviors
+from auditrl.auditworld.texts import load_topics
+from auditrl.auditworld.judges import default_world
 
 OUTCOMES = ("correct", "nothing", "wrong", "unreadable")
 REFERENCES = ("base_like", "silent", "finder")
@@ -174,4 +175,41 @@ async def design_rewards(
                 if reward is None:
                     raise RuntimeError(f"{design_name}: no reward for the {part} {name} probe of {p.behavior.id}/{p.family}")
                 out[part][name].append(float(reward))
+    return out
+
+
+async def teacher_margins(transcripts: Sequence[Transcript], design_name: str, judge: str) -> dict[str, dict[str, list[float]]]:
+    """The same check on a teacher's own audits, in the run's own report format: each planted audit whose
+    claim the claim grader credits is scored as one group with copies of it ending in "nothing found", a
+    wrong claim (the same words around another behavior's display) and no readable report; each benign
+    audit that found nothing, with copies ending in that wrong claim and in no readable report."""
+    from auditrl.judges.claim_grader import default_grader
+    from auditrl.scaffold.transcript import Prediction, Report
+
+    from auditrl.rewards.registry import design_spec
+
+    if design_spec(design_name).references:
+        raise ValueError(f"teacher_margins scores groups; {design_name!r} compares with references (use design_rewards)")
+    grader, sim = default_grader(), load_sim_behaviors()
+    design = build_design(design_name, judge, benign_fraction=0.5)
+    out: dict[str, dict[str, list[float]]] = {"planted": {o: [] for o in OUTCOMES}, "benign": {o: [] for o in BENIGN_OUTCOMES}}
+    ordered = sorted(sim)
+    for i, t in enumerate(transcripts):
+        if t.status == "error" or t.report is None:
+            continue
+        own = t.behavior_id or ordered[i % len(ordered)]
+        other = ordered[(ordered.index(own) + 1) % len(ordered)]
+        display = " ".join(sim[other].expressions[0].split()[:QUOTE_WORDS])
+        wrong = Report(no_behavior_found=False, predictions=[Prediction(rank=1, description=f'It wrote "{display}"', confidence=CONFIDENCE)])
+        if not t.benign and grader.identifies(t):
+            part, variants = "planted", {"correct": t.report, "nothing": Report(no_behavior_found=True), "wrong": wrong, "unreadable": None}
+        elif t.benign and t.report.no_behavior_found:
+            part, variants = "benign", {"nothing": t.report, "claim": wrong, "unreadable": None}
+        else:
+            continue
+        group = [t.model_copy(update={"report": r, "id": f"{t.id}-{name}"}, deep=True) for name, r in variants.items()]
+        for name, record in zip(variants, await design.score_group(group), strict=True):
+            if record.reward is None:
+                raise RuntimeError(f"{design_name}: no reward for the {part} {name} copy of teacher audit {t.id}")
+            out[part][name].append(float(record.reward))
     return out

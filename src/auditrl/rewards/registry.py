@@ -6,7 +6,7 @@ there: `groups` (it compares the rollouts of one group, so groups need two or mo
 compares with stored reference transcripts) and `benign_split` (calibration mixing: benign groups are
 judged by the family's calibration judge). The config choices, the CLI help and AuditWorld's vectorised
 dispatch all read this registry, so a new design is its builder plus, for AuditWorld, its vectorised
-form (`auditrl.sim.designs`). `auditrl.testing.check_reward_design(name)` checks a registered design's
+form (`auditrl.auditworld.designs`). `auditrl.testing.check_reward_design(name)` checks a registered design's
 contract, its two forms' agreement included.
 
 A `benign_split` design is built twice, with the family's planted and calibration judges, and the halves

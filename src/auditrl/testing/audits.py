@@ -17,13 +17,13 @@ from numpy.typing import NDArray
 
 from auditrl.rewards.reference import ReferenceStore
 from auditrl.scaffold.transcript import Transcript
-from auditrl.sim.judges import default_world
-from auditrl.sim.policies import ExperimenterPolicy, InterrogatorPolicy, RandomPolicy
-from auditrl.sim.records import Observed
-from auditrl.sim.render import render_episodes
-from auditrl.sim.simulate import simulate
-from auditrl.sim.transcript_judges import SimPairwiseJudge
-from auditrl.sim.world import training_batch
+from auditrl.auditworld.judges import default_world
+from auditrl.auditworld.policies import ExperimenterPolicy, InterrogatorPolicy, RandomPolicy
+from auditrl.auditworld.records import Observed
+from auditrl.auditworld.render import render_episodes
+from auditrl.auditworld.simulate import simulate
+from auditrl.auditworld.transcript_judges import SimPairwiseJudge
+from auditrl.auditworld.world import training_batch
 
 GROUP_SIZE = 4
 GROUPS = 6

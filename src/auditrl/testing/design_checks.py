@@ -6,7 +6,7 @@ On every judge family (the registered ones unless told otherwise), a design buil
 - pass on a judge's abstention: the rollout it abstained about gets None with the judge's reason, and no
   other rollout loses its reward;
 - refuse a group that mixes (behavior, seed) with a ValueError.
-A design with an AuditWorld form (`auditrl.sim.designs`) must also give, with the `sim` family, exactly the
+A design with an AuditWorld form (`auditrl.auditworld.designs`) must also give, with the `sim` family, exactly the
 rewards its vectorised form gives on the same batch, rendered transcripts against `Observed` records.
 The audits are rendered AuditWorld batches (`auditrl.testing.audits`).
 """
@@ -25,8 +25,8 @@ from auditrl.rewards.records import RewardRecord
 from auditrl.rewards.reference import ReferenceStore
 from auditrl.rewards.registry import build_design, design_spec
 from auditrl.scaffold.transcript import Transcript
-from auditrl.sim.designs import RewardInputs, design_rewards, vectorised_names
-from auditrl.sim.judges import JudgeParams
+from auditrl.auditworld.designs import RewardInputs, design_rewards, vectorised_names
+from auditrl.auditworld.judges import JudgeParams
 from auditrl.testing.abstaining import REASON, AbstainingJudges
 from auditrl.testing.audits import audit_batch, audit_batches
 from auditrl.testing.checks import Check, ContractError, expect, run_checks

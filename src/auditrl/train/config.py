@@ -157,7 +157,7 @@ class EpisodeSettings(ConfigModel):
             check_model_spec(spec, "target model")
             provider, _, name = spec.partition("/")
             if provider_info(provider).family_targets:
-                from auditrl.sim.families import target_family_names
+                from auditrl.auditworld.families import target_family_names
 
                 known = target_family_names()
                 if name not in known:
@@ -177,7 +177,7 @@ class DataSettings(ConfigModel):
     seed_bank: Literal["library", "auditworld"] = Field(
         default="library",
         description="`library`: the behaviors' seed banks (and `seed_paths`); `auditworld`: AuditWorld's seeds, which "
-        "name their scenario's topics by phrase, at most one of them a trigger (auditrl.sim.seeds), for `sim/` targets.",
+        "name their scenario's topics by phrase, at most one of them a trigger (auditrl.auditworld.seeds), for `sim/` targets.",
     )
     heldout_seeds: int = Field(
         default=0,

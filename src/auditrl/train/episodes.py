@@ -30,7 +30,7 @@ def unreachable_behaviors(cfg: GRPOLMConfig, behavior_ids: Sequence[str]) -> lis
     """
     if not cfg.episodes.target_model.startswith(SIM_PREFIX):
         return []
-    from auditrl.sim.targets import load_sim_behaviors
+    from auditrl.auditworld.targets import load_sim_behaviors
 
     sim = load_sim_behaviors()
     return [b for b in behavior_ids if b in sim and sim[b].onset >= cfg.episodes.max_turns]
@@ -39,7 +39,7 @@ def unreachable_behaviors(cfg: GRPOLMConfig, behavior_ids: Sequence[str]) -> lis
 def seed_bank(cfg: GRPOLMConfig, behaviors: dict[str, Behavior]) -> list[Seed]:
     """Every seed the run's behaviors may use: the library's (plus `data.seed_paths`) or AuditWorld's."""
     if cfg.data.seed_bank == "auditworld":
-        from auditrl.sim.seeds import auditworld_seeds
+        from auditrl.auditworld.seeds import auditworld_seeds
 
         return [s for s in auditworld_seeds() if s.behavior in behaviors]
     return load_seeds(cfg.data.seed_paths or None, behavior_ids=list(behaviors))

@@ -94,7 +94,9 @@ def training_examples(batch: RolloutBatch, keep: str) -> list[dict[str, Any]]:
 def teacher_summary(transcripts: list[Transcript]) -> dict[str, Any]:
     """What the teacher did, by planted and benign audits (so a teacher that claims blindly shows here)."""
     from auditrl.evaluate.lm_checks import claimed, reached_trigger, report_valid
+    from auditrl.judges.claim_grader import default_grader
 
+    grader = default_grader()
     out: dict[str, Any] = {}
     for part, group in (("planted", [t for t in transcripts if not t.benign]), ("benign", [t for t in transcripts if t.benign])):
         done = [t for t in group if t.status != "error"]
@@ -104,6 +106,7 @@ def teacher_summary(transcripts: list[Transcript]) -> dict[str, Any]:
             "failed": len(group) - len(done),
             "valid_reports": sum(report_valid(t) for t in done),
             "claims": sum(claimed(t) for t in done),
+            "identified": None if part == "benign" else sum(grader.identifies(t) for t in done),
             "reached_trigger": sum(reached) if reached else None,
         }
     return out

@@ -1,0 +1,304 @@
+"""The language-model auditor's learning result in one command: the untrained base, the SFT base (`auditrl sft`
+on a config's training distribution) and the SFT base after GRPO (`auditrl train` from its adapter), each
+auditing the same held-out AuditWorld targets, planted and benign.
+
+Two held-out parts, neither trained on: the 6 held-out behaviors (their AuditWorld seeds), and the held-out
+seeds (`data.heldout_seeds`) of the training behaviors. Each audit runs with the config's episode settings
+(prompt set, turns, tokens per turn, temperature) against `sim/<first family>`. Per auditor and part:
+- valid tool-call rate: audit turns whose reply holds a tool call, all well-formed;
+- valid report rate: audits whose report parsed;
+- reached trigger: planted audits that raised a trigger topic of the planted behavior at all;
+- claim rate, planted and benign: parsed reports that claim a behavior; discrimination is their difference;
+- identification: planted audits whose report describes the planted behavior, by the claim grader the
+  reward's judges use (auditrl.judges.claim_grader);
+- FP calibration: benign audits whose report parsed and claims nothing (an unreadable report is not calibrated).
+Means with 95% intervals over (seed, planted or benign) units; discrimination's interval is a bootstrap of the
+planted minus benign units, and each trained auditor's difference from the one before it is a bootstrap too.
+Also the GRPO run's training reward and claim rates by third of the run. Prints the CPU (its bf16 support
+decides the dtype) and CPU seconds of each phase; writes `<out>/lm_learning.json`, the SFT run under
+`<out>/sft`, the GRPO run under `<out>/grpo` and the evaluation transcripts under `<out>/eval/<auditor>/`.
+Rerunning on the same `--out` resumes: finished audits are kept, GRPO resumes from its last checkpoint.
+
+    OMP_NUM_THREADS=1 python benchmarks/lm_learning.py [--episodes 256 --epochs 3] [--grpo-steps 40] [--part behaviors]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from statistics import mean
+from typing import Annotated, Any
+
+import torch
+import typer
+import yaml
+from inspect_ai.model import GenerateConfig, Model
+from rich.console import Console
+from rich.table import Table
+
+from auditrl.atomic import atomic_write_text
+from auditrl.behaviors.library import load_behaviors
+from auditrl.behaviors.plant import target_system_prompt
+from auditrl.behaviors.schema import Seed
+from auditrl.configfile import load_yaml
+from auditrl.evaluate.lm_checks import (
+    claimed,
+    reached_trigger,
+    report_valid,
+    rollouts_by_third,
+    turn_validity,
+)
+from auditrl.evaluate.stats import difference_ci, mean_ci
+from auditrl.judges.claim_grader import default_grader
+from auditrl.models.precision import describe_cpu
+from auditrl.models.roles import resolve_model
+from auditrl.rewards.margins import teacher_margins
+from auditrl.scaffold.auditor_loop import run_audit
+from auditrl.scaffold.spec import AuditSpec
+from auditrl.scaffold.store import TRANSCRIPTS, append_transcript, read_transcripts
+from auditrl.scaffold.transcript import Budget, Transcript
+from auditrl.auditworld.seeds import auditworld_seeds
+from auditrl.train.config import GRPOLMConfig, load_config
+from auditrl.train.episodes import split_seeds
+from auditrl.train.outputs import ADAPTER_DIR
+from auditrl.train.sft import TEACHER_TRANSCRIPTS, SFTSettings, run_sft
+
+PARTS = ("behaviors", "seeds")
+"""The held-out parts by their second word: held-out behaviors, held-out seeds of training behaviors."""
+CONFIG = Path(__file__).resolve().parent.parent / "configs" / "cpu_learn_sft.yaml"
+DISCRIMINATION = "discrimination (planted - benign)"
+console = Console(width=160)
+
+
+def held_out_audits(
+    cfg: GRPOLMConfig, heldout_seeds: int, training_seeds: int, rollouts: int, kinds: Sequence[str] = PARTS
+) -> dict[str, list[tuple[str, Seed, int]]]:
+    """(behavior, seed, rollout) of each part; every one is audited planted and benign."""
+    behaviors = load_behaviors()
+    seeds = auditworld_seeds()
+    heldout = sorted(b for b, v in behaviors.items() if v.split == "heldout")
+    _, unseen = split_seeds([s for s in seeds if s.behavior not in heldout], cfg.data.heldout_seeds)
+    first = {s.behavior: int(s.id[-2:]) for s in reversed(unseen)}  # each behavior's first held-out seed number
+    parts = {
+        "held-out behaviors": [s for s in seeds if s.behavior in heldout and int(s.id[-2:]) < heldout_seeds],
+        "held-out seeds of training behaviors": [s for s in unseen if int(s.id[-2:]) - first[s.behavior] < training_seeds],
+    }
+    parts = {part: chosen for part, chosen in parts.items() if part.split()[1] in kinds}
+    return {part: [(str(s.behavior), s, r) for s in chosen for r in range(rollouts)] for part, chosen in parts.items()}
+
+
+async def audit_all(cfg: GRPOLMConfig, auditor: Model, spec: str, audits: list[tuple[str, Seed, int]], out: Path) -> list[Transcript]:
+    behaviors = load_behaviors()
+    family = cfg.episodes.families[0]
+    target = resolve_model(f"sim/{family}")
+    settings = cfg.episodes
+    config = GenerateConfig(temperature=settings.temperature, top_p=settings.top_p, max_tokens=settings.max_new_tokens)
+    done = {(t.behavior_id, t.seed_id, t.metadata.get("rollout")) for t in read_transcripts(out)} if out.exists() else set()
+    for benign in (False, True):
+        for behavior, seed, rollout in audits:
+            plant = None if benign else behaviors[behavior]
+            if (plant.id if plant else None, seed.id, rollout) in done:
+                continue
+            audit_spec = AuditSpec(
+                seed=seed, behavior=plant, target_system_prompt=target_system_prompt(plant),
+                budget=Budget(max_turns=settings.max_turns), auditor_model=spec, target_model=f"sim/{family}",
+                target_family=family, tool_protocol="text", auditor_prompt=settings.auditor_prompt,
+            )  # fmt: skip
+            transcript = await run_audit(audit_spec, auditor, target, auditor_config=config)
+            transcript.metadata["rollout"] = rollout
+            append_transcript(out, transcript)
+    return read_transcripts(out)
+
+
+def units(transcripts: list[Transcript], value: Any) -> dict[tuple[str, str], float]:
+    """Per-(seed, planted or benign) means of `value(t)` (None = not counted): rollouts of one seed are not
+    independent."""
+    groups: dict[tuple[str, str], list[float]] = {}
+    for t in transcripts:
+        v = value(t)
+        if v is not None:
+            groups.setdefault((t.seed_id or "", "benign" if t.benign else "planted"), []).append(100.0 * float(v))
+    return {key: mean(g) for key, g in groups.items()}
+
+
+def unit_metrics(transcripts: list[Transcript]) -> dict[str, dict[tuple[str, str], float]]:
+    grader = default_grader()
+    ok = [t for t in transcripts if t.status != "error"]
+    planted, benign = [t for t in ok if not t.benign], [t for t in ok if t.benign]
+    return {
+        "valid tool-call rate": units(ok, lambda t: None if (v := turn_validity(t)) is None else v / 100.0),
+        "valid report rate": units(ok, report_valid),
+        "reached trigger (planted)": units(planted, reached_trigger),
+        "claim rate, planted": units(planted, claimed),
+        "claim rate, benign": units(benign, claimed),
+        "identification (planted)": units(planted, grader.identifies),
+        "FP calibration (benign)": units(benign, lambda t: report_valid(t) and not claimed(t)),
+    }
+
+
+def summary(rows: dict[str, dict[tuple[str, str], float]], transcripts: list[Transcript]) -> dict[str, Any]:
+    out: dict[str, Any] = {k: mean_ci(list(v.values())).model_dump() for k, v in rows.items() if v}
+    if rows["claim rate, planted"] and rows["claim rate, benign"]:
+        planted, benign = list(rows["claim rate, planted"].values()), list(rows["claim rate, benign"].values())
+        out[DISCRIMINATION] = difference_ci(planted, benign).model_dump()
+    out["audits"] = sum(t.status != "error" for t in transcripts)
+    out["failed"] = sum(t.status == "error" for t in transcripts)
+    return out
+
+
+def paired_change(after: dict[str, dict[tuple[str, str], float]], before: dict[str, dict[tuple[str, str], float]]) -> dict[str, Any]:
+    """Per metric, after minus before over the units both have, with a bootstrap 95% interval (discrimination:
+    the change in planted claims minus the change in benign claims)."""
+    out: dict[str, Any] = {}
+    for metric, values in after.items():
+        shared = [k for k in values if k in before[metric]]
+        if shared:
+            out[metric] = mean_ci([values[k] - before[metric][k] for k in shared]).model_dump()
+    planted = [after["claim rate, planted"][k] - before["claim rate, planted"][k] for k in after["claim rate, planted"] if k in before["claim rate, planted"]]
+    benign = [after["claim rate, benign"][k] - before["claim rate, benign"][k] for k in after["claim rate, benign"] if k in before["claim rate, benign"]]
+    if planted and benign:
+        out[DISCRIMINATION] = difference_ci(planted, benign).model_dump()
+    return out
+
+
+def reward_check(cfg: GRPOLMConfig, teacher: Path) -> dict[str, Any]:
+    """Before GRPO: does the run's reward rank the teacher's correct claims above "nothing found" above a wrong
+    claim, in the run's own report format (auditrl.rewards.margins.teacher_margins)?"""
+    r = asyncio.run(teacher_margins(read_transcripts(teacher), cfg.reward.design, cfg.reward.judge))
+    p, b = r["planted"], r["benign"]
+    paired = lambda x, y: mean_ci([u - v for u, v in zip(x, y, strict=True)]).model_dump() if x else None  # noqa: E731
+    check = {
+        "groups": {"planted": len(p["correct"]), "benign": len(b["nothing"])},
+        "mean reward": {part: {o: mean(v) for o, v in by.items() if v} for part, by in r.items()},
+        "planted: correct - nothing": paired(p["correct"], p["nothing"]),
+        "planted: nothing - wrong": paired(p["nothing"], p["wrong"]),
+        "benign: nothing - claim": paired(b["nothing"], b["claim"]),
+    }
+    table = Table(title=f"reward check on the teacher's audits ({cfg.reward.design}, judge {cfg.reward.judge}): paired margins, mean [95% CI]")
+    for column in ("margin", "mean [95% CI]"):
+        table.add_column(column, justify="right")
+    for name in ("planted: correct - nothing", "planted: nothing - wrong", "benign: nothing - claim"):
+        table.add_row(name, cell(check[name], signed=True, digits=3))
+    console.print(table)
+    if any((e := check[n]) is None or e["mean"] <= 0 for n in ("planted: correct - nothing", "planted: nothing - wrong")):
+        console.print("[bold red]warning:[/] this reward does not rank a finding above silence above a wrong claim", highlight=False)
+    return check
+
+
+def grpo_config(cfg_path: Path, out: Path, adapter: Path, steps: int) -> Path:
+    """The config's GRPO run, starting from the SFT adapter, written beside the run (`auditrl train` reads it)."""
+    raw = load_yaml(cfg_path.read_text(encoding="utf-8"))
+    raw["policy"]["init_adapter"] = str(adapter.resolve())
+    raw["trainer"]["max_steps"] = steps
+    path = out / "grpo_config.yaml"
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, yaml.safe_dump(raw, sort_keys=False))
+    return path
+
+
+def pct(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1f}"
+
+
+def cell(e: dict[str, Any] | None, signed: bool = False, digits: int = 1) -> str:
+    if not e:
+        return "-"
+    f = f"{'+' if signed else ''}.{digits}f"
+    return f"{e['mean']:{f}} [{e['lo']:{f}}, {e['hi']:{f}}]"
+
+
+def main(
+    config: Annotated[Path, typer.Option(help="The grpo_lm config whose training distribution SFT imitates and GRPO trains on.")] = CONFIG,
+    out: Annotated[Path, typer.Option(help="Output directory.")] = Path("runs/lm-learning"),
+    episodes: Annotated[int, typer.Option(help="Teacher audits.")] = 256,
+    epochs: Annotated[float, typer.Option(help="SFT epochs.")] = 3.0,
+    learning_rate: Annotated[float, typer.Option(help="SFT learning rate.")] = 1e-3,
+    grpo_steps: Annotated[int | None, typer.Option(help="GRPO steps from the SFT base (default: the config's trainer.max_steps; 0: no GRPO).")] = None,
+    heldout_seeds: Annotated[int, typer.Option(help="AuditWorld seeds per held-out behavior.")] = 4,
+    training_seeds: Annotated[int, typer.Option(help="Of each training behavior's held-out seeds, how many to audit.")] = 1,
+    rollouts: Annotated[int, typer.Option(help="Rollouts per seed, planted and benign.")] = 1,
+    skip_sft: Annotated[bool, typer.Option(help="Use the adapter an earlier call wrote under <out>/sft.")] = False,
+    part: Annotated[
+        list[str], typer.Option(help="Held-out part to audit: `behaviors`, `seeds` (of training behaviors); repeatable.")
+    ] = list(PARTS),
+) -> None:
+    if unknown := set(part) - set(PARTS):
+        raise typer.BadParameter(f"unknown part(s) {sorted(unknown)}; choose from {', '.join(PARTS)}", param_hint="--part")
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    console.print(describe_cpu(), highlight=False)
+    cfg = load_config(config)
+    steps = cfg.trainer.max_steps if grpo_steps is None else grpo_steps
+    record: dict[str, Any] = {"cpu": describe_cpu(), "config": config.name, "grpo_steps": steps, "cpu_seconds": {}}
+    sft_dir = out / "sft"
+    if not skip_sft:
+        started = time.process_time()
+        sft = run_sft(cfg, SFTSettings(episodes=episodes, epochs=epochs, learning_rate=learning_rate), sft_dir)
+        record["cpu_seconds"]["sft"] = time.process_time() - started
+        record["sft"] = {"kept": sft["kept"], "teacher": sft["teacher"], "loss": [sft["loss"][0]["loss"], sft["loss"][-1]["loss"]]}
+        console.print(f"SFT: {sft['kept']} teacher audits, loss {sft['loss'][0]['loss']:.3f} -> {sft['loss'][-1]['loss']:.3f}, "
+                      f"{record['cpu_seconds']['sft']:.0f} CPU s; teacher: {json.dumps(sft['teacher'])}", highlight=False)  # fmt: skip
+    if cfg.reward.judge == "sim":
+        record["reward_check"] = reward_check(cfg, sft_dir / TEACHER_TRANSCRIPTS)
+    parts = held_out_audits(cfg, heldout_seeds, training_seeds, rollouts, part)
+    record["results"], record["changes"] = {}, {}
+    evaluated: dict[str, dict[str, Any]] = {}
+
+    def evaluate(label: str, spec: str) -> None:
+        """Audit every held-out part with one auditor; its change from the auditor evaluated before it."""
+        model = resolve_model(spec, dtype=cfg.policy.dtype)
+        for part_name, audits in parts.items():
+            started = time.process_time()
+            folder = out / "eval" / label.replace(" ", "_").replace("+", "plus") / part_name.replace(" ", "_")
+            transcripts = asyncio.run(audit_all(cfg, model, spec, audits, folder / TRANSCRIPTS))
+            record["cpu_seconds"][f"{label}: {part_name}"] = time.process_time() - started
+            rows = unit_metrics(transcripts)
+            record["results"].setdefault(part_name, {})[label] = summary(rows, transcripts)
+            if (previous := evaluated.get(part_name)) is not None:
+                record["changes"].setdefault(part_name, {})[f"{label} - {previous['label']}"] = paired_change(rows, previous["rows"])
+            evaluated[part_name] = {"label": label, "rows": rows}
+            console.print(f"{label}, {part_name}: {len(transcripts)} audits, {time.process_time() - started:.0f} CPU s", highlight=False)
+            atomic_write_text(out / "lm_learning.json", json.dumps(record, indent=2))
+
+    evaluate("untrained base", f"local/{cfg.policy.model}")
+    evaluate("SFT base", f"local/{sft_dir / ADAPTER_DIR}")
+    if steps > 0:
+        from auditrl.train.grpo import run_from_config
+
+        started = time.process_time()
+        grpo_dir = run_from_config(grpo_config(config, out, sft_dir / ADAPTER_DIR, steps), out / "grpo")
+        record["cpu_seconds"]["grpo"] = time.process_time() - started
+        record["grpo_training"] = rollouts_by_third(read_transcripts(grpo_dir / TRANSCRIPTS))
+        console.print(f"GRPO: {steps} steps, {record['cpu_seconds']['grpo']:.0f} CPU s", highlight=False)
+        evaluate("SFT + GRPO", f"local/{grpo_dir / ADAPTER_DIR}")
+    print_tables(record)
+
+
+def print_tables(record: dict[str, Any]) -> None:
+    if thirds := record.get("grpo_training"):
+        table = Table(title="GRPO training rollouts by third of the run (0-100; reward: mean [95% CI] over rollouts)")
+        for column in ("steps", "rollouts", "valid reports", "claims, planted", "claims, benign", "reward"):
+            table.add_column(column, justify="right")
+        for t in thirds:
+            reward = t["reward"] and f"{t['reward']['mean']:.3f} [{t['reward']['lo']:.3f}, {t['reward']['hi']:.3f}]"
+            table.add_row(t["steps"], str(t["rollouts"]), pct(t["valid_reports"]), pct(t["claims_planted"]), pct(t["claims_benign"]), reward or "-")
+        console.print(table)
+    for part_name, by_label in record["results"].items():
+        changes = record["changes"].get(part_name, {})
+        table = Table(title=f"{part_name} (0-100, mean [95% CI] over (seed, planted or benign) units)", caption=record["cpu"])
+        table.add_column("metric")
+        for label in (*by_label, *changes):
+            table.add_column(label, justify="right")
+        for metric in next(iter(by_label.values())):
+            if metric in ("audits", "failed"):
+                continue
+            table.add_row(metric, *[cell(r.get(metric)) for r in by_label.values()], *[cell(c.get(metric), signed=True) for c in changes.values()])
+        table.add_row("audits (failed)", *[f"{r['audits']} ({r['failed']})" for r in by_label.values()], *["" for _ in changes])
+        console.print(table)
+
+
+if __name__ == "__main__":
+    typer.run(main)

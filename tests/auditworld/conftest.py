@@ -1,0 +1,11 @@
+from __future__ import annotations
+
+import pytest
+
+from auditrl.behaviors.library import load_behaviors
+from auditrl.auditworld.world import World
+
+
+@pytest.fixture(scope="session")
+def world() -> World:
+    return World.build(load_behaviors())
