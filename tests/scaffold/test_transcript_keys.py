@@ -63,6 +63,9 @@ def test_a_wrong_value_is_refused_on_write_and_named_on_read() -> None:
     t.metadata["rollout"] = "first"
     with pytest.raises(KeyValueError, match=rf"transcript {t.id}: metadata\['rollout'\] = 'first'"):
         ROLLOUT.get(t)
+    t.scores["audit_quality"] = {"depth": "deep"}
+    with pytest.raises(KeyValueError, match=r"is not dict\[str, float\]"):
+        AUDIT_QUALITY.get(t)
     REWARD.set(t, None)  # an unscored rollout
     assert REWARD.get(t) is None and "reward" in t.scores
 

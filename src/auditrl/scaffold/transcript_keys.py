@@ -11,7 +11,7 @@ an entry under each design's name (`{"reward": ..., **details}`), as a plugin's 
 from __future__ import annotations
 
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, get_args
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
@@ -74,7 +74,8 @@ class Key(str, Generic[T]):
 
 
 def _type_name(annotation: Any) -> str:
-    return getattr(annotation, "__name__", None) or str(annotation)
+    """`float`, or `dict[str, float]` in full."""
+    return str(annotation) if get_args(annotation) else getattr(annotation, "__name__", str(annotation))
 
 
 KEYS: dict[str, Key[Any]] = {}
