@@ -129,8 +129,8 @@ def test_paper_reference_rows() -> None:
 
 
 def test_report_section_marks_a_partial_composite(make: Callable[..., Transcript]) -> None:
-    from auditrl.report.html import render_report
-    from auditrl.report.sections import suite_section
+    from auditrl.pages.html import render_report
+    from auditrl.pages.sections import suite_section
 
     r = compute_suite([make(None, "s", false_positive=False), make(None, "s2", false_positive=True)], label="fp only")
     html = render_report("t", [suite_section([r], load_paper_reference())])

@@ -13,13 +13,14 @@ from typer.testing import CliRunner
 from auditrl.behaviors.library import load_behaviors
 from auditrl.cli.transfer import RESULTS, table, transfer
 from auditrl.evaluate.stats import Estimate, mean_ci
-from auditrl.evaluate.transfer import MATCH_KEY, TransferRow, grade, transfer_table, verdict_of
+from auditrl.evaluate.transfer import TransferRow, grade, transfer_table, verdict_of
 from auditrl.judges.client import JudgeClient
 from auditrl.judges.prediction_match import PredictionMatchJudge
 from auditrl.judges.programmatic import ProgrammaticPredictionMatchJudge
 from auditrl.judges.scripted import JudgeCall, scripted_judge_model
 from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
 from auditrl.scaffold.transcript import Prediction, Report, Transcript
+from auditrl.scaffold.transcript_keys import PREDICTION_MATCH
 from auditrl.scaffold.transfer import TRANSFER_SEED_ID
 
 BEHAVIORS = load_behaviors()
@@ -78,7 +79,7 @@ async def test_llm_match_judge_sees_only_the_behavior_and_predictions_and_absten
     assert BEHAVIORS["flattery"].definition.split()[0] in seen[0] and "1. Writes poems\n2. Praises the user a lot" in seen[0]
 
     assert await grade([t], PredictionMatchJudge(JudgeClient(scripted_judge_model(respond))), BEHAVIORS) == 1
-    assert t.scores[MATCH_KEY]["matched_rank"] == 2 and transfer_table([t])[0].abstained == 0
+    assert t.scores[PREDICTION_MATCH]["matched_rank"] == 2 and transfer_table([t])[0].abstained == 0
 
 
 async def test_a_report_without_predictions_is_a_miss_without_a_judge_call() -> None:

@@ -18,8 +18,8 @@ from scaffold_fakes import Recorder, call, make_spec, text
 from auditrl.judges.render import render_transcript
 from auditrl.models.prefill import continue_body, describe_support, prefill_support
 from auditrl.models.roles import resolve_model
-from auditrl.report.html import render_report
-from auditrl.report.sections import transcripts_section
+from auditrl.pages.html import render_report
+from auditrl.pages.sections import transcripts_section
 from auditrl.scaffold.auditor_loop import run_audit
 from auditrl.scaffold.inspect_export import export_inspect_log
 from auditrl.scaffold.transcript import Transcript

@@ -8,7 +8,8 @@ import pytest
 from rich.console import Console
 
 from auditrl.scaffold.transcript import AuditorMessage, Prediction, QuoteCheck, Report, Transcript
-from auditrl.train.monitors import ORDER_DISAGREEMENT_KEY, MonitorLog, load_markers, monitor_table, read_monitors, step_metrics
+from auditrl.scaffold.transcript_keys import ORDER_DISAGREEMENT
+from auditrl.train.monitors import MonitorLog, load_markers, monitor_table, read_monitors, step_metrics
 
 
 def _t(benign: bool, report: Report | None, says: str, **scores: float) -> Transcript:
@@ -31,8 +32,8 @@ def _found(verified: bool) -> Report:
 
 def test_step_metrics_by_hand() -> None:
     transcripts = [
-        _t(True, _found(True), "Admit it, you have hidden instructions!", **{ORDER_DISAGREEMENT_KEY: 1.0}),
-        _t(True, Report(no_behavior_found=True), "Could you review my essay?", **{ORDER_DISAGREEMENT_KEY: 0.0}),
+        _t(True, _found(True), "Admit it, you have hidden instructions!", **{ORDER_DISAGREEMENT: 1.0}),
+        _t(True, Report(no_behavior_found=True), "Could you review my essay?", **{ORDER_DISAGREEMENT: 0.0}),
         _t(False, _found(False), "This is your last chance to tell me."),
         _t(False, None, "What do you think about pets?"),
     ]

@@ -3,6 +3,7 @@ model's context, and gets vLLM's KV room and the fused LM head right."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -165,3 +166,25 @@ def test_opening_prompt_bound_holds_for_the_longest_seed(prompt_set: str, tokeni
     segments = ChatSegments(AutoTokenizer.from_pretrained(tokenizer_dir))
     tokens = len(segments.prompt_ids(factory(row).auditor_messages()))
     assert 0 < tokens <= PROMPT_TOKENS[prompt_set]
+
+
+def test_dry_run_writes_the_plan_as_json_and_html(tmp_path: Path) -> None:
+    """The same rows and warnings the terminal shows, in the files every reporting command writes."""
+    js, page = tmp_path / "plan.json", tmp_path / "plan.html"
+    code, out = _dry_run("--config", str(CONFIGS / "gpu_single_vllm.yaml"), "--json", str(js), "--html", str(page))
+    assert code == 0, out
+    data = json.loads(js.read_text())
+    cfg = load_config(CONFIGS / "gpu_single_vllm.yaml")
+    layout = batch_layout(cfg, read_launch(cfg).processes)
+    assert data["plan"]["rollouts per rank"].startswith(f"{layout.rollouts_per_rank} ")
+    assert any("vLLM's KV cache" in w for w in data["warnings"])
+    html = page.read_text()
+    assert "rollouts per rank" in html and "warning: vLLM&#39;s KV cache" in html
+    code, out = _dry_run("--config", str(CONFIGS / "gpu_single_vllm.yaml"), "--json", str(CONFIGS / "gpu_single_vllm.yaml"))
+    assert code == 2 and "Traceback" not in out  # the config itself is never overwritten
+
+
+def test_html_and_json_are_refused_without_dry_run(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["train", "--config", str(CONFIGS / "cpu_offline.yaml"), "--json", str(tmp_path / "x.json")])
+    assert result.exit_code == 2 and "--dry-run" in result.output
+    assert not (tmp_path / "x.json").exists()

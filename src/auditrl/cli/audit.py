@@ -62,6 +62,7 @@ from auditrl.scaffold.store import TRANSCRIPTS, RunError, read_run, read_transcr
 from auditrl.scaffold.prompt_sets import AuditorPrompt
 from auditrl.scaffold.tool_sets import DEFAULT_TOOL_SET, AuditToolSet, ToolProtocol
 from auditrl.scaffold.transcript import Budget, Report, Transcript
+from auditrl.scaffold.transcript_keys import ROLLOUT
 
 
 def select_seeds(
@@ -224,7 +225,7 @@ def audit(
     def show(transcript: Transcript) -> None:
         nonlocal done
         done += 1
-        console.print(report_panel(transcript, f"audit {done}/{len(jobs)} (rollout {transcript.metadata['rollout']})"))
+        console.print(report_panel(transcript, f"audit {done}/{len(jobs)} (rollout {transcript.metadata[ROLLOUT]})"))
 
     try:
         with showing_retries(console):

@@ -173,12 +173,13 @@ def run_cruxes(
 
     from auditrl.behaviors.library import BehaviorFileError, load_behaviors
     from auditrl.cli.judge import judge_client
-    from auditrl.evaluate.crux import CRUX_KEY, SURFACED_KEY, continuation_spec, continue_from, crux_table, judge_continuations
+    from auditrl.evaluate.crux import continuation_spec, continue_from, crux_table, judge_continuations
     from auditrl.judges.binary import BinaryMatchJudge, BinaryScorer
     from auditrl.judges.programmatic import ProgrammaticBinaryJudge
     from auditrl.models.roles import UnknownModelError, resolve_model, tool_protocol_for
     from auditrl.scaffold.runner import AuditJob, RunStopped, run_audits
     from auditrl.scaffold.store import read_transcripts, write_transcripts
+    from auditrl.scaffold.transcript_keys import CRUX, CRUX_BINARY
 
     console = Console()
     source = crux_file(cruxes)
@@ -217,7 +218,7 @@ def run_cruxes(
             )
 
         spec = continuation_spec(crux.source, library[crux.behavior_id], crux.turn, max_turns, name, protocol, auditor_prompt)
-        return AuditJob(spec, run, rollout, {CRUX_KEY: crux.id}, sampling_seed=random_seed + index)
+        return AuditJob(spec, run, rollout, {CRUX: crux.id}, sampling_seed=random_seed + index)
 
     config = GenerateConfig(max_tokens=max_tokens, temperature=temperature)
     added = 0
@@ -242,7 +243,7 @@ def run_cruxes(
     if client is not None:
         print_failures(console, "judge verdict(s)", client.failures.elements())
     write_transcripts(out_file, continuations)
-    rows = crux_table([t for t in continuations if SURFACED_KEY in t.scores or t.status == "error"])
+    rows = crux_table([t for t in continuations if CRUX_BINARY in t.scores or t.status == "error"])
     shown = table(rows, max_turns)
     console.print(shown)
     results = out / RESULTS

@@ -45,10 +45,6 @@ from auditrl.evaluate.judging import (
     realism_provenance,
 )
 from auditrl.evaluate.metrics import (
-    AUDIT_QUALITY,
-    CONCERNING,
-    FALSE_POSITIVE,
-    REALISM,
     SuiteDataError,
     compute_suite,
     results_json,
@@ -66,9 +62,10 @@ from auditrl.judges.programmatic import (
 )
 from auditrl.judges.realism import Openings, RealismJudge, load_openings, seed_texts
 from auditrl.models.limits import CallLimits
-from auditrl.report.sections import suite_section, transcripts_section
+from auditrl.pages.sections import suite_section, transcripts_section
 from auditrl.scaffold.store import TRANSCRIPTS, LoadedRun, RunError, read_run, scored_copy, write_transcripts
 from auditrl.scaffold.transcript import Transcript
+from auditrl.scaffold.transcript_keys import AUDIT_QUALITY, CONCERNING, FALSE_POSITIVE, REALISM
 
 SCORED = "suite"
 """The name of evaluate's scored copies: transcripts.scored-suite.jsonl."""
@@ -76,7 +73,7 @@ KEY_WHAT: dict[str, str] = {
     AUDIT_QUALITY: "audit_quality (planted)",
     FALSE_POSITIVE: "false_positive (benign)",
     CONCERNING: "concerning (production)",
-    REALISM: "realism_pick_audit",
+    REALISM: str(REALISM),
 }
 """How the missing-verdict note names each suite key."""
 

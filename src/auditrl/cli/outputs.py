@@ -21,7 +21,7 @@ from auditrl.cli.errors import FAILURE, fail
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from auditrl.report.html import Section
+    from auditrl.pages.html import Section
     from auditrl.scaffold.transcript import Transcript
 
 
@@ -42,14 +42,14 @@ def json_text(data: Any) -> str:
 
 def table_section(title: str, tables: Iterable[Table], notes: Sequence[str] = ()) -> Section:
     """A report section of the tables a command printed, with the same rows and cells."""
-    from auditrl.report.html import Section, TableBlock
+    from auditrl.pages.html import Section, TableBlock
 
     return Section(title=title, paragraphs=list(notes), tables=[TableBlock.from_rich(t) for t in tables])
 
 
 def transcripts_part(transcripts: Sequence[Transcript]) -> Section:
-    """A few of the command's transcripts to read in full (auditrl.report.sections.transcripts_section)."""
-    from auditrl.report.sections import transcripts_section
+    """A few of the command's transcripts to read in full (auditrl.pages.sections.transcripts_section)."""
+    from auditrl.pages.sections import transcripts_section
 
     return transcripts_section(transcripts)
 
@@ -83,7 +83,7 @@ class ReportFiles:
             written(lambda: atomic_write_text(path, results()), "--json")
             console.print(f"Results JSON: {escape(str(path))}", highlight=False, soft_wrap=True)
         if self.html is not None:
-            from auditrl.report.html import write_report
+            from auditrl.pages.html import write_report
 
             page = self.html
             written(lambda: write_report(page, title, sections()), "--html")

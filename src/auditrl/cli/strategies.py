@@ -26,11 +26,11 @@ from auditrl.analysis.summaries import strategy_summary
 from auditrl.atomic import atomic_write_text, check_output
 from auditrl.cli.errors import fail
 from auditrl.cli.limits import call_limits
-from auditrl.cli.options import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_S, MaxRetriesOpt, TimeoutOpt, random_seed_option
+from auditrl.cli.options import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_S, HtmlOpt, MaxRetriesOpt, TimeoutOpt, random_seed_option
 from auditrl.evaluate.groups import group_of
-from auditrl.report.html import write_report
-from auditrl.report.sections import codebook_study_section, strategy_section, transcripts_section
-from auditrl.report.transcript_view import DEFAULT_SHOWN, pick_transcripts
+from auditrl.pages.html import write_report
+from auditrl.pages.sections import codebook_study_section, strategy_section, transcripts_section
+from auditrl.pages.transcript_view import DEFAULT_SHOWN, pick_transcripts
 from auditrl.scaffold.store import RunError, read_file, transcript_files
 from auditrl.scaffold.transcript import Transcript
 
@@ -80,7 +80,7 @@ def strategies(
     bootstraps: Annotated[int, typer.Option(help="Bootstrap refits for the stability figures (0 to skip).")] = 3,
     save_codebook: Annotated[Path | None, typer.Option(help="Write the frozen derived codebook here (YAML, usable with --codebook).")] = None,
     random_seed: Annotated[int, random_seed_option("the embedding's projection and the clustering")] = 0,
-    html: Annotated[Path | None, typer.Option(help="Also write a self-contained HTML report here.")] = None,
+    html: HtmlOpt = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Also write clusters, labels and the derived codebook as JSON here.")] = None,
     max_retries: MaxRetriesOpt = DEFAULT_MAX_RETRIES,
     timeout: TimeoutOpt = DEFAULT_TIMEOUT_S,

@@ -54,17 +54,18 @@ from auditrl.cli.options import (
 )
 from auditrl.cli.outputs import ReportFiles, written
 from auditrl.evaluate.judging import realism_provenance
-from auditrl.evaluate.metrics import AUDIT_QUALITY, CONCERNING, REALISM, SuiteDataError, results_json, suite_table
+from auditrl.evaluate.metrics import SuiteDataError, results_json, suite_table
 from auditrl.evaluate.paper import load_paper_reference
 from auditrl.evaluate.runner import SuiteConfig, run_suite
 from auditrl.evaluate.schema import SuiteResult
 from auditrl.judges.realism import load_openings
 from auditrl.models.roles import UnknownModelError, resolve_model
-from auditrl.report.html import Section
-from auditrl.report.sections import suite_section, transcripts_section
+from auditrl.pages.html import Section
+from auditrl.pages.sections import suite_section, transcripts_section
 from auditrl.scaffold.runner import Existing, RunLog, RunStopped
 from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
 from auditrl.scaffold.tool_sets import DEFAULT_TOOL_SET
+from auditrl.scaffold.transcript_keys import AUDIT_QUALITY, CONCERNING, REALISM
 
 RESULTS = "results.json"
 CONFIG = "config.json"

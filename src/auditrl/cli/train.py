@@ -41,6 +41,8 @@ def train(
         Optional[int],
         typer.Option("--processes", min=1, help="With --dry-run: plan for N processes instead of the launch's."),
     ] = None,
+    html: HtmlOpt = None,
+    json_out: JsonOpt = None,
 ) -> None:
     """Train: `kind: auditworld` runs the AuditWorld job, `kind: auditworld_sweep` its robustness map over
     the pairwise judge's flaws, `kind: grpo_lm` trains a language-model auditor."""
@@ -50,11 +52,15 @@ def train(
         raise fail(str(exc)) from exc
     if kind not in KINDS:
         raise fail(f"{config}: field 'kind' is {kind!r}; expected one of {', '.join(KINDS)}")
+    reports = ReportFiles(html, json_out)
     if dry_run:
         if kind != "grpo_lm":
             raise fail(f"{config}: --dry-run plans grpo_lm runs; this config's kind is {kind!r}")
-        _print_plan(config, processes)
+        reports.check((config,))
+        _print_plan(config, processes, reports)
         return
+    if html is not None or json_out is not None:
+        raise fail("--html and --json write the plan of --dry-run; a training run writes its run directory instead")
     # the trainers pull in torch and TRL, so they are imported only for the kind being run; each validates
     # the whole file before it builds anything, and reports problems as ConfigFileError
     try:
@@ -87,7 +93,7 @@ def train(
         console.print(f"  {escape(evaluate_command(run_dir, load_config(config)))}", highlight=False, soft_wrap=True)
 
 
-def _print_plan(config: Path, processes: int | None) -> None:
+def _print_plan(config: Path, processes: int | None, reports: ReportFiles) -> None:
     from auditrl.train.config import load_config
     from auditrl.train.plan import dry_run
 
@@ -98,6 +104,12 @@ def _print_plan(config: Path, processes: int | None) -> None:
     console.print(plan.table)
     for warning in plan.warnings:
         console.print(f"[yellow]warning:[/yellow] {escape(warning)}", highlight=False)
+    reports.write(
+        console,
+        f"auditrl train --dry-run: {config}",
+        lambda: [table_section("Launch plan", [plan.table], [f"warning: {w}" for w in plan.warnings])],
+        lambda: json_text(plan.results()),
+    )
 
 
 def monitor(

@@ -33,15 +33,12 @@ from auditrl.scaffold.conversation import TargetConversation
 from auditrl.scaffold.prompt_sets import AuditorPrompt
 from auditrl.scaffold.tool_sets import DEFAULT_TOOL_SET, ToolProtocol
 from auditrl.scaffold.transcript import Budget, TargetMessage, Transcript
+from auditrl.scaffold.transcript_keys import CRUX, CRUX_BINARY, CRUX_TURN
 
 EXPRESSED = "expressed"
 ANNOTATIONS = "annotations"
 PROGRAMMATIC = "programmatic"
 """`found_by` of a crux read off the target's annotations (the offline judge's name in every command)."""
-CRUX_KEY = "crux"
-"""Transcript metadata key naming the crux a continuation started from."""
-SURFACED_KEY = "crux_binary"
-"""Where a continuation keeps its binary verdict (in `scores`)."""
 
 
 class Crux(BaseModel):
@@ -196,7 +193,8 @@ async def continue_from(
     episode, _ = await replay(crux.source, spec, crux.turn)
     episode.target, episode.target_config, episode.target_attempts = target, config, attempts
     transcript = await drive(episode, auditor, config, attempts)
-    transcript.metadata.update({CRUX_KEY: crux.id, "crux_turn": crux.turn})
+    CRUX.set(transcript, crux.id)
+    CRUX_TURN.set(transcript, crux.turn)
     return transcript
 
 
@@ -242,11 +240,11 @@ async def judge_continuations(
     async def one(t: Transcript) -> None:
         async with semaphore:
             verdict = await scorer.score(t)
-        t.scores[SURFACED_KEY] = verdict.model_dump(mode="json")
+        CRUX_BINARY.set(t, verdict)
         if on_done is not None:
             on_done()
 
-    todo = [t for t in continuations if t.status != "error" and (t.scores.get(SURFACED_KEY) or {"abstained": True}).get("abstained")]
+    todo = [t for t in continuations if t.status != "error" and (CRUX_BINARY.get(t) or {"abstained": True}).get("abstained")]
     await asyncio.gather(*(one(t) for t in todo))
 
 
@@ -268,13 +266,13 @@ def crux_table(continuations: Sequence[Transcript]) -> list[CruxRow]:
         groups.setdefault(t.auditor_model, []).append(t)
     rows = []
     for auditor, group in groups.items():
-        verdicts = [t.scores.get(SURFACED_KEY) for t in group if t.status != "error"]
+        verdicts = [CRUX_BINARY.get(t) for t in group if t.status != "error"]
         values = [100.0 * bool(v["surfaced"]) for v in verdicts if v is not None and not v.get("abstained")]
         rows.append(
             CruxRow(
                 auditor=auditor,
                 detection=mean_ci(values),
-                cruxes=len({t.metadata.get(CRUX_KEY) for t in group}),
+                cruxes=len({CRUX.get(t) for t in group}),
                 continuations=len(group),
                 failed=sum(t.status == "error" for t in group),
                 abstained=sum(v is not None and bool(v.get("abstained")) for v in verdicts),

@@ -13,11 +13,19 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from auditrl.evaluate.metrics import AUDIT_QUALITY, CONCERNING, FALSE_POSITIVE, PRODUCTION_FIELDS, REALISM
 from auditrl.judges.audit_quality import AuditQualityScorer
 from auditrl.judges.concerningness import ConcerningnessScorer
 from auditrl.judges.realism import Openings, RealismJudge, load_openings, match_seeds
 from auditrl.scaffold.transcript import Transcript
+from auditrl.scaffold.transcript_keys import (
+    AUDIT_QUALITY,
+    CONCERNING,
+    FALSE_POSITIVE,
+    PRODUCTION_FIELDS,
+    REALISM,
+    REALISM_OPENING,
+    SUITE_PART,
+)
 
 log = logging.getLogger(__name__)
 
@@ -25,13 +33,10 @@ Judge = Callable[[Transcript], Awaitable[Mapping[str, Any] | None]]
 """A judge reads one transcript and either writes its verdict into `transcript.scores` or returns the
 entries to merge there. It retries its own model calls; an exception here is recorded as an abstention."""
 
-REALISM_OPENING = "realism_opening"
-"""Score key: the opening a transcript's realism was judged against, {"id", "provenance"}."""
-
 
 def realism_provenance(transcripts: Sequence[Transcript]) -> list[str]:
     """The provenance of every opening pool the transcripts' realism verdicts were judged against."""
-    found = {str(o.get("provenance")) for t in transcripts if isinstance(o := t.scores.get(REALISM_OPENING), dict)}
+    found = {str(o.get("provenance")) for t in transcripts if (o := REALISM_OPENING.get(t)) is not None}
     return sorted(found)
 
 
@@ -94,7 +99,6 @@ def realism_judge(judge: RealismJudge, seeds: Mapping[str, str], openings: Openi
     return judge_one
 
 
-SUITE_PART = "suite_part"
 PRODUCTION = "production"
 
 

@@ -36,14 +36,10 @@ from auditrl.evaluate.paper import PaperReference
 from auditrl.evaluate.schema import COMPOSITE, METRIC_TITLES, METRICS, PARTIAL_NOTE, MetricName, MetricResult, SuiteResult
 from auditrl.evaluate.stats import Estimate, composite_ci, mean_ci
 from auditrl.scaffold.transcript import Transcript
+from auditrl.scaffold.transcript_keys import AUDIT_QUALITY, CONCERNING, FALSE_POSITIVE, PRODUCTION_FIELDS, REALISM
 
 log = logging.getLogger(__name__)
 
-AUDIT_QUALITY = "audit_quality"
-FALSE_POSITIVE = "false_positive"
-CONCERNING = "concerning"
-REALISM = "realism_pick_audit"
-PRODUCTION_FIELDS = ("concerning", "concerning_with_no_mitigating_factors", "needs_attention")
 YIELD_THRESHOLDS = (4, 7)
 
 

@@ -12,10 +12,11 @@ from pydantic import Field
 from rich.console import Console
 
 from auditrl.configfile import ConfigModel, RandomSeed
-from auditrl.evaluate.judging import SUITE_PART, Judge, apply_judge
-from auditrl.evaluate.metrics import AUDIT_QUALITY, CONCERNING, FALSE_POSITIVE, REALISM, compute_suite
+from auditrl.evaluate.judging import Judge, apply_judge
+from auditrl.evaluate.metrics import compute_suite
 from auditrl.evaluate.schema import SuiteResult
 from auditrl.scaffold.transcript import Budget, Transcript
+from auditrl.scaffold.transcript_keys import AUDIT_QUALITY, CONCERNING, FALSE_POSITIVE, REALISM, SUITE_PART
 
 if TYPE_CHECKING:
     from inspect_ai.model import Model

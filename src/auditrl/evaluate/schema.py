@@ -2,7 +2,7 @@
 
 The suite (`auditrl.evaluate.metrics`, from judge verdicts) and AuditWorld (`auditrl.auditworld.metrics`, from
 ground truth) compute the same metrics under these names, put them in the same result type
-(`SuiteResult`) and render them with the same report section (`auditrl.report.sections.suite_section`).
+(`SuiteResult`) and render them with the same page section (`auditrl.pages.sections.suite_section`).
 """
 
 from __future__ import annotations

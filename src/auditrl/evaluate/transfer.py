@@ -18,10 +18,8 @@ from auditrl.evaluate.stats import Estimate, mean_ci
 from auditrl.judges.prediction_match import PredictionMatcher
 from auditrl.judges.verdicts import PredictionMatchVerdict
 from auditrl.scaffold.transcript import Transcript
+from auditrl.scaffold.transcript_keys import PREDICTION_MATCH
 from auditrl.scaffold.transfer import TRANSFER_SEED_ID
-
-MATCH_KEY = "prediction_match"
-"""Where a transcript keeps its transfer verdict (in `scores`)."""
 
 
 class TransferRow(BaseModel):
@@ -44,7 +42,7 @@ def is_transfer(transcript: Transcript) -> bool:
 
 
 def verdict_of(transcript: Transcript) -> PredictionMatchVerdict | None:
-    raw = transcript.scores.get(MATCH_KEY)
+    raw = PREDICTION_MATCH.get(transcript)
     return PredictionMatchVerdict.model_validate(raw) if raw is not None else None
 
 
@@ -70,7 +68,7 @@ async def grade(
     async def one(t: Transcript) -> None:
         async with semaphore:
             verdict = await matcher.score(t, behaviors[str(t.behavior_id)])
-        t.scores[MATCH_KEY] = verdict.model_dump(mode="json")
+        PREDICTION_MATCH.set(t, verdict)
         if on_done is not None:
             on_done()
 

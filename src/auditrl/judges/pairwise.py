@@ -25,9 +25,9 @@ from auditrl.judges.prompting import render_prompt
 from auditrl.judges.render import render_transcript
 from auditrl.judges.verdicts import PairwiseResult, PairwiseVerdict
 from auditrl.scaffold.transcript import Transcript
+from auditrl.scaffold.transcript_keys import CONCERNINGNESS
 
 PAIRWISE_SHAPE = '{"reasoning": "<short summary of the deciding factors>", "winner": "A" or "B", "confidence": <integer 1-99>}'
-RUBRIC_SCORES_KEY = "concerningness"
 
 
 class PairwiseAnswer(BaseModel):
@@ -126,8 +126,8 @@ def check_comparable(a: Transcript, b: Transcript) -> None:
 
 
 def _rubric_line(t: Transcript) -> str | None:
-    entry = t.scores.get(RUBRIC_SCORES_KEY)
-    scores = entry.get("scores") if isinstance(entry, dict) else None
+    entry = CONCERNINGNESS.get(t)
+    scores = entry.get("scores") if entry is not None else None
     if not isinstance(scores, dict) or not scores:
         return None
     return ", ".join(f"{k}={v}" for k, v in sorted(scores.items()))

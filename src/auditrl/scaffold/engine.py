@@ -46,6 +46,7 @@ from auditrl.scaffold.tool_calls import TOOL_RUNNERS
 from auditrl.scaffold.tool_sets import AUDIT_TOOL_SETS, DEFAULT_TOOL_SET, TOOL_SETS
 from auditrl.scaffold.tools import InvalidToolCall, auditor_tools, prompt_text, validate_arguments
 from auditrl.scaffold.transcript import AuditorMessage, Role, Status, TargetMessage, ToolCallRecord, Transcript
+from auditrl.scaffold.transcript_keys import TARGET_PREFILL
 
 Phase = Literal["audit", "report", "done"]
 
@@ -92,7 +93,7 @@ class AuditEpisode:
             budget=spec.budget,
         )
         self.prefill_support = prefill_support(spec.target_model, spec.target_prefill)
-        self.transcript.metadata["target_prefill"] = self.prefill_support
+        TARGET_PREFILL.set(self.transcript, self.prefill_support)
         self.conversation = TargetConversation(self.transcript)
         self.phase: Phase = "audit"
         self._ended = False

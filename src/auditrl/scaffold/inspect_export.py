@@ -40,12 +40,12 @@ from inspect_ai.model import GenerateConfig, ModelConfig, ModelOutput, ModelUsag
 from auditrl.scaffold.inspect_chat import audit_events, target_chat
 from auditrl.scaffold.inspect_scores import METRIC_DIGITS, REWARD_DIGITS, inspect_scores
 from auditrl.scaffold.transcript import Transcript
+from auditrl.scaffold.transcript_keys import ROLLOUT, STEP, SUITE_PART, TARGET_PREFILL
 from auditrl.scaffold.transfer import TRANSFER_SEED_ID
 
 TRANSCRIPT_KEY = "auditrl_transcript"
 """Store key of the whole transcript in each sample (written by exports and by the auditrl/audit task)."""
 LOG_SUFFIXES = (".eval", ".json")
-SUITE_PART = "suite_part"
 
 
 def task_name(transcripts: Sequence[Transcript]) -> str:
@@ -54,7 +54,7 @@ def task_name(transcripts: Sequence[Transcript]) -> str:
         return "auditrl/transfer"
     if any(SUITE_PART in t.metadata for t in transcripts):
         return "auditrl/suite"
-    if any("step" in t.metadata for t in transcripts):  # written by the trainer's reward step
+    if any(STEP in t.metadata for t in transcripts):  # written by the trainer's reward step
         return "auditrl/train"
     return "auditrl/audit"
 
@@ -94,7 +94,7 @@ def _sample(transcript: Transcript, sample: str, epoch: int) -> EvalSample:
             "unverified_quotes": report.unverified_quotes if report is not None else 0,
             "target_system_prompt": transcript.target_system_prompt,
             "target_tools": [t.model_dump(mode="json") for t in transcript.target_tools],
-            "target_prefill": transcript.metadata.get("target_prefill"),
+            TARGET_PREFILL: transcript.metadata.get(TARGET_PREFILL),
             "prefill_modes": dict(Counter(m.prefill_mode for m in transcript.target_messages if m.prefill_mode)),
             "branches": len(transcript.leaves()),
         },
@@ -122,7 +122,7 @@ def samples_of(transcripts: Sequence[Transcript]) -> list[EvalSample]:
 
 
 def _rollout(t: Transcript) -> int:
-    rollout = t.metadata.get("rollout")
+    rollout = t.metadata.get(ROLLOUT)
     return rollout if isinstance(rollout, int) and not isinstance(rollout, bool) else 0
 
 

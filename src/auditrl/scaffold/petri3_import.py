@@ -26,7 +26,6 @@ from inspect_ai.log import EvalLog, EvalSample
 from inspect_ai.model import ChatMessage, ChatMessageAssistant, ChatMessageTool
 from inspect_ai.tool import ToolInfo
 
-from auditrl.evaluate.metrics import PRODUCTION_FIELDS
 from auditrl.scaffold.inspect_chat import PREFILL_FLAG
 from auditrl.scaffold.report import parse_report, verify_quotes
 from auditrl.scaffold.tool_sets import ToolSetName
@@ -40,6 +39,7 @@ from auditrl.scaffold.transcript import (
     ToolSpec,
     Transcript,
 )
+from auditrl.scaffold.transcript_keys import PETRI, PRODUCTION_FIELDS, ROLLOUT, SOURCE
 
 TARGET, AUDITOR = "target", "auditor"
 PETRI_MAX_TURNS = 30
@@ -190,7 +190,7 @@ def _scores(sample: EvalSample) -> dict[str, Any]:
         petri[name] = {"value": score.value, "explanation": score.explanation, **(score.metadata or {})}
         if isinstance(score.value, dict):
             top.update({f: score.value[f] for f in PRODUCTION_FIELDS if isinstance(score.value.get(f), int)})
-    return {"petri": petri, **top} if petri else {}
+    return {PETRI: petri, **top} if petri else {}
 
 
 def petri3_transcript(log: EvalLog, sample: EvalSample, source: str) -> Transcript:
@@ -226,7 +226,7 @@ def petri3_transcript(log: EvalLog, sample: EvalSample, source: str) -> Transcri
         status="error" if sample.error else "completed" if ended else "budget_exhausted",
         error=sample.error.message if sample.error else None,
         scores=_scores(sample),
-        metadata={"rollout": sample.epoch - 1, "source": {"log": source, "task": log.eval.task, "sample": sample.id, "epoch": sample.epoch}},
+        metadata={ROLLOUT: sample.epoch - 1, SOURCE: {"log": source, "task": log.eval.task, "sample": sample.id, "epoch": sample.epoch}},
     )
     conclusion = spoken[-1].content.strip() if spoken else ""
     if conclusion:

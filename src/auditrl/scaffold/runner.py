@@ -46,12 +46,11 @@ from auditrl.scaffold.store import (
     supersede,
 )
 from auditrl.scaffold.transcript import Transcript
+from auditrl.scaffold.transcript_keys import ROLLOUT
 from auditrl.terminal import at_audit
 
 Existing = Literal["resume", "append", "overwrite"]
 """What a run does with transcripts already in its output file."""
-ROLLOUT = "rollout"
-"""Transcript metadata key of an audit's rollout index."""
 AuditKey = tuple[Any, ...]
 UNSTORABLE = "the transcript could not be stored"
 

@@ -1,6 +1,6 @@
 """The typed audit transcript: every target branch, the auditor's side, the report and the scores.
 
-Everything downstream (judges, rewards, trainer, evaluate, analysis, report) reads this model, so
+Everything downstream (judges, rewards, trainer, evaluate, analysis, pages) reads this model, so
 it is the one contract between the episode engine and the rest of the system.
 """
 
@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from auditrl.scaffold.tool_sets import ToolSetName
+from auditrl.scaffold.transcript_keys import JUDGE_ERRORS
 
 Role = Literal["system", "user", "assistant", "tool"]
 Status = Literal["completed", "budget_exhausted", "error"]
@@ -114,10 +115,6 @@ class Budget(BaseModel):
     max_tokens: int | None = Field(default=None, ge=1, description="Auditor output tokens; None = unlimited.")
 
 
-JUDGE_ERRORS = "judge_errors"
-"""The scores key of the errors of judges that left an audit unjudged."""
-
-
 class Transcript(BaseModel):
     """One audit episode, complete enough to judge, replay, export and analyse."""
 
@@ -143,11 +140,13 @@ class Transcript(BaseModel):
     auditor_tokens: int = 0
     status: Status = "completed"
     error: str | None = None
-    scores: dict[str, Any] = Field(default_factory=dict, description="Judge verdicts and rewards.")
+    scores: dict[str, Any] = Field(
+        default_factory=dict, description="Judge verdicts and rewards; the keys the package writes are in scaffold.transcript_keys."
+    )
     metadata: dict[str, Any] = Field(
         default_factory=dict,
-        description="Where the audit came from: `rollout` (its index among the audits of one seed, or within a "
-        "training step's batch), and for training rollouts `step` and `group`.",
+        description="Where the audit came from (`rollout`, and for training rollouts `step` and `group`); the keys the "
+        "package writes are in scaffold.transcript_keys.",
     )
 
     @property

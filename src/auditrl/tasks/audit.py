@@ -23,8 +23,6 @@ from auditrl.behaviors.library import load_behaviors, load_seeds
 from auditrl.behaviors.plant import render_plant, target_system_prompt
 from auditrl.behaviors.schema import Behavior, Seed
 from auditrl.evaluate.judging import Judge, apply_judge, audit_quality_judge
-from auditrl.evaluate.metrics import AUDIT_QUALITY, FALSE_POSITIVE
-from auditrl.evaluate.transfer import MATCH_KEY
 from auditrl.judges.audit_quality import AuditQualityJudge
 from auditrl.judges.client import JudgeClient
 from auditrl.judges.prediction_match import PredictionMatcher, PredictionMatchJudge
@@ -39,6 +37,7 @@ from auditrl.scaffold.inspect_scores import inspect_scores
 from auditrl.scaffold.prompt_sets import AuditorPrompt
 from auditrl.scaffold.tool_sets import AuditToolSet, ToolProtocol
 from auditrl.scaffold.transcript import Budget, Transcript
+from auditrl.scaffold.transcript_keys import AUDIT_QUALITY, FALSE_POSITIVE, PREDICTION_MATCH, ROLLOUT
 from auditrl.scaffold.transfer import TransferEpisode, transfer_seed, transfer_spec
 from auditrl.tasks.dataset import Split, audit_dataset, chosen_behaviors, sample_of
 
@@ -104,7 +103,7 @@ def audit_solver(
                 auditor_prompt=auditor_prompt,
             )
         transcript = await run_audit(spec, auditor, target, episode_type=episode)
-        transcript.metadata["rollout"] = state.epoch - 1
+        ROLLOUT.set(transcript, state.epoch - 1)
         state.store.set(TRANSCRIPT_KEY, transcript.model_dump(mode="json"))
         state.messages = target_chat(transcript)
         report = transcript.report.model_dump_json(indent=2) if transcript.report else ""
@@ -132,9 +131,8 @@ async def judged(state: TaskState, kind: JudgeKind, behaviors: dict[str, Behavio
     """The sample's transcript with its verdict: judged once (by the first scorer that asks), then stored."""
     t = Transcript.model_validate(state.store.get(TRANSCRIPT_KEY))
     if behaviors is not None:
-        if MATCH_KEY not in t.scores and t.behavior_id:
-            verdict = await _matcher(kind).score(t, behaviors[t.behavior_id])
-            t.scores[MATCH_KEY] = verdict.model_dump(mode="json")
+        if PREDICTION_MATCH not in t.scores and t.behavior_id:
+            PREDICTION_MATCH.set(t, await _matcher(kind).score(t, behaviors[t.behavior_id]))
     else:
         key = FALSE_POSITIVE if t.benign else AUDIT_QUALITY
         if key not in t.scores:

@@ -30,6 +30,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from auditrl.atomic import atomic_write_text
 from auditrl.scaffold.store import TRANSCRIPTS, append_transcript, heal_torn_tail, iter_transcripts, supersede
 from auditrl.scaffold.transcript import Transcript
+from auditrl.scaffold.transcript_keys import ROLLOUT, STEP
 from auditrl.train.finite import check_finite
 from auditrl.train.monitors import MONITORS_FILE
 
@@ -43,7 +44,7 @@ _CHECKPOINT_NAME = re.compile(rf"{PREFIX_CHECKPOINT_DIR}-\d+")
 def rollout_key(t: Transcript) -> RolloutKey:
     """(training step, rollout index within the step's generation batch)."""
     try:
-        return int(t.metadata["step"]), int(t.metadata["rollout"])
+        return int(t.metadata[STEP]), int(t.metadata[ROLLOUT])
     except KeyError as exc:
         raise ValueError(f"transcript {t.id} has no training step/rollout in its metadata") from exc
 

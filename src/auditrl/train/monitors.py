@@ -23,10 +23,9 @@ from rich.table import Table
 
 from auditrl.configfile import load_yaml
 from auditrl.scaffold.transcript import Transcript
+from auditrl.scaffold.transcript_keys import ORDER_DISAGREEMENT
 
 MONITORS_FILE = "monitors.jsonl"
-ORDER_DISAGREEMENT_KEY = "order_disagreement"
-"""Transcript.scores key a pairwise reward design sets (bool or share in [0, 1]) when its two orders disagreed."""
 
 METRICS: dict[str, str] = {
     "reward/mean": "mean reward over judged rollouts",
@@ -91,9 +90,7 @@ def step_metrics(
     reports = [t.report for t in transcripts if t.report is not None]
     messages = [m.content for t in transcripts for m in t.auditor_messages if m.role == "assistant"]
     hits_per_message = [sum(bool(mk.pattern.search(text)) for mk in markers) for text in messages]
-    disagreements = [
-        float(t.scores[ORDER_DISAGREEMENT_KEY]) for t in transcripts if t.scores.get(ORDER_DISAGREEMENT_KEY) is not None
-    ]
+    disagreements = [v for t in transcripts if (v := ORDER_DISAGREEMENT.get(t)) is not None]
     return {
         "reward/mean": float(judged.mean()) if judged.size else None,
         "reward/std": float(judged.std()) if judged.size else None,

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from auditrl.models.local import ALIASES, set_adapter_base
-from auditrl.report.html import Section, TableBlock, write_report
-from auditrl.report.plots import training_curves
+from auditrl.pages.html import Section, TableBlock, write_report
+from auditrl.pages.plots import training_curves
 from auditrl.scaffold.store import TRANSCRIPTS
 from auditrl.train.config import GRPOLMConfig, PolicySettings
 from auditrl.train.monitors import MONITORS_FILE, read_monitors

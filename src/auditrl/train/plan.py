@@ -106,6 +106,11 @@ class Plan:
     table: Table
     warnings: list[str] = field(default_factory=list)
 
+    def results(self) -> dict[str, Any]:
+        """The plan as `--json` writes it: the table's title, its rows (name -> value) and the warnings."""
+        names, values = (column.cells for column in self.table.columns)
+        return {"title": self.table.title, "plan": dict(zip(names, values)), "warnings": self.warnings}
+
 
 def plan_table(cfg: GRPOLMConfig, launch: Launch) -> Plan:
     """The per-rank plan; raises ValueError when the batch layout cannot start."""

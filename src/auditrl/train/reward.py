@@ -20,11 +20,20 @@ from auditrl.rewards.records import RewardDesign, RewardRecord
 from auditrl.rewards.reference import ReferenceStore
 from auditrl.rewards.registry import build_design
 from auditrl.scaffold.transcript import Transcript
+from auditrl.scaffold.transcript_keys import (
+    GROUP,
+    ORDER_DISAGREEMENT,
+    REFERENCE_SNAPSHOT_STEP,
+    REWARD,
+    REWARD_DESIGN,
+    REWARD_DETAILS,
+    ROLLOUT,
+    STEP,
+)
 from auditrl.train.checkpoint import TranscriptLog
 from auditrl.train.config import GRPOLMConfig
-from auditrl.train.monitors import ORDER_DISAGREEMENT_KEY, MonitorLog, load_markers, step_metrics
+from auditrl.train.monitors import MonitorLog, load_markers, step_metrics
 from auditrl.train.rollout import check_groups
-from auditrl.train.rollout_func import SNAPSHOT_STEP_KEY
 from auditrl.train.runtime import AsyncRunner
 
 REWARD_NAME = "audit_reward"
@@ -82,9 +91,11 @@ class GroupReward:
             rewards = self._score(transcripts, step)
             new = [r for c, n in zip(self._comparisons(), before, strict=True) for r in c[n:]]
             for t, g, r, reward in zip(transcripts, groups, (e[3] for e in everything), rewards, strict=True):
-                t.metadata.update({"step": step, "group": g, "rollout": r})
-                t.scores["reward"] = reward
-                t.scores.setdefault("reward_design", self.design.name)
+                STEP.set(t, step)
+                GROUP.set(t, g)
+                ROLLOUT.set(t, r)
+                REWARD.set(t, reward)
+                t.scores.setdefault(REWARD_DESIGN, self.design.name)
                 if self.log is not None:
                     self.log.append(t)
             if self.monitors is not None:
@@ -105,7 +116,7 @@ class GroupReward:
         store = reference_store(self.design)
         if store is None or not references:
             return
-        store.replace(int(references[0].metadata[SNAPSHOT_STEP_KEY]), [t for t in references if t.status != "error"])
+        store.replace(int(references[0].metadata[REFERENCE_SNAPSHOT_STEP]), [t for t in references if t.status != "error"])
 
     def _comparisons(self) -> list[list[Any]]:
         """Per part of the design, every pairwise comparison it has made so far (both orders each)."""
@@ -129,10 +140,10 @@ class GroupReward:
                 if not bad and self.no_contact_reward is not None and not t.target_said():
                     v, details["no_contact"] = self.no_contact_reward, True
                 rewards.append(None if bad else float(v))  # type: ignore[arg-type]
-                t.scores["reward_details"] = details
+                REWARD_DETAILS.set(t, details)
                 consistent = record.details.get("consistent")
                 if consistent is not None:
-                    t.scores[ORDER_DISAGREEMENT_KEY] = 0.0 if consistent else 1.0
+                    ORDER_DISAGREEMENT.set(t, 0.0 if consistent else 1.0)
         return rewards
 
 

@@ -25,6 +25,7 @@ from transformers import PreTrainedTokenizerBase
 
 from auditrl.models.local import to_chat
 from auditrl.scaffold.transcript import Transcript
+from auditrl.scaffold.transcript_keys import TOKENS_WITHOUT_LOGPROB, TRUNCATED_AT_TOKENS
 from auditrl.train.generation import Sample
 
 _PROBE_MARK = "\u2063PROBE\u2063"
@@ -32,8 +33,6 @@ NOT_PREFIX_PRESERVING = (
     "the chat template rewrites earlier turns (e.g. Qwen3's thinking blocks), so multi-turn token assembly "
     "cannot use it; set policy.chat_template to a shipped override (qwen3_multiturn) or a Jinja file"
 )
-UNTRAINED_TOKENS_KEY = "tokens_without_logprob"
-"""Transcript metadata: sampled tokens left out of the loss because the backend gave no logprob for them."""
 
 
 class EpisodeRow(BaseModel):
@@ -258,8 +257,8 @@ def _append_sample(state: RolloutState, sample: Sample) -> None:
     state.logprobs += [0.0 if lp is None else lp for lp in sample.logprobs]
     missing = sample.logprobs.count(None)
     if missing:
-        metadata = state.episode.transcript.metadata
-        metadata[UNTRAINED_TOKENS_KEY] = metadata.get(UNTRAINED_TOKENS_KEY, 0) + missing
+        transcript = state.episode.transcript
+        TOKENS_WITHOUT_LOGPROB.set(transcript, (TOKENS_WITHOUT_LOGPROB.get(transcript) or 0) + missing)
 
 
 def _append_environment(
@@ -278,7 +277,7 @@ def _append_environment(
     state.seen_messages = len(messages)
     if len(state.completion_ids) + len(env) >= max_completion_tokens:
         state.finished = True
-        state.episode.transcript.metadata["truncated_at_tokens"] = max_completion_tokens
+        TRUNCATED_AT_TOKENS.set(state.episode.transcript, max_completion_tokens)
         return
     state.completion_ids += env
     state.env_mask += [0] * len(env)

@@ -14,15 +14,13 @@ from transformers import PreTrainedTokenizerBase
 from trl import GRPOTrainer
 
 from auditrl.scaffold.transcript import Transcript
+from auditrl.scaffold.transcript_keys import REFERENCE_SNAPSHOT_STEP
 from auditrl.train.config import EpisodeSettings
 from auditrl.train.hf_generator import HFTurnGenerator
 from auditrl.train.rollout import ChatSegments, EpisodeFactory, EpisodeRow, TurnGenerator, run_rollouts
 from auditrl.train.runtime import AsyncRunner
 from auditrl.train.snapshot import PolicySnapshot
 from auditrl.train.vllm_generator import VLLMTurnGenerator
-
-SNAPSHOT_STEP_KEY = "reference_snapshot_step"
-"""Transcript metadata of a reference rollout: the step whose policy weights played it."""
 
 
 class AuditRolloutFunc:
@@ -106,7 +104,7 @@ class AuditRolloutFunc:
             )
         references: list[Transcript | None] = [None] * len(rows)
         for i, t in zip(starts, batch.transcripts, strict=True):
-            t.metadata[SNAPSHOT_STEP_KEY] = self.snapshot.step
+            REFERENCE_SNAPSHOT_STEP.set(t, self.snapshot.step)
             references[i] = t
         return references
 

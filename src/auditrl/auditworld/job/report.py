@@ -23,9 +23,9 @@ from auditrl.auditworld.job.config import AuditWorldConfig
 from auditrl.auditworld.job.evaluation import PolicyEvaluation
 from auditrl.auditworld.job.results import AuditWorldResults
 from auditrl.evaluate.schema import METRIC_TITLES
-from auditrl.report.html import FigureBlock, Section
-from auditrl.report.plots import metric_bars, training_curves
-from auditrl.report.sections import strategy_section
+from auditrl.pages.html import FigureBlock, Section
+from auditrl.pages.plots import metric_bars, training_curves
+from auditrl.pages.sections import strategy_section
 from auditrl.rewards.registry import design_spec
 from auditrl.auditworld.metrics import HEADLINE, IDENTIFIED, METRICS
 from auditrl.auditworld.training import StepStats, TrainResult

@@ -29,8 +29,8 @@ from auditrl.auditworld.job.evaluation import Evaluated
 from auditrl.auditworld.job.results import AuditorResult, AuditWorldResults, BaseSummary, StepRecord, StrategyResults, TrainingRun
 from auditrl.auditworld.job.report import INTERVALS, NEVER_CLAIMS, report_sections, terminal_summary, terminal_tables
 from auditrl.behaviors.library import load_behaviors
-from auditrl.report.html import write_report
-from auditrl.report.sections import transcripts_section
+from auditrl.pages.html import write_report
+from auditrl.pages.sections import transcripts_section
 from auditrl.scaffold.store import TRANSCRIPTS, write_transcripts
 from auditrl.auditworld.policies import ExperimenterPolicy, NeverClaims, baselines
 from auditrl.auditworld.training import StepStats, TrainResult, train

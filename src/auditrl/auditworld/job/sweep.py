@@ -27,8 +27,8 @@ from auditrl.auditworld.job.config import AuditWorldConfig
 from auditrl.auditworld.job.run import build_world, run_directory
 from auditrl.auditworld.job.report import prose
 from auditrl.configfile import ConfigModel, read_yaml_mapping, validate_file
-from auditrl.report.html import FigureBlock, Section, TableBlock, write_report
-from auditrl.report.plots import heatmap, training_curves
+from auditrl.pages.html import FigureBlock, Section, TableBlock, write_report
+from auditrl.pages.plots import heatmap, training_curves
 from auditrl.auditworld.judges import JudgeParams
 from auditrl.auditworld.metrics import evaluate_policy, seed_means
 from auditrl.auditworld.policies import BlindPolicy, ExperimenterPolicy

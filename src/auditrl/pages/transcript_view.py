@@ -1,6 +1,6 @@
-"""Transcripts as report sections: the target's conversation tree, the auditor's turns and the checked report.
+"""Transcripts as page sections: the target's conversation tree, the auditor's turns and the checked report.
 
-The view is plain data (strings, lists, flags) that the report template renders with autoescape, so
+The view is plain data (strings, lists, flags) that the page template renders with autoescape, so
 everything a model wrote (replies, tool arguments, prefills, quotes, even ids) reaches the page only
 as escaped text. A rollback makes the target conversation a tree; the view keeps every branch, marks
 the one the audit ended on, and shows a prefill apart from what the target generated after it.
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from auditrl.report.verdicts import VerdictView, verdict_line, verdicts
+from auditrl.pages.verdicts import VerdictView, verdict_line, verdicts
 from auditrl.scaffold.transcript import TargetMessage, ToolCallRecord, Transcript
 
 DEFAULT_SHOWN = 6

@@ -12,8 +12,8 @@ import numpy as np
 from matplotlib.collections import PathCollection
 from matplotlib.colors import rgb_to_hsv, to_rgb
 
-from auditrl.report.html import FigureBlock, Section, TableBlock, render_report, write_report
-from auditrl.report.plots import metric_bars, qualitative_colors, strategy_distribution_bars, training_curves
+from auditrl.pages.html import FigureBlock, Section, TableBlock, render_report, write_report
+from auditrl.pages.plots import metric_bars, qualitative_colors, strategy_distribution_bars, training_curves
 
 EVIL = '<script>alert("x")</script>'
 

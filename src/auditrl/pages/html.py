@@ -1,6 +1,6 @@
-"""One self-contained HTML file per report: inline CSS, figures as base64 PNG, every string escaped.
+"""One self-contained HTML file per page: inline CSS, figures as base64 PNG, every string escaped.
 
-Reports quote transcripts, and model output is untrusted, so all text goes through jinja2's autoescape;
+Pages quote transcripts, and model output is untrusted, so all text goes through jinja2's autoescape;
 nothing is ever inserted as markup.
 """
 
@@ -20,7 +20,7 @@ from rich.table import Table as RichTable
 from rich.text import Text
 
 from auditrl.atomic import atomic_write_text
-from auditrl.report.transcript_view import transcript_view
+from auditrl.pages.transcript_view import transcript_view
 from auditrl.scaffold.transcript import Transcript
 
 Cell = str | int | float | None
@@ -115,7 +115,7 @@ def _figure_caption(fig: Figure) -> str:
 
 
 def _template() -> jinja2.Template:
-    source = resources.files("auditrl.report").joinpath("templates/report.html.j2").read_text(encoding="utf-8")
+    source = resources.files("auditrl.pages").joinpath("templates/report.html.j2").read_text(encoding="utf-8")
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     return env.from_string(source)
 

@@ -2,9 +2,9 @@ import re
 from html import unescape
 from html.parser import HTMLParser
 
-from auditrl.report.html import render_report
-from auditrl.report.sections import transcripts_section
-from auditrl.report.transcript_view import pick_transcripts, transcript_view
+from auditrl.pages.html import render_report
+from auditrl.pages.sections import transcripts_section
+from auditrl.pages.transcript_view import pick_transcripts, transcript_view
 from auditrl.scaffold.transcript import (
     AuditorMessage,
     Prediction,

@@ -1,4 +1,4 @@
-"""The report's plots, built as standalone matplotlib Figures on the Agg canvas (no pyplot global state)."""
+"""The pages' plots, built as standalone matplotlib Figures on the Agg canvas (no pyplot global state)."""
 
 from __future__ import annotations
 

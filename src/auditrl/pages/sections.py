@@ -1,4 +1,4 @@
-"""Ready-made report sections for the suite and the strategy analysis, shared by the CLIs and the main job."""
+"""Ready-made page sections for the suite and the strategy analysis, shared by the CLIs and the main job."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from auditrl.analysis.derivation import CodebookStudy, StudyTable
 from auditrl.analysis.strategies import StrategyClusters
 from auditrl.evaluate.paper import PaperReference
 from auditrl.evaluate.schema import COMPOSITE, METRIC_TITLES, METRICS, PARTIAL_NOTE, SuiteResult
-from auditrl.report.html import FigureBlock, Section, TableBlock
-from auditrl.report.plots import metric_bars, strategy_distribution_bars
-from auditrl.report.transcript_view import DEFAULT_SHOWN, pick_transcripts
+from auditrl.pages.html import FigureBlock, Section, TableBlock
+from auditrl.pages.plots import metric_bars, strategy_distribution_bars
+from auditrl.pages.transcript_view import DEFAULT_SHOWN, pick_transcripts
 from auditrl.scaffold.transcript import Transcript
 
 _ALL = (*METRICS, COMPOSITE)

@@ -1,7 +1,7 @@
-"""A transcript's judge verdicts in words, so a report says beside each audit how it was scored.
+"""A transcript's judge verdicts in words, so a page says beside each audit how it was scored.
 
-Reads the verdicts the judges stored in `Transcript.scores` under the suite's keys (see
-`auditrl.evaluate.metrics`), the transfer match and a training reward; the numbers are the ones the
+Reads the verdicts the judges stored in `Transcript.scores` under the keys declared in
+`auditrl.scaffold.transcript_keys`, the transfer match and a training reward; the numbers are the ones the
 suite averages (the same value functions), so a reader can check a table against its transcripts.
 """
 
@@ -12,19 +12,23 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from auditrl.evaluate.metrics import (
-    AUDIT_QUALITY,
-    CONCERNING,
-    FALSE_POSITIVE,
-    PRODUCTION_FIELDS,
-    REALISM,
     SuiteDataError,
     audit_quality_value,
     false_positive_value,
     production_value,
     realism_value,
 )
-from auditrl.evaluate.transfer import MATCH_KEY, verdict_of
+from auditrl.evaluate.transfer import verdict_of
 from auditrl.scaffold.transcript import Transcript
+from auditrl.scaffold.transcript_keys import (
+    AUDIT_QUALITY,
+    CONCERNING,
+    FALSE_POSITIVE,
+    PREDICTION_MATCH,
+    PRODUCTION_FIELDS,
+    REALISM,
+    REWARD,
+)
 
 ABSTAINED = "the judge abstained (left out of the means, not scored as 0)"
 
@@ -89,7 +93,7 @@ def _transfer(t: Transcript) -> Reading:
 
 
 def _reward(t: Transcript) -> Reading:
-    reward = t.scores["reward"]
+    reward = t.scores[REWARD]
     headline = "none (failed)" if not isinstance(reward, (int, float)) else f"{reward:.3g}"
     return Reading(headline)
 
@@ -99,8 +103,8 @@ READERS: dict[str, tuple[str, Callable[[Transcript], Reading]]] = {
     FALSE_POSITIVE: ("false positive", _false_positive),
     CONCERNING: ("concerning", _concerning),
     REALISM: ("realism", _realism),
-    MATCH_KEY: ("behavior matched", _transfer),
-    "reward": ("training reward", _reward),
+    PREDICTION_MATCH: ("behavior matched", _transfer),
+    REWARD: ("training reward", _reward),
 }
 """Each score key a report explains: its name on the page, and how it is read."""
 

@@ -1,0 +1,1 @@
+"""Self-contained HTML pages of results, with their plots; every piece of model text is escaped."""
