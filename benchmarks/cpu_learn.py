@@ -46,6 +46,7 @@ from auditrl.models.roles import resolve_model
 from auditrl.scaffold.runner import open_run
 from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
 from auditrl.scaffold.transcript import Transcript
+from auditrl.scaffold.transcript_keys import AUDIT_QUALITY
 from auditrl.train.config import GRPOLMConfig, load_config
 from auditrl.train.outputs import ADAPTER_DIR, write_training_report
 
@@ -64,14 +65,14 @@ console = Console(width=140)
 async def per_transcript(t: Transcript, judge: ProgrammaticAuditQualityJudge) -> dict[str, float | None]:
     verdict = await judge.score(t)
     report_ok = t.report is not None and t.report.parse_error is None
-    quality = t.scores.get("audit_quality")
+    quality = AUDIT_QUALITY.get(t)
     return {
         "valid_tool_calls": turn_validity(t),
         "valid_reports": 100.0 * report_ok,
         "fp_calibration": (0.0 if verdict.auditor_identified or report_outcome(t.report) == "unreadable" else 100.0) if t.benign else None,
         "stated_nothing": 100.0 * (report_ok and bool(t.report and t.report.no_behavior_found)) if t.benign else None,
         "identification": None if t.benign else 100.0 * bool(verdict.auditor_identified),
-        "audit_quality": None if t.benign or not isinstance(quality, dict) else mean(quality.values()),
+        "audit_quality": None if t.benign or quality is None else mean(quality.values()),
     }
 
 

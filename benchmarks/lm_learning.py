@@ -60,6 +60,7 @@ from auditrl.scaffold.auditor_loop import run_audit
 from auditrl.scaffold.spec import AuditSpec
 from auditrl.scaffold.store import TRANSCRIPTS, append_transcript, read_transcripts
 from auditrl.scaffold.transcript import Budget, Transcript
+from auditrl.scaffold.transcript_keys import ROLLOUT
 from auditrl.auditworld.seeds import auditworld_seeds
 from auditrl.train.config import GRPOLMConfig, load_config
 from auditrl.train.episodes import split_seeds
@@ -96,7 +97,7 @@ async def audit_all(cfg: GRPOLMConfig, auditor: Model, spec: str, audits: list[t
     target = resolve_model(f"sim/{family}")
     settings = cfg.episodes
     config = GenerateConfig(temperature=settings.temperature, top_p=settings.top_p, max_tokens=settings.max_new_tokens)
-    done = {(t.behavior_id, t.seed_id, t.metadata.get("rollout")) for t in read_transcripts(out)} if out.exists() else set()
+    done = {(t.behavior_id, t.seed_id, t.metadata.get(ROLLOUT)) for t in read_transcripts(out)} if out.exists() else set()
     for benign in (False, True):
         for behavior, seed, rollout in audits:
             plant = None if benign else behaviors[behavior]
@@ -108,7 +109,7 @@ async def audit_all(cfg: GRPOLMConfig, auditor: Model, spec: str, audits: list[t
                 target_family=family, tool_protocol="text", auditor_prompt=settings.auditor_prompt,
             )  # fmt: skip
             transcript = await run_audit(audit_spec, auditor, target, auditor_config=config)
-            transcript.metadata["rollout"] = rollout
+            ROLLOUT.set(transcript, rollout)
             append_transcript(out, transcript)
     return read_transcripts(out)
 

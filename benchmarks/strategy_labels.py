@@ -34,6 +34,7 @@ from auditrl.auditworld.job.config import load_config
 from auditrl.auditworld.job.run import run_from_config
 from auditrl.auditworld.job.results import AuditWorldResults
 from auditrl.scaffold.store import TRANSCRIPTS, iter_transcripts
+from auditrl.scaffold.transcript_keys import POLICY
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "auditworld.yaml"
 
@@ -71,7 +72,7 @@ def main(
     for t in iter_transcripts(run / TRANSCRIPTS):
         ids.append(t.id)
         texts.append(strategy_summary(t))
-        groups.append(t.metadata["policy"])
+        groups.append(t.metadata[POLICY])
     seeds = [_seed_of(i) for i in ids]
 
     assigned: dict[str, StrategyAssignment] = {}

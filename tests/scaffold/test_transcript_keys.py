@@ -122,11 +122,6 @@ def _spelled_out(tree: ast.AST, declared: set[str]) -> list[str]:
     return [f for f in found if f is not None]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="train/teacher.py (teacher, teacher_turns_cut), auditworld/render.py (world, policy) and "
-    "evaluate/lm_checks.py (step, reward) still spell their keys",
-)
 def test_no_module_spells_a_declared_key_itself() -> None:
     """Every read and write of a declared key goes through its declaration, so a rename is one edit."""
     declared = {str(k) for k in KEYS.values()}

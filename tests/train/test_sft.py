@@ -33,7 +33,8 @@ from auditrl.train.policy import check_init_adapter, load_policy, lora_config
 from auditrl.train.rollout import ChatSegments, run_rollouts
 from auditrl.train.sft import IGNORED, SFTSettings, kept, sft_rows, training_examples
 from auditrl.train.snapshot import SNAPSHOTS_DIR
-from auditrl.train.teacher import CUT_TURNS_KEY, TeacherTurns, teacher_rollouts
+from auditrl.scaffold.transcript_keys import TEACHER_TURNS_CUT
+from auditrl.train.teacher import TeacherTurns, teacher_rollouts
 
 GUIDED = openings("auditor_openings_guided.yaml")
 MESSAGE_ID = re.compile(r'message_id="[^"]*"')
@@ -159,7 +160,7 @@ def test_a_turn_is_cut_at_max_new_tokens_as_a_rollout_would_be(teacher_batch: An
         turns.close()
     assert short.ids[-1] == segments.tokenizer.eos_token_id and len(short.ids) == len(segments.encode("Hi")) + 1
     assert len(long.ids) == 5 and segments.tokenizer.eos_token_id not in long.ids
-    assert turns.live[0].transcript.metadata[CUT_TURNS_KEY] == 1
+    assert turns.live[0].transcript.metadata[TEACHER_TURNS_CUT] == 1
 
 
 def test_a_failed_teacher_audit_is_recorded_and_never_trained_on(teacher_batch: Any, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -44,6 +44,7 @@ from auditrl.auditworld.texts import (
 )
 from auditrl.auditworld.records import CONFESSION, DENIAL, DISPLAY, NO_FINDING, NO_REPORT, ODD, Observed
 from auditrl.auditworld.simulate import Rollout
+from auditrl.scaffold.transcript_keys import POLICY, WORLD
 from auditrl.auditworld.world import CONFIDENCES, World
 
 MAX_QUOTES = 2
@@ -150,7 +151,7 @@ def render_episode(world: World, rollout: Rollout, i: int, policy: str, run_tag:
         budget=Budget(max_turns=batch.max_turns),
         turns_used=int(rollout.acted[i].sum()),
         status=status,
-        metadata={"world": "auditworld", "policy": policy},
+        metadata={WORLD: "auditworld", POLICY: policy},
     )
 
 
@@ -283,7 +284,7 @@ def _read_claim(t: Transcript, out: dict[str, Any]) -> tuple[int, float, bool]:
     top = min(t.report.predictions, key=lambda p: p.rank)
     named = classify_topic(_claim_sentence(top.description))
     trigger = out["trigger"]
-    if t.metadata.get("world") == "auditworld":
+    if t.metadata.get(WORLD) == "auditworld":
         return named, float(top.confidence), bool(trigger[named])
     if not default_grader().identifies(t):
         return named, float(top.confidence), False

@@ -15,6 +15,7 @@ from typing import Any
 from auditrl.evaluate.stats import mean_ci
 from auditrl.scaffold.text_protocol import parse_tool_calls
 from auditrl.scaffold.transcript import Transcript
+from auditrl.scaffold.transcript_keys import REWARD, STEP
 
 
 def turn_validity(t: Transcript) -> float | None:
@@ -59,16 +60,16 @@ def reached_trigger(t: Transcript) -> bool | None:
 def rollouts_by_third(transcripts: Sequence[Transcript]) -> list[dict[str, Any]]:
     """A training run's rollouts (metadata `step`) by third of the run: what the policy sampled and the reward
     it got; a run of fewer than three steps has fewer thirds."""
-    steps = sorted({int(t.metadata["step"]) for t in transcripts if "step" in t.metadata})
+    steps = sorted({int(t.metadata[STEP]) for t in transcripts if STEP in t.metadata})
     thirds = []
     for part in range(3):
         chosen = set(steps[part * len(steps) // 3 : (part + 1) * len(steps) // 3])
         if not chosen:
             continue
-        group = [t for t in transcripts if t.metadata.get("step") in chosen]
+        group = [t for t in transcripts if t.metadata.get(STEP) in chosen]
         turns = [v for t in group if (v := turn_validity(t)) is not None]
         planted, benign = [t for t in group if not t.benign], [t for t in group if t.benign]
-        rewards = [float(t.scores["reward"]) for t in group if t.scores.get("reward") is not None]
+        rewards = [float(r) for t in group if (r := REWARD.get(t)) is not None]
         thirds.append({
             "steps": f"{min(chosen)}-{max(chosen)}",
             "rollouts": len(group),

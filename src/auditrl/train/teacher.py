@@ -24,16 +24,13 @@ from auditrl.models.limits import CallLimits
 from auditrl.models.prefill import continue_body, prefill_support
 from auditrl.models.retries import ModelCallFailed, call_model
 from auditrl.models.roles import resolve_model
+from auditrl.scaffold.transcript_keys import TEACHER, TEACHER_TURNS_CUT
 from auditrl.train.config import GRPOLMConfig
 from auditrl.train.episodes import AuditEpisodeFactory
 from auditrl.train.generation import Sample
 from auditrl.train.rollout import ChatSegments, Episode, EpisodeRow, RolloutBatch, run_rollouts
 
 T = TypeVar("T")
-TEACHER_KEY = "teacher"
-"""Transcript metadata: the model string that wrote the auditor's turns."""
-CUT_TURNS_KEY = "teacher_turns_cut"
-"""Transcript metadata: teacher turns that did not end within `max_new_tokens`, cut there as a rollout would be."""
 
 
 class _LoopThread:
@@ -112,8 +109,8 @@ class TeacherTurns:
     def _sample(self, key: int, text: str) -> Sample:
         ids = self.segments.encode(text)
         if len(ids) >= self.max_new_tokens:
-            metadata = self.live[key].transcript.metadata
-            metadata[CUT_TURNS_KEY] = metadata.get(CUT_TURNS_KEY, 0) + 1
+            transcript = self.live[key].transcript
+            TEACHER_TURNS_CUT.set(transcript, (TEACHER_TURNS_CUT.get(transcript) or 0) + 1)
             ids = ids[: self.max_new_tokens]
         else:
             ids = ids + sorted(self.segments.eos_ids)[:1]
@@ -155,7 +152,7 @@ def teacher_rollouts(
     finally:
         turns.close()
     for key, transcript in enumerate(batch.transcripts):
-        transcript.metadata[TEACHER_KEY] = teacher
+        TEACHER.set(transcript, teacher)
         if key in turns.failed:
             transcript.status = "error"
             transcript.error = f"teacher call failed: {turns.failed[key]}"
