@@ -129,11 +129,11 @@ def test_paper_reference_rows() -> None:
 
 
 def test_report_section_marks_a_partial_composite(make: Callable[..., Transcript]) -> None:
-    from auditrl.pages.html import render_report
+    from auditrl.pages.html import render_page
     from auditrl.pages.sections import suite_section
 
     r = compute_suite([make(None, "s", false_positive=False), make(None, "s2", false_positive=True)], label="fp only")
-    html = render_report("t", [suite_section([r], load_paper_reference())])
+    html = render_page("t", [suite_section([r], load_paper_reference())])
     assert "partial (1 of 4): 50.0" in html and "not comparable with the paper&#39;s composite" in html
     assert ">48.7<" not in html
 

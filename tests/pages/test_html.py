@@ -12,7 +12,7 @@ import numpy as np
 from matplotlib.collections import PathCollection
 from matplotlib.colors import rgb_to_hsv, to_rgb
 
-from auditrl.pages.html import FigureBlock, Section, TableBlock, render_report, write_report
+from auditrl.pages.html import FigureBlock, Section, TableBlock, render_page, write_page
 from auditrl.pages.plots import metric_bars, qualitative_colors, strategy_distribution_bars, training_curves
 
 EVIL = '<script>alert("x")</script>'
@@ -30,7 +30,7 @@ def test_report_escapes_model_text_and_embeds_figures(tmp_path: Path) -> None:
         ),
         Section(title="Training", figures=[training_curves({"reward": ([0, 1, 2], [0.1, 0.2, 0.4])}, bands={"reward": ([0, 0.1, 0.3], [0.2, 0.3, 0.5])})]),
     ]
-    path = write_report(tmp_path / "sub" / "report.html", f"Title {EVIL}", sections)
+    path = write_page(tmp_path / "sub" / "report.html", f"Title {EVIL}", sections)
     html = path.read_text(encoding="utf-8")
     assert "<script" not in html
     assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in html
@@ -61,7 +61,7 @@ def test_training_curves_reject_ragged_series() -> None:
 
 def test_wide_tables_scroll_in_their_own_container_and_short_cells_do_not_wrap() -> None:
     header = [f"column {i}" for i in range(14)]
-    html = render_report("t", [Section(title="s", tables=[TableBlock(header=header, rows=[["76.0 [75.7,76.4]"] + ["x" * 200] * 13])])])
+    html = render_page("t", [Section(title="s", tables=[TableBlock(header=header, rows=[["76.0 [75.7,76.4]"] + ["x" * 200] * 13])])])
     assert '<div class="table-wrap">\n<table>' in html and "</table>\n</div>" in html
     assert ".table-wrap { max-width: 100%; overflow-x: auto;" in html
     assert '<td class="short">76.0 [75.7,76.4]</td>' in html and "<td>" + "x" * 200 + "</td>" in html
@@ -69,7 +69,7 @@ def test_wide_tables_scroll_in_their_own_container_and_short_cells_do_not_wrap()
 
 def test_figure_blocks_carry_a_caption_under_the_title() -> None:
     fig = training_curves({"a": ([0, 1], [0.5, 0.5])}, title="Training reward")
-    html = render_report("t", [Section(title="s", figures=[FigureBlock(fig, "flat by construction <b>")])])
+    html = render_page("t", [Section(title="s", figures=[FigureBlock(fig, "flat by construction <b>")])])
     assert "<figcaption><strong>Training reward</strong>. flat by construction &lt;b&gt;</figcaption>" in html
 
 

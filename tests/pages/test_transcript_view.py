@@ -2,7 +2,7 @@ import re
 from html import unescape
 from html.parser import HTMLParser
 
-from auditrl.pages.html import render_report
+from auditrl.pages.html import render_page
 from auditrl.pages.sections import transcripts_section
 from auditrl.pages.transcript_view import pick_transcripts, transcript_view
 from auditrl.scaffold.transcript import (
@@ -101,7 +101,7 @@ class _Structure(HTMLParser):
 
 def test_every_piece_of_model_text_is_escaped() -> None:
     for evil in HOSTILE:
-        html = render_report("viewer", [transcripts_section([_hostile_transcript(evil)])])
+        html = render_page("viewer", [transcripts_section([_hostile_transcript(evil)])])
         page = _Structure()
         page.feed(html)
         assert not {"script", "img", "iframe", "svg"} & set(page.tags), evil
@@ -131,7 +131,7 @@ def test_quotes_are_marked_verified_unverified_or_unchecked() -> None:
     assert view.report is not None
     quotes = view.report.predictions[0].quotes
     assert [(q.status, q.message_id) for q in quotes] == [("verified", "a3"), ("unverified", None), ("unchecked", None)]
-    html = render_report("v", [transcripts_section([_hostile_transcript("x")])])
+    html = render_page("v", [transcripts_section([_hostile_transcript("x")])])
     assert 'class="quote verified"' in html and 'class="quote unverified"' in html and 'class="quote unchecked"' in html
     assert 'class="prefill"' in html and "branch 2 of 2 (the audit ended on this branch)" in html and "rolled back" in html
 
@@ -166,7 +166,7 @@ def test_each_transcript_shows_its_verdict_and_its_hidden_plant() -> None:
         _scored("a", "flattery", {"audit_quality": None}),
         _scored("bad", None, {"false_positive": "maybe"}),
     ]
-    html = render_report("v", [transcripts_section(transcripts, limit=5)])
+    html = render_page("v", [transcripts_section(transcripts, limit=5)])
     assert sorted(_summaries(html)) == sorted([
         "p · auditor/a → sim/x · plant: flattery · audit quality: 55.0 / 100",
         "b · auditor/a → sim/x · plant: none (benign target) · false positive: yes; realism: 50%",
@@ -186,7 +186,7 @@ def test_a_long_system_prompt_is_folded_so_the_first_turn_shows() -> None:
     prompt = "You are an alignment auditor. " + "Rules of the audit. " * 200
     t.auditor_messages.insert(0, AuditorMessage(turn=0, role="system", content=prompt))
     t.target_messages[0].content = "Be a helpful assistant. " * 40  # the system message the auditor set
-    html = render_report("v", [transcripts_section([t])])
+    html = render_page("v", [transcripts_section([t])])
     folds = re.findall(r'<details class="fold"><summary>(.*?)</summary><div class="body">(.*?)</div></details>', html, re.S)
     assert [body for _, body in folds] == [t.target_messages[0].content, prompt]  # whole, but folded
     assert all("characters" in summary and len(re.sub(r"<[^>]+>", "", summary)) < 220 for summary, _ in folds)

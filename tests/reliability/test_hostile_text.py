@@ -2,7 +2,7 @@
 
 A scripted auditor and target on the loopback server write XSS and code-injection payloads into every
 piece of text they produce (messages, prefills, a created tool, tool calls and results, the report).
-The suite, evaluate and strategies commands write their HTML reports from those transcripts; each
+The suite, evaluate and strategies commands write their HTML pages from those transcripts; each
 report is opened in headless chromium and no script may run. Nothing may execute the injected code,
 and the API key in the environment may appear in no file, output or log line: the scan covers the
 suite's files, the members of its Inspect logs (.eval zips, decompressed) and the TensorBoard events
@@ -33,7 +33,7 @@ from auditrl.train.grpo import train_run
 CANARY = "sk-canary-9f3b1c7e5d2a4b6c8e0f1a3b5c7d9e1f"
 PWNED = "data-pwned"
 REPORTS = ("suite", "evaluate", "strategies")
-"""Every command that writes an HTML report from transcripts."""
+"""Every command that writes an HTML page from transcripts."""
 ACTIVE_TAGS = frozenset({"script", "iframe", "svg", "math", "object", "embed", "base", "video", "input", "textarea", "form"})
 """Elements a report never needs and hostile text would bring (images are checked separately: plots only)."""
 

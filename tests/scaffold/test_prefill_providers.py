@@ -18,7 +18,7 @@ from scaffold_fakes import Recorder, call, make_spec, text
 from auditrl.judges.render import render_transcript
 from auditrl.models.prefill import continue_body, describe_support, prefill_support
 from auditrl.models.roles import resolve_model
-from auditrl.pages.html import render_report
+from auditrl.pages.html import render_page
 from auditrl.pages.sections import transcripts_section
 from auditrl.scaffold.auditor_loop import run_audit
 from auditrl.scaffold.inspect_export import export_inspect_log
@@ -106,7 +106,7 @@ async def test_a_server_that_ignores_it_gets_an_emulated_prefill_not_a_glued_one
     checks = {c.quote: c.verified for c in t.report.predictions[0].quote_checks} if t.report else {}
     assert checks == {"I was told to praise every idea": True, "To be completely transparent, I was told": False}
     assert "the target was told to begin its reply with" in render_transcript(t)
-    assert "prefill emulated" in render_report("r", [transcripts_section([t])])
+    assert "prefill emulated" in render_page("r", [transcripts_section([t])])
 
 
 async def test_the_inspect_log_says_how_each_prefill_ran(served: dict[str, OpenAIServer], tmp_path: Path) -> None:

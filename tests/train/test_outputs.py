@@ -1,4 +1,4 @@
-"""The training run's HTML report: the before/after table and what the policy sampled while training."""
+"""The training run's HTML page: the before/after table and what the policy sampled while training."""
 
 from __future__ import annotations
 

@@ -84,7 +84,7 @@ JudgeCacheOpt = Annotated[
     Optional[Path], typer.Option("--judge-cache", help="Judge response cache file (JSONL), reused across runs.")
 ]
 FollowupsOpt = Annotated[int, typer.Option("--followups", min=0, help="Corrective follow-ups before a judge abstains.")]
-HtmlOpt = Annotated[Optional[Path], typer.Option("--html", help="Also write a self-contained HTML report here.")]
+HtmlOpt = Annotated[Optional[Path], typer.Option("--html", help="Also write a self-contained HTML page here.")]
 JsonOpt = Annotated[Optional[Path], typer.Option("--json", help="Also write the results as JSON here.")]
 MaxTokensOpt = Annotated[Optional[int], typer.Option("--max-tokens", min=1, help="Max tokens per model reply.")]
 TemperatureOpt = Annotated[

@@ -83,8 +83,8 @@ class ReportFiles:
             written(lambda: atomic_write_text(path, results()), "--json")
             console.print(f"Results JSON: {escape(str(path))}", highlight=False, soft_wrap=True)
         if self.html is not None:
-            from auditrl.pages.html import write_report
+            from auditrl.pages.html import write_page
 
             page = self.html
-            written(lambda: write_report(page, title, sections()), "--html")
-            console.print(f"Report: {escape(str(page))}", highlight=False, soft_wrap=True)
+            written(lambda: write_page(page, title, sections()), "--html")
+            console.print(f"Page: {escape(str(page))}", highlight=False, soft_wrap=True)

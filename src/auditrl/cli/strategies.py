@@ -28,7 +28,7 @@ from auditrl.cli.errors import fail
 from auditrl.cli.limits import call_limits
 from auditrl.cli.options import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_S, HtmlOpt, MaxRetriesOpt, TimeoutOpt, random_seed_option
 from auditrl.evaluate.groups import group_of
-from auditrl.pages.html import write_report
+from auditrl.pages.html import write_page
 from auditrl.pages.sections import codebook_study_section, strategy_section, transcripts_section
 from auditrl.pages.transcript_view import DEFAULT_SHOWN, pick_transcripts
 from auditrl.scaffold.store import RunError, read_file, transcript_files
@@ -128,5 +128,5 @@ def strategies(
         sections = [strategy_section(result, groups)]
         if study is not None:
             sections.append(codebook_study_section(study, tables))
-        write_report(html, f"auditrl strategies: {run.name}", [*sections, transcripts_section(shown, total=len(texts))])
+        write_page(html, f"auditrl strategies: {run.name}", [*sections, transcripts_section(shown, total=len(texts))])
         console.print(f"report written to {escape(str(html))}")

@@ -98,7 +98,7 @@ def render_auditor_notes(t: Transcript) -> str:
     return "\n\n".join(blocks) if blocks else "(no auditor notes recorded)"
 
 
-def render_report(t: Transcript) -> str:
+def render_page(t: Transcript) -> str:
     """The auditor's final report, labelled as the auditor's claims, with quote verification results."""
     r = t.report
     if r is None:
@@ -146,7 +146,7 @@ def render_transcript(t: Transcript, *, auditor_notes: bool = True, report: bool
     if auditor_notes:
         sections.append("AUDITOR NOTES AND ACTIONS (private, never seen by the target)\n" + render_auditor_notes(t))
     if report:
-        sections.append(render_report(t))
+        sections.append(render_page(t))
     return "\n\n".join(sections)
 
 

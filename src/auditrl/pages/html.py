@@ -115,12 +115,12 @@ def _figure_caption(fig: Figure) -> str:
 
 
 def _template() -> jinja2.Template:
-    source = resources.files("auditrl.pages").joinpath("templates/report.html.j2").read_text(encoding="utf-8")
+    source = resources.files("auditrl.pages").joinpath("templates/page.html.j2").read_text(encoding="utf-8")
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     return env.from_string(source)
 
 
-def render_report(title: str, sections: Sequence[Section]) -> str:
+def render_page(title: str, sections: Sequence[Section]) -> str:
     """The HTML text of a report (escaped throughout)."""
     rendered = [
         {
@@ -142,6 +142,6 @@ def render_report(title: str, sections: Sequence[Section]) -> str:
     )
 
 
-def write_report(path: Path, title: str, sections: Sequence[Section]) -> Path:
+def write_page(path: Path, title: str, sections: Sequence[Section]) -> Path:
     """Render the report and write it atomically."""
-    return atomic_write_text(Path(path), render_report(title, sections))
+    return atomic_write_text(Path(path), render_page(title, sections))

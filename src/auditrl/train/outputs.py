@@ -1,5 +1,5 @@
 """What a finished `grpo_lm` run leaves behind and how to use it: a portable adapter (its base model
-recorded by name, never as a path of the training machine), an HTML report with the reward curve, and
+recorded by name, never as a path of the training machine), an HTML page with the reward curve, and
 the command that evaluates the trained auditor."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from auditrl.models.local import ALIASES, set_adapter_base
-from auditrl.pages.html import Section, TableBlock, write_report
+from auditrl.pages.html import Section, TableBlock, write_page
 from auditrl.pages.plots import training_curves
 from auditrl.scaffold.store import TRANSCRIPTS
 from auditrl.train.config import GRPOLMConfig, PolicySettings
@@ -106,7 +106,7 @@ def write_training_report(run_dir: Path, cfg: GRPOLMConfig, evaluation: Mapping[
     sections = [reward_section(read_monitors(run_dir))]
     if evaluation is not None:
         sections.append(evaluation_section(evaluation))
-    return write_report(run_dir / REPORT_FILE, f"auditrl training run: {cfg.name}", sections)
+    return write_page(run_dir / REPORT_FILE, f"auditrl training run: {cfg.name}", sections)
 
 
 def run_outputs(run_dir: Path) -> dict[str, Path]:

@@ -2,7 +2,7 @@
 
 The prose lives in templates (auditworld/templates), filled with this run's numbers only, so the text
 says whatever training produced; the tables are `auditrl.auditworld.job.tables`, drawn the same way in the
-terminal and in the HTML report.
+terminal and in the HTML page.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def _env() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
-        autoescape=False,  # plain text: the HTML report escapes every string it is given
+        autoescape=False,  # plain text: the HTML page escapes every string it is given
     )
 
 

@@ -4,7 +4,7 @@
 trains one MLP auditor per (design, seed) from its base, evaluates every trained auditor, the bases and
 the scripted baselines (random, blind, experimenter, interrogator, and the experimenter with its claims
 suppressed) on the held-out behaviors (planted and benign), clusters the strategies of rendered
-transcripts, and writes results.json, a transcript sample and a self-contained HTML report into the run
+transcripts, and writes results.json, a transcript sample and a self-contained HTML page into the run
 directory. Nothing about the outcome is fixed in advance: the tables and the report state whatever
 training produced.
 """
@@ -29,7 +29,7 @@ from auditrl.auditworld.job.evaluation import Evaluated
 from auditrl.auditworld.job.results import AuditorResult, AuditWorldResults, BaseSummary, StepRecord, StrategyResults, TrainingRun
 from auditrl.auditworld.job.report import INTERVALS, NEVER_CLAIMS, report_sections, terminal_summary, terminal_tables
 from auditrl.behaviors.library import load_behaviors
-from auditrl.pages.html import write_report
+from auditrl.pages.html import write_page
 from auditrl.pages.sections import transcripts_section
 from auditrl.scaffold.store import TRANSCRIPTS, write_transcripts
 from auditrl.auditworld.policies import ExperimenterPolicy, NeverClaims, baselines
@@ -128,7 +128,7 @@ def run_from_config(config_path: Path, out_dir: Path | None = None) -> Path:
         clusters = cluster_strategies(
             strategy_summaries(ev.samples), k=cfg.analysis.clusters, seed=cfg.seeds[0], embedder=cfg.analysis.embedder
         )
-    category_dist = clusters.distribution(ev.groups, level="category")  # drawn in the HTML report (one column per auditor)
+    category_dist = clusters.distribution(ev.groups, level="category")  # drawn in the HTML page (one column per auditor)
     from_base = [d for d in cfg.designs if d.init is None]  # the paper's setting: RL from a competent base
     best = max((d.name for d in from_base), key=lambda n: rows[n].seeds["composite"].mean, default=None)
     runs = [(d.name, d.design, d.benign_fraction) for d in from_base]
@@ -166,12 +166,12 @@ def run_from_config(config_path: Path, out_dir: Path | None = None) -> Path:
     )  # fmt: skip
     sections = report_sections(cfg, rows, bases, trained, clusters, ev.groups, results, convergence)
     results.write(run_dir)
-    report = write_report(run_dir / "report.html", f"AuditWorld: {cfg.name}", [*sections, transcripts_section(ev.saved, limit=2 * len(rows))])
+    report = write_page(run_dir / "report.html", f"AuditWorld: {cfg.name}", [*sections, transcripts_section(ev.saved, limit=2 * len(rows))])
     console.print(
         f"trained {train_episodes:,} episodes in {train_seconds:.1f} CPU s "
         f"({results.throughput_episodes_per_cpu_second or 0:,.0f} episodes per CPU-second); bases "
         f"{sum(b.seconds for b in bases.values()):.1f} CPU s; total {results.runtime_seconds:.1f} s wall, "
         f"{results.cpu_seconds:.1f} CPU s"
     )
-    console.print(f"report: {report}")
+    console.print(f"page: {report}")
     return run_dir

@@ -27,7 +27,7 @@ from auditrl.auditworld.job.config import AuditWorldConfig
 from auditrl.auditworld.job.run import build_world, run_directory
 from auditrl.auditworld.job.report import prose
 from auditrl.configfile import ConfigModel, read_yaml_mapping, validate_file
-from auditrl.pages.html import FigureBlock, Section, TableBlock, write_report
+from auditrl.pages.html import FigureBlock, Section, TableBlock, write_page
 from auditrl.pages.plots import heatmap, training_curves
 from auditrl.auditworld.judges import JudgeParams
 from auditrl.auditworld.metrics import evaluate_policy, seed_means
@@ -136,10 +136,10 @@ def run_sweep(config_path: Path, out_dir: Path | None = None) -> Path:
         "runtime_seconds": elapsed,
     }
     atomic_write_text(run_dir / "sweep.json", json.dumps(summary, indent=2))
-    report = write_report(run_dir / "report.html", f"AuditWorld robustness map: {cfg.name}", _sections(cfg, summary))
+    report = write_page(run_dir / "report.html", f"AuditWorld robustness map: {cfg.name}", _sections(cfg, summary))
     for name, text in summary["robustness"].items():
         console.print(f"[bold]{name}[/bold]: {text}")
-    console.print(f"sweep of {len(results)} (cell, design) points in {elapsed:.0f} s; report: {report}")
+    console.print(f"sweep of {len(results)} (cell, design) points in {elapsed:.0f} s; page: {report}")
     return run_dir
 
 
