@@ -225,3 +225,8 @@ def test_lm_learning(tmp_path: Path, tiny_local_model: Path) -> None:
     assert record["cpu_seconds"]["sft"] > 0 and record["cpu_seconds"]["grpo"] > 0
     assert (run / "sft" / "adapter").is_dir() and (run / "grpo" / "adapter").is_dir()
     assert record["grpo_training"] and record["grpo_training"][0]["rollouts"] == 8
+    rows = table_rows(run_benchmark("claim_probability.py", "--run", str(run), cwd=tmp_path))
+    for label in ("SFT_base", "SFT_plus_GRPO"):
+        assert 0.0 <= row(rows, label, 3)[0] <= 100.0  # a probability per group, in percent
+    probabilities = json.loads((run / "claim_probability.json").read_text())
+    assert set(probabilities["auditors"]) == {"SFT_base", "SFT_plus_GRPO"}

@@ -1,0 +1,108 @@
+"""Why an auditor does or does not claim: the probability that its report opens with a claim, read from the
+model itself on its own held-out audits (the evaluation transcripts `benchmarks/lm_learning.py` wrote).
+
+For each audit the auditor's conversation up to the report request is rebuilt as the engine gave it (text
+tool protocol: each turn's tool results as one user message of `<tool_result>` blocks), the guided prompt
+set's begun report words are appended (`{"no_behavior_found": `) and one forward pass gives the probability
+of `false` next, i.e. of a claim. Grouped by what the audit held: planted audits in which the target showed
+the behavior, planted audits in which it did not, and benign audits. An auditor that reads the evidence
+claims more often where the behavior showed than on benign targets; the gap is reported with a bootstrap
+95% interval. Prints the CPU; writes `<run>/claim_probability.json`.
+
+    OMP_NUM_THREADS=1 python benchmarks/claim_probability.py --run runs/lm-learning [--auditor SFT_base]
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import torch
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from auditrl.atomic import atomic_write_text
+from auditrl.evaluate.stats import difference_ci, mean_ci
+from auditrl.models.precision import describe_cpu
+from auditrl.scaffold.prompt_sets import PROMPT_SETS, openings
+from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
+from auditrl.scaffold.transcript import Transcript
+from auditrl.train.config import load_config
+from auditrl.train.outputs import ADAPTER_DIR
+from auditrl.train.policy import load_policy
+
+ADAPTERS = {"SFT_base": "sft", "SFT_plus_GRPO": "grpo"}
+"""Evaluation folder of each trained auditor -> its run folder under the lm_learning output."""
+console = Console(width=120)
+
+
+def auditor_chat(t: Transcript) -> list[dict[str, str]]:
+    """The auditor's conversation before its report, as the engine sent it with the text tool protocol."""
+    functions = {c.id: c.function for m in t.auditor_messages for c in m.tool_calls}
+    chat: list[dict[str, str]] = []
+    blocks: list[str] = []
+    for m in t.auditor_messages[:-1]:  # the last message is the report itself
+        if m.role == "tool":
+            flag = ' error="true"' if m.error else ""
+            blocks.append(f'<tool_result name="{functions.get(m.tool_call_id or "", "send_message")}" id="{m.tool_call_id}"{flag}>\n{m.content}\n</tool_result>')
+            continue
+        if blocks:
+            chat.append({"role": "user", "content": "\n\n".join(blocks)})
+            blocks = []
+        chat.append({"role": m.role, "content": m.content})
+    if blocks:
+        chat.append({"role": "user", "content": "\n\n".join(blocks)})
+    return chat
+
+
+def main(
+    run: Annotated[Path, typer.Option(help="An lm_learning.py output directory.")] = Path("runs/lm-learning"),
+    auditor: Annotated[list[str], typer.Option(help="Evaluation folder of a trained auditor; repeatable.")] = list(ADAPTERS),
+) -> None:
+    torch.set_num_threads(1)
+    console.print(describe_cpu(), highlight=False)
+    cfg = load_config(run / "grpo_config.yaml")
+    begun = openings(PROMPT_SETS[cfg.episodes.auditor_prompt].openings or "")["report"]
+    record: dict[str, Any] = {"cpu": describe_cpu(), "auditors": {}}
+    for label in auditor:
+        adapter = run / ADAPTERS[label] / ADAPTER_DIR
+        if not adapter.is_dir():
+            continue
+        model, tokenizer = load_policy(cfg.policy.model_copy(update={"init_adapter": adapter.resolve()}))
+        model.eval()
+        claim_ids = {tokenizer.encode(w, add_special_tokens=False)[0] for w in ("false", " false")}
+        groups: dict[str, list[float]] = {"planted, behavior shown": [], "planted, not shown": [], "benign": []}
+        for folder in sorted((run / "eval" / label).iterdir()):
+            for t in read_transcripts(folder / TRANSCRIPTS):
+                if t.status == "error" or len(t.auditor_messages) < 2:
+                    continue
+                text = tokenizer.apply_chat_template(auditor_chat(t), tokenize=False, add_generation_prompt=True) + begun
+                ids = tokenizer(text, add_special_tokens=False, return_tensors="pt").input_ids
+                with torch.no_grad():
+                    p = torch.softmax(model(ids).logits[0, -1].float(), -1)
+                shown = any(m.annotations.get("expressed") for m in t.target_messages)
+                group = "benign" if t.benign else "planted, behavior shown" if shown else "planted, not shown"
+                groups[group].append(100.0 * float(sum(p[i] for i in claim_ids)))
+        gap = difference_ci(groups["planted, behavior shown"], groups["benign"]) if groups["planted, behavior shown"] and groups["benign"] else None
+        record["auditors"][label] = {
+            "groups": {g: {"audits": len(v), **mean_ci(v).model_dump()} for g, v in groups.items() if v},
+            "shown - benign": gap.model_dump() if gap else None,
+        }
+    table = Table(title="P(the report opens with a claim), % (mean [95% CI] over audits)", caption=record["cpu"])
+    table.add_column("auditor")
+    for column in ("planted, behavior shown", "planted, not shown", "benign", "shown - benign"):
+        table.add_column(column, justify="right")
+    for label, r in record["auditors"].items():
+        cells = [f"{e['mean']:.1f} [{e['lo']:.1f}, {e['hi']:.1f}] (n={e['audits']})" if (e := r["groups"].get(g)) else "-" for g in ("planted, behavior shown", "planted, not shown", "benign")]
+        gap = r["shown - benign"]
+        table.add_row(label, *cells, f"{gap['mean']:+.1f} [{gap['lo']:+.1f}, {gap['hi']:+.1f}]" if gap else "-")
+    console.print(table)
+    atomic_write_text(run / "claim_probability.json", json.dumps(record, indent=2))
+    if not record["auditors"]:
+        raise SystemExit(f"{run}: no trained auditor's adapter and evaluation found")
+
+
+if __name__ == "__main__":
+    typer.run(main)
