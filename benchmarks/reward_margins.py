@@ -7,7 +7,9 @@ conversations; reference designs are run against each reference kind of auditrl.
 (base_like, silent, finder). Prints each design's mean reward per outcome with a 95% CI over (behavior, family) probe sets,
 and the margins that matter for learning (paired differences over the same probe sets):
 - planted: correct - nothing (a finding must pay), nothing - wrong, unreadable vs nothing;
-- benign: nothing - claim, nothing - unreadable.
+- benign: nothing - claim, nothing - unreadable;
+and, for designs without references, what looking where the behavior shows pays when nothing is claimed: one group
+of two on-topic and two off-topic audits per probe set, all ending in "nothing found" (on minus off).
 
     OMP_NUM_THREADS=1 python benchmarks/reward_margins.py [--turns 2] [--families steady,chatty,pliant]
 """
@@ -25,7 +27,7 @@ from rich.console import Console
 from rich.table import Table
 
 from auditrl.evaluate.stats import mean_ci
-from auditrl.rewards.margins import REFERENCES, design_rewards, training_probe_sets
+from auditrl.rewards.margins import REFERENCES, design_rewards, probing_margins, training_probe_sets
 from auditrl.rewards.registry import design_spec
 
 DESIGNS = ("binary", "binary_strict", "ingroup_pairwise", "reference_pairwise", "reference_pairwise_graded")
@@ -63,6 +65,16 @@ def main(
             diff(b["nothing"], b["unreadable"]),
         )
     console.print(table)
+    probing = Table(title='looking where the behavior shows, nothing claimed: on-topic minus off-topic probes, both "nothing found"')
+    for column in ("design", "groups", "mean [bootstrap 95% CI]"):
+        probing.add_column(column, justify="right")
+    results["probing"] = {}
+    for name in (n for n in designs.split(",") if not design_spec(n).references):
+        values = asyncio.run(probing_margins(families.split(","), turns, name, "sim"))
+        results["probing"][name] = values
+        e = mean_ci(values)
+        probing.add_row(name, str(len(values)), f"{e.mean:+.3f} [{e.lo:+.3f}, {e.hi:+.3f}]")
+    console.print(probing)
     console.print(f"{time.perf_counter() - started:.1f} s wall, {time.process_time() - cpu:.1f} s CPU (one process)")
     if out is not None:
         out.write_text(json.dumps(results, indent=2))

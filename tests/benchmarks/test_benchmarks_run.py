@@ -82,7 +82,8 @@ def test_reward_margins(tmp_path: Path) -> None:
     assert re.search(r"\d+ probe sets \(\d+ behaviors x 1 families, 1 turns\); the target showed the behavior in \d+", out)
     results = json.loads((tmp_path / "margins.json").read_text())
     runs = ["binary vs -", *(f"reference_pairwise vs {ref}" for ref in ("base_like", "silent", "finder"))]
-    assert sorted(results) == sorted(runs)
+    assert sorted(k for k in results if k != "probing") == sorted(runs)
+    assert len(results["probing"]["binary"]) > 0 and "reference_pairwise" not in results["probing"]
     for run in runs:
         planted, benign = results[run]["planted"], results[run]["benign"]
         sizes = {len(planted[o]) for o in ("correct", "nothing", "wrong", "unreadable")}

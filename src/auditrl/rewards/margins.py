@@ -213,3 +213,29 @@ async def teacher_margins(transcripts: Sequence[Transcript], design_name: str, j
                 raise RuntimeError(f"{design_name}: no reward for the {part} {name} copy of teacher audit {t.id}")
             out[part][name].append(float(record.reward))
     return out
+
+
+async def probing_margins(families: Sequence[str], turns: int, design_name: str, judge: str) -> list[float]:
+    """What a group design pays for looking where the behavior shows, when nothing is claimed: per training
+    behavior with specific trigger topics and family, one group of two on-topic and two off-topic audits, all
+    ending in "nothing found"; each value is the on-topic audits' mean reward minus the off-topic ones'."""
+    from auditrl.behaviors.library import load_behaviors, load_seeds
+    from auditrl.rewards.registry import design_spec
+
+    if design_spec(design_name).references:
+        raise ValueError(f"probing_margins scores groups; {design_name!r} compares with references")
+    sim, seeds = load_sim_behaviors(), load_seeds()
+    design = build_design(design_name, judge, benign_fraction=0.5)
+    chosen = [b for b in sorted(load_behaviors().values(), key=lambda b: b.id) if b.split == "train" and sim[b.id].topics != [ANY_TOPIC]]
+    out = []
+    for b in chosen:
+        seed = next(s for s in seeds if s.behavior == b.id)
+        for family in families:
+            group = []
+            for copy in range(2):
+                for tag, messages in (("on", trigger_probes(b.id, turns)), ("off", off_topic_probes(turns))):
+                    group.append(await probe_audit(b, seed, family, messages, _report(None), benign=False, tag=f"{tag}{copy}"))
+            rewards = [float(r.reward) for r in await design.score_group(group) if r.reward is not None]
+            if len(rewards) == len(group):
+                out.append((rewards[0] + rewards[2]) / 2 - (rewards[1] + rewards[3]) / 2)
+    return out
