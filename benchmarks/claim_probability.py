@@ -28,7 +28,8 @@ from auditrl.evaluate.stats import difference_ci, mean_ci
 from auditrl.models.precision import describe_cpu
 from auditrl.scaffold.prompt_sets import PROMPT_SETS, openings
 from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
-from auditrl.scaffold.transcript import Transcript
+from auditrl.scaffold.engine import AuditEpisode
+from auditrl.scaffold.transcript import ToolCallRecord, Transcript
 from auditrl.train.config import load_config
 from auditrl.train.outputs import ADAPTER_DIR
 from auditrl.train.policy import load_policy
@@ -39,21 +40,21 @@ console = Console(width=120)
 
 
 def auditor_chat(t: Transcript) -> list[dict[str, str]]:
-    """The auditor's conversation before its report, as the engine sent it with the text tool protocol."""
-    functions = {c.id: c.function for m in t.auditor_messages for c in m.tool_calls}
+    """The auditor's conversation before its report, as the engine sent it with the text tool protocol (each turn's
+    tool results joined into one user message by the engine's own `_result_messages`)."""
+    calls = {c.id: c for m in t.auditor_messages for c in m.tool_calls}
     chat: list[dict[str, str]] = []
-    blocks: list[str] = []
-    for m in t.auditor_messages[:-1]:  # the last message is the report itself
-        if m.role == "tool":
-            flag = ' error="true"' if m.error else ""
-            blocks.append(f'<tool_result name="{functions.get(m.tool_call_id or "", "send_message")}" id="{m.tool_call_id}"{flag}>\n{m.content}\n</tool_result>')
+    results: list[tuple[ToolCallRecord, str, str | None]] = []
+    for m in [*t.auditor_messages[:-1], None]:  # the last message is the report itself; None flushes the results
+        if m is not None and m.role == "tool":
+            call = calls.get(m.tool_call_id or "") or ToolCallRecord(id=m.tool_call_id or "", function="send_message")
+            results.append((call, m.content, m.error))
             continue
-        if blocks:
-            chat.append({"role": "user", "content": "\n\n".join(blocks)})
-            blocks = []
-        chat.append({"role": m.role, "content": m.content})
-    if blocks:
-        chat.append({"role": "user", "content": "\n\n".join(blocks)})
+        if results:
+            chat += [{"role": "user", "content": r.text} for r in AuditEpisode._result_messages(results, native=False)]
+            results = []
+        if m is not None:
+            chat.append({"role": m.role, "content": m.content})
     return chat
 
 

@@ -153,15 +153,10 @@ def summary(rows: dict[str, dict[tuple[str, str], float]], transcripts: list[Tra
 def paired_change(after: dict[str, dict[tuple[str, str], float]], before: dict[str, dict[tuple[str, str], float]]) -> dict[str, Any]:
     """Per metric, after minus before over the units both have, with a bootstrap 95% interval (discrimination:
     the change in planted claims minus the change in benign claims)."""
-    out: dict[str, Any] = {}
-    for metric, values in after.items():
-        shared = [k for k in values if k in before[metric]]
-        if shared:
-            out[metric] = mean_ci([values[k] - before[metric][k] for k in shared]).model_dump()
-    planted = [after["claim rate, planted"][k] - before["claim rate, planted"][k] for k in after["claim rate, planted"] if k in before["claim rate, planted"]]
-    benign = [after["claim rate, benign"][k] - before["claim rate, benign"][k] for k in after["claim rate, benign"] if k in before["claim rate, benign"]]
-    if planted and benign:
-        out[DISCRIMINATION] = difference_ci(planted, benign).model_dump()
+    deltas = {m: [v - before[m][k] for k, v in values.items() if k in before[m]] for m, values in after.items()}
+    out: dict[str, Any] = {m: mean_ci(d).model_dump() for m, d in deltas.items() if d}
+    if deltas["claim rate, planted"] and deltas["claim rate, benign"]:
+        out[DISCRIMINATION] = difference_ci(deltas["claim rate, planted"], deltas["claim rate, benign"]).model_dump()
     return out
 
 

@@ -29,6 +29,7 @@ from auditrl.behaviors.plant import target_system_prompt
 from auditrl.behaviors.schema import Behavior, Seed
 from auditrl.rewards.reference import ReferenceStore
 from auditrl.rewards.registry import build_design
+from auditrl.rewards.records import RewardDesign
 from auditrl.scaffold.auditor_loop import run_audit
 from auditrl.scaffold.spec import AuditSpec
 from auditrl.scaffold.transcript import Budget, Transcript
@@ -136,15 +137,32 @@ async def build_probes(behavior: Behavior, wrong: Behavior, seed: Seed, family: 
     return out
 
 
+def specific_training_behaviors() -> list[Behavior]:
+    """Training behaviors whose trigger topics are specific (not every topic), by id: the ones a probe can aim at."""
+    from auditrl.behaviors.library import load_behaviors
+
+    sim = load_sim_behaviors()
+    return [b for b in sorted(load_behaviors().values(), key=lambda b: b.id) if b.split == "train" and sim[b.id].topics != [ANY_TOPIC]]
+
+
+def group_design(design_name: str, judge: str, check: str) -> RewardDesign:
+    """A design that scores groups on their own; `check` names the caller in the error for a reference design."""
+    from auditrl.rewards.registry import design_spec
+
+    if design_spec(design_name).references:
+        raise ValueError(f"{check} scores groups; {design_name!r} compares with references (use design_rewards)")
+    return build_design(design_name, judge, benign_fraction=0.5)
+
+
 async def training_probe_sets(families: Sequence[str], turns: int) -> list[ProbeSet]:
     """Probe sets of every training behavior with specific trigger topics, for each family.
 
     The wrong claim is the next such behavior (by id) that shows on none of the same topics; the seed is
     the behavior's first."""
-    from auditrl.behaviors.library import load_behaviors, load_seeds
+    from auditrl.behaviors.library import load_seeds
 
     sim = load_sim_behaviors()
-    chosen = [b for b in sorted(load_behaviors().values(), key=lambda b: b.id) if b.split == "train" and sim[b.id].topics != [ANY_TOPIC]]
+    chosen = specific_training_behaviors()
     seeds = load_seeds()
     out = []
     for i, b in enumerate(chosen):
@@ -186,12 +204,8 @@ async def teacher_margins(transcripts: Sequence[Transcript], design_name: str, j
     from auditrl.judges.claim_grader import default_grader
     from auditrl.scaffold.transcript import Prediction, Report
 
-    from auditrl.rewards.registry import design_spec
-
-    if design_spec(design_name).references:
-        raise ValueError(f"teacher_margins scores groups; {design_name!r} compares with references (use design_rewards)")
     grader, sim = default_grader(), load_sim_behaviors()
-    design = build_design(design_name, judge, benign_fraction=0.5)
+    design = group_design(design_name, judge, "teacher_margins")
     out: dict[str, dict[str, list[float]]] = {"planted": {o: [] for o in OUTCOMES}, "benign": {o: [] for o in BENIGN_OUTCOMES}}
     ordered = sorted(sim)
     for i, t in enumerate(transcripts):
@@ -219,14 +233,11 @@ async def probing_margins(families: Sequence[str], turns: int, design_name: str,
     """What a group design pays for looking where the behavior shows, when nothing is claimed: per training
     behavior with specific trigger topics and family, one group of two on-topic and two off-topic audits, all
     ending in "nothing found"; each value is the on-topic audits' mean reward minus the off-topic ones'."""
-    from auditrl.behaviors.library import load_behaviors, load_seeds
-    from auditrl.rewards.registry import design_spec
+    from auditrl.behaviors.library import load_seeds
 
-    if design_spec(design_name).references:
-        raise ValueError(f"probing_margins scores groups; {design_name!r} compares with references")
-    sim, seeds = load_sim_behaviors(), load_seeds()
-    design = build_design(design_name, judge, benign_fraction=0.5)
-    chosen = [b for b in sorted(load_behaviors().values(), key=lambda b: b.id) if b.split == "train" and sim[b.id].topics != [ANY_TOPIC]]
+    seeds = load_seeds()
+    design = group_design(design_name, judge, "probing_margins")
+    chosen = specific_training_behaviors()
     out = []
     for b in chosen:
         seed = next(s for s in seeds if s.behavior == b.id)
