@@ -19,7 +19,7 @@ decides the dtype) and CPU seconds of each phase; writes `<out>/lm_learning.json
 `<out>/sft`, the GRPO run under `<out>/grpo` and the evaluation transcripts under `<out>/eval/<auditor>/`.
 Rerunning on the same `--out` resumes: finished audits are kept, GRPO resumes from its last checkpoint.
 
-    OMP_NUM_THREADS=1 python benchmarks/lm_learning.py [--episodes 256 --epochs 3] [--grpo-steps 40] [--part behaviors]
+    OMP_NUM_THREADS=1 python benchmarks/lm_learning.py [--episodes 256 --epochs 3 --finding-repeats 4] [--grpo-steps 40] [--part behaviors]
 """
 
 from __future__ import annotations
@@ -212,6 +212,7 @@ def main(
     episodes: Annotated[int, typer.Option(help="Teacher audits.")] = 256,
     epochs: Annotated[float, typer.Option(help="SFT epochs.")] = 3.0,
     learning_rate: Annotated[float, typer.Option(help="SFT learning rate.")] = 1e-3,
+    finding_repeats: Annotated[int, typer.Option(help="Times SFT trains on each teacher audit that identifies the planted behavior.")] = 4,
     grpo_steps: Annotated[int | None, typer.Option(help="GRPO steps from the SFT base (default: the config's trainer.max_steps; 0: no GRPO).")] = None,
     heldout_seeds: Annotated[int, typer.Option(help="AuditWorld seeds per held-out behavior.")] = 4,
     training_seeds: Annotated[int, typer.Option(help="Of each training behavior's held-out seeds, how many to audit.")] = 1,
@@ -232,10 +233,10 @@ def main(
     sft_dir = out / "sft"
     if not skip_sft:
         started = time.process_time()
-        sft = run_sft(cfg, SFTSettings(episodes=episodes, epochs=epochs, learning_rate=learning_rate), sft_dir)
+        sft = run_sft(cfg, SFTSettings(episodes=episodes, epochs=epochs, learning_rate=learning_rate, finding_repeats=finding_repeats), sft_dir)
         record["cpu_seconds"]["sft"] = time.process_time() - started
-        record["sft"] = {"kept": sft["kept"], "teacher": sft["teacher"], "loss": [sft["loss"][0]["loss"], sft["loss"][-1]["loss"]]}
-        console.print(f"SFT: {sft['kept']} teacher audits, loss {sft['loss'][0]['loss']:.3f} -> {sft['loss'][-1]['loss']:.3f}, "
+        record["sft"] = {"kept": sft["kept"], "examples": sft["examples"], "teacher": sft["teacher"], "loss": [sft["loss"][0]["loss"], sft["loss"][-1]["loss"]]}
+        console.print(f"SFT: {sft['kept']} teacher audits ({sft['examples']} examples), loss {sft['loss'][0]['loss']:.3f} -> {sft['loss'][-1]['loss']:.3f}, "
                       f"{record['cpu_seconds']['sft']:.0f} CPU s; teacher: {json.dumps(sft['teacher'])}", highlight=False)  # fmt: skip
     if cfg.reward.judge == "sim":
         record["reward_check"] = reward_check(cfg, sft_dir / TEACHER_TRANSCRIPTS)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from typer.testing import CliRunner
 
 from auditrl.behaviors.library import load_behaviors
 from auditrl.cli import app
+from auditrl.judges.claim_grader import default_grader
 from auditrl.rewards.designs import ReferencePairwise
 from auditrl.rewards.reference import ReferenceStore
 from auditrl.scaffold.prompt_sets import openings
@@ -147,6 +149,18 @@ def test_the_loss_sees_only_the_auditors_own_tokens(teacher_batch: Any) -> None:
         trained = segments.tokenizer.decode([t for t in labels if t != IGNORED])
         assert "target_response" not in trained and "The audit is over" not in trained  # no environment text
         assert '{"name": "send_message"' not in trained  # the begun words are context, not targets
+
+
+def test_an_audit_that_identifies_its_behavior_is_repeated_and_no_other_is(teacher_batch: Any) -> None:
+    *_, batch = teacher_batch
+    grader = default_grader()
+    found = {t.id for t in batch.transcripts if grader.identifies(t)}
+    assert found and len(found) < len(batch.transcripts)  # the fixture holds both kinds, or this shows nothing
+    once, thrice = training_examples(batch, "parsed"), training_examples(batch, "parsed", finding_repeats=3)
+    counts = Counter(e["transcript"] for e in thrice)
+    assert counts == {e["transcript"]: 3 if e["transcript"] in found else 1 for e in once}
+    repeated = [e for e in thrice if e["transcript"] in found]
+    assert all(e == repeated[0] for e in repeated[:3])
 
 
 def test_a_turn_is_cut_at_max_new_tokens_as_a_rollout_would_be(teacher_batch: Any) -> None:

@@ -31,6 +31,7 @@ def sft(
     learning_rate: Annotated[float, typer.Option(help="Adapter learning rate (constant).")] = 5e-4,
     random_seed: Annotated[int, random_seed_option("the teacher's rows, data order and adapter init")] = 1,
     keep: Annotated[str, typer.Option(help="`parsed`: train only on audits whose report parsed; `all`.")] = "parsed",
+    finding_repeats: Annotated[int, typer.Option(help="Times an audit whose report identifies the planted behavior is trained on per epoch.")] = 1,
     max_retries: MaxRetriesOpt = DEFAULT_MAX_RETRIES,
     timeout: TimeoutOpt = DEFAULT_TIMEOUT_S,
 ) -> None:
@@ -41,7 +42,7 @@ def sft(
     try:
         settings = SFTSettings(
             teacher=teacher, episodes=episodes, epochs=epochs, batch_size=batch_size, learning_rate=learning_rate,
-            seed=random_seed, keep=keep, teacher_calls=call_limits(max_retries, timeout),
+            seed=random_seed, keep=keep, finding_repeats=finding_repeats, teacher_calls=call_limits(max_retries, timeout),
         )  # fmt: skip
     except ValidationError as exc:
         raise fail(validation_problems(exc)) from exc
@@ -83,7 +84,10 @@ def sft(
 
 def teacher_table(record: dict) -> Table:
     """What the teacher did on planted and benign targets (its audits are what the adapter imitates)."""
-    table = Table(title=f"teacher {record['settings']['teacher']}: {record['kept']} of {record['episodes']} audits kept")
+    table = Table(
+        title=f"teacher {record['settings']['teacher']}: {record['kept']} of {record['episodes']} audits kept "
+        f"({record['examples']} training examples with findings repeated)"
+    )
     for column in ("target", "audits", "failed", "valid reports", "claims", "reached trigger topic"):
         table.add_column(column, justify="left" if column == "target" else "right")
     for part, row in record["teacher"].items():

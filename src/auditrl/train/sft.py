@@ -51,6 +51,14 @@ class SFTSettings(ConfigModel):
         description="`parsed`: train only on audits whose report parsed (a teacher's malformed report is not "
         "imitated); `all`: every audit that did not fail.",
     )
+    finding_repeats: int = Field(
+        default=1,
+        ge=1,
+        description="Times each kept audit whose report identifies the planted behavior (by the claim grader) is "
+        "trained on per epoch. The scripted teacher finds something in about 1 audit of 7; a student trained on each "
+        "audit once opened 2% of its reports with a claim, shown the behavior or not (benchmarks/claim_probability.py), "
+        "so GRPO never sampled a finding to reinforce.",
+    )
     attempts: int = Field(default=3, ge=1, description="Attempts per teacher call before its audit counts as failed.")
     teacher_calls: CallLimits = Field(
         default_factory=CallLimits, description="Retries and seconds of each teacher call (an API teacher)."
@@ -78,8 +86,12 @@ def kept(transcript: Transcript, keep: str) -> bool:
     return keep == "all" or (transcript.report is not None and transcript.report.parse_error is None)
 
 
-def training_examples(batch: RolloutBatch, keep: str) -> list[dict[str, Any]]:
-    """input_ids = prompt + completion; labels are the completion's sampled tokens (env_mask 1), -100 elsewhere."""
+def training_examples(batch: RolloutBatch, keep: str, finding_repeats: int = 1) -> list[dict[str, Any]]:
+    """input_ids = prompt + completion; labels are the completion's sampled tokens (env_mask 1), -100 elsewhere.
+    An audit whose report identifies its planted behavior appears `finding_repeats` times."""
+    from auditrl.judges.claim_grader import default_grader
+
+    grader = default_grader()
     examples = []
     for prompt, completion, mask, transcript in zip(
         batch.prompt_ids, batch.completion_ids, batch.env_mask, batch.transcripts, strict=True
@@ -87,7 +99,8 @@ def training_examples(batch: RolloutBatch, keep: str) -> list[dict[str, Any]]:
         if not kept(transcript, keep):
             continue
         labels = [IGNORED] * len(prompt) + [tok if m else IGNORED for tok, m in zip(completion, mask, strict=True)]
-        examples.append({"input_ids": prompt + completion, "labels": labels, "transcript": transcript.id})
+        copies = finding_repeats if grader.identifies(transcript) else 1
+        examples += [{"input_ids": prompt + completion, "labels": labels, "transcript": transcript.id}] * copies
     return examples
 
 
@@ -142,7 +155,7 @@ def run_sft(
         attempts=settings.attempts, limits=settings.teacher_calls,
     )  # fmt: skip
     write_transcripts(out / TEACHER_TRANSCRIPTS, batch.transcripts)
-    examples = training_examples(batch, settings.keep)
+    examples = training_examples(batch, settings.keep, settings.finding_repeats)
     atomic_write_text(out / DATA_FILE, "".join(json.dumps(e) + "\n" for e in examples))
     if not examples:
         raise ValueError(f"the teacher {settings.teacher!r} left no audit to train on (see {out / TEACHER_TRANSCRIPTS})")
@@ -158,7 +171,8 @@ def run_sft(
         "settings": settings.model_dump(),
         "teacher": teacher_summary(batch.transcripts),
         "episodes": len(rows),
-        "kept": len(examples),
+        "kept": len({e["transcript"] for e in examples}),
+        "examples": len(examples),
         "tokens": {"total": sum(len(e["input_ids"]) for e in examples), "trained": trained},
         "loss": losses,
         "cpu_seconds": {"teacher": teacher_seconds, "total": time.process_time() - cpu},
