@@ -19,7 +19,7 @@ decides the dtype) and CPU seconds of each phase; writes `<out>/lm_learning.json
 `<out>/sft`, the GRPO run under `<out>/grpo` and the evaluation transcripts under `<out>/eval/<auditor>/`.
 Rerunning on the same `--out` resumes: finished audits are kept, GRPO resumes from its last checkpoint.
 
-    OMP_NUM_THREADS=1 python benchmarks/lm_learning.py [--episodes 256 --epochs 3 --finding-repeats 4] [--grpo-steps 40] [--part behaviors]
+    OMP_NUM_THREADS=1 python benchmarks/lm_learning.py [--episodes 256 --epochs 3 --finding-repeats 4] [--grpo-steps 40] [--reward-design binary] [--part behaviors]
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from typing import Annotated, Any
 import torch
 import typer
 import yaml
+from pydantic import ValidationError
 from inspect_ai.model import GenerateConfig, Model
 from rich.console import Console
 from rich.table import Table
@@ -62,7 +63,7 @@ from auditrl.scaffold.store import TRANSCRIPTS, append_transcript, read_transcri
 from auditrl.scaffold.transcript import Budget, Transcript
 from auditrl.scaffold.transcript_keys import ROLLOUT
 from auditrl.auditworld.seeds import auditworld_seeds
-from auditrl.train.config import GRPOLMConfig, load_config
+from auditrl.train.config import GRPOLMConfig, RewardSettings, load_config
 from auditrl.train.episodes import split_seeds
 from auditrl.train.outputs import ADAPTER_DIR
 from auditrl.train.sft import TEACHER_TRANSCRIPTS, SFTSettings, run_sft
@@ -184,11 +185,12 @@ def reward_check(cfg: GRPOLMConfig, teacher: Path) -> dict[str, Any]:
     return check
 
 
-def grpo_config(cfg_path: Path, out: Path, adapter: Path, steps: int) -> Path:
+def grpo_config(cfg_path: Path, out: Path, adapter: Path, steps: int, design: str) -> Path:
     """The config's GRPO run, starting from the SFT adapter, written beside the run (`auditrl train` reads it)."""
     raw = load_yaml(cfg_path.read_text(encoding="utf-8"))
     raw["policy"]["init_adapter"] = str(adapter.resolve())
     raw["trainer"]["max_steps"] = steps
+    raw["reward"]["design"] = design
     path = out / "grpo_config.yaml"
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, yaml.safe_dump(raw, sort_keys=False))
@@ -217,6 +219,7 @@ def main(
     heldout_seeds: Annotated[int, typer.Option(help="AuditWorld seeds per held-out behavior.")] = 4,
     training_seeds: Annotated[int, typer.Option(help="Of each training behavior's held-out seeds, how many to audit.")] = 1,
     rollouts: Annotated[int, typer.Option(help="Rollouts per seed, planted and benign.")] = 1,
+    reward_design: Annotated[str | None, typer.Option(help="GRPO's reward design (default: the config's reward.design).")] = None,
     skip_sft: Annotated[bool, typer.Option(help="Use the adapter an earlier call wrote under <out>/sft.")] = False,
     part: Annotated[
         list[str], typer.Option(help="Held-out part to audit: `behaviors`, `seeds` (of training behaviors); repeatable.")
@@ -228,8 +231,13 @@ def main(
     torch.manual_seed(0)
     console.print(describe_cpu(), highlight=False)
     cfg = load_config(config)
+    if reward_design is not None:
+        try:
+            cfg = cfg.model_copy(update={"reward": RewardSettings.model_validate({**cfg.reward.model_dump(), "design": reward_design})})
+        except ValidationError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--reward-design") from exc
     steps = cfg.trainer.max_steps if grpo_steps is None else grpo_steps
-    record: dict[str, Any] = {"cpu": describe_cpu(), "config": config.name, "grpo_steps": steps, "cpu_seconds": {}}
+    record: dict[str, Any] = {"cpu": describe_cpu(), "config": config.name, "reward_design": cfg.reward.design, "grpo_steps": steps, "cpu_seconds": {}}
     sft_dir = out / "sft"
     if not skip_sft:
         started = time.process_time()
@@ -266,7 +274,7 @@ def main(
         from auditrl.train.grpo import run_from_config
 
         started = time.process_time()
-        grpo_dir = run_from_config(grpo_config(config, out, sft_dir / ADAPTER_DIR, steps), out / "grpo")
+        grpo_dir = run_from_config(grpo_config(config, out, sft_dir / ADAPTER_DIR, steps, cfg.reward.design), out / "grpo")
         record["cpu_seconds"]["grpo"] = time.process_time() - started
         record["grpo_training"] = rollouts_by_third(read_transcripts(grpo_dir / TRANSCRIPTS))
         console.print(f"GRPO: {steps} steps, {record['cpu_seconds']['grpo']:.0f} CPU s", highlight=False)

@@ -205,6 +205,14 @@ def test_every_benchmark_has_a_tiny_size_test() -> None:
     assert not scripts - covered, f"benchmarks without a tiny-size test: {sorted(scripts - covered)}"
 
 
+def test_lm_learning_refuses_an_unknown_reward_design_before_any_work(tmp_path: Path) -> None:
+    args = ("--config", str(ROOT / "configs" / "cpu_learn_sft.yaml"), "--out", str(tmp_path / "run"), "--reward-design", "nope")
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "lm_learning.py"), *args], capture_output=True, text=True,
+                          env={**os.environ, "COLUMNS": "250", "NO_COLOR": "1"}, check=False)  # fmt: skip
+    assert done.returncode == 2 and "--reward-design" in done.stderr and "nope" in done.stderr
+    assert not (tmp_path / "run").exists()
+
+
 @pytest.mark.slow
 def test_lm_learning(tmp_path: Path, tiny_local_model: Path) -> None:
     raw = load_yaml((ROOT / "configs" / "cpu_learn_sft.yaml").read_text())
@@ -215,8 +223,9 @@ def test_lm_learning(tmp_path: Path, tiny_local_model: Path) -> None:
     config = tmp_path / "tiny_sft.yaml"
     config.write_text(yaml.safe_dump(raw))
     run = tmp_path / "run"
-    sizes = ("--episodes", "4", "--epochs", "1", "--grpo-steps", "1", "--heldout-seeds", "1", "--part", "behaviors")
-    rows = table_rows(run_benchmark("lm_learning.py", "--config", str(config), "--out", str(run), *sizes, cwd=tmp_path))
+    sizes = ("--episodes", "4", "--epochs", "1", "--finding-repeats", "2", "--grpo-steps", "1", "--heldout-seeds", "1", "--part", "behaviors")
+    design = ("--reward-design", "binary")  # the config says ingroup_pairwise: the GRPO run must take the option's
+    rows = table_rows(run_benchmark("lm_learning.py", "--config", str(config), "--out", str(run), *sizes, *design, cwd=tmp_path))
     for metric in ("valid report rate", "claim rate, planted", "claim rate, benign", "identification (planted)",
                    "FP calibration (benign)", "discrimination (planted - benign)"):  # fmt: skip
         assert len(row(rows, metric, 15)) >= 15, metric  # three auditors and two changes, each with its interval
@@ -226,6 +235,9 @@ def test_lm_learning(tmp_path: Path, tiny_local_model: Path) -> None:
     assert record["cpu_seconds"]["sft"] > 0 and record["cpu_seconds"]["grpo"] > 0
     assert (run / "sft" / "adapter").is_dir() and (run / "grpo" / "adapter").is_dir()
     assert record["grpo_training"] and record["grpo_training"][0]["rollouts"] == 8
+    assert record["reward_design"] == "binary" and load_yaml((run / "grpo_config.yaml").read_text())["reward"]["design"] == "binary"
+    sft = json.loads((run / "sft" / "sft.json").read_text())
+    assert record["sft"]["examples"] == sft["examples"] >= sft["kept"] and sft["settings"]["finding_repeats"] == 2
     rows = table_rows(run_benchmark("claim_probability.py", "--run", str(run), cwd=tmp_path))
     for label in ("SFT_base", "SFT_plus_GRPO"):
         assert 0.0 <= row(rows, label, 3)[0] <= 100.0  # a probability per group, in percent
