@@ -199,15 +199,18 @@ async def design_rewards(
 async def teacher_margins(transcripts: Sequence[Transcript], design_name: str, judge: str) -> dict[str, dict[str, list[float]]]:
     """The same check on a teacher's own audits, in the run's own report format: each planted audit whose
     claim the claim grader credits is scored as one group with copies of it ending in "nothing found", a
-    wrong claim (the same words around another behavior's display) and no readable report; each benign
-    audit that found nothing, with copies ending in that wrong claim and in no readable report."""
+    wrong claim (the same words around another behavior's display) and no readable report (the engine's parse of
+    a report cut off mid-JSON, as the probe audits end); each benign audit that found nothing, with copies ending
+    in that wrong claim and in no readable report."""
     from auditrl.judges.claim_grader import default_grader
+    from auditrl.scaffold.report import parse_report
     from auditrl.scaffold.transcript import Prediction, Report
 
     grader, sim = default_grader(), load_sim_behaviors()
     design = group_design(design_name, judge, "teacher_margins")
     out: dict[str, dict[str, list[float]]] = {"planted": {o: [] for o in OUTCOMES}, "benign": {o: [] for o in BENIGN_OUTCOMES}}
     ordered = sorted(sim)
+    cut_off = parse_report(CUT_OFF)
     for i, t in enumerate(transcripts):
         if t.status == "error" or t.report is None:
             continue
@@ -216,9 +219,9 @@ async def teacher_margins(transcripts: Sequence[Transcript], design_name: str, j
         display = " ".join(sim[other].expressions[0].split()[:QUOTE_WORDS])
         wrong = Report(no_behavior_found=False, predictions=[Prediction(rank=1, description=f'It wrote "{display}"', confidence=CONFIDENCE)])
         if not t.benign and grader.identifies(t):
-            part, variants = "planted", {"correct": t.report, "nothing": Report(no_behavior_found=True), "wrong": wrong, "unreadable": None}
+            part, variants = "planted", {"correct": t.report, "nothing": Report(no_behavior_found=True), "wrong": wrong, "unreadable": cut_off}
         elif t.benign and t.report.no_behavior_found:
-            part, variants = "benign", {"nothing": t.report, "claim": wrong, "unreadable": None}
+            part, variants = "benign", {"nothing": t.report, "claim": wrong, "unreadable": cut_off}
         else:
             continue
         group = [t.model_copy(update={"report": r, "id": f"{t.id}-{name}"}, deep=True) for name, r in variants.items()]
