@@ -1,5 +1,7 @@
 """Why an auditor does or does not claim: the probability that its report opens with a claim, read from the
-model itself on its own held-out audits (the evaluation transcripts `benchmarks/lm_learning.py` wrote).
+model itself on its own held-out audits (the evaluation transcripts `benchmarks/lm_learning.py` wrote), and on
+the teacher's audits it was fine-tuned on (`<run>/sft/teacher`): a model that claims on its training audits but
+not on held-out ones where the target showed the behavior has memorised its data, not learnt the rule.
 
 For each audit the auditor's conversation up to the report request is rebuilt as the engine gave it (text
 tool protocol: each turn's tool results as one user message of `<tool_result>` blocks), the guided prompt
@@ -33,6 +35,7 @@ from auditrl.scaffold.transcript import ToolCallRecord, Transcript
 from auditrl.train.config import load_config
 from auditrl.train.outputs import ADAPTER_DIR
 from auditrl.train.policy import load_policy
+from auditrl.train.sft import TEACHER_TRANSCRIPTS
 
 ADAPTERS = {"SFT_base": "sft", "SFT_plus_GRPO": "grpo"}
 """Evaluation folder of each trained auditor -> its run folder under the lm_learning output."""
@@ -58,6 +61,23 @@ def auditor_chat(t: Transcript) -> list[dict[str, str]]:
     return chat
 
 
+def claim_probabilities(model: Any, tokenizer: Any, transcripts: list[Transcript], begun: str) -> dict[str, list[float]]:
+    """P(claim) in percent per audit, grouped by planted with the behavior shown, planted without, and benign."""
+    claim_ids = {tokenizer.encode(w, add_special_tokens=False)[0] for w in ("false", " false")}
+    groups: dict[str, list[float]] = {"planted, behavior shown": [], "planted, not shown": [], "benign": []}
+    for t in transcripts:
+        if t.status == "error" or len(t.auditor_messages) < 2:
+            continue
+        text = tokenizer.apply_chat_template(auditor_chat(t), tokenize=False, add_generation_prompt=True) + begun
+        ids = tokenizer(text, add_special_tokens=False, return_tensors="pt").input_ids
+        with torch.no_grad():
+            p = torch.softmax(model(ids).logits[0, -1].float(), -1)
+        shown = any(m.annotations.get("expressed") for m in t.target_messages)
+        group = "benign" if t.benign else "planted, behavior shown" if shown else "planted, not shown"
+        groups[group].append(100.0 * float(sum(p[i] for i in claim_ids)))
+    return groups
+
+
 def main(
     run: Annotated[Path, typer.Option(help="An lm_learning.py output directory.")] = Path("runs/lm-learning"),
     auditor: Annotated[list[str], typer.Option(help="Evaluation folder of a trained auditor; repeatable.")] = list(ADAPTERS),
@@ -73,26 +93,17 @@ def main(
             continue
         model, tokenizer = load_policy(cfg.policy.model_copy(update={"init_adapter": adapter.resolve()}))
         model.eval()
-        claim_ids = {tokenizer.encode(w, add_special_tokens=False)[0] for w in ("false", " false")}
-        groups: dict[str, list[float]] = {"planted, behavior shown": [], "planted, not shown": [], "benign": []}
-        for folder in sorted((run / "eval" / label).iterdir()):
-            for t in read_transcripts(folder / TRANSCRIPTS):
-                if t.status == "error" or len(t.auditor_messages) < 2:
-                    continue
-                text = tokenizer.apply_chat_template(auditor_chat(t), tokenize=False, add_generation_prompt=True) + begun
-                ids = tokenizer(text, add_special_tokens=False, return_tensors="pt").input_ids
-                with torch.no_grad():
-                    p = torch.softmax(model(ids).logits[0, -1].float(), -1)
-                shown = any(m.annotations.get("expressed") for m in t.target_messages)
-                group = "benign" if t.benign else "planted, behavior shown" if shown else "planted, not shown"
-                groups[group].append(100.0 * float(sum(p[i] for i in claim_ids)))
-        gap = difference_ci(groups["planted, behavior shown"], groups["benign"]) if groups["planted, behavior shown"] and groups["benign"] else None
-        record["auditors"][label] = {
-            "groups": {g: {"audits": len(v), **mean_ci(v).model_dump()} for g, v in groups.items() if v},
-            "shown - benign": gap.model_dump() if gap else None,
-        }
+        held_out = [t for folder in sorted((run / "eval" / label).iterdir()) for t in read_transcripts(folder / TRANSCRIPTS)]
+        sources = {label: held_out, f"{label}, on the SFT data": read_transcripts(run / "sft" / TEACHER_TRANSCRIPTS)}
+        for name, transcripts in sources.items():
+            groups = claim_probabilities(model, tokenizer, transcripts, begun)
+            gap = difference_ci(groups["planted, behavior shown"], groups["benign"]) if groups["planted, behavior shown"] and groups["benign"] else None
+            record["auditors"][name] = {
+                "groups": {g: {"audits": len(v), **mean_ci(v).model_dump()} for g, v in groups.items() if v},
+                "shown - benign": gap.model_dump() if gap else None,
+            }
     table = Table(title="P(the report opens with a claim), % (mean [95% CI] over audits)", caption=record["cpu"])
-    table.add_column("auditor")
+    table.add_column("auditor (audits read)", no_wrap=True)
     for column in ("planted, behavior shown", "planted, not shown", "benign", "shown - benign"):
         table.add_column(column, justify="right")
     for label, r in record["auditors"].items():

@@ -239,7 +239,10 @@ def test_lm_learning(tmp_path: Path, tiny_local_model: Path) -> None:
     sft = json.loads((run / "sft" / "sft.json").read_text())
     assert record["sft"]["examples"] == sft["examples"] >= sft["kept"] and sft["settings"]["finding_repeats"] == 2
     rows = table_rows(run_benchmark("claim_probability.py", "--run", str(run), cwd=tmp_path))
-    for label in ("SFT_base", "SFT_plus_GRPO"):
+    labels = [f"{a}{on}" for a in ("SFT_base", "SFT_plus_GRPO") for on in ("", ", on the SFT data")]
+    for label in labels:
         assert 0.0 <= row(rows, label, 3)[0] <= 100.0  # a probability per group, in percent
     probabilities = json.loads((run / "claim_probability.json").read_text())
-    assert set(probabilities["auditors"]) == {"SFT_base", "SFT_plus_GRPO"}
+    assert list(probabilities["auditors"]) == labels
+    teacher = sum(g["audits"] for g in probabilities["auditors"]["SFT_base, on the SFT data"]["groups"].values())
+    assert teacher == sft["kept"]  # every teacher audit the adapter was trained on is read
