@@ -86,7 +86,7 @@ def teacher_table(record: dict) -> Table:
     """What the teacher did on planted and benign targets (its audits are what the adapter imitates)."""
     table = Table(
         title=f"teacher {record['settings']['teacher']}: {record['kept']} of {record['episodes']} audits kept "
-        f"({record['examples']} training examples with findings repeated)"
+        f"({record['examples']} training examples)"
     )
     for column in ("target", "audits", "failed", "valid reports", "claims", "reached trigger topic"):
         table.add_column(column, justify="left" if column == "target" else "right")
