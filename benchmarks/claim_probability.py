@@ -71,7 +71,7 @@ def claim_probabilities(model: Any, tokenizer: Any, transcripts: list[Transcript
         text = tokenizer.apply_chat_template(auditor_chat(t), tokenize=False, add_generation_prompt=True) + begun
         ids = tokenizer(text, add_special_tokens=False, return_tensors="pt").input_ids
         with torch.no_grad():
-            p = torch.softmax(model(ids).logits[0, -1].float(), -1)
+            p = torch.softmax(model(ids, logits_to_keep=1).logits[0, -1].float(), -1)  # the next word only: the head over every position cost most of the pass
         shown = any(m.annotations.get("expressed") for m in t.target_messages)
         group = "benign" if t.benign else "planted, behavior shown" if shown else "planted, not shown"
         groups[group].append(100.0 * float(sum(p[i] for i in claim_ids)))
