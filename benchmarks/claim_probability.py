@@ -87,6 +87,7 @@ def main(
     cfg = load_config(run / "grpo_config.yaml")
     begun = openings(PROMPT_SETS[cfg.episodes.auditor_prompt].openings or "")["report"]
     record: dict[str, Any] = {"cpu": describe_cpu(), "auditors": {}}
+    sft_data = read_transcripts(run / "sft" / TEACHER_TRANSCRIPTS)
     for label in auditor:
         adapter = run / ADAPTERS[label] / ADAPTER_DIR
         if not adapter.is_dir():
@@ -94,7 +95,7 @@ def main(
         model, tokenizer = load_policy(cfg.policy.model_copy(update={"init_adapter": adapter.resolve()}))
         model.eval()
         held_out = [t for folder in sorted((run / "eval" / label).iterdir()) for t in read_transcripts(folder / TRANSCRIPTS)]
-        sources = {label: held_out, f"{label}, on the SFT data": read_transcripts(run / "sft" / TEACHER_TRANSCRIPTS)}
+        sources = {label: held_out, f"{label}, on the SFT data": sft_data}
         for name, transcripts in sources.items():
             groups = claim_probabilities(model, tokenizer, transcripts, begun)
             gap = difference_ci(groups["planted, behavior shown"], groups["benign"]) if groups["planted, behavior shown"] and groups["benign"] else None

@@ -249,7 +249,8 @@ async def probing_margins(families: Sequence[str], turns: int, design_name: str,
             for copy in range(2):
                 for tag, messages in (("on", trigger_probes(b.id, turns)), ("off", off_topic_probes(turns))):
                     group.append(await probe_audit(b, seed, family, messages, _report(None), benign=False, tag=f"{tag}{copy}"))
-            rewards = [float(r.reward) for r in await design.score_group(group) if r.reward is not None]
-            if len(rewards) == len(group):
-                out.append((rewards[0] + rewards[2]) / 2 - (rewards[1] + rewards[3]) / 2)
+            rewards = [r.reward for r in await design.score_group(group)]
+            if None in rewards:
+                raise RuntimeError(f"{design_name}: no reward for a probing probe of {b.id}/{family}")
+            out.append((rewards[0] + rewards[2]) / 2 - (rewards[1] + rewards[3]) / 2)
     return out
