@@ -19,7 +19,7 @@ decides the dtype) and CPU seconds of each phase; writes `<out>/lm_learning.json
 `<out>/sft`, the GRPO run under `<out>/grpo` and the evaluation transcripts under `<out>/eval/<auditor>/`.
 Rerunning on the same `--out` resumes: finished audits are kept, GRPO resumes from its last checkpoint.
 
-    OMP_NUM_THREADS=1 python benchmarks/lm_learning.py [--episodes 256 --epochs 3 --finding-repeats 4] [--grpo-steps 40] [--reward-design binary] [--part behaviors]
+    OMP_NUM_THREADS=1 python benchmarks/lm_learning.py [--episodes 256 --epochs 3 --finding-repeats 4 --verdict-weight 1] [--grpo-steps 40 --grpo-learning-rate 1e-3] [--reward-design binary] [--part behaviors]
 """
 
 from __future__ import annotations
@@ -185,12 +185,13 @@ def reward_check(cfg: GRPOLMConfig, teacher: Path) -> dict[str, Any]:
     return check
 
 
-def grpo_config(cfg_path: Path, out: Path, adapter: Path, steps: int, design: str) -> Path:
+def grpo_config(cfg_path: Path, out: Path, adapter: Path, steps: int, design: str, learning_rate: float) -> Path:
     """The config's GRPO run, starting from the SFT adapter, written beside the run (`auditrl train` reads it)."""
     raw = load_yaml(cfg_path.read_text(encoding="utf-8"))
     raw["policy"]["init_adapter"] = str(adapter.resolve())
     raw["trainer"]["max_steps"] = steps
     raw["reward"]["design"] = design
+    raw["trainer"]["learning_rate"] = learning_rate
     path = out / "grpo_config.yaml"
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, yaml.safe_dump(raw, sort_keys=False))
@@ -215,7 +216,9 @@ def main(
     epochs: Annotated[float, typer.Option(help="SFT epochs.")] = 3.0,
     learning_rate: Annotated[float, typer.Option(help="SFT learning rate.")] = 1e-3,
     finding_repeats: Annotated[int, typer.Option(help="Times SFT trains on each teacher audit that identifies the planted behavior.")] = 4,
+    verdict_weight: Annotated[float, typer.Option(help="SFT loss weight of each report's verdict word (1: every trained token alike).")] = 1.0,
     grpo_steps: Annotated[int | None, typer.Option(help="GRPO steps from the SFT base (default: the config's trainer.max_steps; 0: no GRPO).")] = None,
+    grpo_learning_rate: Annotated[float | None, typer.Option(help="GRPO learning rate (default: the config's trainer.learning_rate).")] = None,
     heldout_seeds: Annotated[int, typer.Option(help="AuditWorld seeds per held-out behavior.")] = 4,
     training_seeds: Annotated[int, typer.Option(help="Of each training behavior's held-out seeds, how many to audit.")] = 1,
     rollouts: Annotated[int, typer.Option(help="Rollouts per seed, planted and benign.")] = 1,
@@ -237,11 +240,19 @@ def main(
         except ValidationError as exc:
             raise typer.BadParameter(str(exc), param_hint="--reward-design") from exc
     steps = cfg.trainer.max_steps if grpo_steps is None else grpo_steps
-    record: dict[str, Any] = {"cpu": describe_cpu(), "config": config.name, "reward_design": cfg.reward.design, "grpo_steps": steps, "cpu_seconds": {}}
+    lr = cfg.trainer.learning_rate if grpo_learning_rate is None else grpo_learning_rate
+    if not lr > 0:
+        raise typer.BadParameter(f"{lr} is not a positive learning rate", param_hint="--grpo-learning-rate")
+    record: dict[str, Any] = {
+        "cpu": describe_cpu(), "config": config.name, "reward_design": cfg.reward.design, "grpo_steps": steps,
+        "grpo_learning_rate": lr, "cpu_seconds": {},
+    }  # fmt: skip
     sft_dir = out / "sft"
     if not skip_sft:
         started = time.process_time()
-        sft = run_sft(cfg, SFTSettings(episodes=episodes, epochs=epochs, learning_rate=learning_rate, finding_repeats=finding_repeats), sft_dir)
+        sft = run_sft(cfg, SFTSettings(
+            episodes=episodes, epochs=epochs, learning_rate=learning_rate, finding_repeats=finding_repeats, verdict_weight=verdict_weight
+        ), sft_dir)
         record["cpu_seconds"]["sft"] = time.process_time() - started
         record["sft"] = {"kept": sft["kept"], "examples": sft["examples"], "teacher": sft["teacher"], "loss": [sft["loss"][0]["loss"], sft["loss"][-1]["loss"]]}
         console.print(f"SFT: {sft['kept']} teacher audits ({sft['examples']} examples), loss {sft['loss'][0]['loss']:.3f} -> {sft['loss'][-1]['loss']:.3f}, "
@@ -274,7 +285,7 @@ def main(
         from auditrl.train.grpo import run_from_config
 
         started = time.process_time()
-        grpo_dir = run_from_config(grpo_config(config, out, sft_dir / ADAPTER_DIR, steps, cfg.reward.design), out / "grpo")
+        grpo_dir = run_from_config(grpo_config(config, out, sft_dir / ADAPTER_DIR, steps, cfg.reward.design, lr), out / "grpo")
         record["cpu_seconds"]["grpo"] = time.process_time() - started
         record["grpo_training"] = rollouts_by_third(read_transcripts(grpo_dir / TRANSCRIPTS))
         console.print(f"GRPO: {steps} steps, {record['cpu_seconds']['grpo']:.0f} CPU s", highlight=False)

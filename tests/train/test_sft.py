@@ -33,7 +33,16 @@ from auditrl.train.generation import Sample
 from auditrl.train.grpo import build_trainer
 from auditrl.train.policy import check_init_adapter, load_policy, lora_config
 from auditrl.train.rollout import ChatSegments, run_rollouts
-from auditrl.train.sft import IGNORED, SFTSettings, kept, sft_rows, training_examples
+from auditrl.train.sft import (
+    IGNORED,
+    SFTSettings,
+    kept,
+    labelled_positions_trainer,
+    sft_rows,
+    training_examples,
+    verdict_index,
+    verdict_token_ids,
+)
 from auditrl.train.snapshot import SNAPSHOTS_DIR
 from auditrl.scaffold.transcript_keys import TEACHER_TURNS_CUT
 from auditrl.train.teacher import TeacherTurns, teacher_rollouts
@@ -161,6 +170,41 @@ def test_an_audit_that_identifies_its_behavior_is_repeated_and_no_other_is(teach
     assert counts == {e["transcript"]: 3 if e["transcript"] in found else 1 for e in once}
     repeated = [e for e in thrice if e["transcript"] in found]
     assert all(e == repeated[0] for e in repeated[:3])
+
+
+def test_the_weighted_verdict_word_is_the_reports_no_behavior_found_value(teacher_batch: Any) -> None:
+    *_, segments, batch = teacher_batch
+    verdicts = verdict_token_ids(segments.tokenizer)
+    examples = training_examples(batch, "parsed")
+    said = [segments.tokenizer.decode([e["labels"][i]]).strip() for e in examples if (i := verdict_index(e["labels"], verdicts)) is not None]
+    truth = [str(t.report.no_behavior_found).lower() for t in batch.transcripts if t.report is not None]
+    assert said == truth and {"true", "false"} == set(said)  # claims and clean reports both, or this shows little
+    assert verdict_index([IGNORED, 5, 7, IGNORED], verdicts) is None
+
+
+class FixedLogits(torch.nn.Module):
+    """A model whose logits are a fixed tensor, so the loss can be computed by hand."""
+
+    def __init__(self, logits: torch.Tensor) -> None:
+        super().__init__()
+        self.logits = logits
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: Any = None, logits_to_keep: Any = None) -> Any:
+        return type("Out", (), {"logits": self.logits[:, logits_to_keep]})()
+
+
+def test_the_verdict_weight_counts_the_verdict_token_that_many_times_and_nothing_else() -> None:
+    generator = torch.Generator().manual_seed(0)
+    logits = torch.randn(2, 6, 10, generator=generator)
+    labels = torch.tensor([[IGNORED, 4, IGNORED, IGNORED, 3, 9], [IGNORED, IGNORED, 4, 3, 3, IGNORED]])
+    inputs = {"input_ids": torch.zeros(2, 6, dtype=torch.long), "labels": labels}
+    per_token = -torch.log_softmax(logits[:, :-1], -1).gather(-1, labels[:, 1:].clamp(min=0).unsqueeze(-1)).squeeze(-1)
+    per_token = per_token * (labels[:, 1:] != IGNORED)
+    plain = labelled_positions_trainer(object)().compute_loss(FixedLogits(logits), inputs)
+    assert plain.item() == pytest.approx(per_token.sum().item() / 6, rel=1e-5)
+    weighted = labelled_positions_trainer(object, {3}, 5.0)().compute_loss(FixedLogits(logits), inputs)
+    verdicts = per_token[0, 3] + per_token[1, 2]  # the first 3 of each row's last labelled run: label positions 4 and 3
+    assert weighted.item() == pytest.approx((per_token.sum() + 4.0 * verdicts).item() / 6, rel=1e-5)
 
 
 def test_a_turn_is_cut_at_max_new_tokens_as_a_rollout_would_be(teacher_batch: Any) -> None:

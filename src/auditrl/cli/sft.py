@@ -32,6 +32,7 @@ def sft(
     random_seed: Annotated[int, random_seed_option("the teacher's rows, data order and adapter init")] = 1,
     keep: Annotated[str, typer.Option(help="`parsed`: train only on audits whose report parsed; `all`.")] = "parsed",
     finding_repeats: Annotated[int, typer.Option(help="Times an audit whose report identifies the planted behavior is trained on per epoch.")] = 1,
+    verdict_weight: Annotated[float, typer.Option(help="Loss weight of each report's verdict word (1: every trained token alike).")] = 1.0,
     max_retries: MaxRetriesOpt = DEFAULT_MAX_RETRIES,
     timeout: TimeoutOpt = DEFAULT_TIMEOUT_S,
 ) -> None:
@@ -42,7 +43,8 @@ def sft(
     try:
         settings = SFTSettings(
             teacher=teacher, episodes=episodes, epochs=epochs, batch_size=batch_size, learning_rate=learning_rate,
-            seed=random_seed, keep=keep, finding_repeats=finding_repeats, teacher_calls=call_limits(max_retries, timeout),
+            seed=random_seed, keep=keep, finding_repeats=finding_repeats,
+            verdict_weight=verdict_weight, teacher_calls=call_limits(max_retries, timeout),
         )  # fmt: skip
     except ValidationError as exc:
         raise fail(validation_problems(exc)) from exc

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +58,14 @@ class SFTSettings(ConfigModel):
         "trained on per epoch. The scripted teacher finds something in about 1 audit of 7; a student trained on each "
         "audit once opened 2% of its reports with a claim, shown the behavior or not (benchmarks/claim_probability.py), "
         "so GRPO never sampled a finding to reinforce.",
+    )
+    verdict_weight: float = Field(
+        default=1.0,
+        ge=1.0,
+        description="Loss weight of the report's verdict word (the `true`/`false` of no_behavior_found) against 1 "
+        "for every other trained token. An audit trains ~90 tokens and one of them decides whether the report "
+        "claims; at weight 1 a student claimed about 1 report in 5 whether or not the target had shown the behavior, "
+        "on held-out audits and on its own training audits alike (benchmarks/claim_probability.py).",
     )
     attempts: int = Field(default=3, ge=1, description="Attempts per teacher call before its audit counts as failed.")
     teacher_calls: CallLimits = Field(
@@ -102,6 +110,24 @@ def training_examples(batch: RolloutBatch, keep: str, finding_repeats: int = 1) 
         copies = finding_repeats if grader.identifies(transcript) else 1
         examples += [{"input_ids": prompt + completion, "labels": labels, "transcript": transcript.id}] * copies
     return examples
+
+
+def verdict_token_ids(tokenizer: Any) -> set[int]:
+    """Token ids that spell a verdict word as one token (with or without a leading space)."""
+    ids = (tokenizer.encode(w, add_special_tokens=False) for w in ("true", "false", " true", " false"))
+    return {i[0] for i in ids if len(i) == 1}
+
+
+def verdict_index(labels: Sequence[int], verdict_ids: set[int]) -> int | None:
+    """Position of the report's verdict word: the first verdict token of the last labelled run (the report turn;
+    begun report words before it are unlabelled), or None when the report has none."""
+    end = next((i for i in range(len(labels) - 1, -1, -1) if labels[i] != IGNORED), None)
+    if end is None:
+        return None
+    start = end
+    while start > 0 and labels[start - 1] != IGNORED:
+        start -= 1
+    return next((i for i in range(start, end + 1) if labels[i] in verdict_ids), None)
 
 
 def teacher_summary(transcripts: list[Transcript]) -> dict[str, Any]:
@@ -166,6 +192,8 @@ def run_sft(
     tokenizer.save_pretrained(str(out / ADAPTER_DIR))
     set_adapter_base(out / ADAPTER_DIR, portable_base(cfg.policy))
     trained = sum(sum(label != IGNORED for label in e["labels"]) for e in examples)
+    verdicts = verdict_token_ids(tokenizer)
+    weighted = sum(verdict_index(e["labels"], verdicts) is not None for e in examples)
     record = {
         "config": str(cfg.source) if cfg.source else None,
         "settings": settings.model_dump(),
@@ -173,7 +201,7 @@ def run_sft(
         "episodes": len(rows),
         "kept": len({e["transcript"] for e in examples}),
         "examples": len(examples),
-        "tokens": {"total": sum(len(e["input_ids"]) for e in examples), "trained": trained},
+        "tokens": {"total": sum(len(e["input_ids"]) for e in examples), "trained": trained, "verdicts": weighted},
         "loss": losses,
         "cpu_seconds": {"teacher": teacher_seconds, "total": time.process_time() - cpu},
         "wall_seconds": time.perf_counter() - started,
@@ -183,11 +211,12 @@ def run_sft(
     return record
 
 
-def labelled_positions_trainer(base: type) -> type:
+def labelled_positions_trainer(base: type, verdict_ids: set[int] | None = None, verdict_weight: float = 1.0) -> type:
     """`base` (TRL's SFTTrainer) with a loss that projects only the positions predicting a labelled token
     through the LM head: most of an audit is prompt and environment, and on a CPU the 49k-word head over every
-    position (with TRL's entropy metric over it) cost more than half of a step. The loss is the same mean
-    cross-entropy over the labelled tokens; TRL's entropy and token-accuracy metrics are not logged."""
+    position (with TRL's entropy metric over it) cost more than half of a step. The loss is the cross-entropy
+    summed over the labelled tokens, each report's verdict word counted `verdict_weight` times, divided by the
+    number of labelled tokens (at weight 1 TRL's mean); TRL's entropy and token-accuracy metrics are not logged."""
     import torch
     import torch.nn.functional as F
 
@@ -199,7 +228,13 @@ def labelled_positions_trainer(base: type) -> type:
                 input_ids=inputs["input_ids"], attention_mask=inputs.get("attention_mask"), logits_to_keep=positions
             )
             kept = targets[:, positions]
-            total = F.cross_entropy(outputs.logits.float().flatten(0, 1), kept.flatten(), ignore_index=IGNORED, reduction="sum")
+            weights = torch.ones(targets.shape, device=targets.device)
+            if verdict_weight != 1.0:
+                for row, labels in enumerate(inputs["labels"].tolist()):
+                    if (i := verdict_index(labels, verdict_ids or set())) is not None:
+                        weights[row, i - 1] = verdict_weight
+            losses = F.cross_entropy(outputs.logits.float().flatten(0, 1), kept.flatten(), ignore_index=IGNORED, reduction="none")
+            total = (losses * weights[:, positions].flatten()).sum()
             count = num_items_in_batch if num_items_in_batch is not None else (kept != IGNORED).sum()
             loss = total / torch.as_tensor(count, device=total.device).clamp(min=1)
             return (loss, outputs) if return_outputs else loss
@@ -254,7 +289,7 @@ def _fine_tune(
             gradient_checkpointing=False,
             **precision_args(cfg.policy),
         )
-        trainer = labelled_positions_trainer(SFTTrainer)(
+        trainer = labelled_positions_trainer(SFTTrainer, verdict_token_ids(tokenizer), settings.verdict_weight)(
             model=model, args=args, train_dataset=data, processing_class=tokenizer, callbacks=[Report()]
         )
         trainer.train()
