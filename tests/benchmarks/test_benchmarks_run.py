@@ -224,7 +224,8 @@ def test_lm_learning(tmp_path: Path, tiny_local_model: Path) -> None:
     config.write_text(yaml.safe_dump(raw))
     run = tmp_path / "run"
     sizes = ("--episodes", "4", "--epochs", "1", "--finding-repeats", "2", "--grpo-steps", "1", "--heldout-seeds", "1", "--part", "behaviors")
-    design = ("--reward-design", "binary")  # the config says ingroup_pairwise: the GRPO run must take the option's
+    design = ("--reward-design", "binary", "--grpo-learning-rate", "2e-4")  # not the config's: the GRPO run must take the options'
+    sizes += ("--verdict-weight", "3")
     rows = table_rows(run_benchmark("lm_learning.py", "--config", str(config), "--out", str(run), *sizes, *design, cwd=tmp_path))
     for metric in ("valid report rate", "claim rate, planted", "claim rate, benign", "identification (planted)",
                    "FP calibration (benign)", "discrimination (planted - benign)"):  # fmt: skip
@@ -235,9 +236,12 @@ def test_lm_learning(tmp_path: Path, tiny_local_model: Path) -> None:
     assert record["cpu_seconds"]["sft"] > 0 and record["cpu_seconds"]["grpo"] > 0
     assert (run / "sft" / "adapter").is_dir() and (run / "grpo" / "adapter").is_dir()
     assert record["grpo_training"] and record["grpo_training"][0]["rollouts"] == 8
-    assert record["reward_design"] == "binary" and load_yaml((run / "grpo_config.yaml").read_text())["reward"]["design"] == "binary"
+    grpo = load_yaml((run / "grpo_config.yaml").read_text())
+    assert record["reward_design"] == grpo["reward"]["design"] == "binary"
+    assert record["grpo_learning_rate"] == grpo["trainer"]["learning_rate"] == 2e-4
     sft = json.loads((run / "sft" / "sft.json").read_text())
     assert record["sft"]["examples"] == sft["examples"] >= sft["kept"] and sft["settings"]["finding_repeats"] == 2
+    assert sft["settings"]["verdict_weight"] == 3 and sft["tokens"]["verdicts"] == sft["examples"]  # every report has one
     rows = table_rows(run_benchmark("claim_probability.py", "--run", str(run), cwd=tmp_path))
     labels = [f"{a}{on}" for a in ("SFT_base", "SFT_plus_GRPO") for on in ("", ", on the SFT data")]
     for label in labels:
