@@ -250,3 +250,7 @@ def test_lm_learning(tmp_path: Path, tiny_local_model: Path) -> None:
     assert list(probabilities["auditors"]) == labels
     teacher = sum(g["audits"] for g in probabilities["auditors"]["SFT_base, on the SFT data"]["groups"].values())
     assert teacher == sft["kept"]  # every teacher audit the adapter was trained on is read
+    run_benchmark("verdict_probe.py", "--run", str(run), "--layer", "0", "--layer", "1", cwd=tmp_path)
+    probe = json.loads((run / "verdict_probe.json").read_text())
+    assert probe["audits"]["teacher"] == sft["kept"] and list(probe["layers"]) == ["0", "1"]
+    assert all(v is None or 0.0 <= v <= 1.0 for row in probe["layers"].values() for v in row.values())
