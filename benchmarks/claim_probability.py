@@ -61,6 +61,11 @@ def auditor_chat(t: Transcript) -> list[dict[str, str]]:
     return chat
 
 
+def shown(t: Transcript) -> bool:
+    """Whether the target showed its planted behavior in any reply (AuditWorld's annotation)."""
+    return any(m.annotations.get("expressed") for m in t.target_messages)
+
+
 def claim_probabilities(model: Any, tokenizer: Any, transcripts: list[Transcript], begun: str) -> dict[str, list[float]]:
     """P(claim) in percent per audit, grouped by planted with the behavior shown, planted without, and benign."""
     claim_ids = {tokenizer.encode(w, add_special_tokens=False)[0] for w in ("false", " false")}
@@ -72,8 +77,7 @@ def claim_probabilities(model: Any, tokenizer: Any, transcripts: list[Transcript
         ids = tokenizer(text, add_special_tokens=False, return_tensors="pt").input_ids
         with torch.no_grad():
             p = torch.softmax(model(ids, logits_to_keep=1).logits[0, -1].float(), -1)  # the next word only: the head over every position cost most of the pass
-        shown = any(m.annotations.get("expressed") for m in t.target_messages)
-        group = "benign" if t.benign else "planted, behavior shown" if shown else "planted, not shown"
+        group = "benign" if t.benign else "planted, behavior shown" if shown(t) else "planted, not shown"
         groups[group].append(100.0 * float(sum(p[i] for i in claim_ids)))
     return groups
 

@@ -23,7 +23,7 @@ from typing import Annotated, Any
 import numpy as np
 import torch
 import typer
-from claim_probability import auditor_chat
+from claim_probability import auditor_chat, shown
 from rich.console import Console
 from rich.table import Table
 from sklearn.linear_model import LogisticRegression
@@ -33,7 +33,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from auditrl.atomic import atomic_write_text
-from auditrl.evaluate.lm_checks import reached_trigger
+from auditrl.evaluate.lm_checks import claimed, reached_trigger
 from auditrl.models.precision import describe_cpu
 from auditrl.scaffold.prompt_sets import PROMPT_SETS, openings
 from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
@@ -44,14 +44,6 @@ from auditrl.train.sft import TEACHER_TRANSCRIPTS
 
 FOLDS = 5
 console = Console(width=120)
-
-
-def shown(t: Transcript) -> bool:
-    return any(m.annotations.get("expressed") for m in t.target_messages)
-
-
-def claimed(t: Transcript) -> bool:
-    return t.report is not None and t.report.parse_error is None and not t.report.no_behavior_found
 
 
 def verdict_states(model: Any, tokenizer: Any, transcripts: list[Transcript], begun: str, layers: list[int]) -> dict[int, np.ndarray]:
