@@ -42,6 +42,7 @@ from auditrl.train.sft import (
     training_examples,
     verdict_index,
     verdict_token_ids,
+    weighted_verdicts,
 )
 from auditrl.train.snapshot import SNAPSHOTS_DIR
 from auditrl.scaffold.transcript_keys import TEACHER_TURNS_CUT
@@ -180,6 +181,11 @@ def test_the_weighted_verdict_word_is_the_reports_no_behavior_found_value(teache
     truth = [str(t.report.no_behavior_found).lower() for t in batch.transcripts if t.report is not None]
     assert said == truth and {"true", "false"} == set(said)  # claims and clean reports both, or this shows little
     assert verdict_index([IGNORED, 5, 7, IGNORED], verdicts) is None
+    assert weighted_verdicts(examples, segments.tokenizer, 20.0) == len(examples)
+    unweighable = [{**e, "labels": [IGNORED if t in verdicts else t for t in e["labels"]]} for e in examples]
+    assert weighted_verdicts(unweighable, segments.tokenizer, 1.0) == 0  # weight 1 changes nothing either way
+    with pytest.raises(ValueError, match="verdict_weight 20.0"):
+        weighted_verdicts(unweighable, segments.tokenizer, 20.0)
 
 
 class FixedLogits(torch.nn.Module):

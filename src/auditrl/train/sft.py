@@ -65,7 +65,8 @@ class SFTSettings(ConfigModel):
         description="Loss weight of the report's verdict word (the `true`/`false` of no_behavior_found) against 1 "
         "for every other trained token. An audit trains ~90 tokens and one of them decides whether the report "
         "claims; at weight 1 a student claimed about 1 report in 5 whether or not the target had shown the behavior, "
-        "on held-out audits and on its own training audits alike (benchmarks/claim_probability.py).",
+        "on held-out audits and on its own training audits alike (benchmarks/claim_probability.py); at 20 its fit "
+        "to its own training verdicts rose and did not carry to held-out audits (docs/learning_runs.md).",
     )
     attempts: int = Field(default=3, ge=1, description="Attempts per teacher call before its audit counts as failed.")
     teacher_calls: CallLimits = Field(
@@ -130,6 +131,18 @@ def verdict_index(labels: Sequence[int], verdict_ids: set[int]) -> int | None:
     return next((i for i in range(start, end + 1) if labels[i] in verdict_ids), None)
 
 
+def weighted_verdicts(examples: list[dict[str, Any]], tokenizer: Any, verdict_weight: float) -> int:
+    """How many examples have a verdict word the loss weighs; refuses a weight that would fall on none."""
+    verdicts = verdict_token_ids(tokenizer)
+    found = sum(verdict_index(e["labels"], verdicts) is not None for e in examples)
+    if verdict_weight != 1.0 and not found:
+        raise ValueError(
+            f"verdict_weight {verdict_weight}: no trained report opens its verdict with a one-token true/false, "
+            "so the weight would change nothing"
+        )
+    return found
+
+
 def teacher_summary(transcripts: list[Transcript]) -> dict[str, Any]:
     """What the teacher did, by planted and benign audits (so a teacher that claims blindly shows here)."""
     from auditrl.evaluate.lm_checks import claimed, reached_trigger, report_valid
@@ -185,6 +198,7 @@ def run_sft(
     atomic_write_text(out / DATA_FILE, "".join(json.dumps(e) + "\n" for e in examples))
     if not examples:
         raise ValueError(f"the teacher {settings.teacher!r} left no audit to train on (see {out / TEACHER_TRANSCRIPTS})")
+    weighted = weighted_verdicts(examples, tokenizer, settings.verdict_weight)
     teacher_seconds = time.process_time() - cpu
     model = get_peft_model(model, lora_config(cfg.policy.lora, model))
     losses = _fine_tune(cfg, settings, model, tokenizer, examples, on_progress)
@@ -192,8 +206,6 @@ def run_sft(
     tokenizer.save_pretrained(str(out / ADAPTER_DIR))
     set_adapter_base(out / ADAPTER_DIR, portable_base(cfg.policy))
     trained = sum(sum(label != IGNORED for label in e["labels"]) for e in examples)
-    verdicts = verdict_token_ids(tokenizer)
-    weighted = sum(verdict_index(e["labels"], verdicts) is not None for e in examples)
     record = {
         "config": str(cfg.source) if cfg.source else None,
         "settings": settings.model_dump(),
