@@ -35,7 +35,7 @@ from auditrl.scaffold.transcript import ToolCallRecord, Transcript
 from auditrl.train.config import load_config
 from auditrl.train.outputs import ADAPTER_DIR
 from auditrl.train.policy import load_policy
-from auditrl.train.sft import TEACHER_TRANSCRIPTS
+from auditrl.train.sft import TEACHER_TRANSCRIPTS, verdict_token_ids
 
 ADAPTERS = {"SFT_base": "sft", "SFT_plus_GRPO": "grpo"}
 """Evaluation folder of each trained auditor -> its run folder under the lm_learning output."""
@@ -66,17 +66,24 @@ def shown(t: Transcript) -> bool:
     return any(m.annotations.get("expressed") for m in t.target_messages)
 
 
+def readable(t: Transcript) -> bool:
+    """An audit whose verdict can be read: it did not fail and the auditor spoke before its report."""
+    return t.status != "error" and len(t.auditor_messages) >= 2
+
+
+def report_prompt_ids(tokenizer: Any, t: Transcript, begun: str) -> torch.Tensor:
+    """Token ids (a batch of one) of the auditor's conversation before its report, with the begun report words."""
+    text = tokenizer.apply_chat_template(auditor_chat(t), tokenize=False, add_generation_prompt=True) + begun
+    return tokenizer(text, add_special_tokens=False, return_tensors="pt").input_ids
+
+
 def claim_probabilities(model: Any, tokenizer: Any, transcripts: list[Transcript], begun: str) -> dict[str, list[float]]:
     """P(claim) in percent per audit, grouped by planted with the behavior shown, planted without, and benign."""
-    claim_ids = {tokenizer.encode(w, add_special_tokens=False)[0] for w in ("false", " false")}
+    claim_ids = verdict_token_ids(tokenizer, ("false",))
     groups: dict[str, list[float]] = {"planted, behavior shown": [], "planted, not shown": [], "benign": []}
-    for t in transcripts:
-        if t.status == "error" or len(t.auditor_messages) < 2:
-            continue
-        text = tokenizer.apply_chat_template(auditor_chat(t), tokenize=False, add_generation_prompt=True) + begun
-        ids = tokenizer(text, add_special_tokens=False, return_tensors="pt").input_ids
-        with torch.no_grad():
-            p = torch.softmax(model(ids, logits_to_keep=1).logits[0, -1].float(), -1)  # the next word only: the head over every position cost most of the pass
+    for t in filter(readable, transcripts):
+        with torch.no_grad():  # the next word only: the head over every position cost most of the pass
+            p = torch.softmax(model(report_prompt_ids(tokenizer, t, begun), logits_to_keep=1).logits[0, -1].float(), -1)
         group = "benign" if t.benign else "planted, behavior shown" if shown(t) else "planted, not shown"
         groups[group].append(100.0 * float(sum(p[i] for i in claim_ids)))
     return groups

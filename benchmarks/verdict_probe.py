@@ -23,7 +23,7 @@ from typing import Annotated, Any
 import numpy as np
 import torch
 import typer
-from claim_probability import auditor_chat, shown
+from claim_probability import readable, report_prompt_ids, shown
 from rich.console import Console
 from rich.table import Table
 from sklearn.linear_model import LogisticRegression
@@ -50,10 +50,8 @@ def verdict_states(model: Any, tokenizer: Any, transcripts: list[Transcript], be
     """Per layer, one row per audit: the hidden state where the verdict word is predicted."""
     rows: dict[int, list[np.ndarray]] = {layer: [] for layer in layers}
     for t in transcripts:
-        text = tokenizer.apply_chat_template(auditor_chat(t), tokenize=False, add_generation_prompt=True) + begun
-        ids = tokenizer(text, add_special_tokens=False, return_tensors="pt").input_ids
         with torch.no_grad():
-            hidden = model(ids, output_hidden_states=True, logits_to_keep=1).hidden_states
+            hidden = model(report_prompt_ids(tokenizer, t, begun), output_hidden_states=True, logits_to_keep=1).hidden_states
         for layer in layers:
             rows[layer].append(hidden[layer][0, -1].float().numpy())
     return {layer: np.stack(v) if v else np.zeros((0, 1)) for layer, v in rows.items()}
@@ -84,13 +82,11 @@ def main(
     model.eval()
     if bad := [n for n in layer if not 0 <= n <= model.config.num_hidden_layers]:
         raise typer.BadParameter(f"layer(s) {bad} outside 0..{model.config.num_hidden_layers}", param_hint="--layer")
-    usable = lambda ts: [t for t in ts if t.status != "error" and len(t.auditor_messages) >= 2]  # noqa: E731
-    teacher = usable(read_transcripts(run / "sft" / TEACHER_TRANSCRIPTS))
+    teacher = list(filter(readable, read_transcripts(run / "sft" / TEACHER_TRANSCRIPTS)))
     held_dir = run / "eval" / auditor
     if not held_dir.is_dir():
         raise typer.BadParameter(f"{held_dir} does not exist (run benchmarks/lm_learning.py first)", param_hint="--auditor")
-    held = [t for t in usable([t for f in sorted(held_dir.iterdir()) for t in read_transcripts(f / TRANSCRIPTS)])
-            if not t.benign and reached_trigger(t)]  # fmt: skip
+    held = [t for f in sorted(held_dir.iterdir()) for t in read_transcripts(f / TRANSCRIPTS) if readable(t) and not t.benign and reached_trigger(t)]
     label = np.array([claimed(t) for t in teacher], dtype=bool)
     reached = np.array([bool(reached_trigger(t)) for t in teacher], dtype=bool)
     held_shown = np.array([shown(t) for t in held], dtype=bool)

@@ -208,7 +208,7 @@ def test_the_verdict_weight_counts_the_verdict_token_that_many_times_and_nothing
     per_token = per_token * (labels[:, 1:] != IGNORED)
     plain = labelled_positions_trainer(object)().compute_loss(FixedLogits(logits), inputs)
     assert plain.item() == pytest.approx(per_token.sum().item() / 6, rel=1e-5)
-    weighted = labelled_positions_trainer(object, {3}, 5.0)().compute_loss(FixedLogits(logits), inputs)
+    weighted = labelled_positions_trainer(object, frozenset({3}), 5.0)().compute_loss(FixedLogits(logits), inputs)
     verdicts = per_token[0, 3] + per_token[1, 2]  # the first 3 of each row's last labelled run: label positions 4 and 3
     assert weighted.item() == pytest.approx((per_token.sum() + 4.0 * verdicts).item() / 6, rel=1e-5)
 

@@ -113,13 +113,13 @@ def training_examples(batch: RolloutBatch, keep: str, finding_repeats: int = 1) 
     return examples
 
 
-def verdict_token_ids(tokenizer: Any) -> set[int]:
-    """Token ids that spell a verdict word as one token (with or without a leading space)."""
-    ids = (tokenizer.encode(w, add_special_tokens=False) for w in ("true", "false", " true", " false"))
-    return {i[0] for i in ids if len(i) == 1}
+def verdict_token_ids(tokenizer: Any, words: tuple[str, ...] = ("true", "false")) -> frozenset[int]:
+    """Token ids that spell one of the verdict words as one token (with or without a leading space)."""
+    ids = (tokenizer.encode(w, add_special_tokens=False) for word in words for w in (word, f" {word}"))
+    return frozenset(i[0] for i in ids if len(i) == 1)
 
 
-def verdict_index(labels: Sequence[int], verdict_ids: set[int]) -> int | None:
+def verdict_index(labels: Sequence[int], verdict_ids: frozenset[int]) -> int | None:
     """Position of the report's verdict word: the first verdict token of the last labelled run (the report turn;
     begun report words before it are unlabelled), or None when the report has none."""
     end = next((i for i in range(len(labels) - 1, -1, -1) if labels[i] != IGNORED), None)
@@ -223,7 +223,7 @@ def run_sft(
     return record
 
 
-def labelled_positions_trainer(base: type, verdict_ids: set[int] | None = None, verdict_weight: float = 1.0) -> type:
+def labelled_positions_trainer(base: type, verdict_ids: frozenset[int] = frozenset(), verdict_weight: float = 1.0) -> type:
     """`base` (TRL's SFTTrainer) with a loss that projects only the positions predicting a labelled token
     through the LM head: most of an audit is prompt and environment, and on a CPU the 49k-word head over every
     position (with TRL's entropy metric over it) cost more than half of a step. The loss is the cross-entropy
@@ -243,7 +243,7 @@ def labelled_positions_trainer(base: type, verdict_ids: set[int] | None = None, 
             weights = torch.ones(targets.shape, device=targets.device)
             if verdict_weight != 1.0:
                 for row, labels in enumerate(inputs["labels"].tolist()):
-                    if (i := verdict_index(labels, verdict_ids or set())) is not None:
+                    if (i := verdict_index(labels, verdict_ids)) is not None:
                         weights[row, i - 1] = verdict_weight
             losses = F.cross_entropy(outputs.logits.float().flatten(0, 1), kept.flatten(), ignore_index=IGNORED, reduction="none")
             total = (losses * weights[:, positions].flatten()).sum()
