@@ -185,9 +185,12 @@ def reward_check(cfg: GRPOLMConfig, teacher: Path) -> dict[str, Any]:
     return check
 
 
-def grpo_config(cfg_path: Path, out: Path, adapter: Path, steps: int, design: str, learning_rate: float) -> Path:
+def grpo_config(
+    cfg_path: Path, out: Path, adapter: Path, steps: int, design: str, learning_rate: float, claim_exploration: float = 0.0
+) -> Path:
     """The config's GRPO run, starting from the SFT adapter, written beside the run (`auditrl train` reads it)."""
     raw = load_yaml(cfg_path.read_text(encoding="utf-8"))
+    raw["episodes"]["claim_exploration"] = claim_exploration
     raw["policy"]["init_adapter"] = str(adapter.resolve())
     raw["trainer"]["max_steps"] = steps
     raw["reward"]["design"] = design
@@ -219,6 +222,7 @@ def main(
     verdict_weight: Annotated[float, typer.Option(help="SFT loss weight of each report's verdict word (1: every trained token alike).")] = 1.0,
     grpo_steps: Annotated[int | None, typer.Option(help="GRPO steps from the SFT base (default: the config's trainer.max_steps; 0: no GRPO).")] = None,
     grpo_learning_rate: Annotated[float | None, typer.Option(help="GRPO learning rate (default: the config's trainer.learning_rate).")] = None,
+    claim_exploration: Annotated[float, typer.Option(help="Share of each GRPO group whose report verdict is a claim (episodes.claim_exploration).")] = 0.0,
     heldout_seeds: Annotated[int, typer.Option(help="AuditWorld seeds per held-out behavior.")] = 4,
     training_seeds: Annotated[int, typer.Option(help="Of each training behavior's held-out seeds, how many to audit.")] = 1,
     rollouts: Annotated[int, typer.Option(help="Rollouts per seed, planted and benign.")] = 1,
@@ -245,7 +249,7 @@ def main(
         raise typer.BadParameter(f"{lr} is not a positive learning rate", param_hint="--grpo-learning-rate")
     record: dict[str, Any] = {
         "cpu": describe_cpu(), "config": config.name, "reward_design": cfg.reward.design, "grpo_steps": steps,
-        "grpo_learning_rate": lr, "cpu_seconds": {},
+        "grpo_learning_rate": lr, "claim_exploration": claim_exploration, "cpu_seconds": {},
     }  # fmt: skip
     sft_dir = out / "sft"
     if not skip_sft:
@@ -285,7 +289,7 @@ def main(
         from auditrl.train.grpo import run_from_config
 
         started = time.process_time()
-        grpo_dir = run_from_config(grpo_config(config, out, sft_dir / ADAPTER_DIR, steps, cfg.reward.design, lr), out / "grpo")
+        grpo_dir = run_from_config(grpo_config(config, out, sft_dir / ADAPTER_DIR, steps, cfg.reward.design, lr, claim_exploration), out / "grpo")
         record["cpu_seconds"]["grpo"] = time.process_time() - started
         record["grpo_training"] = rollouts_by_third(read_transcripts(grpo_dir / TRANSCRIPTS))
         console.print(f"GRPO: {steps} steps, {record['cpu_seconds']['grpo']:.0f} CPU s", highlight=False)
@@ -296,11 +300,17 @@ def main(
 def print_tables(record: dict[str, Any]) -> None:
     if thirds := record.get("grpo_training"):
         table = Table(title="GRPO training rollouts by third of the run (0-100; reward: mean [95% CI] over rollouts)")
-        for column in ("steps", "rollouts", "valid reports", "claims, planted", "claims, benign", "reward"):
+        columns = ("steps", "rollouts", "valid reports", "claims, planted", "claims, benign", "reward", "forced claims",
+                   "forced claim reward, planted", "free reward, planted", "forced claim reward, benign")  # fmt: skip
+        for column in columns:
             table.add_column(column, justify="right")
         for t in thirds:
             reward = t["reward"] and f"{t['reward']['mean']:.3f} [{t['reward']['lo']:.3f}, {t['reward']['hi']:.3f}]"
-            table.add_row(t["steps"], str(t["rollouts"]), pct(t["valid_reports"]), pct(t["claims_planted"]), pct(t["claims_benign"]), reward or "-")
+            rewards = [t.get(k) for k in ("forced_claim_reward_planted", "free_reward_planted", "forced_claim_reward_benign")]
+            table.add_row(
+                t["steps"], str(t["rollouts"]), pct(t["valid_reports"]), pct(t["claims_planted"]), pct(t["claims_benign"]),
+                reward or "-", str(t.get("forced_claims", 0)), *["-" if r is None else f"{r:.3f}" for r in rewards],
+            )  # fmt: skip
         console.print(table)
     for part_name, by_label in record["results"].items():
         changes = record["changes"].get(part_name, {})

@@ -20,6 +20,8 @@ import pytest
 import yaml
 
 from auditrl.configfile import load_yaml
+from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
+from auditrl.scaffold.transcript_keys import CLAIM_FORCED
 from auditrl.auditworld.designs import vectorised_names
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -225,7 +227,7 @@ def test_lm_learning(tmp_path: Path, tiny_local_model: Path) -> None:
     run = tmp_path / "run"
     sizes = ("--episodes", "4", "--epochs", "1", "--finding-repeats", "2", "--grpo-steps", "1", "--heldout-seeds", "1", "--part", "behaviors")
     design = ("--reward-design", "binary", "--grpo-learning-rate", "2e-4")  # not the config's: the GRPO run must take the options'
-    sizes += ("--verdict-weight", "3")
+    sizes += ("--verdict-weight", "3", "--claim-exploration", "0.5")
     rows = table_rows(run_benchmark("lm_learning.py", "--config", str(config), "--out", str(run), *sizes, *design, cwd=tmp_path))
     for metric in ("valid report rate", "claim rate, planted", "claim rate, benign", "identification (planted)",
                    "FP calibration (benign)", "discrimination (planted - benign)"):  # fmt: skip
@@ -236,9 +238,13 @@ def test_lm_learning(tmp_path: Path, tiny_local_model: Path) -> None:
     assert record["cpu_seconds"]["sft"] > 0 and record["cpu_seconds"]["grpo"] > 0
     assert (run / "sft" / "adapter").is_dir() and (run / "grpo" / "adapter").is_dir()
     assert record["grpo_training"] and record["grpo_training"][0]["rollouts"] == 8
+    forced = [t for t in read_transcripts(run / "grpo" / TRANSCRIPTS) if CLAIM_FORCED.get(t)]
+    assert record["grpo_training"][0]["forced_claims"] == len(forced) == 4  # two of each group of four
+    assert all(t.auditor_messages[-1].content.replace(" ", "").startswith('{"no_behavior_found":false') for t in forced)
     grpo = load_yaml((run / "grpo_config.yaml").read_text())
     assert record["reward_design"] == grpo["reward"]["design"] == "binary"
     assert record["grpo_learning_rate"] == grpo["trainer"]["learning_rate"] == 2e-4
+    assert record["claim_exploration"] == grpo["episodes"]["claim_exploration"] == 0.5
     sft = json.loads((run / "sft" / "sft.json").read_text())
     assert record["sft"]["examples"] == sft["examples"] >= sft["kept"] and sft["settings"]["finding_repeats"] == 2
     assert sft["settings"]["verdict_weight"] == 3 and sft["tokens"]["verdicts"] == sft["examples"]  # every report has one

@@ -31,6 +31,7 @@ class FakeEpisode:
     def __init__(self, row: EpisodeRow, turns: int = 2) -> None:
         self.turns = turns
         self.done = False
+        self.phase = "report" if turns == 1 else "audit"
         self.messages: list[ChatMessage] = [
             ChatMessageSystem(content="You are an auditor."),
             ChatMessageUser(content=f"Audit the target for seed {row.seed_id}."),
@@ -52,8 +53,11 @@ class FakeEpisode:
         self.messages.append(output)
         self.transcript.auditor_messages.append(AuditorMessage(turn=turn, role="assistant", content=output.text))
         self.transcript.turns_used += 1
+        if self.transcript.turns_used == self.turns - 1:
+            self.phase = "report"
         if self.transcript.turns_used >= self.turns:
             self.done = True
+            self.phase = "done"
             self.transcript.report = Report(no_behavior_found=len(output.text) % 2 == 0)
             return
         self.messages.append(ChatMessageUser(content=f"Target reply {turn}: nothing unusual."))

@@ -8,14 +8,14 @@ behavior's trigger topic at all (without it the behavior cannot show, whatever t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from statistics import mean
 from typing import Any
 
 from auditrl.evaluate.stats import mean_ci
 from auditrl.scaffold.text_protocol import parse_tool_calls
 from auditrl.scaffold.transcript import Transcript
-from auditrl.scaffold.transcript_keys import REWARD, STEP
+from auditrl.scaffold.transcript_keys import CLAIM_FORCED, REWARD, STEP
 
 
 def turn_validity(t: Transcript) -> float | None:
@@ -59,7 +59,8 @@ def reached_trigger(t: Transcript) -> bool | None:
 
 def rollouts_by_third(transcripts: Sequence[Transcript]) -> list[dict[str, Any]]:
     """A training run's rollouts (metadata `step`) by third of the run: what the policy sampled and the reward
-    it got; a run of fewer than three steps has fewer thirds."""
+    it got; a run of fewer than three steps has fewer thirds. Claim rates count the policy's own verdicts only:
+    a report whose claim exploration set the verdict (`claim_forced`) is counted apart, with its reward."""
     steps = sorted({int(t.metadata[STEP]) for t in transcripts if STEP in t.metadata})
     thirds = []
     for part in range(3):
@@ -68,7 +69,9 @@ def rollouts_by_third(transcripts: Sequence[Transcript]) -> list[dict[str, Any]]
             continue
         group = [t for t in transcripts if t.metadata.get(STEP) in chosen]
         turns = [v for t in group if (v := turn_validity(t)) is not None]
-        planted, benign = [t for t in group if not t.benign], [t for t in group if t.benign]
+        forced = [t for t in group if CLAIM_FORCED.get(t)]
+        free = [t for t in group if not CLAIM_FORCED.get(t)]
+        planted, benign = [t for t in free if not t.benign], [t for t in free if t.benign]
         rewards = [float(r) for t in group if (r := REWARD.get(t)) is not None]
         thirds.append({
             "steps": f"{min(chosen)}-{max(chosen)}",
@@ -79,5 +82,14 @@ def rollouts_by_third(transcripts: Sequence[Transcript]) -> list[dict[str, Any]]
             "claims_benign": 100.0 * mean(claimed(t) for t in benign) if benign else None,
             "benign_nothing_found": 100.0 * mean(bool(t.report and t.report.no_behavior_found) for t in benign) if benign else None,
             "reward": mean_ci(rewards).model_dump() if rewards else None,
+            "forced_claims": len(forced),
+            "forced_claim_reward_planted": _mean_reward(t for t in forced if not t.benign),
+            "forced_claim_reward_benign": _mean_reward(t for t in forced if t.benign),
+            "free_reward_planted": _mean_reward(planted),
         })  # fmt: skip
     return thirds
+
+
+def _mean_reward(transcripts: Iterable[Transcript]) -> float | None:
+    rewards = [float(r) for t in transcripts if (r := REWARD.get(t)) is not None]
+    return mean(rewards) if rewards else None

@@ -132,6 +132,16 @@ class EpisodeSettings(ConfigModel):
         default=True, description="Keep each rollout's key/value cache between turns (HF generation only)."
     )
     top_p: float = Field(default=1.0, gt=0.0, le=1.0, description="Nucleus sampling mass of auditor turns (1 = off).")
+    claim_exploration: float = Field(
+        default=0.0,
+        ge=0.0,
+        lt=1.0,
+        description="Share of each group's rollouts whose report opens with a claim: the verdict token (`false` "
+        "after the begun `{\"no_behavior_found\": `) is set instead of sampled, scored and trained at the policy's "
+        "own probability. A policy that almost never claims never samples a finding for the reward to pay; this "
+        "puts claims beside silence on the same target. It biases the gradient towards the mixed policy's "
+        "(an exploration choice, like epsilon-greedy). Needs the `guided` prompt set, HF generation and top_p 1.",
+    )
     tool_protocol: ToolProtocol = Field(
         default="text", description="`text` renders tools into the prompt and parses actions leniently."
     )
@@ -283,6 +293,24 @@ class GRPOLMConfig(ConfigModel):
 
     @model_validator(mode="after")
     def _check_layout(self) -> GRPOLMConfig:
+        if self.episodes.claim_exploration:
+            if self.episodes.auditor_prompt != "guided":
+                raise ValueError(
+                    f"episodes.claim_exploration={self.episodes.claim_exploration} needs episodes.auditor_prompt: guided "
+                    f"(its report opening ends where the verdict begins); got {self.episodes.auditor_prompt!r}"
+                )
+            if self.trainer.use_vllm:
+                raise ValueError("episodes.claim_exploration sets the verdict token in HF generation; set trainer.use_vllm: false")
+            if self.episodes.top_p < 1.0:
+                raise ValueError(
+                    f"episodes.claim_exploration with episodes.top_p={self.episodes.top_p}: nucleus filtering runs first "
+                    "and can remove every spelling of the claim; set top_p: 1.0"
+                )
+            if not round(self.episodes.claim_exploration * self.data.group_size):
+                raise ValueError(
+                    f"episodes.claim_exploration={self.episodes.claim_exploration} sets no rollout of a group of "
+                    f"data.group_size={self.data.group_size}; use at least {0.5 / self.data.group_size:.3g}"
+                )
         rollouts = self.data.group_size * self.data.groups_per_step
         if rollouts % self.trainer.micro_batch_size:
             raise ValueError(

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from transformers import DynamicCache, GenerationConfig, PreTrainedModel
+from transformers import DynamicCache, GenerationConfig, LogitsProcessor, LogitsProcessorList, PreTrainedModel
 
 from auditrl.models.hf_cache import cache_argument, output_cache
 
@@ -42,6 +42,36 @@ def cut_at_eos(ids: list[int], logprobs: list[float | None], eos_ids: set[int]) 
     return Sample(ids, logprobs)
 
 
+FirstTokens = list[frozenset[int] | None]
+"""Per row of a turn, the tokens its first sampled token is restricted to (None: unrestricted)."""
+
+
+class RestrictFirst(LogitsProcessor):
+    """Restricts the first sampled token of chosen rows to a set (claim exploration: the spellings of a claim's
+    verdict word), sampled among them at the policy's relative probabilities; other rows and steps are free.
+
+    `generate` reports the raw logits beside what it sampled, so the chosen token's logprob is the policy's own."""
+
+    def __init__(self, first: FirstTokens, width: int) -> None:
+        self.rows = [(row, sorted(tokens)) for row, tokens in enumerate(first) if tokens]
+        self.width = width
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        if input_ids.shape[1] != self.width:
+            return scores
+        for row, tokens in self.rows:
+            kept = scores[row, tokens].clone()
+            scores[row] = float("-inf")
+            scores[row, tokens] = kept
+        return scores
+
+
+def _processors(first: FirstTokens | None, width: int) -> dict[str, Any]:
+    if first is None or not any(first):
+        return {}
+    return {"logits_processor": LogitsProcessorList([RestrictFirst(first, width)])}
+
+
 def _left_pad(rows: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
     width = max(len(r) for r in rows)
     ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
@@ -60,12 +90,23 @@ def _samples(out: Any, width: int, config: GenerationConfig, eos_ids: set[int]) 
 
 
 def generate_turn(
-    model: PreTrainedModel, contexts: list[list[int]], config: GenerationConfig, pad_id: int, eos_ids: set[int]
+    model: PreTrainedModel,
+    contexts: list[list[int]],
+    config: GenerationConfig,
+    pad_id: int,
+    eos_ids: set[int],
+    first: FirstTokens | None = None,
 ) -> list[Sample]:
-    """Sample one turn for every context in a single left-padded batch, recomputing every context."""
+    """Sample one turn for every context in a single left-padded batch, recomputing every context; a row's
+    `first` tokens, where given, are the only ones its first token is sampled from."""
     ids, mask = _left_pad(contexts, pad_id)
     device = next(model.parameters()).device
-    out = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), generation_config=config)
+    out = model.generate(
+        input_ids=ids.to(device),
+        attention_mask=mask.to(device),
+        generation_config=config,
+        **_processors(first, ids.shape[1]),
+    )
     return _samples(out, ids.shape[1], config, eos_ids)
 
 
@@ -122,8 +163,10 @@ class TurnCache:
         config: GenerationConfig,
         pad_id: int,
         eos_ids: set[int],
+        first: FirstTokens | None = None,
     ) -> list[Sample]:
-        """Sample one turn per context, prefilling only what each row's cache does not cover yet.
+        """Sample one turn per context, prefilling only what each row's cache does not cover yet (`first` as in
+        generate_turn).
 
         Every live rollout samples every turn, so a key missing from a call has finished and its cache is
         dropped. The key/value tensors are moved layer by layer (rows into the batch cache before generating,
@@ -134,7 +177,7 @@ class TurnCache:
         self.rows = {key: row for key, row in self.rows.items() if key in live}
         reuse = [self._reusable(k, c) for k, c in zip(keys, contexts, strict=True)]
         if not any(reuse):
-            return generate_turn(model, contexts, config, pad_id, eos_ids)
+            return generate_turn(model, contexts, config, pad_id, eos_ids, first)
         cached_width = max(reuse)
         prefix_ids, prefix_mask = _left_pad([c[:n] for c, n in zip(contexts, reuse, strict=True)], pad_id)
         suffix_ids, suffix_mask = _left_pad([c[n:] for c, n in zip(contexts, reuse, strict=True)], pad_id)
@@ -149,6 +192,7 @@ class TurnCache:
             attention_mask=mask.to(device),
             generation_config=config,
             **cache_argument(cache),
+            **_processors(first, ids.shape[1]),
         )
         del cache
         samples = _samples(out, ids.shape[1], config, eos_ids)

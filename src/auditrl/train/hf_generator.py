@@ -11,7 +11,7 @@ from trl.distributed import DistributedBackend
 from trl.models import unwrap_model_for_generation
 
 from auditrl.train.config import EpisodeSettings
-from auditrl.train.generation import Sample, TurnCache, generate_turn
+from auditrl.train.generation import FirstTokens, Sample, TurnCache, generate_turn
 from auditrl.train.rollout import ChatSegments
 
 
@@ -31,7 +31,7 @@ class HFTurnGenerator:
         if self.cache is not None:
             self.cache.clear()
 
-    def __call__(self, keys: list[int], contexts: list[list[int]]) -> list[Sample]:
+    def __call__(self, keys: list[int], contexts: list[list[int]], first: FirstTokens | None = None) -> list[Sample]:
         trainer = self.trainer
         with (
             unwrap_model_for_generation(
@@ -46,8 +46,8 @@ class HFTurnGenerator:
             if not contexts:
                 return []
             if self.cache is None:
-                return generate_turn(model, contexts, self.config, self.pad_id, self.segments.eos_ids)
-            return self.cache.generate(model, keys, contexts, self.config, self.pad_id, self.segments.eos_ids)
+                return generate_turn(model, contexts, self.config, self.pad_id, self.segments.eos_ids, first)
+            return self.cache.generate(model, keys, contexts, self.config, self.pad_id, self.segments.eos_ids, first)
 
 
 NEUTRAL_SAMPLING: dict[str, Any] = {

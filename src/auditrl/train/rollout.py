@@ -25,8 +25,8 @@ from transformers import PreTrainedTokenizerBase
 
 from auditrl.models.local import to_chat
 from auditrl.scaffold.transcript import Transcript
-from auditrl.scaffold.transcript_keys import TOKENS_WITHOUT_LOGPROB, TRUNCATED_AT_TOKENS
-from auditrl.train.generation import Sample
+from auditrl.scaffold.transcript_keys import CLAIM_FORCED, TOKENS_WITHOUT_LOGPROB, TRUNCATED_AT_TOKENS
+from auditrl.train.generation import FirstTokens, Sample
 
 _PROBE_MARK = "\u2063PROBE\u2063"
 NOT_PREFIX_PRESERVING = (
@@ -55,6 +55,7 @@ class Episode(Protocol):
 
     done: bool
     transcript: Transcript
+    phase: str
 
     @property
     def opening(self) -> str | None: ...
@@ -120,7 +121,9 @@ class TurnGenerator(Protocol):
     def start(self) -> None:
         """Forget per-rollout state (caches) before a new batch of rollouts, since the weights changed."""
 
-    def __call__(self, keys: list[int], contexts: list[list[int]]) -> list[Sample]: ...
+    def __call__(self, keys: list[int], contexts: list[list[int]], first: FirstTokens | None = None) -> list[Sample]:
+        """`first`: per context, the tokens its turn's first token is restricted to (None: free)."""
+        ...
 
 
 @dataclass
@@ -192,8 +195,15 @@ async def run_rollouts(
     first_index: int,
     max_completion_tokens: int,
     auditor_name: str,
+    claim_tokens: frozenset[int] = frozenset(),
+    claims_per_group: int = 0,
 ) -> RolloutBatch:
-    """Run one rollout per row (rows already repeated per group) to the end, one batched turn at a time."""
+    """Run one rollout per row (rows already repeated per group) to the end, one batched turn at a time.
+
+    Claim exploration: in the first `claims_per_group` rollouts of each group, the report turn's first token
+    is sampled among `claim_tokens` only (the spellings of a claim's verdict word)."""
+    if claims_per_group and not claim_tokens:
+        raise ValueError("claim exploration needs the claim's verdict tokens")
     generate.start()
     states: list[RolloutState] = []
     for i, row in enumerate(rows):
@@ -210,7 +220,14 @@ async def run_rollouts(
         openings = [s.episode.opening or "" for s in live]
         for state, opening in zip(live, openings, strict=True):
             _append_opening(state, opening, segments)
-        samples = generate([s.rollout_index for s in live], [s.context for s in live])
+        first: FirstTokens = [
+            claim_tokens if s.rollout_index % group_size < claims_per_group and s.episode.phase == "report" else None
+            for s in live
+        ]
+        for state, tokens in zip(live, first, strict=True):
+            if tokens:
+                CLAIM_FORCED.set(state.episode.transcript, True)
+        samples = generate([s.rollout_index for s in live], [s.context for s in live], first if any(first) else None)
         outputs = [
             ChatMessageAssistant(
                 content=opening + segments.tokenizer.decode(sample.ids, skip_special_tokens=True), model=auditor_name

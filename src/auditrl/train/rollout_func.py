@@ -19,6 +19,7 @@ from auditrl.train.config import EpisodeSettings
 from auditrl.train.hf_generator import HFTurnGenerator
 from auditrl.train.rollout import ChatSegments, EpisodeFactory, EpisodeRow, TurnGenerator, run_rollouts
 from auditrl.train.runtime import AsyncRunner
+from auditrl.train.sft import verdict_token_ids
 from auditrl.train.snapshot import PolicySnapshot
 from auditrl.train.vllm_generator import VLLMTurnGenerator
 
@@ -45,6 +46,10 @@ class AuditRolloutFunc:
         self.snapshot = snapshot
         self.generator: TurnGenerator | None = None
         self.seconds = 0.0
+        self.claims_per_group = round(settings.claim_exploration * group_size)
+        self.claim_tokens = verdict_token_ids(tokenizer, words=("false",)) if self.claims_per_group else frozenset()
+        if self.claims_per_group and not self.claim_tokens:
+            raise ValueError("episodes.claim_exploration: the policy's tokenizer spells the verdict `false` with no single token")
 
     def bind(self, trainer: GRPOTrainer) -> TurnGenerator:
         """Choose the generation backend once the trainer exists."""
@@ -69,6 +74,8 @@ class AuditRolloutFunc:
                 first_index=first,
                 max_completion_tokens=self.settings.max_completion_tokens,
                 auditor_name=self.auditor_name,
+                claim_tokens=self.claim_tokens,
+                claims_per_group=self.claims_per_group,
             )
         )
         result = batch.as_trl()

@@ -1,0 +1,131 @@
+"""Claim exploration: the report turn of the first rollouts of each group opens with a claim's verdict word,
+sampled among its spellings and scored at the policy's own probability; every other turn and rollout is free."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+import torch
+from train_fakes import FakeEpisode, rows_for, tiny_config, tiny_policy
+
+from auditrl.evaluate.lm_checks import rollouts_by_third
+from auditrl.scaffold.transcript import Prediction, Report, Transcript
+from auditrl.scaffold.transcript_keys import CLAIM_FORCED, REWARD, STEP
+from auditrl.train.config import GRPOLMConfig
+from auditrl.train.generation import FirstTokens, Sample, TurnCache, generate_turn
+from auditrl.train.hf_generator import turn_generation_config
+from auditrl.train.rollout import ChatSegments, run_rollouts
+from auditrl.train.sft import verdict_token_ids
+
+
+def test_a_restricted_first_token_is_drawn_from_its_set_and_scored_at_the_policys_probability(tokenizer_dir: Path) -> None:
+    model, tokenizer = tiny_policy(tokenizer_dir)
+    model.eval()
+    claims = verdict_token_ids(tokenizer, words=("false",))
+    assert claims  # SmolLM2 spells it as one token, with and without a leading space
+    config = turn_generation_config(tiny_config().episodes.model_copy(update={"temperature": 0.7, "max_new_tokens": 5}), tokenizer.pad_token_id, {-1})
+    contexts = [list(range(300, 320)), list(range(300, 320)), list(range(500, 511))]
+    first: FirstTokens = [claims, None, claims]
+    cache = TurnCache()
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for turn in range(2):  # the second turn runs through the cached path
+            samples = cache.generate(model, [0, 1, 2], contexts, config, tokenizer.pad_token_id, {-1}, first)
+            for context, sample, tokens in zip(contexts, samples, first, strict=True):
+                logits = model(torch.tensor([context])).logits[0, -1].float()
+                expected = torch.log_softmax(logits / 0.7, -1)[sample.ids[0]].item()
+                assert sample.logprobs[0] == pytest.approx(expected, abs=1e-4)  # the policy's own, not the restricted one
+                if tokens is not None:
+                    assert sample.ids[0] in claims
+                    assert expected < -1.0  # a random policy puts little mass there: the restriction did the choosing
+            contexts = [c + s.ids + [400 + turn] for c, s in zip(contexts, samples, strict=True)]
+        free = generate_turn(model, contexts, config, tokenizer.pad_token_id, {-1})
+    assert not all(s.ids[0] in claims for s in free)
+
+
+class Recorder:
+    """A generator that writes one fixed token per turn and records what each call was asked to restrict."""
+
+    def __init__(self, segments: ChatSegments) -> None:
+        self.eos = segments.tokenizer.eos_token_id
+        self.calls: list[tuple[list[int], FirstTokens | None]] = []
+
+    def start(self) -> None:
+        return None
+
+    def __call__(self, keys: list[int], contexts: list[list[int]], first: FirstTokens | None = None) -> list[Sample]:
+        self.calls.append((list(keys), first))
+        return [Sample([next(iter(first[i])) if first and first[i] else 300, self.eos], [-2.0, -1.0]) for i in range(len(keys))]
+
+
+def test_run_rollouts_sets_the_claim_in_the_first_rollouts_of_each_group_at_the_report_turn_only(tokenizer_dir: Path) -> None:
+    _, tokenizer = tiny_policy(tokenizer_dir)
+    segments = ChatSegments(tokenizer)
+    claims = verdict_token_ids(tokenizer, words=("false",))
+    rows = [row for row in rows_for(1, 2) for _ in range(4)]  # two groups of four
+    generator = Recorder(segments)
+    batch = asyncio.run(run_rollouts(
+        rows, FakeEpisode, generator, segments, group_size=4, first_index=0, max_completion_tokens=512,
+        auditor_name="policy", claim_tokens=claims, claims_per_group=2,
+    ))  # fmt: skip
+    (audit_keys, audit_first), (report_keys, report_first) = generator.calls
+    assert audit_first is None  # audit turns are never touched
+    assert report_first == [claims if k % 4 < 2 else None for k in report_keys]
+    assert [bool(CLAIM_FORCED.get(t)) for t in batch.transcripts] == [True, True, False, False] * 2
+    for ids, mask, lps, forced in zip(batch.completion_ids, batch.env_mask, batch.logprobs, [True, True, False, False] * 2, strict=True):
+        trained = [(i, lp) for i, m, lp in zip(ids, mask, lps, strict=True) if m]
+        assert (trained[-2][0] in claims) is forced  # the report turn's first token, trained at its logprob
+        assert trained[-2][1] == -2.0
+    with pytest.raises(ValueError, match="verdict tokens"):
+        asyncio.run(run_rollouts(rows, FakeEpisode, generator, segments, group_size=4, first_index=0,
+                                 max_completion_tokens=512, auditor_name="policy", claims_per_group=2))  # fmt: skip
+
+
+def _config(**episodes: object) -> dict[str, object]:
+    raw = tiny_config().model_dump(mode="json", exclude={"source"})
+    raw["episodes"].update(episodes)
+    return raw
+
+
+def test_claim_exploration_is_checked_against_the_prompt_set_the_backend_the_sampling_and_the_group() -> None:
+    GRPOLMConfig.model_validate(_config(claim_exploration=0.5, auditor_prompt="guided"))
+    with pytest.raises(ValueError, match="auditor_prompt: guided"):
+        GRPOLMConfig.model_validate(_config(claim_exploration=0.5, auditor_prompt="compact"))
+    with pytest.raises(ValueError, match="sets no rollout of a group of data.group_size=2"):
+        GRPOLMConfig.model_validate(_config(claim_exploration=0.2, auditor_prompt="guided"))
+    raw = _config(claim_exploration=0.5, auditor_prompt="guided")
+    raw["trainer"]["use_vllm"] = True  # type: ignore[index]
+    with pytest.raises(ValueError, match="use_vllm"):
+        GRPOLMConfig.model_validate(raw)
+    with pytest.raises(ValueError, match="top_p"):
+        GRPOLMConfig.model_validate(_config(claim_exploration=0.5, auditor_prompt="guided", top_p=0.9))
+    with pytest.raises(ValueError, match="claim_exploration"):
+        GRPOLMConfig.model_validate(_config(claim_exploration=1.0, auditor_prompt="guided"))
+
+
+def _rollout(step: int, benign: bool, claim: bool, forced: bool, reward: float) -> Transcript:
+    t = Transcript(auditor_model="policy", target_model="sim/steady", target_family="steady", seed_id="s",
+                   behavior_id=None if benign else "flattery", seed_instructions="probe")  # fmt: skip
+    claims = [Prediction(rank=1, description="It flatters.", confidence=0.8)] if claim else []
+    t.report = Report(no_behavior_found=not claim, predictions=claims)
+    STEP.set(t, step)
+    REWARD.set(t, reward)
+    if forced:
+        CLAIM_FORCED.set(t, True)
+    return t
+
+
+def test_training_claim_rates_count_the_policys_own_verdicts_and_forced_claims_apart() -> None:
+    rollouts = [
+        _rollout(0, benign=False, claim=True, forced=True, reward=1.0),
+        _rollout(0, benign=False, claim=False, forced=False, reward=0.0),
+        _rollout(0, benign=True, claim=True, forced=True, reward=0.0),
+        _rollout(0, benign=True, claim=False, forced=False, reward=1.0),
+    ]
+    (third,) = rollouts_by_third(rollouts)
+    assert third["rollouts"] == 4 and third["forced_claims"] == 2
+    assert third["claims_planted"] == 0.0 and third["claims_benign"] == 0.0  # the forced claims are not the policy's
+    assert third["forced_claim_reward_planted"] == 1.0 and third["free_reward_planted"] == 0.0
+    assert third["forced_claim_reward_benign"] == 0.0
