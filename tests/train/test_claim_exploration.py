@@ -4,20 +4,27 @@ sampled among its spellings and scored at the policy's own probability; every ot
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 import torch
-from train_fakes import FakeEpisode, rows_for, tiny_config, tiny_policy
+from train_fakes import FakeEpisode, engine_config, rows_for, tiny_config, tiny_policy
 
 from auditrl.evaluate.lm_checks import rollouts_by_third
+from auditrl.rewards.records import RewardRecord, group_scorer
+from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
 from auditrl.scaffold.transcript import Prediction, Report, Transcript
 from auditrl.scaffold.transcript_keys import CLAIM_FORCED, REWARD, STEP
 from auditrl.train.config import GRPOLMConfig
 from auditrl.train.generation import FirstTokens, Sample, TurnCache, generate_turn
+from auditrl.train.grpo import train_run
 from auditrl.train.hf_generator import turn_generation_config
 from auditrl.train.rollout import ChatSegments, run_rollouts
 from auditrl.train.sft import verdict_token_ids
+
+STEPS = 20
+WINDOW = 5
 
 
 def test_a_restricted_first_token_is_drawn_from_its_set_and_scored_at_the_policys_probability(tokenizer_dir: Path) -> None:
@@ -129,3 +136,42 @@ def test_training_claim_rates_count_the_policys_own_verdicts_and_forced_claims_a
     assert third["claims_planted"] == 0.0 and third["claims_benign"] == 0.0  # the forced claims are not the policy's
     assert third["forced_claim_reward_planted"] == 1.0 and third["free_reward_planted"] == 0.0
     assert third["forced_claim_reward_benign"] == 0.0
+
+
+class ClaimDesign:
+    """Reward 1 for a report whose verdict is a claim, 0 otherwise: what the forced verdicts must teach."""
+
+    name = "claim"
+
+    @group_scorer
+    async def score_group(self, group: Sequence[Transcript]) -> list[RewardRecord]:
+        return [RewardRecord(reward=float(_verdict_is_claim(t))) for t in group]
+
+
+def _verdict_is_claim(t: Transcript) -> bool:
+    report = [m.content for m in t.auditor_messages if m.role == "assistant"][-1]
+    return report.replace(" ", "").startswith('{"no_behavior_found":false')
+
+
+@pytest.mark.slow
+def test_forced_claims_teach_the_policy_to_claim_on_its_own(tokenizer_dir: Path, tmp_path: Path) -> None:
+    """Through the real engine, rollouts and TRL's step: the free rollouts' claim rate rises from about 0.
+    A forced token left out of the loss, scored at the wrong logprob or trained with the wrong sign would
+    leave the policy's own verdicts where they were. Seed 0: no free claim in the first 10 steps, 2-4 of the
+    4 free rollouts of every step from the 11th."""
+    base = engine_config("guided")
+    cfg = base.model_copy(update={
+        "episodes": base.episodes.model_copy(update={"max_turns": 1, "max_new_tokens": 4, "temperature": 1.0, "claim_exploration": 0.5}),
+        "trainer": base.trainer.model_copy(update={"max_steps": STEPS}),
+    })  # fmt: skip
+    model, tokenizer = tiny_policy(tokenizer_dir)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        model.lm_head.weight.normal_(0.0, 1.0)  # as in test_learning: logits that adapters below can move
+    train_run(GRPOLMConfig.model_validate(cfg.model_dump()), tmp_path / "run", policy=(model, tokenizer), design=ClaimDesign(), progress=False)
+    transcripts = read_transcripts(tmp_path / "run" / TRANSCRIPTS)
+    forced = [t for t in transcripts if CLAIM_FORCED.get(t)]
+    assert forced and all(_verdict_is_claim(t) for t in forced)
+    free = [[_verdict_is_claim(t) for t in transcripts if STEP.get(t) == s and not CLAIM_FORCED.get(t)] for s in range(STEPS)]
+    first, last = sum(map(sum, free[:WINDOW])), sum(map(sum, free[-WINDOW:]))
+    assert first <= 1 and last >= 10, f"free claims per step: {[sum(f) for f in free]}"
