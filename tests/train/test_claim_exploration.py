@@ -21,6 +21,7 @@ from auditrl.train.generation import FirstTokens, Sample, TurnCache, generate_tu
 from auditrl.train.grpo import train_run
 from auditrl.train.hf_generator import turn_generation_config
 from auditrl.train.rollout import ChatSegments, run_rollouts
+from auditrl.train.rollout_func import claim_tokens
 from auditrl.train.sft import verdict_token_ids
 
 STEPS = 20
@@ -34,7 +35,8 @@ def test_a_restricted_first_token_is_drawn_from_its_set_and_scored_at_the_policy
     assert claims  # SmolLM2 spells it as one token, with and without a leading space
     config = turn_generation_config(tiny_config().episodes.model_copy(update={"temperature": 0.7, "max_new_tokens": 5}), tokenizer.pad_token_id, {-1})
     contexts = [list(range(300, 320)), list(range(300, 320)), list(range(500, 511))]
-    first: FirstTokens = [claims, None, claims]
+    comma = frozenset(tokenizer.encode(",", add_special_tokens=False))
+    first: FirstTokens = [(claims, comma), None, (claims,)]
     cache = TurnCache()
     torch.manual_seed(0)
     with torch.no_grad():
@@ -47,6 +49,7 @@ def test_a_restricted_first_token_is_drawn_from_its_set_and_scored_at_the_policy
                 if tokens is not None:
                     assert sample.ids[0] in claims
                     assert expected < -1.0  # a random policy puts little mass there: the restriction did the choosing
+            assert samples[0].ids[1] in comma and samples[2].ids[1] not in comma  # the second position: only where set
             contexts = [c + s.ids + [400 + turn] for c, s in zip(contexts, samples, strict=True)]
         free = generate_turn(model, contexts, config, tokenizer.pad_token_id, {-1})
     assert not all(s.ids[0] in claims for s in free)
@@ -64,13 +67,14 @@ class Recorder:
 
     def __call__(self, keys: list[int], contexts: list[list[int]], first: FirstTokens | None = None) -> list[Sample]:
         self.calls.append((list(keys), first))
-        return [Sample([next(iter(first[i])) if first and first[i] else 300, self.eos], [-2.0, -1.0]) for i in range(len(keys))]
+        return [Sample([min(first[i][0]) if first and first[i] else 300, self.eos], [-2.0, -1.0]) for i in range(len(keys))]
 
 
 def test_run_rollouts_sets_the_claim_in_the_first_rollouts_of_each_group_at_the_report_turn_only(tokenizer_dir: Path) -> None:
     _, tokenizer = tiny_policy(tokenizer_dir)
     segments = ChatSegments(tokenizer)
-    claims = verdict_token_ids(tokenizer, words=("false",))
+    claims = claim_tokens(tokenizer, "guided")
+    assert claims[0] == verdict_token_ids(tokenizer, words=("false",)) and len(claims) > 5  # the verdict, then the keys
     rows = [row for row in rows_for(1, 2) for _ in range(4)]  # two groups of four
     generator = Recorder(segments)
     batch = asyncio.run(run_rollouts(
@@ -83,7 +87,7 @@ def test_run_rollouts_sets_the_claim_in_the_first_rollouts_of_each_group_at_the_
     assert [bool(CLAIM_FORCED.get(t)) for t in batch.transcripts] == [True, True, False, False] * 2
     for ids, mask, lps, forced in zip(batch.completion_ids, batch.env_mask, batch.logprobs, [True, True, False, False] * 2, strict=True):
         trained = [(i, lp) for i, m, lp in zip(ids, mask, lps, strict=True) if m]
-        assert (trained[-2][0] in claims) is forced  # the report turn's first token, trained at its logprob
+        assert (trained[-2][0] in claims[0]) is forced  # the report turn's first token, trained at its logprob
         assert trained[-2][1] == -2.0
     with pytest.raises(ValueError, match="verdict tokens"):
         asyncio.run(run_rollouts(rows, FakeEpisode, generator, segments, group_size=4, first_index=0,
@@ -151,6 +155,15 @@ class ClaimDesign:
 def _verdict_is_claim(t: Transcript) -> bool:
     report = [m.content for m in t.auditor_messages if m.role == "assistant"][-1]
     return report.replace(" ", "").startswith('{"no_behavior_found":false')
+
+
+def test_the_claim_tokens_spell_the_prompt_sets_claim_opening(tokenizer_dir: Path) -> None:
+    _, tokenizer = tiny_policy(tokenizer_dir)
+    verdicts, *rest = claim_tokens(tokenizer, "guided")
+    assert {tokenizer.decode([v]).strip() for v in verdicts} == {"false"} and len(verdicts) == 2  # with and without a space
+    assert tokenizer.decode([min(s) for s in rest]) == ', "predictions": [{"description": "'
+    with pytest.raises(ValueError, match="no claim opening"):
+        claim_tokens(tokenizer, "compact")
 
 
 @pytest.mark.slow

@@ -136,11 +136,12 @@ class EpisodeSettings(ConfigModel):
         default=0.0,
         ge=0.0,
         lt=1.0,
-        description="Share of each group's rollouts whose report opens with a claim: the verdict token (`false` "
-        "after the begun `{\"no_behavior_found\": `) is set instead of sampled, scored and trained at the policy's "
-        "own probability. A policy that almost never claims never samples a finding for the reward to pay; this "
-        "puts claims beside silence on the same target. It biases the gradient towards the mixed policy's "
-        "(an exploration choice, like epsilon-greedy). Needs the `guided` prompt set, HF generation and top_p 1.",
+        description="Share of each group's rollouts whose report opens with a claim: after the begun "
+        "`{\"no_behavior_found\": `, the prompt set's claim opening (the verdict `false` and the keys up to the "
+        "description) is set instead of sampled, scored and trained at the policy's own probability; the "
+        "description is the model's. A policy that almost never claims never samples a finding for the reward to "
+        "pay; this puts claims beside silence on the same target. It biases the gradient towards the mixed "
+        "policy's (an exploration choice, like epsilon-greedy). Needs the `guided` prompt set, HF generation and top_p 1.",
     )
     tool_protocol: ToolProtocol = Field(
         default="text", description="`text` renders tools into the prompt and parses actions leniently."
@@ -297,7 +298,7 @@ class GRPOLMConfig(ConfigModel):
             if self.episodes.auditor_prompt != "guided":
                 raise ValueError(
                     f"episodes.claim_exploration={self.episodes.claim_exploration} needs episodes.auditor_prompt: guided "
-                    f"(its report opening ends where the verdict begins); got {self.episodes.auditor_prompt!r}"
+                    f"(its report opening ends where the verdict begins and it has a claim opening); got {self.episodes.auditor_prompt!r}"
                 )
             if self.trainer.use_vllm:
                 raise ValueError("episodes.claim_exploration sets the verdict token in HF generation; set trainer.use_vllm: false")

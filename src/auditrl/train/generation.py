@@ -42,27 +42,28 @@ def cut_at_eos(ids: list[int], logprobs: list[float | None], eos_ids: set[int]) 
     return Sample(ids, logprobs)
 
 
-FirstTokens = list[frozenset[int] | None]
-"""Per row of a turn, the tokens its first sampled token is restricted to (None: unrestricted)."""
+FirstTokens = list[tuple[frozenset[int], ...] | None]
+"""Per row of a turn, the sets its first sampled tokens are restricted to, one set per position (None: free)."""
 
 
 class RestrictFirst(LogitsProcessor):
-    """Restricts the first sampled token of chosen rows to a set (claim exploration: the spellings of a claim's
-    verdict word), sampled among them at the policy's relative probabilities; other rows and steps are free.
+    """Restricts the first sampled tokens of chosen rows, position by position, to sets (claim exploration: the
+    spellings of a claim's verdict word, then the claim's keys), each drawn at the policy's relative
+    probabilities within its set; other rows and later positions are free.
 
-    `generate` reports the raw logits beside what it sampled, so the chosen token's logprob is the policy's own."""
+    `generate` reports the raw logits beside what it sampled, so each chosen token's logprob is the policy's own."""
 
     def __init__(self, first: FirstTokens, width: int) -> None:
-        self.rows = [(row, sorted(tokens)) for row, tokens in enumerate(first) if tokens]
+        self.rows = [(row, [sorted(s) for s in sets]) for row, sets in enumerate(first) if sets]
         self.width = width
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        if input_ids.shape[1] != self.width:
-            return scores
-        for row, tokens in self.rows:
-            kept = scores[row, tokens].clone()
-            scores[row] = float("-inf")
-            scores[row, tokens] = kept
+        position = input_ids.shape[1] - self.width
+        for row, sets in self.rows:
+            if position < len(sets):
+                kept = scores[row, sets[position]].clone()
+                scores[row] = float("-inf")
+                scores[row, sets[position]] = kept
         return scores
 
 
@@ -98,7 +99,7 @@ def generate_turn(
     first: FirstTokens | None = None,
 ) -> list[Sample]:
     """Sample one turn for every context in a single left-padded batch, recomputing every context; a row's
-    `first` tokens, where given, are the only ones its first token is sampled from."""
+    `first` sets, where given, are the only tokens its first tokens are sampled from."""
     ids, mask = _left_pad(contexts, pad_id)
     device = next(model.parameters()).device
     out = model.generate(

@@ -122,7 +122,7 @@ class TurnGenerator(Protocol):
         """Forget per-rollout state (caches) before a new batch of rollouts, since the weights changed."""
 
     def __call__(self, keys: list[int], contexts: list[list[int]], first: FirstTokens | None = None) -> list[Sample]:
-        """`first`: per context, the tokens its turn's first token is restricted to (None: free)."""
+        """`first`: per context, the sets its turn's first tokens are restricted to (None: free)."""
         ...
 
 
@@ -195,13 +195,13 @@ async def run_rollouts(
     first_index: int,
     max_completion_tokens: int,
     auditor_name: str,
-    claim_tokens: frozenset[int] = frozenset(),
+    claim_tokens: tuple[frozenset[int], ...] = (),
     claims_per_group: int = 0,
 ) -> RolloutBatch:
     """Run one rollout per row (rows already repeated per group) to the end, one batched turn at a time.
 
-    Claim exploration: in the first `claims_per_group` rollouts of each group, the report turn's first token
-    is sampled among `claim_tokens` only (the spellings of a claim's verdict word)."""
+    Claim exploration: in the first `claims_per_group` rollouts of each group, the report turn's first tokens
+    are sampled within `claim_tokens`, position by position (a claim's verdict word and keys)."""
     if claims_per_group and not claim_tokens:
         raise ValueError("claim exploration needs the claim's verdict tokens")
     generate.start()

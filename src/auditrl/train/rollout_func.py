@@ -13,6 +13,7 @@ from typing import Any
 from transformers import PreTrainedTokenizerBase
 from trl import GRPOTrainer
 
+from auditrl.scaffold.prompt_sets import PROMPT_SETS, openings
 from auditrl.scaffold.transcript import Transcript
 from auditrl.scaffold.transcript_keys import REFERENCE_SNAPSHOT_STEP
 from auditrl.train.config import EpisodeSettings
@@ -22,6 +23,24 @@ from auditrl.train.runtime import AsyncRunner
 from auditrl.train.sft import verdict_token_ids
 from auditrl.train.snapshot import PolicySnapshot
 from auditrl.train.vllm_generator import VLLMTurnGenerator
+
+
+def claim_tokens(tokenizer: PreTrainedTokenizerBase, prompt_set: str) -> tuple[frozenset[int], ...]:
+    """The token sets claim exploration restricts a report's first tokens to: the spellings of the verdict word
+    the prompt set's claim opening begins with, then that opening's other tokens as the tokenizer spells them."""
+    name = PROMPT_SETS[prompt_set].openings
+    claim = openings(name).get("claim") if name else None
+    if claim is None:
+        raise ValueError(f"episodes.claim_exploration: prompt set {prompt_set!r} has no claim opening")
+    ids = tokenizer.encode(claim, add_special_tokens=False)
+    word = claim.split(",")[0].strip()
+    verdicts = verdict_token_ids(tokenizer, words=(word,))
+    if not ids or ids[0] not in verdicts:
+        raise ValueError(
+            f"episodes.claim_exploration: the claim opening {claim!r} of {name} does not start with its verdict "
+            f"word {word!r} as one token of this tokenizer"
+        )
+    return (verdicts, *(frozenset([i]) for i in ids[1:]))
 
 
 class AuditRolloutFunc:
@@ -47,9 +66,7 @@ class AuditRolloutFunc:
         self.generator: TurnGenerator | None = None
         self.seconds = 0.0
         self.claims_per_group = round(settings.claim_exploration * group_size)
-        self.claim_tokens = verdict_token_ids(tokenizer, words=("false",)) if self.claims_per_group else frozenset()
-        if self.claims_per_group and not self.claim_tokens:
-            raise ValueError("episodes.claim_exploration: the policy's tokenizer spells the verdict `false` with no single token")
+        self.claim_tokens = claim_tokens(tokenizer, settings.auditor_prompt) if self.claims_per_group else ()
 
     def bind(self, trainer: GRPOTrainer) -> TurnGenerator:
         """Choose the generation backend once the trainer exists."""
