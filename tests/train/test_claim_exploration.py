@@ -33,7 +33,8 @@ def test_a_restricted_first_token_is_drawn_from_its_set_and_scored_at_the_policy
     model.eval()
     claims = verdict_token_ids(tokenizer, words=("false",))
     assert claims  # SmolLM2 spells it as one token, with and without a leading space
-    config = turn_generation_config(tiny_config().episodes.model_copy(update={"temperature": 0.7, "max_new_tokens": 5}), tokenizer.pad_token_id, {-1})
+    temperature = 1.0
+    config = turn_generation_config(tiny_config().episodes.model_copy(update={"temperature": temperature, "max_new_tokens": 5}), tokenizer.pad_token_id, {-1})
     contexts = [list(range(300, 320)), list(range(300, 320)), list(range(500, 511))]
     comma = frozenset(tokenizer.encode(",", add_special_tokens=False))
     first: FirstTokens = [(claims, comma), None, (claims,)]
@@ -44,7 +45,7 @@ def test_a_restricted_first_token_is_drawn_from_its_set_and_scored_at_the_policy
             samples = cache.generate(model, [0, 1, 2], contexts, config, tokenizer.pad_token_id, {-1}, first)
             for context, sample, tokens in zip(contexts, samples, first, strict=True):
                 logits = model(torch.tensor([context])).logits[0, -1].float()
-                expected = torch.log_softmax(logits / 0.7, -1)[sample.ids[0]].item()
+                expected = torch.log_softmax(logits / temperature, -1)[sample.ids[0]].item()
                 assert sample.logprobs[0] == pytest.approx(expected, abs=1e-4)  # the policy's own, not the restricted one
                 if tokens is not None:
                     assert sample.ids[0] in claims
@@ -170,11 +171,13 @@ def test_the_claim_tokens_spell_the_prompt_sets_claim_opening(tokenizer_dir: Pat
 def test_forced_claims_teach_the_policy_to_claim_on_its_own(tokenizer_dir: Path, tmp_path: Path) -> None:
     """Through the real engine, rollouts and TRL's step: the free rollouts' claim rate rises from about 0.
     A forced token left out of the loss, scored at the wrong logprob or trained with the wrong sign would
-    leave the policy's own verdicts where they were. Seed 0: no free claim in the first 10 steps, 2-4 of the
-    4 free rollouts of every step from the 11th."""
+    leave the policy's own verdicts where they were. One token a turn, so of the claim opening only the verdict
+    is set: the random tiny policy gives each of the opening's key tokens about e^-11, and with three or more of
+    them set their gradients swamped the verdict's (no free claim in 40 steps); SmolLM2 after SFT writes those
+    keys itself. Seed 0: no free claim in the first 4 steps, 2-4 of the 4 free rollouts of most steps after."""
     base = engine_config("guided")
     cfg = base.model_copy(update={
-        "episodes": base.episodes.model_copy(update={"max_turns": 1, "max_new_tokens": 4, "temperature": 1.0, "claim_exploration": 0.5}),
+        "episodes": base.episodes.model_copy(update={"max_turns": 1, "max_new_tokens": 1, "temperature": 1.0, "claim_exploration": 0.5}),
         "trainer": base.trainer.model_copy(update={"max_steps": STEPS}),
     })  # fmt: skip
     model, tokenizer = tiny_policy(tokenizer_dir)
@@ -186,5 +189,5 @@ def test_forced_claims_teach_the_policy_to_claim_on_its_own(tokenizer_dir: Path,
     forced = [t for t in transcripts if CLAIM_FORCED.get(t)]
     assert forced and all(_verdict_is_claim(t) for t in forced)
     free = [[_verdict_is_claim(t) for t in transcripts if STEP.get(t) == s and not CLAIM_FORCED.get(t)] for s in range(STEPS)]
-    first, last = sum(map(sum, free[:WINDOW])), sum(map(sum, free[-WINDOW:]))
-    assert first <= 1 and last >= 10, f"free claims per step: {[sum(f) for f in free]}"
+    first, last = sum(map(sum, free[:3])), sum(map(sum, free[-WINDOW:]))
+    assert first == 0 and last >= 15, f"free claims per step: {[sum(f) for f in free]}"  # of 20 free rollouts

@@ -59,12 +59,14 @@ class RestrictFirst(LogitsProcessor):
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         position = input_ids.shape[1] - self.width
-        for row, sets in self.rows:
-            if position < len(sets):
-                kept = scores[row, sets[position]].clone()
-                scores[row] = float("-inf")
-                scores[row, sets[position]] = kept
-        return scores
+        rows = [(row, sets[position]) for row, sets in self.rows if position < len(sets)]
+        if not rows:
+            return scores
+        restricted = scores.clone()
+        for row, tokens in rows:
+            restricted[row] = float("-inf")
+            restricted[row, tokens] = scores[row, tokens]
+        return restricted
 
 
 def _processors(first: FirstTokens | None, width: int) -> dict[str, Any]:
