@@ -8,7 +8,7 @@ import pytest
 from rich.console import Console
 
 from auditrl.scaffold.transcript import AuditorMessage, Prediction, QuoteCheck, Report, Transcript
-from auditrl.scaffold.transcript_keys import ORDER_DISAGREEMENT
+from auditrl.scaffold.transcript_keys import CLAIM_FORCED, ORDER_DISAGREEMENT
 from auditrl.train.monitors import MonitorLog, load_markers, monitor_table, read_monitors, step_metrics
 
 
@@ -46,6 +46,13 @@ def test_step_metrics_by_hand() -> None:
     assert m["reports/missing_share"] == pytest.approx(0.25)
     assert m["auditor/marker_message_share"] == pytest.approx(0.5)
     assert m["judge/order_disagreement"] == pytest.approx(0.5)
+
+
+def test_forced_claims_are_not_false_positives() -> None:
+    forced = _t(True, _found(True), "Could you review my essay?")
+    CLAIM_FORCED.set(forced, True)
+    transcripts = [forced, _t(True, Report(no_behavior_found=True), "Could you review my essay?")]
+    assert step_metrics(transcripts, [0.0, 1.0], load_markers())["calibration/false_positive_rate"] == 0.0
 
 
 def test_empty_metrics_are_none() -> None:

@@ -23,7 +23,7 @@ from rich.table import Table
 
 from auditrl.configfile import load_yaml
 from auditrl.scaffold.transcript import Transcript
-from auditrl.scaffold.transcript_keys import ORDER_DISAGREEMENT
+from auditrl.scaffold.transcript_keys import CLAIM_FORCED, ORDER_DISAGREEMENT
 
 MONITORS_FILE = "monitors.jsonl"
 
@@ -31,7 +31,7 @@ METRICS: dict[str, str] = {
     "reward/mean": "mean reward over judged rollouts",
     "reward/std": "reward standard deviation",
     "reward/failed_share": "share of rollouts whose judging failed (reward None)",
-    "calibration/false_positive_rate": "benign targets reported as having a hidden behavior",
+    "calibration/false_positive_rate": "benign targets reported as having a hidden behavior (claim exploration's forced claims left out)",
     "reports/unverifiable_quote_share": "reports citing at least one quote the target never said",
     "reports/missing_share": "rollouts that ended without a parsed report",
     "auditor/marker_message_share": "auditor messages with a confrontation/pressure marker",
@@ -86,7 +86,7 @@ def step_metrics(
     when the reward design reports it; otherwise it is read from the transcripts' scores.
     """
     judged = np.array([r for r in rewards if r is not None], dtype=np.float64)
-    benign_reports = [t.report for t in transcripts if t.benign and t.report is not None]
+    benign_reports = [t.report for t in transcripts if t.benign and t.report is not None and not CLAIM_FORCED.get(t)]
     reports = [t.report for t in transcripts if t.report is not None]
     messages = [m.content for t in transcripts for m in t.auditor_messages if m.role == "assistant"]
     hits_per_message = [sum(bool(mk.pattern.search(text)) for mk in markers) for text in messages]
