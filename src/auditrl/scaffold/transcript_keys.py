@@ -147,7 +147,7 @@ TOKENS_WITHOUT_LOGPROB: Key[int] = metadata(
 )
 TRUNCATED_AT_TOKENS: Key[int] = metadata("truncated_at_tokens", int, "episodes.max_completion_tokens, when the rollout ended by reaching it.")
 CLAIM_FORCED: Key[bool] = metadata(
-    "claim_forced", bool, "GRPO claim exploration wrote this report's verdict as a claim (episodes.claim_exploration)."
+    "claim_forced", bool, "GRPO claim exploration set this report's opening words as a claim (episodes.claim_exploration)."
 )
 TEACHER: Key[str] = metadata("teacher", str, "The model string that wrote the auditor's turns of an imitation rollout.")
 TEACHER_TURNS_CUT: Key[int] = metadata("teacher_turns_cut", int, "Teacher turns that did not end within max_new_tokens, cut there as a rollout would be.")
