@@ -240,7 +240,8 @@ def test_lm_learning(tmp_path: Path, tiny_local_model: Path) -> None:
     assert record["grpo_training"] and record["grpo_training"][0]["rollouts"] == 8
     forced = [t for t in read_transcripts(run / "grpo" / TRANSCRIPTS) if CLAIM_FORCED.get(t)]
     assert record["grpo_training"][0]["forced_claims"] == len(forced) == 4  # two of each group of four
-    assert all(t.auditor_messages[-1].content.replace(" ", "").startswith('{"no_behavior_found":false,"predictions":[{"description":"') for t in forced)
+    opening = '{"no_behavior_found":false,"predictions":[{"description'  # 8 new tokens: the claim opening's first 8
+    assert all(t.auditor_messages[-1].content.replace(" ", "").startswith(opening) for t in forced)
     grpo = load_yaml((run / "grpo_config.yaml").read_text())
     assert record["reward_design"] == grpo["reward"]["design"] == "binary"
     assert record["grpo_learning_rate"] == grpo["trainer"]["learning_rate"] == 2e-4

@@ -122,7 +122,8 @@ class TurnGenerator(Protocol):
         """Forget per-rollout state (caches) before a new batch of rollouts, since the weights changed."""
 
     def __call__(self, keys: list[int], contexts: list[list[int]], first: FirstTokens | None = None) -> list[Sample]:
-        """`first`: per context, the sets its turn's first tokens are restricted to (None: free)."""
+        """`first`: per context, the sets its turn's first tokens are restricted to (None: free). It is passed only
+        when some row is restricted (claim exploration), so a generator that never restricts may leave it out."""
         ...
 
 
@@ -227,7 +228,8 @@ async def run_rollouts(
         for state, tokens in zip(live, first, strict=True):
             if tokens:
                 CLAIM_FORCED.set(state.episode.transcript, True)
-        samples = generate([s.rollout_index for s in live], [s.context for s in live], first if any(first) else None)
+        keys, contexts = [s.rollout_index for s in live], [s.context for s in live]
+        samples = generate(keys, contexts, first) if any(first) else generate(keys, contexts)
         outputs = [
             ChatMessageAssistant(
                 content=opening + segments.tokenizer.decode(sample.ids, skip_special_tokens=True), model=auditor_name
