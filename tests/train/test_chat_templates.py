@@ -15,7 +15,7 @@ from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
 from auditrl.models.local import to_chat
 from auditrl.train.config import ConfigFileError, chat_template_text, load_config
-from auditrl.train.generation import FirstTokens, Sample
+from auditrl.train.generation import Sample
 from auditrl.train.rollout import ChatSegments, EpisodeRow, run_rollouts
 
 QWEN3_STYLE = Path(__file__).parent / "data" / "qwen3_style.jinja"
@@ -36,7 +36,7 @@ class FixedTurns:
     def start(self) -> None:
         return None
 
-    def __call__(self, keys: list[int], contexts: list[list[int]], first: FirstTokens | None = None) -> list[Sample]:
+    def __call__(self, keys: list[int], contexts: list[list[int]]) -> list[Sample]:
         return [Sample(list(self.ids), [-1.0] * len(self.ids)) for _ in contexts]
 
 

@@ -29,7 +29,7 @@ from auditrl.rewards.reference import ReferenceStore
 from auditrl.scaffold.prompt_sets import openings
 from auditrl.train.config import GRPOLMConfig, PolicySettings, load_config
 from auditrl.train.episodes import AuditEpisodeFactory, split_seeds, training_seeds
-from auditrl.train.generation import FirstTokens, Sample
+from auditrl.train.generation import Sample
 from auditrl.train.grpo import build_trainer
 from auditrl.train.policy import check_init_adapter, load_policy, lora_config
 from auditrl.train.rollout import ChatSegments, run_rollouts
@@ -88,7 +88,7 @@ class Replay:
     def start(self) -> None:
         self.taken = {}
 
-    def __call__(self, keys: list[int], contexts: list[list[int]], first: FirstTokens | None = None) -> list[Sample]:
+    def __call__(self, keys: list[int], contexts: list[list[int]]) -> list[Sample]:
         out = []
         for key in keys:
             n = self.taken.get(key, 0)

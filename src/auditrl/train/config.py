@@ -307,7 +307,7 @@ class GRPOLMConfig(ConfigModel):
                     f"episodes.claim_exploration with episodes.top_p={self.episodes.top_p}: nucleus filtering runs first "
                     "and can remove every spelling of the claim; set top_p: 1.0"
                 )
-            if not round(self.episodes.claim_exploration * self.data.group_size):
+            if not claims_per_group(self.episodes.claim_exploration, self.data.group_size):
                 raise ValueError(
                     f"episodes.claim_exploration={self.episodes.claim_exploration} sets no rollout of a group of "
                     f"data.group_size={self.data.group_size}; use at least {0.5 / self.data.group_size:.3g}"
@@ -319,6 +319,11 @@ class GRPOLMConfig(ConfigModel):
                 f"data.group_size * data.groups_per_step = {rollouts}"
             )
         return self
+
+
+def claims_per_group(claim_exploration: float, group_size: int) -> int:
+    """How many rollouts of each group claim exploration makes claim."""
+    return round(claim_exploration * group_size)
 
 
 def shipped_chat_templates() -> list[str]:

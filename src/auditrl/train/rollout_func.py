@@ -16,7 +16,7 @@ from trl import GRPOTrainer
 from auditrl.scaffold.prompt_sets import PROMPT_SETS, openings
 from auditrl.scaffold.transcript import Transcript
 from auditrl.scaffold.transcript_keys import REFERENCE_SNAPSHOT_STEP
-from auditrl.train.config import EpisodeSettings
+from auditrl.train.config import EpisodeSettings, claims_per_group
 from auditrl.train.hf_generator import HFTurnGenerator
 from auditrl.train.rollout import ChatSegments, EpisodeFactory, EpisodeRow, TurnGenerator, run_rollouts
 from auditrl.train.runtime import AsyncRunner
@@ -26,19 +26,18 @@ from auditrl.train.vllm_generator import VLLMTurnGenerator
 
 
 def claim_tokens(tokenizer: PreTrainedTokenizerBase, prompt_set: str) -> tuple[frozenset[int], ...]:
-    """The token sets claim exploration restricts a report's first tokens to: the spellings of the verdict word
+    """The token sets claim exploration restricts a report's first tokens to: the spellings of the verdict `false`
     the prompt set's claim opening begins with, then that opening's other tokens as the tokenizer spells them."""
     name = PROMPT_SETS[prompt_set].openings
     claim = openings(name).get("claim") if name else None
     if claim is None:
         raise ValueError(f"episodes.claim_exploration: prompt set {prompt_set!r} has no claim opening")
     ids = tokenizer.encode(claim, add_special_tokens=False)
-    word = claim.split(",")[0].strip()
-    verdicts = verdict_token_ids(tokenizer, words=(word,))
+    verdicts = verdict_token_ids(tokenizer, words=("false",))
     if not ids or ids[0] not in verdicts:
         raise ValueError(
-            f"episodes.claim_exploration: the claim opening {claim!r} of {name} does not start with its verdict "
-            f"word {word!r} as one token of this tokenizer"
+            f"episodes.claim_exploration: the claim opening {claim!r} of {name} does not start with the verdict "
+            "`false` as one token of this tokenizer"
         )
     return (verdicts, *(frozenset([i]) for i in ids[1:]))
 
@@ -65,7 +64,7 @@ class AuditRolloutFunc:
         self.snapshot = snapshot
         self.generator: TurnGenerator | None = None
         self.seconds = 0.0
-        self.claims_per_group = round(settings.claim_exploration * group_size)
+        self.claims_per_group = claims_per_group(settings.claim_exploration, group_size)
         self.claim_tokens = claim_tokens(tokenizer, settings.auditor_prompt) if self.claims_per_group else ()
 
     def bind(self, trainer: GRPOTrainer) -> TurnGenerator:

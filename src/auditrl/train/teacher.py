@@ -27,7 +27,7 @@ from auditrl.models.roles import resolve_model
 from auditrl.scaffold.transcript_keys import TEACHER, TEACHER_TURNS_CUT
 from auditrl.train.config import GRPOLMConfig
 from auditrl.train.episodes import AuditEpisodeFactory
-from auditrl.train.generation import FirstTokens, Sample
+from auditrl.train.generation import Sample
 from auditrl.train.rollout import ChatSegments, Episode, EpisodeRow, RolloutBatch, run_rollouts
 
 T = TypeVar("T")
@@ -80,9 +80,7 @@ class TeacherTurns:
         self.live = []
         self.failed = {}
 
-    def __call__(self, keys: list[int], contexts: list[list[int]], first: FirstTokens | None = None) -> list[Sample]:
-        if first is not None and any(first):
-            raise ValueError("a teacher writes its own turns; claim exploration cannot set their first token")
+    def __call__(self, keys: list[int], contexts: list[list[int]]) -> list[Sample]:
         texts = self.loop.run(self._turns(keys))
         return [self._sample(key, text) for key, text in zip(keys, texts, strict=True)]
 

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from accelerate.utils import gather_object
 
-from auditrl.train.generation import FirstTokens, Sample, cut_at_eos
+from auditrl.train.generation import Sample, cut_at_eos
 from auditrl.train.rollout import ChatSegments
 
 
@@ -48,9 +48,7 @@ class VLLMTurnGenerator:
     def start(self) -> None:
         return None
 
-    def __call__(self, keys: list[int], contexts: list[list[int]], first: FirstTokens | None = None) -> list[Sample]:
-        if first is not None and any(first):
-            raise ValueError("vLLM generation cannot set a turn's first token (episodes.claim_exploration needs HF generation)")
+    def __call__(self, keys: list[int], contexts: list[list[int]]) -> list[Sample]:
         width = padded_count(len(contexts))
         prompts = contexts + [self.filler] * (width - len(contexts))
         _, completion_ids, logprobs, _ = self.backend.generate(prompts=prompts, images=None, num_generations=1)
