@@ -14,12 +14,15 @@ seeds (`data.heldout_seeds`) of the training behaviors. Each audit runs with the
 - FP calibration: benign audits whose report parsed and claims nothing (an unreadable report is not calibrated).
 Means with 95% intervals over (seed, planted or benign) units; discrimination's interval is a bootstrap of the
 planted minus benign units, and each trained auditor's difference from the one before it is a bootstrap too.
+With `--probing teacher` GRPO trains report writing alone (episodes.probing: teacher: the config's scripted
+teacher writes the probing turns, the policy only the report), and every part is audited twice, as whole audits
+and with the teacher probing ("<part>, teacher probing"), which measures the report writing itself.
 Also the GRPO run's training reward and claim rates by third of the run. Prints the CPU (its bf16 support
 decides the dtype) and CPU seconds of each phase; writes `<out>/lm_learning.json`, the SFT run under
 `<out>/sft`, the GRPO run under `<out>/grpo` and the evaluation transcripts under `<out>/eval/<auditor>/`.
 Rerunning on the same `--out` resumes: finished audits are kept, GRPO resumes from its last checkpoint.
 
-    OMP_NUM_THREADS=1 python benchmarks/lm_learning.py [--episodes 256 --epochs 3 --finding-repeats 4 --verdict-weight 1] [--grpo-steps 40 --grpo-learning-rate 1e-3] [--reward-design binary] [--part behaviors]
+    OMP_NUM_THREADS=1 python benchmarks/lm_learning.py [--episodes 256 --epochs 3 --finding-repeats 4 --verdict-weight 1] [--grpo-steps 40 --grpo-learning-rate 1e-3] [--reward-design binary] [--probing teacher] [--part behaviors]
 """
 
 from __future__ import annotations
@@ -72,6 +75,9 @@ PARTS = ("behaviors", "seeds")
 """The held-out parts by their second word: held-out behaviors, held-out seeds of training behaviors."""
 CONFIG = Path(__file__).resolve().parent.parent / "configs" / "cpu_learn_sft.yaml"
 DISCRIMINATION = "discrimination (planted - benign)"
+PROBING = ("auditor", "teacher")
+TEACHER_PROBED = ", teacher probing"
+"""Suffix of a held-out part audited with the teacher probing and the auditor writing only the report."""
 console = Console(width=160)
 
 
@@ -92,7 +98,9 @@ def held_out_audits(
     return {part: [(str(s.behavior), s, r) for s in chosen for r in range(rollouts)] for part, chosen in parts.items()}
 
 
-async def audit_all(cfg: GRPOLMConfig, auditor: Model, spec: str, audits: list[tuple[str, Seed, int]], out: Path) -> list[Transcript]:
+async def audit_all(
+    cfg: GRPOLMConfig, auditor: Model, spec: str, audits: list[tuple[str, Seed, int]], out: Path, prober: tuple[str, Model] | None = None
+) -> list[Transcript]:
     behaviors = load_behaviors()
     family = cfg.episodes.families[0]
     target = resolve_model(f"sim/{family}")
@@ -109,7 +117,7 @@ async def audit_all(cfg: GRPOLMConfig, auditor: Model, spec: str, audits: list[t
                 budget=Budget(max_turns=settings.max_turns), auditor_model=spec, target_model=f"sim/{family}",
                 target_family=family, tool_protocol="text", auditor_prompt=settings.auditor_prompt,
             )  # fmt: skip
-            transcript = await run_audit(audit_spec, auditor, target, auditor_config=config)
+            transcript = await run_audit(audit_spec, auditor, target, auditor_config=config, prober=prober)
             ROLLOUT.set(transcript, rollout)
             append_transcript(out, transcript)
     return read_transcripts(out)
@@ -186,11 +194,19 @@ def reward_check(cfg: GRPOLMConfig, teacher: Path) -> dict[str, Any]:
 
 
 def grpo_config(
-    cfg_path: Path, out: Path, adapter: Path, steps: int, design: str, learning_rate: float, claim_exploration: float = 0.0
+    cfg_path: Path,
+    out: Path,
+    adapter: Path,
+    steps: int,
+    design: str,
+    learning_rate: float,
+    claim_exploration: float = 0.0,
+    probing: str = "auditor",
 ) -> Path:
     """The config's GRPO run, starting from the SFT adapter, written beside the run (`auditrl train` reads it)."""
     raw = load_yaml(cfg_path.read_text(encoding="utf-8"))
     raw["episodes"]["claim_exploration"] = claim_exploration
+    raw["episodes"]["probing"] = probing
     raw["policy"]["init_adapter"] = str(adapter.resolve())
     raw["trainer"]["max_steps"] = steps
     raw["reward"]["design"] = design
@@ -223,6 +239,8 @@ def main(
     grpo_steps: Annotated[int | None, typer.Option(help="GRPO steps from the SFT base (default: the config's trainer.max_steps; 0: no GRPO).")] = None,
     grpo_learning_rate: Annotated[float | None, typer.Option(help="GRPO learning rate (default: the config's trainer.learning_rate).")] = None,
     claim_exploration: Annotated[float, typer.Option(help="Share of each GRPO group whose report verdict is a claim (episodes.claim_exploration).")] = 0.0,
+    probing: Annotated[str, typer.Option(help="Who writes GRPO's probing turns (episodes.probing): `auditor`, or `teacher` (the config's "
+                                                   "probing_teacher; the policy writes only the report, and each held-out part is also audited so).")] = "auditor",
     heldout_seeds: Annotated[int, typer.Option(help="AuditWorld seeds per held-out behavior.")] = 4,
     training_seeds: Annotated[int, typer.Option(help="Of each training behavior's held-out seeds, how many to audit.")] = 1,
     rollouts: Annotated[int, typer.Option(help="Rollouts per seed, planted and benign.")] = 1,
@@ -232,6 +250,8 @@ def main(
         list[str], typer.Option(help="Held-out part to audit: `behaviors`, `seeds` (of training behaviors); repeatable.")
     ] = list(PARTS),
 ) -> None:
+    if probing not in PROBING:
+        raise typer.BadParameter(f"{probing!r}: choose from {', '.join(PROBING)}", param_hint="--probing")
     if unknown := set(part) - set(PARTS):
         raise typer.BadParameter(f"unknown part(s) {sorted(unknown)}; choose from {', '.join(PARTS)}", param_hint="--part")
     torch.set_num_threads(1)
@@ -249,7 +269,7 @@ def main(
         raise typer.BadParameter(f"{lr} is not a positive learning rate", param_hint="--grpo-learning-rate")
     record: dict[str, Any] = {
         "cpu": describe_cpu(), "config": config.name, "reward_design": cfg.reward.design, "grpo_steps": steps,
-        "grpo_learning_rate": lr, "claim_exploration": claim_exploration, "cpu_seconds": {},
+        "grpo_learning_rate": lr, "claim_exploration": claim_exploration, "probing": probing, "cpu_seconds": {},
     }  # fmt: skip
     sft_dir = out / "sft"
     if not skip_sft:
@@ -264,6 +284,9 @@ def main(
     if cfg.reward.judge == "sim":
         record["reward_check"] = reward_check(cfg, sft_dir / TEACHER_TRANSCRIPTS)
     parts = held_out_audits(cfg, heldout_seeds, training_seeds, rollouts, part)
+    if probing == "teacher":
+        parts |= {f"{name}{TEACHER_PROBED}": audits for name, audits in parts.items()}
+    teacher = (cfg.episodes.probing_teacher, resolve_model(cfg.episodes.probing_teacher))
     record["results"], record["changes"] = {}, {}
     evaluated: dict[str, dict[str, Any]] = {}
 
@@ -272,8 +295,9 @@ def main(
         model = resolve_model(spec, dtype=cfg.policy.dtype)
         for part_name, audits in parts.items():
             started = time.process_time()
-            folder = out / "eval" / label.replace(" ", "_").replace("+", "plus") / part_name.replace(" ", "_")
-            transcripts = asyncio.run(audit_all(cfg, model, spec, audits, folder / TRANSCRIPTS))
+            folder = out / "eval" / label.replace(" ", "_").replace("+", "plus") / part_name.replace(",", "").replace(" ", "_")
+            prober = teacher if part_name.endswith(TEACHER_PROBED) else None
+            transcripts = asyncio.run(audit_all(cfg, model, spec, audits, folder / TRANSCRIPTS, prober))
             record["cpu_seconds"][f"{label}: {part_name}"] = time.process_time() - started
             rows = unit_metrics(transcripts)
             record["results"].setdefault(part_name, {})[label] = summary(rows, transcripts)
@@ -289,7 +313,9 @@ def main(
         from auditrl.train.grpo import run_from_config
 
         started = time.process_time()
-        grpo_dir = run_from_config(grpo_config(config, out, sft_dir / ADAPTER_DIR, steps, cfg.reward.design, lr, claim_exploration), out / "grpo")
+        grpo_dir = run_from_config(
+            grpo_config(config, out, sft_dir / ADAPTER_DIR, steps, cfg.reward.design, lr, claim_exploration, probing), out / "grpo"
+        )
         record["cpu_seconds"]["grpo"] = time.process_time() - started
         record["grpo_training"] = rollouts_by_third(read_transcripts(grpo_dir / TRANSCRIPTS))
         console.print(f"GRPO: {steps} steps, {record['cpu_seconds']['grpo']:.0f} CPU s", highlight=False)

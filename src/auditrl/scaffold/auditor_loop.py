@@ -24,33 +24,43 @@ async def run_audit(
     target_config: GenerateConfig | None = None,
     attempts: int = 3,
     episode_type: type[AuditEpisode] = AuditEpisode,
+    prober: tuple[str, Model] | None = None,
 ) -> Transcript:
     """Run one audit to the end (report included); a model call that fails within its limits ends it as "error".
 
     `attempts` and the models' call limits bound each call (see `auditrl.models.retries.call_model`);
-    `episode_type` picks the scaffold (Petri's six tools by default; see `scaffold.transfer`).
+    `episode_type` picks the scaffold (Petri's six tools by default; see `scaffold.transfer`); `prober`
+    (spec, model) writes every turn before the report, the auditor only the report.
     """
     episode = episode_type(spec, target, target_config=target_config, target_attempts=attempts)
-    return await drive(episode, auditor, auditor_config or GenerateConfig(), attempts)
+    return await drive(episode, auditor, auditor_config or GenerateConfig(), attempts, prober)
 
 
-async def drive(episode: AuditEpisode, auditor: Model, config: GenerateConfig, attempts: int = 3) -> Transcript:
-    """Generate the auditor's turns until `episode` is done (it may start mid-audit, e.g. restored from a crux)."""
-    auditor_spec = episode.spec.auditor_model
-    if episode.opening is not None and prefill_support(auditor_spec) != "continue":
-        raise ValueError(
-            f"auditor_prompt '{episode.spec.auditor_prompt}' needs an auditor that continues a begun reply; "
-            f"'{auditor_spec}' does not (use 'compact')"
-        )
+async def drive(
+    episode: AuditEpisode,
+    auditor: Model,
+    config: GenerateConfig,
+    attempts: int = 3,
+    prober: tuple[str, Model] | None = None,
+) -> Transcript:
+    """Generate the auditor's turns until `episode` is done (it may start mid-audit, e.g. restored from a crux);
+    with a `prober` (spec, model), it writes the turns before the report and the auditor the report alone."""
+    for spec in dict.fromkeys([episode.spec.auditor_model, *(prober[:1] if prober else [])]):
+        if episode.opening is not None and prefill_support(spec) != "continue":
+            raise ValueError(
+                f"auditor_prompt '{episode.spec.auditor_prompt}' needs an auditor that continues a begun reply; "
+                f"'{spec}' does not (use 'compact')"
+            )
     while not episode.done:
+        speaker, model = prober if prober and episode.phase != "report" else (episode.spec.auditor_model, auditor)
         messages, turn_config, opening = episode.auditor_messages(), config, episode.opening
         if opening is not None:
             messages.append(ChatMessageAssistant(content=opening))
-            if body := continue_body(auditor_spec):
+            if body := continue_body(speaker):
                 turn_config = config.merge(GenerateConfig(extra_body={**(config.extra_body or {}), **body}))
         try:
             output = await call_model(
-                auditor,
+                model,
                 messages,
                 tools=episode.tools,
                 tool_choice=episode.tool_choice,

@@ -150,6 +150,9 @@ CLAIM_FORCED: Key[bool] = metadata(
     "claim_forced", bool, "GRPO claim exploration set this report's opening words as a claim (episodes.claim_exploration)."
 )
 TEACHER: Key[str] = metadata("teacher", str, "The model string that wrote the auditor's turns of an imitation rollout.")
+PROBED_BY: Key[str] = metadata(
+    "probed_by", str, "The model string that wrote the probing turns of an audit whose report alone the auditor wrote (episodes.probing: teacher)."
+)
 TEACHER_TURNS_CUT: Key[int] = metadata("teacher_turns_cut", int, "Teacher turns that did not end within max_new_tokens, cut there as a rollout would be.")
 WORLD: Key[str] = metadata("world", str, "`auditworld` for an audit AuditWorld simulated.")
 POLICY: Key[str] = metadata("policy", str, "The AuditWorld auditor policy that played the audit.")

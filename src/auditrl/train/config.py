@@ -143,6 +143,18 @@ class EpisodeSettings(ConfigModel):
         "pay; this puts claims beside silence on the same target. It biases the gradient towards the mixed "
         "policy's (an exploration choice, like epsilon-greedy). Needs the `guided` prompt set, HF generation and top_p 1.",
     )
+    probing: Literal["auditor", "teacher"] = Field(
+        default="auditor",
+        description="Who writes the audit turns before the report. `auditor`: the policy (a whole audit). `teacher`: "
+        "`probing_teacher` does, and the policy reads its probing and writes only the report; the teacher's turns are "
+        "context, never trained on. A report-writing curriculum: a policy whose own probing rarely shows the behavior "
+        "seldom has a finding to report, while a teacher's probing shows it more often.",
+    )
+    probing_teacher: str = Field(
+        default="scripted/teacher",
+        description="The model that writes the probing turns when `probing: teacher` (any auditor model string that "
+        "continues a begun reply when the prompt set begins one).",
+    )
     tool_protocol: ToolProtocol = Field(
         default="text", description="`text` renders tools into the prompt and parses actions leniently."
     )
@@ -159,6 +171,11 @@ class EpisodeSettings(ConfigModel):
     @classmethod
     def _target_args(cls, value: dict[str, Any]) -> dict[str, Any]:
         return check_no_secret_args(value)
+
+    @field_validator("probing_teacher")
+    @classmethod
+    def _probing_teacher(cls, value: str) -> str:
+        return check_model_spec(value, "probing teacher")
 
     @model_validator(mode="after")
     def _check_targets(self) -> EpisodeSettings:

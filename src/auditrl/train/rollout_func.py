@@ -17,11 +17,13 @@ from auditrl.scaffold.prompt_sets import PROMPT_SETS, openings
 from auditrl.scaffold.transcript import Transcript
 from auditrl.scaffold.transcript_keys import REFERENCE_SNAPSHOT_STEP
 from auditrl.train.config import EpisodeSettings, claims_per_group
+from auditrl.train.episodes import AuditEpisodeFactory
 from auditrl.train.hf_generator import HFTurnGenerator
 from auditrl.train.rollout import ChatSegments, EpisodeFactory, EpisodeRow, TurnGenerator, run_rollouts
 from auditrl.train.runtime import AsyncRunner
 from auditrl.train.sft import verdict_token_ids
 from auditrl.train.snapshot import PolicySnapshot
+from auditrl.train.teacher import TeacherProbing, teacher_probing
 from auditrl.train.vllm_generator import VLLMTurnGenerator
 
 
@@ -63,6 +65,7 @@ class AuditRolloutFunc:
         self.auditor_name = auditor_name
         self.snapshot = snapshot
         self.generator: TurnGenerator | None = None
+        self.probing: TeacherProbing | None = None
         self.seconds = 0.0
         self.claims_per_group = claims_per_group(settings.claim_exploration, group_size)
         self.claim_tokens = claim_tokens(tokenizer, settings.auditor_prompt) if self.claims_per_group else ()
@@ -73,6 +76,11 @@ class AuditRolloutFunc:
             self.generator = VLLMTurnGenerator(trainer.vllm_generation, self.segments)
         else:
             self.generator = HFTurnGenerator(trainer, self.settings, self.segments)
+        if self.settings.probing == "teacher":
+            if not isinstance(self.factory, AuditEpisodeFactory):
+                raise TypeError("episodes.probing: teacher needs the config's own episodes (an AuditEpisodeFactory)")
+            self.generator = self.probing = teacher_probing(self.settings, self.generator, self.factory, self.segments)
+            self.factory = self.probing.factory
         return self.generator
 
     def __call__(self, prompts: list[Any], trainer: GRPOTrainer) -> dict[str, Any]:
@@ -94,6 +102,8 @@ class AuditRolloutFunc:
                 claims_per_group=self.claims_per_group,
             )
         )
+        if self.probing is not None:
+            self.probing.mark(batch.transcripts)
         result = batch.as_trl()
         if self.snapshot is not None:
             result["reference"] = self._references(rows, first, trainer, generator)
@@ -125,6 +135,8 @@ class AuditRolloutFunc:
                     auditor_name=f"{self.auditor_name}@step{self.snapshot.step}",
                 )
             )
+        if self.probing is not None:
+            self.probing.mark(batch.transcripts)
         references: list[Transcript | None] = [None] * len(rows)
         for i, t in zip(starts, batch.transcripts, strict=True):
             REFERENCE_SNAPSHOT_STEP.set(t, self.snapshot.step)
