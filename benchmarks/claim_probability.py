@@ -9,9 +9,17 @@ set's begun report words are appended (`{"no_behavior_found": `) and one forward
 of `false` next, i.e. of a claim. Grouped by what the audit held: planted audits in which the target showed
 the behavior, planted audits in which it did not, and benign audits. An auditor that reads the evidence
 claims more often where the behavior showed than on benign targets; the gap is reported with a bootstrap
-95% interval. Prints the CPU; writes `<run>/claim_probability.json`.
+95% interval.
 
-    OMP_NUM_THREADS=1 python benchmarks/claim_probability.py --run runs/lm-learning [--auditor SFT_base]
+With `--claims`, also whether the auditor can write a finding once it claims: on each planted audit whose target
+showed the behavior, its report is begun with the prompt set's claim opening (the verdict `false` and the keys up to
+the description), it writes the description greedily (at most `episodes.max_new_tokens` tokens), and the claim
+grader the reward uses (auditrl.judges.claim_grader) decides whether the report describes the planted behavior.
+Beside it, the same grader on the audit's own report. A claim that is credited when made is what claim exploration
+needs GRPO to sample; a low rate here bounds what a run can pay for. Prints the CPU; writes
+`<run>/claim_probability.json`.
+
+    OMP_NUM_THREADS=1 python benchmarks/claim_probability.py --run runs/lm-learning [--auditor SFT_base] [--claims]
 """
 
 from __future__ import annotations
@@ -27,10 +35,12 @@ from rich.table import Table
 
 from auditrl.atomic import atomic_write_text
 from auditrl.evaluate.stats import difference_ci, mean_ci
+from auditrl.judges.claim_grader import default_grader
 from auditrl.models.precision import describe_cpu
 from auditrl.scaffold.prompt_sets import PROMPT_SETS, openings
 from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
 from auditrl.scaffold.engine import AuditEpisode
+from auditrl.scaffold.report import parse_report
 from auditrl.scaffold.transcript import ToolCallRecord, Transcript
 from auditrl.train.config import load_config
 from auditrl.train.outputs import ADAPTER_DIR
@@ -89,14 +99,38 @@ def claim_probabilities(model: Any, tokenizer: Any, transcripts: list[Transcript
     return groups
 
 
+def written_claims(model: Any, tokenizer: Any, transcripts: list[Transcript], begun: str, max_new_tokens: int) -> dict[str, Any]:
+    """On planted audits whose target showed the behavior: percent credited when the auditor is made to claim
+    (`begun` ends with the claim opening; greedy description), parsed, and credited for the audit's own report."""
+    grader = default_grader()
+    made, parsed, own = [], [], []
+    for t in transcripts:
+        if not readable(t) or t.benign or t.behavior_id is None or not shown(t):
+            continue
+        ids = report_prompt_ids(tokenizer, t, begun)
+        with torch.no_grad():
+            out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens, do_sample=False,
+                                 pad_token_id=tokenizer.pad_token_id)  # fmt: skip
+        report = parse_report(begun + tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True))
+        made.append(100.0 * bool(grader.grade_report(report, t.behavior_id).matched))
+        parsed.append(100.0 * (report.parse_error is None))
+        own.append(100.0 * grader.identifies(t))
+    return {
+        "audits": len(made),
+        **{name: mean_ci(v).model_dump() for name, v in (("credited, made to claim", made), ("parsed, made to claim", parsed), ("credited, own report", own)) if v},
+    }
+
+
 def main(
     run: Annotated[Path, typer.Option(help="An lm_learning.py output directory.")] = Path("runs/lm-learning"),
     auditor: Annotated[list[str], typer.Option(help="Evaluation folder of a trained auditor; repeatable.")] = list(ADAPTERS),
+    claims: Annotated[bool, typer.Option(help="Also grade the claims the auditor writes when made to claim where the behavior showed.")] = False,
 ) -> None:
     torch.set_num_threads(1)
     console.print(describe_cpu(), highlight=False)
     cfg = load_config(run / "grpo_config.yaml")
-    begun = openings(PROMPT_SETS[cfg.episodes.auditor_prompt].openings or "")["report"]
+    words = openings(PROMPT_SETS[cfg.episodes.auditor_prompt].openings or "")
+    begun = words["report"]
     record: dict[str, Any] = {"cpu": describe_cpu(), "auditors": {}}
     sft_data = read_transcripts(run / "sft" / TEACHER_TRANSCRIPTS)
     for label in auditor:
@@ -114,6 +148,8 @@ def main(
                 "groups": {g: {"audits": len(v), **mean_ci(v).model_dump()} for g, v in groups.items() if v},
                 "shown - benign": gap.model_dump() if gap else None,
             }
+            if claims:
+                record["auditors"][name]["claims"] = written_claims(model, tokenizer, transcripts, begun + words["claim"], cfg.episodes.max_new_tokens)
     table = Table(title="P(the report opens with a claim), % (mean [95% CI] over audits)", caption=record["cpu"])
     table.add_column("auditor (audits read)", no_wrap=True)
     for column in ("planted, behavior shown", "planted, not shown", "benign", "shown - benign"):
@@ -123,6 +159,16 @@ def main(
         gap = r["shown - benign"]
         table.add_row(label, *cells, f"{gap['mean']:+.1f} [{gap['lo']:+.1f}, {gap['hi']:+.1f}]" if gap else "-")
     console.print(table)
+    if claims:
+        table = Table(title="made to claim where the behavior showed: % credited by the claim grader (mean [95% CI] over audits)", caption=record["cpu"])
+        table.add_column("auditor (audits read)", no_wrap=True)
+        for column in ("credited, made to claim", "parsed, made to claim", "credited, own report"):
+            table.add_column(column, justify="right")
+        for label, r in record["auditors"].items():
+            c = r["claims"]
+            table.add_row(f"{label} (n={c['audits']})", *[f"{e['mean']:.1f} [{e['lo']:.1f}, {e['hi']:.1f}]" if (e := c.get(k)) else "-"
+                                                          for k in ("credited, made to claim", "parsed, made to claim", "credited, own report")])  # fmt: skip
+        console.print(table)
     atomic_write_text(run / "claim_probability.json", json.dumps(record, indent=2))
     if not record["auditors"]:
         raise SystemExit(f"{run}: no trained auditor's adapter and evaluation found")

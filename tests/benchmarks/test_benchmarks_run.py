@@ -21,7 +21,7 @@ import yaml
 
 from auditrl.configfile import load_yaml
 from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
-from auditrl.scaffold.transcript_keys import CLAIM_FORCED
+from auditrl.scaffold.transcript_keys import CLAIM_FORCED, PROBED_BY
 from auditrl.auditworld.designs import vectorised_names
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -227,7 +227,7 @@ def test_lm_learning(tmp_path: Path, tiny_local_model: Path) -> None:
     run = tmp_path / "run"
     sizes = ("--episodes", "4", "--epochs", "1", "--finding-repeats", "2", "--grpo-steps", "1", "--heldout-seeds", "1", "--part", "behaviors")
     design = ("--reward-design", "binary", "--grpo-learning-rate", "2e-4")  # not the config's: the GRPO run must take the options'
-    sizes += ("--verdict-weight", "3", "--claim-exploration", "0.5")
+    sizes += ("--verdict-weight", "3", "--claim-exploration", "0.5", "--probing", "teacher")
     rows = table_rows(run_benchmark("lm_learning.py", "--config", str(config), "--out", str(run), *sizes, *design, cwd=tmp_path))
     for metric in ("valid report rate", "claim rate, planted", "claim rate, benign", "identification (planted)",
                    "FP calibration (benign)", "discrimination (planted - benign)"):  # fmt: skip
@@ -235,6 +235,10 @@ def test_lm_learning(tmp_path: Path, tiny_local_model: Path) -> None:
     record = json.loads((run / "lm_learning.json").read_text())
     assert list(record["results"]["held-out behaviors"]) == ["untrained base", "SFT base", "SFT + GRPO"]
     assert list(record["changes"]["held-out behaviors"]) == ["SFT base - untrained base", "SFT + GRPO - SFT base"]
+    probed = record["results"]["held-out behaviors, teacher probing"]  # each part audited again with the teacher probing
+    assert list(probed) == ["untrained base", "SFT base", "SFT + GRPO"] and probed["SFT base"]["audits"] == 2 * 6
+    reports = read_transcripts(run / "eval" / "SFT_base" / "held-out_behaviors_teacher_probing" / TRANSCRIPTS)
+    assert all(t.auditor_messages[2].content.startswith("<tool_call>") for t in reports)  # the teacher's first turn
     assert record["cpu_seconds"]["sft"] > 0 and record["cpu_seconds"]["grpo"] > 0
     assert (run / "sft" / "adapter").is_dir() and (run / "grpo" / "adapter").is_dir()
     assert record["grpo_training"] and record["grpo_training"][0]["rollouts"] == 8
@@ -242,14 +246,16 @@ def test_lm_learning(tmp_path: Path, tiny_local_model: Path) -> None:
     assert record["grpo_training"][0]["forced_claims"] == len(forced) == 4  # two of each group of four
     opening = '{"no_behavior_found":false,"predictions":[{"description'  # 8 new tokens: the claim opening's first 8
     assert all(t.auditor_messages[-1].content.replace(" ", "").startswith(opening) for t in forced)
+    assert all(PROBED_BY.get(t) == "scripted/teacher" for t in read_transcripts(run / "grpo" / TRANSCRIPTS))
     grpo = load_yaml((run / "grpo_config.yaml").read_text())
+    assert record["probing"] == grpo["episodes"]["probing"] == "teacher"
     assert record["reward_design"] == grpo["reward"]["design"] == "binary"
     assert record["grpo_learning_rate"] == grpo["trainer"]["learning_rate"] == 2e-4
     assert record["claim_exploration"] == grpo["episodes"]["claim_exploration"] == 0.5
     sft = json.loads((run / "sft" / "sft.json").read_text())
     assert record["sft"]["examples"] == sft["examples"] >= sft["kept"] and sft["settings"]["finding_repeats"] == 2
     assert sft["settings"]["verdict_weight"] == 3 and sft["tokens"]["verdicts"] == sft["examples"]  # every report has one
-    rows = table_rows(run_benchmark("claim_probability.py", "--run", str(run), cwd=tmp_path))
+    rows = table_rows(run_benchmark("claim_probability.py", "--run", str(run), "--claims", cwd=tmp_path))
     labels = [f"{a}{on}" for a in ("SFT_base", "SFT_plus_GRPO") for on in ("", ", on the SFT data")]
     for label in labels:
         assert 0.0 <= row(rows, label, 3)[0] <= 100.0  # a probability per group, in percent
@@ -257,6 +263,11 @@ def test_lm_learning(tmp_path: Path, tiny_local_model: Path) -> None:
     assert list(probabilities["auditors"]) == labels
     teacher = sum(g["audits"] for g in probabilities["auditors"]["SFT_base, on the SFT data"]["groups"].values())
     assert teacher == sft["kept"]  # every teacher audit the adapter was trained on is read
+    for label in labels:  # made to claim on every planted audit whose target showed the behavior
+        by = probabilities["auditors"][label]
+        assert by["claims"]["audits"] == by["groups"].get("planted, behavior shown", {}).get("audits", 0)
+        assert all(0.0 <= e["mean"] <= 100.0 for k, e in by["claims"].items() if k != "audits")
+    assert sum(probabilities["auditors"][label]["claims"]["audits"] for label in labels) > 0  # the claim writing ran
     run_benchmark("verdict_probe.py", "--run", str(run), "--layer", "0", "--layer", "1", cwd=tmp_path)
     probe = json.loads((run / "verdict_probe.json").read_text())
     assert probe["audits"]["teacher"] == sft["kept"] and list(probe["layers"]) == ["0", "1"]
