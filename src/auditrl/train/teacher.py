@@ -153,7 +153,8 @@ class TeacherProbing:
             self.offset = keys[0]
         local = [k - self.offset for k in keys]
         probing = [i for i, k in enumerate(local) if self.teacher.live[k].phase != "report"]
-        report = [i for i in range(len(keys)) if i not in set(probing)]
+        probed = set(probing)
+        report = [i for i in range(len(keys)) if i not in probed]
         samples: list[Sample | None] = [None] * len(keys)
         if probing:
             written = self.teacher([local[i] for i in probing], [contexts[i] for i in probing])
