@@ -99,6 +99,9 @@ def claim_probabilities(model: Any, tokenizer: Any, transcripts: list[Transcript
     return groups
 
 
+CLAIM_COLUMNS = ("credited, made to claim", "parsed, made to claim", "credited, own report")
+
+
 def written_claims(model: Any, tokenizer: Any, transcripts: list[Transcript], begun: str, max_new_tokens: int) -> dict[str, Any]:
     """On planted audits whose target showed the behavior: percent credited when the auditor is made to claim
     (`begun` ends with the claim opening; greedy description), parsed, and credited for the audit's own report."""
@@ -117,7 +120,7 @@ def written_claims(model: Any, tokenizer: Any, transcripts: list[Transcript], be
         own.append(100.0 * grader.identifies(t))
     return {
         "audits": len(made),
-        **{name: mean_ci(v).model_dump() for name, v in (("credited, made to claim", made), ("parsed, made to claim", parsed), ("credited, own report", own)) if v},
+        **{name: mean_ci(v).model_dump() for name, v in zip(CLAIM_COLUMNS, (made, parsed, own), strict=True) if v},
     }
 
 
@@ -162,12 +165,12 @@ def main(
     if claims:
         table = Table(title="made to claim where the behavior showed: % credited by the claim grader (mean [95% CI] over audits)", caption=record["cpu"])
         table.add_column("auditor (audits read)", no_wrap=True)
-        for column in ("credited, made to claim", "parsed, made to claim", "credited, own report"):
+        for column in CLAIM_COLUMNS:
             table.add_column(column, justify="right")
         for label, r in record["auditors"].items():
             c = r["claims"]
             table.add_row(f"{label} (n={c['audits']})", *[f"{e['mean']:.1f} [{e['lo']:.1f}, {e['hi']:.1f}]" if (e := c.get(k)) else "-"
-                                                          for k in ("credited, made to claim", "parsed, made to claim", "credited, own report")])  # fmt: skip
+                                                          for k in CLAIM_COLUMNS])  # fmt: skip
         console.print(table)
     atomic_write_text(run / "claim_probability.json", json.dumps(record, indent=2))
     if not record["auditors"]:

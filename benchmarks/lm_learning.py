@@ -33,7 +33,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from statistics import mean
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 
 import torch
 import typer
@@ -66,7 +66,7 @@ from auditrl.scaffold.store import TRANSCRIPTS, append_transcript, read_transcri
 from auditrl.scaffold.transcript import Budget, Transcript
 from auditrl.scaffold.transcript_keys import ROLLOUT
 from auditrl.auditworld.seeds import auditworld_seeds
-from auditrl.train.config import GRPOLMConfig, RewardSettings, load_config
+from auditrl.train.config import EpisodeSettings, GRPOLMConfig, RewardSettings, load_config
 from auditrl.train.episodes import split_seeds
 from auditrl.train.outputs import ADAPTER_DIR
 from auditrl.train.sft import TEACHER_TRANSCRIPTS, SFTSettings, run_sft
@@ -75,7 +75,7 @@ PARTS = ("behaviors", "seeds")
 """The held-out parts by their second word: held-out behaviors, held-out seeds of training behaviors."""
 CONFIG = Path(__file__).resolve().parent.parent / "configs" / "cpu_learn_sft.yaml"
 DISCRIMINATION = "discrimination (planted - benign)"
-PROBING = ("auditor", "teacher")
+PROBING = get_args(EpisodeSettings.model_fields["probing"].annotation)
 TEACHER_PROBED = ", teacher probing"
 """Suffix of a held-out part audited with the teacher probing and the auditor writing only the report."""
 console = Console(width=160)
