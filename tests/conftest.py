@@ -14,10 +14,10 @@ def tiny_local_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-    from auditrl.models.local import smollm2_source
+    from auditrl.models.local import dense_source, smollm2_source
 
     source = smollm2_source()
-    tokenizer = AutoTokenizer.from_pretrained(source.location, gguf_file=source.gguf_file)
+    tokenizer = AutoTokenizer.from_pretrained(dense_source(source).location)
     torch.manual_seed(0)
     config = LlamaConfig(
         vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from inspect_ai.model import ChatMessageAssistant, ChatMessageSystem, ChatMessageUser, GenerateConfig, get_model
 from inspect_ai.tool import ToolInfo, ToolParams
@@ -108,3 +110,34 @@ def test_gguf_tokenizer_gets_the_files_end_and_pad_tokens() -> None:
         assert tokenizer.eos_token == tokenizer.pad_token == "<|im_end|>"
     finally:
         tokenizer.eos_token = tokenizer.pad_token = "<|im_end|>"
+
+
+@pytest.mark.slow
+def test_the_dense_conversion_matches_the_gguf_and_is_made_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+    import transformers
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf = local.smollm2_source()
+    dense = local.dense_source(gguf)
+    assert dense.gguf_file is None and Path(dense.location).parent == local.cache_root()
+    with monkeypatch.context() as patch:
+        patch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", lambda *a, **k: pytest.fail("converted twice"))
+        assert local.dense_source(gguf) == dense
+    chat = local.to_chat([*QUESTION, ChatMessageAssistant(content="Paris, ünïcode <|im_end|>")])
+    direct = AutoTokenizer.from_pretrained(gguf.location, gguf_file=gguf.gguf_file)
+    converted = AutoTokenizer.from_pretrained(dense.location)
+    assert converted.apply_chat_template(chat)["input_ids"] == direct.apply_chat_template(chat)["input_ids"]
+    assert converted.chat_template == direct.chat_template and converted.eos_token == converted.pad_token == "<|im_end|>"
+    want = AutoModelForCausalLM.from_pretrained(gguf.location, gguf_file=gguf.gguf_file, dtype=torch.float32).state_dict()
+    have = AutoModelForCausalLM.from_pretrained(dense.location, dtype=torch.float32).state_dict()
+    assert want.keys() == have.keys() and all(torch.equal(want[k], have[k]) for k in want)
+    assert local.dense_source(local.WeightsSource("some/hub-id")) == local.WeightsSource("some/hub-id")
+
+
+def test_the_cache_folder_follows_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv(local.CACHE_DIR_ENV, str(tmp_path / "mine"))
+    assert local.cache_root() == tmp_path / "mine"
+    monkeypatch.delenv(local.CACHE_DIR_ENV)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert local.cache_root() == tmp_path / "xdg" / "auditrl"

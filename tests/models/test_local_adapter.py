@@ -13,7 +13,7 @@ from peft import LoraConfig, get_peft_model
 from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
 import auditrl.models.local as local
-from auditrl.models.local import ADAPTER_CONFIG, adapter_base, load_local, smollm2_source
+from auditrl.models.local import ADAPTER_CONFIG, adapter_base, dense_source, load_local, smollm2_source
 from auditrl.train.config import PolicySettings
 from auditrl.train.outputs import finalize_adapter
 
@@ -23,7 +23,7 @@ def trained_adapter(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, tor
     """A one-layer base model directory and a LoRA adapter on it with nonzero weights; also the adapted logits."""
     root = tmp_path_factory.mktemp("adapter")
     source = smollm2_source()
-    tokenizer = AutoTokenizer.from_pretrained(source.location, gguf_file=source.gguf_file)
+    tokenizer = AutoTokenizer.from_pretrained(dense_source(source).location)
     torch.manual_seed(0)
     config = LlamaConfig(
         vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,

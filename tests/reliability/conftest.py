@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from transformers import AutoTokenizer
 
-from auditrl.models.local import smollm2_source
+from auditrl.models.local import dense_source, smollm2_source
 
 CHROMIUM_FLAGS = (
     "--headless",
@@ -37,7 +37,7 @@ def tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """SmolLM2's tokenizer saved once in plain form, for the tiny random-init policy."""
     source = smollm2_source()
     folder = tmp_path_factory.mktemp("smollm2-tokenizer")
-    AutoTokenizer.from_pretrained(source.location, gguf_file=source.gguf_file).save_pretrained(folder)
+    AutoTokenizer.from_pretrained(dense_source(source).location).save_pretrained(folder)
     return folder
 
 

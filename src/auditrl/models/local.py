@@ -18,8 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import hashlib
 import importlib.util
 import json
+import os
+import shutil
+import tempfile
 import threading
 import uuid
 from collections import OrderedDict
@@ -55,6 +59,8 @@ DEFAULT_MAX_TOKENS = 256
 PREFIX_CACHE_SIZE = 4
 ADAPTER_CONFIG = "adapter_config.json"
 BASE_MODEL_FIELD = "base_model_name_or_path"
+CACHE_DIR_ENV = "AUDITRL_CACHE_DIR"
+"""Where converted GGUF models are kept (default: `$XDG_CACHE_HOME/auditrl`, else `~/.cache/auditrl`)."""
 
 
 @dataclass(frozen=True)
@@ -201,6 +207,52 @@ def align_gguf_special_tokens(tokenizer: PreTrainedTokenizerBase, model: PreTrai
             setattr(tokenizer, f"{name}_token", tokenizer.convert_ids_to_tokens(wanted))
 
 
+def cache_root() -> Path:
+    """The folder converted models live in."""
+    if chosen := os.environ.get(CACHE_DIR_ENV):
+        return Path(chosen).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "auditrl"
+
+
+def dense_source(source: WeightsSource) -> WeightsSource:
+    """A GGUF source as a directory of dense float32 safetensors and its tokenizer, converted on first use.
+
+    Reading the GGUF file cost about 23 CPU s a load (transformers parses its tokenizer field by field and
+    de-quantises every tensor), reading the converted directory a fraction of a second, with the same logits and
+    token ids. The directory is keyed by the file and the transformers version that converts it, written under a
+    temporary name and renamed into place whole, so a crash or a second process converting at once never leaves a
+    half-written one. Other sources are returned unchanged.
+    """
+    if source.gguf_file is None:
+        return source
+    import torch
+    import transformers
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf = Path(source.location) / source.gguf_file
+    stat = gguf.stat()
+    stamp = f"{gguf.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{transformers.__version__}"
+    folder = cache_root() / f"{gguf.stem}-{hashlib.sha256(stamp.encode()).hexdigest()[:16]}"
+    if not folder.is_dir():
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        tokenizer = AutoTokenizer.from_pretrained(source.location, gguf_file=source.gguf_file)
+        model = AutoModelForCausalLM.from_pretrained(source.location, gguf_file=source.gguf_file, dtype=torch.float32)
+        align_gguf_special_tokens(tokenizer, model)
+        clear_quantizer(model)
+        staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
+        try:
+            model.save_pretrained(staging)
+            tokenizer.save_pretrained(staging)
+            try:
+                staging.rename(folder)
+            except OSError:
+                if not folder.is_dir():
+                    raise
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    return WeightsSource(str(folder))
+
+
 def _pick_device(device: str) -> torch.device:
     import torch
 
@@ -227,17 +279,12 @@ def load_local(name: str, device: str = "auto", dtype: str = "auto") -> LoadedMo
     key = (source, adapter, device, dtype)
     with _load_lock:
         if key not in _loaded:
-            kwargs: dict[str, Any] = {"gguf_file": source.gguf_file} if source.gguf_file else {}
-            tokenizer = AutoTokenizer.from_pretrained(source.location, **kwargs)
-            model = AutoModelForCausalLM.from_pretrained(
-                source.location, dtype=getattr(torch, dtype), **kwargs
-            )
-            if source.gguf_file:
-                align_gguf_special_tokens(tokenizer, model)
+            weights = dense_source(source)
+            tokenizer = AutoTokenizer.from_pretrained(weights.location)
+            model = AutoModelForCausalLM.from_pretrained(weights.location, dtype=getattr(torch, dtype))
             if adapter is not None:
                 from peft import PeftModel
 
-                clear_quantizer(model)
                 model = PeftModel.from_pretrained(model, adapter).merge_and_unload()
             torch_device = _pick_device(device)
             model.to(torch_device)

@@ -9,7 +9,7 @@ from typing import Any
 from peft import LoraConfig, PeftModel
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from auditrl.models.local import ADAPTER_CONFIG, adapter_base, align_gguf_special_tokens, clear_quantizer, resolve_source
+from auditrl.models.local import ADAPTER_CONFIG, WeightsSource, adapter_base, dense_source, resolve_source
 from auditrl.models.precision import on_gpu, resolve_dtype, torch_dtype
 from auditrl.train.config import LoraSettings, PolicySettings, chat_template_text
 
@@ -18,24 +18,20 @@ LORA_FIELDS = {"r": "r", "lora_alpha": "alpha", "lora_dropout": "dropout", "targ
 
 
 def load_policy(settings: PolicySettings) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """Load the auditor model in a trainable state (a GGUF file is dequantised; its quantizer flags cleared).
+    """Load the auditor model in a trainable state (a GGUF file is read from its dense conversion).
 
     With `init_adapter`, the model comes back as a PeftModel holding that adapter, trainable; otherwise the
     trainer adds a fresh adapter from `lora_config`.
     """
     source = resolve_source(settings.model)
-    gguf = settings.gguf_file or source.gguf_file
-    kwargs: dict[str, Any] = {"gguf_file": gguf} if gguf else {}
-    tokenizer = AutoTokenizer.from_pretrained(source.location, **kwargs)
-    model_kwargs = dict(kwargs)
+    weights = dense_source(WeightsSource(source.location, settings.gguf_file or source.gguf_file))
+    tokenizer = AutoTokenizer.from_pretrained(weights.location)
+    model_kwargs: dict[str, Any] = {}
     if settings.attn_implementation:
         model_kwargs["attn_implementation"] = settings.attn_implementation
     if settings.init_adapter is not None:
         check_init_adapter(settings)
-    model = AutoModelForCausalLM.from_pretrained(source.location, dtype=torch_dtype(settings.dtype), **model_kwargs)
-    clear_quantizer(model)
-    if gguf:
-        align_gguf_special_tokens(tokenizer, model)
+    model = AutoModelForCausalLM.from_pretrained(weights.location, dtype=torch_dtype(settings.dtype), **model_kwargs)
     if settings.chat_template is not None:
         tokenizer.chat_template = chat_template_text(settings.chat_template)
     if tokenizer.chat_template is None:
