@@ -13,19 +13,22 @@ claims more often where the behavior showed than on benign targets; the gap is r
 
 With `--claims`, also whether the auditor can write a finding once it claims: on each planted audit whose target
 showed the behavior, its report is begun with the prompt set's claim opening (the verdict `false` and the keys up to
-the description), it writes the description greedily (at most `episodes.max_new_tokens` tokens), and the claim
-grader the reward uses (auditrl.judges.claim_grader) decides whether the report describes the planted behavior.
-Beside it, the same grader on the audit's own report. A claim that is credited when made is what claim exploration
+the description), it writes the description (greedily by default; `--temperature T --samples N` samples N
+descriptions at temperature T, as GRPO's rollouts would; at most `--max-new-tokens`, default `episodes.max_new_tokens`),
+and the claim grader the reward uses (auditrl.judges.claim_grader) decides whether the report describes the planted
+behavior. Beside it, the same grader on the audit's own report. A claim that is credited when made is what claim exploration
 needs GRPO to sample; a low rate here bounds what a run can pay for. Prints the CPU; writes
 `<run>/claim_probability.json`.
 
-    OMP_NUM_THREADS=1 python benchmarks/claim_probability.py --run runs/lm-learning [--auditor SFT_base] [--claims]
+    OMP_NUM_THREADS=1 python benchmarks/claim_probability.py --run runs/lm-learning [--auditor SFT_base] [--claims [--temperature 0.7 --samples 2 --max-new-tokens 128]]
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from statistics import mean
 from typing import Annotated, Any
 
 import torch
@@ -99,24 +102,46 @@ def claim_probabilities(model: Any, tokenizer: Any, transcripts: list[Transcript
     return groups
 
 
+@dataclass(frozen=True)
+class ClaimSampling:
+    """How a made claim's description is written: greedily (temperature 0) or `samples` draws at `temperature`."""
+
+    max_new_tokens: int
+    temperature: float = 0.0
+    samples: int = 1
+    seed: int = 0
+
+    def descriptions(self, model: Any, tokenizer: Any, ids: torch.Tensor) -> list[str]:
+        torch.manual_seed(self.seed)
+        if self.temperature > 0:
+            options: dict[str, Any] = {"do_sample": True, "temperature": self.temperature, "top_k": 0, "top_p": 1.0}
+            ids = ids.repeat(self.samples, 1)
+        else:
+            options = {"do_sample": False}
+        with torch.no_grad():
+            out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=self.max_new_tokens,
+                                 pad_token_id=tokenizer.pad_token_id, **options)  # fmt: skip
+        return [tokenizer.decode(row[ids.shape[1] :], skip_special_tokens=True) for row in out]
+
+
 CLAIM_COLUMNS = ("credited, made to claim", "parsed, made to claim", "credited, own report")
 
 
-def written_claims(model: Any, tokenizer: Any, transcripts: list[Transcript], begun: str, max_new_tokens: int) -> dict[str, Any]:
+def written_claims(
+    model: Any, tokenizer: Any, transcripts: list[Transcript], begun: str, sampling: ClaimSampling
+) -> dict[str, Any]:
     """On planted audits whose target showed the behavior: percent credited when the auditor is made to claim
-    (`begun` ends with the claim opening; greedy description), parsed, and credited for the audit's own report."""
+    (`begun` ends with the claim opening), parsed, and credited for the audit's own report. With sampling, each
+    audit's samples are averaged into one unit, so the interval stays one over audits."""
     grader = default_grader()
     made, parsed, own = [], [], []
     for t in transcripts:
         if not readable(t) or t.benign or t.behavior_id is None or not shown(t):
             continue
         ids = report_prompt_ids(tokenizer, t, begun)
-        with torch.no_grad():
-            out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens, do_sample=False,
-                                 pad_token_id=tokenizer.pad_token_id)  # fmt: skip
-        report = parse_report(begun + tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True))
-        made.append(100.0 * bool(grader.grade_report(report, t.behavior_id).matched))
-        parsed.append(100.0 * (report.parse_error is None))
+        reports = [parse_report(begun + text) for text in sampling.descriptions(model, tokenizer, ids)]
+        made.append(100.0 * mean(bool(grader.grade_report(r, t.behavior_id).matched) for r in reports))
+        parsed.append(100.0 * mean(r.parse_error is None for r in reports))
         own.append(100.0 * grader.identifies(t))
     return {
         "audits": len(made),
@@ -128,13 +153,17 @@ def main(
     run: Annotated[Path, typer.Option(help="An lm_learning.py output directory.")] = Path("runs/lm-learning"),
     auditor: Annotated[list[str], typer.Option(help="Evaluation folder of a trained auditor; repeatable.")] = list(ADAPTERS),
     claims: Annotated[bool, typer.Option(help="Also grade the claims the auditor writes when made to claim where the behavior showed.")] = False,
+    temperature: Annotated[float, typer.Option(min=0.0, help="Sampling temperature of made claims' descriptions; 0 = greedy.")] = 0.0,
+    samples: Annotated[int, typer.Option(min=1, help="Descriptions sampled per audit when --temperature > 0.")] = 1,
+    max_new_tokens: Annotated[int | None, typer.Option(min=1, help="Token budget of a made claim's description; default episodes.max_new_tokens.")] = None,
 ) -> None:
     torch.set_num_threads(1)
     console.print(describe_cpu(), highlight=False)
     cfg = load_config(run / "grpo_config.yaml")
     words = openings(PROMPT_SETS[cfg.episodes.auditor_prompt].openings or "")
     begun = words["report"]
-    record: dict[str, Any] = {"cpu": describe_cpu(), "auditors": {}}
+    sampling = ClaimSampling(max_new_tokens or cfg.episodes.max_new_tokens, temperature, samples if temperature > 0 else 1)
+    record: dict[str, Any] = {"cpu": describe_cpu(), "claim_sampling": asdict(sampling), "auditors": {}}
     sft_data = read_transcripts(run / "sft" / TEACHER_TRANSCRIPTS)
     for label in auditor:
         adapter = run / ADAPTERS[label] / ADAPTER_DIR
@@ -152,7 +181,7 @@ def main(
                 "shown - benign": gap.model_dump() if gap else None,
             }
             if claims:
-                record["auditors"][name]["claims"] = written_claims(model, tokenizer, transcripts, begun + words["claim"], cfg.episodes.max_new_tokens)
+                record["auditors"][name]["claims"] = written_claims(model, tokenizer, transcripts, begun + words["claim"], sampling)
     table = Table(title="P(the report opens with a claim), % (mean [95% CI] over audits)", caption=record["cpu"])
     table.add_column("auditor (audits read)", no_wrap=True)
     for column in ("planted, behavior shown", "planted, not shown", "benign", "shown - benign"):
@@ -163,7 +192,9 @@ def main(
         table.add_row(label, *cells, f"{gap['mean']:+.1f} [{gap['lo']:+.1f}, {gap['hi']:+.1f}]" if gap else "-")
     console.print(table)
     if claims:
-        table = Table(title="made to claim where the behavior showed: % credited by the claim grader (mean [95% CI] over audits)", caption=record["cpu"])
+        how = f"{sampling.samples} sampled at temperature {sampling.temperature}" if sampling.temperature else "greedy"
+        title = f"made to claim where the behavior showed ({how}, at most {sampling.max_new_tokens} tokens): % credited by the claim grader (mean [95% CI] over audits)"
+        table = Table(title=title, caption=record["cpu"])
         table.add_column("auditor (audits read)", no_wrap=True)
         for column in CLAIM_COLUMNS:
             table.add_column(column, justify="right")

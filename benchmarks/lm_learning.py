@@ -106,6 +106,7 @@ async def audit_all(
     target = resolve_model(f"sim/{family}")
     settings = cfg.episodes
     config = GenerateConfig(temperature=settings.temperature, top_p=settings.top_p, max_tokens=settings.max_new_tokens)
+    report_config = config.merge(GenerateConfig(max_tokens=settings.report_tokens))
     done = {(t.behavior_id, t.seed_id, t.metadata.get(ROLLOUT)) for t in read_transcripts(out)} if out.exists() else set()
     for benign in (False, True):
         for behavior, seed, rollout in audits:
@@ -117,7 +118,7 @@ async def audit_all(
                 budget=Budget(max_turns=settings.max_turns), auditor_model=spec, target_model=f"sim/{family}",
                 target_family=family, tool_protocol="text", auditor_prompt=settings.auditor_prompt,
             )  # fmt: skip
-            transcript = await run_audit(audit_spec, auditor, target, auditor_config=config, prober=prober)
+            transcript = await run_audit(audit_spec, auditor, target, auditor_config=config, prober=prober, report_config=report_config)
             ROLLOUT.set(transcript, rollout)
             append_transcript(out, transcript)
     return read_transcripts(out)

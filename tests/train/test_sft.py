@@ -213,18 +213,21 @@ def test_the_verdict_weight_counts_the_verdict_token_that_many_times_and_nothing
     assert weighted.item() == pytest.approx((per_token.sum() + 4.0 * verdicts).item() / 6, rel=1e-5)
 
 
-def test_a_turn_is_cut_at_max_new_tokens_as_a_rollout_would_be(teacher_batch: Any) -> None:
+def test_a_turn_is_cut_at_its_budget_as_a_rollout_would_be(teacher_batch: Any) -> None:
     cfg, behaviors, seeds, rows, segments, _ = teacher_batch
     factory = AuditEpisodeFactory(cfg.episodes, behaviors, seeds, "t")
-    turns = TeacherTurns(None, "scripted/teacher", factory, segments, max_new_tokens=5)  # type: ignore[arg-type]
+    turns = TeacherTurns(None, "scripted/teacher", factory, segments, max_new_tokens=5, max_report_tokens=9)  # type: ignore[arg-type]
     try:
-        turns.factory(rows[0])
+        episode = turns.factory(rows[0])
         short, long = turns._sample(0, "Hi"), turns._sample(0, "word " * 40)
+        episode.phase = "report"
+        report = turns._sample(0, "word " * 40)
     finally:
         turns.close()
     assert short.ids[-1] == segments.tokenizer.eos_token_id and len(short.ids) == len(segments.encode("Hi")) + 1
     assert len(long.ids) == 5 and segments.tokenizer.eos_token_id not in long.ids
-    assert turns.live[0].transcript.metadata[TEACHER_TURNS_CUT] == 1
+    assert len(report.ids) == 9  # the report turn has its own, longer budget
+    assert turns.live[0].transcript.metadata[TEACHER_TURNS_CUT] == 2
 
 
 def test_a_failed_teacher_audit_is_recorded_and_never_trained_on(teacher_batch: Any, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -25,15 +25,17 @@ async def run_audit(
     attempts: int = 3,
     episode_type: type[AuditEpisode] = AuditEpisode,
     prober: tuple[str, Model] | None = None,
+    report_config: GenerateConfig | None = None,
 ) -> Transcript:
     """Run one audit to the end (report included); a model call that fails within its limits ends it as "error".
 
     `attempts` and the models' call limits bound each call (see `auditrl.models.retries.call_model`);
     `episode_type` picks the scaffold (Petri's six tools by default; see `scaffold.transfer`); `prober`
-    (spec, model) writes every turn before the report, the auditor only the report.
+    (spec, model) writes every turn before the report, the auditor only the report; `report_config` is the
+    report turn's own config (a longer token budget), `auditor_config` elsewhere.
     """
     episode = episode_type(spec, target, target_config=target_config, target_attempts=attempts)
-    return await drive(episode, auditor, auditor_config or GenerateConfig(), attempts, prober)
+    return await drive(episode, auditor, auditor_config or GenerateConfig(), attempts, prober, report_config)
 
 
 async def drive(
@@ -42,6 +44,7 @@ async def drive(
     config: GenerateConfig,
     attempts: int = 3,
     prober: tuple[str, Model] | None = None,
+    report_config: GenerateConfig | None = None,
 ) -> Transcript:
     """Generate the auditor's turns until `episode` is done (it may start mid-audit, e.g. restored from a crux);
     with a `prober` (spec, model), it writes the turns before the report and the auditor the report alone."""
@@ -53,11 +56,12 @@ async def drive(
             )
     while not episode.done:
         speaker, model = prober if prober and episode.phase != "report" else (episode.spec.auditor_model, auditor)
-        messages, turn_config, opening = episode.auditor_messages(), config, episode.opening
+        own = report_config if report_config is not None and episode.phase == "report" else config
+        messages, turn_config, opening = episode.auditor_messages(), own, episode.opening
         if opening is not None:
             messages.append(ChatMessageAssistant(content=opening))
             if body := continue_body(speaker):
-                turn_config = config.merge(GenerateConfig(extra_body={**(config.extra_body or {}), **body}))
+                turn_config = own.merge(GenerateConfig(extra_body={**(own.extra_body or {}), **body}))
         try:
             output = await call_model(
                 model,

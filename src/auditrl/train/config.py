@@ -122,6 +122,13 @@ class EpisodeSettings(ConfigModel):
     )
     max_turns: int = Field(default=15, ge=1, description="Auditor turn budget (the paper trained with 15).")
     max_new_tokens: int = Field(default=512, ge=1, description="Sampled tokens per auditor turn.")
+    max_report_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        description="Sampled tokens of the report turn; None = max_new_tokens. A claim that names where the target "
+        "showed the behavior and quotes it runs longer than a probing message: a report cut inside its JSON does "
+        "not parse and earns no credit.",
+    )
     max_completion_tokens: int = Field(
         default=8192, ge=1, description="Cap on a whole rollout (sampled + environment tokens); an episode over it stops."
     )
@@ -166,6 +173,20 @@ class EpisodeSettings(ConfigModel):
         description="Auditor prompt set (auditrl.scaffold.prompt_sets.PROMPT_SETS): `full` for capable models, "
         "`compact` (a few hundred tokens) for small-context models, whose every training sequence re-reads it.",
     )
+
+    @property
+    def report_tokens(self) -> int:
+        """The report turn's token budget."""
+        return self.max_report_tokens or self.max_new_tokens
+
+    @property
+    def longest_turn(self) -> int:
+        """The most tokens any one auditor turn may sample: what a generation backend is configured with."""
+        return max(self.max_new_tokens, self.report_tokens)
+
+    def turn_tokens(self, phase: str) -> int:
+        """Token budget of a turn in the episode's `phase` (`report` or an audit turn)."""
+        return self.report_tokens if phase == "report" else self.max_new_tokens
 
     @field_validator("target_model_args")
     @classmethod

@@ -70,7 +70,7 @@ def grpo_arguments(cfg: GRPOLMConfig, run_dir: Path, world_size: int) -> GRPOCon
         "num_generations": cfg.data.group_size,
         "gradient_accumulation_steps": accumulation,
         "steps_per_generation": accumulation,
-        "max_completion_length": cfg.episodes.max_new_tokens,
+        "max_completion_length": cfg.episodes.longest_turn,
         "temperature": cfg.episodes.temperature,
         "top_p": cfg.episodes.top_p,
         # explicit, so vLLM samples as the HF turns do (auditrl.train.hf_generator.NEUTRAL_SAMPLING)

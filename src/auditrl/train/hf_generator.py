@@ -80,7 +80,7 @@ def turn_generation_config(settings: EpisodeSettings, pad_id: int, eos_ids: set[
         do_sample=True,
         temperature=settings.temperature,
         top_p=settings.top_p,
-        max_new_tokens=settings.max_new_tokens,
+        max_new_tokens=settings.longest_turn,
         pad_token_id=pad_id,
         eos_token_id=sorted(eos_ids),
         output_logits=True,

@@ -117,7 +117,7 @@ def plan_table(cfg: GRPOLMConfig, launch: Launch) -> Plan:
     layout = batch_layout(cfg, launch.processes)
     ep, t = cfg.episodes, cfg.trainer
     per_rank = layout.rollouts_per_rank
-    sampled = min(ep.max_turns * ep.max_new_tokens, ep.max_completion_tokens)
+    sampled = min(ep.max_turns * ep.max_new_tokens + ep.report_tokens, ep.max_completion_tokens)
     table = Table(title=f"{cfg.name}: {launch.processes} process(es) ({launch.source}, {launch.distributed_type})")
     plan = Plan(table)
     table.add_column("per rank", style="bold")
@@ -135,7 +135,7 @@ def plan_table(cfg: GRPOLMConfig, launch: Launch) -> Plan:
     else:
         generation = f"1 colocated vLLM call per turn over <= {per_rank} live rollouts (padded to the ranks' largest)"
     table.add_row("generation calls", f"{generation}; <= {ep.max_turns} turns")
-    table.add_row("sampled tokens per step", f"<= {per_rank * sampled:,} ({per_rank} x min(turns x new tokens, cap))")
+    table.add_row("sampled tokens per step", f"<= {per_rank * sampled:,} ({per_rank} x min(turns x new tokens + report tokens, cap))")
     if uses_snapshot(cfg):
         references = math.ceil(per_rank / cfg.data.group_size)
         table.add_row(

@@ -198,8 +198,13 @@ async def run_rollouts(
     auditor_name: str,
     claim_tokens: tuple[frozenset[int], ...] = (),
     claims_per_group: int = 0,
+    turn_tokens: Callable[[str], int] | None = None,
 ) -> RolloutBatch:
     """Run one rollout per row (rows already repeated per group) to the end, one batched turn at a time.
+
+    `turn_tokens` gives the token budget of a turn by its episode's phase (EpisodeSettings.turn_tokens): a backend
+    samples a batch up to the longest budget, and a longer sample is cut at its own turn's, as if it had stopped
+    there (sampling is left to right, so the kept tokens and their logprobs are unchanged).
 
     Claim exploration: in the first `claims_per_group` rollouts of each group, the report turn's first tokens
     are sampled within `claim_tokens`, position by position (a claim's verdict word and keys)."""
@@ -230,6 +235,8 @@ async def run_rollouts(
                 CLAIM_FORCED.set(state.episode.transcript, True)
         keys, contexts = [s.rollout_index for s in live], [s.context for s in live]
         samples = generate(keys, contexts, first) if any(first) else generate(keys, contexts)
+        if turn_tokens is not None:
+            samples = [_cut(sample, turn_tokens(s.episode.phase)) for s, sample in zip(live, samples, strict=True)]
         outputs = [
             ChatMessageAssistant(
                 content=opening + segments.tokenizer.decode(sample.ids, skip_special_tokens=True), model=auditor_name
@@ -259,6 +266,10 @@ async def run_rollouts(
         group_index=[s.group_index for s in states],
         rollout_index=[s.rollout_index for s in states],
     )
+
+
+def _cut(sample: Sample, limit: int) -> Sample:
+    return sample if len(sample.ids) <= limit else Sample(sample.ids[:limit], sample.logprobs[:limit])
 
 
 def _append_opening(state: RolloutState, opening: str, segments: ChatSegments) -> None:

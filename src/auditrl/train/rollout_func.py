@@ -100,6 +100,7 @@ class AuditRolloutFunc:
                 auditor_name=self.auditor_name,
                 claim_tokens=self.claim_tokens,
                 claims_per_group=self.claims_per_group,
+                turn_tokens=self.settings.turn_tokens,
             )
         )
         if self.probing is not None:
@@ -133,6 +134,7 @@ class AuditRolloutFunc:
                     first_index=0,
                     max_completion_tokens=self.settings.max_completion_tokens,
                     auditor_name=f"{self.auditor_name}@step{self.snapshot.step}",
+                    turn_tokens=self.settings.turn_tokens,
                 )
             )
         if self.probing is not None:

@@ -4,7 +4,7 @@ The teacher (any model string: `scripted/teacher` offline, an API auditor on a r
 auditor's turns inside the same rollout loop GRPO uses (`auditrl.train.rollout.run_rollouts`): same
 episodes, same chat template, same prompt set, and the scaffold's begun words of each turn in context
 with mask 0. Each turn's text is tokenized by the student's tokenizer and cut where a rollout would
-cut it: at `max_new_tokens` (no end-of-turn token then), otherwise closed by the end-of-turn token the
+cut it: at the turn's budget, `max_new_tokens` or the report's `max_report_tokens` (no end-of-turn token then), otherwise closed by the end-of-turn token the
 student must learn to emit. What a student is fine-tuned on is therefore a sequence its own rollouts
 can produce, token for token, and its environment tokens are the ones GRPO masks.
 """
@@ -62,6 +62,7 @@ class TeacherTurns:
     max_new_tokens: int
     attempts: int = 3
     limits: CallLimits = field(default_factory=CallLimits)
+    max_report_tokens: int | None = None
     live: list[Episode] = field(default_factory=list)
     failed: dict[int, str] = field(default_factory=dict)
     loop: _LoopThread = field(default_factory=_LoopThread)
@@ -91,7 +92,7 @@ class TeacherTurns:
     async def _turn(self, key: int) -> str:
         """The teacher's continuation of the episode's begun turn (its whole turn when nothing is begun)."""
         episode = self.live[key]
-        messages, config = episode.auditor_messages(), self.limits.generate_config(max_tokens=self.max_new_tokens)
+        messages, config = episode.auditor_messages(), self.limits.generate_config(max_tokens=self._budget(key))
         opening = episode.opening
         if opening is not None:
             messages.append(ChatMessageAssistant(content=opening))
@@ -107,12 +108,18 @@ class TeacherTurns:
             text = text[len(opening) :]
         return text
 
+    def _budget(self, key: int) -> int:
+        """The turn's token budget: the report's when the episode is at its report."""
+        if self.max_report_tokens is not None and self.live[key].phase == "report":
+            return self.max_report_tokens
+        return self.max_new_tokens
+
     def _sample(self, key: int, text: str) -> Sample:
-        ids = self.segments.encode(text)
-        if len(ids) >= self.max_new_tokens:
+        ids, budget = self.segments.encode(text), self._budget(key)
+        if len(ids) >= budget:
             transcript = self.live[key].transcript
             TEACHER_TURNS_CUT.set(transcript, (TEACHER_TURNS_CUT.get(transcript) or 0) + 1)
-            ids = ids[: self.max_new_tokens]
+            ids = ids[:budget]
         else:
             ids = ids + sorted(self.segments.eos_ids)[:1]
         return Sample(ids, [0.0] * len(ids))
@@ -181,7 +188,9 @@ class TeacherProbing:
 def teacher_probing(settings: EpisodeSettings, policy: TurnGenerator, episodes: AuditEpisodeFactory, segments: ChatSegments) -> TeacherProbing:
     """`settings.probing_teacher` probing for `policy`'s reports."""
     spec = settings.probing_teacher
-    return TeacherProbing(policy, TeacherTurns(resolve_model(spec), spec, episodes, segments, settings.max_new_tokens))
+    return TeacherProbing(policy, TeacherTurns(
+        resolve_model(spec), spec, episodes, segments, settings.max_new_tokens, max_report_tokens=settings.max_report_tokens
+    ))
 
 
 def teacher_rollouts(
@@ -198,7 +207,8 @@ def teacher_rollouts(
     """One teacher audit per row, as rollout token sequences; a teacher call that failed marks its transcript an error."""
     factory = AuditEpisodeFactory(cfg.episodes, behaviors, seeds, teacher)
     turns = TeacherTurns(
-        resolve_model(teacher), teacher, factory, segments, cfg.episodes.max_new_tokens, attempts, limits or CallLimits()
+        resolve_model(teacher), teacher, factory, segments, cfg.episodes.max_new_tokens, attempts, limits or CallLimits(),
+        cfg.episodes.max_report_tokens,
     )
     try:
         batch = asyncio.run(
