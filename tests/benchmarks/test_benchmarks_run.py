@@ -220,7 +220,7 @@ def test_lm_learning(tmp_path: Path, tiny_local_model: Path) -> None:
     raw = load_yaml((ROOT / "configs" / "cpu_learn_sft.yaml").read_text())
     raw["policy"].update(model=str(tiny_local_model), dtype="float32", lora={**raw["policy"]["lora"], "last_layers": 1})
     raw["policy"].pop("init_adapter")
-    raw["episodes"]["max_new_tokens"] = 8
+    raw["episodes"].update(max_new_tokens=8, max_report_tokens=12)
     raw["trainer"]["report_to"] = []
     config = tmp_path / "tiny_sft.yaml"
     config.write_text(yaml.safe_dump(raw))
