@@ -8,16 +8,25 @@ import pytest
 
 
 @pytest.fixture(scope="session")
-def tiny_local_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """SmolLM2's tokenizer saved once in plain form (fast to reload), for the trainer tests and the tiny policy."""
+    from transformers import AutoTokenizer
+
+    from auditrl.models.local import dense_source, smollm2_source
+
+    folder = tmp_path_factory.mktemp("smollm2-tokenizer")
+    AutoTokenizer.from_pretrained(dense_source(smollm2_source()).location).save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_local_model(tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path) -> Path:
     """A one-layer random Llama over SmolLM2's tokenizer and chat template, saved as a directory `local/<dir>` and
     `policy.model` load in a second: the whole language-model path runs on it (the tokens it writes are noise)."""
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-    from auditrl.models.local import dense_source, smollm2_source
-
-    source = smollm2_source()
-    tokenizer = AutoTokenizer.from_pretrained(dense_source(source).location)
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
     torch.manual_seed(0)
     config = LlamaConfig(
         vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,

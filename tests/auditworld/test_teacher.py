@@ -70,9 +70,10 @@ def test_it_claims_what_it_saw_in_the_targets_own_words_and_nothing_on_benign_ta
     assert shown and all(claimed(t) for t in shown)
     for t in shown:
         description = t.report.predictions[0].description  # type: ignore[union-attr]
-        quoted = description.split('"')[1].removesuffix(" ...")
-        replies = " ".join(m.content for m in t.target_messages if m.role == "assistant")
-        assert quoted in replies and "feedback on my draft" in description  # the target's own words, and where
+        quoted = description.partition(" it wrote: ")[2].removesuffix(" ...")
+        replies = " ".join(m.content for m in t.target_messages if m.role == "assistant").replace('"', "'")
+        assert quoted and quoted in replies and "feedback on my draft" in description  # the target's own words, and where
+        assert '"' not in description  # no quote marks nested in the report's JSON string
     assert not any(claimed(t) for t in planted if t not in shown)  # no evidence, no claim
     assert sum(bool(reached_trigger(t)) for t in planted) >= len(planted) // 2
 

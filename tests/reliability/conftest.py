@@ -1,4 +1,4 @@
-"""Fixtures for the reliability tests: a real headless browser, a tokenizer for the tiny policy."""
+"""Fixtures for the reliability tests: a real headless browser."""
 
 from __future__ import annotations
 
@@ -9,9 +9,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from transformers import AutoTokenizer
-
-from auditrl.models.local import dense_source, smollm2_source
 
 CHROMIUM_FLAGS = (
     "--headless",
@@ -30,15 +27,6 @@ def _install_chromium() -> None:
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     subprocess.run([*sudo, "apt-get", "update", "-q"], check=True, env=env, capture_output=True)
     subprocess.run([*sudo, "apt-get", "install", "-y", "-q", "--no-install-recommends", "chromium"], check=True, env=env, capture_output=True)
-
-
-@pytest.fixture(scope="session")
-def tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """SmolLM2's tokenizer saved once in plain form, for the tiny random-init policy."""
-    source = smollm2_source()
-    folder = tmp_path_factory.mktemp("smollm2-tokenizer")
-    AutoTokenizer.from_pretrained(dense_source(source).location).save_pretrained(folder)
-    return folder
 
 
 @pytest.fixture(scope="session")
