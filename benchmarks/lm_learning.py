@@ -20,7 +20,10 @@ and with the teacher probing ("<part>, teacher probing"), which measures the rep
 Also the GRPO run's training reward and claim rates by third of the run. Prints the CPU (its bf16 support
 decides the dtype) and CPU seconds of each phase; writes `<out>/lm_learning.json`, the SFT run under
 `<out>/sft`, the GRPO run under `<out>/grpo` and the evaluation transcripts under `<out>/eval/<auditor>/`.
-Rerunning on the same `--out` resumes: finished audits are kept, GRPO resumes from its last checkpoint.
+Rerunning on the same `--out` resumes: finished audits are kept, GRPO resumes from its last checkpoint. `--auditor`
+evaluates some of the three auditors only (and runs only the stages they need), so that separate processes can share
+the work on a machine's cores; a last call with all three (and `--skip-sft`) finds everything on disk and prints the
+tables with every change.
 
     OMP_NUM_THREADS=1 python benchmarks/lm_learning.py [--episodes 256 --epochs 3 --finding-repeats 4 --verdict-weight 1] [--grpo-steps 40 --grpo-learning-rate 1e-3] [--reward-design binary] [--probing teacher] [--part behaviors]
 """
@@ -69,8 +72,11 @@ from auditrl.auditworld.seeds import auditworld_seeds
 from auditrl.train.config import EpisodeSettings, GRPOLMConfig, RewardSettings, load_config
 from auditrl.train.episodes import split_seeds
 from auditrl.train.outputs import ADAPTER_DIR
+from auditrl.train.sft import RECORD_FILE as SFT_RECORD
 from auditrl.train.sft import TEACHER_TRANSCRIPTS, SFTSettings, run_sft
 
+AUDITORS = ("untrained base", "SFT base", "SFT + GRPO")
+"""The auditors the benchmark evaluates, in order; each change is from the one before it."""
 PARTS = ("behaviors", "seeds")
 """The held-out parts by their second word: held-out behaviors, held-out seeds of training behaviors."""
 CONFIG = Path(__file__).resolve().parent.parent / "configs" / "cpu_learn_sft.yaml"
@@ -250,11 +256,17 @@ def main(
     part: Annotated[
         list[str], typer.Option(help="Held-out part to audit: `behaviors`, `seeds` (of training behaviors); repeatable.")
     ] = list(PARTS),
+    auditor: Annotated[
+        list[str], typer.Option(help="Auditor to evaluate: `untrained base`, `SFT base`, `SFT + GRPO`; repeatable. SFT runs only for the "
+                                     "last two, GRPO only for the last.")
+    ] = list(AUDITORS),
 ) -> None:
     if probing not in PROBING:
         raise typer.BadParameter(f"{probing!r}: choose from {', '.join(PROBING)}", param_hint="--probing")
     if unknown := set(part) - set(PARTS):
         raise typer.BadParameter(f"unknown part(s) {sorted(unknown)}; choose from {', '.join(PARTS)}", param_hint="--part")
+    if unknown := set(auditor) - set(AUDITORS):
+        raise typer.BadParameter(f"unknown auditor(s) {sorted(unknown)}; choose from {', '.join(AUDITORS)}", param_hint="--auditor")
     torch.set_num_threads(1)
     torch.manual_seed(0)
     console.print(describe_cpu(), highlight=False)
@@ -273,17 +285,21 @@ def main(
         "grpo_learning_rate": lr, "claim_exploration": claim_exploration, "probing": probing, "cpu_seconds": {},
     }  # fmt: skip
     sft_dir = out / "sft"
-    if not skip_sft:
-        started = time.process_time()
-        sft = run_sft(cfg, SFTSettings(
+    if not skip_sft and {"SFT base", "SFT + GRPO"} & set(auditor):
+        run_sft(cfg, SFTSettings(
             episodes=episodes, epochs=epochs, learning_rate=learning_rate, finding_repeats=finding_repeats, verdict_weight=verdict_weight
         ), sft_dir)
-        record["cpu_seconds"]["sft"] = time.process_time() - started
+    if (sft_dir / SFT_RECORD).exists():  # this call's SFT run or an earlier call's
+        sft = json.loads((sft_dir / SFT_RECORD).read_text(encoding="utf-8"))
+        record["cpu_seconds"]["sft"] = sft["cpu_seconds"]["total"]
         record["sft"] = {"kept": sft["kept"], "examples": sft["examples"], "teacher": sft["teacher"], "loss": [sft["loss"][0]["loss"], sft["loss"][-1]["loss"]]}
         console.print(f"SFT: {sft['kept']} teacher audits ({sft['examples']} examples), loss {sft['loss'][0]['loss']:.3f} -> {sft['loss'][-1]['loss']:.3f}, "
                       f"{record['cpu_seconds']['sft']:.0f} CPU s; teacher: {json.dumps(sft['teacher'])}", highlight=False)  # fmt: skip
     if cfg.reward.judge == "sim":
-        record["reward_check"] = reward_check(cfg, sft_dir / TEACHER_TRANSCRIPTS)
+        if (sft_dir / TEACHER_TRANSCRIPTS).exists():
+            record["reward_check"] = reward_check(cfg, sft_dir / TEACHER_TRANSCRIPTS)
+        else:
+            console.print(f"reward check: no teacher audits in {sft_dir / TEACHER_TRANSCRIPTS} yet (SFT writes them)", highlight=False)
     parts = held_out_audits(cfg, heldout_seeds, training_seeds, rollouts, part)
     if probing == "teacher":
         parts |= {f"{name}{TEACHER_PROBED}": audits for name, audits in parts.items()}
@@ -308,9 +324,11 @@ def main(
             console.print(f"{label}, {part_name}: {len(transcripts)} audits, {time.process_time() - started:.0f} CPU s", highlight=False)
             atomic_write_text(out / "lm_learning.json", json.dumps(record, indent=2))
 
-    evaluate("untrained base", f"local/{cfg.policy.model}")
-    evaluate("SFT base", f"local/{sft_dir / ADAPTER_DIR}")
-    if steps > 0:
+    if "untrained base" in auditor:
+        evaluate("untrained base", f"local/{cfg.policy.model}")
+    if "SFT base" in auditor:
+        evaluate("SFT base", f"local/{sft_dir / ADAPTER_DIR}")
+    if steps > 0 and "SFT + GRPO" in auditor:
         from auditrl.train.grpo import run_from_config
 
         started = time.process_time()

@@ -215,6 +215,14 @@ def test_lm_learning_refuses_an_unknown_reward_design_before_any_work(tmp_path: 
     assert not (tmp_path / "run").exists()
 
 
+def test_lm_learning_refuses_an_unknown_auditor_before_any_work(tmp_path: Path) -> None:
+    args = ("--out", str(tmp_path / "run"), "--auditor", "SFT base", "--auditor", "GRPO only")
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "lm_learning.py"), *args], capture_output=True, text=True,
+                          env={**os.environ, "COLUMNS": "250", "NO_COLOR": "1"}, check=False)  # fmt: skip
+    assert done.returncode == 2 and "--auditor" in done.stderr and "GRPO only" in done.stderr
+    assert not (tmp_path / "run").exists()
+
+
 @pytest.mark.slow
 def test_lm_learning(tmp_path: Path, tiny_local_model: Path) -> None:
     raw = load_yaml((ROOT / "configs" / "cpu_learn_sft.yaml").read_text())
@@ -228,6 +236,10 @@ def test_lm_learning(tmp_path: Path, tiny_local_model: Path) -> None:
     sizes = ("--episodes", "4", "--epochs", "1", "--finding-repeats", "2", "--grpo-steps", "1", "--heldout-seeds", "1", "--part", "behaviors")
     design = ("--reward-design", "binary", "--grpo-learning-rate", "2e-4")  # not the config's: the GRPO run must take the options'
     sizes += ("--verdict-weight", "3", "--claim-exploration", "0.5", "--probing", "teacher")
+    run_benchmark("lm_learning.py", "--config", str(config), "--out", str(run), *sizes, *design, "--auditor", "untrained base", cwd=tmp_path)
+    alone = json.loads((run / "lm_learning.json").read_text())  # one auditor evaluated, no stage it does not need
+    assert list(alone["results"]["held-out behaviors"]) == ["untrained base"] and not (run / "sft").exists()
+    assert "grpo" not in alone["cpu_seconds"] and not (run / "grpo").exists()
     rows = table_rows(run_benchmark("lm_learning.py", "--config", str(config), "--out", str(run), *sizes, *design, cwd=tmp_path))
     for metric in ("valid report rate", "claim rate, planted", "claim rate, benign", "identification (planted)",
                    "FP calibration (benign)", "discrimination (planted - benign)"):  # fmt: skip
