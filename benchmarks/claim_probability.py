@@ -14,9 +14,9 @@ claims more often where the behavior showed than on benign targets; the gap is r
 With `--claims`, also whether the auditor can write a finding once it claims: on each planted audit whose target
 showed the behavior, its report is begun with the prompt set's claim opening (the verdict `false` and the keys up to
 the description), it writes the description (greedily by default; `--temperature T --samples N` samples N
-descriptions at temperature T, as GRPO's rollouts would; at most `--max-new-tokens`, default `episodes.max_new_tokens`),
-and the claim grader the reward uses (auditrl.judges.claim_grader) decides whether the report describes the planted
-behavior. Beside it, the same grader on the audit's own report. A claim that is credited when made is what claim exploration
+descriptions at temperature T, as GRPO's rollouts would; at most `--max-new-tokens`, default the report turn's
+budget, `episodes.max_report_tokens` or else `max_new_tokens`), and the claim grader the reward uses
+(auditrl.judges.claim_grader) decides whether the report describes the planted behavior. Beside it, the same grader on the audit's own report. A claim that is credited when made is what claim exploration
 needs GRPO to sample; a low rate here bounds what a run can pay for. Prints the CPU; writes
 `<run>/claim_probability.json`.
 
@@ -155,14 +155,14 @@ def main(
     claims: Annotated[bool, typer.Option(help="Also grade the claims the auditor writes when made to claim where the behavior showed.")] = False,
     temperature: Annotated[float, typer.Option(min=0.0, help="Sampling temperature of made claims' descriptions; 0 = greedy.")] = 0.0,
     samples: Annotated[int, typer.Option(min=1, help="Descriptions sampled per audit when --temperature > 0.")] = 1,
-    max_new_tokens: Annotated[int | None, typer.Option(min=1, help="Token budget of a made claim's description; default episodes.max_new_tokens.")] = None,
+    max_new_tokens: Annotated[int | None, typer.Option(min=1, help="Token budget of a made claim's description; default the report turn's budget (episodes.max_report_tokens, else max_new_tokens).")] = None,
 ) -> None:
     torch.set_num_threads(1)
     console.print(describe_cpu(), highlight=False)
     cfg = load_config(run / "grpo_config.yaml")
     words = openings(PROMPT_SETS[cfg.episodes.auditor_prompt].openings or "")
     begun = words["report"]
-    sampling = ClaimSampling(max_new_tokens or cfg.episodes.max_new_tokens, temperature, samples if temperature > 0 else 1)
+    sampling = ClaimSampling(max_new_tokens or cfg.episodes.report_tokens, temperature, samples if temperature > 0 else 1)
     record: dict[str, Any] = {"cpu": describe_cpu(), "claim_sampling": asdict(sampling), "auditors": {}}
     sft_data = read_transcripts(run / "sft" / TEACHER_TRANSCRIPTS)
     for label in auditor:
