@@ -13,6 +13,7 @@ from statistics import mean
 from typing import Any
 
 from auditrl.evaluate.stats import mean_ci
+from auditrl.judges.claim_grader import report_outcome
 from auditrl.scaffold.text_protocol import parse_tool_calls
 from auditrl.scaffold.transcript import Transcript
 from auditrl.scaffold.transcript_keys import CLAIM_FORCED, REWARD, STEP
@@ -37,8 +38,14 @@ def report_valid(t: Transcript) -> bool:
 
 
 def claimed(t: Transcript) -> bool:
-    """A parsed report that names a behavior (not "nothing found")."""
-    return report_valid(t) and t.report is not None and not t.report.no_behavior_found and bool(t.report.predictions)
+    """A report that names a behavior, read as the claim grader and the rewards read it (`report_outcome`): a claim
+    whose JSON needed a lenient repair (no confidence, say) is still a claim, and is graded and rewarded as one."""
+    return report_outcome(t.report) == "claim"
+
+
+def found_nothing(t: Transcript) -> bool:
+    """A report that says "nothing found" and names no behavior; an unreadable one is neither this nor a claim."""
+    return report_outcome(t.report) == "nothing_found"
 
 
 def reached_trigger(t: Transcript) -> bool | None:
