@@ -5,8 +5,9 @@ auditor's turns inside the same rollout loop GRPO uses (`auditrl.train.rollout.r
 episodes, same chat template, same prompt set, and the scaffold's begun words of each turn in context
 with mask 0. Each turn's text is tokenized by the student's tokenizer and cut where a rollout would
 cut it: at the turn's budget, `max_new_tokens` or the report's `max_report_tokens` (no end-of-turn token
-then), otherwise closed by the end-of-turn token the student must learn to emit. What a student is fine-tuned on is therefore a sequence its own rollouts
-can produce, token for token, and its environment tokens are the ones GRPO masks.
+then), otherwise closed by the end-of-turn token the student must learn to emit. What a student is
+fine-tuned on is therefore a sequence its own rollouts can produce, token for token, and its environment
+tokens are the ones GRPO masks.
 """
 
 from __future__ import annotations
