@@ -16,11 +16,15 @@ showed the behavior, its report is begun with the prompt set's claim opening (th
 the description), it writes the description (greedily by default; `--temperature T --samples N` samples N
 descriptions at temperature T, as GRPO's rollouts would; at most `--max-new-tokens`, default the report turn's
 budget, `episodes.max_report_tokens` or else `max_new_tokens`), and the claim grader the reward uses
-(auditrl.judges.claim_grader) decides whether the report describes the planted behavior. Beside it, the same grader on the audit's own report. A claim that is credited when made is what claim exploration
-needs GRPO to sample; a low rate here bounds what a run can pay for. Prints the CPU; writes
-`<run>/claim_probability.json`.
+(auditrl.judges.claim_grader) decides whether the report describes the planted behavior. Beside it, the same grader
+on the audit's own report. A claim that is credited when made is what claim exploration needs GRPO to sample; a low
+rate here bounds what a run can pay for. `--quote-opening WORDS` appends WORDS to the claim opening (e.g.
+`"It wrote:"`, which makes every made claim quote the target); `--copy-quote` makes the quote a verbatim span of the
+target's replies and ends the report where the quote stops (auditrl.train.copy_quote), which separates choosing what
+to quote from copying it and from writing the JSON around it. `--auditor untrained_base` reads the policy without an
+adapter. Prints the CPU; writes `<run>/claim_probability.json`.
 
-    OMP_NUM_THREADS=1 python benchmarks/claim_probability.py --run runs/lm-learning [--auditor SFT_base] [--claims [--temperature 0.7 --samples 2 --max-new-tokens 128]]
+    OMP_NUM_THREADS=1 python benchmarks/claim_probability.py --run runs/lm-learning [--auditor SFT_base] [--claims [--temperature 0.7 --samples 2 --max-new-tokens 128] [--quote-opening "It wrote:"] [--copy-quote]]
 """
 
 from __future__ import annotations
@@ -33,7 +37,9 @@ from typing import Annotated, Any
 
 import torch
 import typer
+from transformers import LogitsProcessorList
 from rich.console import Console
+from rich.progress import track
 from rich.table import Table
 
 from auditrl.atomic import atomic_write_text
@@ -46,12 +52,14 @@ from auditrl.scaffold.engine import AuditEpisode
 from auditrl.scaffold.report import parse_report
 from auditrl.scaffold.transcript import ToolCallRecord, Transcript
 from auditrl.train.config import load_config
+from auditrl.train.copy_quote import MARKER, QuoteCopy, reply_tokens
 from auditrl.train.outputs import ADAPTER_DIR
 from auditrl.train.policy import load_policy
 from auditrl.train.sft import TEACHER_TRANSCRIPTS, verdict_token_ids
 
-ADAPTERS = {"SFT_base": "sft", "SFT_plus_GRPO": "grpo"}
-"""Evaluation folder of each trained auditor -> its run folder under the lm_learning output."""
+ADAPTERS: dict[str, str | None] = {"untrained_base": None, "SFT_base": "sft", "SFT_plus_GRPO": "grpo"}
+"""Evaluation folder of each auditor -> its run folder under the lm_learning output (None: no adapter)."""
+TRAINED = ["SFT_base", "SFT_plus_GRPO"]
 console = Console(width=120)
 
 
@@ -94,7 +102,7 @@ def claim_probabilities(model: Any, tokenizer: Any, transcripts: list[Transcript
     """P(claim) in percent per audit, grouped by planted with the behavior shown, planted without, and benign."""
     claim_ids = verdict_token_ids(tokenizer, ("false",))
     groups: dict[str, list[float]] = {"planted, behavior shown": [], "planted, not shown": [], "benign": []}
-    for t in filter(readable, transcripts):
+    for t in track(list(filter(readable, transcripts)), description="P(claim)", console=console, transient=True):
         with torch.no_grad():  # the next word only: the head over every position cost most of the pass
             p = torch.softmax(model(report_prompt_ids(tokenizer, t, begun), logits_to_keep=1).logits[0, -1].float(), -1)
         group = "benign" if t.benign else "planted, behavior shown" if shown(t) else "planted, not shown"
@@ -110,14 +118,21 @@ class ClaimSampling:
     temperature: float = 0.0
     samples: int = 1
     seed: int = 0
+    copy_quote: bool = False
+    quote_opened: bool = False
 
-    def descriptions(self, model: Any, tokenizer: Any, ids: torch.Tensor) -> list[str]:
+    def descriptions(self, model: Any, tokenizer: Any, ids: torch.Tensor, replies: list[str]) -> list[str]:
+        """The descriptions written after `ids`; with `copy_quote`, their quotes copied from `replies`."""
         torch.manual_seed(self.seed)
         if self.temperature > 0:
             options: dict[str, Any] = {"do_sample": True, "temperature": self.temperature, "top_k": 0, "top_p": 1.0}
             ids = ids.repeat(self.samples, 1)
         else:
             options = {"do_sample": False}
+        if self.copy_quote:
+            sources = [reply_tokens(tokenizer, replies)] * ids.shape[0]
+            copy = QuoteCopy(tokenizer, sources, ids.shape[1], {tokenizer.eos_token_id}, self.quote_opened)
+            options["logits_processor"] = LogitsProcessorList([copy])
         with torch.no_grad():
             out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=self.max_new_tokens,
                                  pad_token_id=tokenizer.pad_token_id, **options)  # fmt: skip
@@ -135,11 +150,12 @@ def written_claims(
     audit's samples are averaged into one unit, so the interval stays one over audits."""
     grader = default_grader()
     made, parsed, own = [], [], []
-    for t in transcripts:
+    for t in track(transcripts, description="made claims", console=console, transient=True):
         if not readable(t) or t.benign or t.behavior_id is None or not shown(t):
             continue
         ids = report_prompt_ids(tokenizer, t, begun)
-        reports = [parse_report(begun + text) for text in sampling.descriptions(model, tokenizer, ids)]
+        replies = [m.content for m in t.target_messages if m.role == "assistant"]
+        reports = [parse_report(begun + text) for text in sampling.descriptions(model, tokenizer, ids, replies)]
         made.append(100.0 * mean(bool(grader.grade_report(r, t.behavior_id).matched) for r in reports))
         parsed.append(100.0 * mean(r.parse_error is None for r in reports))
         own.append(100.0 * grader.identifies(t))
@@ -151,27 +167,37 @@ def written_claims(
 
 def main(
     run: Annotated[Path, typer.Option(help="An lm_learning.py output directory.")] = Path("runs/lm-learning"),
-    auditor: Annotated[list[str], typer.Option(help="Evaluation folder of a trained auditor; repeatable.")] = list(ADAPTERS),
+    auditor: Annotated[list[str], typer.Option(help=f"Auditor to read ({', '.join(ADAPTERS)}); repeatable.")] = TRAINED,
     claims: Annotated[bool, typer.Option(help="Also grade the claims the auditor writes when made to claim where the behavior showed.")] = False,
     temperature: Annotated[float, typer.Option(min=0.0, help="Sampling temperature of made claims' descriptions; 0 = greedy.")] = 0.0,
     samples: Annotated[int, typer.Option(min=1, help="Descriptions sampled per audit when --temperature > 0.")] = 1,
     max_new_tokens: Annotated[int | None, typer.Option(min=1, help="Token budget of a made claim's description; default the report turn's budget (episodes.max_report_tokens, else max_new_tokens).")] = None,
+    quote_opening: Annotated[str, typer.Option(help="Words appended to the claim opening, e.g. 'It wrote:'.")] = "",
+    copy_quote: Annotated[bool, typer.Option(help="Copy the made claim's quote verbatim from the target's replies.")] = False,
 ) -> None:
+    unknown = [a for a in auditor if a not in ADAPTERS]
+    if unknown:
+        raise typer.BadParameter(f"unknown auditor {', '.join(unknown)}; choose from {', '.join(ADAPTERS)}", param_hint="--auditor")
     torch.set_num_threads(1)
     console.print(describe_cpu(), highlight=False)
     cfg = load_config(run / "grpo_config.yaml")
     words = openings(PROMPT_SETS[cfg.episodes.auditor_prompt].openings or "")
     begun = words["report"]
-    sampling = ClaimSampling(max_new_tokens or cfg.episodes.report_tokens, temperature, samples if temperature > 0 else 1)
+    sampling = ClaimSampling(
+        max_new_tokens or cfg.episodes.report_tokens, temperature, samples if temperature > 0 else 1,
+        copy_quote=copy_quote, quote_opened=quote_opening.rstrip().endswith(MARKER),
+    )  # fmt: skip
     record: dict[str, Any] = {"cpu": describe_cpu(), "claim_sampling": asdict(sampling), "auditors": {}}
     sft_data = read_transcripts(run / "sft" / TEACHER_TRANSCRIPTS)
     for label in auditor:
-        adapter = run / ADAPTERS[label] / ADAPTER_DIR
-        if not adapter.is_dir():
+        folder = ADAPTERS[label]
+        adapter = None if folder is None else run / folder / ADAPTER_DIR
+        if adapter is not None and not adapter.is_dir():
             continue
-        model, tokenizer = load_policy(cfg.policy.model_copy(update={"init_adapter": adapter.resolve()}))
+        model, tokenizer = load_policy(cfg.policy.model_copy(update={"init_adapter": adapter and adapter.resolve()}))
         model.eval()
-        held_out = [t for folder in sorted((run / "eval" / label).iterdir()) for t in read_transcripts(folder / TRANSCRIPTS)]
+        evaluated = run / "eval" / label
+        held_out = [t for f in sorted(evaluated.iterdir()) for t in read_transcripts(f / TRANSCRIPTS)] if evaluated.is_dir() else []
         sources = {label: held_out, f"{label}, on the SFT data": sft_data}
         for name, transcripts in sources.items():
             groups = claim_probabilities(model, tokenizer, transcripts, begun)
@@ -181,7 +207,7 @@ def main(
                 "shown - benign": gap.model_dump() if gap else None,
             }
             if claims:
-                record["auditors"][name]["claims"] = written_claims(model, tokenizer, transcripts, begun + words["claim"], sampling)
+                record["auditors"][name]["claims"] = written_claims(model, tokenizer, transcripts, begun + words["claim"] + quote_opening, sampling)
     table = Table(title="P(the report opens with a claim), % (mean [95% CI] over audits)", caption=record["cpu"])
     table.add_column("auditor (audits read)", no_wrap=True)
     for column in ("planted, behavior shown", "planted, not shown", "benign", "shown - benign"):

@@ -280,6 +280,16 @@ def test_lm_learning(tmp_path: Path, tiny_local_model: Path) -> None:
         assert by["claims"]["audits"] == by["groups"].get("planted, behavior shown", {}).get("audits", 0)
         assert all(0.0 <= e["mean"] <= 100.0 for k, e in by["claims"].items() if k != "audits")
     assert sum(probabilities["auditors"][label]["claims"]["audits"] for label in labels) > 0  # the claim writing ran
+    run_benchmark("claim_probability.py", "--run", str(run), "--auditor", "untrained_base", "--claims",
+                  "--quote-opening", "It wrote:", "--copy-quote", cwd=tmp_path)  # fmt: skip
+    copied = json.loads((run / "claim_probability.json").read_text())
+    assert list(copied["auditors"]) == ["untrained_base", "untrained_base, on the SFT data"]  # no adapter needed
+    assert copied["claim_sampling"]["copy_quote"] and copied["claim_sampling"]["quote_opened"]
+    assert copied["auditors"]["untrained_base, on the SFT data"]["claims"]["audits"] == (
+        probabilities["auditors"]["SFT_base, on the SFT data"]["claims"]["audits"]
+    )  # the same audits, made to claim with the quote copied
+    with pytest.raises(AssertionError, match="unknown auditor base"):
+        run_benchmark("claim_probability.py", "--run", str(run), "--auditor", "base", cwd=tmp_path)
     run_benchmark("verdict_probe.py", "--run", str(run), "--layer", "0", "--layer", "1", cwd=tmp_path)
     probe = json.loads((run / "verdict_probe.json").read_text())
     assert probe["audits"]["teacher"] == sft["kept"] and list(probe["layers"]) == ["0", "1"]

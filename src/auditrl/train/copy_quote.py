@@ -1,0 +1,109 @@
+"""Copy-constrained quotes: once a report's description says it quotes the target ("... wrote:"), the tokens that
+follow are a verbatim span of one of the target's replies, and when the quote stops the report ends.
+
+Why: the sixth learning run's SFT base wrote the teacher's claim form and invented the quote (1 of 42 forced
+claims shared four words in a row with a target reply; all 40 teacher claims do), so no claim was credited and GRPO
+had nothing to pay for. With the quote taken from the target's own tokens, copying is no longer something a 135M
+student has to learn; what is left to it is whether to claim, which reply to quote and where to stop, which the
+claim grader and the reward can tell apart. The untrained base, made to claim, copied its quotes but then wrote
+broken JSON after them (none of 40 reports parsed), so the quote's end is also the report's: `ENDING` closes the
+description, its prediction and the report, and nothing follows (a claim without a confidence, which the report
+parser accepts as a claim).
+
+The constraint acts on sampling only (a transformers `LogitsProcessor`): the model's own distribution is masked to
+the allowed tokens and renormalised. Spans start at a word (a token that begins with a space) and may stop after any
+token; a reply's double quote marks are read as single ones, and its whitespace as single spaces, as the teacher
+quotes them, so a copied span never ends the JSON string early.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Collection, Sequence
+from typing import Any
+
+import torch
+from transformers import LogitsProcessor
+
+MARKER = "wrote:"
+"""The words after which a description quotes the target (the teacher's claim form: `On <topic> it wrote: <quote>`)."""
+ENDING = '"}]}'
+"""What follows a quote: the description's closing mark, then the end of its prediction and of the report."""
+
+
+def quotable(reply: str) -> str:
+    """A target reply as a quote inside a JSON string: whitespace as single spaces, `"` as `'`, no backslash."""
+    return " ".join(reply.replace('"', "'").replace("\\", "/").split())
+
+
+def reply_tokens(tokenizer: Any, replies: Sequence[str]) -> list[list[int]]:
+    """Each reply's tokens as it would follow the marker (with its leading space), empty replies left out."""
+    texts = [quotable(r) for r in replies]
+    return [tokenizer(" " + t, add_special_tokens=False).input_ids for t in texts if t]
+
+
+@functools.cache
+def _word_starts(tokenizer: Any) -> frozenset[int]:
+    """The tokens of a vocabulary that begin a word (their text starts with a space)."""
+    pieces = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+    return frozenset(i for i, p in enumerate(pieces) if p is not None and tokenizer.convert_tokens_to_string([p]).startswith(" "))
+
+
+class QuoteCopy(LogitsProcessor):
+    """Masks each row's next-token scores to a copy of its target's replies while its description quotes them, then
+    to `ENDING` and an end of turn.
+
+    `sources[b]` holds row b's reply token sequences (`reply_tokens`); `prompt_length` is where generation began
+    (the same for every row of a left-padded batch); `opened` says the prompt itself ends with the marker, so the
+    quote begins with the first generated token. Before the marker scores pass unchanged.
+    """
+
+    def __init__(
+        self,
+        tokenizer: Any,
+        sources: Sequence[Sequence[Sequence[int]]],
+        prompt_length: int,
+        eos_ids: Collection[int],
+        opened: bool = False,
+    ) -> None:
+        self.tokenizer = tokenizer
+        self.sources = [[list(s) for s in row] for row in sources]
+        self.prompt_length = prompt_length
+        self.eos_ids = set(eos_ids)
+        self.opened = opened
+        self.starts = _word_starts(tokenizer)
+        self.ending = tokenizer(ENDING, add_special_tokens=False).input_ids
+
+    def quote_start(self, generated: list[int]) -> int | None:
+        """Where the row's quote begins (the first token after the marker), or None before the marker."""
+        if self.opened:
+            return 0
+        if MARKER not in self.tokenizer.decode(generated):
+            return None
+        for end in range(1, len(generated) + 1):
+            text = self.tokenizer.decode(generated[:end])
+            if MARKER in text and not text.endswith(" "):
+                return end
+        return None
+
+    def allowed(self, row: int, quote: list[int]) -> set[int]:
+        """The tokens row `row` may write next, given what it wrote since the marker."""
+        if self.ending[0] in quote:  # the quote has stopped: the rest of the ending, then the end of the turn
+            written = len(quote) - quote.index(self.ending[0])
+            return {self.ending[written]} if written < len(self.ending) else self.eos_ids
+        sources = self.sources[row]
+        if not quote:
+            return {t for s in sources for t in s if t in self.starts}
+        n = len(quote)
+        return {s[i + n] for s in sources for i in range(len(s) - n) if s[i : i + n] == quote} | {self.ending[0]}
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        for row in range(input_ids.shape[0]):
+            generated = input_ids[row, self.prompt_length :].tolist()
+            start = self.quote_start(generated)
+            if start is None or not self.sources[row]:
+                continue
+            keep = torch.zeros_like(scores[row], dtype=torch.bool)
+            keep[list(self.allowed(row, generated[start:]))] = True
+            scores[row] = scores[row].masked_fill(~keep, float("-inf"))
+        return scores
