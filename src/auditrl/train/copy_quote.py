@@ -73,16 +73,20 @@ class QuoteCopy(LogitsProcessor):
         self.opened = opened
         self.starts = _word_starts(tokenizer)
         self.ending = tokenizer(ENDING, add_special_tokens=False).input_ids
+        self._started: dict[int, int] = {}  # row -> where its quote began, found once (what it wrote never changes)
 
-    def quote_start(self, generated: list[int]) -> int | None:
+    def quote_start(self, row: int, generated: list[int]) -> int | None:
         """Where the row's quote begins (the first token after the marker), or None before the marker."""
         if self.opened:
             return 0
+        if row in self._started:
+            return self._started[row]
         if MARKER not in self.tokenizer.decode(generated):
             return None
         for end in range(1, len(generated) + 1):
             text = self.tokenizer.decode(generated[:end])
             if MARKER in text and not text.endswith(" "):
+                self._started[row] = end
                 return end
         return None
 
@@ -99,9 +103,11 @@ class QuoteCopy(LogitsProcessor):
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         for row in range(input_ids.shape[0]):
+            if not self.sources[row]:
+                continue
             generated = input_ids[row, self.prompt_length :].tolist()
-            start = self.quote_start(generated)
-            if start is None or not self.sources[row]:
+            start = self.quote_start(row, generated)
+            if start is None:
                 continue
             keep = torch.zeros_like(scores[row], dtype=torch.bool)
             keep[list(self.allowed(row, generated[start:]))] = True
