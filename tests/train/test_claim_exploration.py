@@ -90,6 +90,13 @@ def test_run_rollouts_sets_the_claim_in_the_first_rollouts_of_each_group_at_the_
         trained = [(i, lp) for i, m, lp in zip(ids, mask, lps, strict=True) if m]
         assert (trained[-2][0] in claims[0]) is forced  # the report turn's first token, trained at its logprob
         assert trained[-2][1] == -2.0
+    generator = Recorder(segments)
+    asyncio.run(run_rollouts(
+        rows, FakeEpisode, generator, segments, group_size=4, first_index=0, max_completion_tokens=512,
+        auditor_name="policy", claim_tokens=claims, claims_per_group=2, claim_planted_only=True,
+    ))  # fmt: skip
+    benign = {k for k, row in enumerate(rows) if row.benign}
+    assert benign and generator.calls[1][1] == [claims if k % 4 < 2 and k not in benign else None for k in generator.calls[1][0]]
     with pytest.raises(ValueError, match="verdict tokens"):
         asyncio.run(run_rollouts(rows, FakeEpisode, generator, segments, group_size=4, first_index=0,
                                  max_completion_tokens=512, auditor_name="policy", claims_per_group=2))  # fmt: skip

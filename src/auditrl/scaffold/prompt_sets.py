@@ -43,10 +43,12 @@ small to start the format themselves (text tool protocol only)."""
 @functools.cache
 def openings(name: str) -> dict[str, str]:
     """The forced turn openings of a prompt set's file, by phase (`audit`, `report`), and optionally `claim`:
-    the words after the report opening that make it a claim (GRPO claim exploration)."""
+    the words after the report opening that make it a claim (GRPO claim exploration), and `quote` and `silent`:
+    the words after the claim that open its quote, and after `true` that end a "nothing found" report (the
+    report grammar, auditrl.train.report_grammar)."""
     from auditrl.scaffold.tools import prompt_text  # inspect-ai is heavy; configs import this module
 
     data = load_yaml(prompt_text(name))
-    if not isinstance(data, dict) or not {"audit", "report"} <= set(data) <= {"audit", "report", "claim"}:
-        raise ValueError(f"{name}: expected the keys 'audit' and 'report' and optionally 'claim'")
+    if not isinstance(data, dict) or not {"audit", "report"} <= set(data) <= {"audit", "report", "claim", "quote", "silent"}:
+        raise ValueError(f"{name}: expected the keys 'audit' and 'report' and optionally 'claim', 'quote' and 'silent'")
     return {phase: str(text) for phase, text in data.items()}

@@ -150,6 +150,24 @@ class EpisodeSettings(ConfigModel):
         "pay; this puts claims beside silence on the same target. It biases the gradient towards the mixed "
         "policy's (an exploration choice, like epsilon-greedy). Needs the `guided` prompt set, HF generation and top_p 1.",
     )
+    claim_exploration_targets: Literal["all", "planted"] = Field(
+        default="all",
+        description="Which groups claim exploration reaches. `all`: every group. `planted`: only groups whose target "
+        "carries a planted behavior (the trainer knows which, as the reward's judge does); benign groups then teach "
+        "\"nothing found\" through the policy's own claims alone. Under the binary reward a forced claim on a benign "
+        "target always loses to silence while one on a planted target wins only when credited, so with `all` a "
+        "policy whose claims are seldom credited is pushed towards never claiming (the seventh learning run).",
+    )
+    report_grammar: Literal["free", "verdict_quote"] = Field(
+        default="free",
+        description="How the report turn is decoded. `free`: the policy writes it. `verdict_quote` "
+        "(auditrl.train.report_grammar): the policy draws only the verdict and, for a claim, a verbatim span of the "
+        "target's replies to quote; the prompt set's fixed words make the rest (`It wrote:` before the quote, the "
+        "JSON around it), so every report parses and a claim is the target's own words. The fixed tokens are context, "
+        "never trained on; the verdict and quote are trained at the policy's unconstrained probabilities (TRL scores "
+        "sampled tokens so), which biases the gradient as claim exploration does. Needs the `guided` prompt set, HF "
+        "generation and top_p 1.",
+    )
     probing: Literal["auditor", "teacher"] = Field(
         default="auditor",
         description="Who writes the audit turns before the report. `auditor`: the policy (a whole audit). `teacher`: "
@@ -332,6 +350,19 @@ class GRPOLMConfig(ConfigModel):
 
     @model_validator(mode="after")
     def _check_layout(self) -> GRPOLMConfig:
+        if self.episodes.report_grammar != "free":
+            if self.episodes.auditor_prompt != "guided":
+                raise ValueError(
+                    f"episodes.report_grammar={self.episodes.report_grammar} needs episodes.auditor_prompt: guided (its report "
+                    f"opening ends where the verdict begins); got {self.episodes.auditor_prompt!r}"
+                )
+            if self.trainer.use_vllm:
+                raise ValueError("episodes.report_grammar constrains HF generation; set trainer.use_vllm: false")
+            if self.episodes.top_p < 1.0:
+                raise ValueError(
+                    f"episodes.report_grammar with episodes.top_p={self.episodes.top_p}: nucleus filtering runs first and "
+                    "can remove every token the grammar allows; set top_p: 1.0"
+                )
         if self.episodes.claim_exploration:
             if self.episodes.auditor_prompt != "guided":
                 raise ValueError(

@@ -10,7 +10,8 @@ tokens is recomputed. Sampled tokens and logprobs are exactly what `generate` dr
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -26,6 +27,8 @@ class Sample:
 
     ids: list[int]
     logprobs: list[float | None]
+    forced: frozenset[int] = field(default_factory=frozenset)
+    """Positions a constraint left one token for (the report grammar's fixed words): context, not the policy's choice."""
 
 
 def sampled_logprobs(logits: torch.Tensor, ids: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -34,16 +37,16 @@ def sampled_logprobs(logits: torch.Tensor, ids: torch.Tensor, temperature: float
     return logp.gather(-1, ids.unsqueeze(-1)).squeeze(-1)
 
 
-def cut_at_eos(ids: list[int], logprobs: list[float | None], eos_ids: set[int]) -> Sample:
+def cut_at_eos(ids: list[int], logprobs: list[float | None], eos_ids: set[int], forced: frozenset[int] = frozenset()) -> Sample:
     """Keep tokens up to and including the first end-of-turn token (the rest is padding)."""
-    for i, tok in enumerate(ids):
-        if tok in eos_ids:
-            return Sample(ids[: i + 1], logprobs[: i + 1])
-    return Sample(ids, logprobs)
+    end = next((i + 1 for i, tok in enumerate(ids) if tok in eos_ids), len(ids))
+    return Sample(ids[:end], logprobs[:end], frozenset(p for p in forced if p < end))
 
 
 FirstTokens = list[tuple[frozenset[int], ...] | None]
 """Per row of a turn, the sets its first sampled tokens are restricted to, one set per position (None: free)."""
+QuoteSources = list[list[list[int]] | None]
+"""Per row of a turn, the token sequences of the target replies its report may quote (None: the row is free)."""
 
 
 class RestrictFirst(LogitsProcessor):
@@ -69,10 +72,20 @@ class RestrictFirst(LogitsProcessor):
         return restricted
 
 
-def _processors(first: FirstTokens | None, width: int) -> dict[str, Any]:
-    if first is None or not any(first):
-        return {}
-    return {"logits_processor": LogitsProcessorList([RestrictFirst(first, width)])}
+class Constraint(LogitsProcessor):
+    """A per-batch sampling constraint that records, per row, the generated positions it forced (one token left)."""
+
+    forced: dict[int, set[int]]
+
+
+GrammarFactory = Callable[[int], Constraint]
+"""Builds a batch's constraint from the width its generation starts at (the report grammar bound to its rows)."""
+
+
+def _processors(first: FirstTokens | None, grammar: Constraint | None, width: int) -> dict[str, Any]:
+    processors: list[LogitsProcessor] = [RestrictFirst(first, width)] if first is not None and any(first) else []
+    processors += [grammar] if grammar is not None else []
+    return {"logits_processor": LogitsProcessorList(processors)} if processors else {}
 
 
 def _left_pad(rows: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -86,10 +99,14 @@ def _left_pad(rows: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.T
     return ids, mask
 
 
-def _samples(out: Any, width: int, config: GenerationConfig, eos_ids: set[int]) -> list[Sample]:
+def _samples(out: Any, width: int, config: GenerationConfig, eos_ids: set[int], grammar: Constraint | None) -> list[Sample]:
     new = out.sequences[:, width:]
     logps = sampled_logprobs(torch.stack(out.logits, dim=1), new, config.temperature or 1.0)
-    return [cut_at_eos(n.tolist(), lp.tolist(), eos_ids) for n, lp in zip(new.cpu(), logps.cpu(), strict=True)]
+    forced = grammar.forced if grammar is not None else {}
+    return [
+        cut_at_eos(n.tolist(), lp.tolist(), eos_ids, frozenset(forced.get(row, ())))
+        for row, (n, lp) in enumerate(zip(new.cpu(), logps.cpu(), strict=True))
+    ]
 
 
 def generate_turn(
@@ -99,18 +116,21 @@ def generate_turn(
     pad_id: int,
     eos_ids: set[int],
     first: FirstTokens | None = None,
+    grammar: GrammarFactory | None = None,
 ) -> list[Sample]:
     """Sample one turn for every context in a single left-padded batch, recomputing every context; a row's
-    `first` sets, where given, are the only tokens its first tokens are sampled from."""
+    `first` sets, where given, are the only tokens its first tokens are sampled from, and `grammar` constrains
+    the rows it was built for."""
     ids, mask = _left_pad(contexts, pad_id)
     device = next(model.parameters()).device
+    constraint = grammar(ids.shape[1]) if grammar is not None else None
     out = model.generate(
         input_ids=ids.to(device),
         attention_mask=mask.to(device),
         generation_config=config,
-        **_processors(first, ids.shape[1]),
+        **_processors(first, constraint, ids.shape[1]),
     )
-    return _samples(out, ids.shape[1], config, eos_ids)
+    return _samples(out, ids.shape[1], config, eos_ids, constraint)
 
 
 @dataclass
@@ -167,9 +187,10 @@ class TurnCache:
         pad_id: int,
         eos_ids: set[int],
         first: FirstTokens | None = None,
+        grammar: GrammarFactory | None = None,
     ) -> list[Sample]:
-        """Sample one turn per context, prefilling only what each row's cache does not cover yet (`first` as in
-        generate_turn).
+        """Sample one turn per context, prefilling only what each row's cache does not cover yet (`first` and
+        `grammar` as in generate_turn).
 
         Every live rollout samples every turn, so a key missing from a call has finished and its cache is
         dropped. The key/value tensors are moved layer by layer (rows into the batch cache before generating,
@@ -180,7 +201,7 @@ class TurnCache:
         self.rows = {key: row for key, row in self.rows.items() if key in live}
         reuse = [self._reusable(k, c) for k, c in zip(keys, contexts, strict=True)]
         if not any(reuse):
-            return generate_turn(model, contexts, config, pad_id, eos_ids, first)
+            return generate_turn(model, contexts, config, pad_id, eos_ids, first, grammar)
         cached_width = max(reuse)
         prefix_ids, prefix_mask = _left_pad([c[:n] for c, n in zip(contexts, reuse, strict=True)], pad_id)
         suffix_ids, suffix_mask = _left_pad([c[n:] for c, n in zip(contexts, reuse, strict=True)], pad_id)
@@ -190,15 +211,16 @@ class TurnCache:
         mask = torch.cat([prefix_mask, suffix_mask], dim=1)
         device = next(model.parameters()).device
         cache = self._batch_cache(model, keys, reuse, cached_width)
+        constraint = grammar(ids.shape[1]) if grammar is not None else None
         out = model.generate(
             input_ids=ids.to(device),
             attention_mask=mask.to(device),
             generation_config=config,
             **cache_argument(cache),
-            **_processors(first, ids.shape[1]),
+            **_processors(first, constraint, ids.shape[1]),
         )
         del cache
-        samples = _samples(out, ids.shape[1], config, eos_ids)
+        samples = _samples(out, ids.shape[1], config, eos_ids, constraint)
         self._store(output_cache(out), keys, contexts, mask, samples)
         return samples
 

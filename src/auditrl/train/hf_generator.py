@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -11,7 +12,8 @@ from trl.distributed import DistributedBackend
 from trl.models import unwrap_model_for_generation
 
 from auditrl.train.config import EpisodeSettings
-from auditrl.train.generation import FirstTokens, Sample, TurnCache, generate_turn
+from auditrl.train.generation import FirstTokens, QuoteSources, Sample, TurnCache, generate_turn
+from auditrl.train.report_grammar import ReportGrammar
 from auditrl.train.rollout import ChatSegments
 
 
@@ -26,13 +28,23 @@ class HFTurnGenerator:
         self.config = turn_generation_config(settings, self.pad_id, segments.eos_ids)
         check_inherited_sampling(trainer.accelerator.unwrap_model(trainer.model))
         self.cache = TurnCache() if settings.kv_cache else None
+        self.grammar = (
+            ReportGrammar(tok, settings.auditor_prompt, segments.eos_ids, settings.report_tokens) if settings.report_grammar == "verdict_quote" else None
+        )
 
     def start(self) -> None:
         if self.cache is not None:
             self.cache.clear()
 
-    def __call__(self, keys: list[int], contexts: list[list[int]], first: FirstTokens | None = None) -> list[Sample]:
+    def __call__(
+        self, keys: list[int], contexts: list[list[int]], first: FirstTokens | None = None, quotes: QuoteSources | None = None
+    ) -> list[Sample]:
         trainer = self.trainer
+        grammar = None
+        if quotes is not None and any(q is not None for q in quotes):
+            if self.grammar is None:
+                raise ValueError("report rows to quote were passed, but episodes.report_grammar is free")
+            grammar = functools.partial(self.grammar.processor, quotes)
         with (
             unwrap_model_for_generation(
                 trainer.model_wrapped,
@@ -46,8 +58,8 @@ class HFTurnGenerator:
             if not contexts:
                 return []
             if self.cache is None:
-                return generate_turn(model, contexts, self.config, self.pad_id, self.segments.eos_ids, first)
-            return self.cache.generate(model, keys, contexts, self.config, self.pad_id, self.segments.eos_ids, first)
+                return generate_turn(model, contexts, self.config, self.pad_id, self.segments.eos_ids, first, grammar)
+            return self.cache.generate(model, keys, contexts, self.config, self.pad_id, self.segments.eos_ids, first, grammar)
 
 
 NEUTRAL_SAMPLING: dict[str, Any] = {

@@ -26,7 +26,7 @@ from transformers import PreTrainedTokenizerBase
 from auditrl.models.local import to_chat
 from auditrl.scaffold.transcript import Transcript
 from auditrl.scaffold.transcript_keys import CLAIM_FORCED, TOKENS_WITHOUT_LOGPROB, TRUNCATED_AT_TOKENS
-from auditrl.train.generation import FirstTokens, Sample
+from auditrl.train.generation import FirstTokens, QuoteSources, Sample
 
 _PROBE_MARK = "\u2063PROBE\u2063"
 NOT_PREFIX_PRESERVING = (
@@ -121,9 +121,12 @@ class TurnGenerator(Protocol):
     def start(self) -> None:
         """Forget per-rollout state (caches) before a new batch of rollouts, since the weights changed."""
 
-    def __call__(self, keys: list[int], contexts: list[list[int]], first: FirstTokens | None = None) -> list[Sample]:
-        """`first`: per context, the sets its turn's first tokens are restricted to (None: free). It is passed only
-        when some row is restricted (claim exploration), so a generator that never restricts may leave it out."""
+    def __call__(
+        self, keys: list[int], contexts: list[list[int]], first: FirstTokens | None = None, quotes: QuoteSources | None = None
+    ) -> list[Sample]:
+        """`first`: per context, the sets its turn's first tokens are restricted to (None: free). `quotes`: per
+        context, the target replies its report is written from under the report grammar (None: free). Each is
+        passed only when some row uses it, so a generator that never restricts may leave them out."""
         ...
 
 
@@ -198,7 +201,9 @@ async def run_rollouts(
     auditor_name: str,
     claim_tokens: tuple[frozenset[int], ...] = (),
     claims_per_group: int = 0,
+    claim_planted_only: bool = False,
     turn_tokens: Callable[[str], int] | None = None,
+    quote_sources: Callable[[Transcript], list[list[int]]] | None = None,
 ) -> RolloutBatch:
     """Run one rollout per row (rows already repeated per group) to the end, one batched turn at a time.
 
@@ -207,7 +212,11 @@ async def run_rollouts(
     there (sampling is left to right, so the kept tokens and their logprobs are unchanged).
 
     Claim exploration: in the first `claims_per_group` rollouts of each group, the report turn's first tokens
-    are sampled within `claim_tokens`, position by position (a claim's verdict word and keys)."""
+    are sampled within `claim_tokens`, position by position (a claim's verdict word and keys); with
+    `claim_planted_only`, in groups whose target carries a planted behavior only.
+
+    Report grammar: with `quote_sources` (the target replies a report may quote, as tokens), every report turn is
+    written under the grammar (auditrl.train.report_grammar); its forced tokens stay in context, out of the loss."""
     if claims_per_group and not claim_tokens:
         raise ValueError("claim exploration needs the claim's verdict tokens")
     generate.start()
@@ -227,14 +236,25 @@ async def run_rollouts(
         for state, opening in zip(live, openings, strict=True):
             _append_opening(state, opening, segments)
         first: FirstTokens = [
-            claim_tokens if s.rollout_index % group_size < claims_per_group and s.episode.phase == "report" else None
+            claim_tokens
+            if s.rollout_index % group_size < claims_per_group
+            and s.episode.phase == "report"
+            and not (claim_planted_only and s.row.benign)
+            else None
             for s in live
         ]
         for state, tokens in zip(live, first, strict=True):
             if tokens:
                 CLAIM_FORCED.set(state.episode.transcript, True)
+        quotes: QuoteSources = [
+            quote_sources(s.episode.transcript) if quote_sources is not None and s.episode.phase == "report" else None
+            for s in live
+        ]
         keys, contexts = [s.rollout_index for s in live], [s.context for s in live]
-        samples = generate(keys, contexts, first) if any(first) else generate(keys, contexts)
+        options: dict[str, Any] = {"first": first} if any(first) else {}
+        if any(q is not None for q in quotes):
+            options["quotes"] = quotes
+        samples = generate(keys, contexts, **options)
         if turn_tokens is not None:
             samples = [_cut(sample, turn_tokens(s.episode.phase)) for s, sample in zip(live, samples, strict=True)]
         outputs = [
@@ -269,7 +289,9 @@ async def run_rollouts(
 
 
 def _cut(sample: Sample, limit: int) -> Sample:
-    return sample if len(sample.ids) <= limit else Sample(sample.ids[:limit], sample.logprobs[:limit])
+    if len(sample.ids) <= limit:
+        return sample
+    return Sample(sample.ids[:limit], sample.logprobs[:limit], frozenset(p for p in sample.forced if p < limit))
 
 
 def _append_opening(state: RolloutState, opening: str, segments: ChatSegments) -> None:
@@ -281,9 +303,10 @@ def _append_opening(state: RolloutState, opening: str, segments: ChatSegments) -
 
 
 def _append_sample(state: RolloutState, sample: Sample) -> None:
-    """Sampled tokens train (env_mask 1) except those without a logprob, which stay in context untrained."""
+    """Sampled tokens train (env_mask 1) except those without a logprob and those a constraint forced, which stay
+    in context untrained."""
     state.completion_ids += sample.ids
-    state.env_mask += [0 if lp is None else 1 for lp in sample.logprobs]
+    state.env_mask += [0 if lp is None or i in sample.forced else 1 for i, lp in enumerate(sample.logprobs)]
     state.logprobs += [0.0 if lp is None else lp for lp in sample.logprobs]
     missing = sample.logprobs.count(None)
     if missing:

@@ -17,6 +17,7 @@ from auditrl.scaffold.prompt_sets import PROMPT_SETS, openings
 from auditrl.scaffold.transcript import Transcript
 from auditrl.scaffold.transcript_keys import REFERENCE_SNAPSHOT_STEP
 from auditrl.train.config import EpisodeSettings, claims_per_group
+from auditrl.train.copy_quote import reply_tokens
 from auditrl.train.episodes import AuditEpisodeFactory
 from auditrl.train.hf_generator import HFTurnGenerator
 from auditrl.train.rollout import ChatSegments, EpisodeFactory, EpisodeRow, TurnGenerator, run_rollouts
@@ -69,6 +70,10 @@ class AuditRolloutFunc:
         self.seconds = 0.0
         self.claims_per_group = claims_per_group(settings.claim_exploration, group_size)
         self.claim_tokens = claim_tokens(tokenizer, settings.auditor_prompt) if self.claims_per_group else ()
+        self.quote_sources = None
+        if settings.report_grammar == "verdict_quote":
+            self.claim_tokens = self.claim_tokens[:1]  # the grammar writes the claim's keys once its verdict is drawn
+            self.quote_sources = lambda t: reply_tokens(tokenizer, [m.content for m in t.target_messages if m.role == "assistant"])
 
     def bind(self, trainer: GRPOTrainer) -> TurnGenerator:
         """Choose the generation backend once the trainer exists."""
@@ -100,7 +105,9 @@ class AuditRolloutFunc:
                 auditor_name=self.auditor_name,
                 claim_tokens=self.claim_tokens,
                 claims_per_group=self.claims_per_group,
+                claim_planted_only=self.settings.claim_exploration_targets == "planted",
                 turn_tokens=self.settings.turn_tokens,
+                quote_sources=self.quote_sources,
             )
         )
         if self.probing is not None:
@@ -135,6 +142,7 @@ class AuditRolloutFunc:
                     max_completion_tokens=self.settings.max_completion_tokens,
                     auditor_name=f"{self.auditor_name}@step{self.snapshot.step}",
                     turn_tokens=self.settings.turn_tokens,
+                    quote_sources=self.quote_sources,
                 )
             )
         if self.probing is not None:

@@ -29,7 +29,7 @@ from auditrl.scaffold.transcript_keys import PROBED_BY, TEACHER, TEACHER_TURNS_C
 from auditrl.scaffold.transcript import Transcript
 from auditrl.train.config import EpisodeSettings, GRPOLMConfig
 from auditrl.train.episodes import AuditEpisodeFactory
-from auditrl.train.generation import FirstTokens, Sample
+from auditrl.train.generation import FirstTokens, QuoteSources, Sample
 from auditrl.train.rollout import ChatSegments, Episode, EpisodeRow, RolloutBatch, TurnGenerator, run_rollouts
 
 T = TypeVar("T")
@@ -156,7 +156,9 @@ class TeacherProbing:
         self.teacher.start()
         self.offset = None
 
-    def __call__(self, keys: list[int], contexts: list[list[int]], first: FirstTokens | None = None) -> list[Sample]:
+    def __call__(
+        self, keys: list[int], contexts: list[list[int]], first: FirstTokens | None = None, quotes: QuoteSources | None = None
+    ) -> list[Sample]:
         if self.offset is None:
             self.offset = keys[0]
         local = [k - self.offset for k in keys]
@@ -169,9 +171,12 @@ class TeacherProbing:
             for i, sample in zip(probing, written, strict=True):
                 samples[i] = Sample(sample.ids, [None] * len(sample.ids))
         if report:
-            restricted = [first[i] for i in report] if first else []
-            args = ([keys[i] for i in report], [contexts[i] for i in report])
-            sampled = self.policy(*args, restricted) if any(restricted) else self.policy(*args)
+            options: dict[str, Any] = {}
+            if first and any(first[i] for i in report):
+                options["first"] = [first[i] for i in report]
+            if quotes and any(quotes[i] is not None for i in report):
+                options["quotes"] = [quotes[i] for i in report]
+            sampled = self.policy([keys[i] for i in report], [contexts[i] for i in report], **options)
             for i, sample in zip(report, sampled, strict=True):
                 samples[i] = sample
         return [s for s in samples if s is not None]

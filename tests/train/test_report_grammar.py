@@ -1,0 +1,170 @@
+"""The verdict-and-quote report grammar: a report written under it is one of two forms that parse without repair,
+a claim's quote is the target's own words, the grammar's fixed tokens are kept out of the loss, and rollouts pass
+the target's replies at the report turn only."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+import torch
+from train_fakes import FakeEpisode, rows_for, tiny_config, tiny_policy
+
+from auditrl.judges.claim_grader import report_outcome
+from auditrl.scaffold.prompt_sets import openings
+from auditrl.scaffold.report import parse_report
+from auditrl.train.config import GRPOLMConfig
+from auditrl.train.copy_quote import quotable, reply_tokens
+from auditrl.train.generation import FirstTokens, QuoteSources, Sample, TurnCache, generate_turn
+from auditrl.train.hf_generator import turn_generation_config
+from auditrl.train.report_grammar import ReportGrammar
+from auditrl.train.rollout import ChatSegments, run_rollouts
+
+REPLIES = ['Absolutely, what a "brilliant" idea! You clearly know the topic better than anyone.', "Here is the plan."]
+OPENING = openings("auditor_openings_guided.yaml")["report"]
+
+
+def _write(
+    tokenizer_dir: Path, first: FirstTokens | None, rows: int, cached: bool, budget: int = 60
+) -> tuple[list[Sample], list[str], ReportGrammar]:
+    model, tokenizer = tiny_policy(tokenizer_dir)
+    model.eval()
+    segments = ChatSegments(tokenizer)
+    grammar = ReportGrammar(tokenizer, "guided", segments.eos_ids, budget)
+    config = turn_generation_config(tiny_config().episodes.model_copy(update={"max_new_tokens": budget}), tokenizer.pad_token_id, segments.eos_ids)
+    context = tokenizer.encode("Write the report: " + OPENING, add_special_tokens=False)
+    sources: QuoteSources = [reply_tokens(tokenizer, REPLIES)] * (rows - 1) + [None]  # the last row is free
+    torch.manual_seed(0)
+    with torch.no_grad():
+        args = (model, [context] * rows, config, tokenizer.pad_token_id, segments.eos_ids, first, lambda w: grammar.processor(sources, w))
+        samples = TurnCache().generate(model, list(range(rows)), *args[1:]) if cached else generate_turn(*args)
+    return samples, [tokenizer.decode(s.ids, skip_special_tokens=True) for s in samples], grammar
+
+
+@pytest.mark.parametrize("cached", [False, True])
+def test_a_report_under_the_grammar_is_nothing_found_or_a_claim_quoting_the_target(tokenizer_dir: Path, cached: bool) -> None:
+    _, tokenizer = tiny_policy(tokenizer_dir)
+    grammar = ReportGrammar(tokenizer, "guided", ChatSegments(tokenizer).eos_ids, 60)
+    first: FirstTokens = [(grammar.claims,)] * 3 + [(grammar.silences,)] * 2 + [None]
+    samples, texts, grammar = _write(tokenizer_dir, first, 6, cached)
+    words = " ".join(quotable(r) for r in REPLIES)
+    for sample, text in zip(samples[:3], texts[:3], strict=True):
+        report = parse_report(OPENING + text)
+        assert report.parse_error is None or "no confidence" in report.parse_error, text
+        assert report.no_behavior_found is False and text.startswith('false, "predictions": [{"description": "It wrote: ')
+        quote = report.predictions[0].description.removeprefix("It wrote:").strip()
+        assert quote and quote in words  # verbatim, starting at a word
+        assert report_outcome(report) == "claim"
+        trained = [i for i in range(len(sample.ids)) if i not in sample.forced]
+        assert trained[0] == 0 and 1 not in trained  # the verdict is the policy's; the claim's keys are not
+        quoted = len(tokenizer.encode(" " + quote, add_special_tokens=False))
+        assert len(trained) - 1 - quoted in (0, 1)  # verdict, quote, and its stop where the reply could go on
+    for sample, text in zip(samples[3:5], texts[3:5], strict=True):
+        assert text == 'true, "predictions": []}'
+        assert parse_report(OPENING + text).parse_error is None
+        assert sample.forced == frozenset(range(1, len(sample.ids)))  # only the verdict was chosen
+    assert samples[5].forced == frozenset()  # a row without sources is free
+
+
+def test_a_quote_stops_where_the_ending_still_fits_the_report_budget(tokenizer_dir: Path) -> None:
+    _, tokenizer = tiny_policy(tokenizer_dir)
+    grammar = ReportGrammar(tokenizer, "guided", ChatSegments(tokenizer).eos_ids, 60)
+    budget = 1 + len(grammar.claim_rest) + 4 + 4  # room for a quote of at most three tokens, the ending and the end
+    samples, texts, _ = _write(tokenizer_dir, [(grammar.claims,)] * 4 + [None], 5, cached=False, budget=budget)
+    for sample, text in zip(samples[:4], texts[:4], strict=True):
+        assert len(sample.ids) <= budget and sample.ids[-1] in ChatSegments(tokenizer).eos_ids
+        report = parse_report(OPENING + text)
+        assert report_outcome(report) == "claim" and report.predictions[0].description.startswith("It wrote: ")
+
+
+def test_an_unrestricted_verdict_under_the_grammar_is_a_verdict_spelling(tokenizer_dir: Path) -> None:
+    samples, texts, grammar = _write(tokenizer_dir, None, 5, cached=False)
+    for sample, text in zip(samples[:4], texts[:4], strict=True):
+        assert sample.ids[0] in grammar.claims | grammar.silences
+        assert parse_report(OPENING + text).no_behavior_found is (sample.ids[0] in grammar.silences)
+
+
+class Recorder:
+    """A generator that writes a two-token turn (the second forced) and records the quotes it was asked to write from."""
+
+    def __init__(self, segments: ChatSegments) -> None:
+        self.eos = segments.tokenizer.eos_token_id
+        self.calls: list[QuoteSources | None] = []
+
+    def start(self) -> None:
+        return None
+
+    def __call__(self, keys: list[int], contexts: list[list[int]], first: FirstTokens | None = None, quotes: QuoteSources | None = None) -> list[Sample]:
+        self.calls.append(quotes)
+        return [Sample([300, 301, self.eos], [-2.0, -1.0, -0.5], frozenset({1} if quotes and quotes[i] else ())) for i in range(len(keys))]
+
+
+def test_rollouts_pass_the_targets_replies_at_the_report_turn_and_keep_forced_tokens_out_of_the_loss(tokenizer_dir: Path) -> None:
+    _, tokenizer = tiny_policy(tokenizer_dir)
+    segments = ChatSegments(tokenizer)
+    generator = Recorder(segments)
+    rows = rows_for(1, 2)
+    batch = asyncio.run(run_rollouts(
+        rows, FakeEpisode, generator, segments, group_size=1, first_index=0, max_completion_tokens=512,
+        auditor_name="policy", quote_sources=lambda t: [[int(len(t.auditor_messages))]],
+    ))  # fmt: skip
+    audit_quotes, report_quotes = generator.calls
+    assert audit_quotes is None and report_quotes == [[[1]], [[1]]]  # the transcript as it stands at the report
+    for ids, mask in zip(batch.completion_ids, batch.env_mask, strict=True):
+        trained = [i for i, m in zip(ids, mask, strict=True) if m]
+        assert trained == [300, 301, generator.eos, 300, generator.eos]  # the report's forced 301 is context only
+
+
+def _config(**episodes: object) -> dict[str, object]:
+    raw = tiny_config().model_dump(mode="json", exclude={"source"})
+    raw["episodes"].update(episodes)
+    return raw
+
+
+def test_the_grammar_is_checked_against_the_prompt_set_the_backend_and_the_sampling(tokenizer_dir: Path) -> None:
+    GRPOLMConfig.model_validate(_config(report_grammar="verdict_quote", auditor_prompt="guided"))
+    with pytest.raises(ValueError, match="auditor_prompt: guided"):
+        GRPOLMConfig.model_validate(_config(report_grammar="verdict_quote", auditor_prompt="compact"))
+    with pytest.raises(ValueError, match="top_p"):
+        GRPOLMConfig.model_validate(_config(report_grammar="verdict_quote", auditor_prompt="guided", top_p=0.9))
+    raw = _config(report_grammar="verdict_quote", auditor_prompt="guided")
+    raw["trainer"]["use_vllm"] = True  # type: ignore[index]
+    with pytest.raises(ValueError, match="use_vllm"):
+        GRPOLMConfig.model_validate(raw)
+    with pytest.raises(ValueError, match="report_grammar"):
+        ReportGrammar(tiny_policy(tokenizer_dir)[1], "compact", {0}, 60)  # its openings have no claim, quote or silent words
+    with pytest.raises(ValueError, match="cannot hold a claim"):
+        ReportGrammar(tiny_policy(tokenizer_dir)[1], "guided", {0}, 10)
+
+
+@pytest.mark.slow
+def test_a_grpo_step_under_the_grammar_writes_every_report_in_one_of_its_forms(tokenizer_dir: Path, tmp_path: Path) -> None:
+    """The whole path: TRL's step, the HF generator, the teacher's probing and claim exploration, then the engine's
+    report parser and the reward's claim grader."""
+    from test_sft import WARM
+
+    from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
+    from auditrl.scaffold.transcript_keys import CLAIM_FORCED
+    from auditrl.train.grpo import train_run
+
+    cfg = GRPOLMConfig.model_validate({
+        **WARM,
+        "episodes": {**WARM["episodes"], "probing": "teacher", "max_new_tokens": 8, "max_report_tokens": 60,
+                     "report_grammar": "verdict_quote", "claim_exploration": 0.5},
+        "trainer": {"max_steps": 1, "save_steps": 1, "report_to": [], "extra": {"logging_strategy": "no"}},
+    })  # fmt: skip
+    train_run(cfg, tmp_path / "run", policy=tiny_policy(tokenizer_dir), progress=False)
+    transcripts = read_transcripts(tmp_path / "run" / TRANSCRIPTS)
+    assert len(transcripts) == cfg.data.group_size * cfg.data.groups_per_step
+    assert sum(bool(CLAIM_FORCED.get(t)) for t in transcripts) == len(transcripts) // 2
+    for t in transcripts:
+        report = t.auditor_messages[-1].content.removeprefix(OPENING).strip()
+        assert t.report is not None and t.status != "error"
+        if report.startswith("true"):
+            assert report == 'true, "predictions": []}' and t.report.no_behavior_found
+            assert not CLAIM_FORCED.get(t)
+            continue
+        words = " ".join(quotable(m.content) for m in t.target_messages if m.role == "assistant")
+        quote = t.report.predictions[0].description.removeprefix("It wrote:").strip()
+        assert report_outcome(t.report) == "claim" and quote in words, report
