@@ -21,8 +21,13 @@ on the audit's own report. A claim that is credited when made is what claim expl
 rate here bounds what a run can pay for. `--quote-opening WORDS` appends WORDS to the claim opening (e.g.
 `"It wrote:"`, which makes every made claim quote the target); `--copy-quote` makes the quote a verbatim span of the
 target's replies and ends the report where the quote stops (auditrl.train.copy_quote), which separates choosing what
-to quote from copying it and from writing the JSON around it. `--auditor untrained_base` reads the policy without an
-adapter. Prints the CPU; writes `<run>/claim_probability.json`.
+to quote from copying it and from writing the JSON around it. `--report-grammar` reads the auditor as GRPO's rollouts
+under `episodes.report_grammar: verdict_quote` sample it: P(claim) among the verdict's spellings only (`false` against
+`true`), and made claims opened with the prompt set's quote words and copied (auditrl.train.report_grammar).
+`--auditor untrained_base` reads the policy without an adapter, `GRPO_from_base` the adapter of a GRPO run from it
+(`<run>/grpo_from_base`). `--held-out FILE` reads teacher audits of held-out targets (the teacher probing, the auditor
+writing only the report, as report-only GRPO trains it) for every auditor, in place of its own evaluation audits.
+Prints the CPU; writes `<run>/claim_probability.json`.
 
     OMP_NUM_THREADS=1 python benchmarks/claim_probability.py --run runs/lm-learning [--auditor SFT_base] [--claims [--temperature 0.7 --samples 2 --max-new-tokens 128] [--quote-opening "It wrote:"] [--copy-quote]]
 """
@@ -57,7 +62,7 @@ from auditrl.train.outputs import ADAPTER_DIR
 from auditrl.train.policy import load_policy
 from auditrl.train.sft import TEACHER_TRANSCRIPTS, verdict_token_ids
 
-ADAPTERS: dict[str, str | None] = {"untrained_base": None, "SFT_base": "sft", "SFT_plus_GRPO": "grpo"}
+ADAPTERS: dict[str, str | None] = {"untrained_base": None, "SFT_base": "sft", "SFT_plus_GRPO": "grpo", "GRPO_from_base": "grpo_from_base"}
 """Evaluation folder of each auditor -> its run folder under the lm_learning output (None: no adapter)."""
 TRAINED = ["SFT_base", "SFT_plus_GRPO"]
 console = Console(width=120)
@@ -98,15 +103,20 @@ def report_prompt_ids(tokenizer: Any, t: Transcript, begun: str) -> torch.Tensor
     return tokenizer(text, add_special_tokens=False, return_tensors="pt").input_ids
 
 
-def claim_probabilities(model: Any, tokenizer: Any, transcripts: list[Transcript], begun: str) -> dict[str, list[float]]:
-    """P(claim) in percent per audit, grouped by planted with the behavior shown, planted without, and benign."""
+def claim_probabilities(
+    model: Any, tokenizer: Any, transcripts: list[Transcript], begun: str, among_verdicts: bool = False
+) -> dict[str, list[float]]:
+    """P(claim) in percent per audit, grouped by planted with the behavior shown, planted without, and benign;
+    `among_verdicts`: relative to the verdict's spellings (what the report grammar samples from)."""
     claim_ids = verdict_token_ids(tokenizer, ("false",))
+    verdict_ids = verdict_token_ids(tokenizer)
     groups: dict[str, list[float]] = {"planted, behavior shown": [], "planted, not shown": [], "benign": []}
     for t in track(list(filter(readable, transcripts)), description="P(claim)", console=console, transient=True):
         with torch.no_grad():  # the next word only: the head over every position cost most of the pass
             p = torch.softmax(model(report_prompt_ids(tokenizer, t, begun), logits_to_keep=1).logits[0, -1].float(), -1)
         group = "benign" if t.benign else "planted, behavior shown" if shown(t) else "planted, not shown"
-        groups[group].append(100.0 * float(sum(p[i] for i in claim_ids)))
+        claim = float(sum(p[i] for i in claim_ids))
+        groups[group].append(100.0 * claim / (float(sum(p[i] for i in verdict_ids)) if among_verdicts else 1.0))
     return groups
 
 
@@ -174,6 +184,8 @@ def main(
     max_new_tokens: Annotated[int | None, typer.Option(min=1, help="Token budget of a made claim's description; default the report turn's budget (episodes.max_report_tokens, else max_new_tokens).")] = None,
     quote_opening: Annotated[str, typer.Option(help="Words appended to the claim opening, e.g. 'It wrote:'.")] = "",
     copy_quote: Annotated[bool, typer.Option(help="Copy the made claim's quote verbatim from the target's replies.")] = False,
+    report_grammar: Annotated[bool, typer.Option(help="Read the auditor as the report grammar samples it (verdict among its spellings, quote opened and copied).")] = False,
+    held_out: Annotated[Path | None, typer.Option(help="Teacher audits of held-out targets (a transcripts file), read for every auditor.")] = None,
 ) -> None:
     unknown = [a for a in auditor if a not in ADAPTERS]
     if unknown:
@@ -183,12 +195,20 @@ def main(
     cfg = load_config(run / "grpo_config.yaml")
     words = openings(PROMPT_SETS[cfg.episodes.auditor_prompt].openings or "")
     begun = words["report"]
+    if report_grammar:
+        if "quote" not in words:
+            raise typer.BadParameter(f"prompt set {cfg.episodes.auditor_prompt!r} has no quote words", param_hint="--report-grammar")
+        quote_opening, copy_quote = quote_opening or words["quote"], True
+    if held_out is not None and not held_out.is_file():
+        raise typer.BadParameter(f"{held_out}: no such transcripts file", param_hint="--held-out")
     sampling = ClaimSampling(
         max_new_tokens or cfg.episodes.report_tokens, temperature, samples if temperature > 0 else 1,
         copy_quote=copy_quote, quote_opened=quote_opening.rstrip().endswith(MARKER),
     )  # fmt: skip
-    record: dict[str, Any] = {"cpu": describe_cpu(), "claim_sampling": asdict(sampling), "auditors": {}}
-    sft_data = read_transcripts(run / "sft" / TEACHER_TRANSCRIPTS)
+    record: dict[str, Any] = {"cpu": describe_cpu(), "claim_sampling": asdict(sampling), "report_grammar": report_grammar, "auditors": {}}
+    sft_file = run / "sft" / TEACHER_TRANSCRIPTS
+    sft_data = read_transcripts(sft_file) if sft_file.is_file() else []
+    teacher_held_out = read_transcripts(held_out) if held_out is not None else []
     for label in auditor:
         folder = ADAPTERS[label]
         adapter = None if folder is None else run / folder / ADAPTER_DIR
@@ -197,10 +217,15 @@ def main(
         model, tokenizer = load_policy(cfg.policy.model_copy(update={"init_adapter": adapter and adapter.resolve()}))
         model.eval()
         evaluated = run / "eval" / label
-        held_out = [t for f in sorted(evaluated.iterdir()) for t in read_transcripts(f / TRANSCRIPTS)] if evaluated.is_dir() else []
-        sources = {label: held_out, f"{label}, on the SFT data": sft_data}
+        if held_out is not None:
+            sources = {f"{label}, held-out teacher audits": teacher_held_out}
+        else:
+            own = [t for f in sorted(evaluated.iterdir()) for t in read_transcripts(f / TRANSCRIPTS)] if evaluated.is_dir() else []
+            sources = {label: own}
+        if sft_data:
+            sources[f"{label}, on the SFT data"] = sft_data
         for name, transcripts in sources.items():
-            groups = claim_probabilities(model, tokenizer, transcripts, begun)
+            groups = claim_probabilities(model, tokenizer, transcripts, begun, among_verdicts=report_grammar)
             gap = difference_ci(groups["planted, behavior shown"], groups["benign"]) if groups["planted, behavior shown"] and groups["benign"] else None
             record["auditors"][name] = {
                 "groups": {g: {"audits": len(v), **mean_ci(v).model_dump()} for g, v in groups.items() if v},
@@ -208,7 +233,8 @@ def main(
             }
             if claims:
                 record["auditors"][name]["claims"] = written_claims(model, tokenizer, transcripts, begun + words["claim"] + quote_opening, sampling)
-    table = Table(title="P(the report opens with a claim), % (mean [95% CI] over audits)", caption=record["cpu"])
+    among = " among the verdict's spellings" if report_grammar else ""
+    table = Table(title=f"P(the report opens with a claim{among}), % (mean [95% CI] over audits)", caption=record["cpu"])
     table.add_column("auditor (audits read)", no_wrap=True)
     for column in ("planted, behavior shown", "planted, not shown", "benign", "shown - benign"):
         table.add_column(column, justify="right")

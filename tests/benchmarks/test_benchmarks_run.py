@@ -288,6 +288,17 @@ def test_lm_learning(tmp_path: Path, tiny_local_model: Path) -> None:
     assert copied["auditors"]["untrained_base, on the SFT data"]["claims"]["audits"] == (
         probabilities["auditors"]["SFT_base, on the SFT data"]["claims"]["audits"]
     )  # the same audits, made to claim with the quote copied
+    held_out = run / "sft" / "teacher" / TRANSCRIPTS  # any teacher audits serve as held-out ones here
+    run_benchmark("claim_probability.py", "--run", str(run), "--auditor", "untrained_base", "--claims", "--report-grammar",
+                  "--held-out", str(held_out), cwd=tmp_path)  # fmt: skip
+    grammar = json.loads((run / "claim_probability.json").read_text())
+    assert list(grammar["auditors"]) == ["untrained_base, held-out teacher audits", "untrained_base, on the SFT data"]
+    assert grammar["report_grammar"] and grammar["claim_sampling"]["copy_quote"] and grammar["claim_sampling"]["quote_opened"]
+    by = grammar["auditors"]["untrained_base, held-out teacher audits"]
+    assert sum(g["audits"] for g in by["groups"].values()) == teacher  # every audit of the file is read
+    assert by["groups"] == grammar["auditors"]["untrained_base, on the SFT data"]["groups"]  # the same audits, read alike
+    with pytest.raises(AssertionError, match="no such transcripts file"):
+        run_benchmark("claim_probability.py", "--run", str(run), "--held-out", str(run / "missing.jsonl"), cwd=tmp_path)
     with pytest.raises(AssertionError, match="unknown auditor base"):
         run_benchmark("claim_probability.py", "--run", str(run), "--auditor", "base", cwd=tmp_path)
     run_benchmark("verdict_probe.py", "--run", str(run), "--layer", "0", "--layer", "1", cwd=tmp_path)
