@@ -351,31 +351,9 @@ class GRPOLMConfig(ConfigModel):
     @model_validator(mode="after")
     def _check_layout(self) -> GRPOLMConfig:
         if self.episodes.report_grammar != "free":
-            if self.episodes.auditor_prompt != "guided":
-                raise ValueError(
-                    f"episodes.report_grammar={self.episodes.report_grammar} needs episodes.auditor_prompt: guided (its report "
-                    f"opening ends where the verdict begins); got {self.episodes.auditor_prompt!r}"
-                )
-            if self.trainer.use_vllm:
-                raise ValueError("episodes.report_grammar constrains HF generation; set trainer.use_vllm: false")
-            if self.episodes.top_p < 1.0:
-                raise ValueError(
-                    f"episodes.report_grammar with episodes.top_p={self.episodes.top_p}: nucleus filtering runs first and "
-                    "can remove every token the grammar allows; set top_p: 1.0"
-                )
+            self._check_report_constraint("report_grammar", self.episodes.report_grammar)
         if self.episodes.claim_exploration:
-            if self.episodes.auditor_prompt != "guided":
-                raise ValueError(
-                    f"episodes.claim_exploration={self.episodes.claim_exploration} needs episodes.auditor_prompt: guided "
-                    f"(its report opening ends where the verdict begins and it has a claim opening); got {self.episodes.auditor_prompt!r}"
-                )
-            if self.trainer.use_vllm:
-                raise ValueError("episodes.claim_exploration sets the verdict token in HF generation; set trainer.use_vllm: false")
-            if self.episodes.top_p < 1.0:
-                raise ValueError(
-                    f"episodes.claim_exploration with episodes.top_p={self.episodes.top_p}: nucleus filtering runs first "
-                    "and can remove every spelling of the claim; set top_p: 1.0"
-                )
+            self._check_report_constraint("claim_exploration", self.episodes.claim_exploration)
             if not claims_per_group(self.episodes.claim_exploration, self.data.group_size):
                 raise ValueError(
                     f"episodes.claim_exploration={self.episodes.claim_exploration} sets no rollout of a group of "
@@ -388,6 +366,23 @@ class GRPOLMConfig(ConfigModel):
                 f"data.group_size * data.groups_per_step = {rollouts}"
             )
         return self
+
+    def _check_report_constraint(self, name: str, value: object) -> None:
+        """A setting that masks the report turn's sampling (claim exploration, the report grammar) needs the guided
+        prompt set (its report opening ends where the verdict begins), HF generation (the mask is a transformers
+        logits processor) and no nucleus filtering (which runs first and could remove every allowed token)."""
+        if self.episodes.auditor_prompt != "guided":
+            raise ValueError(
+                f"episodes.{name}={value} needs episodes.auditor_prompt: guided (its report opening ends where the verdict "
+                f"begins and it has a claim opening); got {self.episodes.auditor_prompt!r}"
+            )
+        if self.trainer.use_vllm:
+            raise ValueError(f"episodes.{name} constrains HF generation; set trainer.use_vllm: false")
+        if self.episodes.top_p < 1.0:
+            raise ValueError(
+                f"episodes.{name} with episodes.top_p={self.episodes.top_p}: nucleus filtering runs first and can remove "
+                "every token the constraint allows; set top_p: 1.0"
+            )
 
 
 def claims_per_group(claim_exploration: float, group_size: int) -> int:

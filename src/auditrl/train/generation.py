@@ -30,6 +30,10 @@ class Sample:
     forced: frozenset[int] = field(default_factory=frozenset)
     """Positions a constraint left one token for (the report grammar's fixed words): context, not the policy's choice."""
 
+    def head(self, n: int) -> Sample:
+        """The first `n` tokens (all when fewer), with their logprobs and forced positions."""
+        return self if len(self.ids) <= n else Sample(self.ids[:n], self.logprobs[:n], frozenset(p for p in self.forced if p < n))
+
 
 def sampled_logprobs(logits: torch.Tensor, ids: torch.Tensor, temperature: float) -> torch.Tensor:
     """Log-probabilities of `ids` under temperature-scaled logits, as TRL recomputes them for the loss."""
@@ -40,7 +44,7 @@ def sampled_logprobs(logits: torch.Tensor, ids: torch.Tensor, temperature: float
 def cut_at_eos(ids: list[int], logprobs: list[float | None], eos_ids: set[int], forced: frozenset[int] = frozenset()) -> Sample:
     """Keep tokens up to and including the first end-of-turn token (the rest is padding)."""
     end = next((i + 1 for i, tok in enumerate(ids) if tok in eos_ids), len(ids))
-    return Sample(ids[:end], logprobs[:end], frozenset(p for p in forced if p < end))
+    return Sample(ids, logprobs, forced).head(end)
 
 
 FirstTokens = list[tuple[frozenset[int], ...] | None]

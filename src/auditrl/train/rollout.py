@@ -256,7 +256,7 @@ async def run_rollouts(
             options["quotes"] = quotes
         samples = generate(keys, contexts, **options)
         if turn_tokens is not None:
-            samples = [_cut(sample, turn_tokens(s.episode.phase)) for s, sample in zip(live, samples, strict=True)]
+            samples = [sample.head(turn_tokens(s.episode.phase)) for s, sample in zip(live, samples, strict=True)]
         outputs = [
             ChatMessageAssistant(
                 content=opening + segments.tokenizer.decode(sample.ids, skip_special_tokens=True), model=auditor_name
@@ -286,12 +286,6 @@ async def run_rollouts(
         group_index=[s.group_index for s in states],
         rollout_index=[s.rollout_index for s in states],
     )
-
-
-def _cut(sample: Sample, limit: int) -> Sample:
-    if len(sample.ids) <= limit:
-        return sample
-    return Sample(sample.ids[:limit], sample.logprobs[:limit], frozenset(p for p in sample.forced if p < limit))
 
 
 def _append_opening(state: RolloutState, opening: str, segments: ChatSegments) -> None:
