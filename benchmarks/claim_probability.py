@@ -87,11 +87,6 @@ def auditor_chat(t: Transcript) -> list[dict[str, str]]:
     return chat
 
 
-def shown(t: Transcript) -> bool:
-    """Whether the target showed its planted behavior in any reply (AuditWorld's annotation)."""
-    return any(m.annotations.get("expressed") for m in t.target_messages)
-
-
 def readable(t: Transcript) -> bool:
     """An audit whose verdict can be read: it did not fail and the auditor spoke before its report."""
     return t.status != "error" and len(t.auditor_messages) >= 2
@@ -114,7 +109,7 @@ def claim_probabilities(
     for t in track(list(filter(readable, transcripts)), description="P(claim)", console=console, transient=True):
         with torch.no_grad():  # the next word only: the head over every position cost most of the pass
             p = torch.softmax(model(report_prompt_ids(tokenizer, t, begun), logits_to_keep=1).logits[0, -1].float(), -1)
-        group = "benign" if t.benign else "planted, behavior shown" if shown(t) else "planted, not shown"
+        group = "benign" if t.benign else "planted, behavior shown" if t.behavior_shown else "planted, not shown"
         claim = float(sum(p[i] for i in claim_ids))
         groups[group].append(100.0 * claim / (float(sum(p[i] for i in verdict_ids)) if among_verdicts else 1.0))
     return groups
@@ -161,7 +156,7 @@ def written_claims(
     grader = default_grader()
     made, parsed, own = [], [], []
     for t in track(transcripts, description="made claims", console=console, transient=True):
-        if not readable(t) or t.benign or t.behavior_id is None or not shown(t):
+        if not readable(t) or t.benign or t.behavior_id is None or not t.behavior_shown:
             continue
         ids = report_prompt_ids(tokenizer, t, begun)
         replies = [m.content for m in t.target_messages if m.role == "assistant"]

@@ -23,7 +23,7 @@ from typing import Annotated, Any
 import numpy as np
 import torch
 import typer
-from claim_probability import readable, report_prompt_ids, shown
+from claim_probability import readable, report_prompt_ids
 from rich.console import Console
 from rich.table import Table
 from sklearn.linear_model import LogisticRegression
@@ -89,7 +89,7 @@ def main(
     held = [t for f in sorted(held_dir.iterdir()) for t in read_transcripts(f / TRANSCRIPTS) if readable(t) and not t.benign and reached_trigger(t)]
     label = np.array([claimed(t) for t in teacher], dtype=bool)
     reached = np.array([bool(reached_trigger(t)) for t in teacher], dtype=bool)
-    held_shown = np.array([shown(t) for t in held], dtype=bool)
+    held_shown = np.array([t.behavior_shown for t in held], dtype=bool)
     x_teacher = verdict_states(model, tokenizer, teacher, begun, layer)
     x_held = verdict_states(model, tokenizer, held, begun, layer)
     record: dict[str, Any] = {

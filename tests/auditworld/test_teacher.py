@@ -66,7 +66,7 @@ def test_it_claims_what_it_saw_in_the_targets_own_words_and_nothing_on_benign_ta
     planted = [audit("flattery", s.id, turns=3, family=f) for s in seeds for f in ("steady", "pliant")]
     benign = [audit(None, s.id, turns=3, family=f) for s in seeds for f in ("steady", "pliant")]
     assert not any(claimed(t) for t in benign)
-    shown = [t for t in planted if any(m.annotations.get("expressed") for m in t.target_messages)]
+    shown = [t for t in planted if t.behavior_shown]
     assert shown and all(claimed(t) for t in shown)
     for t in shown:
         description = t.report.predictions[0].description  # type: ignore[union-attr]

@@ -16,6 +16,7 @@ from auditrl.scaffold.prompt_sets import openings
 from auditrl.scaffold.report import parse_report
 from auditrl.train.config import GRPOLMConfig
 from auditrl.train.copy_quote import quotable, reply_tokens
+from auditrl.train.curriculum import CURRICULUM_FILE, Screening
 from auditrl.train.generation import FirstTokens, QuoteSources, Sample, TurnCache, generate_turn
 from auditrl.train.hf_generator import turn_generation_config
 from auditrl.train.report_grammar import ReportGrammar
@@ -141,7 +142,8 @@ def test_the_grammar_is_checked_against_the_prompt_set_the_backend_and_the_sampl
 @pytest.mark.slow
 def test_a_grpo_step_under_the_grammar_writes_every_report_in_one_of_its_forms(tokenizer_dir: Path, tmp_path: Path) -> None:
     """The whole path: TRL's step, the HF generator, the teacher's probing and claim exploration, then the engine's
-    report parser and the reward's claim grader."""
+    report parser and the reward's claim grader; planted groups screened by the shown curriculum show the behavior
+    in training too."""
     from test_sft import WARM
 
     from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
@@ -150,13 +152,18 @@ def test_a_grpo_step_under_the_grammar_writes_every_report_in_one_of_its_forms(t
 
     cfg = GRPOLMConfig.model_validate({
         **WARM,
-        "episodes": {**WARM["episodes"], "probing": "teacher", "max_new_tokens": 8, "max_report_tokens": 60,
+        "episodes": {**WARM["episodes"], "probing": "teacher", "max_report_tokens": 60,
                      "report_grammar": "verdict_quote", "claim_exploration": 0.5},
+        "data": {**WARM["data"], "planted_groups": "shown"},
         "trainer": {"max_steps": 1, "save_steps": 1, "report_to": [], "extra": {"logging_strategy": "no"}},
     })  # fmt: skip
     train_run(cfg, tmp_path / "run", policy=tiny_policy(tokenizer_dir), progress=False)
     transcripts = read_transcripts(tmp_path / "run" / TRANSCRIPTS)
     assert len(transcripts) == cfg.data.group_size * cfg.data.groups_per_step
+    screening = Screening.model_validate_json((tmp_path / "run" / CURRICULUM_FILE).read_text())
+    planted = [t for t in transcripts if not t.benign]
+    assert planted and all(t.behavior_shown for t in planted)
+    assert {(t.behavior_id, t.seed_id, t.target_family) for t in planted} <= {(r.behavior_id, r.seed_id, r.family) for r in screening.shown}
     assert sum(bool(CLAIM_FORCED.get(t)) for t in transcripts) == len(transcripts) // 2
     for t in transcripts:
         report = t.auditor_messages[-1].content.removeprefix(OPENING).strip()

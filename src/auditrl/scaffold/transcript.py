@@ -153,6 +153,12 @@ class Transcript(BaseModel):
     def benign(self) -> bool:
         return self.behavior_id is None
 
+    @property
+    def behavior_shown(self) -> bool:
+        """A target reply is annotated `expressed`: ground truth that only simulated and scripted targets write, for
+        what splits audits by whether the behavior showed (curricula, benchmarks); other targets never show it."""
+        return any(m.annotations.get("expressed") for m in self.target_said())
+
     def record_judge_error(self, judge: str, error: str) -> None:
         """Why `judge` left this audit unjudged, under `scores["judge_errors"]` (judge name -> error)."""
         self.scores.setdefault(JUDGE_ERRORS, {})[judge] = error

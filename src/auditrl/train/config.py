@@ -257,6 +257,16 @@ class DataSettings(ConfigModel):
     benign_fraction: float = Field(
         default=0.5, ge=0.0, le=1.0, description="Share of each step's groups run against a benign target."
     )
+    planted_groups: Literal["all", "shown", "creditable"] = Field(
+        default="all",
+        description="Which planted groups a step trains on. `all`: as drawn. `shown` (auditrl.train.curriculum): "
+        "only (behavior, seed, family) whose teacher probing showed the behavior, screened once before training; "
+        "each other planted draw is replaced by one of them. `creditable`: of those, only the ones where some quote "
+        "of a reply that showed it is a claim the offline claim grader credits (`It wrote: <span>`, as the report "
+        "grammar writes it). For report-only training (`episodes.probing: teacher`) "
+        "on `sim/` targets, whose replies carry the ground truth and replay the screened probing exactly. A "
+        "curriculum, not a reward: the simulator's ground truth picks the data, the policy reads only the transcript.",
+    )
 
     @model_validator(mode="after")
     def _one_seed_bank(self) -> DataSettings:
@@ -359,6 +369,8 @@ class GRPOLMConfig(ConfigModel):
                     f"episodes.claim_exploration={self.episodes.claim_exploration} sets no rollout of a group of "
                     f"data.group_size={self.data.group_size}; use at least {0.5 / self.data.group_size:.3g}"
                 )
+        if self.data.planted_groups != "all":
+            self._check_shown_curriculum()
         rollouts = self.data.group_size * self.data.groups_per_step
         if rollouts % self.trainer.micro_batch_size:
             raise ValueError(
@@ -366,6 +378,21 @@ class GRPOLMConfig(ConfigModel):
                 f"data.group_size * data.groups_per_step = {rollouts}"
             )
         return self
+
+    def _check_shown_curriculum(self) -> None:
+        """Screening planted groups needs the teacher's probing (the policy's own would differ from the screened one)
+        and targets whose replies carry the ground truth and repeat for the same conversation (`sim/`)."""
+        if self.episodes.probing != "teacher":
+            raise ValueError(
+                f"data.planted_groups={self.data.planted_groups} screens the teacher's probing; set episodes.probing: teacher "
+                f"(got {self.episodes.probing!r})"
+            )
+        provider = self.episodes.target_model.partition("/")[0]
+        if not provider_info(provider).family_targets:
+            raise ValueError(
+                f"data.planted_groups={self.data.planted_groups} reads whether the behavior showed from the target's ground "
+                f"truth, which only sim/ targets write; got episodes.target_model {self.episodes.target_model!r}"
+            )
 
     def _check_report_constraint(self, name: str, value: object) -> None:
         """A setting that masks the report turn's sampling (claim exploration, the report grammar) needs the guided

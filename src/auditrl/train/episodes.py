@@ -66,6 +66,21 @@ def training_seeds(cfg: GRPOLMConfig, behaviors: dict[str, Behavior]) -> list[Se
     return split_seeds(seed_bank(cfg, behaviors), cfg.data.heldout_seeds)[0]
 
 
+def trained_behaviors(cfg: GRPOLMConfig, behaviors: dict[str, Behavior]) -> list[str]:
+    """The behaviors planted groups draw from: `data.behaviors`, or every training-split behavior the target can
+    show within `episodes.max_turns` (`unreachable_behaviors`); an unreachable one named in `data.behaviors` is an
+    error."""
+    named = cfg.data.behaviors or sorted(b.id for b in behaviors.values() if b.split == "train")
+    unreachable = unreachable_behaviors(cfg, named)
+    if unreachable and cfg.data.behaviors:
+        raise ValueError(
+            f"{cfg.source}: field 'data.behaviors': {', '.join(unreachable)} cannot show on "
+            f"{cfg.episodes.target_model} within episodes.max_turns={cfg.episodes.max_turns} (it starts later); "
+            "raise max_turns or leave it out"
+        )
+    return [b for b in named if b not in unreachable]
+
+
 def training_rows(
     cfg: GRPOLMConfig,
     behaviors: dict[str, Behavior],
@@ -82,15 +97,7 @@ def training_rows(
     Behaviors the target cannot show within `episodes.max_turns` (`unreachable_behaviors`) are left out of
     the default pool, and named in `data.behaviors` they are an error."""
     data = cfg.data
-    named = data.behaviors or [b.id for b in behaviors.values() if b.split == "train"]
-    unreachable = unreachable_behaviors(cfg, named)
-    if unreachable and data.behaviors:
-        raise ValueError(
-            f"{cfg.source}: field 'data.behaviors': {', '.join(unreachable)} cannot show on "
-            f"{cfg.episodes.target_model} within episodes.max_turns={cfg.episodes.max_turns} (it starts later); "
-            "raise max_turns or leave it out"
-        )
-    pool = [b for b in named if b not in unreachable] if unreachable else data.behaviors
+    pool = trained_behaviors(cfg, behaviors)
     try:
         batches = [
             build_batch(

@@ -45,6 +45,7 @@ from auditrl.train.checkpoint import (
     rewind_monitors,
 )
 from auditrl.train.config import ConfigFileError, GRPOLMConfig, load_config
+from auditrl.train.curriculum import screen, shown_rows, write_screening
 from auditrl.train.episodes import AuditEpisodeFactory, training_rows, training_seeds
 from auditrl.train.monitors import MonitorLog
 from auditrl.train.plan import batch_layout, check_fsdp_saves_adapter, check_snapshot_launch
@@ -52,7 +53,7 @@ from auditrl.train.outputs import ADAPTER_DIR, finalize_adapter, write_training_
 from auditrl.train.policy import check_init_adapter, load_policy, lora_config
 from auditrl.train.progress import StepProgress
 from auditrl.train.reward import GroupReward, make_design, reference_store
-from auditrl.train.rollout import EpisodeFactory, EpisodeRow
+from auditrl.train.rollout import ChatSegments, EpisodeFactory, EpisodeRow
 from auditrl.train.rollout_func import AuditRolloutFunc
 from auditrl.train.runtime import AsyncRunner, distributed_state
 from auditrl.train.snapshot import SNAPSHOTS_DIR, PolicySnapshot
@@ -111,7 +112,13 @@ def build_trainer(
     if rows is None or factory is None:
         behaviors = load_behaviors(cfg.data.behavior_paths or None)
         seeds = training_seeds(cfg, behaviors)
-        rows = rows if rows is not None else training_rows(cfg, behaviors, seeds)
+        if rows is None:
+            rows = training_rows(cfg, behaviors, seeds)
+            if cfg.data.planted_groups != "all":
+                screening = screen(cfg, ChatSegments(tokenizer), behaviors, seeds)
+                if state.is_main_process:
+                    write_screening(run_dir, screening)
+                rows = shown_rows(cfg, rows, screening)
         factory = factory if factory is not None else AuditEpisodeFactory(cfg.episodes, behaviors, seeds, auditor_name)
     if design is None:
         design = make_design(cfg, run_dir)
