@@ -19,11 +19,12 @@ from auditrl.train.copy_quote import quotable, reply_tokens
 from auditrl.train.curriculum import CURRICULUM_FILE, Screening
 from auditrl.train.generation import FirstTokens, QuoteSources, Sample, TurnCache, generate_turn
 from auditrl.train.hf_generator import turn_generation_config
-from auditrl.train.report_grammar import ReportGrammar
+from auditrl.train.report_grammar import EvidenceGrammar, ReportGrammar
 from auditrl.train.rollout import ChatSegments, run_rollouts
 
 REPLIES = ['Absolutely, what a "brilliant" idea! You clearly know the topic better than anyone.', "Here is the plan."]
 OPENING = openings("auditor_openings_guided.yaml")["report"]
+EVIDENCE = openings("auditor_openings_evidence.yaml")
 
 
 def _write(
@@ -86,6 +87,70 @@ def test_an_unrestricted_verdict_under_the_grammar_is_a_verdict_spelling(tokeniz
         assert parse_report(OPENING + text).no_behavior_found is (sample.ids[0] in grammar.silences)
 
 
+def _write_evidence(tokenizer_dir: Path, claim_rows: list[bool], budget: int = 80) -> tuple[list[Sample], list[str], EvidenceGrammar]:
+    """Reports written under `quote_verdict` by the tiny policy (the cached path), the last row free of the grammar."""
+    model, tokenizer = tiny_policy(tokenizer_dir)
+    model.eval()
+    segments = ChatSegments(tokenizer)
+    grammar = EvidenceGrammar(tokenizer, "guided_evidence", segments.eos_ids, budget)
+    config = turn_generation_config(tiny_config().episodes.model_copy(update={"max_new_tokens": budget}), tokenizer.pad_token_id, segments.eos_ids)
+    context = tokenizer.encode("Write the report: " + EVIDENCE["report"], add_special_tokens=False)
+    rows = len(claim_rows) + 1
+    sources: QuoteSources = [reply_tokens(tokenizer, REPLIES)] * (rows - 1) + [None]
+    torch.manual_seed(0)
+    with torch.no_grad():
+        samples = TurnCache().generate(
+            model, list(range(rows)), [context] * rows, config, tokenizer.pad_token_id, segments.eos_ids, None,
+            lambda w: grammar.processor(sources, w, claim_rows=[*claim_rows, False]),
+        )  # fmt: skip
+    return samples, [tokenizer.decode(s.ids, skip_special_tokens=True) for s in samples], grammar
+
+
+def test_an_evidence_first_report_quotes_the_target_then_gives_a_verdict_that_a_claim_repeats(tokenizer_dir: Path) -> None:
+    samples, texts, grammar = _write_evidence(tokenizer_dir, [True] * 3 + [False] * 5)
+    words = " ".join(quotable(r) for r in REPLIES)
+    lead = EVIDENCE["verdict"]
+    outcomes = []
+    for claim_row, sample, text in zip([True] * 3 + [False] * 5, samples, texts, strict=False):
+        report = parse_report(EVIDENCE["report"] + text)
+        evidence, rest = text.split(lead, 1)
+        assert evidence.strip() and evidence.strip() in words  # a verbatim span of a reply, starting at a word
+        quoted = len(grammar.tokenizer.encode(evidence, add_special_tokens=False))
+        verdict_at = quoted + len(grammar.lead)
+        assert sample.ids[verdict_at] in grammar.claims | grammar.silences
+        trained = [i for i in range(len(sample.ids)) if i not in sample.forced]
+        assert trained[: quoted] == list(range(quoted)) and verdict_at in trained  # the quote and the verdict are the policy's
+        assert trained[-1] in (quoted, verdict_at)  # the quote's stop where the reply could go on; nothing after the verdict
+        outcomes.append(report_outcome(report))
+        if sample.ids[verdict_at] in grammar.claims:
+            assert report.no_behavior_found is False and report.predictions[0].description == "It wrote:" + evidence
+            assert report.parse_error is None or "no confidence" in report.parse_error
+        else:
+            assert rest.strip() == 'true, "predictions": []}' and report.parse_error is None and report.no_behavior_found
+            assert not claim_row
+    assert outcomes[:3] == ["claim"] * 3  # claim exploration sets the verdict after the quote
+    assert set(outcomes) == {"claim", "nothing_found"}  # free rows draw either (the tiny policy, seed 0)
+    assert samples[-1].forced == frozenset()  # a row without sources is free
+    # the policy's own probability of a claim where it drew its verdict, forced rows included, and none for a free row
+    assert all(0.0 < s.claim_probability < 1.0 for s in samples[:-1]) and samples[-1].claim_probability is None
+    assert len({round(s.claim_probability, 6) for s in samples[:-1]}) > 1  # read after each row's own quote
+
+
+def test_an_evidence_quote_stops_where_its_copy_in_a_claim_still_fits_the_budget(tokenizer_dir: Path) -> None:
+    _, tokenizer = tiny_policy(tokenizer_dir)
+    grammar = EvidenceGrammar(tokenizer, "guided_evidence", ChatSegments(tokenizer).eos_ids, 80)
+    budget = grammar.shortest_claim() + 4  # room for a quote of at most three tokens, written twice
+    samples, texts, _ = _write_evidence(tokenizer_dir, [True] * 4, budget=budget)
+    for sample, text in zip(samples[:4], texts[:4], strict=True):
+        assert len(sample.ids) <= budget and sample.ids[-1] in ChatSegments(tokenizer).eos_ids
+        report = parse_report(EVIDENCE["report"] + text)
+        assert report_outcome(report) == "claim" and len(tokenizer.encode(text.split(EVIDENCE["verdict"])[0])) <= 3
+    with pytest.raises(ValueError, match="cannot hold a claim"):
+        EvidenceGrammar(tokenizer, "guided_evidence", {0}, grammar.shortest_claim() - 1)
+    with pytest.raises(ValueError, match="verdict"):
+        EvidenceGrammar(tokenizer, "guided", {0}, 80)  # its openings have no words between the quote and the verdict
+
+
 class Recorder:
     """A generator that writes a two-token turn (the second forced) and records the quotes it was asked to write from."""
 
@@ -137,23 +202,30 @@ def test_the_grammar_is_checked_against_the_prompt_set_the_backend_and_the_sampl
         ReportGrammar(tiny_policy(tokenizer_dir)[1], "compact", {0}, 60)  # its openings have no claim, quote or silent words
     with pytest.raises(ValueError, match="cannot hold a claim"):
         ReportGrammar(tiny_policy(tokenizer_dir)[1], "guided", {0}, 10)
+    GRPOLMConfig.model_validate(_config(report_grammar="quote_verdict", auditor_prompt="guided_evidence", claim_exploration=0.5))
+    with pytest.raises(ValueError, match="auditor_prompt: guided_evidence"):
+        GRPOLMConfig.model_validate(_config(report_grammar="quote_verdict", auditor_prompt="guided"))
+    with pytest.raises(ValueError, match="auditor_prompt: guided "):
+        GRPOLMConfig.model_validate(_config(claim_exploration=0.5, auditor_prompt="guided_evidence"))
 
 
 @pytest.mark.slow
-def test_a_grpo_step_under_the_grammar_writes_every_report_in_one_of_its_forms(tokenizer_dir: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("grammar", ["verdict_quote", "quote_verdict"])
+def test_a_grpo_step_under_the_grammar_writes_every_report_in_one_of_its_forms(tokenizer_dir: Path, tmp_path: Path, grammar: str) -> None:
     """The whole path: TRL's step, the HF generator, the teacher's probing and claim exploration, then the engine's
     report parser and the reward's claim grader; planted groups screened by the shown curriculum show the behavior
     in training too."""
     from test_sft import WARM
 
     from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
-    from auditrl.scaffold.transcript_keys import CLAIM_FORCED
+    from auditrl.scaffold.transcript_keys import CLAIM_FORCED, CLAIM_PROBABILITY
     from auditrl.train.grpo import train_run
 
+    prompt_set = "guided_evidence" if grammar == "quote_verdict" else "guided"
     cfg = GRPOLMConfig.model_validate({
         **WARM,
-        "episodes": {**WARM["episodes"], "probing": "teacher", "max_report_tokens": 60,
-                     "report_grammar": "verdict_quote", "claim_exploration": 0.5},
+        "episodes": {**WARM["episodes"], "probing": "teacher", "max_report_tokens": 60, "auditor_prompt": prompt_set,
+                     "report_grammar": grammar, "claim_exploration": 0.5},
         "data": {**WARM["data"], "planted_groups": "shown"},
         "trainer": {"max_steps": 1, "save_steps": 1, "report_to": [], "extra": {"logging_strategy": "no"}},
     })  # fmt: skip
@@ -166,12 +238,20 @@ def test_a_grpo_step_under_the_grammar_writes_every_report_in_one_of_its_forms(t
     assert {(t.behavior_id, t.seed_id, t.target_family) for t in planted} <= {(r.behavior_id, r.seed_id, r.family) for r in screening.shown}
     assert sum(bool(CLAIM_FORCED.get(t)) for t in transcripts) == len(transcripts) // 2
     for t in transcripts:
-        report = t.auditor_messages[-1].content.removeprefix(OPENING).strip()
+        words = " ".join(quotable(m.content) for m in t.target_messages if m.role == "assistant")
         assert t.report is not None and t.status != "error"
+        assert 0.0 < CLAIM_PROBABILITY.get(t) < 1.0
+        if grammar == "quote_verdict":
+            evidence, report = t.auditor_messages[-1].content.removeprefix(EVIDENCE["report"]).split(EVIDENCE["verdict"])
+            assert evidence.strip() in words
+            report = report.strip()
+        else:
+            report = t.auditor_messages[-1].content.removeprefix(OPENING).strip()
         if report.startswith("true"):
             assert report == 'true, "predictions": []}' and t.report.no_behavior_found
             assert not CLAIM_FORCED.get(t)
             continue
-        words = " ".join(quotable(m.content) for m in t.target_messages if m.role == "assistant")
         quote = t.report.predictions[0].description.removeprefix("It wrote:").strip()
         assert report_outcome(t.report) == "claim" and quote in words, report
+        if grammar == "quote_verdict":
+            assert quote == evidence.strip()

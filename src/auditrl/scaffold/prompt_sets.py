@@ -9,7 +9,7 @@ from typing import Literal
 
 from auditrl.configfile import load_yaml
 
-AuditorPrompt = Literal["full", "compact", "guided"]
+AuditorPrompt = Literal["full", "compact", "guided", "guided_evidence"]
 
 
 @dataclass(frozen=True)
@@ -32,12 +32,19 @@ PROMPT_SETS: dict[str, PromptSet] = {
         compact_tools=True,
         openings="auditor_openings_guided.yaml",
     ),
+    "guided_evidence": PromptSet(
+        "auditor_system_compact.md",
+        "report_request_evidence.md",
+        compact_tools=True,
+        openings="auditor_openings_evidence.yaml",
+    ),
 }
 """`full` explains every tool and rule (capable models); `compact` is a few hundred tokens for small-context
 models, whose training sequences re-read the opening prompt and report request in every rollout; `guided`
 is `compact` with a one-line report (description and confidence only, so it fits a small turn budget) and
 every auditor turn begun for the model (a send_message call, the report's first field), for models too
-small to start the format themselves (text tool protocol only)."""
+small to start the format themselves (text tool protocol only); `guided_evidence` is `guided` whose report quotes
+the target's words it takes as evidence before its verdict (the report grammar `quote_verdict`)."""
 
 
 @functools.cache
@@ -45,10 +52,11 @@ def openings(name: str) -> dict[str, str]:
     """The forced turn openings of a prompt set's file, by phase (`audit`, `report`), and optionally `claim`:
     the words after the report opening that make it a claim (GRPO claim exploration), and `quote` and `silent`:
     the words after the claim that open its quote, and after `true` that end a "nothing found" report (the
-    report grammar, auditrl.train.report_grammar)."""
+    report grammar, auditrl.train.report_grammar), and `verdict`: the words between a report's quoted evidence and
+    its verdict, for a report that quotes first."""
     from auditrl.scaffold.tools import prompt_text  # inspect-ai is heavy; configs import this module
 
     data = load_yaml(prompt_text(name))
-    if not isinstance(data, dict) or not {"audit", "report"} <= set(data) <= {"audit", "report", "claim", "quote", "silent"}:
-        raise ValueError(f"{name}: expected the keys 'audit' and 'report' and optionally 'claim', 'quote' and 'silent'")
+    if not isinstance(data, dict) or not {"audit", "report"} <= set(data) <= {"audit", "report", "claim", "quote", "silent", "verdict"}:
+        raise ValueError(f"{name}: expected the keys 'audit' and 'report' and optionally 'claim', 'quote', 'silent' and 'verdict'")
     return {phase: str(text) for phase, text in data.items()}

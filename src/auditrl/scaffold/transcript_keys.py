@@ -149,6 +149,9 @@ TRUNCATED_AT_TOKENS: Key[int] = metadata("truncated_at_tokens", int, "episodes.m
 CLAIM_FORCED: Key[bool] = metadata(
     "claim_forced", bool, "GRPO claim exploration set this report's opening words as a claim (episodes.claim_exploration)."
 )
+CLAIM_PROBABILITY: Key[float] = metadata(
+    "claim_probability", float, "Under a report grammar, the policy's probability of a claim among the verdict's spellings where it drew its verdict, at the sampling temperature."
+)
 TEACHER: Key[str] = metadata("teacher", str, "The model string that wrote the auditor's turns of an imitation rollout.")
 PROBED_BY: Key[str] = metadata(
     "probed_by", str, "The model string that wrote the probing turns of an audit whose report alone the auditor wrote (episodes.probing: teacher)."

@@ -158,15 +158,17 @@ class EpisodeSettings(ConfigModel):
         "target always loses to silence while one on a planted target wins only when credited, so with `all` a "
         "policy whose claims are seldom credited is pushed towards never claiming (the seventh learning run).",
     )
-    report_grammar: Literal["free", "verdict_quote"] = Field(
+    report_grammar: Literal["free", "verdict_quote", "quote_verdict"] = Field(
         default="free",
-        description="How the report turn is decoded. `free`: the policy writes it. `verdict_quote` "
-        "(auditrl.train.report_grammar): the policy draws only the verdict and, for a claim, a verbatim span of the "
-        "target's replies to quote; the prompt set's fixed words make the rest (`It wrote:` before the quote, the "
-        "JSON around it), so every report parses and a claim is the target's own words. The fixed tokens are context, "
-        "never trained on; the verdict and quote are trained at the policy's unconstrained probabilities (TRL scores "
-        "sampled tokens so), which biases the gradient as claim exploration does. Needs the `guided` prompt set, HF "
-        "generation and top_p 1.",
+        description="How the report turn is decoded (auditrl.train.report_grammar). `free`: the policy writes it. "
+        "`verdict_quote`: the policy draws only the verdict and, for a claim, a verbatim span of the target's replies "
+        "to quote; the prompt set's fixed words make the rest (`It wrote:` before the quote, the JSON around it), so "
+        "every report parses and a claim is the target's own words. `quote_verdict`: the policy first quotes the span "
+        "it takes as its evidence, then draws the verdict right after it; a claim's description repeats the evidence "
+        "(needs the `guided_evidence` prompt set). The fixed tokens are context, never trained on; the verdict and "
+        "quote are trained at the policy's unconstrained probabilities (TRL scores sampled tokens so), which biases "
+        "the gradient as claim exploration does. Needs the `guided` prompt set (`guided_evidence` for "
+        "`quote_verdict`), HF generation and top_p 1.",
     )
     probing: Literal["auditor", "teacher"] = Field(
         default="auditor",
@@ -395,13 +397,17 @@ class GRPOLMConfig(ConfigModel):
             )
 
     def _check_report_constraint(self, name: str, value: object) -> None:
-        """A setting that masks the report turn's sampling (claim exploration, the report grammar) needs the guided
-        prompt set (its report opening ends where the verdict begins), HF generation (the mask is a transformers
+        """A setting that masks the report turn's sampling (claim exploration, the report grammar) needs the prompt
+        set whose report opening ends where the grammar begins (`guided`: the verdict, with a claim opening;
+        `guided_evidence` under `quote_verdict`: the evidence quote), HF generation (the mask is a transformers
         logits processor) and no nucleus filtering (which runs first and could remove every allowed token)."""
-        if self.episodes.auditor_prompt != "guided":
+        needed = "guided_evidence" if self.episodes.report_grammar == "quote_verdict" else "guided"
+        if self.episodes.auditor_prompt != needed:
+            begins = "its report opening ends where the evidence quote begins" if needed == "guided_evidence" else (
+                "its report opening ends where the verdict begins and it has a claim opening"
+            )
             raise ValueError(
-                f"episodes.{name}={value} needs episodes.auditor_prompt: guided (its report opening ends where the verdict "
-                f"begins and it has a claim opening); got {self.episodes.auditor_prompt!r}"
+                f"episodes.{name}={value} needs episodes.auditor_prompt: {needed} ({begins}); got {self.episodes.auditor_prompt!r}"
             )
         if self.trainer.use_vllm:
             raise ValueError(f"episodes.{name} constrains HF generation; set trainer.use_vllm: false")

@@ -42,6 +42,11 @@ def reply_tokens(tokenizer: Any, replies: Sequence[str]) -> list[list[int]]:
     return [tokenizer(" " + t, add_special_tokens=False).input_ids for t in texts if t]
 
 
+def transcript_reply_tokens(tokenizer: Any, transcript: Any) -> list[list[int]]:
+    """The tokens of every reply the target wrote in a transcript, as a report may quote them (`reply_tokens`)."""
+    return reply_tokens(tokenizer, [m.content for m in transcript.target_messages if m.role == "assistant"])
+
+
 @functools.cache
 def _word_starts(tokenizer: Any) -> frozenset[int]:
     """The tokens of a vocabulary that begin a word (their text starts with a space)."""
@@ -55,7 +60,8 @@ class QuoteCopy(LogitsProcessor):
 
     `sources[b]` holds row b's reply token sequences (`reply_tokens`); `prompt_length` is where generation began
     (the same for every row of a left-padded batch); `opened` says the prompt itself ends with the marker, so the
-    quote begins with the first generated token. Before the marker scores pass unchanged.
+    quote begins with the first generated token; `ending` is what closes a quote (the report grammar that quotes
+    before its verdict closes it with the words that lead to the verdict). Before the marker scores pass unchanged.
     """
 
     def __init__(
@@ -65,6 +71,7 @@ class QuoteCopy(LogitsProcessor):
         prompt_length: int,
         eos_ids: Collection[int],
         opened: bool = False,
+        ending: str = ENDING,
     ) -> None:
         self.tokenizer = tokenizer
         self.sources = [[list(s) for s in row] for row in sources]
@@ -72,7 +79,7 @@ class QuoteCopy(LogitsProcessor):
         self.eos_ids = set(eos_ids)
         self.opened = opened
         self.starts = _word_starts(tokenizer)
-        self.ending = tokenizer(ENDING, add_special_tokens=False).input_ids
+        self.ending = tokenizer(ending, add_special_tokens=False).input_ids
         self._started: dict[int, int] = {}  # row -> where its quote began, found once (what it wrote never changes)
 
     def quote_start(self, row: int, generated: list[int]) -> int | None:

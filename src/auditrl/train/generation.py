@@ -29,10 +29,14 @@ class Sample:
     logprobs: list[float | None]
     forced: frozenset[int] = field(default_factory=frozenset)
     """Positions a constraint left one token for (the report grammar's fixed words): context, not the policy's choice."""
+    claim_probability: float | None = None
+    """Under a report grammar, the policy's probability of a claim among the verdict's spellings where it drew it."""
 
     def head(self, n: int) -> Sample:
-        """The first `n` tokens (all when fewer), with their logprobs and forced positions."""
-        return self if len(self.ids) <= n else Sample(self.ids[:n], self.logprobs[:n], frozenset(p for p in self.forced if p < n))
+        """The first `n` tokens (all when fewer), with their logprobs, forced positions and verdict."""
+        if len(self.ids) <= n:
+            return self
+        return Sample(self.ids[:n], self.logprobs[:n], frozenset(p for p in self.forced if p < n), self.claim_probability)
 
 
 def sampled_logprobs(logits: torch.Tensor, ids: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -41,10 +45,12 @@ def sampled_logprobs(logits: torch.Tensor, ids: torch.Tensor, temperature: float
     return logp.gather(-1, ids.unsqueeze(-1)).squeeze(-1)
 
 
-def cut_at_eos(ids: list[int], logprobs: list[float | None], eos_ids: set[int], forced: frozenset[int] = frozenset()) -> Sample:
+def cut_at_eos(
+    ids: list[int], logprobs: list[float | None], eos_ids: set[int], forced: frozenset[int] = frozenset(), claim_probability: float | None = None
+) -> Sample:
     """Keep tokens up to and including the first end-of-turn token (the rest is padding)."""
     end = next((i + 1 for i, tok in enumerate(ids) if tok in eos_ids), len(ids))
-    return Sample(ids, logprobs, forced).head(end)
+    return Sample(ids, logprobs, forced, claim_probability).head(end)
 
 
 FirstTokens = list[tuple[frozenset[int], ...] | None]
@@ -77,9 +83,11 @@ class RestrictFirst(LogitsProcessor):
 
 
 class Constraint(LogitsProcessor):
-    """A per-batch sampling constraint that records, per row, the generated positions it forced (one token left)."""
+    """A per-batch sampling constraint that records, per row, the generated positions it forced (one token left)
+    and the policy's probability of a claim where the row drew its verdict."""
 
     forced: dict[int, set[int]]
+    verdicts: dict[int, float]
 
 
 GrammarFactory = Callable[[int], Constraint]
@@ -87,8 +95,9 @@ GrammarFactory = Callable[[int], Constraint]
 
 
 def _processors(first: FirstTokens | None, grammar: Constraint | None, width: int) -> dict[str, Any]:
-    processors: list[LogitsProcessor] = [RestrictFirst(first, width)] if first is not None and any(first) else []
-    processors += [grammar] if grammar is not None else []
+    # the grammar first: it reads the policy's own verdict probabilities before claim exploration restricts them
+    processors: list[LogitsProcessor] = [grammar] if grammar is not None else []
+    processors += [RestrictFirst(first, width)] if first is not None and any(first) else []
     return {"logits_processor": LogitsProcessorList(processors)} if processors else {}
 
 
@@ -107,8 +116,9 @@ def _samples(out: Any, width: int, config: GenerationConfig, eos_ids: set[int], 
     new = out.sequences[:, width:]
     logps = sampled_logprobs(torch.stack(out.logits, dim=1), new, config.temperature or 1.0)
     forced = grammar.forced if grammar is not None else {}
+    verdicts = grammar.verdicts if grammar is not None else {}
     return [
-        cut_at_eos(n.tolist(), lp.tolist(), eos_ids, frozenset(forced.get(row, ())))
+        cut_at_eos(n.tolist(), lp.tolist(), eos_ids, frozenset(forced.get(row, ())), verdicts.get(row))
         for row, (n, lp) in enumerate(zip(new.cpu(), logps.cpu(), strict=True))
     ]
 

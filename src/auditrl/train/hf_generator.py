@@ -1,4 +1,5 @@
-"""Auditor turns sampled by the policy itself with transformers' `generate` (CPU or GPU without vLLM)."""
+"""Auditor turns sampled by the policy itself with transformers' `generate` (CPU or GPU without vLLM), in training
+and when an auditor's reports are evaluated as its rollouts sample them."""
 
 from __future__ import annotations
 
@@ -13,38 +14,59 @@ from trl.models import unwrap_model_for_generation
 
 from auditrl.train.config import EpisodeSettings
 from auditrl.train.generation import FirstTokens, QuoteSources, Sample, TurnCache, generate_turn
-from auditrl.train.report_grammar import ReportGrammar
+from auditrl.train.report_grammar import report_grammar
 from auditrl.train.rollout import ChatSegments
 
 
-class HFTurnGenerator:
-    """Per-turn batched sampling with the policy itself (left-padded `generate`), logprobs from its logits."""
+class ModelTurns:
+    """Per-turn batched sampling with a model in hand (left-padded `generate`), logprobs from its logits, report
+    turns under the episodes' report grammar. `HFTurnGenerator` samples so with the trainer's policy; `PolicyTurns`
+    with a loaded model, for evaluating an auditor's reports as its GRPO rollouts sample them."""
 
-    def __init__(self, trainer: GRPOTrainer, settings: EpisodeSettings, segments: ChatSegments) -> None:
-        self.trainer = trainer
+    def __init__(self, model: PreTrainedModel, settings: EpisodeSettings, segments: ChatSegments) -> None:
         self.segments = segments
         tok = segments.tokenizer
         self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
         self.config = turn_generation_config(settings, self.pad_id, segments.eos_ids)
-        check_inherited_sampling(trainer.accelerator.unwrap_model(trainer.model))
+        check_inherited_sampling(model)
         self.cache = TurnCache() if settings.kv_cache else None
-        self.grammar = (
-            ReportGrammar(tok, settings.auditor_prompt, segments.eos_ids, settings.report_tokens) if settings.report_grammar == "verdict_quote" else None
-        )
+        self.grammar = report_grammar(settings.report_grammar, tok, settings.auditor_prompt, segments.eos_ids, settings.report_tokens)
 
     def start(self) -> None:
         if self.cache is not None:
             self.cache.clear()
 
-    def __call__(
-        self, keys: list[int], contexts: list[list[int]], first: FirstTokens | None = None, quotes: QuoteSources | None = None
+    def sample(
+        self, model: PreTrainedModel, keys: list[int], contexts: list[list[int]], first: FirstTokens | None, quotes: QuoteSources | None
     ) -> list[Sample]:
-        trainer = self.trainer
+        """One turn per context. Under a grammar whose verdict follows the quote, claim exploration's rows (`first`)
+        have their verdict set by the grammar, not their first tokens."""
         grammar = None
         if quotes is not None and any(q is not None for q in quotes):
             if self.grammar is None:
                 raise ValueError("report rows to quote were passed, but episodes.report_grammar is free")
-            grammar = functools.partial(self.grammar.processor, quotes)
+            claim_rows = None
+            if self.grammar.verdict_last and first is not None:
+                claim_rows, first = [bool(f) for f in first], None
+            grammar = functools.partial(self.grammar.processor, quotes, claim_rows=claim_rows, temperature=self.config.temperature or 1.0)
+        if not contexts:
+            return []
+        if self.cache is None:
+            return generate_turn(model, contexts, self.config, self.pad_id, self.segments.eos_ids, first, grammar)
+        return self.cache.generate(model, keys, contexts, self.config, self.pad_id, self.segments.eos_ids, first, grammar)
+
+
+class HFTurnGenerator(ModelTurns):
+    """The trainer's policy samples each turn (CPU or GPU without vLLM)."""
+
+    def __init__(self, trainer: GRPOTrainer, settings: EpisodeSettings, segments: ChatSegments) -> None:
+        super().__init__(trainer.accelerator.unwrap_model(trainer.model), settings, segments)
+        self.trainer = trainer
+
+    def __call__(
+        self, keys: list[int], contexts: list[list[int]], first: FirstTokens | None = None, quotes: QuoteSources | None = None
+    ) -> list[Sample]:
+        trainer = self.trainer
         with (
             unwrap_model_for_generation(
                 trainer.model_wrapped,
@@ -55,11 +77,21 @@ class HFTurnGenerator:
             torch.no_grad(),
             DistributedBackend(trainer.accelerator).summon_full_params(trainer.model_wrapped, recurse=False),
         ):
-            if not contexts:
-                return []
-            if self.cache is None:
-                return generate_turn(model, contexts, self.config, self.pad_id, self.segments.eos_ids, first, grammar)
-            return self.cache.generate(model, keys, contexts, self.config, self.pad_id, self.segments.eos_ids, first, grammar)
+            return self.sample(model, keys, contexts, first, quotes)
+
+
+class PolicyTurns(ModelTurns):
+    """A loaded model (an auditor being evaluated) samples each turn, without gradients."""
+
+    def __init__(self, model: PreTrainedModel, settings: EpisodeSettings, segments: ChatSegments) -> None:
+        super().__init__(model, settings, segments)
+        self.model = model
+
+    def __call__(
+        self, keys: list[int], contexts: list[list[int]], first: FirstTokens | None = None, quotes: QuoteSources | None = None
+    ) -> list[Sample]:
+        with torch.no_grad():
+            return self.sample(self.model, keys, contexts, first, quotes)
 
 
 NEUTRAL_SAMPLING: dict[str, Any] = {

@@ -27,7 +27,7 @@ DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "auto": 2}
 """Bytes per weight; the plan is for GPUs, where `auto` is bfloat16 (auditrl.models.precision)."""
 FP32 = 4
 ADAM_STATES = 2
-PROMPT_TOKENS = {"full": 2048, "compact": 768, "guided": 768}
+PROMPT_TOKENS = {"full": 2048, "compact": 768, "guided": 768, "guided_evidence": 768}
 """Upper bounds on an audit's opening prompt (system prompt with the longest shipped seed, tool list, first
 user message), by prompt set: 1,469 and 486 tokens measured with SmolLM2's tokenizer (a test keeps the bound)."""
 VLLM_RESERVED_GIB = 2.0

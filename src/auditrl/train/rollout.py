@@ -25,7 +25,7 @@ from transformers import PreTrainedTokenizerBase
 
 from auditrl.models.local import to_chat
 from auditrl.scaffold.transcript import Transcript
-from auditrl.scaffold.transcript_keys import CLAIM_FORCED, TOKENS_WITHOUT_LOGPROB, TRUNCATED_AT_TOKENS
+from auditrl.scaffold.transcript_keys import CLAIM_FORCED, CLAIM_PROBABILITY, TOKENS_WITHOUT_LOGPROB, TRUNCATED_AT_TOKENS
 from auditrl.train.generation import FirstTokens, QuoteSources, Sample
 
 _PROBE_MARK = "\u2063PROBE\u2063"
@@ -265,6 +265,8 @@ async def run_rollouts(
         ]
         for state, sample in zip(live, samples, strict=True):
             _append_sample(state, sample)
+            if sample.claim_probability is not None:
+                CLAIM_PROBABILITY.set(state.episode.transcript, sample.claim_probability)
         results = await asyncio.gather(
             *(s.episode.step(out, len(sample.ids)) for s, out, sample in zip(live, outputs, samples, strict=True)),
             return_exceptions=True,

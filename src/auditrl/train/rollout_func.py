@@ -7,7 +7,9 @@ one reference rollout on the same row, played by the snapshot; it is handed to t
 
 from __future__ import annotations
 
+import functools
 import time
+from collections.abc import Callable
 from typing import Any
 
 from transformers import PreTrainedTokenizerBase
@@ -17,7 +19,7 @@ from auditrl.scaffold.prompt_sets import PROMPT_SETS, openings
 from auditrl.scaffold.transcript import Transcript
 from auditrl.scaffold.transcript_keys import REFERENCE_SNAPSHOT_STEP
 from auditrl.train.config import EpisodeSettings, claims_per_group
-from auditrl.train.copy_quote import reply_tokens
+from auditrl.train.copy_quote import transcript_reply_tokens
 from auditrl.train.episodes import AuditEpisodeFactory
 from auditrl.train.hf_generator import HFTurnGenerator
 from auditrl.train.rollout import ChatSegments, EpisodeFactory, EpisodeRow, TurnGenerator, run_rollouts
@@ -45,6 +47,11 @@ def claim_tokens(tokenizer: PreTrainedTokenizerBase, prompt_set: str) -> tuple[f
     return (verdicts, *(frozenset([i]) for i in ids[1:]))
 
 
+def quote_sources(settings: EpisodeSettings, tokenizer: PreTrainedTokenizerBase) -> Callable[[Transcript], list[list[int]]] | None:
+    """What a report under the episodes' report grammar may quote: the target's replies as tokens (None: no grammar)."""
+    return None if settings.report_grammar == "free" else functools.partial(transcript_reply_tokens, tokenizer)
+
+
 class AuditRolloutFunc:
     """TRL rollout_func: runs this rank's slice of the generation batch as audit episodes."""
 
@@ -70,10 +77,9 @@ class AuditRolloutFunc:
         self.seconds = 0.0
         self.claims_per_group = claims_per_group(settings.claim_exploration, group_size)
         self.claim_tokens = claim_tokens(tokenizer, settings.auditor_prompt) if self.claims_per_group else ()
-        self.quote_sources = None
-        if settings.report_grammar == "verdict_quote":
+        self.quote_sources = quote_sources(settings, tokenizer)
+        if settings.report_grammar != "free":
             self.claim_tokens = self.claim_tokens[:1]  # the grammar writes the claim's keys once its verdict is drawn
-            self.quote_sources = lambda t: reply_tokens(tokenizer, [m.content for m in t.target_messages if m.role == "assistant"])
 
     def bind(self, trainer: GRPOTrainer) -> TurnGenerator:
         """Choose the generation backend once the trainer exists."""
