@@ -305,3 +305,36 @@ def test_lm_learning(tmp_path: Path, tiny_local_model: Path) -> None:
     probe = json.loads((run / "verdict_probe.json").read_text())
     assert probe["audits"]["teacher"] == sft["kept"] and list(probe["layers"]) == ["0", "1"]
     assert all(v is None or 0.0 <= v <= 1.0 for row in probe["layers"].values() for v in row.values())
+
+
+def test_report_learning_refuses_an_unknown_auditor_before_any_work(tmp_path: Path) -> None:
+    args = ("--out", str(tmp_path / "run"), "--auditor", "SFT base")
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "report_learning.py"), *args], capture_output=True, text=True,
+                          env={**os.environ, "COLUMNS": "250", "NO_COLOR": "1"}, check=False)  # fmt: skip
+    assert done.returncode == 2 and "--auditor" in done.stderr and "SFT base" in done.stderr
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+def test_report_learning(tmp_path: Path, tiny_local_model: Path) -> None:
+    raw = load_yaml((ROOT / "configs" / "cpu_learn_evidence.yaml").read_text())
+    raw["policy"].update(model=str(tiny_local_model), dtype="float32", lora={**raw["policy"]["lora"], "last_layers": 1})
+    raw["trainer"]["report_to"] = []
+    config = tmp_path / "tiny_evidence.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    run = tmp_path / "run"
+    args = ("--config", str(config), "--out", str(run), "--steps", "1", "--samples", "2", "--seeds", "1", "--family", "steady")
+    rows = table_rows(run_benchmark("report_learning.py", *args, cwd=tmp_path))
+    assert row(rows, "planted: correct - nothing", 3)[0] > 0 and row(rows, "benign: nothing - claim", 3)[0] > 0
+    for metric in ("claim rate, planted", "claim rate, benign", "discrimination (planted - benign)", "identification (planted)",
+                   "FP calibration (benign)", "readable report rate", "P(claim), benign", "P(claim), shown - benign"):  # fmt: skip
+        assert len(row(rows, metric, 9)) >= 9, metric  # two auditors and the change, each with its interval
+    record = json.loads((run / "report_learning.json").read_text())
+    assert list(record["results"]) == ["untrained base", "GRPO"] and (run / "grpo" / "adapter").is_dir()
+    units = record["results"]["GRPO"]["held-out behaviors"]
+    assert len(units) == 6 * 2 and {u["readable report rate"] for u in units.values()} == {100.0}  # every report reads
+    assert record["grpo_training"][0]["rollouts"] == 8 and record["cpu_seconds"]["grpo"] > 0
+    audits = read_transcripts(run / "eval" / "GRPO" / "held-out_behaviors.jsonl")
+    assert len(audits) == 6 * 2 * 2 and all(PROBED_BY.get(t) == "scripted/teacher" for t in audits)
+    run_benchmark("report_learning.py", *args, "--auditor", "GRPO", cwd=tmp_path)  # resumed: nothing audited again
+    assert len(read_transcripts(run / "eval" / "GRPO" / "held-out_behaviors.jsonl")) == len(audits)

@@ -16,7 +16,7 @@ from auditrl.evaluate.stats import mean_ci
 from auditrl.judges.claim_grader import report_outcome
 from auditrl.scaffold.text_protocol import parse_tool_calls
 from auditrl.scaffold.transcript import Transcript
-from auditrl.scaffold.transcript_keys import CLAIM_FORCED, REWARD, STEP
+from auditrl.scaffold.transcript_keys import CLAIM_FORCED, CLAIM_PROBABILITY, REWARD, STEP
 
 
 def turn_validity(t: Transcript) -> float | None:
@@ -67,7 +67,8 @@ def reached_trigger(t: Transcript) -> bool | None:
 def rollouts_by_third(transcripts: Sequence[Transcript]) -> list[dict[str, Any]]:
     """A training run's rollouts (metadata `step`) by third of the run: what the policy sampled and the reward
     it got; a run of fewer than three steps has fewer thirds. Claim rates count the policy's own verdicts only:
-    a report whose claim exploration set the verdict (`claim_forced`) is counted apart, with its reward."""
+    a report whose claim exploration set the verdict (`claim_forced`) is counted apart, with its reward. Under a report
+    grammar, also the policy's own mean P(claim) on planted and on benign targets."""
     steps = sorted({int(t.metadata[STEP]) for t in transcripts if STEP in t.metadata})
     thirds = []
     for part in range(3):
@@ -89,12 +90,21 @@ def rollouts_by_third(transcripts: Sequence[Transcript]) -> list[dict[str, Any]]
             "claims_benign": 100.0 * mean(claimed(t) for t in benign) if benign else None,
             "benign_nothing_found": 100.0 * mean(bool(t.report and t.report.no_behavior_found) for t in benign) if benign else None,
             "reward": mean_ci(rewards).model_dump() if rewards else None,
+            "claim_probability_planted": _mean_claim_probability(t for t in group if not t.benign),
+            "claim_probability_benign": _mean_claim_probability(t for t in group if t.benign),
             "forced_claims": len(forced),
             "forced_claim_reward_planted": _mean_reward(t for t in forced if not t.benign),
             "forced_claim_reward_benign": _mean_reward(t for t in forced if t.benign),
             "free_reward_planted": _mean_reward(planted),
         })  # fmt: skip
     return thirds
+
+
+def _mean_claim_probability(transcripts: Iterable[Transcript]) -> float | None:
+    """Mean of the policy's own P(claim) where it drew its verdict under a report grammar (forced claims included:
+    the probability is read before claim exploration restricts it), in percent; None without any."""
+    values = [float(p) for t in transcripts if (p := CLAIM_PROBABILITY.get(t)) is not None]
+    return 100.0 * mean(values) if values else None
 
 
 def _mean_reward(transcripts: Iterable[Transcript]) -> float | None:
