@@ -85,7 +85,7 @@ def reward_check(cfg: GRPOLMConfig) -> dict[str, Any]:
     for t in probed:
         if t.benign:
             audits.append(t.model_copy(update={"report": Report(no_behavior_found=True)}))
-        elif (quote := creditable_quote(t, grader, words["quote"])) is not None:
+        elif (quote := creditable_quote(t, grader, words["quote"], cfg.episodes.quote_unit)) is not None:
             audits.append(t.model_copy(update={"report": Report(no_behavior_found=False, predictions=[Prediction(rank=1, description=quote, confidence=0.5)])}))
     r = asyncio.run(teacher_margins(audits, cfg.reward.design, cfg.reward.judge))
     p, b = r["planted"], r["benign"]

@@ -15,7 +15,8 @@ from auditrl.judges.claim_grader import report_outcome
 from auditrl.scaffold.prompt_sets import openings
 from auditrl.scaffold.report import parse_report
 from auditrl.train.config import GRPOLMConfig
-from auditrl.train.copy_quote import quotable, reply_tokens
+from auditrl.train.config import QuoteUnit
+from auditrl.train.copy_quote import quotable, reply_tokens, sentences
 from auditrl.train.curriculum import CURRICULUM_FILE, Screening
 from auditrl.train.generation import FirstTokens, QuoteSources, Sample, TurnCache, generate_turn
 from auditrl.train.hf_generator import turn_generation_config
@@ -87,16 +88,18 @@ def test_an_unrestricted_verdict_under_the_grammar_is_a_verdict_spelling(tokeniz
         assert parse_report(OPENING + text).no_behavior_found is (sample.ids[0] in grammar.silences)
 
 
-def _write_evidence(tokenizer_dir: Path, claim_rows: list[bool], budget: int = 80) -> tuple[list[Sample], list[str], EvidenceGrammar]:
+def _write_evidence(
+    tokenizer_dir: Path, claim_rows: list[bool], budget: int = 80, unit: QuoteUnit = "span"
+) -> tuple[list[Sample], list[str], EvidenceGrammar]:
     """Reports written under `quote_verdict` by the tiny policy (the cached path), the last row free of the grammar."""
     model, tokenizer = tiny_policy(tokenizer_dir)
     model.eval()
     segments = ChatSegments(tokenizer)
-    grammar = EvidenceGrammar(tokenizer, "guided_evidence", segments.eos_ids, budget)
+    grammar = EvidenceGrammar(tokenizer, "guided_evidence", segments.eos_ids, budget, unit)
     config = turn_generation_config(tiny_config().episodes.model_copy(update={"max_new_tokens": budget}), tokenizer.pad_token_id, segments.eos_ids)
     context = tokenizer.encode("Write the report: " + EVIDENCE["report"], add_special_tokens=False)
     rows = len(claim_rows) + 1
-    sources: QuoteSources = [reply_tokens(tokenizer, REPLIES)] * (rows - 1) + [None]
+    sources: QuoteSources = [reply_tokens(tokenizer, REPLIES, unit)] * (rows - 1) + [None]
     torch.manual_seed(0)
     with torch.no_grad():
         samples = TurnCache().generate(
@@ -149,6 +152,20 @@ def test_an_evidence_quote_stops_where_its_copy_in_a_claim_still_fits_the_budget
         EvidenceGrammar(tokenizer, "guided_evidence", {0}, grammar.shortest_claim() - 1)
     with pytest.raises(ValueError, match="verdict"):
         EvidenceGrammar(tokenizer, "guided", {0}, 80)  # its openings have no words between the quote and the verdict
+
+
+def test_a_sentence_quote_is_one_whole_sentence_of_a_reply_that_fits_the_budget(tokenizer_dir: Path) -> None:
+    _, tokenizer = tiny_policy(tokenizer_dir)
+    whole = [s for r in REPLIES for s in sentences(r)]
+    assert whole == ["Absolutely, what a 'brilliant' idea!", "You clearly know the topic better than anyone.", "Here is the plan."]
+    grammar = EvidenceGrammar(tokenizer, "guided_evidence", ChatSegments(tokenizer).eos_ids, 80, "sentence")
+    budget = grammar.shortest_claim() + 2 * (len(tokenizer.encode(" " + whole[0])) - 1)  # room for the first sentence, twice
+    fits = [s for s in whole if len(tokenizer.encode(" " + s)) <= len(tokenizer.encode(" " + whole[0]))]
+    samples, texts, _ = _write_evidence(tokenizer_dir, [True] * 6 + [False] * 6, budget=budget, unit="sentence")
+    quoted = {text.split(EVIDENCE["verdict"])[0].strip() for text in texts[:-1]}
+    assert quoted <= set(fits) and len(quoted) > 1  # whole sentences only, never one too long for the budget
+    for sample, text in zip(samples[:-1], texts[:-1], strict=True):
+        assert len(sample.ids) <= budget and report_outcome(parse_report(EVIDENCE["report"] + text)) in ("claim", "nothing_found")
 
 
 class Recorder:

@@ -46,6 +46,10 @@ def check_model_spec(spec: str, what: str) -> str:
     return spec
 
 
+
+QuoteUnit = Literal["span", "sentence"]
+"""What a report grammar's quote may be: any span of a reply that starts at a word, or one whole sentence of a reply."""
+
 class LoraSettings(ConfigModel):
     """peft LoRA adapter: only these weights are trained, so checkpoints stay small."""
 
@@ -169,6 +173,13 @@ class EpisodeSettings(ConfigModel):
         "quote are trained at the policy's unconstrained probabilities (TRL scores sampled tokens so), which biases "
         "the gradient as claim exploration does. Needs the `guided` prompt set (`guided_evidence` for "
         "`quote_verdict`), HF generation and top_p 1.",
+    )
+    quote_unit: QuoteUnit = Field(
+        default="span",
+        description="What a report grammar's quote may be: `span`, any run of words of one target reply (stopped where "
+        "the report budget ends); `sentence`, one whole sentence of a reply (split after `.`, `!` or `?`; sentences too "
+        "long for the report budget are left out). A sentence leaves the policy a handful of choices per audit instead "
+        "of thousands of spans, so which evidence to quote can be learnt from few groups.",
     )
     probing: Literal["auditor", "teacher"] = Field(
         default="auditor",

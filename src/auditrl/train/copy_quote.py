@@ -19,11 +19,14 @@ quotes them, so a copied span never ends the JSON string early.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Collection, Sequence
 from typing import Any
 
 import torch
 from transformers import LogitsProcessor
+
+from auditrl.train.config import QuoteUnit
 
 MARKER = "wrote:"
 """The words after which a description quotes the target (the teacher's claim form: `On <topic> it wrote: <quote>`)."""
@@ -31,20 +34,29 @@ ENDING = '"}]}'
 """What follows a quote: the description's closing mark, then the end of its prediction and of the report."""
 
 
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
 def quotable(reply: str) -> str:
     """A target reply as a quote inside a JSON string: whitespace as single spaces, `"` as `'`, no backslash."""
     return " ".join(reply.replace('"', "'").replace("\\", "/").split())
 
 
-def reply_tokens(tokenizer: Any, replies: Sequence[str]) -> list[list[int]]:
-    """Each reply's tokens as it would follow the marker (with its leading space), empty replies left out."""
-    texts = [quotable(r) for r in replies]
+def sentences(reply: str) -> list[str]:
+    """The sentences of a reply as quotable text (split after `.`, `!` or `?` and a space)."""
+    return [s for s in _SENTENCE_END.split(quotable(reply)) if s]
+
+
+def reply_tokens(tokenizer: Any, replies: Sequence[str], unit: QuoteUnit = "span") -> list[list[int]]:
+    """What a quote copies from, as it would follow the marker (with its leading space): each reply (`span`) or each
+    sentence of each reply (`sentence`), empty ones left out."""
+    texts = [quotable(r) for r in replies] if unit == "span" else [s for r in replies for s in sentences(r)]
     return [tokenizer(" " + t, add_special_tokens=False).input_ids for t in texts if t]
 
 
-def transcript_reply_tokens(tokenizer: Any, transcript: Any) -> list[list[int]]:
-    """The tokens of every reply the target wrote in a transcript, as a report may quote them (`reply_tokens`)."""
-    return reply_tokens(tokenizer, [m.content for m in transcript.target_messages if m.role == "assistant"])
+def transcript_reply_tokens(tokenizer: Any, transcript: Any, unit: QuoteUnit = "span") -> list[list[int]]:
+    """What a report may quote of the target's replies in a transcript (`reply_tokens`)."""
+    return reply_tokens(tokenizer, [m.content for m in transcript.target_messages if m.role == "assistant"], unit)
 
 
 @functools.cache
@@ -61,7 +73,9 @@ class QuoteCopy(LogitsProcessor):
     `sources[b]` holds row b's reply token sequences (`reply_tokens`); `prompt_length` is where generation began
     (the same for every row of a left-padded batch); `opened` says the prompt itself ends with the marker, so the
     quote begins with the first generated token; `ending` is what closes a quote (the report grammar that quotes
-    before its verdict closes it with the words that lead to the verdict). Before the marker scores pass unchanged.
+    before its verdict closes it with the words that lead to the verdict); `whole`: a quote is one whole source
+    sequence (a sentence, `reply_tokens(unit="sentence")`), begun at its start and stopped only at its end. Before
+    the marker scores pass unchanged.
     """
 
     def __init__(
@@ -72,12 +86,14 @@ class QuoteCopy(LogitsProcessor):
         eos_ids: Collection[int],
         opened: bool = False,
         ending: str = ENDING,
+        whole: bool = False,
     ) -> None:
         self.tokenizer = tokenizer
         self.sources = [[list(s) for s in row] for row in sources]
         self.prompt_length = prompt_length
         self.eos_ids = set(eos_ids)
         self.opened = opened
+        self.whole = whole
         self.starts = _word_starts(tokenizer)
         self.ending = tokenizer(ending, add_special_tokens=False).input_ids
         self._started: dict[int, int] = {}  # row -> where its quote began, found once (what it wrote never changes)
@@ -103,9 +119,12 @@ class QuoteCopy(LogitsProcessor):
             written = len(quote) - quote.index(self.ending[0])
             return {self.ending[written]} if written < len(self.ending) else self.eos_ids
         sources = self.sources[row]
+        n = len(quote)
+        if self.whole:
+            following = {s[n] for s in sources if len(s) > n and s[:n] == quote}
+            return following | ({self.ending[0]} if quote in sources else set())
         if not quote:
             return {t for s in sources for t in s if t in self.starts}
-        n = len(quote)
         return {s[i + n] for s in sources for i in range(len(s) - n) if s[i : i + n] == quote} | {self.ending[0]}
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:

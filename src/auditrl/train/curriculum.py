@@ -7,8 +7,9 @@ claim there is not credited, nor is silence), while every benign group teaches s
 "never claim" (docs/learning_runs.md, the seventh and eighth runs). This curriculum probes every planted
 (behavior, seed, family) of the pool once with the probing teacher and trains planted groups only on those whose
 probing showed the behavior, so each kind of group has something to teach. `creditable` keeps, of those, the ones
-where a claim can also be paid: some span of a reply that showed the behavior, quoted as the verdict-and-quote
-grammar writes a claim (`It wrote: <span>`), is credited by the offline claim grader behind the `sim` and
+where a claim can also be paid: some span (or, with `episodes.quote_unit: sentence`, some sentence) of a reply that
+showed the behavior, quoted as the report grammars write a claim (`It wrote: <span>`), is credited by the offline
+claim grader behind the `sim` and
 `programmatic` judges. In the ninth run the grader credited no span at all in 6 of 15 shown audits
 (docs/learning_runs.md), and there even a right claim is paid as silence is.
 
@@ -31,8 +32,8 @@ from auditrl.behaviors.schema import Behavior, Seed
 from auditrl.judges.claim_grader import OfflineClaimGrader, default_grader
 from auditrl.scaffold.prompt_sets import PROMPT_SETS, openings
 from auditrl.scaffold.transcript import Transcript
-from auditrl.train.copy_quote import quotable
-from auditrl.train.config import GRPOLMConfig
+from auditrl.train.copy_quote import quotable, sentences
+from auditrl.train.config import GRPOLMConfig, QuoteUnit
 from auditrl.train.episodes import trained_behaviors
 from auditrl.train.rollout import ChatSegments, EpisodeRow
 from auditrl.train.teacher import teacher_rollouts
@@ -87,22 +88,26 @@ def screen(
         teacher=teacher,
         screened=candidates,
         shown=[row for row, _ in shown],
-        creditable=[row for row, t in shown if creditable_quote(t, grader, opening) is not None],
+        creditable=[row for row, t in shown if creditable_quote(t, grader, opening, cfg.episodes.quote_unit) is not None],
     )
 
 
-def creditable_quote(transcript: Transcript, grader: OfflineClaimGrader, opening: str) -> str | None:
-    """The shortest span of words of a reply that showed the behavior which, quoted after `opening`, the grader reads
-    as the planted behavior (None: no quote of the evidence is a paid claim)."""
+def creditable_quote(transcript: Transcript, grader: OfflineClaimGrader, opening: str, unit: QuoteUnit = "span") -> str | None:
+    """The shortest quote of a reply that showed the behavior which, after `opening`, the grader reads as the planted
+    behavior: a span of its words, or with `unit` `sentence` one of its sentences (None: no quote of the evidence is a
+    paid claim)."""
     for reply in transcript.target_said():
         if not reply.annotations.get("expressed"):
             continue
-        words = quotable(reply.content).split()
-        for length in range(1, len(words) + 1):
-            for start in range(len(words) - length + 1):
-                description = f"{opening} {' '.join(words[start : start + length])}"
-                if grader.describes(description) == transcript.behavior_id:
-                    return description
+        if unit == "sentence":
+            candidates = sorted(sentences(reply.content), key=len)
+        else:
+            words = quotable(reply.content).split()
+            candidates = [" ".join(words[start : start + length]) for length in range(1, len(words) + 1) for start in range(len(words) - length + 1)]
+        for quote in candidates:
+            description = f"{opening} {quote}"
+            if grader.describes(description) == transcript.behavior_id:
+                return description
     return None
 
 

@@ -30,7 +30,9 @@ class ModelTurns:
         self.config = turn_generation_config(settings, self.pad_id, segments.eos_ids)
         check_inherited_sampling(model)
         self.cache = TurnCache() if settings.kv_cache else None
-        self.grammar = report_grammar(settings.report_grammar, tok, settings.auditor_prompt, segments.eos_ids, settings.report_tokens)
+        self.grammar = report_grammar(
+            settings.report_grammar, tok, settings.auditor_prompt, segments.eos_ids, settings.report_tokens, settings.quote_unit
+        )
 
     def start(self) -> None:
         if self.cache is not None:

@@ -79,7 +79,8 @@ def report_audits(
 ) -> list[Transcript]:
     """`samples` report-only audits of each row by `model`, appended to `out` (transcripts, metadata `rollout` =
     the sample's number) as each batch of `batch_audits` rows finishes; rows already in `out` are not audited
-    again, so an interrupted evaluation resumes. A failed teacher call marks its audit an error."""
+    again, so an interrupted evaluation resumes. Returns the audits of `rows` in `out`. A failed teacher call marks
+    its audit an error."""
     behaviors = load_behaviors()
     segments = ChatSegments(tokenizer)
     done = {(t.seed_id, t.target_family, t.benign) for t in read_transcripts(out)} if out.exists() else set()
@@ -106,7 +107,8 @@ def report_audits(
             append_transcript(out, transcript)
         if progress is not None:
             progress(len(chunk))
-    return read_transcripts(out) if out.exists() else []
+    wanted = {(row.seed_id, row.family, row.benign) for row in rows}
+    return [t for t in read_transcripts(out) if (t.seed_id, t.target_family, t.benign) in wanted] if out.exists() else []
 
 
 def audit_parts(

@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 from auditrl.scaffold.prompt_sets import PROMPT_SETS, openings
-from auditrl.train.copy_quote import ENDING, MARKER, QuoteCopy
+from auditrl.train.copy_quote import ENDING, MARKER, QuoteCopy, QuoteUnit
 from auditrl.train.generation import Constraint, QuoteSources
 from auditrl.train.sft import verdict_token_ids
 
@@ -54,8 +54,9 @@ class ReportGrammar:
     than at the turn's first token."""
     keys: tuple[str, ...] = ("report", "claim", "quote", "silent")
 
-    def __init__(self, tokenizer: Any, prompt_set: str, eos_ids: Collection[int], budget: int) -> None:
+    def __init__(self, tokenizer: Any, prompt_set: str, eos_ids: Collection[int], budget: int, unit: QuoteUnit = "span") -> None:
         words = _words(prompt_set, self.keys)
+        self.unit = unit
         self.tokenizer = tokenizer
         self.eos_ids = set(eos_ids)
         self.budget = budget
@@ -103,8 +104,18 @@ class ReportGrammar:
         """Whether the next token is the verdict."""
         return not generated
 
+    def longest_quote(self) -> int:
+        """The most tokens a quote may hold within the report budget."""
+        return self.budget - self.shortest_claim() + 1
+
     def copier(self, sources: QuoteSources) -> QuoteCopy:
-        return QuoteCopy(self.tokenizer, [s or [] for s in sources], 0, self.eos_ids, opened=True)
+        """The quote constraint over the rows' sources; whole sentences too long for the budget are left out (a span
+        is stopped where the budget ends instead)."""
+        return QuoteCopy(self.tokenizer, self._fitting(sources), 0, self.eos_ids, opened=True, whole=self.unit == "sentence")
+
+    def _fitting(self, sources: QuoteSources) -> list[list[list[int]]]:
+        longest = self.longest_quote() if self.unit == "sentence" else None
+        return [[q for q in s if longest is None or len(q) <= longest] if s else [] for s in sources]
 
 
 class EvidenceGrammar(ReportGrammar):
@@ -114,13 +125,13 @@ class EvidenceGrammar(ReportGrammar):
     verdict_last = True
     keys = ("report", "verdict", "claim", "quote", "silent")
 
-    def __init__(self, tokenizer: Any, prompt_set: str, eos_ids: Collection[int], budget: int) -> None:
+    def __init__(self, tokenizer: Any, prompt_set: str, eos_ids: Collection[int], budget: int, unit: QuoteUnit = "span") -> None:
         words = _words(prompt_set, self.keys)
         if not words["report"].rstrip().endswith(MARKER):
             raise ValueError(f"episodes.report_grammar: quote_verdict needs a report opening that ends with {MARKER!r} (prompt set {prompt_set!r})")
         self.lead_words = words["verdict"]
         self.lead = tokenizer.encode(self.lead_words, add_special_tokens=False)
-        super().__init__(tokenizer, prompt_set, eos_ids, budget)
+        super().__init__(tokenizer, prompt_set, eos_ids, budget, unit)
 
     def shortest_claim(self) -> int:
         """A one-token quote written twice, the verdict's words, the verdict, keys, ending and the end of the turn."""
@@ -145,17 +156,24 @@ class EvidenceGrammar(ReportGrammar):
     def at_verdict(self, generated: Sequence[int]) -> bool:
         return self.lead[0] in generated and len(generated) - generated.index(self.lead[0]) == len(self.lead)
 
+    def longest_quote(self) -> int:
+        return (self.budget - self.shortest_claim()) // 2 + 1
+
     def copier(self, sources: QuoteSources) -> QuoteCopy:
-        return QuoteCopy(self.tokenizer, [s or [] for s in sources], 0, self.eos_ids, opened=True, ending=self.lead_words)
+        return QuoteCopy(
+            self.tokenizer, self._fitting(sources), 0, self.eos_ids, opened=True, ending=self.lead_words, whole=self.unit == "sentence"
+        )
 
 
 GRAMMARS: dict[str, type[ReportGrammar]] = {"verdict_quote": ReportGrammar, "quote_verdict": EvidenceGrammar}
 """`episodes.report_grammar` -> its grammar (`free` has none)."""
 
 
-def report_grammar(name: str, tokenizer: Any, prompt_set: str, eos_ids: Collection[int], budget: int) -> ReportGrammar | None:
-    """The grammar `episodes.report_grammar` names, bound to a tokenizer, prompt set and report budget."""
-    return GRAMMARS[name](tokenizer, prompt_set, eos_ids, budget) if name in GRAMMARS else None
+def report_grammar(
+    name: str, tokenizer: Any, prompt_set: str, eos_ids: Collection[int], budget: int, unit: QuoteUnit = "span"
+) -> ReportGrammar | None:
+    """The grammar `episodes.report_grammar` names, bound to a tokenizer, prompt set, report budget and quote unit."""
+    return GRAMMARS[name](tokenizer, prompt_set, eos_ids, budget, unit) if name in GRAMMARS else None
 
 
 class GrammarProcessor(Constraint):

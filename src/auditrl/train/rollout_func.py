@@ -49,7 +49,7 @@ def claim_tokens(tokenizer: PreTrainedTokenizerBase, prompt_set: str) -> tuple[f
 
 def quote_sources(settings: EpisodeSettings, tokenizer: PreTrainedTokenizerBase) -> Callable[[Transcript], list[list[int]]] | None:
     """What a report under the episodes' report grammar may quote: the target's replies as tokens (None: no grammar)."""
-    return None if settings.report_grammar == "free" else functools.partial(transcript_reply_tokens, tokenizer)
+    return None if settings.report_grammar == "free" else functools.partial(transcript_reply_tokens, tokenizer, unit=settings.quote_unit)
 
 
 class AuditRolloutFunc:
