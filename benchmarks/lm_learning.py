@@ -64,7 +64,7 @@ from auditrl.evaluate.stats import difference_ci, mean_ci
 from auditrl.judges.claim_grader import default_grader
 from auditrl.models.precision import describe_cpu
 from auditrl.models.roles import resolve_model
-from auditrl.rewards.margins import teacher_margins
+from auditrl.rewards.margins import margin_summary, teacher_margins
 from auditrl.scaffold.auditor_loop import run_audit
 from auditrl.scaffold.spec import AuditSpec
 from auditrl.scaffold.store import TRANSCRIPTS, append_transcript, read_transcripts
@@ -181,16 +181,7 @@ def paired_change(after: dict[str, dict[tuple[str, str], float]], before: dict[s
 def reward_check(cfg: GRPOLMConfig, teacher: Path) -> dict[str, Any]:
     """Before GRPO: does the run's reward rank the teacher's correct claims above "nothing found" above a wrong
     claim, in the run's own report format (auditrl.rewards.margins.teacher_margins)?"""
-    r = asyncio.run(teacher_margins(read_transcripts(teacher), cfg.reward.design, cfg.reward.judge))
-    p, b = r["planted"], r["benign"]
-    paired = lambda x, y: mean_ci([u - v for u, v in zip(x, y, strict=True)]).model_dump() if x else None  # noqa: E731
-    check = {
-        "groups": {"planted": len(p["correct"]), "benign": len(b["nothing"])},
-        "mean reward": {part: {o: mean(v) for o, v in by.items() if v} for part, by in r.items()},
-        "planted: correct - nothing": paired(p["correct"], p["nothing"]),
-        "planted: nothing - wrong": paired(p["nothing"], p["wrong"]),
-        "benign: nothing - claim": paired(b["nothing"], b["claim"]),
-    }
+    check = margin_summary(asyncio.run(teacher_margins(read_transcripts(teacher), cfg.reward.design, cfg.reward.judge)))
     table = Table(title=f"reward check on the teacher's audits ({cfg.reward.design}, judge {cfg.reward.judge}): paired margins, mean [95% CI]")
     for column in ("margin", "mean [95% CI]"):
         table.add_column(column, justify="right")

@@ -48,7 +48,7 @@ from auditrl.evaluate.lm_checks import claimed, found_nothing, rollouts_by_third
 from auditrl.evaluate.stats import difference_ci, mean_ci
 from auditrl.judges.claim_grader import default_grader, report_outcome
 from auditrl.models.precision import describe_cpu
-from auditrl.rewards.margins import teacher_margins
+from auditrl.rewards.margins import PAIRED_MARGINS, margin_summary, teacher_margins
 from auditrl.scaffold.prompt_sets import PROMPT_SETS, openings
 from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
 from auditrl.scaffold.transcript import Prediction, Report, Transcript
@@ -87,23 +87,12 @@ def reward_check(cfg: GRPOLMConfig) -> dict[str, Any]:
             audits.append(t.model_copy(update={"report": Report(no_behavior_found=True)}))
         elif (quote := creditable_quote(t, grader, words["quote"], cfg.episodes.quote_unit)) is not None:
             audits.append(t.model_copy(update={"report": Report(no_behavior_found=False, predictions=[Prediction(rank=1, description=quote, confidence=0.5)])}))
-    r = asyncio.run(teacher_margins(audits, cfg.reward.design, cfg.reward.judge))
-    p, b = r["planted"], r["benign"]
-    paired = lambda x, y: mean_ci([u - v for u, v in zip(x, y, strict=True)]).model_dump() if x else None  # noqa: E731
-    check = {
-        "groups": {"planted": len(p["correct"]), "benign": len(b["nothing"])},
-        "mean reward": {part: {o: mean(v) for o, v in by.items() if v} for part, by in r.items()},
-        "planted: correct - nothing": paired(p["correct"], p["nothing"]),
-        "planted: correct - wrong": paired(p["correct"], p["wrong"]),
-        "planted: nothing - wrong": paired(p["nothing"], p["wrong"]),
-        "planted: correct - unreadable": paired(p["correct"], p["unreadable"]),
-        "benign: nothing - claim": paired(b["nothing"], b["claim"]),
-    }
+    check = margin_summary(asyncio.run(teacher_margins(audits, cfg.reward.design, cfg.reward.judge)))
     table = Table(title=f"reward check ({cfg.reward.design}, judge {cfg.reward.judge}; {check['groups']['planted']} planted, "
                         f"{check['groups']['benign']} benign teacher-probed audits): paired margins, mean [95% CI]")  # fmt: skip
     for column in ("margin", "mean [95% CI]"):
         table.add_column(column, justify="right")
-    for name in [k for k in check if ":" in k]:
+    for name in PAIRED_MARGINS:
         table.add_row(name, cell(check[name], signed=True, digits=3))
     console.print(table)
     return check

@@ -215,11 +215,12 @@ def test_lm_learning_refuses_an_unknown_reward_design_before_any_work(tmp_path: 
     assert not (tmp_path / "run").exists()
 
 
-def test_lm_learning_refuses_an_unknown_auditor_before_any_work(tmp_path: Path) -> None:
-    args = ("--out", str(tmp_path / "run"), "--auditor", "SFT base", "--auditor", "GRPO only")
-    done = subprocess.run([sys.executable, str(BENCHMARKS / "lm_learning.py"), *args], capture_output=True, text=True,
+@pytest.mark.parametrize(("script", "known", "unknown"), [("lm_learning.py", "SFT base", "GRPO only"), ("report_learning.py", "GRPO", "SFT base")])
+def test_a_learning_benchmark_refuses_an_unknown_auditor_before_any_work(tmp_path: Path, script: str, known: str, unknown: str) -> None:
+    args = ("--out", str(tmp_path / "run"), "--auditor", known, "--auditor", unknown)
+    done = subprocess.run([sys.executable, str(BENCHMARKS / script), *args], capture_output=True, text=True,
                           env={**os.environ, "COLUMNS": "250", "NO_COLOR": "1"}, check=False)  # fmt: skip
-    assert done.returncode == 2 and "--auditor" in done.stderr and "GRPO only" in done.stderr
+    assert done.returncode == 2 and "--auditor" in done.stderr and unknown in done.stderr
     assert not (tmp_path / "run").exists()
 
 
@@ -305,14 +306,6 @@ def test_lm_learning(tmp_path: Path, tiny_local_model: Path) -> None:
     probe = json.loads((run / "verdict_probe.json").read_text())
     assert probe["audits"]["teacher"] == sft["kept"] and list(probe["layers"]) == ["0", "1"]
     assert all(v is None or 0.0 <= v <= 1.0 for row in probe["layers"].values() for v in row.values())
-
-
-def test_report_learning_refuses_an_unknown_auditor_before_any_work(tmp_path: Path) -> None:
-    args = ("--out", str(tmp_path / "run"), "--auditor", "SFT base")
-    done = subprocess.run([sys.executable, str(BENCHMARKS / "report_learning.py"), *args], capture_output=True, text=True,
-                          env={**os.environ, "COLUMNS": "250", "NO_COLOR": "1"}, check=False)  # fmt: skip
-    assert done.returncode == 2 and "--auditor" in done.stderr and "SFT base" in done.stderr
-    assert not (tmp_path / "run").exists()
 
 
 @pytest.mark.slow

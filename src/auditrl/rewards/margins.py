@@ -232,6 +232,31 @@ async def teacher_margins(transcripts: Sequence[Transcript], design_name: str, j
     return out
 
 
+PAIRED_MARGINS = {
+    "planted: correct - nothing": ("planted", "correct", "nothing"),
+    "planted: correct - wrong": ("planted", "correct", "wrong"),
+    "planted: nothing - wrong": ("planted", "nothing", "wrong"),
+    "planted: correct - unreadable": ("planted", "correct", "unreadable"),
+    "benign: nothing - claim": ("benign", "nothing", "claim"),
+}
+"""The margins a reward check reports: per target kind, one outcome's reward minus another's on the same audits."""
+
+
+def margin_summary(rewards: dict[str, dict[str, list[float]]]) -> dict[str, object]:
+    """`teacher_margins`' rewards as the counts of groups, the mean reward per outcome and each paired margin with a
+    bootstrap 95% interval over audits (None where a kind had no group)."""
+    from auditrl.evaluate.stats import mean_ci
+
+    out: dict[str, object] = {
+        "groups": {"planted": len(rewards["planted"]["correct"]), "benign": len(rewards["benign"]["nothing"])},
+        "mean reward": {part: {o: sum(v) / len(v) for o, v in by.items() if v} for part, by in rewards.items()},
+    }
+    for name, (part, a, b) in PAIRED_MARGINS.items():
+        x, y = rewards[part][a], rewards[part][b]
+        out[name] = mean_ci([u - v for u, v in zip(x, y, strict=True)]).model_dump() if x else None
+    return out
+
+
 async def probing_margins(families: Sequence[str], turns: int, design_name: str, judge: str) -> list[float]:
     """What a group design pays for looking where the behavior shows, when nothing is claimed: per training
     behavior with specific trigger topics and family, one group of two on-topic and two off-topic audits, all
