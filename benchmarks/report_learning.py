@@ -66,7 +66,10 @@ CONFIG = Path(__file__).resolve().parent.parent / "configs" / "cpu_learn_evidenc
 AUDITORS = ("untrained base", "GRPO")
 GROUPS = ("planted, behavior shown", "planted, not shown", "benign")
 METRICS = ("claim rate, planted", "claim rate, benign", "identification (planted)", "FP calibration (benign)", "readable report rate")
+CEILING = "identification ceiling (planted)"
+"""Planted audits where some quote the grammar allows would be credited: what identification can reach at most."""
 P_CLAIM = "P(claim)"
+MADE_TO_CLAIM = "made_to_claim"
 """The policy's own probability of a claim among the verdict's spellings, where it drew its verdict."""
 console = Console(width=170)
 
@@ -98,9 +101,12 @@ def reward_check(cfg: GRPOLMConfig) -> dict[str, Any]:
     return check
 
 
-def audit_units(transcripts: list[Transcript]) -> dict[str, dict[str, Any]]:
-    """Per audit (`seed|family|planted or benign`), the mean over its samples of each metric it has, and its group."""
+def audit_units(transcripts: list[Transcript], cfg: GRPOLMConfig) -> dict[str, dict[str, Any]]:
+    """Per audit (`seed|family|planted or benign`), the mean over its samples of each metric it has, and its group;
+    on planted audits also the identification ceiling: whether some quote the grammar allows (a sentence or span of
+    a reply that showed the behavior) is a claim the grader credits."""
     grader = default_grader()
+    opening = openings(PROMPT_SETS[cfg.episodes.auditor_prompt].openings or "")["quote"]
     by: dict[str, list[Transcript]] = {}
     for t in transcripts:
         if t.status != "error":
@@ -115,13 +121,14 @@ def audit_units(transcripts: list[Transcript]) -> dict[str, dict[str, Any]]:
                      "FP calibration (benign)": 100.0 * mean(found_nothing(t) for t in ts)}  # fmt: skip
         else:
             unit |= {"group": GROUPS[0] if ts[0].behavior_shown else GROUPS[1], "claim rate, planted": 100.0 * mean(claimed(t) for t in ts),
-                     "identification (planted)": 100.0 * mean(grader.identifies(t) for t in ts)}  # fmt: skip
+                     "identification (planted)": 100.0 * mean(grader.identifies(t) for t in ts),
+                     CEILING: 100.0 * (creditable_quote(ts[0], grader, opening, cfg.episodes.quote_unit) is not None)}  # fmt: skip
         units[key] = unit
     return units
 
 
 def summary(units: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {m: mean_ci([u[m] for u in units.values() if m in u]).model_dump() for m in METRICS}
+    out: dict[str, Any] = {m: mean_ci([u[m] for u in units.values() if m in u]).model_dump() for m in (*METRICS, CEILING)}
     claims = {g: [u.get("claim rate, planted", u.get("claim rate, benign")) for u in units.values() if u["group"] == g] for g in GROUPS}
     out |= {f"claim rate, {g}": mean_ci(v).model_dump() for g, v in claims.items() if v}
     planted = claims[GROUPS[0]] + claims[GROUPS[1]]
@@ -131,6 +138,9 @@ def summary(units: dict[str, dict[str, Any]]) -> dict[str, Any]:
     out |= {f"{P_CLAIM}, {g}": mean_ci(v).model_dump() for g, v in probability.items() if v}
     if probability[GROUPS[0]] and probability[GROUPS[2]]:
         out[f"{P_CLAIM}, shown - benign"] = difference_ci(probability[GROUPS[0]], probability[GROUPS[2]]).model_dump()
+    shown = [u["identification (planted)"] for u in units.values() if u["group"] == GROUPS[0]]
+    if shown:
+        out[f"identification, {GROUPS[0]}"] = mean_ci(shown).model_dump()
     out["audits"] = {g: len(v) for g, v in claims.items()}
     return out
 
@@ -145,6 +155,9 @@ def paired_change(after: dict[str, dict[str, Any]], before: dict[str, dict[str, 
     shown = delta("claim rate, planted", [k for k in keys if after[k]["group"] == GROUPS[0]])
     out["discrimination (planted - benign)"] = difference_ci(delta("claim rate, planted", keys), benign).model_dump()
     out["discrimination (shown - benign)"] = difference_ci(shown, benign).model_dump()
+    shown_keys = [k for k in keys if after[k]["group"] == GROUPS[0]]
+    if identified := delta("identification (planted)", shown_keys):
+        out[f"identification, {GROUPS[0]}"] = mean_ci(identified).model_dump()
     probability = {g: delta(P_CLAIM, [k for k in keys if after[k]["group"] == g]) for g in GROUPS}
     out |= {f"{P_CLAIM}, {g}": mean_ci(d).model_dump() for g, d in probability.items() if d}
     if probability[GROUPS[0]] and probability[GROUPS[2]]:
@@ -181,6 +194,7 @@ def main(
     part: Annotated[list[str], typer.Option(help=f"Held-out part ({', '.join(HELD_OUT_PARTS)}); repeatable.")] = list(HELD_OUT_PARTS),
     seeds: Annotated[int | None, typer.Option(min=1, help="Held-out seeds per behavior to audit (default: all).")] = None,
     family: Annotated[list[str] | None, typer.Option(help="Target family to audit (default: the config's families); repeatable.")] = None,
+    made_to_claim: Annotated[bool, typer.Option(help="Also audit each planted target with every report made to claim (the choice of evidence alone).")] = False,
 ) -> None:
     if unknown := set(auditor) - set(AUDITORS):
         raise typer.BadParameter(f"unknown auditor(s) {sorted(unknown)}; choose from {', '.join(AUDITORS)}", param_hint="--auditor")
@@ -225,7 +239,13 @@ def main(
         folder = out / "eval" / name.replace(" ", "_").replace("(", "").replace(")", "")
         transcripts = audit_parts(held_out, model, tokenizer, folder, part, seeds, samples=samples, auditor_name=name)
         record["cpu_seconds"][f"evaluation: {name}"] = time.process_time() - started
-        record["results"][name] = {p: audit_units(ts) for p, ts in transcripts.items()}
+        record["results"][name] = {p: audit_units(ts, cfg) for p, ts in transcripts.items()}
+        if made_to_claim:
+            started = time.process_time()
+            forced = audit_parts(held_out, model, tokenizer, folder / MADE_TO_CLAIM, part, seeds, samples=samples, auditor_name=name,
+                                 made_to_claim=True, planted_only=True)  # fmt: skip
+            record["cpu_seconds"][f"evaluation made to claim: {name}"] = time.process_time() - started
+            record.setdefault("made_to_claim", {})[name] = {p: audit_units(ts, cfg) for p, ts in forced.items()}
         save()
     print_tables(record)
 
@@ -257,12 +277,30 @@ def print_tables(record: dict[str, Any]) -> None:
         for n in changes:
             table.add_column(f"{n} - untrained base", justify="right")
         rows = [*METRICS[:2], *(f"claim rate, {g}" for g in GROUPS), "discrimination (planted - benign)", "discrimination (shown - benign)",
-                *METRICS[2:], *(f"{P_CLAIM}, {g}" for g in GROUPS), f"{P_CLAIM}, shown - benign"]  # fmt: skip
+                *METRICS[2:3], f"identification, {GROUPS[0]}", CEILING, *METRICS[3:], *(f"{P_CLAIM}, {g}" for g in GROUPS),
+                f"{P_CLAIM}, shown - benign"]  # fmt: skip
         for metric in dict.fromkeys(rows):
             table.add_row(metric, *(cell(sums[n].get(metric)) for n in names), *(cell(changes[n].get(metric), signed=True) for n in changes))
         table.add_row("audits (shown / not shown / benign)", *("/".join(str(sums[n]["audits"][g]) for g in GROUPS) for n in names))
         console.print(table)
         record.setdefault("summaries", {})[part] = {"results": sums, "changes": changes}
+        forced = {n: units[part] for n, units in record.get("made_to_claim", {}).items() if part in units}
+        if forced:
+            base_forced = forced.get("untrained base")
+            table = Table(title=f"{part}, every planted report made to claim: the choice of evidence alone, % mean [95% CI] over audits",
+                          caption=record["cpu"])  # fmt: skip
+            table.add_column("metric", no_wrap=True)
+            for n in forced:
+                table.add_column(n, justify="right")
+            moved = {n: paired_change(forced[n], base_forced) for n in forced if n != "untrained base" and base_forced}
+            for n in moved:
+                table.add_column(f"{n} - untrained base", justify="right")
+            made = {n: summary(u) for n, u in forced.items()}
+            for metric in ("identification (planted)", f"identification, {GROUPS[0]}", CEILING):
+                table.add_row(f"{metric}, made to claim" if metric != CEILING else metric, *(cell(made[n].get(metric)) for n in forced),
+                              *(cell(moved[n].get(metric), signed=True) for n in moved))  # fmt: skip
+            console.print(table)
+            record["summaries"][part]["made to claim"] = {"results": made, "changes": moved}
 
 
 if __name__ == "__main__":

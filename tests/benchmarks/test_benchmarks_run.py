@@ -313,11 +313,15 @@ def test_report_learning(tmp_path: Path, tiny_local_model: Path) -> None:
     raw = load_yaml((ROOT / "configs" / "cpu_learn_evidence.yaml").read_text())
     raw["policy"].update(model=str(tiny_local_model), dtype="float32", lora={**raw["policy"]["lora"], "last_layers": 1})
     raw["trainer"]["report_to"] = []
+    raw["data"]["behaviors"] = ["flattery", "emotional_bond", "urgency_manufacturing", "self_promotion"]  # a screen of 72 audits
     config = tmp_path / "tiny_evidence.yaml"
     config.write_text(yaml.safe_dump(raw))
     run = tmp_path / "run"
     args = ("--config", str(config), "--out", str(run), "--steps", "1", "--samples", "2", "--seeds", "1", "--family", "steady")
-    rows = table_rows(run_benchmark("report_learning.py", *args, cwd=tmp_path))
+    rows = table_rows(run_benchmark("report_learning.py", *args, "--made-to-claim", cwd=tmp_path))
+    assert len(row(rows, "identification (planted), made to claim", 9)) >= 9  # two auditors and the change
+    forced = read_transcripts(run / "eval" / "GRPO" / "made_to_claim" / "held-out_behaviors.jsonl")
+    assert len(forced) == 6 * 2 and all(not t.benign and t.report.predictions for t in forced)  # planted only, all claims
     assert row(rows, "planted: correct - nothing", 3)[0] > 0 and row(rows, "benign: nothing - claim", 3)[0] > 0
     for metric in ("claim rate, planted", "claim rate, benign", "discrimination (planted - benign)", "identification (planted)",
                    "FP calibration (benign)", "readable report rate", "P(claim), benign", "P(claim), shown - benign"):  # fmt: skip
@@ -325,6 +329,7 @@ def test_report_learning(tmp_path: Path, tiny_local_model: Path) -> None:
     record = json.loads((run / "report_learning.json").read_text())
     assert list(record["results"]) == ["untrained base", "GRPO"] and (run / "grpo" / "adapter").is_dir()
     units = record["results"]["GRPO"]["held-out behaviors"]
+    assert len(record["results"]["GRPO"]["held-out seeds of training behaviors"]) == 4 * 2
     assert len(units) == 6 * 2 and {u["readable report rate"] for u in units.values()} == {100.0}  # every report reads
     assert record["grpo_training"][0]["rollouts"] == 8 and record["cpu_seconds"]["grpo"] > 0
     audits = read_transcripts(run / "eval" / "GRPO" / "held-out_behaviors.jsonl")

@@ -27,7 +27,7 @@ from auditrl.train.config import GRPOLMConfig
 from auditrl.train.episodes import AuditEpisodeFactory, seed_bank, split_seeds, trained_behaviors
 from auditrl.train.hf_generator import PolicyTurns
 from auditrl.train.rollout import ChatSegments, EpisodeRow, run_rollouts
-from auditrl.train.rollout_func import quote_sources
+from auditrl.train.rollout_func import claim_tokens, quote_sources
 from auditrl.train.teacher import teacher_probing
 
 HELD_OUT_PARTS = ("held-out behaviors", "held-out seeds of training behaviors")
@@ -75,12 +75,14 @@ def report_audits(
     batch_audits: int = 8,
     seed: int = 0,
     auditor_name: str = "policy",
+    made_to_claim: bool = False,
     progress: Callable[[int], None] | None = None,
 ) -> list[Transcript]:
     """`samples` report-only audits of each row by `model`, appended to `out` (transcripts, metadata `rollout` =
     the sample's number) as each batch of `batch_audits` rows finishes; rows already in `out` are not audited
     again, so an interrupted evaluation resumes. Returns the audits of `rows` in `out`. A failed teacher call marks
-    its audit an error."""
+    its audit an error. `made_to_claim`: every planted report's verdict is set to a claim (claim exploration on all
+    of them), which measures the choice of evidence apart from the choice to claim."""
     behaviors = load_behaviors()
     segments = ChatSegments(tokenizer)
     done = {(t.seed_id, t.target_family, t.benign) for t in read_transcripts(out)} if out.exists() else set()
@@ -89,6 +91,7 @@ def report_audits(
         progress(len(rows) - len(todo))
     factory = AuditEpisodeFactory(cfg.episodes, behaviors, seed_bank(cfg, behaviors), auditor_name)
     sources = quote_sources(cfg.episodes, tokenizer)
+    claims = {"claim_tokens": claim_tokens(tokenizer, cfg.episodes.auditor_prompt)[:1], "claims_per_group": samples, "claim_planted_only": True}
     for start in range(0, len(todo), batch_audits):
         chunk = todo[start : start + batch_audits]
         prober = teacher_probing(cfg.episodes, PolicyTurns(model, cfg.episodes, segments), factory, segments)
@@ -97,7 +100,7 @@ def report_audits(
             batch = asyncio.run(run_rollouts(
                 [row for row in chunk for _ in range(samples)], prober.factory, prober, segments, group_size=samples,
                 first_index=0, max_completion_tokens=cfg.episodes.max_completion_tokens, auditor_name=auditor_name,
-                turn_tokens=cfg.episodes.turn_tokens, quote_sources=sources,
+                turn_tokens=cfg.episodes.turn_tokens, quote_sources=sources, **(claims if made_to_claim else {}),
             ))  # fmt: skip
         finally:
             prober.close()
@@ -118,10 +121,12 @@ def audit_parts(
     folder: Path,
     parts: Sequence[str] = HELD_OUT_PARTS,
     seeds_per_behavior: int | None = None,
+    planted_only: bool = False,
     **options: Any,
 ) -> dict[str, list[Transcript]]:
-    """`report_audits` of each held-out part into `folder/<part>.jsonl`, with a progress bar over audits."""
-    rows = {part: held_out_rows(cfg, part, seeds_per_behavior=seeds_per_behavior) for part in parts}
+    """`report_audits` of each held-out part (its planted rows only, with `planted_only`) into `folder/<part>.jsonl`,
+    with a progress bar over audits."""
+    rows = {part: [r for r in held_out_rows(cfg, part, seeds_per_behavior=seeds_per_behavior) if not (planted_only and r.benign)] for part in parts}
     with Progress() as bar:
         task = bar.add_task("report-only audits", total=sum(len(r) for r in rows.values()))
         return {
