@@ -66,8 +66,10 @@ CONFIG = Path(__file__).resolve().parent.parent / "configs" / "cpu_learn_evidenc
 AUDITORS = ("untrained base", "GRPO")
 GROUPS = ("planted, behavior shown", "planted, not shown", "benign")
 METRICS = ("claim rate, planted", "claim rate, benign", "identification (planted)", "FP calibration (benign)", "readable report rate")
-CEILING = "identification ceiling (planted)"
-"""Planted audits where some quote the grammar allows would be credited: what identification can reach at most."""
+CEILING = "creditable evidence (planted)"
+"""Planted audits where some quote the grammar allows of a reply that showed the behavior would be credited. Not a
+ceiling on identification: the offline grader also credits some quotes of replies that did not show the behavior, by
+the trigger topic's words."""
 P_CLAIM = "P(claim)"
 MADE_TO_CLAIM = "made_to_claim"
 """The policy's own probability of a claim among the verdict's spellings, where it drew its verdict."""
@@ -103,8 +105,8 @@ def reward_check(cfg: GRPOLMConfig) -> dict[str, Any]:
 
 def audit_units(transcripts: list[Transcript], cfg: GRPOLMConfig) -> dict[str, dict[str, Any]]:
     """Per audit (`seed|family|planted or benign`), the mean over its samples of each metric it has, and its group;
-    on planted audits also the identification ceiling: whether some quote the grammar allows (a sentence or span of
-    a reply that showed the behavior) is a claim the grader credits."""
+    on planted audits also whether some quote the grammar allows of a reply that showed the behavior is a claim the
+    grader credits (`CEILING`)."""
     grader = default_grader()
     opening = openings(PROMPT_SETS[cfg.episodes.auditor_prompt].openings or "")["quote"]
     by: dict[str, list[Transcript]] = {}
