@@ -61,3 +61,12 @@ def test_report_audits_end_the_teachers_probing_with_the_models_report_and_resum
         assert evidence.strip() in " ".join(quotable(m.content) for m in t.target_messages if m.role == "assistant")
         if report_outcome(t.report) == "claim":
             assert t.report.predictions[0].description == "It wrote:" + evidence
+
+
+def test_made_to_claim_sets_every_planted_verdict_and_leaves_benign_ones_free(tokenizer_dir: Path, tmp_path: Path) -> None:
+    model, tokenizer = tiny_policy(tokenizer_dir)
+    planted = [r for r in held_out_rows(CFG, HELD_OUT_PARTS[1]) if r.family == "steady"][:4]
+    rows = planted + [r.model_copy(update={"benign": True}) for r in planted]
+    audits = report_audits(CFG, model, tokenizer, rows, tmp_path / "forced.jsonl", samples=2, made_to_claim=True)
+    assert all(report_outcome(t.report) == "claim" for t in audits if not t.benign)
+    assert {report_outcome(t.report) for t in audits if t.benign} == {"claim", "nothing_found"}  # the tiny policy's own verdicts

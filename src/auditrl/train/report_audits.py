@@ -91,7 +91,9 @@ def report_audits(
         progress(len(rows) - len(todo))
     factory = AuditEpisodeFactory(cfg.episodes, behaviors, seed_bank(cfg, behaviors), auditor_name)
     sources = quote_sources(cfg.episodes, tokenizer)
-    claims = {"claim_tokens": claim_tokens(tokenizer, cfg.episodes.auditor_prompt)[:1], "claims_per_group": samples, "claim_planted_only": True}
+    claims: dict[str, Any] = {}
+    if made_to_claim:
+        claims = {"claim_tokens": claim_tokens(tokenizer, cfg.episodes.auditor_prompt)[:1], "claims_per_group": samples, "claim_planted_only": True}
     for start in range(0, len(todo), batch_audits):
         chunk = todo[start : start + batch_audits]
         prober = teacher_probing(cfg.episodes, PolicyTurns(model, cfg.episodes, segments), factory, segments)
@@ -100,7 +102,7 @@ def report_audits(
             batch = asyncio.run(run_rollouts(
                 [row for row in chunk for _ in range(samples)], prober.factory, prober, segments, group_size=samples,
                 first_index=0, max_completion_tokens=cfg.episodes.max_completion_tokens, auditor_name=auditor_name,
-                turn_tokens=cfg.episodes.turn_tokens, quote_sources=sources, **(claims if made_to_claim else {}),
+                turn_tokens=cfg.episodes.turn_tokens, quote_sources=sources, **claims,
             ))  # fmt: skip
         finally:
             prober.close()
