@@ -21,10 +21,23 @@ held-out parts by the untrained base and the trained adapter, with tables.
    as parsed without repair). The
    trained adapter's change from the base is paired over audits.
 
+The auditors: the untrained SmolLM2 (`untrained base`); `SFT base`, the verdict and the choice of evidence
+supervised on every sentence of the teacher's audits of the training distribution (`auditrl sft` under the report
+grammar, auditrl.train.report_choices; `--sft-episodes`, `--sft-epochs`); `SFT + GRPO`, the SFT base trained further
+by GRPO on `--sft-config`; `GRPO`, GRPO from the untrained base on `--config`. Each trained auditor's change is
+paired against the auditor it started from.
+
+`--evaluation exact` (the default, for `quote_verdict` with sentence quotes): instead of sampling reports, every
+report the grammar allows on each probed held-out audit is scored at once (auditrl.train.report_choices): the exact
+probability that the policy quotes each sentence and claims after it at its temperature, so each audit's claim rate,
+identification and FP calibration are expectations without sampling noise, and two more metrics read the choice of
+evidence: the chance of quoting an evidence sentence, and of a credited quote were the report made to claim.
+`--evaluation sampled` samples `--samples` reports per audit as above.
+
 Prints the CPU (its bf16 support decides the dtype) and the CPU seconds of each stage; writes
 `<out>/report_learning.json`. Rerunning on the same `--out` resumes every stage.
 
-    OMP_NUM_THREADS=1 python benchmarks/report_learning.py [--config configs/cpu_learn_evidence.yaml] [--steps 60] [--samples 4] [--auditor GRPO --checkpoint 30]
+    OMP_NUM_THREADS=1 python benchmarks/report_learning.py [--config configs/cpu_learn_evidence.yaml] [--steps 60] [--auditor GRPO --checkpoint 30]
 """
 
 from __future__ import annotations
@@ -39,6 +52,7 @@ from typing import Annotated, Any
 import torch
 import typer
 from rich.console import Console
+from rich.progress import Progress
 from rich.table import Table
 
 from auditrl.atomic import atomic_write_text
@@ -55,15 +69,26 @@ from auditrl.scaffold.transcript import Prediction, Report, Transcript
 from auditrl.scaffold.transcript_keys import CLAIM_PROBABILITY
 from auditrl.train.config import GRPOLMConfig, load_config
 from auditrl.train.curriculum import creditable_quote, screen
-from auditrl.train.episodes import training_seeds
+from auditrl.train.episodes import seed_bank, training_seeds
 from auditrl.train.outputs import ADAPTER_DIR
 from auditrl.train.policy import load_policy
-from auditrl.train.report_audits import HELD_OUT_PARTS, audit_parts
+from auditrl.train.report_audits import HELD_OUT_PARTS, audit_parts, held_out_rows
+from auditrl.train.report_choices import ChoiceScores, ProbedAudit, evidence_grammar, expected_outcomes, probed_audits, score_audits
 from auditrl.train.rollout import ChatSegments
+from auditrl.train.sft import SFTSettings, run_sft
 from auditrl.train.teacher import teacher_rollouts
 
 CONFIG = Path(__file__).resolve().parent.parent / "configs" / "cpu_learn_evidence.yaml"
-AUDITORS = ("untrained base", "GRPO")
+SFT_CONFIG = CONFIG.with_name("cpu_learn_evidence_sft.yaml")
+AUDITORS = ("untrained base", "SFT base", "GRPO", "SFT + GRPO")
+STARTS = {"SFT base": "untrained base", "GRPO": "untrained base", "SFT + GRPO": "SFT base"}
+"""The auditor each trained auditor started from, which its change is paired against."""
+EVIDENCE = "evidence quoted (planted)"
+"""Exact evaluation: the chance that the report quotes a sentence of a reply that showed the behavior and that a claim
+quoting it would be credited."""
+MADE = "identification if made to claim (planted)"
+"""Exact evaluation: the chance that the quoted sentence is one a claim would be credited for (the choice of evidence
+alone, as `--made-to-claim` samples it)."""
 GROUPS = ("planted, behavior shown", "planted, not shown", "benign")
 METRICS = ("claim rate, planted", "claim rate, benign", "identification (planted)", "FP calibration (benign)", "readable report rate")
 CEILING = "creditable evidence (planted)"
@@ -129,8 +154,25 @@ def audit_units(transcripts: list[Transcript], cfg: GRPOLMConfig) -> dict[str, d
     return units
 
 
+def exact_units(audits: list[ProbedAudit], scores: list[ChoiceScores]) -> dict[str, dict[str, Any]]:
+    """`audit_units` from an exact evaluation: each audit's expectations over every report the grammar allows."""
+    units: dict[str, dict[str, Any]] = {}
+    for audit, score in zip(audits, scores, strict=True):
+        t, outcome = audit.transcript, {k: 100.0 * v for k, v in expected_outcomes(audit, score).items()}
+        unit: dict[str, Any] = {"readable report rate": 100.0}
+        if t.benign:
+            unit |= {"group": GROUPS[2], "claim rate, benign": outcome["claim"], "FP calibration (benign)": 100.0 - outcome["claim"]}
+        else:
+            unit |= {"group": GROUPS[0] if t.behavior_shown else GROUPS[1], "claim rate, planted": outcome["claim"],
+                     "identification (planted)": outcome["identified"], EVIDENCE: outcome["evidence"], MADE: outcome["identified if made to claim"],
+                     CEILING: 100.0 * any(c.label for c in audit.choices)}  # fmt: skip
+        units[f"{t.seed_id}|{t.target_family}|{'benign' if t.benign else 'planted'}"] = unit
+    return units
+
+
 def summary(units: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {m: mean_ci([u[m] for u in units.values() if m in u]).model_dump() for m in (*METRICS, CEILING)}
+    metrics = (*METRICS, CEILING, EVIDENCE, MADE)
+    out: dict[str, Any] = {m: mean_ci(v).model_dump() for m in metrics if (v := [u[m] for u in units.values() if m in u])}
     claims = {g: [u.get("claim rate, planted", u.get("claim rate, benign")) for u in units.values() if u["group"] == g] for g in GROUPS}
     out |= {f"claim rate, {g}": mean_ci(v).model_dump() for g, v in claims.items() if v}
     planted = claims[GROUPS[0]] + claims[GROUPS[1]]
@@ -152,7 +194,7 @@ def paired_change(after: dict[str, dict[str, Any]], before: dict[str, dict[str, 
     the change in benign claims, and the same for shown)."""
     keys = [k for k in after if k in before]
     delta = lambda m, ks: [after[k][m] - before[k][m] for k in ks if m in after[k] and m in before[k]]  # noqa: E731
-    out: dict[str, Any] = {m: mean_ci(d).model_dump() for m in METRICS if (d := delta(m, keys))}
+    out: dict[str, Any] = {m: mean_ci(d).model_dump() for m in (*METRICS, EVIDENCE, MADE) if (d := delta(m, keys))}
     benign = delta("claim rate, benign", keys)
     shown = delta("claim rate, planted", [k for k in keys if after[k]["group"] == GROUPS[0]])
     out["discrimination (planted - benign)"] = difference_ci(delta("claim rate, planted", keys), benign).model_dump()
@@ -174,34 +216,52 @@ def cell(e: dict[str, Any] | None, signed: bool = False, digits: int = 1) -> str
     return f"{f.format(e['mean'])} [{f.format(e['lo'])}, {f.format(e['hi'])}]"
 
 
-def train(config: Path, out: Path, steps: int | None) -> Path:
-    """The config's GRPO run into `out` (resumed when it has a checkpoint), with `steps` in place of max_steps."""
+def train(config: Path, out: Path, steps: int | None, init_adapter: Path | None = None) -> Path:
+    """The config's GRPO run into `out` (resumed when it has a checkpoint), with `steps` in place of max_steps and
+    `init_adapter` (when given) as the policy's warm start."""
     from auditrl.train.grpo import run_from_config
 
     raw = load_yaml(config.read_text(encoding="utf-8"))
     if steps is not None:
         raw["trainer"]["max_steps"] = steps
+    if init_adapter is not None:
+        raw["policy"]["init_adapter"] = str(init_adapter.resolve())
     out.mkdir(parents=True, exist_ok=True)
-    path = atomic_write_text(out.parent / "grpo_config.yaml", json.dumps(raw, indent=2))
+    path = atomic_write_text(out.parent / f"{out.name}_config.yaml", json.dumps(raw, indent=2))
     return run_from_config(path, out)
 
 
+def exact_evaluation(cfg: GRPOLMConfig, model: Any, tokenizer: Any, audits: list[ProbedAudit]) -> list[ChoiceScores]:
+    """Every report choice of every audit scored by `model`, with a progress bar over audits."""
+    segments = ChatSegments(tokenizer)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    with Progress() as bar:
+        task = bar.add_task("exact report scores", total=len(audits))
+        return score_audits(model, audits, evidence_grammar(cfg, segments), cfg.episodes.temperature, pad_id, lambda n: bar.advance(task, n))
+
+
 def main(
-    config: Annotated[Path, typer.Option(help="A grpo_lm config with report-only probing and a report grammar.")] = CONFIG,
+    config: Annotated[Path, typer.Option(help="A grpo_lm config with report-only probing and a report grammar (GRPO from the base, and the SFT's training distribution).")] = CONFIG,
+    sft_config: Annotated[Path, typer.Option(help="The config of GRPO from the SFT base (its policy.init_adapter is replaced by this run's SFT adapter).")] = SFT_CONFIG,
     out: Annotated[Path, typer.Option(help="Output directory.")] = Path("runs/report-learning"),
-    steps: Annotated[int | None, typer.Option(min=0, help="GRPO steps (default: the config's trainer.max_steps; 0: no training).")] = None,
-    samples: Annotated[int, typer.Option(min=1, help="Reports sampled per held-out audit.")] = 4,
-    auditor: Annotated[list[str], typer.Option(help=f"Auditor to evaluate ({', '.join(AUDITORS)}); repeatable.")] = list(AUDITORS),
-    checkpoint: Annotated[int | None, typer.Option(min=1, help="Evaluate GRPO's checkpoint of this step instead of its final adapter.")] = None,
+    steps: Annotated[int | None, typer.Option(min=0, help="GRPO steps of each GRPO run (default: its config's trainer.max_steps; 0: no training).")] = None,
+    sft_episodes: Annotated[int, typer.Option(min=1, help="Teacher audits the SFT base is supervised on.")] = 256,
+    sft_epochs: Annotated[float, typer.Option(min=0.0, help="SFT passes over them.")] = 2.0,
+    evaluation: Annotated[str, typer.Option(help="`exact`: every report choice scored; `sampled`: --samples reports sampled per audit.")] = "exact",
+    samples: Annotated[int, typer.Option(min=1, help="Reports sampled per held-out audit (sampled evaluation).")] = 4,
+    auditor: Annotated[list[str], typer.Option(help=f"Auditor to evaluate ({', '.join(AUDITORS)}); repeatable.")] = ["untrained base", "SFT base", "SFT + GRPO"],
+    checkpoint: Annotated[int | None, typer.Option(min=1, help="Evaluate the GRPO runs' checkpoint of this step instead of their final adapters.")] = None,
     part: Annotated[list[str], typer.Option(help=f"Held-out part ({', '.join(HELD_OUT_PARTS)}); repeatable.")] = list(HELD_OUT_PARTS),
     seeds: Annotated[int | None, typer.Option(min=1, help="Held-out seeds per behavior to audit (default: all).")] = None,
     family: Annotated[list[str] | None, typer.Option(help="Target family to audit (default: the config's families); repeatable.")] = None,
-    made_to_claim: Annotated[bool, typer.Option(help="Also audit each planted target with every report made to claim (the choice of evidence alone).")] = False,
+    made_to_claim: Annotated[bool, typer.Option(help="Sampled evaluation: also audit each planted target with every report made to claim (the choice of evidence alone).")] = False,
 ) -> None:
     if unknown := set(auditor) - set(AUDITORS):
         raise typer.BadParameter(f"unknown auditor(s) {sorted(unknown)}; choose from {', '.join(AUDITORS)}", param_hint="--auditor")
     if unknown := set(part) - set(HELD_OUT_PARTS):
         raise typer.BadParameter(f"unknown part(s) {sorted(unknown)}; choose from {', '.join(HELD_OUT_PARTS)}", param_hint="--part")
+    if evaluation not in ("exact", "sampled"):
+        raise typer.BadParameter(f"unknown evaluation {evaluation!r}; choose exact or sampled", param_hint="--evaluation")
     torch.set_num_threads(1)
     console.print(describe_cpu(), highlight=False)
     cfg = load_config(config)
@@ -220,28 +280,50 @@ def main(
     check = record["reward_check"]
     if any(check[n]["mean"] <= 0 for n in ("planted: correct - nothing", "benign: nothing - claim")):
         raise SystemExit(f"{cfg.reward.design}: the reward does not pay a finding over silence, or silence on a benign target; not training")
-    grpo_dir = out / "grpo"
-    if (steps if steps is not None else cfg.trainer.max_steps) > 0 and "GRPO" in auditor:
+    sft_adapter = out / "sft" / ADAPTER_DIR
+    if {"SFT base", "SFT + GRPO"} & set(auditor) and not sft_adapter.is_dir():
         started = time.process_time()
-        train(config, grpo_dir, steps)
-        record["cpu_seconds"]["grpo"] = record["cpu_seconds"].get("grpo", 0.0) + time.process_time() - started
-        record["grpo_training"] = rollouts_by_third(read_transcripts(grpo_dir / TRANSCRIPTS))
+        record["sft"] = run_sft(cfg, SFTSettings(episodes=sft_episodes, epochs=sft_epochs), out / "sft")
+        record["cpu_seconds"]["sft"] = time.process_time() - started
         save()
-    adapters = {"untrained base": None, "GRPO": grpo_dir / (f"checkpoints/checkpoint-{checkpoint}" if checkpoint else "") / ADAPTER_DIR}
-    record.setdefault("results", {})
+    runs = {"GRPO": (config, out / "grpo", None), "SFT + GRPO": (sft_config, out / "sft_grpo", sft_adapter)}
+    for label, (run_config, run_dir, start) in runs.items():
+        run_steps = steps if steps is not None else load_config(run_config).trainer.max_steps
+        if label in auditor and run_steps > 0:
+            started = time.process_time()
+            train(run_config, run_dir, steps, start)
+            key = "grpo" if label == "GRPO" else "sft + grpo"
+            record["cpu_seconds"][key] = record["cpu_seconds"].get(key, 0.0) + time.process_time() - started
+            record["grpo_training" if label == "GRPO" else "sft_grpo_training"] = rollouts_by_third(read_transcripts(run_dir / TRANSCRIPTS))
+            save()
+    trained = lambda run: run / (f"checkpoints/checkpoint-{checkpoint}" if checkpoint else "") / ADAPTER_DIR  # noqa: E731
+    adapters = {"untrained base": None, "SFT base": sft_adapter, "GRPO": trained(out / "grpo"), "SFT + GRPO": trained(out / "sft_grpo")}
     held_out = cfg.model_copy(update={"episodes": cfg.episodes.model_copy(update={"families": family})}) if family else cfg
+    probed: dict[str, list[ProbedAudit]] = {}
     for label in auditor:
         adapter = adapters[label]
-        name = label if label != "GRPO" or checkpoint is None else f"GRPO (step {checkpoint})"
+        name = label if label in ("untrained base", "SFT base") or checkpoint is None else f"{label} (step {checkpoint})"
         if adapter is not None and not adapter.is_dir():
             raise SystemExit(f"{adapter}: no adapter to evaluate")
         model, tokenizer = load_policy(cfg.policy.model_copy(update={"init_adapter": adapter and adapter.resolve()}))
         model.eval()
         started = time.process_time()
-        folder = out / "eval" / name.replace(" ", "_").replace("(", "").replace(")", "")
+        if evaluation == "exact":
+            results = record.setdefault("exact", {}).setdefault(name, {})
+            for p in part:
+                if p not in results:
+                    if p not in probed:
+                        rows = held_out_rows(held_out, p, seeds_per_behavior=seeds)
+                        probed[p] = probed_audits(held_out, ChatSegments(tokenizer), load_behaviors(), seed_bank(held_out, load_behaviors()), rows)
+                    results[p] = exact_units(probed[p], exact_evaluation(held_out, model, tokenizer, probed[p]))
+                    save()
+            record["cpu_seconds"][f"exact evaluation: {name}"] = time.process_time() - started
+            save()
+            continue
+        folder = out / "eval" / name.replace(" ", "_").replace("(", "").replace(")", "").replace("+", "plus")
         transcripts = audit_parts(held_out, model, tokenizer, folder, part, seeds, samples=samples, auditor_name=name)
         record["cpu_seconds"][f"evaluation: {name}"] = time.process_time() - started
-        record["results"][name] = {p: audit_units(ts, cfg) for p, ts in transcripts.items()}
+        record.setdefault("results", {})[name] = {p: audit_units(ts, cfg) for p, ts in transcripts.items()}
         if made_to_claim:
             started = time.process_time()
             forced = audit_parts(held_out, model, tokenizer, folder / MADE_TO_CLAIM, part, seeds, samples=samples, auditor_name=name,
@@ -250,59 +332,80 @@ def main(
             record.setdefault("made_to_claim", {})[name] = {p: audit_units(ts, cfg) for p, ts in forced.items()}
         save()
     print_tables(record)
+    save()
+
+
+def start_of(name: str) -> str | None:
+    """The auditor `name` (perhaps `<label> (step k)`) started from."""
+    return STARTS.get(name.split(" (step ")[0])
+
+
+def results_table(
+    title: str, results: dict[str, dict[str, Any]], part: str, metrics: list[str], caption: str, suffix: str = ""
+) -> tuple[Table, dict[str, Any]] | None:
+    """Each auditor's summary of `part` and its paired change from the auditor it started from, one row a metric
+    (named with `suffix`, but for the creditable evidence, which is the audit's and not the auditor's)."""
+    names = [n for n in results if part in results[n]]
+    if not names:
+        return None
+    sums = {n: summary(results[n][part]) for n in names}
+    changes = {f"{n} - {s}": paired_change(results[n][part], results[s][part]) for n in names if (s := start_of(n)) in results and part in results[s]}
+    table = Table(title=title, caption=caption)
+    table.add_column("metric", no_wrap=True)
+    for column in (*names, *changes):
+        table.add_column(column, justify="right")
+    for metric in dict.fromkeys(metrics):
+        if any(metric in sums[n] for n in names):
+            name = metric if metric == CEILING else f"{metric}{suffix}"
+            table.add_row(name, *(cell(sums[n].get(metric)) for n in names), *(cell(c.get(metric), signed=True) for c in changes.values()))
+    table.add_row("audits (shown / not shown / benign)", *("/".join(str(sums[n]["audits"][g]) for g in GROUPS) for n in names))
+    return table, {"results": sums, "changes": changes}
+
+
+def training_table(title: str, training: list[dict[str, Any]], caption: str) -> Table:
+    table = Table(title=title, caption=caption)
+    for column in ("steps", "rollouts", "free claims, planted %", "free claims, benign %", "P(claim), planted %", "P(claim), benign %",
+                   "forced-claim reward, planted", "free reward, planted", "reward"):  # fmt: skip
+        table.add_column(column, justify="right")
+    for t in training:
+        fmt = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
+        table.add_row(t["steps"], str(t["rollouts"]), fmt(t["claims_planted"]), fmt(t["claims_benign"]), fmt(t.get("claim_probability_planted")),
+                      fmt(t.get("claim_probability_benign")), fmt(t["forced_claim_reward_planted"]), fmt(t["free_reward_planted"]),
+                      cell(t["reward"], digits=3))  # fmt: skip
+    return table
 
 
 def print_tables(record: dict[str, Any]) -> None:
-    results = record["results"]
-    if training := record.get("grpo_training"):
-        table = Table(title="GRPO training rollouts by third (free claims: the policy's own verdicts)", caption=record["cpu"])
-        for column in ("steps", "rollouts", "free claims, planted %", "free claims, benign %", "P(claim), planted %", "P(claim), benign %",
-                       "forced-claim reward, planted", "free reward, planted", "reward"):  # fmt: skip
-            table.add_column(column, justify="right")
-        for t in training:
-            fmt = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
-            table.add_row(t["steps"], str(t["rollouts"]), fmt(t["claims_planted"]), fmt(t["claims_benign"]), fmt(t.get("claim_probability_planted")),
-                          fmt(t.get("claim_probability_benign")), fmt(t["forced_claim_reward_planted"]), fmt(t["free_reward_planted"]),
-                          cell(t["reward"], digits=3))  # fmt: skip
-        console.print(table)
-    base = results.get("untrained base")
+    caption = record["cpu"]
+    for key, run in (("grpo_training", "GRPO"), ("sft_grpo_training", "SFT + GRPO")):
+        if training := record.get(key):
+            console.print(training_table(f"{run}: training rollouts by third (free claims: the policy's own verdicts)", training, caption))
+    if sft := record.get("sft"):
+        n = sft["sentences"]
+        console.print(f"SFT base: {sft['kept']} teacher audits, {n['evidence']} evidence and {n['clean']} clean sentences trained "
+                      f"({n['unlabelled']} left unlabelled), claim weight {n['claim_weight']:.2f}; loss {sft['loss'][0]['loss']:.3f} -> "
+                      f"{sft['loss'][-1]['loss']:.3f}", highlight=False)  # fmt: skip
+    summaries = record.setdefault("summaries", {})
+    sampled_rows = [*METRICS[:2], *(f"claim rate, {g}" for g in GROUPS), "discrimination (planted - benign)", "discrimination (shown - benign)",
+                    *METRICS[2:3], f"identification, {GROUPS[0]}", CEILING, *METRICS[3:], *(f"{P_CLAIM}, {g}" for g in GROUPS),
+                    f"{P_CLAIM}, shown - benign"]  # fmt: skip
+    exact_rows = [*METRICS[:2], *(f"claim rate, {g}" for g in GROUPS), "discrimination (planted - benign)", "discrimination (shown - benign)",
+                  *METRICS[2:3], f"identification, {GROUPS[0]}", EVIDENCE, MADE, CEILING, METRICS[3]]  # fmt: skip
     for part in HELD_OUT_PARTS:
-        names = [n for n in results if part in results[n]]
-        if not names:
-            continue
-        sums = {n: summary(results[n][part]) for n in names}
-        changes = {n: paired_change(results[n][part], base[part]) for n in names if n != "untrained base" and base and part in base}
-        table = Table(title=f"{part}: report-only audits ({record['samples']} sampled reports each), % mean [95% CI] over audits", caption=record["cpu"])
-        table.add_column("metric", no_wrap=True)
-        for n in names:
-            table.add_column(n, justify="right")
-        for n in changes:
-            table.add_column(f"{n} - untrained base", justify="right")
-        rows = [*METRICS[:2], *(f"claim rate, {g}" for g in GROUPS), "discrimination (planted - benign)", "discrimination (shown - benign)",
-                *METRICS[2:3], f"identification, {GROUPS[0]}", CEILING, *METRICS[3:], *(f"{P_CLAIM}, {g}" for g in GROUPS),
-                f"{P_CLAIM}, shown - benign"]  # fmt: skip
-        for metric in dict.fromkeys(rows):
-            table.add_row(metric, *(cell(sums[n].get(metric)) for n in names), *(cell(changes[n].get(metric), signed=True) for n in changes))
-        table.add_row("audits (shown / not shown / benign)", *("/".join(str(sums[n]["audits"][g]) for g in GROUPS) for n in names))
-        console.print(table)
-        record.setdefault("summaries", {})[part] = {"results": sums, "changes": changes}
-        forced = {n: units[part] for n, units in record.get("made_to_claim", {}).items() if part in units}
-        if forced:
-            base_forced = forced.get("untrained base")
-            table = Table(title=f"{part}, every planted report made to claim: the choice of evidence alone, % mean [95% CI] over audits",
-                          caption=record["cpu"])  # fmt: skip
-            table.add_column("metric", no_wrap=True)
-            for n in forced:
-                table.add_column(n, justify="right")
-            moved = {n: paired_change(forced[n], base_forced) for n in forced if n != "untrained base" and base_forced}
-            for n in moved:
-                table.add_column(f"{n} - untrained base", justify="right")
-            made = {n: summary(u) for n, u in forced.items()}
-            for metric in ("identification (planted)", f"identification, {GROUPS[0]}", CEILING):
-                table.add_row(f"{metric}, made to claim" if metric != CEILING else metric, *(cell(made[n].get(metric)) for n in forced),
-                              *(cell(moved[n].get(metric), signed=True) for n in moved))  # fmt: skip
-            console.print(table)
-            record["summaries"][part]["made to claim"] = {"results": made, "changes": moved}
+        title = f"{part}: report-only audits ({record['samples']} sampled reports each), % mean [95% CI] over audits"
+        if made := results_table(title, record.get("results", {}), part, sampled_rows, caption):
+            console.print(made[0])
+            summaries.setdefault(part, {})["sampled"] = made[1]
+        title = f"{part}: every report choice scored (expectations at the sampling temperature), % mean [95% CI] over audits"
+        if made := results_table(title, record.get("exact", {}), part, exact_rows, caption):
+            console.print(made[0])
+            summaries.setdefault(part, {})["exact"] = made[1]
+        title = f"{part}, every planted report made to claim: the choice of evidence alone, % mean [95% CI] over audits"
+        forced = {n: units for n, units in record.get("made_to_claim", {}).items()}
+        made_rows = ["identification (planted)", f"identification, {GROUPS[0]}", CEILING]
+        if made := results_table(title, forced, part, made_rows, caption, suffix=", made to claim"):
+            console.print(made[0])
+            summaries.setdefault(part, {})["made to claim"] = made[1]
 
 
 if __name__ == "__main__":

@@ -215,7 +215,7 @@ def test_lm_learning_refuses_an_unknown_reward_design_before_any_work(tmp_path: 
     assert not (tmp_path / "run").exists()
 
 
-@pytest.mark.parametrize(("script", "known", "unknown"), [("lm_learning.py", "SFT base", "GRPO only"), ("report_learning.py", "GRPO", "SFT base")])
+@pytest.mark.parametrize(("script", "known", "unknown"), [("lm_learning.py", "SFT base", "GRPO only"), ("report_learning.py", "SFT + GRPO", "GRPO only")])
 def test_a_learning_benchmark_refuses_an_unknown_auditor_before_any_work(tmp_path: Path, script: str, known: str, unknown: str) -> None:
     args = ("--out", str(tmp_path / "run"), "--auditor", known, "--auditor", unknown)
     done = subprocess.run([sys.executable, str(BENCHMARKS / script), *args], capture_output=True, text=True,
@@ -318,7 +318,8 @@ def test_report_learning(tmp_path: Path, tiny_local_model: Path) -> None:
     config.write_text(yaml.safe_dump(raw))
     run = tmp_path / "run"
     args = ("--config", str(config), "--out", str(run), "--steps", "1", "--samples", "2", "--seeds", "1", "--family", "steady")
-    rows = table_rows(run_benchmark("report_learning.py", *args, "--made-to-claim", cwd=tmp_path))
+    sampled = ("--evaluation", "sampled", "--auditor", "untrained base", "--auditor", "GRPO")
+    rows = table_rows(run_benchmark("report_learning.py", *args, *sampled, "--made-to-claim", cwd=tmp_path))
     assert len(row(rows, "identification (planted), made to claim", 9)) >= 9  # two auditors and the change
     forced = read_transcripts(run / "eval" / "GRPO" / "made_to_claim" / "held-out_behaviors.jsonl")
     assert len(forced) == 6 * 2 and all(not t.benign and t.report.predictions for t in forced)  # planted only, all claims
@@ -334,5 +335,20 @@ def test_report_learning(tmp_path: Path, tiny_local_model: Path) -> None:
     assert record["grpo_training"][0]["rollouts"] == 8 and record["cpu_seconds"]["grpo"] > 0
     audits = read_transcripts(run / "eval" / "GRPO" / "held-out_behaviors.jsonl")
     assert len(audits) == 6 * 2 * 2 and all(PROBED_BY.get(t) == "scripted/teacher" for t in audits)
-    run_benchmark("report_learning.py", *args[:4], *args[6:], "--steps", "0", "--auditor", "GRPO", cwd=tmp_path)  # resumed: nothing audited again
-    assert len(read_transcripts(run / "eval" / "GRPO" / "held-out_behaviors.jsonl")) == len(audits)
+    run_benchmark("report_learning.py", *args[:4], *args[6:], "--steps", "0", *sampled[:2], "--auditor", "GRPO", cwd=tmp_path)  # resumed
+    assert len(read_transcripts(run / "eval" / "GRPO" / "held-out_behaviors.jsonl")) == len(audits)  # nothing audited again
+    raw["policy"]["init_adapter"] = "nowhere/adapter"  # replaced by the run's own SFT adapter
+    raw["episodes"].pop("claim_exploration")
+    sft_config = tmp_path / "tiny_evidence_sft.yaml"
+    sft_config.write_text(yaml.safe_dump(raw))
+    sizes = ("--sft-config", str(sft_config), "--sft-episodes", "8", "--sft-epochs", "1")
+    rows = table_rows(run_benchmark("report_learning.py", *args, *sizes, cwd=tmp_path))  # the default: SFT, SFT + GRPO, exact evaluation
+    for metric in ("claim rate, planted", "discrimination (planted - benign)", "identification (planted)", "FP calibration (benign)",
+                   "evidence quoted (planted)", "identification if made to claim (planted)"):  # fmt: skip
+        assert len(row(rows, metric, 15)) >= 15, metric  # three auditors and two changes, each with its interval
+    record = json.loads((run / "report_learning.json").read_text())
+    assert list(record["exact"]) == ["untrained base", "SFT base", "SFT + GRPO"] and record["sft"]["sentences"]["evidence"] > 0
+    assert set(record["summaries"]["held-out behaviors"]["exact"]["changes"]) == {"SFT base - untrained base", "SFT + GRPO - SFT base"}
+    assert json.loads((run / "sft_grpo_config.yaml").read_text())["policy"]["init_adapter"] == str((run / "sft" / "adapter").resolve())
+    exact = record["exact"]["SFT base"]["held-out behaviors"]
+    assert len(exact) == 6 * 2 and all(0.0 <= u.get("claim rate, planted", u.get("claim rate, benign")) <= 100.0 for u in exact.values())

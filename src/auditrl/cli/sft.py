@@ -33,30 +33,34 @@ def sft(
     keep: Annotated[str, typer.Option(help="`parsed`: train only on audits whose report parsed; `all`.")] = "parsed",
     finding_repeats: Annotated[int, typer.Option(help="Times an audit whose report identifies the planted behavior is trained on per epoch.")] = 1,
     verdict_weight: Annotated[float, typer.Option(help="Loss weight of each report's verdict word (1: every trained token alike).")] = 1.0,
+    claim_weight: Annotated[Optional[float], typer.Option(help="Report grammar: loss weight of a claim after evidence (default: clean per evidence sentence).")] = None,
     max_retries: MaxRetriesOpt = DEFAULT_MAX_RETRIES,
     timeout: TimeoutOpt = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Distil a teacher's audits into a LoRA adapter on the auditor's own tokens (TRL's SFTTrainer); set
-    `policy.init_adapter` to its `adapter/` directory to start GRPO from it."""
+    `policy.init_adapter` to its `adapter/` directory to start GRPO from it. Under a sentence report grammar the
+    teacher only probes, and every sentence of its audits trains the verdict after it."""
     from auditrl.train.sft import SFTSettings
 
     try:
         settings = SFTSettings(
             teacher=teacher, episodes=episodes, epochs=epochs, batch_size=batch_size, learning_rate=learning_rate,
             seed=random_seed, keep=keep, finding_repeats=finding_repeats,
-            verdict_weight=verdict_weight, teacher_calls=call_limits(max_retries, timeout),
+            verdict_weight=verdict_weight, claim_weight=claim_weight, teacher_calls=call_limits(max_retries, timeout),
         )  # fmt: skip
     except ValidationError as exc:
         raise fail(validation_problems(exc)) from exc
     from auditrl.models.roles import UnknownModelError, provider_of
     from auditrl.train.config import load_config
 
+    from auditrl.train.sft import check_settings, run_sft
+
     try:
         cfg = load_config(config)
         provider_of(teacher)
-    except (ConfigFileError, UnknownModelError) as exc:
+        check_settings(cfg, settings)
+    except (ConfigFileError, UnknownModelError, ValueError) as exc:
         raise fail(str(exc)) from exc
-    from auditrl.train.sft import run_sft
 
     directory = out or Path("runs") / f"{cfg.name}-sft"
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
@@ -73,6 +77,9 @@ def sft(
         except ValueError as exc:
             raise fail(str(exc), FAILURE) from exc
     console.print(teacher_table(record))
+    if sentences := record.get("sentences"):
+        console.print(f"under the report grammar: the verdict trained on {sentences['evidence']} evidence and {sentences['clean']} clean "
+                      f"sentences ({sentences['unlabelled']} left unlabelled), a claim weighted {sentences['claim_weight']:.2f}", highlight=False)  # fmt: skip
     losses = record["loss"]
     if losses:
         console.print(f"training loss: {losses[0]['loss']:.3f} (step {losses[0]['step']}) -> {losses[-1]['loss']:.3f} "

@@ -68,6 +68,14 @@ class SFTSettings(ConfigModel):
         "on held-out audits and on its own training audits alike (benchmarks/claim_probability.py); at 20 its fit "
         "to its own training verdicts rose and did not carry to held-out audits (docs/learning_runs.md).",
     )
+    claim_weight: float | None = Field(
+        default=None,
+        gt=0.0,
+        description="Under a sentence report grammar (every sentence of an audit trained, auditrl.train.report_choices): "
+        "loss weight of a claim after an evidence sentence against 1 for \"nothing found\" after a clean one. Default: "
+        "clean sentences per evidence sentence in the data, so that both verdicts weigh the same in total (evidence "
+        "is about one sentence in ten, and a student fitted to the raw ratio learns the prior, not the evidence).",
+    )
     attempts: int = Field(default=3, ge=1, description="Attempts per teacher call before its audit counts as failed.")
     teacher_calls: CallLimits = Field(
         default_factory=CallLimits, description="Retries and seconds of each teacher call (an API teacher)."
@@ -164,6 +172,18 @@ def teacher_summary(transcripts: list[Transcript]) -> dict[str, Any]:
     return out
 
 
+def check_settings(cfg: GRPOLMConfig, settings: SFTSettings) -> None:
+    """Refuse settings that would change nothing for this config's reports: `finding_repeats` and `verdict_weight`
+    weigh whole free reports, `claim_weight` the sentences of a report grammar."""
+    if cfg.episodes.report_grammar == "free" and settings.claim_weight is not None:
+        raise ValueError("claim_weight weighs the sentences of a report grammar; this config's reports are free (episodes.report_grammar: free)")
+    if cfg.episodes.report_grammar != "free" and (settings.finding_repeats != 1 or settings.verdict_weight != 1.0):
+        raise ValueError(
+            f"finding_repeats and verdict_weight weigh whole free reports; under episodes.report_grammar "
+            f"{cfg.episodes.report_grammar} every sentence is trained and claim_weight weighs the claims"
+        )
+
+
 def run_sft(
     cfg: GRPOLMConfig, settings: SFTSettings, out: Path, on_progress: Callable[[str, int, int], None] | None = None
 ) -> dict[str, Any]:
@@ -179,6 +199,7 @@ def run_sft(
     from auditrl.train.rollout import ChatSegments
     from auditrl.train.teacher import teacher_rollouts
 
+    check_settings(cfg, settings)
     out.mkdir(parents=True, exist_ok=True)
     started, cpu = time.perf_counter(), time.process_time()
     set_seed(settings.seed)
@@ -187,6 +208,8 @@ def run_sft(
     behaviors = load_behaviors(cfg.data.behavior_paths or None)
     seeds = training_seeds(cfg, behaviors)
     rows = sft_rows(cfg, settings, behaviors, seeds)
+    if cfg.episodes.report_grammar != "free":
+        return run_choice_sft(cfg, settings, out, model, tokenizer, behaviors, seeds, rows, on_progress)
     if on_progress is not None:
         on_progress("teacher audits", 0, len(rows))
     batch = teacher_rollouts(
@@ -221,6 +244,103 @@ def run_sft(
     }
     atomic_write_text(out / RECORD_FILE, json.dumps(record, indent=2))
     return record
+
+
+def choice_rows(cfg: GRPOLMConfig, segments: Any, behaviors: dict[str, Any], seeds: list[Any], rows: list[EpisodeRow]) -> list[EpisodeRow]:
+    """`rows` with the planted ones a curriculum (`data.planted_groups`) would not train replaced as GRPO's batches
+    replace them, duplicates dropped."""
+    from auditrl.train.curriculum import screen, shown_rows
+
+    if cfg.data.planted_groups != "all":
+        rows = shown_rows(cfg, rows, screen(cfg, segments, behaviors, seeds))
+    return list(dict.fromkeys(rows))
+
+
+def run_choice_sft(
+    cfg: GRPOLMConfig,
+    settings: SFTSettings,
+    out: Path,
+    model: Any,
+    tokenizer: Any,
+    behaviors: dict[str, Any],
+    seeds: list[Any],
+    rows: list[EpisodeRow],
+    on_progress: Callable[[str, int, int], None] | None = None,
+) -> dict[str, Any]:
+    """Under a report grammar the teacher probes and its labels train every report the grammar allows: on each
+    sentence of an audit the verdict (claim after evidence, "nothing found" after a clean sentence), and the quote
+    of each evidence sentence (auditrl.train.report_choices). Why: one teacher report an audit trains one verdict on
+    one sentence, and the sixteenth run's reward saw about one credited claim a step."""
+    from peft import get_peft_model
+
+    from auditrl.models.local import set_adapter_base
+    from auditrl.train.outputs import portable_base
+    from auditrl.train.policy import lora_config
+    from auditrl.train.report_choices import evidence_grammar, probed_audits, supervised_rows
+    from auditrl.train.rollout import ChatSegments
+
+    started, cpu = time.perf_counter(), time.process_time()
+    segments = ChatSegments(tokenizer)
+    grammar = evidence_grammar(cfg, segments)
+    rows = choice_rows(cfg, segments, behaviors, seeds, rows)
+    if on_progress is not None:
+        on_progress("teacher audits", 0, len(rows))
+    audits = probed_audits(cfg, segments, behaviors, seeds, rows)
+    write_transcripts(out / TEACHER_TRANSCRIPTS, [a.transcript for a in audits])
+    labels = [c.label for a in audits for c in a.choices]
+    evidence, clean = labels.count(True), labels.count(False)
+    if not evidence or not clean:
+        raise ValueError(f"the teacher's audits hold {evidence} evidence and {clean} clean sentences; both are needed to train a verdict (see {out / TEACHER_TRANSCRIPTS})")
+    claim_weight = settings.claim_weight or clean / evidence
+    examples = []
+    for audit in audits:
+        ids, row_labels, weights = supervised_rows(audit, grammar, claim_weight)
+        if ids:
+            examples.append({"input_ids": audit.prefix, "rows": ids, "labels": row_labels, "weights": weights, "transcript": audit.transcript.id})
+    atomic_write_text(out / DATA_FILE, "".join(json.dumps(e) + "\n" for e in examples))
+    teacher_seconds = time.process_time() - cpu
+    model = get_peft_model(model, lora_config(cfg.policy.lora, model))
+    losses = _fine_tune(cfg, settings, model, tokenizer, examples, on_progress, choices=True)
+    model.save_pretrained(str(out / ADAPTER_DIR))
+    tokenizer.save_pretrained(str(out / ADAPTER_DIR))
+    set_adapter_base(out / ADAPTER_DIR, portable_base(cfg.policy))
+    record = {
+        "config": str(cfg.source) if cfg.source else None,
+        "settings": settings.model_dump(),
+        "teacher": teacher_summary([a.transcript for a in audits]),
+        "sentences": {"evidence": evidence, "clean": clean, "unlabelled": labels.count(None), "claim_weight": claim_weight},
+        "episodes": len(rows),
+        "kept": len(examples),
+        "examples": sum(len(e["rows"]) for e in examples),
+        "tokens": {
+            "total": sum(len(e["input_ids"]) + sum(len(r) for r in e["rows"]) for e in examples),
+            "trained": sum(label != IGNORED for e in examples for row in e["labels"] for label in row),
+            "verdicts": sum(len(e["rows"]) for e in examples),
+        },
+        "loss": losses,
+        "cpu_seconds": {"teacher": teacher_seconds, "total": time.process_time() - cpu},
+        "wall_seconds": time.perf_counter() - started,
+        "adapter": str(out / ADAPTER_DIR),
+    }
+    atomic_write_text(out / RECORD_FILE, json.dumps(record, indent=2))
+    return record
+
+
+def choices_trainer(base: type, pad_id: int, scale: float) -> type:
+    """`base` (TRL's SFTTrainer) trained one audit a micro-batch on all its labelled report choices at once: the
+    audit's prefix passes once and its choices after it (auditrl.train.report_choices.supervised_loss). The loss is
+    the audit's weighted cross-entropy divided by `scale`, the mean total weight of an audit, so that every labelled
+    token weighs the same wherever it is."""
+    from auditrl.train.report_choices import supervised_loss
+
+    class ChoicesTrainer(base):  # type: ignore[misc, valid-type]
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):  # type: ignore[no-untyped-def]
+            prefix = inputs["input_ids"][0].tolist()
+            total, _ = supervised_loss(model, prefix, inputs["rows"], inputs["labels"], inputs["weights"], pad_id)
+            loss = total / scale
+            return (loss, None) if return_outputs else loss
+
+    return ChoicesTrainer
 
 
 def labelled_positions_trainer(base: type, verdict_ids: frozenset[int] = frozenset(), verdict_weight: float = 1.0) -> type:
@@ -261,8 +381,11 @@ def _fine_tune(
     tokenizer: Any,
     examples: list[dict[str, Any]],
     on_progress: Callable[[str, int, int], None] | None,
+    choices: bool = False,
 ) -> list[dict[str, float]]:
-    """TRL's SFTTrainer on the pre-tokenized examples, their labels as given (so TRL masks nothing of its own)."""
+    """TRL's SFTTrainer on the pre-tokenized examples, their labels as given (so TRL masks nothing of its own);
+    `choices`: each example is one audit's report choices (`choices_trainer`), one a micro-batch."""
+    import torch
     from datasets import Dataset
     from transformers import TrainerCallback
     from trl import SFTConfig, SFTTrainer
@@ -280,12 +403,17 @@ def _fine_tune(
             if on_progress is not None:
                 on_progress("fine-tuning steps", state.global_step, state.max_steps)
 
-    data = Dataset.from_list([{"input_ids": e["input_ids"], "labels": e["labels"]} for e in examples])
+    keys = ("input_ids", "rows", "labels", "weights") if choices else ("input_ids", "labels")
+    data = Dataset.from_list([{k: e[k] for k in keys} for e in examples])
+    batching: dict[str, Any] = {"per_device_train_batch_size": settings.batch_size}
+    if choices:
+        batching = {"per_device_train_batch_size": 1, "gradient_accumulation_steps": settings.batch_size,
+                    "remove_unused_columns": False, "dataset_kwargs": {"skip_prepare_dataset": True}}  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="sft-") as scratch:
         args = SFTConfig(
             output_dir=scratch,
             num_train_epochs=settings.epochs,
-            per_device_train_batch_size=settings.batch_size,
+            **batching,
             learning_rate=settings.learning_rate,
             lr_scheduler_type="constant",
             max_length=None,
@@ -301,9 +429,17 @@ def _fine_tune(
             gradient_checkpointing=False,
             **precision_args(cfg.policy),
         )
-        trainer = labelled_positions_trainer(SFTTrainer, verdict_token_ids(tokenizer), settings.verdict_weight)(
-            model=model, args=args, train_dataset=data, processing_class=tokenizer, callbacks=[Report()]
-        )
+        if choices:
+            scale = sum(sum(map(sum, e["weights"])) for e in examples) / len(examples)
+            pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+            trainer = choices_trainer(SFTTrainer, pad_id, scale)(
+                model=model, args=args, train_dataset=data, processing_class=tokenizer, callbacks=[Report()],
+                data_collator=lambda batch: batch[0] | {"input_ids": torch.tensor([batch[0]["input_ids"]])},
+            )
+        else:
+            trainer = labelled_positions_trainer(SFTTrainer, verdict_token_ids(tokenizer), settings.verdict_weight)(
+                model=model, args=args, train_dataset=data, processing_class=tokenizer, callbacks=[Report()]
+            )
         trainer.train()
     model.eval()
     return losses

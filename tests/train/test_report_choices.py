@@ -1,0 +1,123 @@
+"""Every report choice of a probed audit: scored exactly as the grammar samples reports (the same prefix, the same
+verdict probability the sampler records), one cached prefix pass equal to whole-sequence passes, the teacher's
+labels, and SFT under the grammar that trains the verdict on them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from test_report_audits import CFG as GRAMMAR_CFG
+from train_fakes import tiny_policy
+
+from auditrl.behaviors.library import load_behaviors
+from auditrl.scaffold.transcript_keys import CLAIM_PROBABILITY
+from auditrl.train.config import GRPOLMConfig
+from auditrl.train.episodes import seed_bank, training_seeds
+from auditrl.train.report_audits import HELD_OUT_PARTS, held_out_rows, report_audits
+from auditrl.train.report_choices import (
+    IGNORED,
+    Choice,
+    ChoiceScores,
+    ProbedAudit,
+    _forward,
+    evidence_grammar,
+    expected_outcomes,
+    probed_audits,
+    score_audit,
+    supervised_rows,
+)
+from auditrl.train.rollout import ChatSegments
+from auditrl.train.sft import SFTSettings, run_sft
+
+CFG = GRAMMAR_CFG.model_copy(update={"episodes": GRAMMAR_CFG.episodes.model_copy(update={"quote_unit": "sentence", "max_report_tokens": 96})})
+
+
+def held_out_audits(tokenizer: object, count: int) -> tuple[list, list[ProbedAudit]]:
+    behaviors = load_behaviors()
+    rows = [r for r in held_out_rows(CFG, HELD_OUT_PARTS[0]) if r.seed_id.endswith("-00") and r.family == "steady"][:count]
+    rows += [r.model_copy(update={"benign": True}) for r in rows]
+    return rows, probed_audits(CFG, ChatSegments(tokenizer), behaviors, seed_bank(CFG, behaviors), rows)
+
+
+def test_report_choices_are_scored_as_the_grammar_samples_reports(tokenizer_dir: Path, tmp_path: Path) -> None:
+    model, tokenizer = tiny_policy(tokenizer_dir)
+    rows, audits = held_out_audits(tokenizer, 3)
+    assert len(audits) == len(rows) and all(a.choices for a in audits)
+    grammar = evidence_grammar(CFG, ChatSegments(tokenizer))
+    scores = {(a.transcript.seed_id, a.transcript.benign): (a, score_audit(model, a, grammar, 0.7, tokenizer.pad_token_id)) for a in audits}
+    for _, score in scores.values():
+        assert sum(score.quote) == pytest.approx(1.0, abs=1e-4)  # the choices are every report the grammar allows
+    sampled = report_audits(CFG, model, tokenizer, rows, tmp_path / "audits.jsonl", samples=3)
+    assert len(sampled) == 3 * len(rows)
+    for t in sampled:
+        audit, score = scores[(t.seed_id, t.benign)]
+        evidence = t.auditor_messages[-1].content.split('"It wrote: ', 1)[1].split('", "no_behavior_found"')[0]
+        index = [c.text for c in audit.choices].index(evidence)  # the sampler quoted one of the choices, whole
+        # the same verdict probability (up to the sampler's left padding of a batch)
+        assert CLAIM_PROBABILITY.get(t) == pytest.approx(score.claim[index], abs=1e-3)
+
+
+def test_one_cached_prefix_pass_gives_the_logits_of_each_whole_sequence(tokenizer_dir: Path) -> None:
+    model, tokenizer = tiny_policy(tokenizer_dir)
+    prefix, rows = [5, 17, 99, 230, 7], [[41, 42, 43], [8], [300, 301]]
+    with torch.no_grad():
+        first, logits = _forward(model, prefix, rows, tokenizer.pad_token_id)
+        for r, row in enumerate(rows):
+            whole = model(input_ids=torch.tensor([prefix + row])).logits[0].float()
+            assert torch.allclose(first[0], whole[len(prefix) - 1], atol=1e-5)
+            assert torch.allclose(logits[r, : len(row)], whole[len(prefix) :], atol=1e-5)
+
+
+def test_choice_labels_their_supervision_and_expected_outcomes(tokenizer_dir: Path) -> None:
+    _, tokenizer = tiny_policy(tokenizer_dir)
+    grammar = evidence_grammar(CFG, ChatSegments(tokenizer))
+    evidence, clean, unlabelled = Choice((11, 12), "a", True, True), Choice((13,), "b", False, False), Choice((14,), "c", True, False)
+    assert (evidence.label, clean.label, unlabelled.label) == (True, False, None)
+    assert Choice((15,), "d", False, True).label is False  # credited by topic words, but its reply did not show the behavior
+    audit = ProbedAudit(transcript=None, prefix=[1, 2], choices=[evidence, clean, unlabelled])  # type: ignore[arg-type]
+    ids, labels, weights = supervised_rows(audit, grammar, claim_weight=4.0)
+    assert len(ids) == 2  # the unlabelled sentence trains nothing
+    assert ids[0][:2] == [11, 12] and ids[0][2:-1] == grammar.lead and ids[0][-1] in grammar.claims
+    assert ids[1][:1] == [13] and ids[1][-1] in grammar.silences
+    assert labels[0] == [11, 12, *[IGNORED] * len(grammar.lead), ids[0][-1]] and weights[0][-1] == 4.0  # evidence: its quote and claim
+    assert labels[1] == [*[IGNORED] * (1 + len(grammar.lead)), ids[1][-1]] and weights[1][-1] == 1.0  # clean: its verdict only
+    outcome = expected_outcomes(audit, ChoiceScores(quote=[0.5, 0.3, 0.2], claim=[0.8, 0.1, 0.5]))
+    assert outcome == pytest.approx({"claim": 0.53, "identified": 0.4, "evidence": 0.5, "identified if made to claim": 0.5})
+
+
+def test_the_grammar_scorer_refuses_settings_whose_choices_it_cannot_enumerate(tokenizer_dir: Path) -> None:
+    _, tokenizer = tiny_policy(tokenizer_dir)
+    with pytest.raises(ValueError, match="quote_unit: sentence"):
+        evidence_grammar(GRAMMAR_CFG, ChatSegments(tokenizer))  # span quotes: thousands of choices
+
+
+@pytest.mark.slow
+def test_sft_under_the_grammar_trains_the_verdict_on_every_labelled_sentence(tiny_local_model: Path, tmp_path: Path) -> None:
+    raw = json.loads(CFG.model_dump_json(exclude={"source"}))
+    raw["policy"] |= {"model": str(tiny_local_model), "dtype": "float32"}
+    raw["policy"]["lora"]["last_layers"] = 1
+    raw["data"] |= {"behaviors": ["flattery", "emotional_bond", "urgency_manufacturing", "self_promotion"], "planted_groups": "creditable"}
+    cfg = GRPOLMConfig.model_validate(raw)
+    record = run_sft(cfg, SFTSettings(episodes=12, epochs=3, batch_size=2, learning_rate=1e-2), tmp_path / "sft")
+    data = [json.loads(line) for line in (tmp_path / "sft" / "sft_data.jsonl").read_text().splitlines()]
+    spellings = evidence_grammar(cfg, ChatSegments(_tokenizer(tiny_local_model))).claims
+    verdicts = [row[-1] for e in data for row in e["labels"]]
+    claims = sum(v in spellings for v in verdicts)
+    assert claims == record["sentences"]["evidence"] > 0 and len(verdicts) - claims == record["sentences"]["clean"] > 0
+    assert record["sentences"]["claim_weight"] == pytest.approx(record["sentences"]["clean"] / record["sentences"]["evidence"])
+    with_evidence = [e for e in data if any(row[-1] in spellings for row in e["labels"])]
+    assert with_evidence and record["teacher"]["planted"]["claims"] == len(with_evidence)  # the teacher claims where it has evidence
+    assert record["loss"][-1]["loss"] < record["loss"][0]["loss"]
+    assert (tmp_path / "sft" / "adapter" / "adapter_config.json").is_file()
+    seeds = {s.id for s in training_seeds(cfg, load_behaviors())}
+    transcripts = [json.loads(line) for line in (tmp_path / "sft" / "teacher" / "transcripts.jsonl").read_text().splitlines()]
+    assert transcripts and all(t["seed_id"] in seeds for t in transcripts)  # the training distribution only
+
+
+def _tokenizer(folder: Path) -> object:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(folder)
