@@ -75,6 +75,7 @@ from auditrl.train.policy import load_policy
 from auditrl.train.report_audits import HELD_OUT_PARTS, audit_parts, held_out_rows
 from auditrl.train.report_choices import ChoiceScores, ProbedAudit, evidence_grammar, expected_outcomes, probed_audits, score_audits
 from auditrl.train.rollout import ChatSegments
+from auditrl.train.sft import RECORD_FILE as SFT_RECORD
 from auditrl.train.sft import SFTSettings, run_sft
 from auditrl.train.teacher import teacher_rollouts
 
@@ -283,8 +284,10 @@ def main(
     sft_adapter = out / "sft" / ADAPTER_DIR
     if {"SFT base", "SFT + GRPO"} & set(auditor) and not sft_adapter.is_dir():
         started = time.process_time()
-        record["sft"] = run_sft(cfg, SFTSettings(episodes=sft_episodes, epochs=sft_epochs), out / "sft")
+        run_sft(cfg, SFTSettings(episodes=sft_episodes, epochs=sft_epochs), out / "sft")
         record["cpu_seconds"]["sft"] = time.process_time() - started
+    if (out / "sft" / SFT_RECORD).is_file():
+        record["sft"] = json.loads((out / "sft" / SFT_RECORD).read_text())
         save()
     runs = {"GRPO": (config, out / "grpo", None), "SFT + GRPO": (sft_config, out / "sft_grpo", sft_adapter)}
     for label, (run_config, run_dir, start) in runs.items():
@@ -294,6 +297,7 @@ def main(
             train(run_config, run_dir, steps, start)
             key = "grpo" if label == "GRPO" else "sft + grpo"
             record["cpu_seconds"][key] = record["cpu_seconds"].get(key, 0.0) + time.process_time() - started
+        if label in auditor and (run_dir / TRANSCRIPTS).is_file():  # trained now or by an earlier call
             record["grpo_training" if label == "GRPO" else "sft_grpo_training"] = rollouts_by_third(read_transcripts(run_dir / TRANSCRIPTS))
             save()
     trained = lambda run: run / (f"checkpoints/checkpoint-{checkpoint}" if checkpoint else "") / ADAPTER_DIR  # noqa: E731

@@ -337,6 +337,7 @@ def test_the_command_refuses_bad_options_in_one_line_before_any_model_loads(tmp_
         (["--config", str(config), "--timeout", "0"], "--timeout"),
         (["--config", str(config), "--claim-weight", "3"], "claim_weight weighs the sentences of a report grammar"),
         (["--config", str(config.with_name("cpu_learn_evidence.yaml")), "--verdict-weight", "3"], "claim_weight weighs the claims"),
+        (["--config", str(config.with_name("cpu_learn_evidence.yaml")), "--teacher", "mock/x"], "the teacher only probes"),
     ]
     for args, message in cases:
         result = CliRunner().invoke(app, ["sft", *args, "--out", str(tmp_path / "out")], terminal_width=200)

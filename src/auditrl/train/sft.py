@@ -174,9 +174,15 @@ def teacher_summary(transcripts: list[Transcript]) -> dict[str, Any]:
 
 def check_settings(cfg: GRPOLMConfig, settings: SFTSettings) -> None:
     """Refuse settings that would change nothing for this config's reports: `finding_repeats` and `verdict_weight`
-    weigh whole free reports, `claim_weight` the sentences of a report grammar."""
+    weigh whole free reports, `claim_weight` the sentences of a report grammar; under a grammar the teacher only
+    probes, so it must be the run's probing teacher."""
     if cfg.episodes.report_grammar == "free" and settings.claim_weight is not None:
         raise ValueError("claim_weight weighs the sentences of a report grammar; this config's reports are free (episodes.report_grammar: free)")
+    if cfg.episodes.report_grammar != "free" and settings.teacher != cfg.episodes.probing_teacher:
+        raise ValueError(
+            f"under episodes.report_grammar {cfg.episodes.report_grammar} the teacher only probes, as GRPO's "
+            f"episodes.probing_teacher ({cfg.episodes.probing_teacher}) does; the teacher {settings.teacher!r} differs"
+        )
     if cfg.episodes.report_grammar != "free" and (settings.finding_repeats != 1 or settings.verdict_weight != 1.0):
         raise ValueError(
             f"finding_repeats and verdict_weight weigh whole free reports; under episodes.report_grammar "
@@ -188,14 +194,11 @@ def run_sft(
     cfg: GRPOLMConfig, settings: SFTSettings, out: Path, on_progress: Callable[[str, int, int], None] | None = None
 ) -> dict[str, Any]:
     """Teacher audits -> token sequences -> SFT of a fresh adapter; writes `out/` and returns the record."""
-    from peft import get_peft_model
     from transformers import set_seed
 
     from auditrl.behaviors.library import load_behaviors
-    from auditrl.models.local import set_adapter_base
     from auditrl.train.episodes import training_seeds
-    from auditrl.train.outputs import portable_base
-    from auditrl.train.policy import load_policy, lora_config
+    from auditrl.train.policy import load_policy
     from auditrl.train.rollout import ChatSegments
     from auditrl.train.teacher import teacher_rollouts
 
@@ -209,7 +212,7 @@ def run_sft(
     seeds = training_seeds(cfg, behaviors)
     rows = sft_rows(cfg, settings, behaviors, seeds)
     if cfg.episodes.report_grammar != "free":
-        return run_choice_sft(cfg, settings, out, model, tokenizer, behaviors, seeds, rows, on_progress)
+        return run_choice_sft(cfg, settings, out, model, tokenizer, behaviors, seeds, rows, (started, cpu), on_progress)
     if on_progress is not None:
         on_progress("teacher audits", 0, len(rows))
     batch = teacher_rollouts(
@@ -222,21 +225,47 @@ def run_sft(
     if not examples:
         raise ValueError(f"the teacher {settings.teacher!r} left no audit to train on (see {out / TEACHER_TRANSCRIPTS})")
     weighted = weighted_verdicts(examples, tokenizer, settings.verdict_weight)
-    teacher_seconds = time.process_time() - cpu
-    model = get_peft_model(model, lora_config(cfg.policy.lora, model))
-    losses = _fine_tune(cfg, settings, model, tokenizer, examples, on_progress)
-    model.save_pretrained(str(out / ADAPTER_DIR))
-    tokenizer.save_pretrained(str(out / ADAPTER_DIR))
-    set_adapter_base(out / ADAPTER_DIR, portable_base(cfg.policy))
     trained = sum(sum(label != IGNORED for label in e["labels"]) for e in examples)
-    record = {
-        "config": str(cfg.source) if cfg.source else None,
-        "settings": settings.model_dump(),
+    return train_adapter(cfg, settings, out, model, tokenizer, examples, on_progress, (started, cpu), {
         "teacher": teacher_summary(batch.transcripts),
         "episodes": len(rows),
         "kept": len({e["transcript"] for e in examples}),
         "examples": len(examples),
         "tokens": {"total": sum(len(e["input_ids"]) for e in examples), "trained": trained, "verdicts": weighted},
+    })  # fmt: skip
+
+
+def train_adapter(
+    cfg: GRPOLMConfig,
+    settings: SFTSettings,
+    out: Path,
+    model: Any,
+    tokenizer: Any,
+    examples: list[dict[str, Any]],
+    on_progress: Callable[[str, int, int], None] | None,
+    clocks: tuple[float, float],
+    facts: dict[str, Any],
+    choices: bool = False,
+) -> dict[str, Any]:
+    """A fresh adapter fine-tuned on `examples` and saved to `out/adapter`; the record (`facts` and the run's
+    settings, losses and CPU seconds, `clocks` being when the run began in wall and CPU time) written beside it."""
+    from peft import get_peft_model
+
+    from auditrl.models.local import set_adapter_base
+    from auditrl.train.outputs import portable_base
+    from auditrl.train.policy import lora_config
+
+    started, cpu = clocks
+    teacher_seconds = time.process_time() - cpu
+    model = get_peft_model(model, lora_config(cfg.policy.lora, model))
+    losses = _fine_tune(cfg, settings, model, tokenizer, examples, on_progress, choices=choices)
+    model.save_pretrained(str(out / ADAPTER_DIR))
+    tokenizer.save_pretrained(str(out / ADAPTER_DIR))
+    set_adapter_base(out / ADAPTER_DIR, portable_base(cfg.policy))
+    record = {
+        "config": str(cfg.source) if cfg.source else None,
+        "settings": settings.model_dump(),
+        **facts,
         "loss": losses,
         "cpu_seconds": {"teacher": teacher_seconds, "total": time.process_time() - cpu},
         "wall_seconds": time.perf_counter() - started,
@@ -265,21 +294,17 @@ def run_choice_sft(
     behaviors: dict[str, Any],
     seeds: list[Any],
     rows: list[EpisodeRow],
+    clocks: tuple[float, float],
     on_progress: Callable[[str, int, int], None] | None = None,
 ) -> dict[str, Any]:
     """Under a report grammar the teacher probes and its labels train every report the grammar allows: on each
     sentence of an audit the verdict (claim after evidence, "nothing found" after a clean sentence), and the quote
     of each evidence sentence (auditrl.train.report_choices). Why: one teacher report an audit trains one verdict on
     one sentence, and the sixteenth run's reward saw about one credited claim a step."""
-    from peft import get_peft_model
 
-    from auditrl.models.local import set_adapter_base
-    from auditrl.train.outputs import portable_base
-    from auditrl.train.policy import lora_config
     from auditrl.train.report_choices import evidence_grammar, probed_audits, supervised_rows
     from auditrl.train.rollout import ChatSegments
 
-    started, cpu = time.perf_counter(), time.process_time()
     segments = ChatSegments(tokenizer)
     grammar = evidence_grammar(cfg, segments)
     rows = choice_rows(cfg, segments, behaviors, seeds, rows)
@@ -298,15 +323,7 @@ def run_choice_sft(
         if ids:
             examples.append({"input_ids": audit.prefix, "rows": ids, "labels": row_labels, "weights": weights, "transcript": audit.transcript.id})
     atomic_write_text(out / DATA_FILE, "".join(json.dumps(e) + "\n" for e in examples))
-    teacher_seconds = time.process_time() - cpu
-    model = get_peft_model(model, lora_config(cfg.policy.lora, model))
-    losses = _fine_tune(cfg, settings, model, tokenizer, examples, on_progress, choices=True)
-    model.save_pretrained(str(out / ADAPTER_DIR))
-    tokenizer.save_pretrained(str(out / ADAPTER_DIR))
-    set_adapter_base(out / ADAPTER_DIR, portable_base(cfg.policy))
-    record = {
-        "config": str(cfg.source) if cfg.source else None,
-        "settings": settings.model_dump(),
+    return train_adapter(cfg, settings, out, model, tokenizer, examples, on_progress, clocks, {
         "teacher": teacher_summary([a.transcript for a in audits]),
         "sentences": {"evidence": evidence, "clean": clean, "unlabelled": labels.count(None), "claim_weight": claim_weight},
         "episodes": len(rows),
@@ -317,13 +334,7 @@ def run_choice_sft(
             "trained": sum(label != IGNORED for e in examples for row in e["labels"] for label in row),
             "verdicts": sum(len(e["rows"]) for e in examples),
         },
-        "loss": losses,
-        "cpu_seconds": {"teacher": teacher_seconds, "total": time.process_time() - cpu},
-        "wall_seconds": time.perf_counter() - started,
-        "adapter": str(out / ADAPTER_DIR),
-    }
-    atomic_write_text(out / RECORD_FILE, json.dumps(record, indent=2))
-    return record
+    }, choices=True)  # fmt: skip
 
 
 def choices_trainer(base: type, pad_id: int, scale: float) -> type:
