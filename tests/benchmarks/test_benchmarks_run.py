@@ -352,3 +352,5 @@ def test_report_learning(tmp_path: Path, tiny_local_model: Path) -> None:
     assert json.loads((run / "sft_grpo_config.yaml").read_text())["policy"]["init_adapter"] == str((run / "sft" / "adapter").resolve())
     exact = record["exact"]["SFT base"]["held-out behaviors"]
     assert len(exact) == 6 * 2 and all(0.0 <= u.get("claim rate, planted", u.get("claim rate, benign")) <= 100.0 for u in exact.values())
+    verdicts = [v for u in exact.values() for k, v in u.items() if k.startswith("verdict on clean sentences")]
+    assert verdicts and all(0.0 <= v <= 100.0 for v in verdicts)  # the verdict read after every clean sentence, quoted or not
