@@ -260,6 +260,7 @@ def main(
     steps: Annotated[int | None, typer.Option(min=0, help="GRPO steps of each GRPO run (default: its config's trainer.max_steps; 0: no training).")] = None,
     sft_episodes: Annotated[int, typer.Option(min=1, help="Teacher audits the SFT base is supervised on.")] = 256,
     sft_epochs: Annotated[float, typer.Option(min=0.0, help="SFT passes over them.")] = 2.0,
+    sft_match_lengths: Annotated[bool, typer.Option(help="SFT: weigh clean sentences to the evidence sentences' length distribution.")] = False,
     evaluation: Annotated[str, typer.Option(help="`exact`: every report choice scored; `sampled`: --samples reports sampled per audit.")] = "exact",
     samples: Annotated[int, typer.Option(min=1, help="Reports sampled per held-out audit (sampled evaluation).")] = 4,
     auditor: Annotated[list[str], typer.Option(help=f"Auditor to evaluate ({', '.join(AUDITORS)}); repeatable.")] = ["untrained base", "SFT base", "SFT + GRPO"],
@@ -296,7 +297,7 @@ def main(
     sft_adapter = out / "sft" / ADAPTER_DIR
     if {"SFT base", "SFT + GRPO"} & set(auditor) and not sft_adapter.is_dir():
         started = time.process_time()
-        run_sft(cfg, SFTSettings(episodes=sft_episodes, epochs=sft_epochs), out / "sft")
+        run_sft(cfg, SFTSettings(episodes=sft_episodes, epochs=sft_epochs, match_lengths=sft_match_lengths), out / "sft")
         record["cpu_seconds"]["sft"] = time.process_time() - started
     if (out / "sft" / SFT_RECORD).is_file():
         record["sft"] = json.loads((out / "sft" / SFT_RECORD).read_text())

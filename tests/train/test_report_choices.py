@@ -25,6 +25,7 @@ from auditrl.train.report_choices import (
     _forward,
     evidence_grammar,
     expected_outcomes,
+    length_matched_weights,
     probed_audits,
     score_audit,
     supervised_rows,
@@ -84,6 +85,13 @@ def test_choice_labels_their_supervision_and_expected_outcomes(tokenizer_dir: Pa
     assert ids[1][:1] == [13] and ids[1][-1] in grammar.silences
     assert labels[0] == [11, 12, *[IGNORED] * len(grammar.lead), ids[0][-1]] and weights[0][-1] == 4.0  # evidence: its quote and claim
     assert labels[1] == [*[IGNORED] * (1 + len(grammar.lead)), ids[1][-1]] and weights[1][-1] == 1.0  # clean: its verdict only
+    short, long_ = Choice((16,), "one two", False, False), Choice((17,), " ".join(["w"] * 14), False, False)
+    long_evidence = [Choice((18,), " ".join(["w"] * 13), True, True), Choice((19,), " ".join(["w"] * 15), True, True)]
+    weights = length_matched_weights([*long_evidence, short, short, short, long_])
+    assert weights[2] == pytest.approx(40 * weights[0])  # evidence is all long: a short clean sentence weighs the floor, 0.1 / 4
+    assert 3 * weights[0] + weights[2] == pytest.approx(4)  # clean sentences keep their total weight
+    _, _, by_length = supervised_rows(ProbedAudit(None, [1], [short, long_]), grammar, 1.0, weights)  # type: ignore[arg-type]
+    assert [w[-1] for w in by_length] == pytest.approx([weights[0], weights[2]])
     outcome = expected_outcomes(audit, ChoiceScores(quote=[0.5, 0.3, 0.2], claim=[0.8, 0.1, 0.5]))
     assert outcome == pytest.approx({"claim": 0.53, "identified": 0.4, "evidence": 0.5, "identified if made to claim": 0.5})
 

@@ -335,7 +335,8 @@ def test_the_command_refuses_bad_options_in_one_line_before_any_model_loads(tmp_
         (["--config", str(config), "--episodes", "0"], "field 'episodes'"),
         (["--config", str(config), "--random-seed", "-1"], "--random-seed"),
         (["--config", str(config), "--timeout", "0"], "--timeout"),
-        (["--config", str(config), "--claim-weight", "3"], "claim_weight weighs the sentences of a report grammar"),
+        (["--config", str(config), "--claim-weight", "3"], "match_lengths weigh the sentences of a report grammar"),
+        (["--config", str(config), "--match-lengths"], "match_lengths weigh the sentences of a report grammar"),
         (["--config", str(config.with_name("cpu_learn_evidence.yaml")), "--verdict-weight", "3"], "claim_weight weighs the claims"),
         (["--config", str(config.with_name("cpu_learn_evidence.yaml")), "--teacher", "mock/x"], "the teacher only probes"),
     ]

@@ -34,6 +34,7 @@ def sft(
     finding_repeats: Annotated[int, typer.Option(help="Times an audit whose report identifies the planted behavior is trained on per epoch.")] = 1,
     verdict_weight: Annotated[float, typer.Option(help="Loss weight of each report's verdict word (1: every trained token alike).")] = 1.0,
     claim_weight: Annotated[Optional[float], typer.Option(help="Report grammar: loss weight of a claim after evidence (default: clean per evidence sentence).")] = None,
+    match_lengths: Annotated[bool, typer.Option(help="Report grammar: weigh clean sentences to the evidence sentences' length distribution.")] = False,
     max_retries: MaxRetriesOpt = DEFAULT_MAX_RETRIES,
     timeout: TimeoutOpt = DEFAULT_TIMEOUT_S,
 ) -> None:
@@ -46,7 +47,7 @@ def sft(
         settings = SFTSettings(
             teacher=teacher, episodes=episodes, epochs=epochs, batch_size=batch_size, learning_rate=learning_rate,
             seed=random_seed, keep=keep, finding_repeats=finding_repeats,
-            verdict_weight=verdict_weight, claim_weight=claim_weight, teacher_calls=call_limits(max_retries, timeout),
+            verdict_weight=verdict_weight, claim_weight=claim_weight, match_lengths=match_lengths, teacher_calls=call_limits(max_retries, timeout),
         )  # fmt: skip
     except ValidationError as exc:
         raise fail(validation_problems(exc)) from exc

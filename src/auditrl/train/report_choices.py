@@ -189,10 +189,30 @@ def score_audit(model: Any, audit: ProbedAudit, grammar: EvidenceGrammar, temper
     return ChoiceScores(quote_p, claim_p)
 
 
-def supervised_rows(audit: ProbedAudit, grammar: EvidenceGrammar, claim_weight: float) -> tuple[list[list[int]], list[list[int]], list[list[float]]]:
+def length_bucket(choice: Choice) -> int:
+    """A sentence's length class: 0-5, 6-11, 12-17, 18-23 and 24 or more words."""
+    return min(len(choice.text.split()) // 6, 4)
+
+
+def length_matched_weights(choices: Sequence[Choice]) -> dict[int, float]:
+    """Per length class, the weight of a clean sentence that gives the weighted clean sentences the length
+    distribution of the evidence sentences (bounded to [0.1, 10], then scaled so that the clean weights still sum
+    to the number of clean sentences). Why: evidence sentences are longer than most clean ones, and an SFT base
+    supervised without it learnt to claim after any long sentence (docs/learning_runs.md)."""
+    evidence = [length_bucket(c) for c in choices if c.label]
+    clean = [length_bucket(c) for c in choices if c.label is False]
+    raw = {b: min(max((evidence.count(b) / len(evidence)) / (clean.count(b) / len(clean)), 0.1), 10.0) for b in set(clean)}
+    scale = len(clean) / sum(raw[b] for b in clean)
+    return {b: w * scale for b, w in raw.items()}
+
+
+def supervised_rows(
+    audit: ProbedAudit, grammar: EvidenceGrammar, claim_weight: float, clean_weights: dict[int, float] | None = None
+) -> tuple[list[list[int]], list[list[int]], list[list[float]]]:
     """Each labelled choice as the grammar writes it up to its verdict (the quote, the verdict's words, the
     teacher's verdict), its labels (the verdict; for evidence the quote's tokens too, which teaches what to quote)
-    and their loss weights (a claim's verdict `claim_weight`, which offsets how rare evidence is)."""
+    and their loss weights (a claim's verdict `claim_weight`, which offsets how rare evidence is; a clean sentence's
+    verdict its length class's `clean_weights`, 1 without them)."""
     claim, silent = min(grammar.claims), min(grammar.silences)
     ids, labels, weights = [], [], []
     for choice in audit.choices:
@@ -202,7 +222,8 @@ def supervised_rows(audit: ProbedAudit, grammar: EvidenceGrammar, claim_weight: 
         row = quote + grammar.lead + [claim if choice.label else silent]
         label = [IGNORED] * len(row)
         weight = [0.0] * len(row)
-        label[-1], weight[-1] = row[-1], claim_weight if choice.label else 1.0
+        label[-1] = row[-1]
+        weight[-1] = claim_weight if choice.label else (clean_weights or {}).get(length_bucket(choice), 1.0)
         if choice.label:
             for i, token in enumerate(quote):
                 label[i], weight[i] = token, 1.0

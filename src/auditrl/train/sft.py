@@ -76,6 +76,12 @@ class SFTSettings(ConfigModel):
         "clean sentences per evidence sentence in the data, so that both verdicts weigh the same in total (evidence "
         "is about one sentence in ten, and a student fitted to the raw ratio learns the prior, not the evidence).",
     )
+    match_lengths: bool = Field(
+        default=False,
+        description="Under a sentence report grammar: weigh each clean sentence's verdict by its length class so that "
+        "clean sentences weigh in with the evidence sentences' length distribution (auditrl.train.report_choices."
+        "length_matched_weights). Without it the seventeenth run's SFT base claimed after any long sentence.",
+    )
     attempts: int = Field(default=3, ge=1, description="Attempts per teacher call before its audit counts as failed.")
     teacher_calls: CallLimits = Field(
         default_factory=CallLimits, description="Retries and seconds of each teacher call (an API teacher)."
@@ -176,8 +182,8 @@ def check_settings(cfg: GRPOLMConfig, settings: SFTSettings) -> None:
     """Refuse settings that would change nothing for this config's reports: `finding_repeats` and `verdict_weight`
     weigh whole free reports, `claim_weight` the sentences of a report grammar; under a grammar the teacher only
     probes, so it must be the run's probing teacher."""
-    if cfg.episodes.report_grammar == "free" and settings.claim_weight is not None:
-        raise ValueError("claim_weight weighs the sentences of a report grammar; this config's reports are free (episodes.report_grammar: free)")
+    if cfg.episodes.report_grammar == "free" and (settings.claim_weight is not None or settings.match_lengths):
+        raise ValueError("claim_weight and match_lengths weigh the sentences of a report grammar; this config's reports are free (episodes.report_grammar: free)")
     if cfg.episodes.report_grammar != "free" and settings.teacher != cfg.episodes.probing_teacher:
         raise ValueError(
             f"under episodes.report_grammar {cfg.episodes.report_grammar} the teacher only probes, as GRPO's "
@@ -302,7 +308,7 @@ def run_choice_sft(
     of each evidence sentence (auditrl.train.report_choices). Why: one teacher report an audit trains one verdict on
     one sentence, and the sixteenth run's reward saw about one credited claim a step."""
 
-    from auditrl.train.report_choices import evidence_grammar, probed_audits, supervised_rows
+    from auditrl.train.report_choices import evidence_grammar, length_matched_weights, probed_audits, supervised_rows
     from auditrl.train.rollout import ChatSegments
 
     segments = ChatSegments(tokenizer)
@@ -317,15 +323,17 @@ def run_choice_sft(
     if not evidence or not clean:
         raise ValueError(f"the teacher's audits hold {evidence} evidence and {clean} clean sentences; both are needed to train a verdict (see {out / TEACHER_TRANSCRIPTS})")
     claim_weight = settings.claim_weight or clean / evidence
+    clean_weights = length_matched_weights([c for a in audits for c in a.choices]) if settings.match_lengths else None
     examples = []
     for audit in audits:
-        ids, row_labels, weights = supervised_rows(audit, grammar, claim_weight)
+        ids, row_labels, weights = supervised_rows(audit, grammar, claim_weight, clean_weights)
         if ids:
             examples.append({"input_ids": audit.prefix, "rows": ids, "labels": row_labels, "weights": weights, "transcript": audit.transcript.id})
     atomic_write_text(out / DATA_FILE, "".join(json.dumps(e) + "\n" for e in examples))
     return train_adapter(cfg, settings, out, model, tokenizer, examples, on_progress, clocks, {
         "teacher": teacher_summary([a.transcript for a in audits]),
-        "sentences": {"evidence": evidence, "clean": clean, "unlabelled": labels.count(None), "claim_weight": claim_weight},
+        "sentences": {"evidence": evidence, "clean": clean, "unlabelled": labels.count(None), "claim_weight": claim_weight,
+                      "clean_weights_by_length": clean_weights},
         "episodes": len(rows),
         "kept": len(examples),
         "examples": sum(len(e["rows"]) for e in examples),
