@@ -317,6 +317,7 @@ def main(
     adapters = {"untrained base": None, "SFT base": sft_adapter, "GRPO": trained(out / "grpo"), "SFT + GRPO": trained(out / "sft_grpo")}
     held_out = cfg.model_copy(update={"episodes": cfg.episodes.model_copy(update={"families": family})}) if family else cfg
     probed: dict[str, list[ProbedAudit]] = {}
+    behaviors = load_behaviors()
     for label in auditor:
         adapter = adapters[label]
         name = label if label in ("untrained base", "SFT base") or checkpoint is None else f"{label} (step {checkpoint})"
@@ -330,7 +331,7 @@ def main(
             for p in (p for p in part if p not in results):  # parts evaluated by an earlier call are kept
                 if p not in probed:
                     rows = held_out_rows(held_out, p, seeds_per_behavior=seeds)
-                    probed[p] = probed_audits(held_out, ChatSegments(tokenizer), load_behaviors(), seed_bank(held_out, load_behaviors()), rows)
+                    probed[p] = probed_audits(held_out, ChatSegments(tokenizer), behaviors, seed_bank(held_out, behaviors), rows)
                 results[p] = exact_units(probed[p], exact_evaluation(held_out, model, tokenizer, probed[p]))
                 seconds = record["cpu_seconds"]
                 seconds[f"exact evaluation: {name}"] = seconds.get(f"exact evaluation: {name}", 0.0) + time.process_time() - started

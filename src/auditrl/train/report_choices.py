@@ -17,6 +17,7 @@ the behavior but that the grader does not credit is neither, and no verdict is t
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -183,7 +184,7 @@ def score_audit(model: Any, audit: ProbedAudit, grammar: EvidenceGrammar, temper
             if len(allowed) > 1:
                 scores = (first[0] if i == 0 else logits[r, i - 1])[allowed] / temperature
                 logp += float(torch.log_softmax(scores, -1)[allowed.index(row[i])])
-        quote_p.append(float(torch.tensor(logp).exp()))
+        quote_p.append(math.exp(logp))
         verdict = torch.softmax(logits[r, len(row) - 1, spellings] / temperature, -1)
         claim_p.append(float(verdict[is_claim].sum()))
     return ChoiceScores(quote_p, claim_p)
@@ -234,8 +235,8 @@ def supervised_rows(
 
 
 def supervised_loss(model: Any, prefix: Sequence[int], rows: Sequence[Sequence[int]], labels: Sequence[Sequence[int]],
-                    weights: Sequence[Sequence[float]], pad_id: int) -> tuple[torch.Tensor, float]:  # fmt: skip
-    """The weighted cross-entropy of the labelled tokens of one audit's rows, and the total weight it sums over."""
+                    weights: Sequence[Sequence[float]], pad_id: int) -> torch.Tensor:  # fmt: skip
+    """The weighted cross-entropy of the labelled tokens of one audit's rows, summed."""
     first, logits = _forward(model, prefix, rows, pad_id)
     width = logits.shape[1]
     padded = lambda xs, fill: [list(x) + [fill] * (width - len(x)) for x in xs]  # noqa: E731
@@ -244,7 +245,7 @@ def supervised_loss(model: Any, prefix: Sequence[int], rows: Sequence[Sequence[i
     # the logits predicting token i of a row are those of position i - 1; the first token is predicted by the prefix
     predicting = torch.cat([first.unsqueeze(0).expand(len(rows), 1, -1), logits[:, :-1]], dim=1)
     losses = F.cross_entropy(predicting.flatten(0, 1), target.flatten(), ignore_index=IGNORED, reduction="none")
-    return (losses * weight.flatten()).sum(), float(weight.sum())
+    return (losses * weight.flatten()).sum()
 
 
 def score_audits(

@@ -355,8 +355,7 @@ def choices_trainer(base: type, pad_id: int, scale: float) -> type:
     class ChoicesTrainer(base):  # type: ignore[misc, valid-type]
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):  # type: ignore[no-untyped-def]
             prefix = inputs["input_ids"][0].tolist()
-            total, _ = supervised_loss(model, prefix, inputs["rows"], inputs["labels"], inputs["weights"], pad_id)
-            loss = total / scale
+            loss = supervised_loss(model, prefix, inputs["rows"], inputs["labels"], inputs["weights"], pad_id) / scale
             return (loss, None) if return_outputs else loss
 
     return ChoicesTrainer
