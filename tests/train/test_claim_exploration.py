@@ -15,7 +15,7 @@ from auditrl.evaluate.lm_checks import rollouts_by_third
 from auditrl.rewards.records import RewardRecord, group_scorer
 from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
 from auditrl.scaffold.transcript import Prediction, Report, Transcript
-from auditrl.scaffold.transcript_keys import CLAIM_FORCED, REWARD, STEP
+from auditrl.scaffold.transcript_keys import CLAIM_FORCED, GROUP, REWARD, STEP
 from auditrl.train.config import GRPOLMConfig
 from auditrl.train.generation import FirstTokens, Sample, TurnCache, generate_turn
 from auditrl.train.grpo import train_run
@@ -124,12 +124,13 @@ def test_claim_exploration_is_checked_against_the_prompt_set_the_backend_the_sam
         GRPOLMConfig.model_validate(_config(claim_exploration=1.0, auditor_prompt="guided"))
 
 
-def _rollout(step: int, benign: bool, claim: bool, forced: bool, reward: float) -> Transcript:
+def _rollout(step: int, benign: bool, claim: bool, forced: bool, reward: float, group: int = 0) -> Transcript:
     t = Transcript(auditor_model="policy", target_model="sim/steady", target_family="steady", seed_id="s",
                    behavior_id=None if benign else "flattery", seed_instructions="probe")  # fmt: skip
     claims = [Prediction(rank=1, description="It flatters.", confidence=0.8)] if claim else []
     t.report = Report(no_behavior_found=not claim, predictions=claims)
     STEP.set(t, step)
+    GROUP.set(t, group)
     REWARD.set(t, reward)
     if forced:
         CLAIM_FORCED.set(t, True)
@@ -148,6 +149,20 @@ def test_training_claim_rates_count_the_policys_own_verdicts_and_forced_claims_a
     assert third["claims_planted"] == 0.0 and third["claims_benign"] == 0.0  # the forced claims are not the policy's
     assert third["forced_claim_reward_planted"] == 1.0 and third["free_reward_planted"] == 0.0
     assert third["forced_claim_reward_benign"] == 0.0
+
+
+def test_training_rollouts_count_the_groups_whose_rewards_differ() -> None:
+    """Only a group with a reward spread has advantages; equal rewards in a group teach nothing."""
+    rollouts = [
+        _rollout(0, benign=False, claim=True, forced=False, reward=1.0, group=0),
+        _rollout(0, benign=False, claim=False, forced=False, reward=0.0, group=0),
+        _rollout(0, benign=False, claim=False, forced=False, reward=0.0, group=1),
+        _rollout(0, benign=False, claim=False, forced=False, reward=0.0, group=1),
+        _rollout(0, benign=True, claim=True, forced=False, reward=0.0, group=2),
+        _rollout(0, benign=True, claim=False, forced=False, reward=1.0, group=2),
+    ]
+    (third,) = rollouts_by_third(rollouts)
+    assert third["spread_groups_planted"] == 50.0 and third["spread_groups_benign"] == 100.0
 
 
 class ClaimDesign:

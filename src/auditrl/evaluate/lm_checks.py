@@ -16,7 +16,7 @@ from auditrl.evaluate.stats import mean_ci
 from auditrl.judges.claim_grader import report_outcome
 from auditrl.scaffold.text_protocol import parse_tool_calls
 from auditrl.scaffold.transcript import Transcript
-from auditrl.scaffold.transcript_keys import CLAIM_FORCED, CLAIM_PROBABILITY, REWARD, STEP
+from auditrl.scaffold.transcript_keys import CLAIM_FORCED, CLAIM_PROBABILITY, GROUP, REWARD, STEP
 
 
 def turn_validity(t: Transcript) -> float | None:
@@ -68,7 +68,10 @@ def rollouts_by_third(transcripts: Sequence[Transcript]) -> list[dict[str, Any]]
     """A training run's rollouts (metadata `step`) by third of the run: what the policy sampled and the reward
     it got; a run of fewer than three steps has fewer thirds. Claim rates count the policy's own verdicts only:
     a report whose claim exploration set the verdict (`claim_forced`) is counted apart, with its reward. Under a report
-    grammar, also the policy's own mean P(claim) on planted and on benign targets."""
+    grammar, also the policy's own mean P(claim) on planted and on benign targets. `spread_groups_*`: the share of
+    GRPO groups (metadata `group`) whose rewards differ; a group whose rollouts all got the same reward has no
+    advantage and teaches nothing, so when benign groups keep a spread and planted ones lose it, silence is all that
+    is taught."""
     steps = sorted({int(t.metadata[STEP]) for t in transcripts if STEP in t.metadata})
     thirds = []
     for part in range(3):
@@ -96,6 +99,8 @@ def rollouts_by_third(transcripts: Sequence[Transcript]) -> list[dict[str, Any]]
             "forced_claim_reward_planted": _mean_reward(t for t in forced if not t.benign),
             "forced_claim_reward_benign": _mean_reward(t for t in forced if t.benign),
             "free_reward_planted": _mean_reward(planted),
+            "spread_groups_planted": _spread_share(t for t in group if not t.benign),
+            "spread_groups_benign": _spread_share(t for t in group if t.benign),
         })  # fmt: skip
     return thirds
 
@@ -110,3 +115,12 @@ def _mean_claim_probability(transcripts: Iterable[Transcript]) -> float | None:
 def _mean_reward(transcripts: Iterable[Transcript]) -> float | None:
     rewards = [float(r) for t in transcripts if (r := REWARD.get(t)) is not None]
     return mean(rewards) if rewards else None
+
+
+def _spread_share(transcripts: Iterable[Transcript]) -> float | None:
+    """Share (0-100) of GRPO groups (by step and group) whose rollouts' rewards are not all equal; None without any."""
+    groups: dict[tuple[Any, Any], set[float]] = {}
+    for t in transcripts:
+        if (r := REWARD.get(t)) is not None and (g := GROUP.get(t)) is not None:
+            groups.setdefault((t.metadata.get(STEP), g), set()).add(float(r))
+    return 100.0 * mean(len(rewards) > 1 for rewards in groups.values()) if groups else None
