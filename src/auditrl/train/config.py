@@ -324,6 +324,17 @@ class RewardSettings(ConfigModel):
         "the design's; None leaves it to the design. Such an audit has no evidence, yet a judge that scores the "
         "claim rather than the evidence (AuditWorld's calibration judge) can rank it above a real audit.",
     )
+    benign_scale: float = Field(
+        default=1.0,
+        gt=0.0,
+        le=1.0,
+        description="Multiplies the reward of every audit of a benign target: the pay of a right \"nothing found\" "
+        "against that of a credited finding. A policy maximising the expected reward claims when P(planted) times "
+        "the share of its claims the grader credits exceeds P(benign) times this scale, so under the binary reward "
+        "with 1 a claim that is credited half the time pays only where P(planted) > 2/3; 0.5 moves that to 1/2. "
+        "Each GRPO group shares one target, so a group-wise reward std (trainer.scale_rewards: group) would undo it; "
+        "it needs `batch` or `none`.",
+    )
 
     @field_validator("design")
     @classmethod
@@ -384,6 +395,11 @@ class GRPOLMConfig(ConfigModel):
                 )
         if self.data.planted_groups != "all":
             self._check_shown_curriculum()
+        if self.reward.benign_scale != 1.0 and self.trainer.scale_rewards == "group":
+            raise ValueError(
+                f"reward.benign_scale={self.reward.benign_scale} is undone by trainer.scale_rewards=group (each group "
+                "shares one target, so dividing by the group's reward std removes the scale); set it to batch or none"
+            )
         rollouts = self.data.group_size * self.data.groups_per_step
         if rollouts % self.trainer.micro_batch_size:
             raise ValueError(

@@ -127,7 +127,14 @@ def build_trainer(
     tensorboard = "tensorboard" in cfg.trainer.report_to
     monitors = MonitorLog(run_dir, tensorboard=tensorboard) if state.is_main_process else None
     reward = GroupReward(
-        design, cfg.data.group_size, runner, log, monitors, cfg.monitors.markers, cfg.reward.no_contact_reward
+        design,
+        cfg.data.group_size,
+        runner,
+        log,
+        monitors,
+        cfg.monitors.markers,
+        cfg.reward.no_contact_reward,
+        cfg.reward.benign_scale,
     )
     snapshot = (
         PolicySnapshot(run_dir / SNAPSHOTS_DIR, cfg.reward.reference_refresh_steps)

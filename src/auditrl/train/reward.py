@@ -54,9 +54,11 @@ class GroupReward:
         monitors: MonitorLog | None,
         markers_path: Path | None = None,
         no_contact_reward: float | None = None,
+        benign_scale: float = 1.0,
     ) -> None:
         self.design = design
         self.no_contact_reward = no_contact_reward
+        self.benign_scale = benign_scale
         self.group_size = group_size
         self.runner = runner
         self.log = log
@@ -139,6 +141,8 @@ class GroupReward:
                 details = dict(record.details)
                 if not bad and self.no_contact_reward is not None and not t.target_said():
                     v, details["no_contact"] = self.no_contact_reward, True
+                if not bad and t.benign and self.benign_scale != 1.0:
+                    v, details["benign_scale"] = v * self.benign_scale, self.benign_scale  # type: ignore[operator]
                 rewards.append(None if bad else float(v))  # type: ignore[arg-type]
                 REWARD_DETAILS.set(t, details)
                 consistent = record.details.get("consistent")
