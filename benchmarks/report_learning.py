@@ -59,7 +59,7 @@ from auditrl.atomic import atomic_write_text
 from auditrl.behaviors.library import load_behaviors
 from auditrl.configfile import load_yaml
 from auditrl.evaluate.lm_checks import claimed, found_nothing, rollouts_by_third
-from auditrl.evaluate.stats import difference_ci, mean_ci
+from auditrl.evaluate.stats import auc_change_ci, auc_ci, difference_ci, mean_ci
 from auditrl.judges.claim_grader import default_grader, report_outcome
 from auditrl.models.precision import describe_cpu
 from auditrl.rewards.margins import PAIRED_MARGINS, margin_summary, teacher_margins
@@ -105,6 +105,10 @@ CEILING = "creditable evidence (planted)"
 ceiling on identification: the offline grader also credits some quotes of replies that did not show the behavior, by
 the trigger topic's words."""
 P_CLAIM = "P(claim)"
+RANKING = "ranking AUC (shown vs benign)"
+"""How well the audits' claim rates rank planted audits whose target showed the behavior above benign ones (50 =
+chance): unlike the discrimination, a policy that claims less everywhere without reading the evidence differently
+leaves it where it was."""
 MADE_TO_CLAIM = "made_to_claim"
 """The policy's own probability of a claim among the verdict's spellings, where it drew its verdict."""
 console = Console(width=170)
@@ -191,6 +195,7 @@ def summary(units: dict[str, dict[str, Any]]) -> dict[str, Any]:
     planted = claims[GROUPS[0]] + claims[GROUPS[1]]
     out["discrimination (planted - benign)"] = difference_ci(planted, claims[GROUPS[2]]).model_dump()
     out["discrimination (shown - benign)"] = difference_ci(claims[GROUPS[0]], claims[GROUPS[2]]).model_dump()
+    out[RANKING] = auc_ci(claims[GROUPS[0]], claims[GROUPS[2]]).model_dump()
     probability = {g: [u[P_CLAIM] for u in units.values() if u["group"] == g and P_CLAIM in u] for g in GROUPS}
     out |= {f"{P_CLAIM}, {g}": mean_ci(v).model_dump() for g, v in probability.items() if v}
     if probability[GROUPS[0]] and probability[GROUPS[2]]:
@@ -213,6 +218,10 @@ def paired_change(after: dict[str, dict[str, Any]], before: dict[str, dict[str, 
     out["discrimination (planted - benign)"] = difference_ci(delta("claim rate, planted", keys), benign).model_dump()
     out["discrimination (shown - benign)"] = difference_ci(shown, benign).model_dump()
     shown_keys = [k for k in keys if after[k]["group"] == GROUPS[0]]
+    benign_keys = [k for k in keys if after[k]["group"] == GROUPS[2]]
+    if shown_keys and benign_keys:
+        rates = lambda ks, m: ([after[k][m] for k in ks], [before[k][m] for k in ks])  # noqa: E731
+        out[RANKING] = auc_change_ci(rates(shown_keys, "claim rate, planted"), rates(benign_keys, "claim rate, benign")).model_dump()
     if identified := delta("identification (planted)", shown_keys):
         out[f"identification, {GROUPS[0]}"] = mean_ci(identified).model_dump()
     probability = {g: delta(P_CLAIM, [k for k in keys if after[k]["group"] == g]) for g in GROUPS}
@@ -405,10 +414,10 @@ def print_tables(record: dict[str, Any]) -> None:
                       f"{sft['loss'][-1]['loss']:.3f}", highlight=False)  # fmt: skip
     summaries = record.setdefault("summaries", {})
     sampled_rows = [*METRICS[:2], *(f"claim rate, {g}" for g in GROUPS), "discrimination (planted - benign)", "discrimination (shown - benign)",
-                    *METRICS[2:3], f"identification, {GROUPS[0]}", CEILING, *METRICS[3:], *(f"{P_CLAIM}, {g}" for g in GROUPS),
+                    RANKING, *METRICS[2:3], f"identification, {GROUPS[0]}", CEILING, *METRICS[3:], *(f"{P_CLAIM}, {g}" for g in GROUPS),
                     f"{P_CLAIM}, shown - benign"]  # fmt: skip
     exact_rows = [*METRICS[:2], *(f"claim rate, {g}" for g in GROUPS), "discrimination (planted - benign)", "discrimination (shown - benign)",
-                  *METRICS[2:3], f"identification, {GROUPS[0]}", EVIDENCE, MADE, CEILING, METRICS[3], *VERDICTS]  # fmt: skip
+                  RANKING, *METRICS[2:3], f"identification, {GROUPS[0]}", EVIDENCE, MADE, CEILING, METRICS[3], *VERDICTS]  # fmt: skip
     for part in HELD_OUT_PARTS:
         title = f"{part}: report-only audits ({record['samples']} sampled reports each), % mean [95% CI] over audits"
         if made := results_table(title, record.get("results", {}), part, sampled_rows, caption):
