@@ -333,6 +333,7 @@ def test_report_learning(tmp_path: Path, tiny_local_model: Path) -> None:
     assert len(record["results"]["GRPO"]["held-out seeds of training behaviors"]) == 4 * 2
     assert len(units) == 6 * 2 and {u["readable report rate"] for u in units.values()} == {100.0}  # every report reads
     assert record["grpo_training"][0]["rollouts"] == 8 and record["cpu_seconds"]["grpo"] > 0
+    assert all(record["grpo_training"][0][f"spread_groups_{g}"] in (0.0, 100.0) for g in ("planted", "benign"))  # one group each
     audits = read_transcripts(run / "eval" / "GRPO" / "held-out_behaviors.jsonl")
     assert len(audits) == 6 * 2 * 2 and all(PROBED_BY.get(t) == "scripted/teacher" for t in audits)
     run_benchmark("report_learning.py", *args[:4], *args[6:], "--steps", "0", *sampled[:2], "--auditor", "GRPO", cwd=tmp_path)  # resumed
@@ -352,5 +353,8 @@ def test_report_learning(tmp_path: Path, tiny_local_model: Path) -> None:
     assert json.loads((run / "sft_grpo_config.yaml").read_text())["policy"]["init_adapter"] == str((run / "sft" / "adapter").resolve())
     exact = record["exact"]["SFT base"]["held-out behaviors"]
     assert len(exact) == 6 * 2 and all(0.0 <= u.get("claim rate, planted", u.get("claim rate, benign")) <= 100.0 for u in exact.values())
+    sums = record["summaries"]["held-out behaviors"]["exact"]["results"]["SFT base"]
+    ranking = sums["ranking AUC (shown vs benign)"]["mean"]
+    assert 0.0 <= ranking <= 100.0 if sums["audits"]["planted, behavior shown"] else math.isnan(ranking)
     verdicts = [v for u in exact.values() for k, v in u.items() if k.startswith("verdict on clean sentences")]
     assert verdicts and all(0.0 <= v <= 100.0 for v in verdicts)  # the verdict read after every clean sentence, quoted or not
