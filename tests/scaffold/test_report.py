@@ -95,3 +95,24 @@ def test_quotes_are_verified_against_every_branch_with_normalisation() -> None:
 
 def test_normalise() -> None:
     assert normalise("  It’s   “Fine”\n—OK ") == "its fine -ok"
+
+
+def test_evidence_as_claim_turns_a_reports_quoted_evidence_into_the_claim_a_grammar_would_write() -> None:
+    from auditrl.scaffold.report import evidence_as_claim
+    from auditrl.scaffold.transcript import AuditorMessage
+
+    t = Transcript(auditor_model="a", target_model="t", seed_id="s", seed_instructions="i", behavior_id="flattery")
+    t.target_messages = [TargetMessage(id="a1", parent=None, role="assistant", content="You are a genius.")]
+    silent = '{"evidence": "It wrote: You are a genius.", "no_behavior_found":  true, "predictions": []}'
+    claim = '{"evidence": "It wrote: You are a genius.", "no_behavior_found":  false, "predictions": [{"description": "It wrote: You are a genius."}]}'
+    for text in (silent, claim):
+        t.auditor_messages = [AuditorMessage(turn=1, role="assistant", content=text)]
+        t.report = parse_report(text)
+        copy = evidence_as_claim(t)
+        assert copy is not None and copy is not t and copy.report is not None and not copy.report.no_behavior_found
+        assert copy.report.predictions[0].description == "It wrote: You are a genius." == parse_report(claim).predictions[0].description
+        assert t.report.no_behavior_found is (text == silent)  # the original keeps its report
+    t.auditor_messages = [AuditorMessage(turn=1, role="assistant", content='{"no_behavior_found": true, "predictions": []}')]
+    assert evidence_as_claim(t) is None  # nothing quoted
+    t.report = None
+    assert evidence_as_claim(t) is None  # no report at all

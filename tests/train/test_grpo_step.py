@@ -12,7 +12,7 @@ from train_fakes import FakeEpisode, LengthDesign, rows_for, tiny_config, tiny_p
 from transformers import TrainerCallback
 
 from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
-from auditrl.train.advantages import group_advantages
+from auditrl.train.advantages import group_advantages, trl_advantages
 from auditrl.train.config import load_config
 from auditrl.train.grpo import build_trainer, train_run
 from auditrl.train.policy import load_policy
@@ -78,6 +78,7 @@ def _check_step(trainer: Any, design: LengthDesign, rows: list[EpisodeRow]) -> N
     trl_adv = out["advantages"].numpy()
     np.testing.assert_allclose(trl_adv, by_hand, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(trl_adv, group_advantages(rewards).ravel(), rtol=1e-3, atol=1e-3)
+    np.testing.assert_allclose(trl_adv, trl_advantages(list(rewards.ravel()), 2, trainer.scale_rewards), rtol=1e-3, atol=1e-3)
 
 
 def _run_one_step(cfg: Any, run_dir: Path, policy: Any) -> None:

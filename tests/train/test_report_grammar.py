@@ -120,7 +120,7 @@ def test_an_evidence_first_report_quotes_the_target_then_gives_a_verdict_that_a_
         assert evidence.strip() and evidence.strip() in words  # a verbatim span of a reply, starting at a word
         quoted = len(grammar.tokenizer.encode(evidence, add_special_tokens=False))
         verdict_at = quoted + len(grammar.lead)
-        assert sample.ids[verdict_at] in grammar.claims | grammar.silences
+        assert sample.ids[verdict_at] in grammar.claims | grammar.silences and sample.verdict_at == verdict_at
         trained = [i for i in range(len(sample.ids)) if i not in sample.forced]
         assert trained[: quoted] == list(range(quoted)) and verdict_at in trained  # the quote and the verdict are the policy's
         assert trained[-1] in (quoted, verdict_at)  # the quote's stop where the reply could go on; nothing after the verdict
@@ -169,7 +169,8 @@ def test_a_sentence_quote_is_one_whole_sentence_of_a_reply_that_fits_the_budget(
 
 
 class Recorder:
-    """A generator that writes a two-token turn (the second forced) and records the quotes it was asked to write from."""
+    """A generator that writes a two-token turn (the second forced; at the report, a quote and then a verdict at the
+    end) and records the quotes it was asked to write from."""
 
     def __init__(self, segments: ChatSegments) -> None:
         self.eos = segments.tokenizer.eos_token_id
@@ -180,7 +181,10 @@ class Recorder:
 
     def __call__(self, keys: list[int], contexts: list[list[int]], first: FirstTokens | None = None, quotes: QuoteSources | None = None) -> list[Sample]:
         self.calls.append(quotes)
-        return [Sample([300, 301, self.eos], [-2.0, -1.0, -0.5], frozenset({1} if quotes and quotes[i] else ())) for i in range(len(keys))]
+        return [
+            Sample([300, 301, self.eos], [-2.0, -1.0, -0.5], frozenset({1} if q else ()), None, 2 if q else None)
+            for q in (quotes[i] if quotes else None for i in range(len(keys)))
+        ]
 
 
 def test_rollouts_pass_the_targets_replies_at_the_report_turn_and_keep_forced_tokens_out_of_the_loss(tokenizer_dir: Path) -> None:
@@ -194,9 +198,11 @@ def test_rollouts_pass_the_targets_replies_at_the_report_turn_and_keep_forced_to
     ))  # fmt: skip
     audit_quotes, report_quotes = generator.calls
     assert audit_quotes is None and report_quotes == [[[1]], [[1]]]  # the transcript as it stands at the report
-    for ids, mask in zip(batch.completion_ids, batch.env_mask, strict=True):
+    for ids, mask, quote in zip(batch.completion_ids, batch.env_mask, batch.quote_mask, strict=True):
         trained = [i for i, m in zip(ids, mask, strict=True) if m]
         assert trained == [300, 301, generator.eos, 300, generator.eos]  # the report's forced 301 is context only
+        # the quote is the report's trained tokens before its verdict: its 300, not the probing turn's
+        assert len(quote) == len(ids) and [i for i, q in enumerate(quote) if q] == [len(ids) - 3]
 
 
 def _config(**episodes: object) -> dict[str, object]:
@@ -241,6 +247,7 @@ def test_a_grpo_step_under_the_grammar_writes_every_report_in_one_of_its_forms(t
     prompt_set = "guided_evidence" if grammar == "quote_verdict" else "guided"
     cfg = GRPOLMConfig.model_validate({
         **WARM,
+        "reward": {"quote_credit": "claim" if grammar == "quote_verdict" else "rollout"},
         "episodes": {**WARM["episodes"], "probing": "teacher", "max_report_tokens": 60, "auditor_prompt": prompt_set,
                      "report_grammar": grammar, "claim_exploration": 0.5},
         "data": {**WARM["data"], "planted_groups": "shown"},
@@ -262,6 +269,9 @@ def test_a_grpo_step_under_the_grammar_writes_every_report_in_one_of_its_forms(t
             evidence, report = t.auditor_messages[-1].content.removeprefix(EVIDENCE["report"]).split(EVIDENCE["verdict"])
             assert evidence.strip() in words
             report = report.strip()
+            details = t.scores["reward_details"]  # quote credit: what a claim of this evidence earns
+            assert isinstance(details["quote_reward"], float)
+            assert details["quote_reward"] == t.scores["reward"] or report.startswith("true")
         else:
             report = t.auditor_messages[-1].content.removeprefix(OPENING).strip()
         if report.startswith("true"):

@@ -221,3 +221,18 @@ def verify_quotes(report: Report, transcript: Transcript) -> Report:
             checks.append(QuoteCheck(quote=quote, verified=found is not None, message_id=found))
         prediction.quote_checks = checks
     return report
+
+
+def evidence_as_claim(transcript: Transcript) -> Transcript | None:
+    """A copy of the transcript whose report claims the evidence its report quoted (a report with an `evidence`
+    field, the `guided_evidence` prompt set), as a claim of the report grammar describes it: what a claim grounded
+    in that quote would be graded. None where the report quotes no evidence."""
+    said = [m for m in transcript.auditor_messages if m.role == "assistant"]
+    obj = _find_report_object(said[-1].content) if said and transcript.report is not None else None
+    evidence = obj.get("evidence") if obj is not None else None
+    if not isinstance(evidence, str) or not evidence.strip():
+        return None
+    claim = report_from_object({"no_behavior_found": False, "predictions": [{"description": evidence.strip()}]})
+    copy = transcript.model_copy(deep=True)
+    copy.report = verify_quotes(claim, copy)
+    return copy

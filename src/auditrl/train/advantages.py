@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
@@ -23,4 +25,16 @@ def group_advantages(rewards: ArrayLike, scale: bool = True, eps: float = 1e-6) 
     if scale:
         var = (adv**2).sum(axis=1, keepdims=True) / np.maximum(count - 1, 1)
         adv = adv / (np.sqrt(var) + eps)
+    return adv
+
+
+def trl_advantages(rewards: Sequence[float | None], k: int, scale_rewards: str) -> NDArray[np.float64]:
+    """Advantages of flat rewards in groups of `k`, scaled as TRL's `scale_rewards` says (`group`: by the group's
+    std, `batch`: by the whole batch's, `none`), for an advantage of our own beside TRL's (a report's quote,
+    auditrl.train.trainer). A None reward gets advantage 0 and is left out of the statistics."""
+    r = np.array([np.nan if v is None else v for v in rewards], dtype=np.float64).reshape(-1, k)
+    adv = group_advantages(r, scale=scale_rewards == "group").reshape(-1)
+    if scale_rewards == "batch":
+        valid = r[~np.isnan(r)]
+        adv = adv / ((valid.std(ddof=1) if valid.size > 1 else 0.0) + 1e-4)
     return adv

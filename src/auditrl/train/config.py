@@ -335,6 +335,15 @@ class RewardSettings(ConfigModel):
         "Each GRPO group shares one target, so a group-wise reward std (trainer.scale_rewards: group) would undo it; "
         "it needs `batch` or `none`.",
     )
+    quote_credit: Literal["rollout", "claim"] = Field(
+        default="rollout",
+        description="The advantage the report's quote is trained with (episodes.report_grammar: quote_verdict). "
+        "`rollout`: the audit's, like every other token. `claim`: the group-relative advantage of what a claim "
+        "quoting it would earn, scored by the same design (a \"nothing found\" report's evidence is graded as if it "
+        "had claimed), while the verdict keeps the audit's. Why: under `rollout` a benign group pays silence and "
+        "docks a claim, and the quote that led to the claim shares the dock, so benign groups teach the policy to "
+        "quote less telling words while planted groups teach the opposite; the choice of evidence never moved.",
+    )
 
     @field_validator("design")
     @classmethod
@@ -399,6 +408,11 @@ class GRPOLMConfig(ConfigModel):
             raise ValueError(
                 f"reward.benign_scale={self.reward.benign_scale} is undone by trainer.scale_rewards=group (each group "
                 "shares one target, so dividing by the group's reward std removes the scale); set it to batch or none"
+            )
+        if self.reward.quote_credit == "claim" and self.episodes.report_grammar != "quote_verdict":
+            raise ValueError(
+                "reward.quote_credit=claim grades the report's evidence quote as a claim; it needs "
+                f"episodes.report_grammar: quote_verdict (got {self.episodes.report_grammar!r})"
             )
         rollouts = self.data.group_size * self.data.groups_per_step
         if rollouts % self.trainer.micro_batch_size:

@@ -31,12 +31,15 @@ class Sample:
     """Positions a constraint left one token for (the report grammar's fixed words): context, not the policy's choice."""
     claim_probability: float | None = None
     """Under a report grammar, the policy's probability of a claim among the verdict's spellings where it drew it."""
+    verdict_at: int | None = None
+    """Under a report grammar, the position of the verdict token: the positions before it are the quote."""
 
     def head(self, n: int) -> Sample:
         """The first `n` tokens (all when fewer), with their logprobs, forced positions and verdict."""
         if len(self.ids) <= n:
             return self
-        return Sample(self.ids[:n], self.logprobs[:n], frozenset(p for p in self.forced if p < n), self.claim_probability)
+        verdict_at = self.verdict_at if self.verdict_at is not None and self.verdict_at < n else None
+        return Sample(self.ids[:n], self.logprobs[:n], frozenset(p for p in self.forced if p < n), self.claim_probability, verdict_at)
 
 
 def sampled_logprobs(logits: torch.Tensor, ids: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -46,11 +49,16 @@ def sampled_logprobs(logits: torch.Tensor, ids: torch.Tensor, temperature: float
 
 
 def cut_at_eos(
-    ids: list[int], logprobs: list[float | None], eos_ids: set[int], forced: frozenset[int] = frozenset(), claim_probability: float | None = None
+    ids: list[int],
+    logprobs: list[float | None],
+    eos_ids: set[int],
+    forced: frozenset[int] = frozenset(),
+    claim_probability: float | None = None,
+    verdict_at: int | None = None,
 ) -> Sample:
     """Keep tokens up to and including the first end-of-turn token (the rest is padding)."""
     end = next((i + 1 for i, tok in enumerate(ids) if tok in eos_ids), len(ids))
-    return Sample(ids, logprobs, forced, claim_probability).head(end)
+    return Sample(ids, logprobs, forced, claim_probability, verdict_at).head(end)
 
 
 FirstTokens = list[tuple[frozenset[int], ...] | None]
@@ -83,11 +91,12 @@ class RestrictFirst(LogitsProcessor):
 
 
 class Constraint(LogitsProcessor):
-    """A per-batch sampling constraint that records, per row, the generated positions it forced (one token left)
-    and the policy's probability of a claim where the row drew its verdict."""
+    """A per-batch sampling constraint that records, per row, the generated positions it forced (one token left),
+    the policy's probability of a claim where the row drew its verdict, and that position."""
 
     forced: dict[int, set[int]]
     verdicts: dict[int, float]
+    verdict_positions: dict[int, int]
 
 
 GrammarFactory = Callable[[int], Constraint]
@@ -117,8 +126,9 @@ def _samples(out: Any, width: int, config: GenerationConfig, eos_ids: set[int], 
     logps = sampled_logprobs(torch.stack(out.logits, dim=1), new, config.temperature or 1.0)
     forced = grammar.forced if grammar is not None else {}
     verdicts = grammar.verdicts if grammar is not None else {}
+    positions = grammar.verdict_positions if grammar is not None else {}
     return [
-        cut_at_eos(n.tolist(), lp.tolist(), eos_ids, frozenset(forced.get(row, ())), verdicts.get(row))
+        cut_at_eos(n.tolist(), lp.tolist(), eos_ids, frozenset(forced.get(row, ())), verdicts.get(row), positions.get(row))
         for row, (n, lp) in enumerate(zip(new.cpu(), logps.cpu(), strict=True))
     ]
 

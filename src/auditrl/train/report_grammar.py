@@ -180,7 +180,8 @@ class GrammarProcessor(Constraint):
     """Masks the scores of each row with sources to what the grammar allows next; `forced[row]` collects the
     generated positions that had one allowed token (but for a verdict claim exploration set, which the policy's
     probability still scores), `verdicts[row]` the policy's probability of a claim among the verdict's spellings
-    where the row drew its verdict (before any restriction: what its own verdict would have been)."""
+    where the row drew its verdict (before any restriction: what its own verdict would have been), and
+    `verdict_positions[row]` that position."""
 
     def __init__(
         self,
@@ -198,6 +199,7 @@ class GrammarProcessor(Constraint):
         self.temperature = temperature
         self.forced = {row: set() for row in self.rows}
         self.verdicts: dict[int, float] = {}
+        self.verdict_positions: dict[int, int] = {}
         self.spellings = sorted(grammar.claims | grammar.silences)
         self.claim_mask = torch.tensor([t in grammar.claims for t in self.spellings])
 
@@ -211,6 +213,7 @@ class GrammarProcessor(Constraint):
             if verdict:
                 p = torch.softmax(scores[row, self.spellings].float() / self.temperature, -1)
                 self.verdicts[row] = float(p[self.claim_mask].sum())
+                self.verdict_positions[row] = position
             if len(keep) == 1 and not (claim and verdict):
                 self.forced[row].add(position)
             mask = torch.ones_like(scores[row], dtype=torch.bool)

@@ -19,6 +19,7 @@ from auditrl.models.roles import resolve_model
 from auditrl.rewards.records import RewardDesign, RewardRecord
 from auditrl.rewards.reference import ReferenceStore
 from auditrl.rewards.registry import build_design
+from auditrl.scaffold.report import evidence_as_claim
 from auditrl.scaffold.transcript import Transcript
 from auditrl.scaffold.transcript_keys import (
     GROUP,
@@ -55,10 +56,12 @@ class GroupReward:
         markers_path: Path | None = None,
         no_contact_reward: float | None = None,
         benign_scale: float = 1.0,
+        quote_credit: bool = False,
     ) -> None:
         self.design = design
         self.no_contact_reward = no_contact_reward
         self.benign_scale = benign_scale
+        self.quote_credit = quote_credit
         self.group_size = group_size
         self.runner = runner
         self.log = log
@@ -66,6 +69,9 @@ class GroupReward:
         self.markers = load_markers(markers_path)
         self.seconds = 0.0
         self.last_rewards: list[float | None] = []
+        self.last_quote_rewards: list[float | None] = []
+        """With `quote_credit`, what a claim quoting each audit's evidence earns (reward.quote_credit: claim), for
+        every rank's audits of the last call; the trainer turns it into the quote's advantage."""
 
     def __call__(
         self,
@@ -90,8 +96,9 @@ class GroupReward:
             transcripts = [e[1] for e in everything]
             self._use_references([e[4] for e in everything if e[4] is not None])
             before = [len(c) for c in self._comparisons()]
-            rewards = self._score(transcripts, step)
+            rewards = self._score(transcripts)
             new = [r for c, n in zip(self._comparisons(), before, strict=True) for r in c[n:]]
+            quote_rewards = self._quote_rewards(transcripts) if self.quote_credit else []
             for t, g, r, reward in zip(transcripts, groups, (e[3] for e in everything), rewards, strict=True):
                 STEP.set(t, step)
                 GROUP.set(t, g)
@@ -103,9 +110,9 @@ class GroupReward:
             if self.monitors is not None:
                 values = step_metrics(transcripts, rewards, self.markers, position_disagreement(new))
                 self.monitors.write(step, values, {"rollouts": len(rewards)})
-            payload = [rewards]
+            payload = [(rewards, quote_rewards)]
         broadcast_object_list(payload, from_process=0)
-        all_rewards: list[float | None] = payload[0]
+        all_rewards, self.last_quote_rewards = payload[0]
         self.last_rewards = all_rewards
         start = PartialState().process_index * len(prompts)
         self.seconds += time.perf_counter() - started
@@ -124,30 +131,53 @@ class GroupReward:
         """Per part of the design, every pairwise comparison it has made so far (both orders each)."""
         return [getattr(part, "results", []) for part in design_parts(self.design)]
 
-    def _score(self, transcripts: list[Transcript], step: int) -> list[float | None]:
+    def _records(self, transcripts: list[Transcript]) -> list[RewardRecord]:
+        """The design's record of every audit, scored group by group."""
         groups = [transcripts[i : i + self.group_size] for i in range(0, len(transcripts), self.group_size)]
 
         async def score_all() -> list[list[RewardRecord]]:
             return list(await asyncio.gather(*(self.design.score_group(g) for g in groups)))
 
         scored = self.runner.run(score_all())
-        rewards: list[float | None] = []
         for group, records in zip(groups, scored, strict=True):
             if len(records) != len(group):
                 raise RuntimeError(f"reward design {self.design.name} returned {len(records)} rewards for {len(group)}")
-            for t, record in zip(group, records, strict=True):
-                v = record.reward
-                bad = v is None or math.isnan(v) or t.status == "error"
-                details = dict(record.details)
-                if not bad and self.no_contact_reward is not None and not t.target_said():
-                    v, details["no_contact"] = self.no_contact_reward, True
-                if not bad and t.benign and self.benign_scale != 1.0:
-                    v, details["benign_scale"] = v * self.benign_scale, self.benign_scale  # type: ignore[operator]
-                rewards.append(None if bad else float(v))  # type: ignore[arg-type]
-                REWARD_DETAILS.set(t, details)
-                consistent = record.details.get("consistent")
-                if consistent is not None:
-                    ORDER_DISAGREEMENT.set(t, 0.0 if consistent else 1.0)
+        return [r for records in scored for r in records]
+
+    def _reward(self, t: Transcript, record: RewardRecord) -> tuple[float | None, dict[str, Any]]:
+        """The audit's reward from its record (no-contact and benign scale applied) and the details to store."""
+        v = record.reward
+        details = dict(record.details)
+        if v is None or math.isnan(v) or t.status == "error":
+            return None, details
+        if self.no_contact_reward is not None and not t.target_said():
+            v, details["no_contact"] = self.no_contact_reward, True
+        if t.benign and self.benign_scale != 1.0:
+            v, details["benign_scale"] = v * self.benign_scale, self.benign_scale
+        return float(v), details
+
+    def _score(self, transcripts: list[Transcript]) -> list[float | None]:
+        rewards: list[float | None] = []
+        for t, record in zip(transcripts, self._records(transcripts), strict=True):
+            reward, details = self._reward(t, record)
+            rewards.append(reward)
+            REWARD_DETAILS.set(t, details)
+            consistent = record.details.get("consistent")
+            if consistent is not None:
+                ORDER_DISAGREEMENT.set(t, 0.0 if consistent else 1.0)
+        return rewards
+
+    def _quote_rewards(self, transcripts: list[Transcript]) -> list[float | None]:
+        """What a claim quoting each audit's evidence earns: its report turned into that claim (a claim's stays as
+        it is) and scored by the same design, in the same groups; None where the report quoted no evidence. Stored
+        in each audit's reward details as `quote_reward`."""
+        claims = [evidence_as_claim(t) for t in transcripts]
+        records = self._records([c if c is not None else t for t, c in zip(transcripts, claims, strict=True)])
+        rewards: list[float | None] = []
+        for t, claim, record in zip(transcripts, claims, records, strict=True):
+            reward = self._reward(t, record)[0] if claim is not None else None
+            rewards.append(reward)
+            REWARD_DETAILS.set(t, {**(REWARD_DETAILS.get(t) or {}), "quote_reward": reward})
         return rewards
 
 

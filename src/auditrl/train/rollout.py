@@ -143,7 +143,14 @@ class RolloutState:
     completion_ids: list[int] = field(default_factory=list)
     env_mask: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
+    quote_positions: list[int] = field(default_factory=list)
+    """The trained completion positions of the report's quote (those before its verdict, under a report grammar)."""
     finished: bool = False
+
+    @property
+    def quote_mask(self) -> list[int]:
+        quoted = set(self.quote_positions)
+        return [int(i in quoted) for i in range(len(self.completion_ids))]
 
     @property
     def context(self) -> list[int]:
@@ -161,6 +168,8 @@ class RolloutBatch:
     transcripts: list[Transcript]
     group_index: list[int]
     rollout_index: list[int]
+    quote_mask: list[list[int]]
+    """1 at the trained positions of the report's quote (auditrl.train.trainer gives them their own advantage)."""
 
     def as_trl(self) -> dict[str, Any]:
         return {
@@ -168,6 +177,7 @@ class RolloutBatch:
             "completion_ids": self.completion_ids,
             "logprobs": self.logprobs,
             "env_mask": self.env_mask,
+            "quote_mask": self.quote_mask,
             "transcript": self.transcripts,
             "group_index": self.group_index,
             "rollout_index": self.rollout_index,
@@ -287,6 +297,7 @@ async def run_rollouts(
         transcripts=[s.episode.transcript for s in states],
         group_index=[s.group_index for s in states],
         rollout_index=[s.rollout_index for s in states],
+        quote_mask=[s.quote_mask for s in states],
     )
 
 
@@ -301,8 +312,12 @@ def _append_opening(state: RolloutState, opening: str, segments: ChatSegments) -
 def _append_sample(state: RolloutState, sample: Sample) -> None:
     """Sampled tokens train (env_mask 1) except those without a logprob and those a constraint forced, which stay
     in context untrained."""
+    trained = [0 if lp is None or i in sample.forced else 1 for i, lp in enumerate(sample.logprobs)]
+    if sample.verdict_at is not None:
+        start = len(state.completion_ids)
+        state.quote_positions += [start + i for i in range(sample.verdict_at) if trained[i]]
     state.completion_ids += sample.ids
-    state.env_mask += [0 if lp is None or i in sample.forced else 1 for i, lp in enumerate(sample.logprobs)]
+    state.env_mask += trained
     state.logprobs += [0.0 if lp is None else lp for lp in sample.logprobs]
     missing = sample.logprobs.count(None)
     if missing:

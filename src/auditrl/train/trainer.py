@@ -16,7 +16,7 @@ labelled positions too: an audit's opening prompt alone is hundreds of positions
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -25,6 +25,8 @@ import trl.trainer.utils as trl_utils
 from torch import nn
 from trl import GRPOTrainer
 from trl.trainer.utils import pad
+
+from auditrl.train.advantages import trl_advantages
 
 IGNORED_LABEL = -100
 
@@ -71,20 +73,35 @@ class AuditGRPOTrainer(GRPOTrainer):
     Every pass labels the same positions: the loss pass, and the passes over the generation batch that compute
     the old log-probabilities (vLLM's importance sampling, or more than one update per batch) and the
     reference model's. A position scored in one pass and not in another would enter the policy ratio as
-    exp(0 - old logprob), which overflows on the improbable tokens a target writes (inf x mask 0 = NaN)."""
+    exp(0 - old logprob), which overflows on the improbable tokens a target writes (inf x mask 0 = NaN).
+
+    With `quote_rewards` (reward.quote_credit: claim), the report quote's tokens are trained with their own
+    group-relative advantage, of what a claim quoting them earns (auditrl.train.reward.GroupReward), and every
+    other token with the audit's; TRL takes advantages shaped (rows, completion positions) as given."""
 
     _label_mask: torch.Tensor | None = None
+    _quote_mask: torch.Tensor | None = None
+
+    def __init__(self, *args: Any, quote_rewards: Callable[[], list[float | None]] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.quote_rewards = quote_rewards
 
     def _generate(self, prompts: list[Any]) -> tuple[Any, ...]:
         result = super()._generate(prompts)
-        _, completion_ids, env_mask, *_ = result
+        _, completion_ids, env_mask, _, _, extra_fields, *_ = result
         self._label_mask = None if env_mask is None else self._generation_mask(completion_ids, env_mask)
+        quotes = extra_fields.get("quote_mask") if self.quote_rewards is not None else None
+        self._quote_mask = None if quotes is None else self._padded(quotes, 0)
         return result
+
+    def _padded(self, rows: list[list[int]], value: int) -> torch.Tensor:
+        """Per-position rows padded on the right as TRL pads the completions."""
+        return pad([torch.tensor(m) for m in rows], padding_value=value, padding_side="right",
+                   pad_to_multiple_of=self.pad_to_multiple_of)  # fmt: skip
 
     def _generation_mask(self, completion_ids: list[list[int]], env_mask: list[list[int]]) -> torch.Tensor:
         """The tool mask TRL builds for the generation batch (right-padded with 1, truncated rows zeroed)."""
-        mask = pad([torch.tensor(m) for m in env_mask], padding_value=1, padding_side="right",
-                   pad_to_multiple_of=self.pad_to_multiple_of)  # fmt: skip
+        mask = self._padded(env_mask, 1)
         if self.mask_truncated_completions:
             ends = {*self.eos_token_ids, self._tokenizer.pad_token_id}
             kept = torch.tensor([ids[-1] in ends for ids in completion_ids])
@@ -93,9 +110,29 @@ class AuditGRPOTrainer(GRPOTrainer):
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         try:
-            return super()._generate_and_score_completions(inputs)
+            output = super()._generate_and_score_completions(inputs)
+            if self._quote_mask is not None:
+                output["advantages"] = self._with_quote_advantages(
+                    output["advantages"], self._quote_mask, output["completion_ids"].shape[1]
+                )
+            return output
         finally:
             self._label_mask = None
+            self._quote_mask = None
+
+    def _with_quote_advantages(self, advantages: torch.Tensor, quote_mask: torch.Tensor, width: int) -> torch.Tensor:
+        """Per-position advantages: the quote's own at its positions, the audit's everywhere else."""
+        assert self.quote_rewards is not None
+        rows = advantages.shape[0]
+        every = trl_advantages(self.quote_rewards(), self.num_generations, self.scale_rewards)
+        start = self.accelerator.process_index * rows
+        if len(every) < start + rows:
+            raise RuntimeError(f"{len(every)} quote rewards for the rows {start}-{start + rows} of this rank")
+        quote = torch.tensor(every[start : start + rows], dtype=advantages.dtype, device=advantages.device)
+        if tuple(quote_mask.shape) != (rows, width):
+            raise RuntimeError(f"quote mask {tuple(quote_mask.shape)} does not match the {rows} x {width} completions")
+        mask = quote_mask.to(advantages.device).bool()
+        return torch.where(mask, quote.unsqueeze(1), advantages.unsqueeze(1).expand_as(mask))
 
     def _compute_loss(self, model: nn.Module, inputs: dict[str, Any]) -> torch.Tensor:
         self._label_mask = inputs.get("tool_mask")
