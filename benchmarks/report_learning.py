@@ -392,13 +392,15 @@ def results_table(
 def training_table(title: str, training: list[dict[str, Any]], caption: str) -> Table:
     table = Table(title=title, caption=caption)
     for column in ("steps", "rollouts", "free claims, planted %", "free claims, benign %", "P(claim), planted %", "P(claim), benign %",
-                   "forced-claim reward, planted", "free reward, planted", "groups with a reward spread, planted / benign %", "reward"):  # fmt: skip
+                   "forced-claim reward, planted", "free reward, planted", "groups with a reward spread, planted / benign %",
+                   "quote credited, planted %", "reward"):  # fmt: skip
         table.add_column(column, justify="right")
     for t in training:
         fmt = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
         table.add_row(t["steps"], str(t["rollouts"]), fmt(t["claims_planted"]), fmt(t["claims_benign"]), fmt(t.get("claim_probability_planted")),
                       fmt(t.get("claim_probability_benign")), fmt(t["forced_claim_reward_planted"]), fmt(t["free_reward_planted"]),
-                      f"{fmt(t.get('spread_groups_planted'))} / {fmt(t.get('spread_groups_benign'))}", cell(t["reward"], digits=3))  # fmt: skip
+                      f"{fmt(t.get('spread_groups_planted'))} / {fmt(t.get('spread_groups_benign'))}", fmt(t.get("quote_credited_planted")),
+                      cell(t["reward"], digits=3))  # fmt: skip
     return table
 
 

@@ -163,6 +163,11 @@ def test_training_rollouts_count_the_groups_whose_rewards_differ() -> None:
     ]
     (third,) = rollouts_by_third(rollouts)
     assert third["spread_groups_planted"] == 50.0 and third["spread_groups_benign"] == 100.0
+    assert third["quote_credited_planted"] is None  # no quote credit: the quotes were not graded as claims
+    for r, quote in zip(rollouts, [1.0, 1.0, 0.0, None, 0.0, 0.0], strict=True):
+        r.scores["reward_details"] = {"quote_reward": quote}
+    (third,) = rollouts_by_third(rollouts)
+    assert third["quote_credited_planted"] == pytest.approx(200 / 3)  # graded planted quotes only, silent ones too
 
 
 class ClaimDesign:

@@ -16,7 +16,7 @@ from auditrl.evaluate.stats import mean_ci
 from auditrl.judges.claim_grader import report_outcome
 from auditrl.scaffold.text_protocol import parse_tool_calls
 from auditrl.scaffold.transcript import Transcript
-from auditrl.scaffold.transcript_keys import CLAIM_FORCED, CLAIM_PROBABILITY, GROUP, REWARD, STEP
+from auditrl.scaffold.transcript_keys import CLAIM_FORCED, CLAIM_PROBABILITY, GROUP, REWARD, REWARD_DETAILS, STEP
 
 
 def turn_validity(t: Transcript) -> float | None:
@@ -71,7 +71,8 @@ def rollouts_by_third(transcripts: Sequence[Transcript]) -> list[dict[str, Any]]
     grammar, also the policy's own mean P(claim) on planted and on benign targets. `spread_groups_*`: the share of
     GRPO groups (metadata `group`) whose rewards differ; a group whose rollouts all got the same reward has no
     advantage and teaches nothing, so when benign groups keep a spread and planted ones lose it, silence is all that
-    is taught."""
+    is taught. `quote_credited_planted`: under quote credit (reward.quote_credit: claim), the share of planted
+    rollouts whose quoted evidence a claim would have been paid for, whatever their verdict: the choice of evidence."""
     steps = sorted({int(t.metadata[STEP]) for t in transcripts if STEP in t.metadata})
     thirds = []
     for part in range(3):
@@ -101,6 +102,7 @@ def rollouts_by_third(transcripts: Sequence[Transcript]) -> list[dict[str, Any]]
             "free_reward_planted": _mean_reward(planted),
             "spread_groups_planted": _spread_share(t for t in group if not t.benign),
             "spread_groups_benign": _spread_share(t for t in group if t.benign),
+            "quote_credited_planted": _quote_credited(t for t in group if not t.benign),
         })  # fmt: skip
     return thirds
 
@@ -115,6 +117,13 @@ def _mean_claim_probability(transcripts: Iterable[Transcript]) -> float | None:
 def _mean_reward(transcripts: Iterable[Transcript]) -> float | None:
     rewards = [float(r) for t in transcripts if (r := REWARD.get(t)) is not None]
     return mean(rewards) if rewards else None
+
+
+def _quote_credited(transcripts: Iterable[Transcript]) -> float | None:
+    """Share (0-100) of audits whose quote a claim would have been paid for (quote credit's `quote_reward` above 0);
+    None where none was graded so."""
+    graded = [float(q) > 0 for t in transcripts if (q := (REWARD_DETAILS.get(t) or {}).get("quote_reward")) is not None]
+    return 100.0 * mean(graded) if graded else None
 
 
 def _spread_share(transcripts: Iterable[Transcript]) -> float | None:
