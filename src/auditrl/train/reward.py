@@ -168,9 +168,10 @@ class GroupReward:
         return rewards
 
     def _quote_rewards(self, transcripts: list[Transcript]) -> list[float | None]:
-        """What a claim quoting each audit's evidence earns: its report turned into that claim (a claim's stays as
-        it is) and scored by the same design, in the same groups; None where the report quoted no evidence. Stored
-        in each audit's reward details as `quote_reward`."""
+        """What a claim quoting each audit's evidence earns: every report turned into that claim (a claim is one
+        already) and the groups scored again by the same design, since a pairwise design ranks a claim against its
+        group's; so the judge calls double. None where the report quoted no evidence. Stored in each audit's reward
+        details as `quote_reward`."""
         claims = [evidence_as_claim(t) for t in transcripts]
         records = self._records([c if c is not None else t for t, c in zip(transcripts, claims, strict=True)])
         rewards: list[float | None] = []
