@@ -344,6 +344,25 @@ class RewardSettings(ConfigModel):
         "docks a claim, and the quote that led to the claim shares the dock, so benign groups teach the policy to "
         "quote less telling words while planted groups teach the opposite; the choice of evidence never moved.",
     )
+    claim_rate_target: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description="Hold the policy's claim threshold: a cost is taken off the reward of every audit that claims, "
+        "planted or benign alike, and after each step it rises by `claim_cost_step` times how far the step's benign "
+        "claim rate (the policy's mean P(claim) at its verdicts) lies above this target, and falls when below "
+        "(auditrl.train.claim_threshold). A rate in [0, 1], such as the starting policy's benign claim rate. Why: "
+        "in every earlier run GRPO moved how readily the policy claims anywhere, and that alone decided "
+        "identification and FP calibration; with the threshold held, the reward rises only by claiming on planted "
+        "targets' evidence rather than on benign targets. None: no cost. Needs benign groups (data.benign_fraction > 0).",
+    )
+    claim_cost_step: float = Field(
+        default=0.1,
+        gt=0.0,
+        description="How fast the claim cost follows (reward.claim_rate_target): after each step it rises by this "
+        "times the step's benign claim rate minus the target, so 0.1 moves it 0.01 reward after a step 10 points "
+        "above. Small, because one step's benign audits share one or two targets whose claim rates differ widely.",
+    )
 
     @field_validator("design")
     @classmethod
@@ -413,6 +432,11 @@ class GRPOLMConfig(ConfigModel):
             raise ValueError(
                 "reward.quote_credit=claim grades the report's evidence quote as a claim; it needs "
                 f"episodes.report_grammar: quote_verdict (got {self.episodes.report_grammar!r})"
+            )
+        if self.reward.claim_rate_target is not None and not self.data.benign_fraction:
+            raise ValueError(
+                "reward.claim_rate_target holds the benign claim rate, which needs benign groups; "
+                f"data.benign_fraction is {self.data.benign_fraction}"
             )
         rollouts = self.data.group_size * self.data.groups_per_step
         if rollouts % self.trainer.micro_batch_size:

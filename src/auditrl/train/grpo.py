@@ -44,6 +44,8 @@ from auditrl.train.checkpoint import (
     latest_checkpoint,
     rewind_monitors,
 )
+from auditrl.train.claim_threshold import HISTORY_FILE as CLAIM_COST_FILE
+from auditrl.train.claim_threshold import ClaimThreshold
 from auditrl.train.config import ConfigFileError, GRPOLMConfig, load_config
 from auditrl.train.curriculum import screen, shown_rows, write_screening
 from auditrl.train.episodes import AuditEpisodeFactory, training_rows, training_seeds
@@ -136,6 +138,9 @@ def build_trainer(
         cfg.reward.no_contact_reward,
         cfg.reward.benign_scale,
         quote_credit=cfg.reward.quote_credit == "claim",
+        threshold=ClaimThreshold(cfg.reward.claim_rate_target, cfg.reward.claim_cost_step, run_dir / CLAIM_COST_FILE)
+        if cfg.reward.claim_rate_target is not None
+        else None,
     )
     snapshot = (
         PolicySnapshot(run_dir / SNAPSHOTS_DIR, cfg.reward.reference_refresh_steps)

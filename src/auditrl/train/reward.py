@@ -32,6 +32,7 @@ from auditrl.scaffold.transcript_keys import (
     STEP,
 )
 from auditrl.train.checkpoint import TranscriptLog
+from auditrl.train.claim_threshold import ClaimThreshold
 from auditrl.train.config import GRPOLMConfig
 from auditrl.train.monitors import MonitorLog, load_markers, step_metrics
 from auditrl.train.rollout import check_groups
@@ -57,11 +58,14 @@ class GroupReward:
         no_contact_reward: float | None = None,
         benign_scale: float = 1.0,
         quote_credit: bool = False,
+        threshold: ClaimThreshold | None = None,
     ) -> None:
         self.design = design
         self.no_contact_reward = no_contact_reward
         self.benign_scale = benign_scale
         self.quote_credit = quote_credit
+        self.threshold = threshold
+        """With reward.claim_rate_target, the cost charged on every claim to hold the benign claim rate."""
         self.group_size = group_size
         self.runner = runner
         self.log = log
@@ -97,6 +101,8 @@ class GroupReward:
             self._use_references([e[4] for e in everything if e[4] is not None])
             before = [len(c) for c in self._comparisons()]
             rewards = self._score(transcripts)
+            if self.threshold is not None:
+                rewards = self.threshold.charge(step, transcripts, rewards)
             new = [r for c, n in zip(self._comparisons(), before, strict=True) for r in c[n:]]
             quote_rewards = self._quote_rewards(transcripts) if self.quote_credit else []
             for t, g, r, reward in zip(transcripts, groups, (e[3] for e in everything), rewards, strict=True):
@@ -104,11 +110,15 @@ class GroupReward:
                 GROUP.set(t, g)
                 ROLLOUT.set(t, r)
                 REWARD.set(t, reward)
+                if self.threshold is not None:
+                    REWARD_DETAILS.set(t, {**(REWARD_DETAILS.get(t) or {}), "claim_cost": self.threshold.charged})
                 t.scores.setdefault(REWARD_DESIGN, self.design.name)
                 if self.log is not None:
                     self.log.append(t)
             if self.monitors is not None:
                 values = step_metrics(transcripts, rewards, self.markers, position_disagreement(new))
+                if self.threshold is not None:
+                    values["claim_cost"] = self.threshold.charged
                 self.monitors.write(step, values, {"rollouts": len(rewards)})
             payload = [(rewards, quote_rewards)]
         broadcast_object_list(payload, from_process=0)
