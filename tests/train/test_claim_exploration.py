@@ -168,6 +168,10 @@ def test_training_rollouts_count_the_groups_whose_rewards_differ() -> None:
         r.scores["reward_details"] = {"quote_reward": quote}
     (third,) = rollouts_by_third(rollouts)
     assert third["quote_credited_planted"] == pytest.approx(200 / 3)  # graded planted quotes only, silent ones too
+    assert third["claim_cost"] is None  # the threshold was not held
+    for r, cost in zip(rollouts, [0.1, 0.1, 0.1, 0.3, 0.3, 0.3], strict=True):
+        r.scores["reward_details"] |= {"claim_cost": cost}
+    assert rollouts_by_third(rollouts)[0]["claim_cost"] == pytest.approx(0.2)
 
 
 class ClaimDesign:

@@ -72,7 +72,8 @@ def rollouts_by_third(transcripts: Sequence[Transcript]) -> list[dict[str, Any]]
     GRPO groups (metadata `group`) whose rewards differ; a group whose rollouts all got the same reward has no
     advantage and teaches nothing, so when benign groups keep a spread and planted ones lose it, silence is all that
     is taught. `quote_credited_planted`: under quote credit (reward.quote_credit: claim), the share of planted
-    rollouts whose quoted evidence a claim would have been paid for, whatever their verdict: the choice of evidence."""
+    rollouts whose quoted evidence a claim would have been paid for, whatever their verdict: the choice of evidence.
+    `claim_cost`: under a held threshold (reward.claim_rate_target), the mean cost each claim was charged."""
     steps = sorted({int(t.metadata[STEP]) for t in transcripts if STEP in t.metadata})
     thirds = []
     for part in range(3):
@@ -103,6 +104,7 @@ def rollouts_by_third(transcripts: Sequence[Transcript]) -> list[dict[str, Any]]
             "spread_groups_planted": _spread_share(t for t in group if not t.benign),
             "spread_groups_benign": _spread_share(t for t in group if t.benign),
             "quote_credited_planted": _quote_credited(t for t in group if not t.benign),
+            "claim_cost": mean(costs) if (costs := [float(c) for t in group if (c := (REWARD_DETAILS.get(t) or {}).get("claim_cost")) is not None]) else None,
         })  # fmt: skip
     return thirds
 
