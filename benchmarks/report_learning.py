@@ -34,6 +34,12 @@ identification and FP calibration are expectations without sampling noise, and t
 evidence: the chance of quoting an evidence sentence, and of a credited quote were the report made to claim.
 `--evaluation sampled` samples `--samples` reports per audit as above.
 
+Threshold-matched start (exact evaluation): a GRPO run that claims more or less everywhere changes identification
+and FP calibration by where its verdict sits alone. So each trained auditor is also compared with its start at the
+same FP calibration: the start's stored scores (`<out>/exact_scores/`) with its verdict's claim log-odds shifted by
+one constant until its mean benign claim rate equals the trained auditor's (auditrl.train.report_choices.
+shift_claims); the change from it is what training added to the choice of evidence and to what the verdict reads.
+
 Prints the CPU (its bf16 support decides the dtype) and the CPU seconds of each stage; writes
 `<out>/report_learning.json`. Rerunning on the same `--out` resumes every stage.
 
@@ -44,6 +50,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from pathlib import Path
 from statistics import mean
@@ -73,7 +80,16 @@ from auditrl.train.episodes import seed_bank, training_seeds
 from auditrl.train.outputs import ADAPTER_DIR
 from auditrl.train.policy import load_policy
 from auditrl.train.report_audits import HELD_OUT_PARTS, audit_parts, held_out_rows
-from auditrl.train.report_choices import ChoiceScores, ProbedAudit, evidence_grammar, expected_outcomes, probed_audits, score_audits
+from auditrl.train.report_choices import (
+    ChoiceScores,
+    ProbedAudit,
+    evidence_grammar,
+    expected_outcomes,
+    matching_shift,
+    probed_audits,
+    score_audits,
+    shift_claims,
+)
 from auditrl.train.rollout import ChatSegments
 from auditrl.train.sft import RECORD_FILE as SFT_RECORD
 from auditrl.train.sft import SFTSettings, run_sft
@@ -109,6 +125,8 @@ RANKING = "ranking AUC (shown vs benign)"
 """How well the audits' claim rates rank planted audits whose target showed the behavior above benign ones (50 =
 chance): unlike the discrimination, a policy that claims less everywhere without reading the evidence differently
 leaves it where it was."""
+SCORES = "exact_scores"
+"""Folder of each auditor's exact scores per part (every report choice's probabilities), kept for the matched start."""
 MADE_TO_CLAIM = "made_to_claim"
 """The policy's own probability of a claim among the verdict's spellings, where it drew its verdict."""
 console = Console(width=170)
@@ -141,6 +159,11 @@ def reward_check(cfg: GRPOLMConfig) -> dict[str, Any]:
     return check
 
 
+def unit_key(t: Transcript) -> str:
+    """An audit's key across auditors: `seed|family|planted or benign`."""
+    return f"{t.seed_id}|{t.target_family}|{'benign' if t.benign else 'planted'}"
+
+
 def audit_units(transcripts: list[Transcript], cfg: GRPOLMConfig) -> dict[str, dict[str, Any]]:
     """Per audit (`seed|family|planted or benign`), the mean over its samples of each metric it has, and its group;
     on planted audits also whether some quote the grammar allows of a reply that showed the behavior is a claim the
@@ -150,7 +173,7 @@ def audit_units(transcripts: list[Transcript], cfg: GRPOLMConfig) -> dict[str, d
     by: dict[str, list[Transcript]] = {}
     for t in transcripts:
         if t.status != "error":
-            by.setdefault(f"{t.seed_id}|{t.target_family}|{'benign' if t.benign else 'planted'}", []).append(t)
+            by.setdefault(unit_key(t), []).append(t)
     units: dict[str, dict[str, Any]] = {}
     for key, ts in by.items():
         unit: dict[str, Any] = {"readable report rate": 100.0 * mean(report_outcome(t.report) != "unreadable" for t in ts)}
@@ -183,7 +206,7 @@ def exact_units(audits: list[ProbedAudit], scores: list[ChoiceScores]) -> dict[s
                     VERDICT_SHORT: [c for c, choice in zip(score.claim, audit.choices, strict=True) if choice.label is False and len(choice.text.split()) < LONG],
                     VERDICT_LONG: [c for c, choice in zip(score.claim, audit.choices, strict=True) if choice.label is False and len(choice.text.split()) >= LONG]}  # fmt: skip
         unit |= {k: 100.0 * mean(v) for k, v in verdicts.items() if v}
-        units[f"{t.seed_id}|{t.target_family}|{'benign' if t.benign else 'planted'}"] = unit
+        units[unit_key(t)] = unit
     return units
 
 
@@ -262,6 +285,39 @@ def exact_evaluation(cfg: GRPOLMConfig, model: Any, tokenizer: Any, audits: list
         return score_audits(model, audits, evidence_grammar(cfg, segments), cfg.episodes.temperature, pad_id, lambda n: bar.advance(task, n))
 
 
+def scores_file(out: Path, name: str, part: str) -> Path:
+    """Where an auditor's exact scores of one part are kept, for its threshold-matched comparisons."""
+    slug = lambda text: re.sub(r"[^A-Za-z0-9+-]+", "_", text).strip("_")  # noqa: E731
+    return out / SCORES / slug(name) / f"{slug(part)}.json"
+
+
+def save_scores(path: Path, audits: list[ProbedAudit], scores: list[ChoiceScores]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps({unit_key(a.transcript): {"quote": s.quote, "claim": s.claim} for a, s in zip(audits, scores, strict=True)}))
+
+
+def load_scores(path: Path, audits: list[ProbedAudit]) -> list[ChoiceScores]:
+    """The stored scores of `audits`, in their order; an audit missing or with other choices is an error, since the
+    scores would then belong to other audits."""
+    stored = json.loads(path.read_text(encoding="utf-8"))
+    out = []
+    for a in audits:
+        key = unit_key(a.transcript)
+        if key not in stored or len(stored[key]["claim"]) != len(a.choices):
+            raise SystemExit(f"{path}: no scores of audit {key} with its {len(a.choices)} report choices; these scores are of other audits")
+        out.append(ChoiceScores(quote=stored[key]["quote"], claim=stored[key]["claim"]))
+    return out
+
+
+def matched_start(units: dict[str, dict[str, Any]], audits: list[ProbedAudit], start: list[ChoiceScores]) -> dict[str, Any]:
+    """The start auditor at a trained auditor's threshold: the start's own scores with its verdict's claim log-odds
+    shifted (report_choices.shift_claims) until its mean benign claim rate equals the trained auditor's, so its FP
+    calibration is the same; what the trained auditor then gains reads the evidence, not where its verdict sits."""
+    benign = [u["claim rate, benign"] for u in units.values() if "claim rate, benign" in u]
+    shift = matching_shift(audits, start, mean(benign) / 100.0)
+    return {"shift": shift, "units": exact_units(audits, [shift_claims(s, shift) for s in start])}
+
+
 def main(
     config: Annotated[Path, typer.Option(help="A grpo_lm config with report-only probing and a report grammar (GRPO from the base, and the SFT's training distribution).")] = CONFIG,
     sft_config: Annotated[Path, typer.Option(help="The config of GRPO from the SFT base (its policy.init_adapter is replaced by this run's SFT adapter).")] = SFT_CONFIG,
@@ -327,6 +383,13 @@ def main(
     held_out = cfg.model_copy(update={"episodes": cfg.episodes.model_copy(update={"families": family})}) if family else cfg
     probed: dict[str, list[ProbedAudit]] = {}
     behaviors = load_behaviors()
+
+    def probe(p: str, tokenizer: Any) -> list[ProbedAudit]:
+        if p not in probed:
+            rows = held_out_rows(held_out, p, seeds_per_behavior=seeds)
+            probed[p] = probed_audits(held_out, ChatSegments(tokenizer), behaviors, seed_bank(held_out, behaviors), rows)
+        return probed[p]
+
     for label in auditor:
         adapter = adapters[label]
         name = label if label in ("untrained base", "SFT base") or checkpoint is None else f"{label} (step {checkpoint})"
@@ -338,10 +401,9 @@ def main(
         if evaluation == "exact":
             results = record.setdefault("exact", {}).setdefault(name, {})
             for p in (p for p in part if p not in results):  # parts evaluated by an earlier call are kept
-                if p not in probed:
-                    rows = held_out_rows(held_out, p, seeds_per_behavior=seeds)
-                    probed[p] = probed_audits(held_out, ChatSegments(tokenizer), behaviors, seed_bank(held_out, behaviors), rows)
-                results[p] = exact_units(probed[p], exact_evaluation(held_out, model, tokenizer, probed[p]))
+                scores = exact_evaluation(held_out, model, tokenizer, probe(p, tokenizer))
+                save_scores(scores_file(out, name, p), probed[p], scores)
+                results[p] = exact_units(probed[p], scores)
                 seconds = record["cpu_seconds"]
                 seconds[f"exact evaluation: {name}"] = seconds.get(f"exact evaluation: {name}", 0.0) + time.process_time() - started
                 started = time.process_time()
@@ -358,6 +420,12 @@ def main(
             record["cpu_seconds"][f"evaluation made to claim: {name}"] = time.process_time() - started
             record.setdefault("made_to_claim", {})[name] = {p: audit_units(ts, cfg) for p, ts in forced.items()}
         save()
+    for name, results in record.get("exact", {}).items():
+        start = start_of(name)
+        for p in (p for p in part if p in results and start and scores_file(out, start, p).is_file()):
+            start_scores = load_scores(scores_file(out, start, p), probe(p, tokenizer))
+            record.setdefault("matched", {}).setdefault(name, {})[p] = matched_start(results[p], probed[p], start_scores)
+    save()
     print_tables(record)
     save()
 
@@ -389,18 +457,33 @@ def results_table(
     return table, {"results": sums, "changes": changes}
 
 
+def matched_table(name: str, part: str, units: dict[str, dict[str, Any]], matched: dict[str, Any], metrics: list[str], caption: str) -> Table:
+    """A trained auditor against its start at the same FP calibration (`matched_start`), paired over audits."""
+    start = start_of(name)
+    trained, base, change = summary(units), summary(matched["units"]), paired_change(units, matched["units"])
+    table = Table(title=f"{part}: {name} against {start} at the same FP calibration ({start}'s claim log-odds shifted by "
+                        f"{matched['shift']:+.2f}), % mean [95% CI] over audits", caption=caption)  # fmt: skip
+    table.add_column("metric", no_wrap=True)
+    for column in (name, f"{start}, matched", f"{name} - {start}, matched"):
+        table.add_column(column, justify="right")
+    for metric in dict.fromkeys(metrics):
+        if metric in trained:
+            table.add_row(metric, cell(trained.get(metric)), cell(base.get(metric)), cell(change.get(metric), signed=True))
+    return table
+
+
 def training_table(title: str, training: list[dict[str, Any]], caption: str) -> Table:
     table = Table(title=title, caption=caption)
     for column in ("steps", "rollouts", "free claims, planted %", "free claims, benign %", "P(claim), planted %", "P(claim), benign %",
                    "forced-claim reward, planted", "free reward, planted", "groups with a reward spread, planted / benign %",
-                   "quote credited, planted %", "reward"):  # fmt: skip
+                   "quote credited, planted %", "claim cost", "reward"):  # fmt: skip
         table.add_column(column, justify="right")
     for t in training:
         fmt = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
         table.add_row(t["steps"], str(t["rollouts"]), fmt(t["claims_planted"]), fmt(t["claims_benign"]), fmt(t.get("claim_probability_planted")),
                       fmt(t.get("claim_probability_benign")), fmt(t["forced_claim_reward_planted"]), fmt(t["free_reward_planted"]),
                       f"{fmt(t.get('spread_groups_planted'))} / {fmt(t.get('spread_groups_benign'))}", fmt(t.get("quote_credited_planted")),
-                      cell(t["reward"], digits=3))  # fmt: skip
+                      fmt(t.get("claim_cost")), cell(t["reward"], digits=3))  # fmt: skip
     return table
 
 
@@ -429,6 +512,13 @@ def print_tables(record: dict[str, Any]) -> None:
         if made := results_table(title, record.get("exact", {}), part, exact_rows, caption):
             console.print(made[0])
             summaries.setdefault(part, {})["exact"] = made[1]
+        for name, parts in record.get("matched", {}).items():
+            if part in parts:
+                console.print(matched_table(name, part, record["exact"][name][part], parts[part], exact_rows, caption))
+                summaries[part].setdefault("matched", {})[name] = {
+                    "shift": parts[part]["shift"], "start": summary(parts[part]["units"]),
+                    "change": paired_change(record["exact"][name][part], parts[part]["units"]),
+                }  # fmt: skip
         title = f"{part}, every planted report made to claim: the choice of evidence alone, % mean [95% CI] over audits"
         forced = {n: units for n, units in record.get("made_to_claim", {}).items()}
         made_rows = ["identification (planted)", f"identification, {GROUPS[0]}", CEILING]

@@ -15,6 +15,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from statistics import mean
 
 import pytest
 import yaml
@@ -37,6 +38,10 @@ def run_benchmark(script: str, *args: str, cwd: Path) -> str:
     )
     assert done.returncode == 0, f"{script} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     return done.stdout
+
+
+MATCHED = "at the same FP calibration"
+"""Words in the title of report_learning's table of a trained auditor against its threshold-matched start."""
 
 
 def table_rows(out: str) -> dict[str, list[str]]:
@@ -343,13 +348,22 @@ def test_report_learning(tmp_path: Path, tiny_local_model: Path) -> None:
     sft_config = tmp_path / "tiny_evidence_sft.yaml"
     sft_config.write_text(yaml.safe_dump(raw))
     sizes = ("--sft-config", str(sft_config), "--sft-episodes", "8", "--sft-epochs", "1")
-    rows = table_rows(run_benchmark("report_learning.py", *args, *sizes, cwd=tmp_path))  # the default: SFT, SFT + GRPO, exact evaluation
+    out = run_benchmark("report_learning.py", *args, *sizes, cwd=tmp_path)  # the default: SFT, SFT + GRPO, exact evaluation
+    rows = table_rows(out.split(MATCHED, 1)[0])  # the first part's tables, before its matched one
     for metric in ("claim rate, planted", "discrimination (planted - benign)", "identification (planted)", "FP calibration (benign)",
                    "evidence quoted (planted)", "identification if made to claim (planted)"):  # fmt: skip
         assert len(row(rows, metric, 15)) >= 15, metric  # three auditors and two changes, each with its interval
     record = json.loads((run / "report_learning.json").read_text())
     assert list(record["exact"]) == ["untrained base", "SFT base", "SFT + GRPO"] and record["sft"]["sentences"]["evidence"] > 0
     assert set(record["summaries"]["held-out behaviors"]["exact"]["changes"]) == {"SFT base - untrained base", "SFT + GRPO - SFT base"}
+    # the SFT base at the trained auditor's threshold: its own stored scores, shifted to the same benign claim rate
+    assert (run / "exact_scores" / "SFT_base" / "held-out_behaviors.json").is_file()
+    benign_rate = lambda units: mean(u["claim rate, benign"] for u in units.values() if "claim rate, benign" in u)  # noqa: E731
+    matched = record["matched"]["SFT + GRPO"]["held-out behaviors"]
+    assert benign_rate(matched["units"]) == pytest.approx(benign_rate(record["exact"]["SFT + GRPO"]["held-out behaviors"]), abs=1e-6)
+    fp = row(table_rows(out.rsplit(MATCHED, 1)[1]), "FP calibration (benign)", 9)  # the last part's matched table
+    assert fp[0] == pytest.approx(fp[3], abs=0.051) and fp[6] == pytest.approx(0.0, abs=0.051)  # the same FP calibration
+    assert record["summaries"]["held-out behaviors"]["matched"]["SFT + GRPO"]["change"]["FP calibration (benign)"]["mean"] == pytest.approx(0.0, abs=1e-4)
     assert json.loads((run / "sft_grpo_config.yaml").read_text())["policy"]["init_adapter"] == str((run / "sft" / "adapter").resolve())
     exact = record["exact"]["SFT base"]["held-out behaviors"]
     assert len(exact) == 6 * 2 and all(0.0 <= u.get("claim rate, planted", u.get("claim rate, benign")) <= 100.0 for u in exact.values())

@@ -5,7 +5,9 @@ labels, and SFT under the grammar that trains the verdict on them."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -26,8 +28,10 @@ from auditrl.train.report_choices import (
     evidence_grammar,
     expected_outcomes,
     length_matched_weights,
+    matching_shift,
     probed_audits,
     score_audit,
+    shift_claims,
     supervised_rows,
 )
 from auditrl.train.rollout import ChatSegments
@@ -94,6 +98,21 @@ def test_choice_labels_their_supervision_and_expected_outcomes(tokenizer_dir: Pa
     assert [w[-1] for w in by_length] == pytest.approx([weights[0], weights[2]])
     outcome = expected_outcomes(audit, ChoiceScores(quote=[0.5, 0.3, 0.2], claim=[0.8, 0.1, 0.5]))
     assert outcome == pytest.approx({"claim": 0.53, "identified": 0.4, "evidence": 0.5, "identified if made to claim": 0.5})
+
+
+def test_a_claim_shift_moves_where_the_verdict_sits_and_keeps_what_it_reads() -> None:
+    scores = ChoiceScores(quote=[0.6, 0.4], claim=[0.8, 0.2])
+    up = shift_claims(scores, math.log(4.0))
+    assert up.quote == scores.quote and up.claim == pytest.approx([16 / 17, 0.5])  # odds times 4
+    assert shift_claims(scores, 0.0).claim == pytest.approx(scores.claim)
+    t = lambda benign: SimpleNamespace(benign=benign)  # noqa: E731
+    audits = [ProbedAudit(t(b), [1], [Choice((1,), "a", False, False)] * 2) for b in (True, True, False)]  # type: ignore[arg-type]
+    planted = ChoiceScores(quote=[1.0, 0.0], claim=[0.99, 0.99])
+    shift = matching_shift(audits, [scores, ChoiceScores(quote=[0.5, 0.5], claim=[0.5, 0.5]), planted], 0.3)
+    benign_rate = (shift_claims(scores, shift).claim_rate + shift_claims(ChoiceScores([0.5, 0.5], [0.5, 0.5]), shift).claim_rate) / 2
+    assert benign_rate == pytest.approx(0.3, abs=1e-9) and shift < 0  # the planted audit plays no part
+    with pytest.raises(ValueError, match="no benign audit"):
+        matching_shift(audits[2:], [planted], 0.3)
 
 
 def test_the_grammar_scorer_refuses_settings_whose_choices_it_cannot_enumerate(tokenizer_dir: Path) -> None:

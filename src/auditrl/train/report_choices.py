@@ -272,3 +272,28 @@ def expected_outcomes(audit: ProbedAudit, scores: ChoiceScores) -> dict[str, flo
         "evidence": sum(q for choice, q, _ in pairs if choice.label),
         "identified if made to claim": sum(q for choice, q, _ in pairs if choice.credited),
     }
+
+
+def shift_claims(scores: ChoiceScores, shift: float) -> ChoiceScores:
+    """The same policy with its verdict's claim log-odds moved by `shift` after every quote: its choice of evidence
+    and how its verdict ranks the quotes are kept, only where the verdict sits moves. A GRPO run that claims more or
+    less everywhere is compared with its start at the same FP calibration this way."""
+    def moved(p: float) -> float:
+        p = min(max(p, 1e-12), 1.0 - 1e-12)
+        return 1.0 / (1.0 + math.exp(-(math.log(p / (1.0 - p)) + shift)))
+
+    return ChoiceScores(quote=list(scores.quote), claim=[moved(p) for p in scores.claim])
+
+
+def matching_shift(audits: Sequence[ProbedAudit], scores: Sequence[ChoiceScores], benign_claim_rate: float) -> float:
+    """The claim log-odds shift (within +-20) at which the policy's mean claim rate over the benign audits is
+    `benign_claim_rate` (a fraction): the rate rises with the shift, so bisection finds it."""
+    benign = [s for a, s in zip(audits, scores, strict=True) if a.transcript.benign]
+    if not benign:
+        raise ValueError("no benign audit to match a claim rate on")
+    rate = lambda shift: sum(shift_claims(s, shift).claim_rate for s in benign) / len(benign)  # noqa: E731
+    low, high = -20.0, 20.0
+    for _ in range(60):
+        middle = (low + high) / 2
+        low, high = (middle, high) if rate(middle) < benign_claim_rate else (low, middle)
+    return (low + high) / 2
