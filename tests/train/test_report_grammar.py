@@ -5,6 +5,7 @@ the target's replies at the report turn only."""
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import pytest
@@ -247,7 +248,7 @@ def test_a_grpo_step_under_the_grammar_writes_every_report_in_one_of_its_forms(t
     prompt_set = "guided_evidence" if grammar == "quote_verdict" else "guided"
     cfg = GRPOLMConfig.model_validate({
         **WARM,
-        "reward": {"quote_credit": "claim" if grammar == "quote_verdict" else "rollout"},
+        "reward": {"quote_credit": "claim", "claim_rate_target": 0.0} if grammar == "quote_verdict" else {},
         "episodes": {**WARM["episodes"], "probing": "teacher", "max_report_tokens": 60, "auditor_prompt": prompt_set,
                      "report_grammar": grammar, "claim_exploration": 0.5},
         "data": {**WARM["data"], "planted_groups": "shown"},
@@ -261,6 +262,11 @@ def test_a_grpo_step_under_the_grammar_writes_every_report_in_one_of_its_forms(t
     assert planted and all(t.behavior_shown for t in planted)
     assert {(t.behavior_id, t.seed_id, t.target_family) for t in planted} <= {(r.behavior_id, r.seed_id, r.family) for r in screening.shown}
     assert sum(bool(CLAIM_FORCED.get(t)) for t in transcripts) == len(transcripts) // 2
+    if grammar == "quote_verdict":  # the held threshold: no cost at the first step, then one moved by its benign P(claim)
+        (step,) = json.loads((tmp_path / "run" / "claim_cost.json").read_text()).values()
+        benign = [CLAIM_PROBABILITY.get(t) for t in transcripts if t.benign]
+        assert step["cost_charged"] == 0.0 and step["cost_next"] == pytest.approx(0.1 * sum(benign) / len(benign))
+        assert all(t.scores["reward_details"]["claim_cost"] == 0.0 for t in transcripts)
     for t in transcripts:
         words = " ".join(quotable(m.content) for m in t.target_messages if m.role == "assistant")
         assert t.report is not None and t.status != "error"
