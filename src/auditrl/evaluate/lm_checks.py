@@ -73,7 +73,8 @@ def rollouts_by_third(transcripts: Sequence[Transcript]) -> list[dict[str, Any]]
     advantage and teaches nothing, so when benign groups keep a spread and planted ones lose it, silence is all that
     is taught. `quote_credited_planted`: under quote credit (reward.quote_credit: claim), the share of planted
     rollouts whose quoted evidence a claim would have been paid for, whatever their verdict: the choice of evidence.
-    `claim_cost`: under a held threshold (reward.claim_rate_target), the mean cost each claim was charged."""
+    `claim_cost`: under a held threshold (reward.claim_rate_target), the cost a claim paid, averaged over the third's
+    steps (negative: a bonus)."""
     steps = sorted({int(t.metadata[STEP]) for t in transcripts if STEP in t.metadata})
     thirds = []
     for part in range(3):
