@@ -457,8 +457,11 @@ def results_table(
     return table, {"results": sums, "changes": changes}
 
 
-def matched_table(name: str, part: str, units: dict[str, dict[str, Any]], matched: dict[str, Any], metrics: list[str], caption: str) -> Table:
-    """A trained auditor against its start at the same FP calibration (`matched_start`), paired over audits."""
+def matched_table(
+    name: str, part: str, units: dict[str, dict[str, Any]], matched: dict[str, Any], metrics: list[str], caption: str
+) -> tuple[Table, dict[str, Any]]:
+    """A trained auditor against its start at the same FP calibration (`matched_start`), paired over audits, and the
+    start's summary and the change, for the record."""
     start = start_of(name)
     trained, base, change = summary(units), summary(matched["units"]), paired_change(units, matched["units"])
     table = Table(title=f"{part}: {name} against {start} at the same FP calibration ({start}'s claim log-odds shifted by "
@@ -469,7 +472,7 @@ def matched_table(name: str, part: str, units: dict[str, dict[str, Any]], matche
     for metric in dict.fromkeys(metrics):
         if metric in trained:
             table.add_row(metric, cell(trained.get(metric)), cell(base.get(metric)), cell(change.get(metric), signed=True))
-    return table
+    return table, {"shift": matched["shift"], "start": base, "change": change}
 
 
 def training_table(title: str, training: list[dict[str, Any]], caption: str) -> Table:
@@ -514,11 +517,9 @@ def print_tables(record: dict[str, Any]) -> None:
             summaries.setdefault(part, {})["exact"] = made[1]
         for name, parts in record.get("matched", {}).items():
             if part in parts:
-                console.print(matched_table(name, part, record["exact"][name][part], parts[part], exact_rows, caption))
-                summaries[part].setdefault("matched", {})[name] = {
-                    "shift": parts[part]["shift"], "start": summary(parts[part]["units"]),
-                    "change": paired_change(record["exact"][name][part], parts[part]["units"]),
-                }  # fmt: skip
+                table, made_summary = matched_table(name, part, record["exact"][name][part], parts[part], exact_rows, caption)
+                console.print(table)
+                summaries[part].setdefault("matched", {})[name] = made_summary
         title = f"{part}, every planted report made to claim: the choice of evidence alone, % mean [95% CI] over audits"
         forced = {n: units for n, units in record.get("made_to_claim", {}).items()}
         made_rows = ["identification (planted)", f"identification, {GROUPS[0]}", CEILING]
