@@ -11,7 +11,7 @@ from transformers import TrainerState
 from auditrl.configfile import load_yaml
 from auditrl.scaffold.transcript import Transcript
 from auditrl.scaffold.transcript_keys import CLAIM_PROBABILITY, REWARD_DETAILS
-from auditrl.train.claim_threshold import HISTORY_FILE, ClaimThreshold, benign_claim_rate
+from auditrl.train.claim_threshold import HISTORY_FILE, ClaimThreshold, benign_claim_rate, row_key
 from auditrl.train.config import GRPOLMConfig
 from auditrl.train.reward import GroupReward
 from auditrl.train.runtime import AsyncRunner
@@ -52,6 +52,24 @@ def test_the_benign_rate_reads_the_policys_probability_else_its_verdicts() -> No
     assert benign_claim_rate(claims[3:]) is None
 
 
+def test_a_target_per_row_compares_each_step_with_the_start_on_its_own_rows(tmp_path: Path) -> None:
+    def on(seed: str, p: float) -> Transcript:
+        return probability(audit(PLAIN, False, None).model_copy(update={"seed_id": seed}), p)
+
+    start = {row_key(on("quiet", 0.0)): 0.1, row_key(on("loud", 0.0)): 0.9}
+    threshold = ClaimThreshold(start, 1.0, tmp_path / HISTORY_FILE)
+    threshold.charge(0, [on("loud", 0.9), on("loud", 0.9)], [0.5, 0.5])
+    assert threshold.cost == pytest.approx(0.0)  # a loud row claimed as often as the start did there: no cost
+    threshold.charge(1, [on("quiet", 0.3), on("quiet", 0.3)], [0.5, 0.5])
+    assert threshold.cost == pytest.approx(0.2)  # a fixed target of 0.5 would have lowered it
+    threshold.charge(2, [on("quiet", 0.1), on("elsewhere", 1.0)], [0.5, 0.5])  # a row the start lacks is left out
+    assert threshold.cost == pytest.approx(0.2)
+    threshold.charge(3, [on("elsewhere", 1.0)], [0.5])
+    history = json.loads((tmp_path / HISTORY_FILE).read_text())
+    assert [history[s]["target"] for s in "0123"] == pytest.approx([0.9, 0.1, 0.1, None])
+    assert threshold.cost == pytest.approx(0.2)
+
+
 def test_a_resumed_run_continues_from_the_cost_its_checkpoint_trained_with(tmp_path: Path) -> None:
     path = tmp_path / HISTORY_FILE
     first = ClaimThreshold(0.0, 1.0, path)
@@ -87,4 +105,14 @@ def test_the_config_checks_the_target() -> None:
     raw["reward"]["claim_rate_target"] = 0.5
     raw["data"]["benign_fraction"] = 0.0
     with pytest.raises(ValueError, match="claim_rate_target holds the benign claim rate, which needs benign groups"):
+        GRPOLMConfig.model_validate(raw)
+    raw["data"]["benign_fraction"] = 0.5
+    raw["reward"]["claim_rate_target"] = "start"
+    assert GRPOLMConfig.model_validate(raw).reward.claim_rate_target == "start"
+    raw["episodes"]["quote_unit"] = "span"
+    with pytest.raises(ValueError, match="claim_rate_target: start scores every report .*\(got quote_verdict, span, teacher\)"):
+        GRPOLMConfig.model_validate(raw)
+    raw["episodes"]["quote_unit"] = "sentence"
+    raw["reward"]["claim_rate_target"] = "first"
+    with pytest.raises(ValueError, match="claim_rate_target"):
         GRPOLMConfig.model_validate(raw)

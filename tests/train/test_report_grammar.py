@@ -243,14 +243,16 @@ def test_a_grpo_step_under_the_grammar_writes_every_report_in_one_of_its_forms(t
 
     from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
     from auditrl.scaffold.transcript_keys import CLAIM_FORCED, CLAIM_PROBABILITY
+    from auditrl.train.claim_threshold import row_key
     from auditrl.train.grpo import train_run
 
     prompt_set = "guided_evidence" if grammar == "quote_verdict" else "guided"
     cfg = GRPOLMConfig.model_validate({
         **WARM,
-        "reward": {"quote_credit": "claim", "claim_rate_target": 0.0} if grammar == "quote_verdict" else {},
+        "reward": {"quote_credit": "claim", "claim_rate_target": "start"} if grammar == "quote_verdict" else {},
         "episodes": {**WARM["episodes"], "probing": "teacher", "max_report_tokens": 60, "auditor_prompt": prompt_set,
-                     "report_grammar": grammar, "claim_exploration": 0.5},
+                     "report_grammar": grammar, "claim_exploration": 0.5,
+                     "quote_unit": "sentence" if grammar == "quote_verdict" else "span"},
         "data": {**WARM["data"], "planted_groups": "shown"},
         "trainer": {"max_steps": 1, "save_steps": 1, "report_to": [], "extra": {"logging_strategy": "no"}},
     })  # fmt: skip
@@ -262,10 +264,15 @@ def test_a_grpo_step_under_the_grammar_writes_every_report_in_one_of_its_forms(t
     assert planted and all(t.behavior_shown for t in planted)
     assert {(t.behavior_id, t.seed_id, t.target_family) for t in planted} <= {(r.behavior_id, r.seed_id, r.family) for r in screening.shown}
     assert sum(bool(CLAIM_FORCED.get(t)) for t in transcripts) == len(transcripts) // 2
-    if grammar == "quote_verdict":  # the held threshold: no cost at the first step, then one moved by its benign P(claim)
+    if grammar == "quote_verdict":  # the held threshold: no cost at the first step, then one moved by how far its
+        # benign P(claim) lies above the starting policy's exact claim rate on the same rows
         (step,) = json.loads((tmp_path / "run" / "claim_cost.json").read_text()).values()
-        benign = [CLAIM_PROBABILITY.get(t) for t in transcripts if t.benign]
-        assert step["cost_charged"] == 0.0 and step["cost_next"] == pytest.approx(0.1 * sum(benign) / len(benign))
+        start = json.loads((tmp_path / "run" / "claim_rate_start.json").read_text())
+        benign = [t for t in transcripts if t.benign]
+        assert {row_key(t) for t in benign} <= set(start) and all(0.0 < r < 1.0 for r in start.values())
+        rate, target = (sum(f(t) for t in benign) / len(benign) for f in (CLAIM_PROBABILITY.get, lambda t: start[row_key(t)]))
+        assert step["target"] == pytest.approx(target) and step["benign_claim_rate"] == pytest.approx(rate)
+        assert step["cost_charged"] == 0.0 and step["cost_next"] == pytest.approx(0.1 * (rate - target))
         assert all(t.scores["reward_details"]["claim_cost"] == 0.0 for t in transcripts)
     for t in transcripts:
         words = " ".join(quotable(m.content) for m in t.target_messages if m.role == "assistant")

@@ -5,28 +5,48 @@ what it reads, and that threshold alone decided identification and FP calibratio
 charged on every claim, planted or benign alike, moves the threshold and nothing else; adapting the cost by dual
 ascent so that the benign claim rate stays at its target leaves GRPO only one way to earn more: claim on the
 evidence of planted targets rather than on benign ones.
+
+The target is either one rate for every step or, with `start`, the starting policy's own exact claim rate on each
+benign row (`start_claim_rates`): one step's benign audits share one target, and rows' rates differ by up to 0.85,
+so a fixed target compares the policy with a different row each step while `start` compares it with itself.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from statistics import mean
 from typing import Any
 
 from auditrl.atomic import atomic_write_text
+from auditrl.behaviors.schema import Behavior, Seed
 from auditrl.judges.claim_grader import report_outcome
 from auditrl.scaffold.transcript import Transcript
 from auditrl.scaffold.transcript_keys import CLAIM_PROBABILITY
+from auditrl.train.config import GRPOLMConfig
+from auditrl.train.report_choices import evidence_grammar, probed_audits, score_audits
+from auditrl.train.rollout import ChatSegments, EpisodeRow
 
 HISTORY_FILE = "claim_cost.json"
+START_RATES_FILE = "claim_rate_start.json"
 
 
-def benign_claim_rate(transcripts: Sequence[Transcript]) -> float | None:
-    """The step's benign claim rate (0-1): the mean of the policy's own P(claim) where it drew its verdict (smoother
-    than four sampled verdicts), else the share of benign reports that claim; None without benign audits."""
-    benign = [t for t in transcripts if t.benign and t.status != "error"]
+def row_key(transcript: Transcript) -> str:
+    """The training row (target, seed, family, benign) an audit was drawn from, as a JSON key."""
+    return json.dumps([transcript.behavior_id, transcript.seed_id, transcript.target_family, transcript.benign])
+
+
+def benign_audits(transcripts: Sequence[Transcript], rows: Mapping[str, float] | None = None) -> list[Transcript]:
+    """The step's benign audits that ran, and with `rows` only those of a row it holds."""
+    return [t for t in transcripts if t.benign and t.status != "error" and (rows is None or row_key(t) in rows)]
+
+
+def benign_claim_rate(transcripts: Sequence[Transcript], rows: Mapping[str, float] | None = None) -> float | None:
+    """The step's benign claim rate (0-1) over `benign_audits`: the mean of the policy's own P(claim) where it drew
+    its verdict (smoother than four sampled verdicts), else the share of benign reports that claim; None without
+    benign audits."""
+    benign = benign_audits(transcripts, rows)
     if not benign:
         return None
     probabilities = [CLAIM_PROBABILITY.get(t) for t in benign]
@@ -39,13 +59,13 @@ class ClaimThreshold:
     """A cost taken off the reward of every audit that claims, raised after each step by `step_size` times how far
     the step's benign claim rate lies above `target` (lowered when below; it may turn into a bonus).
 
-    The target is a fixed rate, not the first step's: one step's benign audits share one or two targets, whose
-    claim rates differ far more than a run moves them, so a small step averages that spread over many steps. The
+    The target is a fixed rate, or a rate per benign row (`row_key`), such as the starting policy's there; then a
+    step compares its audits with their own rows' rates, and audits of a row it lacks are left out. The
     cost each step charged and the cost it left are written to `claim_cost.json` in the run, so a resumed run
     continues from the cost its checkpoint trained with.
     """
 
-    def __init__(self, target: float, step_size: float, path: Path | None) -> None:
+    def __init__(self, target: float | Mapping[str, float], step_size: float, path: Path | None) -> None:
         self.target = target
         self.step_size = step_size
         self.path = path
@@ -68,10 +88,39 @@ class ClaimThreshold:
             self._resume(step)
         self.charged = charged = self.cost
         out = [r - charged if r is not None and report_outcome(t.report) == "claim" else r for t, r in zip(transcripts, rewards, strict=True)]
-        rate = benign_claim_rate(transcripts)
+        rows = self.target if isinstance(self.target, Mapping) else None
+        rate = benign_claim_rate(transcripts, rows)
+        target = None
         if rate is not None:
-            self.cost += self.step_size * (rate - self.target)
-        self.history[str(step)] = {"cost_charged": charged, "benign_claim_rate": rate, "target": self.target, "cost_next": self.cost}
+            target = mean(rows[row_key(t)] for t in benign_audits(transcripts, rows)) if rows is not None else float(self.target)  # type: ignore[arg-type]
+            self.cost += self.step_size * (rate - target)
+        self.history[str(step)] = {"cost_charged": charged, "benign_claim_rate": rate, "target": target, "cost_next": self.cost}
         if self.path is not None:
             atomic_write_text(self.path, json.dumps(self.history, indent=1))
         return out
+
+
+def start_claim_rates(
+    cfg: GRPOLMConfig,
+    model: Any,
+    tokenizer: Any,
+    behaviors: dict[str, Behavior],
+    seeds: Sequence[Seed],
+    rows: Sequence[EpisodeRow],
+    path: Path,
+) -> dict[str, float]:
+    """The starting policy's exact claim rate on each benign row of the run (every report it may write, scored as
+    the grammar samples it: auditrl.train.report_choices), by `row_key`. Kept in `path` once computed, because a
+    resumed run's model is no longer the start."""
+    if path.is_file():
+        return {k: float(v) for k, v in json.loads(path.read_text(encoding="utf-8")).items()}
+    segments = ChatSegments(tokenizer)
+    audits = probed_audits(cfg, segments, behaviors, seeds, list(dict.fromkeys(r for r in rows if r.benign)))
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    training = model.training
+    model.eval()
+    scores = score_audits(model, audits, evidence_grammar(cfg, segments), cfg.episodes.temperature, pad_id)
+    model.train(training)
+    rates = {row_key(a.transcript): s.claim_rate for a, s in zip(audits, scores, strict=True)}
+    atomic_write_text(path, json.dumps(rates, indent=1))
+    return rates

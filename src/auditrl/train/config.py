@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -344,17 +344,18 @@ class RewardSettings(ConfigModel):
         "docks a claim, and the quote that led to the claim shares the dock, so benign groups teach the policy to "
         "quote less telling words while planted groups teach the opposite; the choice of evidence never moved.",
     )
-    claim_rate_target: float | None = Field(
+    claim_rate_target: Annotated[float, Field(ge=0.0, le=1.0)] | Literal["start"] | None = Field(
         default=None,
-        ge=0.0,
-        le=1.0,
         description="Hold the policy's claim threshold: a cost is taken off the reward of every audit that claims, "
         "planted or benign alike, and after each step it rises by `claim_cost_step` times how far the step's benign "
         "claim rate (the policy's mean P(claim) at its verdicts) lies above this target, and falls when below "
-        "(auditrl.train.claim_threshold). A rate in [0, 1], such as the starting policy's benign claim rate. Why: "
-        "in every earlier run GRPO moved how readily the policy claims anywhere, and that alone decided "
-        "identification and FP calibration; with the threshold held, the reward rises only by claiming on planted "
-        "targets' evidence rather than on benign targets. None: no cost. Needs benign groups (data.benign_fraction > 0).",
+        "(auditrl.train.claim_threshold). A rate in [0, 1], or `start`: on each benign row, the starting policy's "
+        "own exact claim rate there, computed once before the first step (needs episodes.report_grammar: "
+        "quote_verdict, quote_unit: sentence and probing: teacher); a fixed rate is compared with rows whose rates "
+        "differ by up to 0.85, `start` with the same row. Why: in every earlier run GRPO moved how readily the "
+        "policy claims anywhere, and that alone decided identification and FP calibration; with the threshold held, "
+        "the reward rises only by claiming on planted targets' evidence rather than on benign targets. None: no "
+        "cost. Needs benign groups (data.benign_fraction > 0).",
     )
     claim_cost_step: float = Field(
         default=0.1,
@@ -437,6 +438,13 @@ class GRPOLMConfig(ConfigModel):
             raise ValueError(
                 "reward.claim_rate_target holds the benign claim rate, which needs benign groups; "
                 f"data.benign_fraction is {self.data.benign_fraction}"
+            )
+        e = self.episodes
+        if self.reward.claim_rate_target == "start" and (e.report_grammar, e.quote_unit, e.probing) != ("quote_verdict", "sentence", "teacher"):
+            raise ValueError(
+                "reward.claim_rate_target: start scores every report of the starting policy exactly, which needs "
+                "episodes.report_grammar: quote_verdict, quote_unit: sentence and probing: teacher "
+                f"(got {e.report_grammar}, {e.quote_unit}, {e.probing})"
             )
         rollouts = self.data.group_size * self.data.groups_per_step
         if rollouts % self.trainer.micro_batch_size:

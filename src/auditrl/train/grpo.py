@@ -45,7 +45,7 @@ from auditrl.train.checkpoint import (
     rewind_monitors,
 )
 from auditrl.train.claim_threshold import HISTORY_FILE as CLAIM_COST_FILE
-from auditrl.train.claim_threshold import ClaimThreshold
+from auditrl.train.claim_threshold import START_RATES_FILE, ClaimThreshold, start_claim_rates
 from auditrl.train.config import ConfigFileError, GRPOLMConfig, load_config
 from auditrl.train.curriculum import screen, shown_rows, write_screening
 from auditrl.train.episodes import AuditEpisodeFactory, training_rows, training_seeds
@@ -138,9 +138,7 @@ def build_trainer(
         cfg.reward.no_contact_reward,
         cfg.reward.benign_scale,
         quote_credit=cfg.reward.quote_credit == "claim",
-        threshold=ClaimThreshold(cfg.reward.claim_rate_target, cfg.reward.claim_cost_step, run_dir / CLAIM_COST_FILE)
-        if cfg.reward.claim_rate_target is not None
-        else None,
+        threshold=claim_threshold(cfg, run_dir, model, tokenizer, rows),
     )
     snapshot = (
         PolicySnapshot(run_dir / SNAPSHOTS_DIR, cfg.reward.reference_refresh_steps)
@@ -168,6 +166,26 @@ def build_trainer(
         check_snapshot_launch(cfg, backend.is_zero3 or backend.is_fsdp)
     rollout.bind(trainer)
     return trainer, rollout, reward
+
+
+def claim_threshold(
+    cfg: GRPOLMConfig, run_dir: Path, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, rows: Sequence[EpisodeRow]
+) -> ClaimThreshold | None:
+    """The held claim threshold (reward.claim_rate_target), its target per benign row under `start`: the main
+    process scores the starting policy once, before any step has moved it, and every process reads its rates."""
+    target = cfg.reward.claim_rate_target
+    if target is None:
+        return None
+    if target == "start":
+        behaviors = load_behaviors(cfg.data.behavior_paths or None)
+        seeds = training_seeds(cfg, behaviors)
+        state = distributed_state(cfg.trainer.ddp_timeout)
+        if state.is_main_process:
+            start_claim_rates(cfg, model, tokenizer, behaviors, seeds, rows, run_dir / START_RATES_FILE)
+        state.wait_for_everyone()
+        return ClaimThreshold(start_claim_rates(cfg, model, tokenizer, behaviors, seeds, rows, run_dir / START_RATES_FILE),
+                              cfg.reward.claim_cost_step, run_dir / CLAIM_COST_FILE)  # fmt: skip
+    return ClaimThreshold(target, cfg.reward.claim_cost_step, run_dir / CLAIM_COST_FILE)
 
 
 def _design_state(design: RewardDesign) -> dict[str, Any]:
