@@ -20,8 +20,9 @@ install: $(VENV)/.installed
 run: install
 	$(VENV)/bin/auditrl train --config configs/auditworld.yaml
 
+# two workers (pytest-xdist), one torch thread each: the suite took 17.5 min on one core of a two-core machine
 test: install
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2
 
 bench: install
 	$(PY) benchmarks/engine_overhead.py

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+
+# pytest-xdist starts its workers with COLUMNS=80 and LINES=24 in the environment. A CLI module's console made at
+# import would keep that width, so a test that sets COLUMNS for one command would see 80 columns under xdist only.
+for _name in ("COLUMNS", "LINES"):
+    os.environ.pop(_name, None)
 
 
 @pytest.fixture(scope="session")

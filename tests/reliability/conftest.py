@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 CHROMIUM_FLAGS = (
     "--headless",
@@ -30,12 +31,14 @@ def _install_chromium() -> None:
 
 
 @pytest.fixture(scope="session")
-def chromium() -> str:
-    """The chromium executable, installed first when absent."""
-    found = shutil.which("chromium")
-    if found is None:
-        _install_chromium()
+def chromium(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The chromium executable, installed first when absent; under pytest-xdist one worker installs it while the
+    others wait on a lock in the run's shared temporary folder (two apt-gets at once fail on dpkg's own lock)."""
+    with FileLock(tmp_path_factory.getbasetemp().parent / "chromium.lock"):
         found = shutil.which("chromium")
+        if found is None:
+            _install_chromium()
+            found = shutil.which("chromium")
     assert found is not None, "apt-get install chromium did not put chromium on PATH"
     return found
 
