@@ -92,7 +92,7 @@ class ClaimThreshold:
         rate = benign_claim_rate(transcripts, rows)
         target = None
         if rate is not None:
-            target = mean(rows[row_key(t)] for t in benign_audits(transcripts, rows)) if rows is not None else float(self.target)  # type: ignore[arg-type]
+            target = mean(self.target[row_key(t)] for t in benign_audits(transcripts, rows)) if isinstance(self.target, Mapping) else self.target
             self.cost += self.step_size * (rate - target)
         self.history[str(step)] = {"cost_charged": charged, "benign_claim_rate": rate, "target": target, "cost_next": self.cost}
         if self.path is not None:
