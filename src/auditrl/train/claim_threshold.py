@@ -110,8 +110,8 @@ def start_claim_rates(
     path: Path,
 ) -> dict[str, float]:
     """The starting policy's exact claim rate on each benign row of the run (every report it may write, scored as
-    the grammar samples it: auditrl.train.report_choices), by `row_key`. Kept in `path` once computed, because a
-    resumed run's model is no longer the start."""
+    the grammar samples it: auditrl.train.report_choices), by `row_key`. Kept in `path` once computed, so a resumed
+    run reads the rates its first steps were held to instead of probing and scoring again."""
     if path.is_file():
         return {k: float(v) for k, v in json.loads(path.read_text(encoding="utf-8")).items()}
     segments = ChatSegments(tokenizer)
