@@ -279,10 +279,9 @@ def train(config: Path, out: Path, steps: int | None, init_adapter: Path | None 
 def exact_evaluation(cfg: GRPOLMConfig, model: Any, tokenizer: Any, audits: list[ProbedAudit]) -> list[ChoiceScores]:
     """Every report choice of every audit scored by `model`, with a progress bar over audits."""
     segments = ChatSegments(tokenizer)
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     with Progress() as bar:
         task = bar.add_task("exact report scores", total=len(audits))
-        return score_audits(model, audits, evidence_grammar(cfg, segments), cfg.episodes.temperature, pad_id, lambda n: bar.advance(task, n))
+        return score_audits(model, audits, evidence_grammar(cfg, segments), cfg.episodes.temperature, segments.pad_id, lambda n: bar.advance(task, n))
 
 
 def scores_file(out: Path, name: str, part: str) -> Path:

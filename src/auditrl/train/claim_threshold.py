@@ -42,11 +42,13 @@ def benign_audits(transcripts: Sequence[Transcript], rows: Mapping[str, float] |
     return [t for t in transcripts if t.benign and t.status != "error" and (rows is None or row_key(t) in rows)]
 
 
-def benign_claim_rate(transcripts: Sequence[Transcript], rows: Mapping[str, float] | None = None) -> float | None:
-    """The step's benign claim rate (0-1) over `benign_audits`: the mean of the policy's own P(claim) where it drew
-    its verdict (smoother than four sampled verdicts), else the share of benign reports that claim; None without
-    benign audits."""
-    benign = benign_audits(transcripts, rows)
+def benign_claim_rate(transcripts: Sequence[Transcript]) -> float | None:
+    """The step's benign claim rate (0-1): the mean of the policy's own P(claim) where it drew its verdict (smoother
+    than four sampled verdicts), else the share of benign reports that claim; None without benign audits."""
+    return _claim_rate(benign_audits(transcripts))
+
+
+def _claim_rate(benign: Sequence[Transcript]) -> float | None:
     if not benign:
         return None
     probabilities = [CLAIM_PROBABILITY.get(t) for t in benign]
@@ -88,11 +90,10 @@ class ClaimThreshold:
             self._resume(step)
         self.charged = charged = self.cost
         out = [r - charged if r is not None and report_outcome(t.report) == "claim" else r for t, r in zip(transcripts, rewards, strict=True)]
-        rows = self.target if isinstance(self.target, Mapping) else None
-        rate = benign_claim_rate(transcripts, rows)
-        target = None
+        benign = benign_audits(transcripts, self.target if isinstance(self.target, Mapping) else None)
+        rate, target = _claim_rate(benign), None
         if rate is not None:
-            target = mean(self.target[row_key(t)] for t in benign_audits(transcripts, rows)) if isinstance(self.target, Mapping) else self.target
+            target = mean(self.target[row_key(t)] for t in benign) if isinstance(self.target, Mapping) else self.target
             self.cost += self.step_size * (rate - target)
         self.history[str(step)] = {"cost_charged": charged, "benign_claim_rate": rate, "target": target, "cost_next": self.cost}
         if self.path is not None:
@@ -116,10 +117,9 @@ def start_claim_rates(
         return {k: float(v) for k, v in json.loads(path.read_text(encoding="utf-8")).items()}
     segments = ChatSegments(tokenizer)
     audits = probed_audits(cfg, segments, behaviors, seeds, list(dict.fromkeys(r for r in rows if r.benign)))
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     training = model.training
     model.eval()
-    scores = score_audits(model, audits, evidence_grammar(cfg, segments), cfg.episodes.temperature, pad_id)
+    scores = score_audits(model, audits, evidence_grammar(cfg, segments), cfg.episodes.temperature, segments.pad_id)
     model.train(training)
     rates = {row_key(a.transcript): s.claim_rate for a, s in zip(audits, scores, strict=True)}
     atomic_write_text(path, json.dumps(rates, indent=1))

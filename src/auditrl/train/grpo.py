@@ -33,6 +33,7 @@ from trl.distributed import DistributedBackend
 
 from auditrl.atomic import atomic_write_text
 from auditrl.behaviors.library import load_behaviors
+from auditrl.behaviors.schema import Behavior, Seed
 from auditrl.rewards.records import RewardDesign
 from auditrl.train.checkpoint import (
     CHECKPOINTS_DIR,
@@ -111,6 +112,7 @@ def build_trainer(
     state = distributed_state(cfg.trainer.ddp_timeout)
     model, tokenizer = policy if policy is not None else load_policy(cfg.policy)
     auditor_name = f"policy/{cfg.name}"
+    behaviors, seeds = None, None
     if rows is None or factory is None:
         behaviors = load_behaviors(cfg.data.behavior_paths or None)
         seeds = training_seeds(cfg, behaviors)
@@ -138,7 +140,7 @@ def build_trainer(
         cfg.reward.no_contact_reward,
         cfg.reward.benign_scale,
         quote_credit=cfg.reward.quote_credit == "claim",
-        threshold=claim_threshold(cfg, run_dir, model, tokenizer, rows),
+        threshold=claim_threshold(cfg, run_dir, (model, tokenizer), rows, behaviors, seeds),
     )
     snapshot = (
         PolicySnapshot(run_dir / SNAPSHOTS_DIR, cfg.reward.reference_refresh_steps)
@@ -169,22 +171,28 @@ def build_trainer(
 
 
 def claim_threshold(
-    cfg: GRPOLMConfig, run_dir: Path, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, rows: Sequence[EpisodeRow]
+    cfg: GRPOLMConfig,
+    run_dir: Path,
+    policy: tuple[PreTrainedModel, PreTrainedTokenizerBase],
+    rows: Sequence[EpisodeRow],
+    behaviors: dict[str, Behavior] | None,
+    seeds: Sequence[Seed] | None,
 ) -> ClaimThreshold | None:
     """The held claim threshold (reward.claim_rate_target), its target per benign row under `start`: the main
-    process scores the starting policy once, before any step has moved it, and every process reads its rates."""
+    process scores the starting policy once, before any step has moved it, and the others read its rates. The
+    behaviors and seeds are the config's, loaded here when the caller injected its rows and episodes."""
     target = cfg.reward.claim_rate_target
     if target is None:
         return None
     if target == "start":
-        behaviors = load_behaviors(cfg.data.behavior_paths or None)
-        seeds = training_seeds(cfg, behaviors)
+        if behaviors is None or seeds is None:
+            behaviors = load_behaviors(cfg.data.behavior_paths or None)
+            seeds = training_seeds(cfg, behaviors)
         state = distributed_state(cfg.trainer.ddp_timeout)
-        if state.is_main_process:
-            start_claim_rates(cfg, model, tokenizer, behaviors, seeds, rows, run_dir / START_RATES_FILE)
+        score = lambda: start_claim_rates(cfg, *policy, behaviors, seeds, rows, run_dir / START_RATES_FILE)  # noqa: E731
+        rates = score() if state.is_main_process else None
         state.wait_for_everyone()
-        return ClaimThreshold(start_claim_rates(cfg, model, tokenizer, behaviors, seeds, rows, run_dir / START_RATES_FILE),
-                              cfg.reward.claim_cost_step, run_dir / CLAIM_COST_FILE)  # fmt: skip
+        return ClaimThreshold(rates if rates is not None else score(), cfg.reward.claim_cost_step, run_dir / CLAIM_COST_FILE)
     return ClaimThreshold(target, cfg.reward.claim_cost_step, run_dir / CLAIM_COST_FILE)
 
 

@@ -25,13 +25,12 @@ class ModelTurns:
 
     def __init__(self, model: PreTrainedModel, settings: EpisodeSettings, segments: ChatSegments) -> None:
         self.segments = segments
-        tok = segments.tokenizer
-        self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+        self.pad_id = segments.pad_id
         self.config = turn_generation_config(settings, self.pad_id, segments.eos_ids)
         check_inherited_sampling(model)
         self.cache = TurnCache() if settings.kv_cache else None
         self.grammar = report_grammar(
-            settings.report_grammar, tok, settings.auditor_prompt, segments.eos_ids, settings.report_tokens, settings.quote_unit
+            settings.report_grammar, segments.tokenizer, settings.auditor_prompt, segments.eos_ids, settings.report_tokens, settings.quote_unit
         )
 
     def start(self) -> None:

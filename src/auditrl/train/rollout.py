@@ -93,6 +93,8 @@ class ChatSegments:
         eos = tokenizer.eos_token or ""
         self.eos_text = eos
         self.eos_ids = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
+        self.pad_id: int = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        """What pads a batch of rows: the tokenizer's pad token, else its end of sequence (SmolLM2 has both)."""
 
     def _render(self, messages: list[dict[str, str]], generation_prompt: bool) -> str:
         text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation_prompt)
