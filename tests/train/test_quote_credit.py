@@ -121,3 +121,12 @@ def test_quote_credit_needs_the_evidence_first_report_grammar() -> None:
     raw["episodes"]["auditor_prompt"] = "guided"
     with pytest.raises(ValueError, match="quote_credit=claim .* needs episodes.report_grammar: quote_verdict"):
         GRPOLMConfig.model_validate(raw)
+
+
+def test_the_quote_alone_is_trained_only_with_quote_credit_and_no_claim_cost() -> None:
+    raw = load_yaml((CONFIGS / "cpu_learn_evidence_sft_quote_only.yaml").read_text())
+    assert GRPOLMConfig.model_validate(raw).episodes.trained_tokens == "quote"
+    for reward in ({"quote_credit": "rollout"}, {"claim_rate_target": 0.5}):
+        bad = {**raw, "reward": {**raw["reward"], **reward}}
+        with pytest.raises(ValueError, match="trained_tokens: quote .* needs .*quote_credit: claim and no reward.claim_rate_target"):
+            GRPOLMConfig.model_validate(bad)

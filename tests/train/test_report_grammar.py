@@ -206,6 +206,32 @@ def test_rollouts_pass_the_targets_replies_at_the_report_turn_and_keep_forced_to
         assert len(quote) == len(ids) and [i for i, q in enumerate(quote) if q] == [len(ids) - 3]
 
 
+def test_with_the_quote_alone_trained_the_verdict_and_the_probing_stay_out_of_the_loss(tokenizer_dir: Path) -> None:
+    """episodes.trained_tokens: quote hands TRL the quote's positions as its trained mask; every other token, the
+    verdict drawn after the quote included, is context."""
+    from types import SimpleNamespace
+
+    from auditrl.train.rollout_func import AuditRolloutFunc
+    from auditrl.train.runtime import AsyncRunner
+
+    _, tokenizer = tiny_policy(tokenizer_dir)
+    rows = rows_for(1, 2)
+    trainer = SimpleNamespace(accelerator=SimpleNamespace(process_index=0))
+    masks = {}
+    for trained in ("all", "quote"):
+        settings = tiny_config().episodes.model_copy(update={"trained_tokens": trained})
+        func = AuditRolloutFunc(FakeEpisode, settings, tokenizer, 1, AsyncRunner(), "policy")
+        func.generator = Recorder(func.segments)
+        func.quote_sources = lambda t: [[1]]
+        masks[trained] = func([r.model_dump_json() for r in rows], trainer)  # type: ignore[arg-type]
+    eos = tokenizer.eos_token_id
+    quote_run = masks["quote"]
+    for ids, every, quote_only, quote in zip(quote_run["completion_ids"], masks["all"]["env_mask"], quote_run["env_mask"],
+                                             quote_run["quote_mask"], strict=True):  # fmt: skip
+        assert [i for i, m in zip(ids, every, strict=True) if m] == [300, 301, eos, 300, eos]  # probing, quote, verdict
+        assert quote_only == quote and [i for i, m in zip(ids, quote_only, strict=True) if m] == [300]
+
+
 def _config(**episodes: object) -> dict[str, object]:
     raw = tiny_config().model_dump(mode="json", exclude={"source"})
     raw["episodes"].update(episodes)

@@ -181,6 +181,16 @@ class EpisodeSettings(ConfigModel):
         "long for the report budget are left out). A sentence leaves the policy a handful of choices per audit instead "
         "of thousands of spans, so which evidence to quote can be learnt from few groups.",
     )
+    trained_tokens: Literal["all", "quote"] = Field(
+        default="all",
+        description="Which of the policy's sampled tokens GRPO trains. `all`: every one a constraint did not force. "
+        "`quote`: only the report's evidence quote; the verdict (and any probing of the policy's own) stays in context "
+        "out of the loss, so the claim threshold moves only as far as the shared LoRA weights and the chosen evidence "
+        "move it. Needs report_grammar: quote_verdict and reward.quote_credit: claim, and no claim_rate_target. Why: "
+        "in every quote-credit run the quote improved (identification if made to claim +1.2 to +1.4 points) while "
+        "GRPO's pull on the verdict moved FP calibration by 3 to 18 points, and a training cost held it only on the "
+        "training rows.",
+    )
     probing: Literal["auditor", "teacher"] = Field(
         default="auditor",
         description="Who writes the audit turns before the report. `auditor`: the policy (a whole audit). `teacher`: "
@@ -445,6 +455,13 @@ class GRPOLMConfig(ConfigModel):
                 "reward.claim_rate_target: start scores every report of the starting policy exactly, which needs "
                 "episodes.report_grammar: quote_verdict, quote_unit: sentence and probing: teacher "
                 f"(got {e.report_grammar}, {e.quote_unit}, {e.probing})"
+            )
+        if e.trained_tokens == "quote" and (e.report_grammar, self.reward.quote_credit, self.reward.claim_rate_target) != ("quote_verdict", "claim", None):
+            raise ValueError(
+                "episodes.trained_tokens: quote trains the evidence quote alone, with what a claim quoting it earns; it "
+                "needs episodes.report_grammar: quote_verdict, reward.quote_credit: claim and no reward.claim_rate_target "
+                "(a claim cost acts on the verdict, which stays out of the loss) "
+                f"(got {e.report_grammar}, {self.reward.quote_credit}, {self.reward.claim_rate_target})"
             )
         rollouts = self.data.group_size * self.data.groups_per_step
         if rollouts % self.trainer.micro_batch_size:

@@ -119,6 +119,8 @@ class AuditRolloutFunc:
         if self.probing is not None:
             self.probing.mark(batch.transcripts)
         result = batch.as_trl()
+        if self.settings.trained_tokens == "quote":
+            result["env_mask"] = batch.quote_mask
         if self.snapshot is not None:
             result["reference"] = self._references(rows, first, trainer, generator)
         self.seconds += time.perf_counter() - started
