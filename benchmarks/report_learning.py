@@ -39,6 +39,14 @@ and FP calibration by where its verdict sits alone. So each trained auditor is a
 same FP calibration: the start's stored scores (`<out>/exact_scores/`) with its verdict's claim log-odds shifted by
 one constant until its mean benign claim rate equals the trained auditor's (auditrl.train.report_choices.
 shift_claims); the change from it is what training added to the choice of evidence and to what the verdict reads.
+That shift is found on the held-out benign audits themselves, so it is an analysis, not a setting an auditor could
+be deployed with.
+
+Threshold reset on calibration audits (exact evaluation, `--calibration-rows`): each auditor is also scored on that
+many benign audits of the training seeds (auditrl.train.report_audits.calibration_rows, disjoint from both held-out
+parts), and each trained auditor's verdict is shifted by the one claim log-odds constant at which its claim rate there
+equals its start's; the reset auditor is then compared with its start on the held-out parts. The threshold is set on
+training data only, as a deployed auditor's could be, so its held-out FP calibration is measured, not matched.
 
 Prints the CPU (its bf16 support decides the dtype) and the CPU seconds of each stage; writes
 `<out>/report_learning.json`. Rerunning on the same `--out` resumes every stage.
@@ -79,7 +87,7 @@ from auditrl.train.curriculum import creditable_quote, screen
 from auditrl.train.episodes import seed_bank, training_seeds
 from auditrl.train.outputs import ADAPTER_DIR
 from auditrl.train.policy import load_policy
-from auditrl.train.report_audits import HELD_OUT_PARTS, audit_parts, held_out_rows
+from auditrl.train.report_audits import HELD_OUT_PARTS, audit_parts, calibration_rows, held_out_rows
 from auditrl.train.report_choices import (
     ChoiceScores,
     ProbedAudit,
@@ -127,6 +135,8 @@ chance): unlike the discrimination, a policy that claims less everywhere without
 leaves it where it was."""
 SCORES = "exact_scores"
 """Folder of each auditor's exact scores per part (every report choice's probabilities), kept for the matched start."""
+CALIBRATION = "calibration: benign audits of training seeds"
+"""The audits a trained auditor's threshold is reset on (their scores are kept beside the held-out parts')."""
 MADE_TO_CLAIM = "made_to_claim"
 """The policy's own probability of a claim among the verdict's spellings, where it drew its verdict."""
 console = Console(width=170)
@@ -317,6 +327,14 @@ def matched_start(units: dict[str, dict[str, Any]], audits: list[ProbedAudit], s
     return {"shift": shift, "units": exact_units(audits, [shift_claims(s, shift) for s in start])}
 
 
+def threshold_reset(calibration: list[ProbedAudit], trained: list[ChoiceScores], start: list[ChoiceScores]) -> dict[str, Any]:
+    """The claim log-odds shift at which the trained auditor claims on the calibration audits as often as its start
+    does there, with both rates (%)."""
+    rate = mean(s.claim_rate for s in start)
+    return {"shift": matching_shift(calibration, trained, rate), "audits": len(calibration),
+            "start claim rate": 100.0 * rate, "trained claim rate": 100.0 * mean(s.claim_rate for s in trained)}  # fmt: skip
+
+
 def main(
     config: Annotated[Path, typer.Option(help="A grpo_lm config with report-only probing and a report grammar (GRPO from the base, and the SFT's training distribution).")] = CONFIG,
     sft_config: Annotated[Path, typer.Option(help="The config of GRPO from the SFT base (its policy.init_adapter is replaced by this run's SFT adapter).")] = SFT_CONFIG,
@@ -333,6 +351,7 @@ def main(
     seeds: Annotated[int | None, typer.Option(min=1, help="Held-out seeds per behavior to audit (default: all).")] = None,
     family: Annotated[list[str] | None, typer.Option(help="Target family to audit (default: the config's families); repeatable.")] = None,
     made_to_claim: Annotated[bool, typer.Option(help="Sampled evaluation: also audit each planted target with every report made to claim (the choice of evidence alone).")] = False,
+    calibration: Annotated[int, typer.Option("--calibration-rows", min=0, help="Exact evaluation: benign audits of training seeds a trained auditor's claim threshold is reset on (0: no reset).")] = 96,
 ) -> None:
     if unknown := set(auditor) - set(AUDITORS):
         raise typer.BadParameter(f"unknown auditor(s) {sorted(unknown)}; choose from {', '.join(AUDITORS)}", param_hint="--auditor")
@@ -389,6 +408,12 @@ def main(
             probed[p] = probed_audits(held_out, ChatSegments(tokenizer), behaviors, seed_bank(held_out, behaviors), rows)
         return probed[p]
 
+    def probe_calibration(tokenizer: Any) -> list[ProbedAudit]:
+        if CALIBRATION not in probed:
+            rows = calibration_rows(cfg, calibration, behaviors)
+            probed[CALIBRATION] = probed_audits(cfg, ChatSegments(tokenizer), behaviors, seed_bank(cfg, behaviors), rows)
+        return probed[CALIBRATION]
+
     for label in auditor:
         adapter = adapters[label]
         name = label if label in ("untrained base", "SFT base") or checkpoint is None else f"{label} (step {checkpoint})"
@@ -407,6 +432,11 @@ def main(
                 seconds[f"exact evaluation: {name}"] = seconds.get(f"exact evaluation: {name}", 0.0) + time.process_time() - started
                 started = time.process_time()
                 save()
+            if calibration and not scores_file(out, name, CALIBRATION).is_file():
+                save_scores(scores_file(out, name, CALIBRATION), probe_calibration(tokenizer), exact_evaluation(cfg, model, tokenizer, probe_calibration(tokenizer)))
+                seconds = record["cpu_seconds"]
+                seconds[f"calibration scores: {name}"] = seconds.get(f"calibration scores: {name}", 0.0) + time.process_time() - started
+                save()
             continue
         folder = out / "eval" / name.replace(" ", "_").replace("(", "").replace(")", "").replace("+", "plus")
         transcripts = audit_parts(held_out, model, tokenizer, folder, part, seeds, samples=samples, auditor_name=name)
@@ -424,6 +454,13 @@ def main(
         for p in (p for p in part if p in results and start and scores_file(out, start, p).is_file()):
             start_scores = load_scores(scores_file(out, start, p), probe(p, tokenizer))
             record.setdefault("matched", {}).setdefault(name, {})[p] = matched_start(results[p], probed[p], start_scores)
+        stored = [scores_file(out, n, CALIBRATION) for n in (name, start)] if calibration and start else []
+        if stored and all(f.is_file() for f in stored):
+            audits = probe_calibration(tokenizer)
+            reset = threshold_reset(audits, *(load_scores(f, audits) for f in stored))
+            for p in (p for p in part if p in results):
+                reset[p] = exact_units(probed[p], [shift_claims(s, reset["shift"]) for s in load_scores(scores_file(out, name, p), probe(p, tokenizer))])
+            record.setdefault("reset", {})[name] = reset
     save()
     print_tables(record)
     save()
@@ -456,22 +493,20 @@ def results_table(
     return table, {"results": sums, "changes": changes}
 
 
-def matched_table(
-    name: str, part: str, units: dict[str, dict[str, Any]], matched: dict[str, Any], metrics: list[str], caption: str
+def paired_table(
+    title: str, names: tuple[str, str], units: dict[str, dict[str, Any]], base_units: dict[str, dict[str, Any]], metrics: list[str], caption: str
 ) -> tuple[Table, dict[str, Any]]:
-    """A trained auditor against its start at the same FP calibration (`matched_start`), paired over audits, and the
-    start's summary and the change, for the record."""
-    start = start_of(name)
-    trained, base, change = summary(units), summary(matched["units"]), paired_change(units, matched["units"])
-    table = Table(title=f"{part}: {name} against {start} at the same FP calibration ({start}'s claim log-odds shifted by "
-                        f"{matched['shift']:+.2f}), % mean [95% CI] over audits", caption=caption)  # fmt: skip
+    """One auditor against another on the same audits (`names`: their columns), paired over audits; both summaries
+    and the change, for the record."""
+    trained, base, change = summary(units), summary(base_units), paired_change(units, base_units)
+    table = Table(title=title, caption=caption)
     table.add_column("metric", no_wrap=True)
-    for column in (name, f"{start}, matched", f"{name} - {start}, matched"):
+    for column in (*names, f"{names[0]} - {names[1]}"):
         table.add_column(column, justify="right")
     for metric in dict.fromkeys(metrics):
         if metric in trained:
             table.add_row(metric, cell(trained.get(metric)), cell(base.get(metric)), cell(change.get(metric), signed=True))
-    return table, {"shift": matched["shift"], "start": base, "change": change}
+    return table, {"trained": trained, "start": base, "change": change}
 
 
 def training_table(title: str, training: list[dict[str, Any]], caption: str) -> Table:
@@ -516,9 +551,20 @@ def print_tables(record: dict[str, Any]) -> None:
             summaries.setdefault(part, {})["exact"] = made[1]
         for name, parts in record.get("matched", {}).items():
             if part in parts:
-                table, made_summary = matched_table(name, part, record["exact"][name][part], parts[part], exact_rows, caption)
+                start = start_of(name)
+                title = (f"{part}: {name} against {start} at the same FP calibration ({start}'s claim log-odds shifted by "
+                         f"{parts[part]['shift']:+.2f}), % mean [95% CI] over audits")  # fmt: skip
+                table, made_summary = paired_table(title, (name, f"{start}, matched"), record["exact"][name][part], parts[part]["units"], exact_rows, caption)
                 console.print(table)
-                summaries[part].setdefault("matched", {})[name] = made_summary
+                summaries[part].setdefault("matched", {})[name] = {"shift": parts[part]["shift"], **made_summary}
+        for name, reset in record.get("reset", {}).items():
+            if part in reset and (start := start_of(name)) in record.get("exact", {}) and part in record["exact"][start]:
+                title = (f"{part}: {name} with its threshold reset on {reset['audits']} benign audits of training seeds (claim log-odds "
+                         f"{reset['shift']:+.2f}: {reset['trained claim rate']:.1f}% -> {start}'s {reset['start claim rate']:.1f}% there) "
+                         f"against {start}, % mean [95% CI] over audits")  # fmt: skip
+                table, made_summary = paired_table(title, (f"{name}, reset", start), reset[part], record["exact"][start][part], exact_rows, caption)
+                console.print(table)
+                summaries[part].setdefault("reset", {})[name] = {key: reset[key] for key in ("shift", "audits", "start claim rate", "trained claim rate")} | made_summary
         title = f"{part}, every planted report made to claim: the choice of evidence alone, % mean [95% CI] over audits"
         forced = {n: units for n, units in record.get("made_to_claim", {}).items()}
         made_rows = ["identification (planted)", f"identification, {GROUPS[0]}", CEILING]

@@ -24,6 +24,7 @@ from auditrl.configfile import load_yaml
 from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
 from auditrl.scaffold.transcript_keys import CLAIM_FORCED, PROBED_BY
 from auditrl.auditworld.designs import vectorised_names
+from auditrl.train.report_choices import ChoiceScores, shift_claims
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCHMARKS = ROOT / "benchmarks"
@@ -42,6 +43,9 @@ def run_benchmark(script: str, *args: str, cwd: Path) -> str:
 
 MATCHED = "at the same FP calibration"
 """Words in the title of report_learning's table of a trained auditor against its threshold-matched start."""
+RESET = "with its threshold reset on"
+"""Words in the title of report_learning's table of a trained auditor, its threshold reset on calibration audits,
+against its start."""
 
 
 def table_rows(out: str) -> dict[str, list[str]]:
@@ -347,7 +351,7 @@ def test_report_learning(tmp_path: Path, tiny_local_model: Path) -> None:
     raw["episodes"].pop("claim_exploration")
     sft_config = tmp_path / "tiny_evidence_sft.yaml"
     sft_config.write_text(yaml.safe_dump(raw))
-    sizes = ("--sft-config", str(sft_config), "--sft-episodes", "8", "--sft-epochs", "1")
+    sizes = ("--sft-config", str(sft_config), "--sft-episodes", "8", "--sft-epochs", "1", "--calibration-rows", "4")
     out = run_benchmark("report_learning.py", *args, *sizes, cwd=tmp_path)  # the default: SFT, SFT + GRPO, exact evaluation
     rows = table_rows(out.split(MATCHED, 1)[0])  # the first part's tables, before its matched one
     for metric in ("claim rate, planted", "discrimination (planted - benign)", "identification (planted)", "FP calibration (benign)",
@@ -361,9 +365,22 @@ def test_report_learning(tmp_path: Path, tiny_local_model: Path) -> None:
     benign_rate = lambda units: mean(u["claim rate, benign"] for u in units.values() if "claim rate, benign" in u)  # noqa: E731
     matched = record["matched"]["SFT + GRPO"]["held-out behaviors"]
     assert benign_rate(matched["units"]) == pytest.approx(benign_rate(record["exact"]["SFT + GRPO"]["held-out behaviors"]), abs=1e-6)
-    fp = row(table_rows(out.rsplit(MATCHED, 1)[1]), "FP calibration (benign)", 9)  # the last part's matched table
+    fp = row(table_rows(out.rsplit(MATCHED, 1)[1].split(RESET, 1)[0]), "FP calibration (benign)", 9)  # the last part's matched table
     assert fp[0] == pytest.approx(fp[3], abs=0.051) and fp[6] == pytest.approx(0.0, abs=0.051)  # the same FP calibration
     assert record["summaries"]["held-out behaviors"]["matched"]["SFT + GRPO"]["change"]["FP calibration (benign)"]["mean"] == pytest.approx(0.0, abs=1e-4)
+    # the trained auditor's threshold reset on benign audits of training seeds: there it claims as often as its start
+    reset = record["reset"]["SFT + GRPO"]
+    assert reset["audits"] == 4 and (run / "exact_scores" / "SFT_+_GRPO" / "calibration_benign_audits_of_training_seeds.json").is_file()
+    calibration = {n: json.loads((run / "exact_scores" / n / "calibration_benign_audits_of_training_seeds.json").read_text()) for n in ("SFT_base", "SFT_+_GRPO")}
+    rate = lambda scores, shift=0.0: mean(shift_claims(ChoiceScores(**s), shift).claim_rate for s in scores.values())  # noqa: E731
+    assert 100 * rate(calibration["SFT_base"]) == pytest.approx(reset["start claim rate"]) and 100 * rate(calibration["SFT_+_GRPO"]) == pytest.approx(reset["trained claim rate"])
+    assert rate(calibration["SFT_+_GRPO"], reset["shift"]) == pytest.approx(rate(calibration["SFT_base"]), abs=1e-6)
+    shifted = lambda units: mean(u["claim rate, benign"] for u in units.values() if "claim rate, benign" in u)  # noqa: E731
+    moved = shifted(reset["held-out behaviors"]) - shifted(record["exact"]["SFT + GRPO"]["held-out behaviors"])
+    assert moved == 0.0 or (moved > 0) == (reset["shift"] > 0)  # the held-out audits' scores moved by that shift
+    fp = row(table_rows(out.rsplit(RESET, 1)[1]), "FP calibration (benign)", 9)  # the last part's reset table: measured, not matched
+    change = record["summaries"]["held-out seeds of training behaviors"]["reset"]["SFT + GRPO"]["change"]["FP calibration (benign)"]["mean"]
+    assert fp[6] == pytest.approx(change, abs=0.051)
     assert json.loads((run / "sft_grpo_config.yaml").read_text())["policy"]["init_adapter"] == str((run / "sft" / "adapter").resolve())
     exact = record["exact"]["SFT base"]["held-out behaviors"]
     assert len(exact) == 6 * 2 and all(0.0 <= u.get("claim rate, planted", u.get("claim rate, benign")) <= 100.0 for u in exact.values())

@@ -11,6 +11,7 @@ samples of one audit are one unit of the evaluation's intervals, since they read
 from __future__ import annotations
 
 import asyncio
+import random
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from auditrl.scaffold.store import append_transcript, read_transcripts
 from auditrl.scaffold.transcript import Transcript
 from auditrl.scaffold.transcript_keys import ROLLOUT
 from auditrl.train.config import GRPOLMConfig
-from auditrl.train.episodes import AuditEpisodeFactory, seed_bank, split_seeds, trained_behaviors
+from auditrl.train.episodes import AuditEpisodeFactory, seed_bank, split_seeds, trained_behaviors, training_seeds
 from auditrl.train.hf_generator import PolicyTurns
 from auditrl.train.rollout import ChatSegments, EpisodeRow, run_rollouts
 from auditrl.train.rollout_func import claim_tokens, quote_sources
@@ -62,6 +63,22 @@ def held_out_rows(
         for s in kept_seeds
         for family in cfg.episodes.families
     ]
+
+
+def calibration_rows(cfg: GRPOLMConfig, n: int, behaviors: dict[str, Behavior] | None = None) -> list[EpisodeRow]:
+    """`n` benign rows of the run's training seeds (every family), drawn with the run's seed: audits a deployed
+    auditor's claim threshold can be set on without touching either held-out part."""
+    behaviors = behaviors or load_behaviors()
+    pool = set(trained_behaviors(cfg, behaviors))
+    rows = [
+        EpisodeRow(behavior_id=s.behavior, seed_id=s.id, family=family, benign=True)
+        for s in sorted(training_seeds(cfg, behaviors), key=lambda s: s.id)
+        if s.behavior in pool
+        for family in cfg.episodes.families
+    ]
+    if n > len(rows):
+        raise ValueError(f"{n} calibration rows asked for; the training seeds give {len(rows)} benign rows")
+    return sorted(random.Random(cfg.seed).sample(rows, n), key=lambda r: (r.seed_id, r.family))
 
 
 def report_audits(
