@@ -458,7 +458,7 @@ def main(
         if stored and all(f.is_file() for f in stored):
             audits = probe_calibration(tokenizer)
             reset = threshold_reset(audits, *(load_scores(f, audits) for f in stored))
-            for p in (p for p in part if p in results):
+            for p in (p for p in part if p in results and scores_file(out, name, p).is_file()):  # a run from before scores were kept has none
                 reset[p] = exact_units(probed[p], [shift_claims(s, reset["shift"]) for s in load_scores(scores_file(out, name, p), probe(p, tokenizer))])
             record.setdefault("reset", {})[name] = reset
     save()
