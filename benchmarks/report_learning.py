@@ -364,6 +364,11 @@ def main(
     cfg = load_config(config)
     if cfg.episodes.probing != "teacher" or cfg.episodes.report_grammar == "free":
         raise typer.BadParameter(f"{config}: needs episodes.probing: teacher and a report grammar", param_hint="--config")
+    if evaluation == "exact" and calibration:
+        try:
+            calibration_rows(cfg, calibration)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--calibration-rows") from exc
     record_file = out / "report_learning.json"
     record: dict[str, Any] = json.loads(record_file.read_text()) if record_file.exists() else {}
     record |= {"cpu": describe_cpu(), "config": str(config.name), "samples": samples}

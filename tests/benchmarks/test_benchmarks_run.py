@@ -233,6 +233,14 @@ def test_a_learning_benchmark_refuses_an_unknown_auditor_before_any_work(tmp_pat
     assert not (tmp_path / "run").exists()
 
 
+def test_report_learning_refuses_more_calibration_audits_than_the_training_seeds_hold_before_any_work(tmp_path: Path) -> None:
+    args = ("--out", str(tmp_path / "run"), "--calibration-rows", "100000")
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "report_learning.py"), *args], capture_output=True, text=True,
+                          env={**os.environ, "COLUMNS": "250", "NO_COLOR": "1"}, check=False)  # fmt: skip
+    assert done.returncode == 2 and "--calibration-rows" in done.stderr and "100000 calibration rows asked for" in done.stderr
+    assert not (tmp_path / "run").exists()
+
+
 @pytest.mark.slow
 def test_lm_learning(tmp_path: Path, tiny_local_model: Path) -> None:
     raw = load_yaml((ROOT / "configs" / "cpu_learn_sft.yaml").read_text())
