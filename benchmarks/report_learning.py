@@ -364,9 +364,10 @@ def main(
     cfg = load_config(config)
     if cfg.episodes.probing != "teacher" or cfg.episodes.report_grammar == "free":
         raise typer.BadParameter(f"{config}: needs episodes.probing: teacher and a report grammar", param_hint="--config")
+    behaviors = load_behaviors()
     if evaluation == "exact" and calibration:
         try:
-            calibration_rows(cfg, calibration)
+            calibration_rows(cfg, calibration, behaviors)
         except ValueError as exc:
             raise typer.BadParameter(str(exc), param_hint="--calibration-rows") from exc
     record_file = out / "report_learning.json"
@@ -405,11 +406,10 @@ def main(
     adapters = {"untrained base": None, "SFT base": sft_adapter, "GRPO": trained(out / "grpo"), "SFT + GRPO": trained(out / "sft_grpo")}
     held_out = cfg.model_copy(update={"episodes": cfg.episodes.model_copy(update={"families": family})}) if family else cfg
     probed: dict[str, list[ProbedAudit]] = {}
-    behaviors = load_behaviors()
 
     def probe(p: str, tokenizer: Any) -> list[ProbedAudit]:
         if p not in probed:
-            rows = held_out_rows(held_out, p, seeds_per_behavior=seeds)
+            rows = held_out_rows(held_out, p, behaviors, seeds_per_behavior=seeds)
             probed[p] = probed_audits(held_out, ChatSegments(tokenizer), behaviors, seed_bank(held_out, behaviors), rows)
         return probed[p]
 
@@ -438,7 +438,8 @@ def main(
                 started = time.process_time()
                 save()
             if calibration and not scores_file(out, name, CALIBRATION).is_file():
-                save_scores(scores_file(out, name, CALIBRATION), probe_calibration(tokenizer), exact_evaluation(cfg, model, tokenizer, probe_calibration(tokenizer)))
+                audits = probe_calibration(tokenizer)
+                save_scores(scores_file(out, name, CALIBRATION), audits, exact_evaluation(cfg, model, tokenizer, audits))
                 seconds = record["cpu_seconds"]
                 seconds[f"calibration scores: {name}"] = seconds.get(f"calibration scores: {name}", 0.0) + time.process_time() - started
                 save()
@@ -561,7 +562,7 @@ def print_tables(record: dict[str, Any]) -> None:
                          f"{parts[part]['shift']:+.2f}), % mean [95% CI] over audits")  # fmt: skip
                 table, made_summary = paired_table(title, (name, f"{start}, matched"), record["exact"][name][part], parts[part]["units"], exact_rows, caption)
                 console.print(table)
-                summaries[part].setdefault("matched", {})[name] = {"shift": parts[part]["shift"], **made_summary}
+                summaries[part].setdefault("matched", {})[name] = {"shift": parts[part]["shift"], "start": made_summary["start"], "change": made_summary["change"]}
         for name, reset in record.get("reset", {}).items():
             if part in reset and (start := start_of(name)) in record.get("exact", {}) and part in record["exact"][start]:
                 title = (f"{part}: {name} with its threshold reset on {reset['audits']} benign audits of training seeds (claim log-odds "
