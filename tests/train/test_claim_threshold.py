@@ -86,7 +86,7 @@ def test_group_reward_charges_the_audit_but_not_its_quote() -> None:
     benign = [probability(audit(SHOWN, True, None), 1.0) for _ in range(4)]
     runner = AsyncRunner()
     threshold = ClaimThreshold(0.0, 0.25, None)
-    reward = GroupReward(FlatteryDesign(), 4, runner, None, None, benign_scale=0.5, quote_credit=True, threshold=threshold)
+    reward = GroupReward(FlatteryDesign(), 4, runner, None, None, benign_scale=0.5, quote_credit="claim", threshold=threshold)
     call = dict(prompts=["p"] * 8, completions=[None] * 8, transcript=planted + benign, group_index=[0] * 4 + [1] * 4, rollout_index=list(range(8)))
     reward(**call, trainer_state=TrainerState(global_step=0))
     values = reward(**call, trainer_state=TrainerState(global_step=1))

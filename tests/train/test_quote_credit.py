@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from types import SimpleNamespace
+from typing import Literal
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ from auditrl.configfile import load_yaml
 from auditrl.judges.claim_grader import report_outcome
 from auditrl.rewards.records import RewardRecord, group_scorer
 from auditrl.scaffold.transcript import AuditorMessage, TargetMessage, Transcript
+from auditrl.scaffold.transcript_keys import CLAIM_PROBABILITY
 from auditrl.scaffold.report import parse_report
 from auditrl.train.advantages import trl_advantages
 from auditrl.train.config import GRPOLMConfig
@@ -60,7 +62,7 @@ def audit(evidence: str | None, claim: bool, behavior_id: str | None = "flattery
     return t
 
 
-def score(transcripts: list[Transcript], quote_credit: bool = True) -> tuple[list[float | None], GroupReward]:
+def score(transcripts: list[Transcript], quote_credit: Literal["rollout", "claim", "expected"] = "claim") -> tuple[list[float | None], GroupReward]:
     runner = AsyncRunner()
     reward = GroupReward(FlatteryDesign(), 4, runner, None, None, benign_scale=0.5, quote_credit=quote_credit)
     values = reward(
@@ -84,9 +86,29 @@ def test_a_nothing_found_report_is_credited_for_its_evidence_as_its_claim_would_
     assert reward.last_quote_rewards == [1.0, 1.0, 0.0, None, 0.0, 0.0, 0.0, 0.0]
     assert [t.scores["reward_details"]["quote_reward"] for t in planted] == [1.0, 1.0, 0.0, None]
     assert all(t.report.no_behavior_found for t in planted[1:2] + planted[3:])  # the transcripts keep their reports
-    _, plain = score(planted + benign, quote_credit=False)
+    _, plain = score(planted + benign, quote_credit="rollout")
     assert plain.last_quote_rewards == []
 
+
+
+def test_expected_credit_pays_a_quote_what_its_report_earns_over_the_policys_own_verdict() -> None:
+    """Under `claim` every benign quote earns 0 and teaches nothing; under `expected` a benign group pays the quote
+    after which the verdict stays silent, and a planted one the credited quote the verdict claims after."""
+    planted = [audit(SHOWN, True), audit(SHOWN, False), audit(PLAIN, True), audit(SHOWN, True)]
+    benign = [audit(SHOWN, True, None), audit(SHOWN, False, None), audit(PLAIN, False, None), audit(PLAIN, True, None)]
+    for t, p in zip(planted + benign, [0.9, 0.2, 0.9, None, 0.8, 0.6, 0.1, 0.3], strict=True):
+        if p is not None:
+            CLAIM_PROBABILITY.set(t, p)
+    values, reward = score(planted + benign, quote_credit="expected")
+    assert values == [1.0, 0.0, 0.0, 1.0, 0.0, 0.5, 0.5, 0.0]  # the audits' own rewards are unchanged
+    # planted: P(claim) x 1 for the credited quote (silence pays 0); no verdict drawn: no quote reward.
+    # benign: (1 - P(claim)) x 0.5, silence's pay at benign_scale 0.5 (a claim pays 0)
+    np.testing.assert_allclose(reward.last_quote_rewards[:3], [0.9, 0.2, 0.0])
+    assert reward.last_quote_rewards[3] is None
+    np.testing.assert_allclose(reward.last_quote_rewards[4:], [0.1, 0.2, 0.45, 0.35])
+    assert [t.scores["reward_details"]["silence_reward"] for t in benign] == [0.5] * 4
+    assert [t.scores["reward_details"]["quote_reward"] for t in planted] == [1.0, 1.0, 0.0, 1.0]  # the claim's, as before
+    assert all(report_outcome(t.report) == ("claim" if c else "nothing_found") for t, c in zip(planted, [1, 0, 1, 1], strict=True))
 
 def test_trl_advantages_scale_as_trls_setting_says() -> None:
     rewards = [1.0, 0.0, 0.0, None, 0.5, 0.5, 0.5, 0.5]
@@ -126,7 +148,9 @@ def test_quote_credit_needs_the_evidence_first_report_grammar() -> None:
 def test_the_quote_alone_is_trained_only_with_quote_credit_and_no_claim_cost() -> None:
     raw = load_yaml((CONFIGS / "cpu_learn_evidence_sft_quote_only.yaml").read_text())
     assert GRPOLMConfig.model_validate(raw).episodes.trained_tokens == "quote"
+    expected = GRPOLMConfig.model_validate(load_yaml((CONFIGS / "cpu_learn_evidence_sft_quote_expected.yaml").read_text()))
+    assert (expected.episodes.trained_tokens, expected.reward.quote_credit) == ("quote", "expected")
     for reward in ({"quote_credit": "rollout"}, {"claim_rate_target": 0.5}):
         bad = {**raw, "reward": {**raw["reward"], **reward}}
-        with pytest.raises(ValueError, match="trained_tokens: quote .* needs .*quote_credit: claim and no reward.claim_rate_target"):
+        with pytest.raises(ValueError, match="trained_tokens: quote .* needs .*quote_credit: claim or expected and no reward.claim_rate_target"):
             GRPOLMConfig.model_validate(bad)

@@ -186,7 +186,7 @@ class EpisodeSettings(ConfigModel):
         description="Which of the policy's sampled tokens GRPO trains. `all`: every one a constraint did not force. "
         "`quote`: only the report's evidence quote; the verdict (and any probing of the policy's own) stays in context "
         "out of the loss, so the claim threshold moves only as far as the shared LoRA weights and the chosen evidence "
-        "move it. Needs report_grammar: quote_verdict and reward.quote_credit: claim, and no claim_rate_target. Why: "
+        "move it. Needs report_grammar: quote_verdict and reward.quote_credit: claim or expected, and no claim_rate_target. Why: "
         "in every quote-credit run the quote improved (identification if made to claim +1.0 to +1.4 points) while "
         "GRPO's pull on the verdict moved FP calibration by 3 to 18 points, and a training cost held it only on the "
         "training rows. Measured (the twenty-third run): the shared weights still moved the verdict, FP calibration "
@@ -346,14 +346,20 @@ class RewardSettings(ConfigModel):
         "Each GRPO group shares one target, so a group-wise reward std (trainer.scale_rewards: group) would undo it; "
         "it needs `batch` or `none`.",
     )
-    quote_credit: Literal["rollout", "claim"] = Field(
+    quote_credit: Literal["rollout", "claim", "expected"] = Field(
         default="rollout",
         description="The advantage the report's quote is trained with (episodes.report_grammar: quote_verdict). "
         "`rollout`: the audit's, like every other token. `claim`: the group-relative advantage of what a claim "
         "quoting it would earn, scored by the same design (a \"nothing found\" report's evidence is graded as if it "
         "had claimed), while the verdict keeps the audit's. Why: under `rollout` a benign group pays silence and "
         "docks a claim, and the quote that led to the claim shares the dock, so benign groups teach the policy to "
-        "quote less telling words while planted groups teach the opposite; the choice of evidence never moved.",
+        "quote less telling words while planted groups teach the opposite; the choice of evidence never moved. "
+        "`expected`: what the report earns in expectation over the policy's own verdict after the quote, P(claim) "
+        "times the claim's reward plus P(nothing found) times silence's (both scored by the design; P(claim) as the "
+        "policy drew its verdict). Why: under `claim` every quote on a benign target earns the same 0, so benign groups "
+        "teach the quote nothing, and in the twenty-third run the quote learnt on planted targets alone picked "
+        "sentences the verdict claims after on benign targets too (under the start's own verdict its quotes raised the "
+        "benign claim rate 12 points); with `expected` a benign group pays the quotes its verdict stays silent after.",
     )
     claim_rate_target: Annotated[float, Field(ge=0.0, le=1.0)] | Literal["start"] | None = Field(
         default=None,
@@ -440,9 +446,9 @@ class GRPOLMConfig(ConfigModel):
                 f"reward.benign_scale={self.reward.benign_scale} is undone by trainer.scale_rewards=group (each group "
                 "shares one target, so dividing by the group's reward std removes the scale); set it to batch or none"
             )
-        if self.reward.quote_credit == "claim" and self.episodes.report_grammar != "quote_verdict":
+        if self.reward.quote_credit != "rollout" and self.episodes.report_grammar != "quote_verdict":
             raise ValueError(
-                "reward.quote_credit=claim grades the report's evidence quote as a claim; it needs "
+                f"reward.quote_credit={self.reward.quote_credit} grades the report's evidence quote as a claim; it needs "
                 f"episodes.report_grammar: quote_verdict (got {self.episodes.report_grammar!r})"
             )
         if self.reward.claim_rate_target is not None and not self.data.benign_fraction:
@@ -457,10 +463,10 @@ class GRPOLMConfig(ConfigModel):
                 "episodes.report_grammar: quote_verdict, quote_unit: sentence and probing: teacher "
                 f"(got {e.report_grammar}, {e.quote_unit}, {e.probing})"
             )
-        if e.trained_tokens == "quote" and (e.report_grammar, self.reward.quote_credit, self.reward.claim_rate_target) != ("quote_verdict", "claim", None):
+        if e.trained_tokens == "quote" and (e.report_grammar != "quote_verdict" or self.reward.quote_credit == "rollout" or self.reward.claim_rate_target is not None):
             raise ValueError(
-                "episodes.trained_tokens: quote trains the evidence quote alone, with what a claim quoting it earns; it "
-                "needs episodes.report_grammar: quote_verdict, reward.quote_credit: claim and no reward.claim_rate_target "
+                "episodes.trained_tokens: quote trains the evidence quote alone, with its own credit; it needs "
+                "episodes.report_grammar: quote_verdict, reward.quote_credit: claim or expected and no reward.claim_rate_target "
                 "(a claim cost acts on the verdict, which stays out of the loss) "
                 f"(got {e.report_grammar}, {self.reward.quote_credit}, {self.reward.claim_rate_target})"
             )

@@ -139,7 +139,7 @@ def build_trainer(
         cfg.monitors.markers,
         cfg.reward.no_contact_reward,
         cfg.reward.benign_scale,
-        quote_credit=cfg.reward.quote_credit == "claim",
+        quote_credit=cfg.reward.quote_credit,
         threshold=claim_threshold(cfg, run_dir, (model, tokenizer), rows, behaviors, seeds),
     )
     snapshot = (
@@ -159,7 +159,7 @@ def build_trainer(
         peft_config=None if isinstance(model, PeftModel) else lora_config(cfg.policy.lora, model),  # warm start
         rollout_func=rollout,
         callbacks=[RunStateCallback(lambda: _design_state(reward.design)), StopOnNonFinite()],
-        quote_rewards=(lambda: reward.last_quote_rewards) if cfg.reward.quote_credit == "claim" else None,
+        quote_rewards=(lambda: reward.last_quote_rewards) if cfg.reward.quote_credit != "rollout" else None,
     )
     if trainer.is_fsdp_enabled:
         check_fsdp_saves_adapter(str(trainer.accelerator.state.fsdp_plugin.state_dict_type), "the accelerate launch")

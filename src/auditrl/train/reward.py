@@ -7,7 +7,7 @@ import math
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from accelerate import PartialState
 from accelerate.utils import broadcast_object_list, gather_object
@@ -20,8 +20,9 @@ from auditrl.rewards.records import RewardDesign, RewardRecord
 from auditrl.rewards.reference import ReferenceStore
 from auditrl.rewards.registry import build_design
 from auditrl.scaffold.report import evidence_as_claim
-from auditrl.scaffold.transcript import Transcript
+from auditrl.scaffold.transcript import Report, Transcript
 from auditrl.scaffold.transcript_keys import (
+    CLAIM_PROBABILITY,
     GROUP,
     ORDER_DISAGREEMENT,
     REFERENCE_SNAPSHOT_STEP,
@@ -57,7 +58,7 @@ class GroupReward:
         markers_path: Path | None = None,
         no_contact_reward: float | None = None,
         benign_scale: float = 1.0,
-        quote_credit: bool = False,
+        quote_credit: Literal["rollout", "claim", "expected"] = "rollout",
         threshold: ClaimThreshold | None = None,
     ) -> None:
         self.design = design
@@ -74,8 +75,8 @@ class GroupReward:
         self.seconds = 0.0
         self.last_rewards: list[float | None] = []
         self.last_quote_rewards: list[float | None] = []
-        """With `quote_credit`, what a claim quoting each audit's evidence earns (reward.quote_credit: claim), for
-        every rank's audits of the last call; the trainer turns it into the quote's advantage."""
+        """Under quote credit, each audit's quote's reward (reward.quote_credit: claim or expected), for every rank's
+        audits of the last call; the trainer turns it into the quote's advantage."""
 
     def __call__(
         self,
@@ -104,7 +105,7 @@ class GroupReward:
             if self.threshold is not None:
                 rewards = self.threshold.charge(step, transcripts, rewards)
             new = [r for c, n in zip(self._comparisons(), before, strict=True) for r in c[n:]]
-            quote_rewards = self._quote_rewards(transcripts) if self.quote_credit else []
+            quote_rewards = self._quote_rewards(transcripts) if self.quote_credit != "rollout" else []
             for t, g, r, reward in zip(transcripts, groups, (e[3] for e in everything), rewards, strict=True):
                 STEP.set(t, step)
                 GROUP.set(t, g)
@@ -178,19 +179,28 @@ class GroupReward:
         return rewards
 
     def _quote_rewards(self, transcripts: list[Transcript]) -> list[float | None]:
-        """What a claim quoting each audit's evidence earns: every report turned into that claim (a claim is one
-        already) and the groups scored again by the same design, since a pairwise design ranks a claim against its
-        group's; so the judge calls double. None where the report quoted no evidence. Stored in each audit's reward
-        details as `quote_reward`."""
+        """What each audit's quote earns: under `claim`, what a claim quoting its evidence earns (every report turned
+        into that claim, a claim is one already, and the groups scored again by the same design, since a pairwise
+        design ranks a claim against its group's; so the judge calls double); under `expected`, that times the
+        policy's own P(claim) after the quote plus silence's reward (the groups scored a third time, every report
+        "nothing found") times the rest. None where the report quoted no evidence or, under `expected`, where no
+        verdict was drawn. Stored in each audit's reward details: `quote_reward` (the claim's), and under `expected`
+        `silence_reward` and `expected_quote_reward`."""
         claims = [evidence_as_claim(t) for t in transcripts]
         records = self._records([c if c is not None else t for t, c in zip(transcripts, claims, strict=True)])
+        silences: list[RewardRecord | None] = self._records([t.model_copy(update={"report": Report(no_behavior_found=True)}) for t in transcripts]) if self.quote_credit == "expected" else [None] * len(transcripts)
         rewards: list[float | None] = []
-        for t, claim, record in zip(transcripts, claims, records, strict=True):
+        for t, claim, record, silence in zip(transcripts, claims, records, silences, strict=True):
             reward = self._reward(t, record)[0] if claim is not None else None
+            details = {**(REWARD_DETAILS.get(t) or {}), "quote_reward": reward}
+            if self.quote_credit == "expected":
+                quiet, p = self._reward(t, silence)[0] if silence is not None else None, CLAIM_PROBABILITY.get(t)
+                both = None if reward is None or quiet is None or p is None else float(p) * reward + (1.0 - float(p)) * quiet
+                details |= {"silence_reward": quiet, "expected_quote_reward": both}
+                reward = both
             rewards.append(reward)
-            REWARD_DETAILS.set(t, {**(REWARD_DETAILS.get(t) or {}), "quote_reward": reward})
+            REWARD_DETAILS.set(t, details)
         return rewards
-
 
 def position_disagreement(comparisons: Sequence[Any]) -> float | None:
     """Share of comparisons answered in both orders whose orders disagreed (None when there are none)."""

@@ -75,9 +75,10 @@ class AuditGRPOTrainer(GRPOTrainer):
     reference model's. A position scored in one pass and not in another would enter the policy ratio as
     exp(0 - old logprob), which overflows on the improbable tokens a target writes (inf x mask 0 = NaN).
 
-    With `quote_rewards` (reward.quote_credit: claim), the report quote's tokens are trained with their own
-    group-relative advantage, of what a claim quoting them earns (auditrl.train.reward.GroupReward), and every
-    other token with the audit's; TRL takes advantages shaped (rows, completion positions) as given."""
+    With `quote_rewards` (reward.quote_credit: claim or expected), the report quote's tokens are trained with their
+    own group-relative advantage, of what a claim quoting them earns, or the report in expectation over the verdict
+    (auditrl.train.reward.GroupReward), and every other token with the audit's; TRL takes advantages shaped (rows,
+    completion positions) as given."""
 
     _label_mask: torch.Tensor | None = None
     _quote_mask: torch.Tensor | None = None
