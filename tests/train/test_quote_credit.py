@@ -20,9 +20,11 @@ from auditrl.scaffold.transcript import AuditorMessage, TargetMessage, Transcrip
 from auditrl.scaffold.transcript_keys import CLAIM_PROBABILITY
 from auditrl.scaffold.report import parse_report
 from auditrl.train.advantages import trl_advantages
+from auditrl.train.claim_threshold import row_key
 from auditrl.train.config import GRPOLMConfig
 from auditrl.train.reward import GroupReward
 from auditrl.train.runtime import AsyncRunner
+from auditrl.train.start_verdict import StartVerdict
 from auditrl.train.trainer import AuditGRPOTrainer
 from test_reward import CONFIGS
 
@@ -62,9 +64,11 @@ def audit(evidence: str | None, claim: bool, behavior_id: str | None = "flattery
     return t
 
 
-def score(transcripts: list[Transcript], quote_credit: Literal["rollout", "claim", "expected"] = "claim") -> tuple[list[float | None], GroupReward]:
+def score(
+    transcripts: list[Transcript], quote_credit: Literal["rollout", "claim", "expected"] = "claim", verdict: StartVerdict | None = None
+) -> tuple[list[float | None], GroupReward]:
     runner = AsyncRunner()
-    reward = GroupReward(FlatteryDesign(), 4, runner, None, None, benign_scale=0.5, quote_credit=quote_credit)
+    reward = GroupReward(FlatteryDesign(), 4, runner, None, None, benign_scale=0.5, quote_credit=quote_credit, verdict=verdict)
     values = reward(
         prompts=["planted"] * 4 + ["benign"] * 4,
         completions=[None] * 8,
@@ -110,6 +114,20 @@ def test_expected_credit_pays_a_quote_what_its_report_earns_over_the_policys_own
     assert [t.scores["reward_details"]["quote_reward"] for t in planted] == [1.0, 1.0, 0.0, 1.0]  # the claim's, as before
     assert all(report_outcome(t.report) == ("claim" if c else "nothing_found") for t, c in zip(planted, [1, 0, 1, 1], strict=True))
 
+
+def test_with_the_start_verdict_the_quote_is_weighed_by_the_starting_policys_claim_after_that_sentence() -> None:
+    planted = [audit(SHOWN, True), audit(PLAIN, False), audit(SHOWN, False), audit(None, False)]
+    benign = [audit(SHOWN, True, None), audit(PLAIN, True, None), audit(SHOWN, False, None), audit(PLAIN, False, None)]
+    for t in planted + benign:
+        CLAIM_PROBABILITY.set(t, 0.99)  # the policy's own verdict, which `start` ignores
+    table = {row_key(planted[0]): {SHOWN: 0.7, PLAIN: 0.3}, row_key(benign[0]): {f"  {SHOWN} ": 0.4}}  # words compared, not spaces
+    _, reward = score(planted + benign, quote_credit="expected", verdict=StartVerdict(table, "It wrote:"))
+    np.testing.assert_allclose(reward.last_quote_rewards[:3], [0.7, 0.0, 0.7])  # P(claim) x 1 for the credited quote
+    np.testing.assert_allclose([reward.last_quote_rewards[i] for i in (4, 6)], [0.3, 0.3])  # (1 - 0.4) x 0.5
+    # no evidence, or a sentence the start never scored on that row: no credit rather than a guessed one
+    assert reward.last_quote_rewards[3] is None and reward.last_quote_rewards[5] is None and reward.last_quote_rewards[7] is None
+    assert [t.scores["reward_details"]["start_claim_probability"] for t in benign] == [0.4, None, 0.4, None]
+
 def test_trl_advantages_scale_as_trls_setting_says() -> None:
     rewards = [1.0, 0.0, 0.0, None, 0.5, 0.5, 0.5, 0.5]
     none = trl_advantages(rewards, 4, "none")
@@ -149,7 +167,13 @@ def test_the_quote_alone_is_trained_only_with_quote_credit_and_no_claim_cost() -
     raw = load_yaml((CONFIGS / "cpu_learn_evidence_sft_quote_only.yaml").read_text())
     assert GRPOLMConfig.model_validate(raw).episodes.trained_tokens == "quote"
     expected = GRPOLMConfig.model_validate(load_yaml((CONFIGS / "cpu_learn_evidence_sft_quote_expected.yaml").read_text()))
-    assert (expected.episodes.trained_tokens, expected.reward.quote_credit) == ("quote", "expected")
+    assert (expected.episodes.trained_tokens, expected.reward.quote_credit, expected.reward.expected_verdict) == ("quote", "expected", "policy")
+    start = load_yaml((CONFIGS / "cpu_learn_evidence_sft_quote_start_verdict.yaml").read_text())
+    assert GRPOLMConfig.model_validate(start).reward.expected_verdict == "start"
+    for reward, episodes in (({"quote_credit": "claim"}, {}), ({}, {"quote_unit": "span"})):
+        bad = {**start, "reward": {**start["reward"], **reward}, "episodes": {**start["episodes"], **episodes}}
+        with pytest.raises(ValueError, match="expected_verdict: start .* needs reward.quote_credit: expected"):
+            GRPOLMConfig.model_validate(bad)
     for reward in ({"quote_credit": "rollout"}, {"claim_rate_target": 0.5}):
         bad = {**raw, "reward": {**raw["reward"], **reward}}
         with pytest.raises(ValueError, match="trained_tokens: quote .* needs .*quote_credit: claim or expected and no reward.claim_rate_target"):

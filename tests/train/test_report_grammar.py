@@ -275,7 +275,7 @@ def test_a_grpo_step_under_the_grammar_writes_every_report_in_one_of_its_forms(t
     prompt_set = "guided_evidence" if grammar == "quote_verdict" else "guided"
     cfg = GRPOLMConfig.model_validate({
         **WARM,
-        "reward": {"quote_credit": "claim", "claim_rate_target": "start"} if grammar == "quote_verdict" else {},
+        "reward": {"quote_credit": "expected", "expected_verdict": "start", "claim_rate_target": "start"} if grammar == "quote_verdict" else {},
         "episodes": {**WARM["episodes"], "probing": "teacher", "max_report_tokens": 60, "auditor_prompt": prompt_set,
                      "report_grammar": grammar, "claim_exploration": 0.5,
                      "quote_unit": "sentence" if grammar == "quote_verdict" else "span"},
@@ -300,6 +300,8 @@ def test_a_grpo_step_under_the_grammar_writes_every_report_in_one_of_its_forms(t
         assert step["target"] == pytest.approx(target) and step["benign_claim_rate"] == pytest.approx(rate)
         assert step["cost_charged"] == 0.0 and step["cost_next"] == pytest.approx(0.1 * (rate - target))
         assert all(t.scores["reward_details"]["claim_cost"] == 0.0 for t in transcripts)
+        verdicts = json.loads((tmp_path / "run" / "start_verdicts.json").read_text())
+        assert {row_key(t) for t in transcripts} <= set(verdicts)
     for t in transcripts:
         words = " ".join(quotable(m.content) for m in t.target_messages if m.role == "assistant")
         assert t.report is not None and t.status != "error"
@@ -311,6 +313,11 @@ def test_a_grpo_step_under_the_grammar_writes_every_report_in_one_of_its_forms(t
             details = t.scores["reward_details"]  # quote credit: what a claim of this evidence earns
             assert isinstance(details["quote_reward"], float)
             assert details["quote_reward"] == t.scores["reward"] or report.startswith("true")
+            # weighed by the starting policy's verdict after the same sentence, scored on the same row before the step
+            p = verdicts[row_key(t)][next(text for text in verdicts[row_key(t)] if " ".join(text.split()) == " ".join(evidence.split()))]
+            assert details["start_claim_probability"] == p and 0.0 < p < 1.0
+            expected = p * details["quote_reward"] + (1 - p) * details["silence_reward"]
+            assert details["expected_quote_reward"] == pytest.approx(expected)
         else:
             report = t.auditor_messages[-1].content.removeprefix(OPENING).strip()
         if report.startswith("true"):

@@ -361,6 +361,18 @@ class RewardSettings(ConfigModel):
         "sentences the verdict claims after on benign targets too (under the start's own verdict its quotes raised the "
         "benign claim rate 12 points); with `expected` a benign group pays the quotes its verdict stays silent after.",
     )
+    expected_verdict: Literal["policy", "start"] = Field(
+        default="policy",
+        description="Under quote_credit: expected, whose P(claim) after the quote weighs the claim's reward against "
+        "silence's. `policy`: the policy's own, as it drew its verdict. `start`: the starting policy's after the same "
+        "sentence, every sentence of every training row scored once before the first step (auditrl.train."
+        "start_verdict), so the quote is trained for an auditor that quotes with the trained policy and keeps its "
+        "start's verdict (report_learning's start-verdict table evaluates it). Needs episodes.report_grammar: "
+        "quote_verdict, quote_unit: sentence and probing: teacher. Why: the policy's verdict moved through the LoRA "
+        "weights it shares with the quote even out of the loss (the twenty-third and twenty-fourth runs), while "
+        "under the SFT base's own verdict the best choice of evidence reaches a ranking AUC of 0.78 on held-out seeds "
+        "(0.63 as the SFT base quotes).",
+    )
     claim_rate_target: Annotated[float, Field(ge=0.0, le=1.0)] | Literal["start"] | None = Field(
         default=None,
         description="Hold the policy's claim threshold: a cost is taken off the reward of every audit that claims, "
@@ -469,6 +481,13 @@ class GRPOLMConfig(ConfigModel):
                 "episodes.report_grammar: quote_verdict, reward.quote_credit: claim or expected and no reward.claim_rate_target "
                 "(a claim cost acts on the verdict, which stays out of the loss) "
                 f"(got {e.report_grammar}, {self.reward.quote_credit}, {self.reward.claim_rate_target})"
+            )
+        if self.reward.expected_verdict == "start" and (self.reward.quote_credit, e.report_grammar, e.quote_unit, e.probing) != ("expected", "quote_verdict", "sentence", "teacher"):
+            raise ValueError(
+                "reward.expected_verdict: start weighs the quote's credit by the starting policy's verdict after each "
+                "sentence, scored before the first step; it needs reward.quote_credit: expected, episodes.report_grammar: "
+                f"quote_verdict, quote_unit: sentence and probing: teacher (got {self.reward.quote_credit}, "
+                f"{e.report_grammar}, {e.quote_unit}, {e.probing})"
             )
         rollouts = self.data.group_size * self.data.groups_per_step
         if rollouts % self.trainer.micro_batch_size:

@@ -19,9 +19,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from accelerate import PartialState
@@ -35,6 +35,7 @@ from auditrl.atomic import atomic_write_text
 from auditrl.behaviors.library import load_behaviors
 from auditrl.behaviors.schema import Behavior, Seed
 from auditrl.rewards.records import RewardDesign
+from auditrl.scaffold.prompt_sets import PROMPT_SETS, openings
 from auditrl.train.checkpoint import (
     CHECKPOINTS_DIR,
     RunStateCallback,
@@ -60,7 +61,10 @@ from auditrl.train.rollout import ChatSegments, EpisodeFactory, EpisodeRow
 from auditrl.train.rollout_func import AuditRolloutFunc
 from auditrl.train.runtime import AsyncRunner, distributed_state
 from auditrl.train.snapshot import SNAPSHOTS_DIR, PolicySnapshot
+from auditrl.train.start_verdict import START_VERDICTS_FILE, StartVerdict, start_verdicts
 from auditrl.train.trainer import AuditGRPOTrainer
+
+T = TypeVar("T")
 
 
 def grpo_arguments(cfg: GRPOLMConfig, run_dir: Path, world_size: int) -> GRPOConfig:
@@ -141,6 +145,7 @@ def build_trainer(
         cfg.reward.benign_scale,
         quote_credit=cfg.reward.quote_credit,
         threshold=claim_threshold(cfg, run_dir, (model, tokenizer), rows, behaviors, seeds),
+        verdict=start_verdict(cfg, run_dir, (model, tokenizer), rows, behaviors, seeds),
     )
     snapshot = (
         PolicySnapshot(run_dir / SNAPSHOTS_DIR, cfg.reward.reference_refresh_steps)
@@ -179,21 +184,50 @@ def claim_threshold(
     seeds: Sequence[Seed] | None,
 ) -> ClaimThreshold | None:
     """The held claim threshold (reward.claim_rate_target), its target per benign row under `start`: the main
-    process scores the starting policy once, before any step has moved it, and the others read its rates. The
-    behaviors and seeds are the config's, loaded here when the caller injected its rows and episodes."""
+    process scores the starting policy once, before any step has moved it, and the others read its rates."""
     target = cfg.reward.claim_rate_target
     if target is None:
         return None
     if target == "start":
-        if behaviors is None or seeds is None:
-            behaviors = load_behaviors(cfg.data.behavior_paths or None)
-            seeds = training_seeds(cfg, behaviors)
-        state = distributed_state(cfg.trainer.ddp_timeout)
-        score = lambda: start_claim_rates(cfg, *policy, behaviors, seeds, rows, run_dir / START_RATES_FILE)  # noqa: E731
-        rates = score() if state.is_main_process else None
-        state.wait_for_everyone()
-        return ClaimThreshold(rates if rates is not None else score(), cfg.reward.claim_cost_step, run_dir / CLAIM_COST_FILE)
+        behaviors, seeds = _behaviors_and_seeds(cfg, behaviors, seeds)
+        rates = _main_process_first(cfg, lambda: start_claim_rates(cfg, *policy, behaviors, seeds, rows, run_dir / START_RATES_FILE))
+        return ClaimThreshold(rates, cfg.reward.claim_cost_step, run_dir / CLAIM_COST_FILE)
     return ClaimThreshold(target, cfg.reward.claim_cost_step, run_dir / CLAIM_COST_FILE)
+
+
+def start_verdict(
+    cfg: GRPOLMConfig,
+    run_dir: Path,
+    policy: tuple[PreTrainedModel, PreTrainedTokenizerBase],
+    rows: Sequence[EpisodeRow],
+    behaviors: dict[str, Behavior] | None,
+    seeds: Sequence[Seed] | None,
+) -> StartVerdict | None:
+    """The starting policy's verdict after every quote of the training rows (reward.expected_verdict: start),
+    scored once by the main process before any step has moved the policy; the others read it."""
+    if cfg.reward.expected_verdict != "start":
+        return None
+    behaviors, seeds = _behaviors_and_seeds(cfg, behaviors, seeds)
+    table = _main_process_first(cfg, lambda: start_verdicts(cfg, *policy, behaviors, seeds, rows, run_dir / START_VERDICTS_FILE))
+    return StartVerdict(table, openings(PROMPT_SETS[cfg.episodes.auditor_prompt].openings or "")["quote"])
+
+
+def _behaviors_and_seeds(
+    cfg: GRPOLMConfig, behaviors: dict[str, Behavior] | None, seeds: Sequence[Seed] | None
+) -> tuple[dict[str, Behavior], Sequence[Seed]]:
+    """The config's behaviors and training seeds, loaded here when the caller injected its rows and episodes."""
+    if behaviors is None or seeds is None:
+        behaviors = load_behaviors(cfg.data.behavior_paths or None)
+        seeds = training_seeds(cfg, behaviors)
+    return behaviors, seeds
+
+
+def _main_process_first(cfg: GRPOLMConfig, compute: Callable[[], T]) -> T:
+    """`compute` on the main process (which writes what it computed to the run), then on the others (which read it)."""
+    state = distributed_state(cfg.trainer.ddp_timeout)
+    value = compute() if state.is_main_process else None
+    state.wait_for_everyone()
+    return value if value is not None else compute()
 
 
 def _design_state(design: RewardDesign) -> dict[str, Any]:

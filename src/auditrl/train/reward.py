@@ -38,6 +38,7 @@ from auditrl.train.config import GRPOLMConfig
 from auditrl.train.monitors import MonitorLog, load_markers, step_metrics
 from auditrl.train.rollout import check_groups
 from auditrl.train.runtime import AsyncRunner
+from auditrl.train.start_verdict import StartVerdict
 
 REWARD_NAME = "audit_reward"
 REFERENCES_FILE = "references.json"
@@ -60,12 +61,15 @@ class GroupReward:
         benign_scale: float = 1.0,
         quote_credit: Literal["rollout", "claim", "expected"] = "rollout",
         threshold: ClaimThreshold | None = None,
+        verdict: StartVerdict | None = None,
     ) -> None:
         self.design = design
         self.no_contact_reward = no_contact_reward
         self.benign_scale = benign_scale
         self.quote_credit = quote_credit
         self.threshold = threshold
+        self.verdict = verdict
+        """With reward.expected_verdict: start, the starting policy's P(claim) after each quote of the training rows."""
         """With reward.claim_rate_target, the cost charged on every claim to hold the benign claim rate."""
         self.group_size = group_size
         self.runner = runner
@@ -182,10 +186,11 @@ class GroupReward:
         """What each audit's quote earns: under `claim`, what a claim quoting its evidence earns (every report turned
         into that claim, a claim is one already, and the groups scored again by the same design, since a pairwise
         design ranks a claim against its group's; so the judge calls double); under `expected`, that times the
-        policy's own P(claim) after the quote plus silence's reward (the groups scored a third time, every report
-        "nothing found") times the rest. None where the report quoted no evidence or, under `expected`, where no
-        verdict was drawn. Stored in each audit's reward details: `quote_reward` (the claim's), and under `expected`
-        `silence_reward` and `expected_quote_reward`."""
+        policy's own P(claim) after the quote (or its start's, with `verdict`) plus silence's reward (the groups
+        scored a third time, every report "nothing found") times the rest. None where the report quoted no evidence
+        or, under `expected`, where there is no such P(claim). Stored in each audit's reward details: `quote_reward`
+        (the claim's), and under `expected` `silence_reward`, `expected_quote_reward` and, with `verdict`,
+        `start_claim_probability`."""
         claims = [evidence_as_claim(t) for t in transcripts]
         records = self._records([c if c is not None else t for t, c in zip(transcripts, claims, strict=True)])
         silences: list[RewardRecord | None] = self._records([t.model_copy(update={"report": Report(no_behavior_found=True)}) for t in transcripts]) if self.quote_credit == "expected" else [None] * len(transcripts)
@@ -195,6 +200,9 @@ class GroupReward:
             details = {**(REWARD_DETAILS.get(t) or {}), "quote_reward": reward}
             if self.quote_credit == "expected":
                 quiet, p = self._reward(t, silence)[0] if silence is not None else None, CLAIM_PROBABILITY.get(t)
+                if self.verdict is not None:
+                    p = self.verdict.claim_probability(t, claim.report.predictions[0].description) if claim is not None and claim.report else None
+                    details["start_claim_probability"] = p
                 both = None if reward is None or quiet is None or p is None else float(p) * reward + (1.0 - float(p)) * quiet
                 details |= {"silence_reward": quiet, "expected_quote_reward": both}
                 reward = both
