@@ -48,6 +48,15 @@ parts), and each trained auditor's verdict is shifted by the one claim log-odds 
 equals its start's; the reset auditor is then compared with its start on the held-out parts. The threshold is set on
 training data only, as a deployed auditor's could be, so its held-out FP calibration is measured, not matched.
 
+The start's verdict (exact evaluation): each trained auditor's probabilities of quoting each sentence with its
+start's P(claim) after each, against the start: what the trained choice of evidence alone does to every metric,
+with the verdict as it was before training (what an auditor whose verdict training could not move would do).
+
+The evidence ceiling (exact evaluation): under each start auditor's own verdict, the choice of evidence that always
+quotes the evidence sentence the verdict claims most after where the audit has one, else the sentence it claims
+least after. It reads the simulation's labels, so it is what training the quote alone could reach at best (under
+reward.quote_credit: expected), not an auditor.
+
 Prints the CPU (its bf16 support decides the dtype) and the CPU seconds of each stage; writes
 `<out>/report_learning.json`. Rerunning on the same `--out` resumes every stage.
 
@@ -92,6 +101,7 @@ from auditrl.train.report_choices import (
     ChoiceScores,
     ProbedAudit,
     evidence_grammar,
+    evidence_or_quietest,
     expected_outcomes,
     matching_shift,
     probed_audits,
@@ -271,14 +281,16 @@ def cell(e: dict[str, Any] | None, signed: bool = False, digits: int = 1) -> str
     return f"{f.format(e['mean'])} [{f.format(e['lo'])}, {f.format(e['hi'])}]"
 
 
-def train(config: Path, out: Path, steps: int | None, init_adapter: Path | None = None) -> Path:
-    """The config's GRPO run into `out` (resumed when it has a checkpoint), with `steps` in place of max_steps and
-    `init_adapter` (when given) as the policy's warm start."""
+def train(config: Path, out: Path, steps: int | None, init_adapter: Path | None = None, seed: int | None = None) -> Path:
+    """The config's GRPO run into `out` (resumed when it has a checkpoint), with `steps` in place of max_steps,
+    `init_adapter` (when given) as the policy's warm start and `seed` (when given) in place of its seed."""
     from auditrl.train.grpo import run_from_config
 
     raw = load_yaml(config.read_text(encoding="utf-8"))
     if steps is not None:
         raw["trainer"]["max_steps"] = steps
+    if seed is not None:
+        raw["seed"] = seed
     if init_adapter is not None:
         raw["policy"]["init_adapter"] = str(init_adapter.resolve())
     out.mkdir(parents=True, exist_ok=True)
@@ -351,6 +363,7 @@ def main(
     seeds: Annotated[int | None, typer.Option(min=1, help="Held-out seeds per behavior to audit (default: all).")] = None,
     family: Annotated[list[str] | None, typer.Option(help="Target family to audit (default: the config's families); repeatable.")] = None,
     made_to_claim: Annotated[bool, typer.Option(help="Sampled evaluation: also audit each planted target with every report made to claim (the choice of evidence alone).")] = False,
+    seed: Annotated[int | None, typer.Option(help="The GRPO runs' seed in place of their configs' (a replicate: the order of the training rows and the sampling; the held-out and calibration audits stay the same).")] = None,
     calibration: Annotated[int, typer.Option("--calibration-rows", min=0, help="Exact evaluation: benign audits of training seeds a trained auditor's claim threshold is reset on (0: no reset).")] = 96,
 ) -> None:
     if unknown := set(auditor) - set(AUDITORS):
@@ -372,7 +385,7 @@ def main(
             raise typer.BadParameter(str(exc), param_hint="--calibration-rows") from exc
     record_file = out / "report_learning.json"
     record: dict[str, Any] = json.loads(record_file.read_text()) if record_file.exists() else {}
-    record |= {"cpu": describe_cpu(), "config": str(config.name), "samples": samples}
+    record |= {"cpu": describe_cpu(), "config": str(config.name), "samples": samples, "grpo_seed": seed}
     record.setdefault("cpu_seconds", {})
     save = lambda: atomic_write_text(record_file, json.dumps(record, indent=2))  # noqa: E731
     if "reward_check" not in record:
@@ -396,7 +409,7 @@ def main(
         run_steps = steps if steps is not None else load_config(run_config).trainer.max_steps
         if label in auditor and run_steps > 0:
             started = time.process_time()
-            train(run_config, run_dir, steps, start)
+            train(run_config, run_dir, steps, start, seed)
             key = "grpo" if label == "GRPO" else "sft + grpo"
             record["cpu_seconds"][key] = record["cpu_seconds"].get(key, 0.0) + time.process_time() - started
         if label in auditor and (run_dir / TRANSCRIPTS).is_file():  # trained now or by an earlier call
@@ -460,6 +473,10 @@ def main(
         for p in (p for p in part if p in results and start and scores_file(out, start, p).is_file()):
             start_scores = load_scores(scores_file(out, start, p), probe(p, tokenizer))
             record.setdefault("matched", {}).setdefault(name, {})[p] = matched_start(results[p], probed[p], start_scores)
+            if scores_file(out, name, p).is_file():  # a run from before scores were kept has none
+                quotes = load_scores(scores_file(out, name, p), probed[p])
+                composed = [ChoiceScores(quote=q.quote, claim=s.claim) for q, s in zip(quotes, start_scores, strict=True)]
+                record.setdefault("start verdict", {}).setdefault(name, {})[p] = exact_units(probed[p], composed)
         stored = [scores_file(out, n, CALIBRATION) for n in (name, start)] if calibration and start else []
         if stored and all(f.is_file() for f in stored):
             audits = probe_calibration(tokenizer)
@@ -467,6 +484,11 @@ def main(
             for p in (p for p in part if p in results and scores_file(out, name, p).is_file()):  # a run from before scores were kept has none
                 reset[p] = exact_units(probed[p], [shift_claims(s, reset["shift"]) for s in load_scores(scores_file(out, name, p), probe(p, tokenizer))])
             record.setdefault("reset", {})[name] = reset
+    starts = {start_of(n) for n in record.get("exact", {})}
+    for name in (n for n in record.get("exact", {}) if n in starts):
+        for p in (p for p in part if scores_file(out, name, p).is_file()):
+            best = [evidence_or_quietest(a, s) for a, s in zip(probe(p, tokenizer), load_scores(scores_file(out, name, p), probed[p]), strict=True)]
+            record.setdefault("evidence ceiling", {}).setdefault(name, {})[p] = exact_units(probed[p], best)
     save()
     print_tables(record)
     save()
@@ -571,6 +593,20 @@ def print_tables(record: dict[str, Any]) -> None:
                 table, made_summary = paired_table(title, (f"{name}, reset", start), reset[part], record["exact"][start][part], exact_rows, caption)
                 console.print(table)
                 summaries[part].setdefault("reset", {})[name] = {key: reset[key] for key in ("shift", "audits", "start claim rate", "trained claim rate")} | made_summary
+        for name, parts in record.get("start verdict", {}).items():
+            if part in parts and (start := start_of(name)) in record.get("exact", {}) and part in record["exact"][start]:
+                title = f"{part}: {name}'s choice of evidence with {start}'s verdict after each quote, against {start}, % mean [95% CI] over audits"
+                table, made_summary = paired_table(title, (f"{name}'s quotes, {start}'s verdict", start), parts[part], record["exact"][start][part], exact_rows, caption)
+                console.print(table)
+                summaries[part].setdefault("start verdict", {})[name] = made_summary
+        for name, parts in record.get("evidence ceiling", {}).items():
+            if part in parts and part in record.get("exact", {}).get(name, {}):
+                title = (f"{part}: the best choice of evidence under {name}'s verdict (the evidence sentence it claims most after where there "
+                         f"is one, else the sentence it claims least after; it reads the simulation's labels: a ceiling, not an auditor), "
+                         f"against {name}, % mean [95% CI] over audits")  # fmt: skip
+                table, made_summary = paired_table(title, ("ceiling", name), parts[part], record["exact"][name][part], exact_rows, caption)
+                console.print(table)
+                summaries[part].setdefault("evidence ceiling", {})[name] = made_summary
         title = f"{part}, every planted report made to claim: the choice of evidence alone, % mean [95% CI] over audits"
         forced = {n: units for n, units in record.get("made_to_claim", {}).items()}
         made_rows = ["identification (planted)", f"identification, {GROUPS[0]}", CEILING]

@@ -46,6 +46,10 @@ MATCHED = "at the same FP calibration"
 RESET = "with its threshold reset on"
 """Words in the title of report_learning's table of a trained auditor, its threshold reset on calibration audits,
 against its start."""
+START_VERDICT = "verdict after each quote, against"
+"""Words in the title of report_learning's table of a trained auditor's choice of evidence under its start's verdict."""
+CEILING = "the best choice of evidence under"
+"""Words in the title of report_learning's table of the evidence ceiling under a start auditor's verdict."""
 
 
 def table_rows(out: str) -> dict[str, list[str]]:
@@ -359,7 +363,7 @@ def test_report_learning(tmp_path: Path, tiny_local_model: Path) -> None:
     raw["episodes"].pop("claim_exploration")
     sft_config = tmp_path / "tiny_evidence_sft.yaml"
     sft_config.write_text(yaml.safe_dump(raw))
-    sizes = ("--sft-config", str(sft_config), "--sft-episodes", "8", "--sft-epochs", "1", "--calibration-rows", "4")
+    sizes = ("--sft-config", str(sft_config), "--sft-episodes", "8", "--sft-epochs", "1", "--calibration-rows", "4", "--seed", "3")
     out = run_benchmark("report_learning.py", *args, *sizes, cwd=tmp_path)  # the default: SFT, SFT + GRPO, exact evaluation
     rows = table_rows(out.split(MATCHED, 1)[0])  # the first part's tables, before its matched one
     for metric in ("claim rate, planted", "discrimination (planted - benign)", "identification (planted)", "FP calibration (benign)",
@@ -386,10 +390,27 @@ def test_report_learning(tmp_path: Path, tiny_local_model: Path) -> None:
     shifted = lambda units: mean(u["claim rate, benign"] for u in units.values() if "claim rate, benign" in u)  # noqa: E731
     moved = shifted(reset["held-out behaviors"]) - shifted(record["exact"]["SFT + GRPO"]["held-out behaviors"])
     assert moved == 0.0 or (moved > 0) == (reset["shift"] > 0)  # the held-out audits' scores moved by that shift
-    fp = row(table_rows(out.rsplit(RESET, 1)[1]), "FP calibration (benign)", 9)  # the last part's reset table: measured, not matched
+    fp = row(table_rows(out.rsplit(RESET, 1)[1].split(START_VERDICT, 1)[0]), "FP calibration (benign)", 9)  # the last part's reset table: measured, not matched
     change = record["summaries"]["held-out seeds of training behaviors"]["reset"]["SFT + GRPO"]["change"]["FP calibration (benign)"]["mean"]
     assert fp[6] == pytest.approx(change, abs=0.051)
-    assert json.loads((run / "sft_grpo_config.yaml").read_text())["policy"]["init_adapter"] == str((run / "sft" / "adapter").resolve())
+    # the trained auditor's choice of evidence under its start's verdict: its own quotes, the start's P(claim) after each
+    for part in ("held-out behaviors", "held-out seeds of training behaviors"):
+        composed, trained, start = (units[part] for units in (record["start verdict"]["SFT + GRPO"], record["exact"]["SFT + GRPO"], record["exact"]["SFT base"]))
+        assert composed.keys() == start.keys()
+        for key, unit in composed.items():
+            assert unit.get("identification if made to claim (planted)") == trained[key].get("identification if made to claim (planted)")
+            assert [v for k, v in unit.items() if k.startswith("verdict on")] == [v for k, v in start[key].items() if k.startswith("verdict on")]
+    fp = row(table_rows(out.rsplit(START_VERDICT, 1)[1].split(CEILING, 1)[0]), "FP calibration (benign)", 9)
+    change = record["summaries"]["held-out seeds of training behaviors"]["start verdict"]["SFT + GRPO"]["change"]["FP calibration (benign)"]["mean"]
+    assert fp[6] == pytest.approx(change, abs=0.051)
+    # the best choice of evidence under the SFT base's verdict: never a benign claim rate above the SFT base's own
+    ceiling, start = record["evidence ceiling"]["SFT base"]["held-out behaviors"], record["exact"]["SFT base"]["held-out behaviors"]
+    assert ceiling.keys() == start.keys() and any("claim rate, benign" in u for u in ceiling.values())
+    assert all(u["claim rate, benign"] <= start[k]["claim rate, benign"] + 1e-9 for k, u in ceiling.items() if "claim rate, benign" in u)
+    assert all(u["evidence quoted (planted)"] in (0.0, 100.0) for u in ceiling.values() if "evidence quoted (planted)" in u)
+    assert CEILING in out and "untrained base" in record["evidence ceiling"]  # every start's ceiling
+    sft_grpo = json.loads((run / "sft_grpo_config.yaml").read_text())
+    assert sft_grpo["policy"]["init_adapter"] == str((run / "sft" / "adapter").resolve()) and sft_grpo["seed"] == 3 and record["grpo_seed"] == 3
     exact = record["exact"]["SFT base"]["held-out behaviors"]
     assert len(exact) == 6 * 2 and all(0.0 <= u.get("claim rate, planted", u.get("claim rate, benign")) <= 100.0 for u in exact.values())
     sums = record["summaries"]["held-out behaviors"]["exact"]["results"]["SFT base"]

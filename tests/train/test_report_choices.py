@@ -26,6 +26,7 @@ from auditrl.train.report_choices import (
     ProbedAudit,
     _forward,
     evidence_grammar,
+    evidence_or_quietest,
     expected_outcomes,
     length_matched_weights,
     matching_shift,
@@ -114,6 +115,14 @@ def test_a_claim_shift_moves_where_the_verdict_sits_and_keeps_what_it_reads() ->
     with pytest.raises(ValueError, match="no benign audit"):
         matching_shift(audits[2:], [planted], 0.3)
 
+
+def test_the_evidence_ceiling_quotes_the_evidence_the_verdict_believes_most_and_else_the_quietest_sentence() -> None:
+    shown = [Choice((1,), "a", True, True), Choice((2,), "b", False, False), Choice((3,), "c", True, True), Choice((4,), "d", True, False)]
+    scores = ChoiceScores(quote=[0.25] * 4, claim=[0.6, 0.9, 0.7, 0.95])
+    best = evidence_or_quietest(ProbedAudit(None, [1], shown), scores)  # type: ignore[arg-type]
+    assert best.quote == [0.0, 0.0, 1.0, 0.0] and best.claim == scores.claim  # not the clean or the uncredited sentence
+    clean = ProbedAudit(None, [1], [Choice((1,), "a", False, False), Choice((2,), "b", False, False)])  # type: ignore[arg-type]
+    assert evidence_or_quietest(clean, ChoiceScores(quote=[0.9, 0.1], claim=[0.4, 0.1])).claim_rate == pytest.approx(0.1)
 
 def test_the_grammar_scorer_refuses_settings_whose_choices_it_cannot_enumerate(tokenizer_dir: Path) -> None:
     _, tokenizer = tiny_policy(tokenizer_dir)

@@ -285,6 +285,17 @@ def shift_claims(scores: ChoiceScores, shift: float) -> ChoiceScores:
     return ChoiceScores(quote=list(scores.quote), claim=[moved(p) for p in scores.claim])
 
 
+def evidence_or_quietest(audit: ProbedAudit, scores: ChoiceScores) -> ChoiceScores:
+    """The same verdict behind a choice of evidence that knows which sentences are evidence: always the evidence
+    sentence the verdict claims most after where the audit has one, else the sentence it claims least after. What
+    the choice of evidence alone could reach under this verdict (under reward.quote_credit: expected a benign group
+    pays the quietest quote and a planted one the evidence); it reads the simulation's labels, so it is a ceiling,
+    not an auditor."""
+    evidence = [i for i, c in enumerate(audit.choices) if c.label]
+    pick = max(evidence, key=lambda i: scores.claim[i]) if evidence else min(range(len(scores.claim)), key=lambda i: scores.claim[i])
+    return ChoiceScores(quote=[float(i == pick) for i in range(len(scores.claim))], claim=list(scores.claim))
+
+
 def matching_shift(audits: Sequence[ProbedAudit], scores: Sequence[ChoiceScores], benign_claim_rate: float) -> float:
     """The claim log-odds shift (within +-20) at which the policy's mean claim rate over the benign audits is
     `benign_claim_rate` (a fraction): the rate rises with the shift, so bisection finds it."""
