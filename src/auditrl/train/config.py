@@ -359,7 +359,9 @@ class RewardSettings(ConfigModel):
         "policy drew its verdict). Why: under `claim` every quote on a benign target earns the same 0, so benign groups "
         "teach the quote nothing, and in the twenty-third run the quote learnt on planted targets alone picked "
         "sentences the verdict claims after on benign targets too (under the start's own verdict its quotes raised the "
-        "benign claim rate 12 points); with `expected` a benign group pays the quotes its verdict stays silent after.",
+        "benign claim rate 12 points); with `expected` a benign group pays the quotes its verdict stays silent after. "
+        "Measured (the twenty-fourth run): the quote learnt to quote quieter sentences everywhere, evidence included "
+        "(FP calibration +6 to +13 points under the SFT base's verdict, evidence quoted -2 to -6), and no ranking gain.",
     )
     expected_verdict: Literal["policy", "start"] = Field(
         default="policy",
@@ -371,7 +373,8 @@ class RewardSettings(ConfigModel):
         "quote_verdict, quote_unit: sentence and probing: teacher. Why: the policy's verdict moved through the LoRA "
         "weights it shares with the quote even out of the loss (the twenty-third and twenty-fourth runs), while "
         "under the SFT base's own verdict the best choice of evidence reaches a ranking AUC of 0.78 on held-out seeds "
-        "(0.63 as the SFT base quotes).",
+        "(0.64 as the SFT base quotes). Measured (the twenty-fourth run, two seeds): the verdict held, but the quotes "
+        "alone moved FP calibration up 6 to 9 points on held-out seeds and took no step toward that ranking.",
     )
     claim_rate_target: Annotated[float, Field(ge=0.0, le=1.0)] | Literal["start"] | None = Field(
         default=None,
