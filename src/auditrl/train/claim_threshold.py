@@ -20,13 +20,10 @@ from statistics import mean
 from typing import Any
 
 from auditrl.atomic import atomic_write_text
-from auditrl.behaviors.schema import Behavior, Seed
 from auditrl.judges.claim_grader import report_outcome
 from auditrl.scaffold.transcript import Transcript
 from auditrl.scaffold.transcript_keys import CLAIM_PROBABILITY
-from auditrl.train.config import GRPOLMConfig
-from auditrl.train.report_choices import evidence_grammar, probed_audits, score_audits
-from auditrl.train.rollout import ChatSegments, EpisodeRow
+from auditrl.train.report_choices import ChoiceScores, ProbedAudit
 
 HISTORY_FILE = "claim_cost.json"
 START_RATES_FILE = "claim_rate_start.json"
@@ -101,26 +98,7 @@ class ClaimThreshold:
         return out
 
 
-def start_claim_rates(
-    cfg: GRPOLMConfig,
-    model: Any,
-    tokenizer: Any,
-    behaviors: dict[str, Behavior],
-    seeds: Sequence[Seed],
-    rows: Sequence[EpisodeRow],
-    path: Path,
-) -> dict[str, float]:
-    """The starting policy's exact claim rate on each benign row of the run (every report it may write, scored as
-    the grammar samples it: auditrl.train.report_choices), by `row_key`. Kept in `path` once computed, so a resumed
-    run reads the rates its first steps were held to instead of probing and scoring again."""
-    if path.is_file():
-        return {k: float(v) for k, v in json.loads(path.read_text(encoding="utf-8")).items()}
-    segments = ChatSegments(tokenizer)
-    audits = probed_audits(cfg, segments, behaviors, seeds, list(dict.fromkeys(r for r in rows if r.benign)))
-    training = model.training
-    model.eval()
-    scores = score_audits(model, audits, evidence_grammar(cfg, segments), cfg.episodes.temperature, segments.pad_id)
-    model.train(training)
-    rates = {row_key(a.transcript): s.claim_rate for a, s in zip(audits, scores, strict=True)}
-    atomic_write_text(path, json.dumps(rates, indent=1))
-    return rates
+def start_claim_rates(scored: Sequence[tuple[ProbedAudit, ChoiceScores]]) -> dict[str, float]:
+    """The starting policy's exact claim rate on each benign row it scored (every report it may write, scored as the
+    grammar samples it: auditrl.train.report_choices.score_rows), by `row_key`."""
+    return {row_key(a.transcript): s.claim_rate for a, s in scored if a.transcript.benign}

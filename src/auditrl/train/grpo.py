@@ -16,12 +16,13 @@ This module maps the config onto GRPOConfig, builds the trainer and resumes a cr
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import torch
 from accelerate import PartialState
@@ -61,10 +62,9 @@ from auditrl.train.rollout import ChatSegments, EpisodeFactory, EpisodeRow
 from auditrl.train.rollout_func import AuditRolloutFunc
 from auditrl.train.runtime import AsyncRunner, distributed_state
 from auditrl.train.snapshot import SNAPSHOTS_DIR, PolicySnapshot
+from auditrl.train.report_choices import score_rows
 from auditrl.train.start_verdict import START_VERDICTS_FILE, StartVerdict, start_verdicts
 from auditrl.train.trainer import AuditGRPOTrainer
-
-T = TypeVar("T")
 
 
 def grpo_arguments(cfg: GRPOLMConfig, run_dir: Path, world_size: int) -> GRPOConfig:
@@ -134,6 +134,7 @@ def build_trainer(
     log = TranscriptLog(run_dir) if state.is_main_process else None
     tensorboard = "tensorboard" in cfg.trainer.report_to
     monitors = MonitorLog(run_dir, tensorboard=tensorboard) if state.is_main_process else None
+    threshold, verdict = start_references(cfg, run_dir, (model, tokenizer), rows, behaviors, seeds)
     reward = GroupReward(
         design,
         cfg.data.group_size,
@@ -144,8 +145,8 @@ def build_trainer(
         cfg.reward.no_contact_reward,
         cfg.reward.benign_scale,
         quote_credit=cfg.reward.quote_credit,
-        threshold=claim_threshold(cfg, run_dir, (model, tokenizer), rows, behaviors, seeds),
-        verdict=start_verdict(cfg, run_dir, (model, tokenizer), rows, behaviors, seeds),
+        threshold=threshold,
+        verdict=verdict,
     )
     snapshot = (
         PolicySnapshot(run_dir / SNAPSHOTS_DIR, cfg.reward.reference_refresh_steps)
@@ -175,59 +176,41 @@ def build_trainer(
     return trainer, rollout, reward
 
 
-def claim_threshold(
+def start_references(
     cfg: GRPOLMConfig,
     run_dir: Path,
     policy: tuple[PreTrainedModel, PreTrainedTokenizerBase],
     rows: Sequence[EpisodeRow],
     behaviors: dict[str, Behavior] | None,
     seeds: Sequence[Seed] | None,
-) -> ClaimThreshold | None:
-    """The held claim threshold (reward.claim_rate_target), its target per benign row under `start`: the main
-    process scores the starting policy once, before any step has moved it, and the others read its rates."""
-    target = cfg.reward.claim_rate_target
-    if target is None:
-        return None
-    if target == "start":
-        behaviors, seeds = _behaviors_and_seeds(cfg, behaviors, seeds)
-        rates = _main_process_first(cfg, lambda: start_claim_rates(cfg, *policy, behaviors, seeds, rows, run_dir / START_RATES_FILE))
-        return ClaimThreshold(rates, cfg.reward.claim_cost_step, run_dir / CLAIM_COST_FILE)
-    return ClaimThreshold(target, cfg.reward.claim_cost_step, run_dir / CLAIM_COST_FILE)
-
-
-def start_verdict(
-    cfg: GRPOLMConfig,
-    run_dir: Path,
-    policy: tuple[PreTrainedModel, PreTrainedTokenizerBase],
-    rows: Sequence[EpisodeRow],
-    behaviors: dict[str, Behavior] | None,
-    seeds: Sequence[Seed] | None,
-) -> StartVerdict | None:
-    """The starting policy's verdict after every quote of the training rows (reward.expected_verdict: start),
-    scored once by the main process before any step has moved the policy; the others read it."""
-    if cfg.reward.expected_verdict != "start":
-        return None
-    behaviors, seeds = _behaviors_and_seeds(cfg, behaviors, seeds)
-    table = _main_process_first(cfg, lambda: start_verdicts(cfg, *policy, behaviors, seeds, rows, run_dir / START_VERDICTS_FILE))
-    return StartVerdict(table, openings(PROMPT_SETS[cfg.episodes.auditor_prompt].openings or "")["quote"])
-
-
-def _behaviors_and_seeds(
-    cfg: GRPOLMConfig, behaviors: dict[str, Behavior] | None, seeds: Sequence[Seed] | None
-) -> tuple[dict[str, Behavior], Sequence[Seed]]:
-    """The config's behaviors and training seeds, loaded here when the caller injected its rows and episodes."""
+) -> tuple[ClaimThreshold | None, StartVerdict | None]:
+    """What training holds the policy to: the claim threshold (reward.claim_rate_target), under `start` the starting
+    policy's exact claim rate on each benign row, and the starting policy's verdict after every quote of the training
+    rows (reward.expected_verdict: start). The main process scores the starting policy once, before any step has moved
+    it, and keeps what each needs in the run, so a resumed run reads what its first steps were held to; the others read
+    it. The behaviors and seeds are the config's, loaded here when the caller injected its rows and episodes."""
     if behaviors is None or seeds is None:
         behaviors = load_behaviors(cfg.data.behavior_paths or None)
         seeds = training_seeds(cfg, behaviors)
-    return behaviors, seeds
+    needed = rows if cfg.reward.expected_verdict == "start" else [r for r in rows if r.benign]  # the threshold reads benign rows
+    scored = functools.cache(lambda: score_rows(cfg, *policy, behaviors, seeds, list(dict.fromkeys(needed))))
+    target, threshold, verdict = cfg.reward.claim_rate_target, None, None
+    if target is not None:
+        rates = _kept_in_run(cfg, run_dir / START_RATES_FILE, lambda: start_claim_rates(scored())) if target == "start" else target
+        threshold = ClaimThreshold(rates, cfg.reward.claim_cost_step, run_dir / CLAIM_COST_FILE)
+    if cfg.reward.expected_verdict == "start":
+        table = _kept_in_run(cfg, run_dir / START_VERDICTS_FILE, lambda: start_verdicts(scored()))
+        verdict = StartVerdict(table, openings(PROMPT_SETS[cfg.episodes.auditor_prompt].openings or "")["quote"])
+    return threshold, verdict
 
 
-def _main_process_first(cfg: GRPOLMConfig, compute: Callable[[], T]) -> T:
-    """`compute` on the main process (which writes what it computed to the run), then on the others (which read it)."""
+def _kept_in_run(cfg: GRPOLMConfig, path: Path, compute: Callable[[], Any]) -> Any:
+    """What `path` holds, or else `compute`'s result, computed on the main process and written there for the others."""
     state = distributed_state(cfg.trainer.ddp_timeout)
-    value = compute() if state.is_main_process else None
+    if state.is_main_process and not path.is_file():
+        atomic_write_text(path, json.dumps(compute(), indent=1))
     state.wait_for_everyone()
-    return value if value is not None else compute()
+    return json.loads(path.read_text(encoding="utf-8"))
 
 
 def _design_state(design: RewardDesign) -> dict[str, Any]:

@@ -285,6 +285,20 @@ def shift_claims(scores: ChoiceScores, shift: float) -> ChoiceScores:
     return ChoiceScores(quote=list(scores.quote), claim=[moved(p) for p in scores.claim])
 
 
+def score_rows(
+    cfg: GRPOLMConfig, model: Any, tokenizer: Any, behaviors: dict[str, Behavior], seeds: Sequence[Seed], rows: Sequence[EpisodeRow]
+) -> list[tuple[ProbedAudit, ChoiceScores]]:
+    """Each row probed as a run probes it (`probed_audits`) and every report the grammar allows scored by `model`,
+    put in eval mode for it and then back in the mode it was in: how a run scores its starting policy."""
+    segments = ChatSegments(tokenizer)
+    audits = probed_audits(cfg, segments, behaviors, seeds, rows)
+    training = model.training
+    model.eval()
+    scores = score_audits(model, audits, evidence_grammar(cfg, segments), cfg.episodes.temperature, segments.pad_id)
+    model.train(training)
+    return list(zip(audits, scores, strict=True))
+
+
 def evidence_or_quietest(audit: ProbedAudit, scores: ChoiceScores) -> ChoiceScores:
     """The same verdict behind a choice of evidence that knows which sentences are evidence: always the evidence
     sentence the verdict claims most after where the audit has one, else the sentence it claims least after. What

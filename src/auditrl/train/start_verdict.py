@@ -10,18 +10,11 @@ in its start-verdict table).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import Any
 
-from auditrl.atomic import atomic_write_text
-from auditrl.behaviors.schema import Behavior, Seed
 from auditrl.scaffold.transcript import Transcript
 from auditrl.train.claim_threshold import row_key
-from auditrl.train.config import GRPOLMConfig
-from auditrl.train.report_choices import evidence_grammar, probed_audits, score_audits
-from auditrl.train.rollout import ChatSegments, EpisodeRow
+from auditrl.train.report_choices import ChoiceScores, ProbedAudit
 
 START_VERDICTS_FILE = "start_verdicts.json"
 
@@ -44,26 +37,7 @@ class StartVerdict:
         return self.table.get(row_key(transcript), {}).get(quoted)
 
 
-def start_verdicts(
-    cfg: GRPOLMConfig,
-    model: Any,
-    tokenizer: Any,
-    behaviors: dict[str, Behavior],
-    seeds: Sequence[Seed],
-    rows: Sequence[EpisodeRow],
-    path: Path,
-) -> dict[str, dict[str, float]]:
-    """Every training row probed as the run probes it and every sentence it may quote scored by the starting policy
-    (auditrl.train.report_choices), by `row_key` and sentence text. Kept in `path` once computed, so a resumed run
-    reads the verdict its first steps were trained against instead of scoring the moved policy."""
-    if path.is_file():
-        return json.loads(path.read_text(encoding="utf-8"))
-    segments = ChatSegments(tokenizer)
-    audits = probed_audits(cfg, segments, behaviors, seeds, list(dict.fromkeys(rows)))
-    training = model.training
-    model.eval()
-    scores = score_audits(model, audits, evidence_grammar(cfg, segments), cfg.episodes.temperature, segments.pad_id)
-    model.train(training)
-    table = {row_key(a.transcript): {c.text: p for c, p in zip(a.choices, s.claim, strict=True)} for a, s in zip(audits, scores, strict=True)}
-    atomic_write_text(path, json.dumps(table, indent=1))
-    return table
+def start_verdicts(scored: Sequence[tuple[ProbedAudit, ChoiceScores]]) -> dict[str, dict[str, float]]:
+    """The starting policy's P(claim) after every sentence of every row it scored (auditrl.train.report_choices.
+    score_rows), by `row_key` and sentence text."""
+    return {row_key(a.transcript): {c.text: p for c, p in zip(a.choices, s.claim, strict=True)} for a, s in scored}
