@@ -57,12 +57,12 @@ from auditrl.train.plan import batch_layout, check_fsdp_saves_adapter, check_sna
 from auditrl.train.outputs import ADAPTER_DIR, finalize_adapter, write_training_report
 from auditrl.train.policy import check_init_adapter, load_policy, lora_config
 from auditrl.train.progress import StepProgress
+from auditrl.train.report_choices import score_rows
 from auditrl.train.reward import GroupReward, make_design, reference_store
 from auditrl.train.rollout import ChatSegments, EpisodeFactory, EpisodeRow
 from auditrl.train.rollout_func import AuditRolloutFunc
 from auditrl.train.runtime import AsyncRunner, distributed_state
 from auditrl.train.snapshot import SNAPSHOTS_DIR, PolicySnapshot
-from auditrl.train.report_choices import score_rows
 from auditrl.train.start_verdict import START_VERDICTS_FILE, StartVerdict, start_verdicts
 from auditrl.train.trainer import AuditGRPOTrainer
 
@@ -189,7 +189,7 @@ def start_references(
     rows (reward.expected_verdict: start). The main process scores the starting policy once, before any step has moved
     it, and keeps what each needs in the run, so a resumed run reads what its first steps were held to; the others read
     it. The behaviors and seeds are the config's, loaded here when the caller injected its rows and episodes."""
-    if behaviors is None or seeds is None:
+    if "start" in (cfg.reward.claim_rate_target, cfg.reward.expected_verdict) and (behaviors is None or seeds is None):
         behaviors = load_behaviors(cfg.data.behavior_paths or None)
         seeds = training_seeds(cfg, behaviors)
     needed = rows if cfg.reward.expected_verdict == "start" else [r for r in rows if r.benign]  # the threshold reads benign rows
