@@ -66,6 +66,7 @@ Prints the CPU (its bf16 support decides the dtype) and the CPU seconds of each 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import re
 import time
@@ -468,26 +469,27 @@ def main(
             record["cpu_seconds"][f"evaluation made to claim: {name}"] = time.process_time() - started
             record.setdefault("made_to_claim", {})[name] = {p: audit_units(ts, cfg) for p, ts in forced.items()}
         save()
+    stored = functools.cache(lambda name, p: load_scores(scores_file(out, name, p), probe(p, tokenizer)))  # each file read once
     for name, results in record.get("exact", {}).items():
         start = start_of(name)
         for p in (p for p in part if p in results and start and scores_file(out, start, p).is_file()):
-            start_scores = load_scores(scores_file(out, start, p), probe(p, tokenizer))
+            start_scores = stored(start, p)
             record.setdefault("matched", {}).setdefault(name, {})[p] = matched_start(results[p], probed[p], start_scores)
             if scores_file(out, name, p).is_file():  # a run from before scores were kept has none
-                quotes = load_scores(scores_file(out, name, p), probed[p])
+                quotes = stored(name, p)
                 composed = [ChoiceScores(quote=q.quote, claim=s.claim) for q, s in zip(quotes, start_scores, strict=True)]
                 record.setdefault("start verdict", {}).setdefault(name, {})[p] = exact_units(probed[p], composed)
-        stored = [scores_file(out, n, CALIBRATION) for n in (name, start)] if calibration and start else []
-        if stored and all(f.is_file() for f in stored):
+        kept = [scores_file(out, n, CALIBRATION) for n in (name, start)] if calibration and start else []
+        if kept and all(f.is_file() for f in kept):
             audits = probe_calibration(tokenizer)
-            reset = threshold_reset(audits, *(load_scores(f, audits) for f in stored))
+            reset = threshold_reset(audits, *(load_scores(f, audits) for f in kept))
             for p in (p for p in part if p in results and scores_file(out, name, p).is_file()):  # a run from before scores were kept has none
-                reset[p] = exact_units(probed[p], [shift_claims(s, reset["shift"]) for s in load_scores(scores_file(out, name, p), probe(p, tokenizer))])
+                reset[p] = exact_units(probed[p], [shift_claims(s, reset["shift"]) for s in stored(name, p)])
             record.setdefault("reset", {})[name] = reset
     starts = {start_of(n) for n in record.get("exact", {})}
     for name in (n for n in record.get("exact", {}) if n in starts):
         for p in (p for p in part if scores_file(out, name, p).is_file()):
-            best = [evidence_or_quietest(a, s) for a, s in zip(probe(p, tokenizer), load_scores(scores_file(out, name, p), probed[p]), strict=True)]
+            best = [evidence_or_quietest(a, s) for a, s in zip(probe(p, tokenizer), stored(name, p), strict=True)]
             record.setdefault("evidence ceiling", {}).setdefault(name, {})[p] = exact_units(probed[p], best)
     save()
     print_tables(record)
