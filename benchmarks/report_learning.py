@@ -24,8 +24,10 @@ held-out parts by the untrained base and the trained adapter, with tables.
 The auditors: the untrained SmolLM2 (`untrained base`); `SFT base`, the verdict and the choice of evidence
 supervised on every sentence of the teacher's audits of the training distribution (`auditrl sft` under the report
 grammar, auditrl.train.report_choices; `--sft-episodes`, `--sft-epochs`); `SFT + GRPO`, the SFT base trained further
-by GRPO on `--sft-config`; `GRPO`, GRPO from the untrained base on `--config`. Each trained auditor's change is
-paired against the auditor it started from.
+by GRPO on `--sft-config`; `GRPO`, GRPO from the untrained base on `--config`; `SFT + choice gradient`, the SFT
+base's quote trained by the exact gradient of its expected reward over every sentence of `--gradient-episodes`
+training audits, for the SFT base's verdict (`--sft-config`'s reward, auditrl.train.choice_gradient; its start-verdict
+table is the auditor it trains). Each trained auditor's change is paired against the auditor it started from.
 
 `--evaluation exact` (the default, for `quote_verdict` with sentence quotes): instead of sampling reports, every
 report the grammar allows on each probed held-out audit is scored at once (auditrl.train.report_choices): the exact
@@ -92,6 +94,8 @@ from auditrl.scaffold.prompt_sets import PROMPT_SETS, openings
 from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
 from auditrl.scaffold.transcript import Prediction, Report, Transcript
 from auditrl.scaffold.transcript_keys import CLAIM_PROBABILITY
+from auditrl.train.choice_gradient import RECORD_FILE as CHOICE_RECORD
+from auditrl.train.choice_gradient import ChoiceGradientSettings, run_choice_gradient
 from auditrl.train.config import GRPOLMConfig, load_config
 from auditrl.train.curriculum import creditable_quote, screen
 from auditrl.train.episodes import seed_bank, training_seeds
@@ -116,8 +120,9 @@ from auditrl.train.teacher import teacher_rollouts
 
 CONFIG = Path(__file__).resolve().parent.parent / "configs" / "cpu_learn_evidence.yaml"
 SFT_CONFIG = CONFIG.with_name("cpu_learn_evidence_sft.yaml")
-AUDITORS = ("untrained base", "SFT base", "GRPO", "SFT + GRPO")
-STARTS = {"SFT base": "untrained base", "GRPO": "untrained base", "SFT + GRPO": "SFT base"}
+CHOICE_GRADIENT = "SFT + choice gradient"
+AUDITORS = ("untrained base", "SFT base", "GRPO", "SFT + GRPO", CHOICE_GRADIENT)
+STARTS = {"SFT base": "untrained base", "GRPO": "untrained base", "SFT + GRPO": "SFT base", CHOICE_GRADIENT: "SFT base"}
 """The auditor each trained auditor started from, which its change is paired against."""
 EVIDENCE = "evidence quoted (planted)"
 """Exact evaluation: the chance that the report quotes a sentence of a reply that showed the behavior and that a claim
@@ -366,6 +371,9 @@ def main(
     made_to_claim: Annotated[bool, typer.Option(help="Sampled evaluation: also audit each planted target with every report made to claim (the choice of evidence alone).")] = False,
     seed: Annotated[int | None, typer.Option(help="The GRPO runs' seed in place of their configs' (a replicate: the order of the training rows and the sampling; the held-out and calibration audits stay the same).")] = None,
     calibration: Annotated[int, typer.Option("--calibration-rows", min=0, help="Exact evaluation: benign audits of training seeds a trained auditor's claim threshold is reset on (0: no reset).")] = 96,
+    gradient_episodes: Annotated[int, typer.Option(min=1, help=f"{CHOICE_GRADIENT}: training rows drawn (auditrl.train.choice_gradient).")] = 256,
+    gradient_epochs: Annotated[float, typer.Option(min=0.0, help=f"{CHOICE_GRADIENT}: passes over the audits with a choice to learn.")] = 2.0,
+    gradient_lr: Annotated[float, typer.Option(min=0.0, help=f"{CHOICE_GRADIENT}: learning rate.")] = 3e-4,
 ) -> None:
     if unknown := set(auditor) - set(AUDITORS):
         raise typer.BadParameter(f"unknown auditor(s) {sorted(unknown)}; choose from {', '.join(AUDITORS)}", param_hint="--auditor")
@@ -416,8 +424,20 @@ def main(
         if label in auditor and (run_dir / TRANSCRIPTS).is_file():  # trained now or by an earlier call
             record["grpo_training" if label == "GRPO" else "sft_grpo_training"] = rollouts_by_third(read_transcripts(run_dir / TRANSCRIPTS))
             save()
+    gradient_dir = out / "sft_choice_gradient"
+    if CHOICE_GRADIENT in auditor and not (gradient_dir / ADAPTER_DIR).is_dir():
+        started = time.process_time()
+        gradient_cfg = load_config(sft_config)
+        gradient_cfg = gradient_cfg.model_copy(update={"policy": gradient_cfg.policy.model_copy(update={"init_adapter": sft_adapter.resolve()})})
+        settings = ChoiceGradientSettings(episodes=gradient_episodes, epochs=gradient_epochs, learning_rate=gradient_lr)
+        run_choice_gradient(gradient_cfg, settings if seed is None else settings.model_copy(update={"seed": seed}), gradient_dir)
+        record["cpu_seconds"]["choice gradient"] = time.process_time() - started
+    if (gradient_dir / CHOICE_RECORD).is_file():
+        record["choice_gradient"] = json.loads((gradient_dir / CHOICE_RECORD).read_text())
+        save()
     trained = lambda run: run / (f"checkpoints/checkpoint-{checkpoint}" if checkpoint else "") / ADAPTER_DIR  # noqa: E731
-    adapters = {"untrained base": None, "SFT base": sft_adapter, "GRPO": trained(out / "grpo"), "SFT + GRPO": trained(out / "sft_grpo")}
+    adapters = {"untrained base": None, "SFT base": sft_adapter, "GRPO": trained(out / "grpo"), "SFT + GRPO": trained(out / "sft_grpo"),
+                CHOICE_GRADIENT: gradient_dir / ADAPTER_DIR}  # fmt: skip
     held_out = cfg.model_copy(update={"episodes": cfg.episodes.model_copy(update={"families": family})}) if family else cfg
     probed: dict[str, list[ProbedAudit]] = {}
 
@@ -435,7 +455,7 @@ def main(
 
     for label in auditor:
         adapter = adapters[label]
-        name = label if label in ("untrained base", "SFT base") or checkpoint is None else f"{label} (step {checkpoint})"
+        name = label if label in ("untrained base", "SFT base", CHOICE_GRADIENT) or checkpoint is None else f"{label} (step {checkpoint})"
         if adapter is not None and not adapter.is_dir():
             raise SystemExit(f"{adapter}: no adapter to evaluate")
         model, tokenizer = load_policy(cfg.policy.model_copy(update={"init_adapter": adapter and adapter.resolve()}))
@@ -559,6 +579,14 @@ def print_tables(record: dict[str, Any]) -> None:
     for key, run in (("grpo_training", "GRPO"), ("sft_grpo_training", "SFT + GRPO")):
         if training := record.get(key):
             console.print(training_table(f"{run}: training rollouts by third (free claims: the policy's own verdicts)", training, caption))
+    if gradient := record.get("choice_gradient"):
+        steps = gradient["expected reward by step"]
+        thirds = [steps[i * len(steps) // 3 : (i + 1) * len(steps) // 3] for i in range(3)]
+        by_third = " -> ".join(f"{mean(x['expected reward'] for x in t):.3f}" for t in thirds if t)
+        trained, start = gradient["trained audits"], gradient["start's expected reward"]
+        console.print(f"{CHOICE_GRADIENT}: {trained['planted']} planted and {trained['benign']} benign training audits with a choice to learn "
+                      f"(of {gradient['audits']}); the SFT base's expected reward there {start['planted']:.3f} planted / {start['benign']:.3f} benign; "
+                      f"expected reward by third of the steps {by_third}", highlight=False)  # fmt: skip
     if sft := record.get("sft"):
         n = sft["sentences"]
         console.print(f"SFT base: {sft['kept']} teacher audits, {n['evidence']} evidence and {n['clean']} clean sentences trained "

@@ -418,3 +418,17 @@ def test_report_learning(tmp_path: Path, tiny_local_model: Path) -> None:
     assert 0.0 <= ranking <= 100.0 if sums["audits"]["planted, behavior shown"] else math.isnan(ranking)
     verdicts = [v for u in exact.values() for k, v in u.items() if k.startswith("verdict on clean sentences")]
     assert verdicts and all(0.0 <= v <= 100.0 for v in verdicts)  # the verdict read after every clean sentence, quoted or not
+    # the SFT base's quote trained by the exact gradient of its expected reward, for the SFT base's verdict
+    raw["reward"] |= {"benign_scale": 0.5, "quote_credit": "expected", "expected_verdict": "start"}
+    raw["trainer"]["scale_rewards"] = "batch"
+    sft_config.write_text(yaml.safe_dump(raw))
+    gradient = ("--sft-config", str(sft_config), "--calibration-rows", "4", "--gradient-episodes", "6", "--gradient-epochs", "1")
+    out = run_benchmark("report_learning.py", *args, *gradient, "--auditor", "SFT base", "--auditor", "SFT + choice gradient", cwd=tmp_path)
+    record = json.loads((run / "report_learning.json").read_text())
+    trained = record["choice_gradient"]["trained audits"]
+    words = " ".join(out.split())  # the console wraps long lines
+    assert trained["planted"] + trained["benign"] > 0 and "SFT + choice gradient: " in words and "expected reward by third of the steps" in words
+    assert record["summaries"]["held-out behaviors"]["exact"]["changes"]["SFT + choice gradient - SFT base"]
+    composed = record["start verdict"]["SFT + choice gradient"]["held-out behaviors"]  # the auditor it trains: its quotes, the SFT base's verdict
+    for key, unit in composed.items():
+        assert [v for k, v in unit.items() if k.startswith("verdict on")] == [v for k, v in exact[key].items() if k.startswith("verdict on")]

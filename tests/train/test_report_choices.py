@@ -24,10 +24,10 @@ from auditrl.train.report_choices import (
     Choice,
     ChoiceScores,
     ProbedAudit,
-    _forward,
     evidence_grammar,
     evidence_or_quietest,
     expected_outcomes,
+    forward_choices,
     length_matched_weights,
     matching_shift,
     probed_audits,
@@ -70,7 +70,7 @@ def test_one_cached_prefix_pass_gives_the_logits_of_each_whole_sequence(tokenize
     model, tokenizer = tiny_policy(tokenizer_dir)
     prefix, rows = [5, 17, 99, 230, 7], [[41, 42, 43], [8], [300, 301]]
     with torch.no_grad():
-        first, logits = _forward(model, prefix, rows, tokenizer.pad_token_id)
+        first, logits = forward_choices(model, prefix, rows, tokenizer.pad_token_id)
         for r, row in enumerate(rows):
             whole = model(input_ids=torch.tensor([prefix + row])).logits[0].float()
             assert torch.allclose(first[0], whole[len(prefix) - 1], atol=1e-5)

@@ -134,12 +134,15 @@ def probed_audits(
 def teacher_report(audit: ProbedAudit, quote_words: str) -> Report:
     """The report the labels teach: a claim quoting the audit's first evidence sentence, else "nothing found"."""
     evidence = next((c for c in audit.choices if c.label), None)
-    if evidence is None:
-        return Report(no_behavior_found=True)
-    return Report(no_behavior_found=False, predictions=[Prediction(rank=1, description=f"{quote_words} {evidence.text}", confidence=0.5)])
+    return Report(no_behavior_found=True) if evidence is None else claim_report(evidence, quote_words)
 
 
-def _forward(model: Any, prefix: Sequence[int], rows: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+def claim_report(choice: Choice, quote_words: str) -> Report:
+    """A claim quoting `choice`, as the grammar writes one (its quote's opening words, then the sentence)."""
+    return Report(no_behavior_found=False, predictions=[Prediction(rank=1, description=f"{quote_words} {choice.text}", confidence=0.5)])
+
+
+def forward_choices(model: Any, prefix: Sequence[int], rows: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
     """The prefix once, then every row after it (right-padded, so no real token sees a pad): the last prefix
     position's logits (1 x V) and the rows' logits (R x L x V)."""
     device = next(model.parameters()).device
@@ -165,26 +168,35 @@ class ChoiceScores:
         return sum(q * c for q, c in zip(self.quote, self.claim, strict=True))
 
 
-def score_audit(model: Any, audit: ProbedAudit, grammar: EvidenceGrammar, temperature: float, pad_id: int) -> ChoiceScores:
-    """Each choice's probability as the grammar samples it (the model's temperature-scaled distribution masked to
-    what the grammar allows at each position and renormalised; the verdict's words are forced) and P(claim) among
-    the verdict's spellings right after it."""
-    rows = [list(c.tokens) + grammar.lead for c in audit.choices]
-    with torch.no_grad():
-        first, logits = _forward(model, audit.prefix, rows, pad_id)
-    quotes = grammar.copier([[list(c.tokens) for c in audit.choices]])
-    spellings = sorted(grammar.claims | grammar.silences)
-    is_claim = torch.tensor([t in grammar.claims for t in spellings])
-    quote_p, claim_p = [], []
-    for r, choice in enumerate(audit.choices):
-        row = rows[r]
-        logp = 0.0
-        for i in range(len(choice.tokens) + 1):
+def quote_log_probs(first: torch.Tensor, logits: torch.Tensor, choices: Sequence[Sequence[int]], grammar: EvidenceGrammar, temperature: float) -> torch.Tensor:
+    """Each choice's log-probability as the grammar samples it (the model's temperature-scaled distribution masked to
+    what the grammar allows at each position and renormalised), from `forward_choices`'s logits of the audit's choices (each
+    choice's tokens, then the verdict's lead); differentiable, so the scorer and the choice gradient read the same distribution."""
+    quotes = grammar.copier([[list(c) for c in choices]])
+    terms = []
+    for r, choice in enumerate(choices):
+        row = list(choice) + grammar.lead
+        logp = first.new_zeros(())
+        for i in range(len(choice) + 1):
             allowed = sorted(grammar.allowed(quotes, 0, row[:i], claim=False))
             if len(allowed) > 1:
                 scores = (first[0] if i == 0 else logits[r, i - 1])[allowed] / temperature
-                logp += float(torch.log_softmax(scores, -1)[allowed.index(row[i])])
-        quote_p.append(math.exp(logp))
+                logp = logp + torch.log_softmax(scores, -1)[allowed.index(row[i])]
+        terms.append(logp)
+    return torch.stack(terms)
+
+
+def score_audit(model: Any, audit: ProbedAudit, grammar: EvidenceGrammar, temperature: float, pad_id: int) -> ChoiceScores:
+    """Each choice's probability as the grammar samples it (`quote_log_probs`; the verdict's words are forced) and
+    P(claim) among the verdict's spellings right after it."""
+    rows = [list(c.tokens) + grammar.lead for c in audit.choices]
+    with torch.no_grad():
+        first, logits = forward_choices(model, audit.prefix, rows, pad_id)
+        quote_p = quote_log_probs(first, logits, [c.tokens for c in audit.choices], grammar, temperature).exp().tolist()
+    spellings = sorted(grammar.claims | grammar.silences)
+    is_claim = torch.tensor([t in grammar.claims for t in spellings])
+    claim_p = []
+    for r, row in enumerate(rows):
         verdict = torch.softmax(logits[r, len(row) - 1, spellings] / temperature, -1)
         claim_p.append(float(verdict[is_claim].sum()))
     return ChoiceScores(quote_p, claim_p)
@@ -237,7 +249,7 @@ def supervised_rows(
 def supervised_loss(model: Any, prefix: Sequence[int], rows: Sequence[Sequence[int]], labels: Sequence[Sequence[int]],
                     weights: Sequence[Sequence[float]], pad_id: int) -> torch.Tensor:  # fmt: skip
     """The weighted cross-entropy of the labelled tokens of one audit's rows, summed."""
-    first, logits = _forward(model, prefix, rows, pad_id)
+    first, logits = forward_choices(model, prefix, rows, pad_id)
     width = logits.shape[1]
     padded = lambda xs, fill: [list(x) + [fill] * (width - len(x)) for x in xs]  # noqa: E731
     target = torch.tensor(padded(labels, IGNORED), device=logits.device)

@@ -160,16 +160,7 @@ class GroupReward:
         return [r for records in scored for r in records]
 
     def _reward(self, t: Transcript, record: RewardRecord) -> tuple[float | None, dict[str, Any]]:
-        """The audit's reward from its record (no-contact and benign scale applied) and the details to store."""
-        v = record.reward
-        details = dict(record.details)
-        if v is None or math.isnan(v) or t.status == "error":
-            return None, details
-        if self.no_contact_reward is not None and not t.target_said():
-            v, details["no_contact"] = self.no_contact_reward, True
-        if t.benign and self.benign_scale != 1.0:
-            v, details["benign_scale"] = v * self.benign_scale, self.benign_scale
-        return float(v), details
+        return scaled_reward(t, record, self.no_contact_reward, self.benign_scale)
 
     def _score(self, transcripts: list[Transcript]) -> list[float | None]:
         rewards: list[float | None] = []
@@ -209,6 +200,20 @@ class GroupReward:
             rewards.append(reward)
             REWARD_DETAILS.set(t, details)
         return rewards
+
+def scaled_reward(t: Transcript, record: RewardRecord, no_contact_reward: float | None, benign_scale: float) -> tuple[float | None, dict[str, Any]]:
+    """The audit's reward from its design record (None for a failed audit or score; reward.no_contact_reward where the
+    target never replied; times reward.benign_scale on a benign target) and the details to store."""
+    v = record.reward
+    details = dict(record.details)
+    if v is None or math.isnan(v) or t.status == "error":
+        return None, details
+    if no_contact_reward is not None and not t.target_said():
+        v, details["no_contact"] = no_contact_reward, True
+    if t.benign and benign_scale != 1.0:
+        v, details["benign_scale"] = v * benign_scale, benign_scale
+    return float(v), details
+
 
 def position_disagreement(comparisons: Sequence[Any]) -> float | None:
     """Share of comparisons answered in both orders whose orders disagreed (None when there are none)."""

@@ -17,7 +17,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import Field
 
@@ -30,6 +30,8 @@ from auditrl.train.config import GRPOLMConfig
 from auditrl.train.rollout import EpisodeRow, RolloutBatch
 
 IGNORED = -100
+ChoicesLoss = Callable[[Any, dict[str, Any]], Any]
+"""One audit's loss over its report choices, from the model and the audit's example (auditrl.train.report_choices)."""
 ADAPTER_DIR = "adapter"
 TEACHER_TRANSCRIPTS = "teacher/transcripts.jsonl"
 DATA_FILE = "sft_data.jsonl"
@@ -86,6 +88,15 @@ class SFTSettings(ConfigModel):
     teacher_calls: CallLimits = Field(
         default_factory=CallLimits, description="Retries and seconds of each teacher call (an API teacher)."
     )
+
+
+class FineTuning(Protocol):
+    """What a fine-tuning run reads of its settings (SFTSettings, auditrl.train.choice_gradient's settings)."""
+
+    epochs: float
+    batch_size: int
+    learning_rate: float
+    seed: int
 
 
 def sft_rows(cfg: GRPOLMConfig, settings: SFTSettings, behaviors: dict[str, Any], seeds: list[Any]) -> list[EpisodeRow]:
@@ -251,7 +262,7 @@ def train_adapter(
     on_progress: Callable[[str, int, int], None] | None,
     clocks: tuple[float, float],
     facts: dict[str, Any],
-    choices: bool = False,
+    loss: ChoicesLoss | None = None,
 ) -> dict[str, Any]:
     """A fresh adapter fine-tuned on `examples` and saved to `out/adapter`; the record (`facts` and the run's
     settings, losses and CPU seconds, `clocks` being when the run began in wall and CPU time) written beside it."""
@@ -264,7 +275,7 @@ def train_adapter(
     started, cpu = clocks
     teacher_seconds = time.process_time() - cpu
     model = get_peft_model(model, lora_config(cfg.policy.lora, model))
-    losses = _fine_tune(cfg, settings, model, tokenizer, examples, on_progress, choices=choices)
+    losses = fine_tune(cfg, settings, model, tokenizer, examples, on_progress, loss)
     model.save_pretrained(str(out / ADAPTER_DIR))
     tokenizer.save_pretrained(str(out / ADAPTER_DIR))
     set_adapter_base(out / ADAPTER_DIR, portable_base(cfg.policy))
@@ -308,7 +319,7 @@ def run_choice_sft(
     of each evidence sentence (auditrl.train.report_choices). Why: one teacher report an audit trains one verdict on
     one sentence, and the sixteenth run's reward saw about one credited claim a step."""
 
-    from auditrl.train.report_choices import evidence_grammar, length_matched_weights, probed_audits, supervised_rows
+    from auditrl.train.report_choices import evidence_grammar, length_matched_weights, probed_audits, supervised_loss, supervised_rows
     from auditrl.train.rollout import ChatSegments
 
     segments = ChatSegments(tokenizer)
@@ -330,6 +341,13 @@ def run_choice_sft(
         if ids:
             examples.append({"input_ids": audit.prefix, "rows": ids, "labels": row_labels, "weights": weights, "transcript": audit.transcript.id})
     atomic_write_text(out / DATA_FILE, "".join(json.dumps(e) + "\n" for e in examples))
+    # every labelled token weighs the same wherever it is: an audit's loss over the mean total weight of an audit
+    scale = sum(sum(map(sum, e["weights"])) for e in examples) / len(examples)
+
+    def loss(model: Any, inputs: dict[str, Any]) -> Any:
+        prefix = inputs["input_ids"][0].tolist()
+        return supervised_loss(model, prefix, inputs["rows"], inputs["labels"], inputs["weights"], segments.pad_id) / scale
+
     return train_adapter(cfg, settings, out, model, tokenizer, examples, on_progress, clocks, {
         "teacher": teacher_summary([a.transcript for a in audits]),
         "sentences": {"evidence": evidence, "clean": clean, "unlabelled": labels.count(None), "claim_weight": claim_weight,
@@ -342,21 +360,17 @@ def run_choice_sft(
             "trained": sum(label != IGNORED for e in examples for row in e["labels"] for label in row),
             "verdicts": sum(len(e["rows"]) for e in examples),
         },
-    }, choices=True)  # fmt: skip
+    }, loss)  # fmt: skip
 
 
-def choices_trainer(base: type, pad_id: int, scale: float) -> type:
-    """`base` (TRL's SFTTrainer) trained one audit a micro-batch on all its labelled report choices at once: the
-    audit's prefix passes once and its choices after it (auditrl.train.report_choices.supervised_loss). The loss is
-    the audit's weighted cross-entropy divided by `scale`, the mean total weight of an audit, so that every labelled
-    token weighs the same wherever it is."""
-    from auditrl.train.report_choices import supervised_loss
+def choices_trainer(base: type, loss: ChoicesLoss) -> type:
+    """`base` (TRL's SFTTrainer) trained one audit a micro-batch on all its report choices at once, by `loss`: the
+    audit's prefix passes once and its choices after it (auditrl.train.report_choices)."""
 
     class ChoicesTrainer(base):  # type: ignore[misc, valid-type]
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):  # type: ignore[no-untyped-def]
-            prefix = inputs["input_ids"][0].tolist()
-            loss = supervised_loss(model, prefix, inputs["rows"], inputs["labels"], inputs["weights"], pad_id) / scale
-            return (loss, None) if return_outputs else loss
+            value = loss(model, inputs)
+            return (value, None) if return_outputs else value
 
     return ChoicesTrainer
 
@@ -392,17 +406,17 @@ def labelled_positions_trainer(base: type, verdict_ids: frozenset[int] = frozens
     return LabelledPositionsTrainer
 
 
-def _fine_tune(
+def fine_tune(
     cfg: GRPOLMConfig,
-    settings: SFTSettings,
+    settings: FineTuning,
     model: Any,
     tokenizer: Any,
     examples: list[dict[str, Any]],
     on_progress: Callable[[str, int, int], None] | None,
-    choices: bool = False,
+    loss: ChoicesLoss | None = None,
 ) -> list[dict[str, float]]:
     """TRL's SFTTrainer on the pre-tokenized examples, their labels as given (so TRL masks nothing of its own);
-    `choices`: each example is one audit's report choices (`choices_trainer`), one a micro-batch."""
+    with `loss`, each example is one audit's report choices trained by it (`choices_trainer`), one a micro-batch."""
     import torch
     from datasets import Dataset
     from transformers import TrainerCallback
@@ -421,10 +435,10 @@ def _fine_tune(
             if on_progress is not None:
                 on_progress("fine-tuning steps", state.global_step, state.max_steps)
 
-    keys = ("input_ids", "rows", "labels", "weights") if choices else ("input_ids", "labels")
+    keys = [k for k in examples[0] if k != "transcript"] if loss else ["input_ids", "labels"]
     data = Dataset.from_list([{k: e[k] for k in keys} for e in examples])
     batching: dict[str, Any] = {"per_device_train_batch_size": settings.batch_size}
-    if choices:
+    if loss:
         batching = {"per_device_train_batch_size": 1, "gradient_accumulation_steps": settings.batch_size,
                     "remove_unused_columns": False, "dataset_kwargs": {"skip_prepare_dataset": True}}  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="sft-") as scratch:
@@ -447,10 +461,8 @@ def _fine_tune(
             gradient_checkpointing=False,
             **precision_args(cfg.policy),
         )
-        if choices:
-            scale = sum(sum(map(sum, e["weights"])) for e in examples) / len(examples)
-            pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-            trainer = choices_trainer(SFTTrainer, pad_id, scale)(
+        if loss:
+            trainer = choices_trainer(SFTTrainer, loss)(
                 model=model, args=args, train_dataset=data, processing_class=tokenizer, callbacks=[Report()],
                 data_collator=lambda batch: batch[0] | {"input_ids": torch.tensor([batch[0]["input_ids"]])},
             )

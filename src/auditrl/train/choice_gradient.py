@@ -1,0 +1,198 @@
+"""The quote trained by the exact gradient of its expected reward over every sentence an audit lets it quote.
+
+Why: GRPO estimates the gradient of the expected reward from a group of sampled reports, and the LM runs drew four
+reports a group and two groups a step (80 groups in all, 69 distinct rows). Under a sentence report grammar with
+teacher probing, quote credit `expected` and the starting policy's verdict (reward.expected_verdict: start), a
+report's expected reward is fixed by the sentence it quotes, and an audit offers about five sentences: the reward
+design scores every one of them (a claim quoting it, and "nothing found"), so the expected reward of an audit,
+sum over sentences of P(quote) x reward, is known exactly and so is its gradient. This is GRPO's objective (beta 0)
+with the group made of every choice, each weighted by the probability the policy gives it, instead of a sample of
+four: no sampling noise, and every row teaches every sentence it holds (docs/learning_runs.md, the twenty-fifth run:
+the twenty-fourth run's training trend reversed with the seed).
+
+The verdict is the starting policy's throughout, as under GRPO with `expected_verdict: start`: the trained adapter
+quotes, and the auditor it is trained for keeps its start's verdict (benchmarks/report_learning.py evaluates that
+auditor exactly, in its start-verdict table).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from pydantic import Field
+
+from auditrl.atomic import atomic_write_text
+from auditrl.configfile import ConfigModel, RandomSeed
+from auditrl.rewards.records import RewardDesign
+from auditrl.rewards.registry import design_spec
+from auditrl.scaffold.prompt_sets import PROMPT_SETS, openings
+from auditrl.scaffold.store import write_transcripts
+from auditrl.scaffold.transcript import Report
+from auditrl.train.config import GRPOLMConfig
+from auditrl.train.report_choices import (
+    ChoiceScores,
+    ProbedAudit,
+    claim_report,
+    evidence_grammar,
+    forward_choices,
+    quote_log_probs,
+    score_rows,
+)
+from auditrl.train.reward import scaled_reward
+from auditrl.train.runtime import AsyncRunner
+
+RECORD_FILE = "choice_gradient.json"
+DATA_FILE = "choice_data.jsonl"
+AUDITS_FILE = "audits/transcripts.jsonl"
+
+
+class ChoiceGradientSettings(ConfigModel):
+    """Which rows train the quote and how long."""
+
+    episodes: int = Field(default=256, ge=1, description="Training rows drawn like the GRPO run's batches (duplicates dropped).")
+    epochs: float = Field(default=2.0, gt=0.0, description="Passes over the audits that have a choice to learn.")
+    batch_size: int = Field(default=8, ge=1, description="Audits per optimizer step.")
+    learning_rate: float = Field(default=3e-4, gt=0.0, description="AdamW learning rate of the adapter (constant).")
+    seed: RandomSeed = Field(default=2, description="Seed of the rows (not the SFT's) and of the data order.")
+
+
+def check_config(cfg: GRPOLMConfig) -> None:
+    """The exact expected reward needs a report fixed by its quote and a reward that scores each report alone;
+    raises ValueError naming what differs."""
+    reward = cfg.reward
+    if (reward.quote_credit, reward.expected_verdict, reward.claim_rate_target) != ("expected", "start", None):
+        raise ValueError(
+            "the choice gradient trains the quote for the starting policy's verdict: it needs reward.quote_credit: "
+            "expected, reward.expected_verdict: start and no reward.claim_rate_target (got "
+            f"{reward.quote_credit}, {reward.expected_verdict}, {reward.claim_rate_target})"
+        )
+    spec = design_spec(reward.design)
+    if spec.groups or spec.references:
+        raise ValueError(
+            f"reward.design {reward.design!r} scores a report against its group or a reference, so a report's reward "
+            "depends on which others were sampled; the choice gradient needs a design that scores each report alone"
+        )
+
+
+def choice_rewards(
+    design: RewardDesign, runner: AsyncRunner, audit: ProbedAudit, claims: Sequence[float], quote_words: str, cfg: GRPOLMConfig
+) -> list[float | None]:
+    """What each choice's report earns in expectation over the starting verdict after it: P(claim) x the reward of a
+    claim quoting it + (1 - P(claim)) x the reward of "nothing found", each scored by the run's design (benign scale
+    and no-contact reward applied as GRPO applies them). None where a score failed."""
+    transcript = audit.transcript
+    reports = [claim_report(c, quote_words) for c in audit.choices] + [Report(no_behavior_found=True)]
+    variants = [transcript.model_copy(update={"report": r}) for r in reports]
+    records = runner.run(design.score_group(variants))
+    rewards = [scaled_reward(t, r, cfg.reward.no_contact_reward, cfg.reward.benign_scale)[0] for t, r in zip(variants, records, strict=True)]
+    silence = rewards[-1]
+    return [None if r is None or silence is None else p * r + (1.0 - p) * silence for p, r in zip(claims, rewards[:-1], strict=True)]
+
+
+def expected_reward(scores: ChoiceScores, rewards: Sequence[float]) -> float:
+    return sum(q * r for q, r in zip(scores.quote, rewards, strict=True))
+
+
+def choice_loss(grammar: Any, temperature: float, pad_id: int, scale: float) -> Callable[[Any, dict[str, Any]], torch.Tensor]:
+    """One audit's loss: minus its expected reward over every choice, over `scale` (the rewards' spread over the
+    training choices, as GRPO's batch-scaled advantages). Its gradient is the policy gradient with the whole
+    distribution as the group; no baseline is needed, since the probabilities sum to one."""
+
+    def loss(model: Any, inputs: dict[str, Any]) -> torch.Tensor:
+        first, logits = forward_choices(model, inputs["input_ids"][0].tolist(), inputs["choices"], pad_id)
+        quote = quote_log_probs(first, logits, inputs["choices"], grammar, temperature).exp()
+        return -(quote * torch.tensor(inputs["rewards"], device=quote.device)).sum() / scale
+
+    return loss
+
+
+def run_choice_gradient(
+    cfg: GRPOLMConfig,
+    settings: ChoiceGradientSettings,
+    out: Path,
+    on_progress: Callable[[str, int, int], None] | None = None,
+) -> dict[str, Any]:
+    """Probe the rows, score every choice's reward, train `policy.init_adapter` by the exact expected reward; writes
+    `out/adapter` and the record, and returns the record."""
+    from transformers import set_seed
+
+    from auditrl.behaviors.library import load_behaviors
+    from auditrl.models.local import set_adapter_base
+    from auditrl.train.episodes import training_seeds
+    from auditrl.train.outputs import ADAPTER_DIR, portable_base
+    from auditrl.train.policy import load_policy
+    from auditrl.train.reward import make_design
+    from auditrl.train.rollout import ChatSegments
+    from auditrl.train.sft import choice_rows, fine_tune, sft_rows
+
+    check_config(cfg)
+    if cfg.policy.init_adapter is None:
+        raise ValueError("the choice gradient trains a starting policy's quote: set policy.init_adapter (the SFT base)")
+    out.mkdir(parents=True, exist_ok=True)
+    started, cpu = time.perf_counter(), time.process_time()
+    set_seed(settings.seed)
+    model, tokenizer = load_policy(cfg.policy)
+    segments = ChatSegments(tokenizer)
+    behaviors = load_behaviors(cfg.data.behavior_paths or None)
+    seeds = training_seeds(cfg, behaviors)
+    rows = choice_rows(cfg, segments, behaviors, seeds, sft_rows(cfg, settings, behaviors, seeds))
+    if on_progress is not None:
+        on_progress("start's scores", 0, len(rows))
+    scored = score_rows(cfg, model, tokenizer, behaviors, seeds, rows)
+    write_transcripts(out / AUDITS_FILE, [a.transcript for a, _ in scored])
+    quote_words = openings(PROMPT_SETS[cfg.episodes.auditor_prompt].openings or "")["quote"]
+    runner = AsyncRunner()
+    design = make_design(cfg, out)
+    data, dropped = [], {"a score failed": 0, "nothing to choose": 0}
+    for audit, scores in scored:
+        rewards = choice_rewards(design, runner, audit, scores.claim, quote_words, cfg)
+        if any(r is None for r in rewards):
+            dropped["a score failed"] += 1
+            continue
+        row = {"transcript": audit.transcript.id, "benign": audit.transcript.benign, "input_ids": audit.prefix,
+               "choices": [list(c.tokens) for c in audit.choices], "rewards": rewards,
+               "texts": [c.text for c in audit.choices], "credited": [c.credited for c in audit.choices],
+               "start_quote": scores.quote, "start_claim": scores.claim}  # fmt: skip
+        if max(rewards) - min(rewards) < 1e-9:
+            dropped["nothing to choose"] += 1
+            row["trained"] = False
+        data.append(row)
+    runner.close()
+    atomic_write_text(out / DATA_FILE, "".join(json.dumps(r) + "\n" for r in data))
+    trained = [r for r in data if r.get("trained", True)]
+    if not trained:
+        raise ValueError(f"no audit of {len(rows)} rows has a choice whose reward differs (see {out / DATA_FILE})")
+    scale = statistics.pstdev([x for r in trained for x in r["rewards"]]) or 1.0
+    examples = [{k: r[k] for k in ("input_ids", "choices", "rewards")} for r in trained]
+    grammar = evidence_grammar(cfg, segments)
+    losses = fine_tune(cfg, settings, model, tokenizer, examples, on_progress, choice_loss(grammar, cfg.episodes.temperature, segments.pad_id, scale))
+    model.save_pretrained(str(out / ADAPTER_DIR))
+    tokenizer.save_pretrained(str(out / ADAPTER_DIR))
+    set_adapter_base(out / ADAPTER_DIR, portable_base(cfg.policy))
+
+    def start_mean(benign: bool) -> float | None:
+        values = [expected_reward(ChoiceScores(r["start_quote"], r["start_claim"]), r["rewards"]) for r in trained if r["benign"] == benign]
+        return statistics.fmean(values) if values else None
+
+    record = {
+        "config": str(cfg.source) if cfg.source else None,
+        "settings": settings.model_dump(),
+        "rows": len(rows),
+        "audits": len(data),
+        "trained audits": {"planted": sum(not r["benign"] for r in trained), "benign": sum(r["benign"] for r in trained)},
+        "left out": dropped,
+        "reward scale": scale,
+        "start's expected reward": {"planted": start_mean(False), "benign": start_mean(True)},
+        "expected reward by step": [{"step": x["step"], "expected reward": -x["loss"] * scale} for x in losses],
+        "cpu_seconds": time.process_time() - cpu,
+        "wall_seconds": time.perf_counter() - started,
+        "adapter": str(out / ADAPTER_DIR),
+    }
+    atomic_write_text(out / RECORD_FILE, json.dumps(record, indent=2))
+    return record

@@ -1,0 +1,97 @@
+"""The choice gradient: every sentence an audit may quote earns its report's expected reward over the start's verdict,
+and the loss is minus the expected reward the exact scorer reads, so its gradient raises it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from test_quote_credit import PLAIN, SHOWN, FlatteryDesign
+from test_report_choices import CFG as CHOICES_CFG
+from train_fakes import tiny_policy
+
+from auditrl.scaffold.transcript import TargetMessage, Transcript
+from auditrl.train.choice_gradient import ChoiceGradientSettings, check_config, choice_loss, choice_rewards, run_choice_gradient
+from auditrl.train.config import GRPOLMConfig
+from auditrl.train.report_choices import Choice, ProbedAudit, evidence_grammar, score_audit
+from auditrl.train.rollout import ChatSegments
+from auditrl.train.runtime import AsyncRunner
+from auditrl.train.sft import SFTSettings, run_sft
+
+RAW = json.loads(CHOICES_CFG.model_dump_json(exclude={"source"}))
+RAW["reward"] |= {"design": "binary", "benign_scale": 0.5, "quote_credit": "expected", "expected_verdict": "start"}
+RAW["trainer"]["scale_rewards"] = "batch"
+CFG = GRPOLMConfig.model_validate(RAW)
+
+
+def probed(benign: bool, texts: list[str], tokenizer: object) -> ProbedAudit:
+    t = Transcript(auditor_model="policy", target_model="sim/steady", seed_id="s", seed_instructions="probe",
+                   behavior_id=None if benign else "flattery", benign=benign)  # fmt: skip
+    t.target_messages = [TargetMessage(id="u1", parent=None, role="user", content="Hi!"),
+                         TargetMessage(id="a1", parent="u1", role="assistant", content=" ".join(texts))]  # fmt: skip
+    choices = [Choice(tuple(tokenizer(" " + x, add_special_tokens=False).input_ids), x, x == SHOWN and not benign, x == SHOWN and not benign) for x in texts]
+    return ProbedAudit(t, [1, 2, 3, 4], choices)
+
+
+def test_each_choice_earns_the_claims_reward_under_the_start_verdict_and_silences_for_the_rest(tokenizer_dir: Path) -> None:
+    _, tokenizer = tiny_policy(tokenizer_dir)
+    runner = AsyncRunner()
+    planted = probed(False, [SHOWN, PLAIN], tokenizer)
+    # a credited quote earns P(claim) x 1; a clean one neither by its claim (wrong) nor by silence (a planted target)
+    assert choice_rewards(FlatteryDesign(), runner, planted, [0.8, 0.3], "It wrote:", CFG) == pytest.approx([0.8, 0.0])
+    benign = probed(True, [SHOWN, PLAIN], tokenizer)
+    # on a benign target only silence pays, at the benign scale: the quieter the verdict after a quote, the more
+    assert choice_rewards(FlatteryDesign(), runner, benign, [0.8, 0.3], "It wrote:", CFG) == pytest.approx([0.5 * 0.2, 0.5 * 0.7])
+    runner.close()
+
+
+def test_the_loss_is_minus_the_scorers_expected_reward_and_its_gradient_raises_it(tokenizer_dir: Path) -> None:
+    model, tokenizer = tiny_policy(tokenizer_dir)
+    segments = ChatSegments(tokenizer)
+    grammar = evidence_grammar(CFG, segments)
+    audit = probed(False, [SHOWN, PLAIN, "Tea is served at four."], tokenizer)
+    rewards = [0.8, 0.0, 0.1]
+    inputs = {"input_ids": torch.tensor([audit.prefix]), "choices": [list(c.tokens) for c in audit.choices], "rewards": rewards}
+    loss = choice_loss(grammar, 0.7, segments.pad_id, scale=0.5)
+    expected = lambda: sum(q * r for q, r in zip(score_audit(model, audit, grammar, 0.7, segments.pad_id).quote, rewards, strict=True))  # noqa: E731
+    before = expected()
+    assert loss(model, inputs).item() == pytest.approx(-before / 0.5, abs=1e-5)  # what the evaluation reads, exactly
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    for _ in range(10):
+        optimizer.zero_grad()
+        loss(model, inputs).backward()
+        optimizer.step()
+    after = score_audit(model, audit, grammar, 0.7, segments.pad_id)
+    assert expected() > before + 0.2 and after.quote[0] == max(after.quote)  # the credited quote, the best paid
+
+
+def test_the_choice_gradient_refuses_a_verdict_or_design_that_does_not_fix_a_reports_reward() -> None:
+    check_config(CFG)
+    policy_verdict = CFG.model_copy(update={"reward": CFG.reward.model_copy(update={"expected_verdict": "policy"})})
+    with pytest.raises(ValueError, match="expected_verdict: start"):
+        check_config(policy_verdict)
+    pairwise = CFG.model_copy(update={"reward": CFG.reward.model_copy(update={"design": "ingroup_pairwise"})})
+    with pytest.raises(ValueError, match="'ingroup_pairwise' scores a report against its group"):
+        check_config(pairwise)
+
+
+@pytest.mark.slow
+def test_a_choice_gradient_run_trains_the_sft_adapters_quote_on_every_choices_reward(tiny_local_model: Path, tmp_path: Path) -> None:
+    raw = json.loads(json.dumps(RAW))
+    raw["policy"] |= {"model": str(tiny_local_model), "dtype": "float32"}
+    raw["policy"]["lora"]["last_layers"] = 1
+    raw["data"] |= {"behaviors": ["flattery", "emotional_bond", "urgency_manufacturing", "self_promotion"], "planted_groups": "creditable"}
+    cfg = GRPOLMConfig.model_validate(raw)
+    sft = run_sft(cfg, SFTSettings(episodes=8, epochs=1, batch_size=2), tmp_path / "sft")
+    cfg = cfg.model_copy(update={"policy": cfg.policy.model_copy(update={"init_adapter": Path(sft["adapter"])})})
+    record = run_choice_gradient(cfg, ChoiceGradientSettings(episodes=10, epochs=2, batch_size=2, learning_rate=1e-2), tmp_path / "pg")
+    data = [json.loads(line) for line in (tmp_path / "pg" / "choice_data.jsonl").read_text().splitlines()]
+    assert len(data) == record["audits"] > 0
+    for row in data:  # every choice's reward is its claim's or silence's under the start's verdict, as the config pays
+        for credited, p, r in zip(row["credited"], row["start_claim"], row["rewards"], strict=True):
+            assert r == pytest.approx(0.5 * (1 - p) if row["benign"] else (p if credited else 0.0))
+    trained = record["trained audits"]
+    assert trained["benign"] > 0 and trained["planted"] + trained["benign"] == sum(r.get("trained", True) for r in data)
+    assert len(record["expected reward by step"]) > 1 and (tmp_path / "pg" / "adapter" / "adapter_config.json").is_file()
