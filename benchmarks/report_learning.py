@@ -52,7 +52,9 @@ training data only, as a deployed auditor's could be, so its held-out FP calibra
 
 The start's verdict (exact evaluation): each trained auditor's probabilities of quoting each sentence with its
 start's P(claim) after each, against the start: what the trained choice of evidence alone does to every metric,
-with the verdict as it was before training (what an auditor whose verdict training could not move would do).
+with the verdict as it was before training (what an auditor whose verdict training could not move would do). With
+`--calibration-rows`, that auditor is also reset as above: the start's verdict shifted by the one claim log-odds
+constant at which, behind the trained quotes, it claims on the calibration audits as often as the start does.
 
 The evidence ceiling (exact evaluation): under each start auditor's own verdict, the choice of evidence that always
 quotes the evidence sentence the verdict claims most after where the audit has one, else the sentence it claims
@@ -502,10 +504,17 @@ def main(
         kept = [scores_file(out, n, CALIBRATION) for n in (name, start)] if calibration and start else []
         if kept and all(f.is_file() for f in kept):
             audits = probe_calibration(tokenizer)
-            reset = threshold_reset(audits, *(load_scores(f, audits) for f in kept))
+            trained_calibration, start_calibration = (load_scores(f, audits) for f in kept)
+            reset = threshold_reset(audits, trained_calibration, start_calibration)
+            # the start-verdict auditor (these quotes, the start's verdict) reset the same way: the start's verdict shifted
+            composed = [ChoiceScores(quote=q.quote, claim=s.claim) for q, s in zip(trained_calibration, start_calibration, strict=True)]
+            verdict_reset = threshold_reset(audits, composed, start_calibration)
             for p in (p for p in part if p in results and scores_file(out, name, p).is_file()):  # a run from before scores were kept has none
                 reset[p] = exact_units(probed[p], [shift_claims(s, reset["shift"]) for s in stored(name, p)])
+                moved = [ChoiceScores(quote=q.quote, claim=shift_claims(s, verdict_reset["shift"]).claim) for q, s in zip(stored(name, p), stored(start, p), strict=True)]
+                verdict_reset[p] = exact_units(probed[p], moved)
             record.setdefault("reset", {})[name] = reset
+            record.setdefault("start verdict reset", {})[name] = verdict_reset
     starts = {start_of(n) for n in record.get("exact", {})}
     for name in (n for n in record.get("exact", {}) if n in starts):
         for p in (p for p in part if scores_file(out, name, p).is_file()):
@@ -629,6 +638,14 @@ def print_tables(record: dict[str, Any]) -> None:
                 table, made_summary = paired_table(title, (f"{name}'s quotes, {start}'s verdict", start), parts[part], record["exact"][start][part], exact_rows, caption)
                 console.print(table)
                 summaries[part].setdefault("start verdict", {})[name] = made_summary
+        for name, reset in record.get("start verdict reset", {}).items():
+            if part in reset and (start := start_of(name)) in record.get("exact", {}) and part in record["exact"][start]:
+                title = (f"{part}: {name}'s choice of evidence with {start}'s verdict, that verdict reset on {reset['audits']} benign audits of "
+                         f"training seeds (claim log-odds {reset['shift']:+.2f}: {reset['trained claim rate']:.1f}% -> {reset['start claim rate']:.1f}% "
+                         f"there), against {start}, % mean [95% CI] over audits")  # fmt: skip
+                table, made_summary = paired_table(title, (f"{name}'s quotes, {start}'s verdict reset", start), reset[part], record["exact"][start][part], exact_rows, caption)
+                console.print(table)
+                summaries[part].setdefault("start verdict reset", {})[name] = {key: reset[key] for key in ("shift", "audits", "start claim rate", "trained claim rate")} | made_summary
         for name, parts in record.get("evidence ceiling", {}).items():
             if part in parts and part in record.get("exact", {}).get(name, {}):
                 title = (f"{part}: the best choice of evidence under {name}'s verdict (the evidence sentence it claims most after where there "

@@ -400,6 +400,13 @@ def test_report_learning(tmp_path: Path, tiny_local_model: Path) -> None:
         for key, unit in composed.items():
             assert unit.get("identification if made to claim (planted)") == trained[key].get("identification if made to claim (planted)")
             assert [v for k, v in unit.items() if k.startswith("verdict on")] == [v for k, v in start[key].items() if k.startswith("verdict on")]
+    # that auditor reset too: the start's verdict shifted until, behind the trained quotes, it claims on the calibration audits as the start does
+    verdict_reset = record["start verdict reset"]["SFT + GRPO"]
+    behind = [ChoiceScores(quote=q["quote"], claim=shift_claims(ChoiceScores(**b), verdict_reset["shift"]).claim)
+              for q, b in zip(calibration["SFT_+_GRPO"].values(), calibration["SFT_base"].values(), strict=True)]  # fmt: skip
+    assert mean(c.claim_rate for c in behind) == pytest.approx(rate(calibration["SFT_base"]), abs=1e-6)
+    for key, unit in verdict_reset["held-out behaviors"].items():  # the quotes are the trained auditor's, untouched
+        assert unit.get("identification if made to claim (planted)") == record["exact"]["SFT + GRPO"]["held-out behaviors"][key].get("identification if made to claim (planted)")
     fp = row(table_rows(out.rsplit(START_VERDICT, 1)[1].split(CEILING, 1)[0]), "FP calibration (benign)", 9)
     change = record["summaries"]["held-out seeds of training behaviors"]["start verdict"]["SFT + GRPO"]["change"]["FP calibration (benign)"]["mean"]
     assert fp[6] == pytest.approx(change, abs=0.051)
