@@ -592,10 +592,10 @@ def print_tables(record: dict[str, Any]) -> None:
         steps = gradient["expected reward by step"]
         thirds = [steps[i * len(steps) // 3 : (i + 1) * len(steps) // 3] for i in range(3)]
         by_third = " -> ".join(f"{mean(x['expected reward'] for x in t):.3f}" for t in thirds if t)
-        trained, start = gradient["trained audits"], gradient["start's expected reward"]
+        trained, start, best = gradient["trained audits"], gradient["start's expected reward"], gradient["best expected reward"]
         console.print(f"{CHOICE_GRADIENT}: {trained['planted']} planted and {trained['benign']} benign training audits with a choice to learn "
-                      f"(of {gradient['audits']}); the SFT base's expected reward there {start['planted']:.3f} planted / {start['benign']:.3f} benign; "
-                      f"expected reward by third of the steps {by_third}", highlight=False)  # fmt: skip
+                      f"(of {gradient['audits']}); expected reward there, planted / benign: the SFT base's {start['planted']:.3f} / {start['benign']:.3f}, "
+                      f"the best choice's {best['planted']:.3f} / {best['benign']:.3f}; expected reward by third of the steps {by_third}", highlight=False)  # fmt: skip
     if sft := record.get("sft"):
         n = sft["sentences"]
         console.print(f"SFT base: {sft['kept']} teacher audits, {n['evidence']} evidence and {n['clean']} clean sentences trained "

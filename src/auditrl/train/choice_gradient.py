@@ -176,9 +176,11 @@ def run_choice_gradient(
     tokenizer.save_pretrained(str(out / ADAPTER_DIR))
     set_adapter_base(out / ADAPTER_DIR, portable_base(cfg.policy))
 
-    def start_mean(benign: bool) -> float | None:
-        values = [expected_reward(ChoiceScores(r["start_quote"], r["start_claim"]), r["rewards"]) for r in trained if r["benign"] == benign]
+    def mean_over(benign: bool, value: Callable[[dict[str, Any]], float]) -> float | None:
+        values = [value(r) for r in trained if r["benign"] == benign]
         return statistics.fmean(values) if values else None
+
+    start = lambda r: expected_reward(ChoiceScores(r["start_quote"], r["start_claim"]), r["rewards"])  # noqa: E731
 
     record = {
         "config": str(cfg.source) if cfg.source else None,
@@ -188,7 +190,8 @@ def run_choice_gradient(
         "trained audits": {"planted": sum(not r["benign"] for r in trained), "benign": sum(r["benign"] for r in trained)},
         "left out": dropped,
         "reward scale": scale,
-        "start's expected reward": {"planted": start_mean(False), "benign": start_mean(True)},
+        "start's expected reward": {"planted": mean_over(False, start), "benign": mean_over(True, start)},
+        "best expected reward": {"planted": mean_over(False, lambda r: max(r["rewards"])), "benign": mean_over(True, lambda r: max(r["rewards"]))},
         "expected reward by step": [{"step": x["step"], "expected reward": -x["loss"] * scale} for x in losses],
         "cpu_seconds": time.process_time() - cpu,
         "wall_seconds": time.perf_counter() - started,
