@@ -93,13 +93,14 @@ class SFTSettings(ConfigModel):
 class FineTuning(Protocol):
     """What a fine-tuning run reads of its settings (SFTSettings, auditrl.train.choice_gradient's settings)."""
 
+    episodes: int
     epochs: float
     batch_size: int
     learning_rate: float
     seed: int
 
 
-def sft_rows(cfg: GRPOLMConfig, settings: SFTSettings, behaviors: dict[str, Any], seeds: list[Any]) -> list[EpisodeRow]:
+def sft_rows(cfg: GRPOLMConfig, settings: FineTuning, behaviors: dict[str, Any], seeds: list[Any]) -> list[EpisodeRow]:
     """`episodes` distinct rows drawn like the GRPO run's batches (same benign share), from the SFT's own seed;
     fewer when the training distribution has fewer (behavior, seed, family, benign) rows."""
     from auditrl.train.episodes import training_rows
@@ -435,10 +436,10 @@ def fine_tune(
             if on_progress is not None:
                 on_progress("fine-tuning steps", state.global_step, state.max_steps)
 
-    keys = [k for k in examples[0] if k != "transcript"] if loss else ["input_ids", "labels"]
+    keys = [k for k in examples[0] if k != "transcript"] if loss is not None else ["input_ids", "labels"]
     data = Dataset.from_list([{k: e[k] for k in keys} for e in examples])
     batching: dict[str, Any] = {"per_device_train_batch_size": settings.batch_size}
-    if loss:
+    if loss is not None:
         batching = {"per_device_train_batch_size": 1, "gradient_accumulation_steps": settings.batch_size,
                     "remove_unused_columns": False, "dataset_kwargs": {"skip_prepare_dataset": True}}  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="sft-") as scratch:
@@ -461,7 +462,7 @@ def fine_tune(
             gradient_checkpointing=False,
             **precision_args(cfg.policy),
         )
-        if loss:
+        if loss is not None:
             trainer = choices_trainer(SFTTrainer, loss)(
                 model=model, args=args, train_dataset=data, processing_class=tokenizer, callbacks=[Report()],
                 data_collator=lambda batch: batch[0] | {"input_ids": torch.tensor([batch[0]["input_ids"]])},
