@@ -624,28 +624,24 @@ def print_tables(record: dict[str, Any]) -> None:
                 table, made_summary = paired_table(title, (name, f"{start}, matched"), record["exact"][name][part], parts[part]["units"], exact_rows, caption)
                 console.print(table)
                 summaries[part].setdefault("matched", {})[name] = {"shift": parts[part]["shift"], "start": made_summary["start"], "change": made_summary["change"]}
-        for name, reset in record.get("reset", {}).items():
-            if part in reset and (start := start_of(name)) in record.get("exact", {}) and part in record["exact"][start]:
-                title = (f"{part}: {name} with its threshold reset on {reset['audits']} benign audits of training seeds (claim log-odds "
-                         f"{reset['shift']:+.2f}: {reset['trained claim rate']:.1f}% -> {start}'s {reset['start claim rate']:.1f}% there) "
-                         f"against {start}, % mean [95% CI] over audits")  # fmt: skip
-                table, made_summary = paired_table(title, (f"{name}, reset", start), reset[part], record["exact"][start][part], exact_rows, caption)
-                console.print(table)
-                summaries[part].setdefault("reset", {})[name] = {key: reset[key] for key in ("shift", "audits", "start claim rate", "trained claim rate")} | made_summary
+        resets = (("reset", "{name} with its threshold reset", "{name}, reset"),
+                  ("start verdict reset", "{name}'s choice of evidence with {start}'s verdict, that verdict reset", "{name}'s quotes, {start}'s verdict reset"))
+        for kind, who, column in resets:
+            for name, reset in record.get(kind, {}).items():
+                if part in reset and (start := start_of(name)) in record.get("exact", {}) and part in record["exact"][start]:
+                    names = {"name": name, "start": start}
+                    title = (f"{part}: {who.format(**names)} on {reset['audits']} benign audits of training seeds (claim log-odds "
+                             f"{reset['shift']:+.2f}: {reset['trained claim rate']:.1f}% -> {start}'s {reset['start claim rate']:.1f}% there) "
+                             f"against {start}, % mean [95% CI] over audits")  # fmt: skip
+                    table, made_summary = paired_table(title, (column.format(**names), start), reset[part], record["exact"][start][part], exact_rows, caption)
+                    console.print(table)
+                    summaries[part].setdefault(kind, {})[name] = {key: reset[key] for key in ("shift", "audits", "start claim rate", "trained claim rate")} | made_summary
         for name, parts in record.get("start verdict", {}).items():
             if part in parts and (start := start_of(name)) in record.get("exact", {}) and part in record["exact"][start]:
                 title = f"{part}: {name}'s choice of evidence with {start}'s verdict after each quote, against {start}, % mean [95% CI] over audits"
                 table, made_summary = paired_table(title, (f"{name}'s quotes, {start}'s verdict", start), parts[part], record["exact"][start][part], exact_rows, caption)
                 console.print(table)
                 summaries[part].setdefault("start verdict", {})[name] = made_summary
-        for name, reset in record.get("start verdict reset", {}).items():
-            if part in reset and (start := start_of(name)) in record.get("exact", {}) and part in record["exact"][start]:
-                title = (f"{part}: {name}'s choice of evidence with {start}'s verdict, that verdict reset on {reset['audits']} benign audits of "
-                         f"training seeds (claim log-odds {reset['shift']:+.2f}: {reset['trained claim rate']:.1f}% -> {reset['start claim rate']:.1f}% "
-                         f"there), against {start}, % mean [95% CI] over audits")  # fmt: skip
-                table, made_summary = paired_table(title, (f"{name}'s quotes, {start}'s verdict reset", start), reset[part], record["exact"][start][part], exact_rows, caption)
-                console.print(table)
-                summaries[part].setdefault("start verdict reset", {})[name] = {key: reset[key] for key in ("shift", "audits", "start claim rate", "trained claim rate")} | made_summary
         for name, parts in record.get("evidence ceiling", {}).items():
             if part in parts and part in record.get("exact", {}).get(name, {}):
                 title = (f"{part}: the best choice of evidence under {name}'s verdict (the evidence sentence it claims most after where there "
