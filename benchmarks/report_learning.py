@@ -112,6 +112,7 @@ from auditrl.train.report_choices import (
     expected_outcomes,
     matching_shift,
     probed_audits,
+    quote_opening,
     score_audits,
     shift_claims,
 )
@@ -197,7 +198,7 @@ def audit_units(transcripts: list[Transcript], cfg: GRPOLMConfig) -> dict[str, d
     on planted audits also whether some quote the grammar allows of a reply that showed the behavior is a claim the
     grader credits (`CEILING`)."""
     grader = default_grader()
-    opening = openings(PROMPT_SETS[cfg.episodes.auditor_prompt].openings or "")["quote"]
+    opening = quote_opening(cfg)
     by: dict[str, list[Transcript]] = {}
     for t in transcripts:
         if t.status != "error":

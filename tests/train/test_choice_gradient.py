@@ -93,7 +93,7 @@ def test_a_choice_gradient_run_trains_the_sft_adapters_quote_on_every_choices_re
         for credited, p, r in zip(row["credited"], row["start_claim"], row["rewards"], strict=True):
             assert r == pytest.approx(0.5 * (1 - p) if row["benign"] else (p if credited else 0.0))
     trained = record["trained audits"]
-    assert trained["benign"] > 0 and trained["planted"] + trained["benign"] == sum(r.get("trained", True) for r in data)
+    assert trained["benign"] > 0 and trained["planted"] + trained["benign"] == sum(r["trained"] for r in data)
     best, start = record["best expected reward"], record["start's expected reward"]
     assert best["benign"] >= start["benign"] and (best["planted"] is None or best["planted"] >= start["planted"])
     assert len(record["expected reward by step"]) > 1 and (tmp_path / "pg" / "adapter" / "adapter_config.json").is_file()

@@ -31,7 +31,6 @@ from auditrl.atomic import atomic_write_text
 from auditrl.configfile import ConfigModel, RandomSeed
 from auditrl.rewards.records import RewardDesign
 from auditrl.rewards.registry import design_spec
-from auditrl.scaffold.prompt_sets import PROMPT_SETS, openings
 from auditrl.scaffold.store import write_transcripts
 from auditrl.scaffold.transcript import Report
 from auditrl.train.config import GRPOLMConfig
@@ -42,6 +41,7 @@ from auditrl.train.report_choices import (
     evidence_grammar,
     forward_choices,
     quote_log_probs,
+    quote_opening,
     score_rows,
 )
 from auditrl.train.reward import scaled_reward
@@ -146,7 +146,7 @@ def run_choice_gradient(
         on_progress("start's scores", 0, len(rows))
     scored = score_rows(cfg, model, tokenizer, behaviors, seeds, rows)
     write_transcripts(out / AUDITS_FILE, [a.transcript for a, _ in scored])
-    quote_words = openings(PROMPT_SETS[cfg.episodes.auditor_prompt].openings or "")["quote"]
+    quote_words = quote_opening(cfg)
     runner = AsyncRunner()
     design = make_design(cfg, out)
     data, dropped = [], {"a score failed": 0, "nothing to choose": 0}
@@ -158,14 +158,12 @@ def run_choice_gradient(
         row = {"transcript": audit.transcript.id, "benign": audit.transcript.benign, "input_ids": audit.prefix,
                "choices": [list(c.tokens) for c in audit.choices], "rewards": rewards,
                "texts": [c.text for c in audit.choices], "credited": [c.credited for c in audit.choices],
-               "start_quote": scores.quote, "start_claim": scores.claim}  # fmt: skip
-        if max(rewards) - min(rewards) < 1e-9:
-            dropped["nothing to choose"] += 1
-            row["trained"] = False
+               "start_quote": scores.quote, "start_claim": scores.claim, "trained": max(rewards) - min(rewards) > 1e-9}  # fmt: skip
+        dropped["nothing to choose"] += not row["trained"]
         data.append(row)
     runner.close()
     atomic_write_text(out / DATA_FILE, "".join(json.dumps(r) + "\n" for r in data))
-    trained = [r for r in data if r.get("trained", True)]
+    trained = [r for r in data if r["trained"]]
     if not trained:
         raise ValueError(f"no audit of {len(rows)} rows has a choice whose reward differs (see {out / DATA_FILE})")
     scale = statistics.pstdev([x for r in trained for x in r["rewards"]]) or 1.0

@@ -36,7 +36,6 @@ from auditrl.atomic import atomic_write_text
 from auditrl.behaviors.library import load_behaviors
 from auditrl.behaviors.schema import Behavior, Seed
 from auditrl.rewards.records import RewardDesign
-from auditrl.scaffold.prompt_sets import PROMPT_SETS, openings
 from auditrl.train.checkpoint import (
     CHECKPOINTS_DIR,
     RunStateCallback,
@@ -57,7 +56,7 @@ from auditrl.train.plan import batch_layout, check_fsdp_saves_adapter, check_sna
 from auditrl.train.outputs import ADAPTER_DIR, finalize_adapter, write_training_report
 from auditrl.train.policy import check_init_adapter, load_policy, lora_config
 from auditrl.train.progress import StepProgress
-from auditrl.train.report_choices import score_rows
+from auditrl.train.report_choices import quote_opening, score_rows
 from auditrl.train.reward import GroupReward, make_design, reference_store
 from auditrl.train.rollout import ChatSegments, EpisodeFactory, EpisodeRow
 from auditrl.train.rollout_func import AuditRolloutFunc
@@ -200,7 +199,7 @@ def start_references(
         threshold = ClaimThreshold(rates, cfg.reward.claim_cost_step, run_dir / CLAIM_COST_FILE)
     if cfg.reward.expected_verdict == "start":
         table = _kept_in_run(cfg, run_dir / START_VERDICTS_FILE, lambda: start_verdicts(scored()))
-        verdict = StartVerdict(table, openings(PROMPT_SETS[cfg.episodes.auditor_prompt].openings or "")["quote"])
+        verdict = StartVerdict(table, quote_opening(cfg))
     return threshold, verdict
 
 

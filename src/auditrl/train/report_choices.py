@@ -118,7 +118,7 @@ def probed_audits(
     grammar = evidence_grammar(cfg, segments)
     batch: RolloutBatch = teacher_rollouts(cfg, cfg.episodes.probing_teacher, segments, behaviors, seeds, rows)
     grader = default_grader()
-    quote_words = openings(PROMPT_SETS[cfg.episodes.auditor_prompt].openings or "")["quote"]
+    quote_words = quote_opening(cfg)
     audits = []
     for prompt, completion, mask, transcript in zip(batch.prompt_ids, batch.completion_ids, batch.env_mask, batch.transcripts, strict=True):
         if transcript.status == "error":
@@ -129,6 +129,11 @@ def probed_audits(
             audit.transcript = transcript.model_copy(update={"report": teacher_report(audit, quote_words)})
             audits.append(audit)
     return audits
+
+
+def quote_opening(cfg: GRPOLMConfig) -> str:
+    """The words a report's quote opens with under the run's prompt set (`It wrote:`), as a claim quoting it begins."""
+    return openings(PROMPT_SETS[cfg.episodes.auditor_prompt].openings or "")["quote"]
 
 
 def teacher_report(audit: ProbedAudit, quote_words: str) -> Report:

@@ -201,6 +201,7 @@ class GroupReward:
             REWARD_DETAILS.set(t, details)
         return rewards
 
+
 def scaled_reward(t: Transcript, record: RewardRecord, no_contact_reward: float | None, benign_scale: float) -> tuple[float | None, dict[str, Any]]:
     """The audit's reward from its design record (None for a failed audit or score; reward.no_contact_reward where the
     target never replied; times reward.benign_scale on a benign target) and the details to store."""
