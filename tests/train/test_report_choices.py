@@ -157,3 +157,17 @@ def _tokenizer(folder: Path) -> object:
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(folder)
+
+
+def test_the_same_audits_probed_in_two_calls_give_the_policy_the_same_prompt(tokenizer_dir: Path) -> None:
+    """Message ids are part of the policy's prompt: drawn at random, one audit scored in two processes differed."""
+    _, tokenizer = tiny_policy(tokenizer_dir)
+    behaviors = load_behaviors()
+    rows = [r for r in held_out_rows(CFG, HELD_OUT_PARTS[0]) if r.seed_id.endswith("-00") and r.family == "steady"][:1]
+    probe = lambda: probed_audits(CFG, ChatSegments(tokenizer), behaviors, seed_bank(CFG, behaviors), rows * 2)  # noqa: E731
+    first, again = probe(), probe()
+    ids = [[m.id for m in a.transcript.target_messages] for a in first]
+    assert ids[0] and ids == [[m.id for m in a.transcript.target_messages] for a in again]
+    assert [a.prefix for a in first] == [a.prefix for a in again]
+    assert not set(ids[0]) & set(ids[1])  # the row's second audit is another audit, with its own ids
+    assert any(f'message_id="{i}"' in tokenizer.decode(first[0].prefix) for i in ids[0])  # the ids the policy reads

@@ -45,7 +45,7 @@ from auditrl.scaffold.text_protocol import parse_tool_calls, render_tools_prompt
 from auditrl.scaffold.tool_calls import TOOL_RUNNERS
 from auditrl.scaffold.tool_sets import AUDIT_TOOL_SETS, DEFAULT_TOOL_SET, TOOL_SETS
 from auditrl.scaffold.tools import InvalidToolCall, auditor_tools, prompt_text, validate_arguments
-from auditrl.scaffold.transcript import AuditorMessage, Role, Status, TargetMessage, ToolCallRecord, Transcript
+from auditrl.scaffold.transcript import AuditorMessage, Role, Status, TargetMessage, ToolCallRecord, Transcript, keyed_ids
 from auditrl.scaffold.transcript_keys import TARGET_PREFILL
 
 Phase = Literal["audit", "report", "done"]
@@ -94,7 +94,7 @@ class AuditEpisode:
         )
         self.prefill_support = prefill_support(spec.target_model, spec.target_prefill)
         TARGET_PREFILL.set(self.transcript, self.prefill_support)
-        self.conversation = TargetConversation(self.transcript)
+        self.conversation = TargetConversation(self.transcript, None if spec.id_key is None else keyed_ids(spec.id_key))
         self.phase: Phase = "audit"
         self._ended = False
         self._history: list[ChatMessage] = []

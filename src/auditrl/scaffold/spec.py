@@ -27,6 +27,11 @@ class AuditSpec(BaseModel):
         default=None, description="How prefills reach the target; None = what its provider is known to do."
     )
     auditor_prompt: AuditorPrompt = Field(default="full", description="Prompt set of the auditor (see PROMPT_SETS).")
+    id_key: str | None = Field(
+        default=None,
+        description="Key the target's message ids are drawn from (transcript.keyed_ids), so the same audit gets the same ids "
+        "in every process; None = random ids.",
+    )
 
     @model_validator(mode="after")
     def _openings_need_text(self) -> AuditSpec:

@@ -6,7 +6,10 @@ it is the one contract between the episode engine and the rest of the system.
 
 from __future__ import annotations
 
+import hashlib
+import itertools
 import uuid
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import Any, Literal
 
@@ -24,6 +27,12 @@ asked to begin its reply with it and did; it was asked and did not (the reply st
 
 def new_id() -> str:
     return uuid.uuid4().hex[:12]
+
+
+def keyed_ids(key: str) -> Iterator[str]:
+    """Ids in new_id's form drawn from a key: the same audit shows a policy the same message ids in every
+    process, so its prompt (and any score of it) does not change with a random id."""
+    return (hashlib.sha256(f"{key}:{n}".encode()).hexdigest()[:12] for n in itertools.count())
 
 
 class ToolCallRecord(BaseModel):

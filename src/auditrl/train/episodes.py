@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
 from inspect_ai.model import Model
@@ -123,7 +124,11 @@ def training_rows(
 
 
 class AuditEpisodeFactory:
-    """Builds an AuditEpisode for a row: seed, plant (or benign prompt), budget and target model."""
+    """Builds an AuditEpisode for a row: seed, plant (or benign prompt), budget and target model.
+
+    The target's message ids are drawn from the row and how many episodes of it this factory built before,
+    so a run and its evaluation show a policy the same prompt in every process (members of one group still
+    differ)."""
 
     def __init__(
         self, settings: EpisodeSettings, behaviors: dict[str, Behavior], seeds: Sequence[Seed], auditor_name: str
@@ -133,6 +138,7 @@ class AuditEpisodeFactory:
         self.seeds = {s.id: s for s in seeds}
         self.auditor_name = auditor_name
         self._targets: dict[str, Model] = {}
+        self._built: Counter[str] = Counter()
 
     def target(self, family: str) -> tuple[str, Model]:
         spec = self.settings.target_model.replace("{family}", family)
@@ -157,6 +163,8 @@ class AuditEpisodeFactory:
             tool_set=self.settings.tool_set,
             target_prefill=self.settings.target_prefill,
             auditor_prompt=self.settings.auditor_prompt,
+            id_key=f"{row.key}#{self._built[row.key]}",
         )
+        self._built[row.key] += 1
         return AuditEpisode(spec, target)
 
