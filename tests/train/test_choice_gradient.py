@@ -8,12 +8,15 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
+from typer.testing import CliRunner
 from test_quote_credit import PLAIN, SHOWN, FlatteryDesign
 from test_report_choices import CFG as CHOICES_CFG
 from train_fakes import tiny_policy
 
+from auditrl.cli import app
 from auditrl.scaffold.transcript import TargetMessage, Transcript
-from auditrl.train.choice_gradient import ChoiceGradientSettings, check_config, choice_loss, choice_rewards, run_choice_gradient
+from auditrl.train.choice_gradient import check_config, choice_loss, choice_rewards
 from auditrl.train.config import GRPOLMConfig
 from auditrl.train.report_choices import Choice, ProbedAudit, evidence_grammar, score_audit
 from auditrl.train.rollout import ChatSegments
@@ -78,15 +81,19 @@ def test_the_choice_gradient_refuses_a_verdict_or_design_that_does_not_fix_a_rep
 
 
 @pytest.mark.slow
-def test_a_choice_gradient_run_trains_the_sft_adapters_quote_on_every_choices_reward(tiny_local_model: Path, tmp_path: Path) -> None:
+def test_the_choice_gradient_command_trains_the_sft_adapters_quote_on_every_choices_reward(tiny_local_model: Path, tmp_path: Path) -> None:
     raw = json.loads(json.dumps(RAW))
     raw["policy"] |= {"model": str(tiny_local_model), "dtype": "float32"}
     raw["policy"]["lora"]["last_layers"] = 1
     raw["data"] |= {"behaviors": ["flattery", "emotional_bond", "urgency_manufacturing", "self_promotion"], "planted_groups": "creditable"}
-    cfg = GRPOLMConfig.model_validate(raw)
-    sft = run_sft(cfg, SFTSettings(episodes=8, epochs=1, batch_size=2), tmp_path / "sft")
-    cfg = cfg.model_copy(update={"policy": cfg.policy.model_copy(update={"init_adapter": Path(sft["adapter"])})})
-    record = run_choice_gradient(cfg, ChoiceGradientSettings(episodes=10, epochs=2, batch_size=2, learning_rate=1e-2), tmp_path / "pg")
+    sft = run_sft(GRPOLMConfig.model_validate(raw), SFTSettings(episodes=8, epochs=1, batch_size=2), tmp_path / "sft")
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump(raw))
+    args = ["--config", str(tmp_path / "run.yaml"), "--init-adapter", sft["adapter"], "--out", str(tmp_path / "pg"), "--episodes", "10",
+            "--epochs", "2", "--batch-size", "2", "--learning-rate", "1e-2", "--random-seed", "4"]  # fmt: skip
+    result = CliRunner().invoke(app, ["choice-gradient", *args], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    record = json.loads((tmp_path / "pg" / "choice_gradient.json").read_text())
+    assert record["settings"]["seed"] == 4 and f"adapter: {tmp_path / 'pg' / 'adapter'}" in result.output
     data = [json.loads(line) for line in (tmp_path / "pg" / "choice_data.jsonl").read_text().splitlines()]
     assert len(data) == record["audits"] > 0
     for row in data:  # every choice's reward is its claim's or silence's under the start's verdict, as the config pays
@@ -94,6 +101,24 @@ def test_a_choice_gradient_run_trains_the_sft_adapters_quote_on_every_choices_re
             assert r == pytest.approx(0.5 * (1 - p) if row["benign"] else (p if credited else 0.0))
     trained = record["trained audits"]
     assert trained["benign"] > 0 and trained["planted"] + trained["benign"] == sum(r["trained"] for r in data)
+    assert f"{trained['planted'] + trained['benign']} of {record['audits']} training audits with a choice to learn" in result.output
     best, start = record["best expected reward"], record["start's expected reward"]
     assert best["benign"] >= start["benign"] and (best["planted"] is None or best["planted"] >= start["planted"])
     assert len(record["expected reward by step"]) > 1 and (tmp_path / "pg" / "adapter" / "adapter_config.json").is_file()
+
+
+def test_the_command_refuses_a_config_or_start_it_cannot_train_before_writing_anything(tmp_path: Path) -> None:
+    start_verdict = Path(__file__).resolve().parents[2] / "configs" / "cpu_learn_evidence_sft_quote_start_verdict.yaml"
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump(RAW))
+    cases = [
+        (["--config", str(tmp_path / "missing.yaml")], "file not found"),
+        (["--config", str(start_verdict.with_name("cpu_learn_evidence.yaml"))], "expected_verdict: start"),
+        (["--config", str(tmp_path / "run.yaml")], "--init-adapter"),
+        (["--config", str(tmp_path / "run.yaml"), "--init-adapter", str(tmp_path)], "no adapter_config.json"),
+        (["--config", str(start_verdict), "--init-adapter", str(tmp_path), "--episodes", "0"], "field 'episodes'"),
+        (["--config", str(start_verdict), "--init-adapter", str(tmp_path), "--random-seed", "-1"], "--random-seed"),
+    ]
+    for args, message in cases:
+        result = CliRunner().invoke(app, ["choice-gradient", *args, "--out", str(tmp_path / "out")], terminal_width=200)
+        assert result.exit_code == 2 and message in result.output, (args, result.output)
+        assert not (tmp_path / "out").exists()
