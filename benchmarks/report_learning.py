@@ -377,6 +377,7 @@ def main(
     gradient_episodes: Annotated[int, typer.Option(min=1, help=f"{CHOICE_GRADIENT}: training rows drawn (auditrl.train.choice_gradient).")] = 256,
     gradient_epochs: Annotated[float, typer.Option(min=0.0, help=f"{CHOICE_GRADIENT}: passes over the audits with a choice to learn.")] = 2.0,
     gradient_lr: Annotated[float, typer.Option(min=0.0, help=f"{CHOICE_GRADIENT}: learning rate.")] = 3e-4,
+    gradient_benign_weight: Annotated[float, typer.Option(min=0.0, help=f"{CHOICE_GRADIENT}: weight of benign audits in the loss.")] = 1.0,
 ) -> None:
     if unknown := set(auditor) - set(AUDITORS):
         raise typer.BadParameter(f"unknown auditor(s) {sorted(unknown)}; choose from {', '.join(AUDITORS)}", param_hint="--auditor")
@@ -432,7 +433,7 @@ def main(
         started = time.process_time()
         gradient_cfg = load_config(sft_config)
         gradient_cfg = gradient_cfg.model_copy(update={"policy": gradient_cfg.policy.model_copy(update={"init_adapter": sft_adapter.resolve()})})
-        settings = ChoiceGradientSettings(episodes=gradient_episodes, epochs=gradient_epochs, learning_rate=gradient_lr)
+        settings = ChoiceGradientSettings(episodes=gradient_episodes, epochs=gradient_epochs, learning_rate=gradient_lr, benign_weight=gradient_benign_weight)
         run_choice_gradient(gradient_cfg, settings if seed is None else settings.model_copy(update={"seed": seed}), gradient_dir)
         record["cpu_seconds"]["choice gradient"] = time.process_time() - started
     if (gradient_dir / CHOICE_RECORD).is_file():
@@ -594,8 +595,9 @@ def print_tables(record: dict[str, Any]) -> None:
         thirds = [steps[i * len(steps) // 3 : (i + 1) * len(steps) // 3] for i in range(3)]
         by_third = " -> ".join(f"{mean(x['expected reward'] for x in t):.3f}" for t in thirds if t)
         trained, start, best = gradient["trained audits"], gradient["start's expected reward"], gradient["best expected reward"]
-        console.print(f"{CHOICE_GRADIENT}: {trained['planted']} planted and {trained['benign']} benign training audits with a choice to learn "
-                      f"(of {gradient['audits']}); expected reward there, planted / benign: the SFT base's {start['planted']:.3f} / {start['benign']:.3f}, "
+        weight = gradient["settings"].get("benign_weight", 1.0)
+        console.print(f"{CHOICE_GRADIENT}: {trained['planted']} planted and {trained['benign']} benign training audits trained (of {gradient['audits']}, "
+                      f"benign weight {weight:g}); expected reward on those with a choice to learn, planted / benign: the SFT base's {start['planted']:.3f} / {start['benign']:.3f}, "
                       f"the best choice's {best['planted']:.3f} / {best['benign']:.3f}; expected reward by third of the steps {by_third}", highlight=False)  # fmt: skip
     if sft := record.get("sft"):
         n = sft["sentences"]

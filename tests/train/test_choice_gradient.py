@@ -81,7 +81,10 @@ def test_the_choice_gradient_refuses_a_verdict_or_design_that_does_not_fix_a_rep
 
 
 @pytest.mark.slow
-def test_the_choice_gradient_command_trains_the_sft_adapters_quote_on_every_choices_reward(tiny_local_model: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("benign_weight", [1.0, 0.0])
+def test_the_choice_gradient_command_trains_the_sft_adapters_quote_on_every_choices_reward(
+    tiny_local_model: Path, tmp_path: Path, benign_weight: float
+) -> None:
     raw = json.loads(json.dumps(RAW))
     raw["policy"] |= {"model": str(tiny_local_model), "dtype": "float32"}
     raw["policy"]["lora"]["last_layers"] = 1
@@ -89,7 +92,7 @@ def test_the_choice_gradient_command_trains_the_sft_adapters_quote_on_every_choi
     sft = run_sft(GRPOLMConfig.model_validate(raw), SFTSettings(episodes=8, epochs=1, batch_size=2), tmp_path / "sft")
     (tmp_path / "run.yaml").write_text(yaml.safe_dump(raw))
     args = ["--config", str(tmp_path / "run.yaml"), "--init-adapter", sft["adapter"], "--out", str(tmp_path / "pg"), "--episodes", "10",
-            "--epochs", "2", "--batch-size", "2", "--learning-rate", "1e-2", "--random-seed", "4"]  # fmt: skip
+            "--epochs", "2", "--batch-size", "2", "--learning-rate", "1e-2", "--random-seed", "4", "--benign-weight", str(benign_weight)]  # fmt: skip
     result = CliRunner().invoke(app, ["choice-gradient", *args], terminal_width=200)
     assert result.exit_code == 0, result.output
     record = json.loads((tmp_path / "pg" / "choice_gradient.json").read_text())
@@ -99,9 +102,12 @@ def test_the_choice_gradient_command_trains_the_sft_adapters_quote_on_every_choi
     for row in data:  # every choice's reward is its claim's or silence's under the start's verdict, as the config pays
         for credited, p, r in zip(row["credited"], row["start_claim"], row["rewards"], strict=True):
             assert r == pytest.approx(0.5 * (1 - p) if row["benign"] else (p if credited else 0.0))
-    trained = record["trained audits"]
-    assert trained["benign"] > 0 and trained["planted"] + trained["benign"] == sum(r["trained"] for r in data)
-    assert f"{trained['planted'] + trained['benign']} of {record['audits']} training audits with a choice to learn" in result.output
+    trained, benign_choices = record["trained audits"], sum(r["benign"] and r["choice"] for r in data)
+    assert benign_choices > 0 and trained["planted"] + trained["benign"] == sum(r["trained"] for r in data)
+    # a benign weight of 0 leaves every benign audit out of the loss, and says so
+    assert trained["benign"] == (benign_choices if benign_weight else 0)
+    assert record["left out"]["benign, weight 0"] == (0 if benign_weight else benign_choices)
+    assert f"{trained['planted'] + trained['benign']} of {record['audits']} training audits trained (benign weight {benign_weight:g})" in result.output
     best, start = record["best expected reward"], record["start's expected reward"]
     assert best["benign"] >= start["benign"] and (best["planted"] is None or best["planted"] >= start["planted"])
     assert len(record["expected reward by step"]) > 1 and (tmp_path / "pg" / "adapter" / "adapter_config.json").is_file()

@@ -30,6 +30,7 @@ def choice_gradient(
     batch_size: Annotated[int, typer.Option(help="Audits per optimizer step.")] = 8,
     learning_rate: Annotated[float, typer.Option(help="Adapter learning rate (constant).")] = 3e-4,
     random_seed: Annotated[int, random_seed_option("the rows and the data order")] = 2,
+    benign_weight: Annotated[float, typer.Option(help="Weight of benign audits in the loss (0: the quote learns from planted audits only).")] = 1.0,
 ) -> None:
     """Score every sentence a teacher-probed training audit lets the starting adapter quote (the run's reward for a
     claim quoting it, and for "nothing found", weighted by the start's verdict after it), then train the quote on
@@ -37,7 +38,8 @@ def choice_gradient(
     from auditrl.train.choice_gradient import ChoiceGradientSettings
 
     try:
-        settings = ChoiceGradientSettings(episodes=episodes, epochs=epochs, batch_size=batch_size, learning_rate=learning_rate, seed=random_seed)
+        settings = ChoiceGradientSettings(episodes=episodes, epochs=epochs, batch_size=batch_size, learning_rate=learning_rate, seed=random_seed,
+                                          benign_weight=benign_weight)  # fmt: skip
     except ValidationError as exc:
         raise fail(validation_problems(exc)) from exc
     from auditrl.train.choice_gradient import check_config, run_choice_gradient
@@ -80,7 +82,9 @@ def choice_gradient(
 
 def reward_table(record: dict) -> Table:
     """The training audits' expected reward under the start, and under the best quote of each (what training can reach)."""
-    table = Table(title=f"{sum(record['trained audits'].values())} of {record['audits']} training audits with a choice to learn")
+    weight = record["settings"]["benign_weight"]
+    table = Table(title=f"{sum(record['trained audits'].values())} of {record['audits']} training audits trained (benign weight {weight:g}); "
+                  "expected reward over those with a choice to learn")  # fmt: skip
     for column in ("target", "audits trained", "start's expected reward", "best quote's"):
         table.add_column(column, justify="left" if column == "target" else "right")
     for part in ("planted", "benign"):

@@ -60,6 +60,13 @@ class ChoiceGradientSettings(ConfigModel):
     batch_size: int = Field(default=8, ge=1, description="Audits per optimizer step.")
     learning_rate: float = Field(default=3e-4, gt=0.0, description="AdamW learning rate of the adapter (constant).")
     seed: RandomSeed = Field(default=2, description="Seed of the rows (not the SFT's) and of the data order.")
+    benign_weight: float = Field(
+        default=1.0,
+        ge=0.0,
+        description="Weight of benign audits in the loss. Silence is all a benign target pays, so a benign audit pays the "
+        "quotes after which the start's verdict keeps quiet, whatever that verdict keys on (0: the quote learns from "
+        "planted audits only, where every quote but a creditable one earns the same).",
+    )
 
 
 def check_config(cfg: GRPOLMConfig) -> None:
@@ -149,7 +156,7 @@ def run_choice_gradient(
     quote_words = quote_opening(cfg)
     runner = AsyncRunner()
     design = make_design(cfg, out)
-    data, dropped = [], {"a score failed": 0, "nothing to choose": 0}
+    data, dropped = [], {"a score failed": 0, "nothing to choose": 0, "benign, weight 0": 0}
     for audit, scores in scored:
         rewards = choice_rewards(design, runner, audit, scores.claim, quote_words, cfg)
         if any(r is None for r in rewards):
@@ -158,16 +165,19 @@ def run_choice_gradient(
         row = {"transcript": audit.transcript.id, "benign": audit.transcript.benign, "input_ids": audit.prefix,
                "choices": [list(c.tokens) for c in audit.choices], "rewards": rewards,
                "texts": [c.text for c in audit.choices], "credited": [c.credited for c in audit.choices],
-               "start_quote": scores.quote, "start_claim": scores.claim, "trained": max(rewards) - min(rewards) > 1e-9}  # fmt: skip
-        dropped["nothing to choose"] += not row["trained"]
+               "start_quote": scores.quote, "start_claim": scores.claim, "choice": max(rewards) - min(rewards) > 1e-9}  # fmt: skip
+        row["trained"] = row["choice"] and (settings.benign_weight > 0 or not row["benign"])
+        dropped["nothing to choose"] += not row["choice"]
+        dropped["benign, weight 0"] += row["choice"] and not row["trained"]
         data.append(row)
     runner.close()
     atomic_write_text(out / DATA_FILE, "".join(json.dumps(r) + "\n" for r in data))
     trained = [r for r in data if r["trained"]]
     if not trained:
         raise ValueError(f"no audit of {len(rows)} rows has a choice whose reward differs (see {out / DATA_FILE})")
-    scale = statistics.pstdev([x for r in trained for x in r["rewards"]]) or 1.0
-    examples = [{k: r[k] for k in ("input_ids", "choices", "rewards")} for r in trained]
+    weighted = [[x * (settings.benign_weight if r["benign"] else 1.0) for x in r["rewards"]] for r in trained]
+    scale = statistics.pstdev([x for rewards in weighted for x in rewards]) or 1.0
+    examples = [{"input_ids": r["input_ids"], "choices": r["choices"], "rewards": w} for r, w in zip(trained, weighted, strict=True)]
     grammar = evidence_grammar(cfg, segments)
     losses = fine_tune(cfg, settings, model, tokenizer, examples, on_progress, choice_loss(grammar, cfg.episodes.temperature, segments.pad_id, scale))
     model.save_pretrained(str(out / ADAPTER_DIR))
@@ -175,7 +185,7 @@ def run_choice_gradient(
     set_adapter_base(out / ADAPTER_DIR, portable_base(cfg.policy))
 
     def mean_over(benign: bool, value: Callable[[dict[str, Any]], float]) -> float | None:
-        values = [value(r) for r in trained if r["benign"] == benign]
+        values = [value(r) for r in data if r["choice"] and r["benign"] == benign]
         return statistics.fmean(values) if values else None
 
     start = lambda r: expected_reward(ChoiceScores(r["start_quote"], r["start_claim"]), r["rewards"])  # noqa: E731
