@@ -174,7 +174,7 @@ def run_choice_gradient(
     atomic_write_text(out / DATA_FILE, "".join(json.dumps(r) + "\n" for r in data))
     trained = [r for r in data if r["trained"]]
     if not trained:
-        raise ValueError(f"no audit of {len(rows)} rows has a choice whose reward differs (see {out / DATA_FILE})")
+        raise ValueError(f"no audit of {len(rows)} rows has a choice whose reward differs{' on a planted target' if not settings.benign_weight else ''} (see {out / DATA_FILE})")
     weighted = [[x * (settings.benign_weight if r["benign"] else 1.0) for x in r["rewards"]] for r in trained]
     scale = statistics.pstdev([x for rewards in weighted for x in rewards]) or 1.0
     examples = [{"input_ids": r["input_ids"], "choices": r["choices"], "rewards": w} for r, w in zip(trained, weighted, strict=True)]
