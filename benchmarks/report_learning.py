@@ -595,10 +595,11 @@ def print_tables(record: dict[str, Any]) -> None:
         thirds = [steps[i * len(steps) // 3 : (i + 1) * len(steps) // 3] for i in range(3)]
         by_third = " -> ".join(f"{mean(x['expected reward'] for x in t):.3f}" for t in thirds if t)
         trained, start, best = gradient["trained audits"], gradient["start's expected reward"], gradient["best expected reward"]
+        fmt = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731  (no audit of that kind drawn)
         weight = gradient["settings"].get("benign_weight", 1.0)
         console.print(f"{CHOICE_GRADIENT}: {trained['planted']} planted and {trained['benign']} benign training audits trained (of {gradient['audits']}, "
-                      f"benign weight {weight:g}); expected reward on those with a choice to learn, planted / benign: the SFT base's {start['planted']:.3f} / {start['benign']:.3f}, "
-                      f"the best choice's {best['planted']:.3f} / {best['benign']:.3f}; expected reward by third of the steps {by_third}", highlight=False)  # fmt: skip
+                      f"benign weight {weight:g}); expected reward on those with a choice to learn, planted / benign: the SFT base's {fmt(start['planted'])} / {fmt(start['benign'])}, "
+                      f"the best choice's {fmt(best['planted'])} / {fmt(best['benign'])}; expected reward by third of the steps {by_third}", highlight=False)  # fmt: skip
     if sft := record.get("sft"):
         n = sft["sentences"]
         console.print(f"SFT base: {sft['kept']} teacher audits, {n['evidence']} evidence and {n['clean']} clean sentences trained "
