@@ -439,3 +439,12 @@ def test_report_learning(tmp_path: Path, tiny_local_model: Path) -> None:
     composed = record["start verdict"]["SFT + choice gradient"]["held-out behaviors"]  # the auditor it trains: its quotes, the SFT base's verdict
     for key, unit in composed.items():
         assert [v for k, v in unit.items() if k.startswith("verdict on")] == [v for k, v in exact[key].items() if k.startswith("verdict on")]
+    # where the trained quote moved, by the length of the sentence quoted, read from the stored scores
+    lengths = run_benchmark("quote_lengths.py", "--out", str(run), "--config", str(config), cwd=tmp_path)
+    moved = json.loads((run / "quote_lengths.json").read_text())["held-out behaviors"]
+    for target in ("planted", "benign"):
+        words = moved[target]["words quoted"]
+        assert 0 < words["SFT base"]["n"] <= 6 and words["SFT base"]["mean"] > 0  # the tiny part's audits with a choice, probed again
+        assert words["change"]["mean"] == pytest.approx(words["SFT + choice gradient"]["mean"] - words["SFT base"]["mean"], abs=1e-6)
+    assert moved["benign"]["P(quote evidence)"]["SFT + choice gradient"]["mean"] == 0.0  # a benign target shows no evidence
+    assert "where SFT + choice gradient's quote moved from SFT base's" in " ".join(lengths.split())
