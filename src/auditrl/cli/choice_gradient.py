@@ -9,11 +9,11 @@ import typer
 from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from auditrl.cli.errors import FAILURE, fail
 from auditrl.cli.options import out_dir_option, random_seed_option
+from auditrl.cli.progress import stage_progress
 from auditrl.configfile import validation_problems
 from auditrl.train.config import ConfigFileError
 
@@ -58,15 +58,7 @@ def choice_gradient(
         raise fail(str(exc)) from exc
 
     directory = out or Path("runs") / f"{cfg.name}-choice-gradient"
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=console, transient=True) as progress:
-        tasks: dict[str, int] = {}
-
-        def show(stage: str, done: int, total: int) -> None:
-            if stage not in tasks:
-                tasks[stage] = progress.add_task(stage, total=total)
-            progress.update(tasks[stage], completed=done, total=total)
-
+    with stage_progress(console) as show:
         try:
             record = run_choice_gradient(cfg, settings, directory, on_progress=show)
         except ValueError as exc:

@@ -9,12 +9,12 @@ import typer
 from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from auditrl.cli.errors import FAILURE, fail
 from auditrl.cli.limits import call_limits
 from auditrl.cli.options import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_S, MaxRetriesOpt, TimeoutOpt, out_dir_option, random_seed_option
+from auditrl.cli.progress import stage_progress
 from auditrl.configfile import validation_problems
 from auditrl.train.config import ConfigFileError
 
@@ -64,15 +64,7 @@ def sft(
         raise fail(str(exc)) from exc
 
     directory = out or Path("runs") / f"{cfg.name}-sft"
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=console, transient=True) as progress:
-        tasks: dict[str, int] = {}
-
-        def show(stage: str, done: int, total: int) -> None:
-            if stage not in tasks:
-                tasks[stage] = progress.add_task(stage, total=total)
-            progress.update(tasks[stage], completed=done, total=total)
-
+    with stage_progress(console) as show:
         try:
             record = run_sft(cfg, settings, directory, on_progress=show)
         except ValueError as exc:
