@@ -20,7 +20,7 @@ from typing import Annotated, Any
 
 import numpy as np
 import typer
-from report_learning import CHOICE_GRADIENT, CONFIG, LONG, SCORES, STARTS, unit_key
+from report_learning import CHOICE_GRADIENT, CONFIG, LONG, SCORES, STARTS, audit_key, unit_key
 from rich.console import Console
 from rich.table import Table
 
@@ -72,7 +72,7 @@ def main(
         if not all((f / file).is_file() for f in folders.values()):
             continue
         scores = {name: json.loads((f / file).read_text()) for name, f in folders.items()}
-        rows = [r for r in held_out_rows(cfg, part, behaviors) if f"{r.seed_id}|{r.family}|{'benign' if r.benign else 'planted'}" in scores[auditor]]
+        rows = [r for r in held_out_rows(cfg, part, behaviors) if audit_key(r.seed_id, r.family, r.benign) in scores[auditor]]
         audits = [a for a in probed_audits(cfg, ChatSegments(tokenizer), behaviors, seed_bank(cfg, behaviors), rows) if a.choices]
         table = Table(title=f"{part}: where {auditor}'s quote moved from {start}'s, % or words, mean [95% CI] over audits", caption=record["cpu"])
         for column in ("target", "reading", start, auditor, "change (paired)"):

@@ -188,9 +188,13 @@ def reward_check(cfg: GRPOLMConfig) -> dict[str, Any]:
     return check
 
 
-def unit_key(t: Transcript) -> str:
+def audit_key(seed_id: str, family: str | None, benign: bool) -> str:
     """An audit's key across auditors: `seed|family|planted or benign`."""
-    return f"{t.seed_id}|{t.target_family}|{'benign' if t.benign else 'planted'}"
+    return f"{seed_id}|{family}|{'benign' if benign else 'planted'}"
+
+
+def unit_key(t: Transcript) -> str:
+    return audit_key(t.seed_id, t.target_family, t.benign)
 
 
 def audit_units(transcripts: list[Transcript], cfg: GRPOLMConfig) -> dict[str, dict[str, Any]]:
