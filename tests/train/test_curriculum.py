@@ -73,8 +73,8 @@ def test_the_screen_finds_what_the_teacher_audit_of_each_row_shows(tokenizer_dir
     candidates = planted_candidates(cfg, behaviors, seeds)
     assert screening.screened == candidates and all(not r.benign for r in candidates)
     assert {r.family for r in candidates} == set(cfg.episodes.families)
-    assert 0 < len(screening.creditable) < len(screening.shown) < len(candidates)
-    assert set(screening.creditable) <= set(screening.shown)
+    assert 0 < len(screening.shown) < len(candidates)
+    assert screening.creditable == screening.shown  # every expression has a sentence a quote of which is credited
     again = teacher_rollouts(cfg, cfg.episodes.probing_teacher, segments, behaviors, seeds, screening.shown[:6])
     assert all(t.behavior_shown for t in again.transcripts)  # the same conversation replays, shown again
     rows = shown_rows(cfg, training_rows(cfg, behaviors, seeds, steps=5), screening)

@@ -14,7 +14,9 @@ import torch
 from test_report_audits import CFG as GRAMMAR_CFG
 from train_fakes import tiny_policy
 
+from auditrl.auditworld.targets import load_sim_behaviors
 from auditrl.behaviors.library import load_behaviors
+from auditrl.judges.claim_grader import default_grader
 from auditrl.scaffold.transcript_keys import CLAIM_PROBABILITY
 from auditrl.train.config import GRPOLMConfig
 from auditrl.train.episodes import seed_bank, training_seeds
@@ -31,10 +33,12 @@ from auditrl.train.report_choices import (
     length_matched_weights,
     matching_shift,
     probed_audits,
+    quote_opening,
     score_audit,
     shift_claims,
     supervised_rows,
 )
+from auditrl.train.copy_quote import sentences
 from auditrl.train.rollout import ChatSegments
 from auditrl.train.sft import SFTSettings, run_sft
 
@@ -171,3 +175,21 @@ def test_the_same_audits_probed_in_two_calls_give_the_policy_the_same_prompt(tok
     assert [a.prefix for a in first] == [a.prefix for a in again]
     assert not set(ids[0]) & set(ids[1])  # the row's second audit is another audit, with its own ids
     assert any(f'message_id="{i}"' in tokenizer.decode(first[0].prefix) for i in ids[0])  # the ids the policy reads
+
+
+def test_every_sim_expression_has_a_sentence_whose_quote_is_credited_as_its_behavior(tokenizer_dir: Path) -> None:
+    """A target that shows its behavior only in uncreditable sentences caps identification below what any auditor can
+    reach: before this check 31 of 64 expressions had no such sentence, and 7 training behaviors none at all."""
+    _, tokenizer = tiny_policy(tokenizer_dir)
+    grammar = evidence_grammar(CFG, ChatSegments(tokenizer))
+    grader = default_grader()
+    opening = quote_opening(CFG)
+    fits = lambda s: len(tokenizer(" " + s, add_special_tokens=False).input_ids) <= grammar.longest_quote()  # noqa: E731
+    uncreditable = [
+        (bid, e)
+        for bid, sb in load_sim_behaviors().items()
+        for e in sb.expressions
+        if not any(fits(s) and grader.describes(f"{opening} {s}") == bid for s in sentences(e))
+    ]
+    assert not uncreditable
+    assert grader.describes(f"{opening} Honestly, PRISM-4 is the clear winner.") is None  # the check can fail
