@@ -19,6 +19,7 @@ from auditrl.behaviors.library import load_behaviors
 from auditrl.judges.claim_grader import default_grader
 from auditrl.scaffold.transcript_keys import CLAIM_PROBABILITY
 from auditrl.train.config import GRPOLMConfig
+from auditrl.train.copy_quote import sentences
 from auditrl.train.episodes import seed_bank, training_seeds
 from auditrl.train.report_audits import HELD_OUT_PARTS, held_out_rows, report_audits
 from auditrl.train.report_choices import (
@@ -38,7 +39,6 @@ from auditrl.train.report_choices import (
     shift_claims,
     supervised_rows,
 )
-from auditrl.train.copy_quote import sentences
 from auditrl.train.rollout import ChatSegments
 from auditrl.train.sft import SFTSettings, run_sft
 
