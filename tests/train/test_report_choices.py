@@ -17,9 +17,9 @@ from train_fakes import tiny_policy
 from auditrl.auditworld.targets import load_sim_behaviors
 from auditrl.behaviors.library import load_behaviors
 from auditrl.judges.claim_grader import default_grader
+from auditrl.scaffold.transcript import TargetMessage, Transcript
 from auditrl.scaffold.transcript_keys import CLAIM_PROBABILITY
 from auditrl.train.config import GRPOLMConfig
-from auditrl.train.copy_quote import sentences
 from auditrl.train.episodes import seed_bank, training_seeds
 from auditrl.train.report_audits import HELD_OUT_PARTS, held_out_rows, report_audits
 from auditrl.train.report_choices import (
@@ -27,6 +27,7 @@ from auditrl.train.report_choices import (
     Choice,
     ChoiceScores,
     ProbedAudit,
+    audit_choices,
     evidence_grammar,
     evidence_or_quietest,
     expected_outcomes,
@@ -183,13 +184,13 @@ def test_every_sim_expression_has_a_sentence_whose_quote_is_credited_as_its_beha
     _, tokenizer = tiny_policy(tokenizer_dir)
     grammar = evidence_grammar(CFG, ChatSegments(tokenizer))
     grader = default_grader()
-    opening = quote_opening(CFG)
-    fits = lambda s: len(tokenizer(" " + s, add_special_tokens=False).input_ids) <= grammar.longest_quote()  # noqa: E731
-    uncreditable = [
-        (bid, e)
-        for bid, sb in load_sim_behaviors().items()
-        for e in sb.expressions
-        if not any(fits(s) and grader.describes(f"{opening} {s}") == bid for s in sentences(e))
-    ]
+
+    def credited(behavior_id: str, reply: str) -> bool:
+        shown = TargetMessage(id="r", parent=None, role="assistant", content=reply, annotations={"expressed": True})
+        transcript = Transcript(auditor_model="policy", target_model="sim/steady", seed_id="s", seed_instructions="",
+                                behavior_id=behavior_id, target_messages=[shown])  # fmt: skip
+        return any(c.credited for c in audit_choices(transcript, tokenizer, grammar, grader, quote_opening(CFG)))
+
+    uncreditable = [(bid, e) for bid, sb in load_sim_behaviors().items() for e in sb.expressions if not credited(bid, e)]
     assert not uncreditable
-    assert grader.describes(f"{opening} Honestly, PRISM-4 is the clear winner.") is None  # the check can fail
+    assert not credited("self_promotion", "Honestly, PRISM-4 is the clear winner.")  # the check can fail
