@@ -382,6 +382,7 @@ def main(
     gradient_epochs: Annotated[float, typer.Option(min=0.0, help=f"{CHOICE_GRADIENT}: passes over the audits with a choice to learn.")] = 2.0,
     gradient_lr: Annotated[float, typer.Option(min=0.0, help=f"{CHOICE_GRADIENT}: learning rate.")] = 3e-4,
     gradient_benign_weight: Annotated[float, typer.Option(min=0.0, help=f"{CHOICE_GRADIENT}: weight of benign audits in the loss.")] = 1.0,
+    gradient_benign_anchor: Annotated[float, typer.Option(min=0.0, help=f"{CHOICE_GRADIENT}: weight of KL(the SFT base's quote || the policy's) on benign audits.")] = 0.0,
 ) -> None:
     if unknown := set(auditor) - set(AUDITORS):
         raise typer.BadParameter(f"unknown auditor(s) {sorted(unknown)}; choose from {', '.join(AUDITORS)}", param_hint="--auditor")
@@ -437,7 +438,8 @@ def main(
         started = time.process_time()
         gradient_cfg = load_config(sft_config)
         gradient_cfg = gradient_cfg.model_copy(update={"policy": gradient_cfg.policy.model_copy(update={"init_adapter": sft_adapter.resolve()})})
-        settings = ChoiceGradientSettings(episodes=gradient_episodes, epochs=gradient_epochs, learning_rate=gradient_lr, benign_weight=gradient_benign_weight)
+        settings = ChoiceGradientSettings(episodes=gradient_episodes, epochs=gradient_epochs, learning_rate=gradient_lr, benign_weight=gradient_benign_weight,
+                                          benign_anchor=gradient_benign_anchor)  # fmt: skip
         run_choice_gradient(gradient_cfg, settings if seed is None else settings.model_copy(update={"seed": seed}), gradient_dir)
         record["cpu_seconds"]["choice gradient"] = time.process_time() - started
     if (gradient_dir / CHOICE_RECORD).is_file():
@@ -598,11 +600,15 @@ def print_tables(record: dict[str, Any]) -> None:
         steps = gradient["expected reward by step"]
         thirds = [steps[i * len(steps) // 3 : (i + 1) * len(steps) // 3] for i in range(3)]
         by_third = " -> ".join(f"{mean(x['expected reward'] for x in t):.3f}" for t in thirds if t)
+        planted = [x for t in thirds if t and (x := [s["planted"] for s in t if s.get("planted") is not None])]
+        by_third += f"; on planted audits {' -> '.join(f'{mean(x):.3f}' for x in planted)}" if planted else ""
         trained, start, best = gradient["trained audits"], gradient["start's expected reward"], gradient["best expected reward"]
         fmt = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731  (no audit of that kind drawn)
-        weight = gradient["settings"].get("benign_weight", 1.0)
+        weight, anchor = gradient["settings"].get("benign_weight", 1.0), gradient["settings"].get("benign_anchor", 0.0)
+        kl = [x for t in thirds if t and (x := [s["benign KL to start"] for s in t if s.get("benign KL to start") is not None])]
+        by_third += f"; benign audits' KL from the SFT base's quote by third {' -> '.join(f'{mean(x):.3f}' for x in kl)}" if kl else ""
         console.print(f"{CHOICE_GRADIENT}: {trained['planted']} planted and {trained['benign']} benign training audits trained (of {gradient['audits']}, "
-                      f"benign weight {weight:g}); expected reward on those with a choice to learn, planted / benign: the SFT base's {fmt(start['planted'])} / {fmt(start['benign'])}, "
+                      f"benign weight {weight:g}, anchor {anchor:g}); expected reward on those with a choice to learn, planted / benign: the SFT base's {fmt(start['planted'])} / {fmt(start['benign'])}, "
                       f"the best choice's {fmt(best['planted'])} / {fmt(best['benign'])}; expected reward by third of the steps {by_third}", highlight=False)  # fmt: skip
     if sft := record.get("sft"):
         n = sft["sentences"]

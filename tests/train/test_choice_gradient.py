@@ -4,6 +4,7 @@ and the loss is minus the expected reward the exact scorer reads, so its gradien
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from train_fakes import tiny_policy
 
 from auditrl.cli import app
 from auditrl.scaffold.transcript import TargetMessage, Transcript
-from auditrl.train.choice_gradient import check_config, choice_loss, choice_rewards
+from auditrl.train.choice_gradient import by_step, check_config, choice_loss, choice_rewards
 from auditrl.train.config import GRPOLMConfig
 from auditrl.train.report_choices import Choice, ProbedAudit, evidence_grammar, score_audit
 from auditrl.train.rollout import ChatSegments
@@ -68,6 +69,37 @@ def test_the_loss_is_minus_the_scorers_expected_reward_and_its_gradient_raises_i
         optimizer.step()
     after = score_audit(model, audit, grammar, 0.7, segments.pad_id)
     assert expected() > before + 0.2 and after.quote[0] == max(after.quote)  # the credited quote, the best paid
+
+
+def test_the_benign_anchor_holds_the_quote_at_the_starts_and_records_each_steps_reward_and_kl(tokenizer_dir: Path) -> None:
+    model, tokenizer = tiny_policy(tokenizer_dir)
+    segments = ChatSegments(tokenizer)
+    grammar = evidence_grammar(CFG, segments)
+    audit = probed(True, [SHOWN, PLAIN, "Tea is served at four."], tokenizer)
+    start = score_audit(model, audit, grammar, 0.7, segments.pad_id).quote
+    # a benign audit paying the first quote most pulls the quote there; the anchor, at the start's own quote, costs 0
+    base = {"input_ids": torch.tensor([audit.prefix]), "choices": [list(c.tokens) for c in audit.choices], "rewards": [0.5, 0.0, 0.0],
+            "start_quote": start, "benign": True, "step": 1}  # fmt: skip
+    trace: list[dict] = []
+    loss = choice_loss(grammar, 0.7, segments.pad_id, scale=0.5, trace=trace)
+    assert loss(model, base | {"anchor": 4.0}).item() == pytest.approx(loss(model, base).item(), abs=1e-5)
+    assert trace[0]["KL"] == pytest.approx(0.0, abs=1e-5) and trace[1]["KL"] is None
+
+    def trained(anchor: float) -> tuple[list[float], list[dict]]:
+        moved, _ = tiny_policy(tokenizer_dir)
+        optimizer, steps = torch.optim.Adam(moved.parameters(), lr=1e-2), []
+        step_loss = choice_loss(grammar, 0.7, segments.pad_id, scale=0.5, trace=steps)
+        for step in range(10):
+            optimizer.zero_grad()
+            step_loss(moved, base | {"anchor": anchor, "step": step + 1}).backward()
+            optimizer.step()
+        return score_audit(moved, audit, grammar, 0.7, segments.pad_id).quote, by_step(steps)
+
+    (free, _), (held, steps) = trained(0.0), trained(4.0)
+    kl = lambda q: sum(p * math.log(p / x) for p, x in zip(start, q, strict=True) if p > 0)  # noqa: E731
+    assert free[0] > start[0] + 0.2 and kl(held) < kl(free) / 4  # the reward moves the quote; the anchor keeps it near the start
+    assert [s["step"] for s in steps] == list(range(1, 11)) and steps[0]["planted"] is None and steps[0]["benign KL to start"] == pytest.approx(0.0, abs=1e-5)
+    assert steps[-1]["benign KL to start"] > 0 and steps[-1]["benign"] > steps[0]["benign"]
 
 
 def test_the_choice_gradient_refuses_a_verdict_or_design_that_does_not_fix_a_reports_reward() -> None:

@@ -67,6 +67,15 @@ class ChoiceGradientSettings(ConfigModel):
         "quotes after which the start's verdict keeps quiet, whatever that verdict keys on (0: the quote learns from "
         "planted audits only, where every quote but a creditable one earns the same).",
     )
+    benign_anchor: float = Field(
+        default=0.0,
+        ge=0.0,
+        description="Weight of KL(start's quote || the policy's quote) on benign audits, in the loss's reward units: holds "
+        "the quote where it was on targets with nothing to find instead of paying what the start's verdict keeps quiet "
+        "after (which rewards whatever that verdict keys on, such as short sentences). With benign_weight 0, planted "
+        "audits move the quote toward credited evidence and benign audits only keep it from moving everywhere "
+        "(e.g. to long sentences), so what moves it must tell the two apart (0: no anchor).",
+    )
 
 
 def check_config(cfg: GRPOLMConfig) -> None:
@@ -106,17 +115,50 @@ def expected_reward(scores: ChoiceScores, rewards: Sequence[float]) -> float:
     return sum(q * r for q, r in zip(scores.quote, rewards, strict=True))
 
 
-def choice_loss(grammar: Any, temperature: float, pad_id: int, scale: float) -> Callable[[Any, dict[str, Any]], torch.Tensor]:
-    """One audit's loss: minus its expected reward over every choice, over `scale` (the rewards' spread over the
-    training choices, as GRPO's batch-scaled advantages). Its gradient is the policy gradient with the whole
-    distribution as the group; no baseline is needed, since the probabilities sum to one."""
+def choice_loss(
+    grammar: Any, temperature: float, pad_id: int, scale: float, trace: list[dict[str, Any]] | None = None
+) -> Callable[[Any, dict[str, Any]], torch.Tensor]:
+    """One audit's loss: minus its expected reward over every choice (`rewards`, as weighted), over `scale` (the
+    rewards' spread over the training choices, as GRPO's batch-scaled advantages), plus `anchor` x KL(the start's
+    quote || the policy's) where the audit carries an anchor. The reward term's gradient is the policy gradient with
+    the whole distribution as the group; no baseline is needed, since the probabilities sum to one. Each call's
+    weighted expected reward, its expected reward as paid (`paid`, unweighted, when given) and KL go to `trace` with the trainer's step
+    (`inputs["step"]`, when given)."""
 
     def loss(model: Any, inputs: dict[str, Any]) -> torch.Tensor:
         first, logits = forward_choices(model, inputs["input_ids"][0].tolist(), inputs["choices"], pad_id)
-        quote = quote_log_probs(first, logits, inputs["choices"], grammar, temperature).exp()
-        return -(quote * torch.tensor(inputs["rewards"], device=quote.device)).sum() / scale
+        log_quote = quote_log_probs(first, logits, inputs["choices"], grammar, temperature)
+        quote = log_quote.exp()
+        weighted = (quote * torch.tensor(inputs["rewards"], device=quote.device)).sum()
+        value = -weighted / scale
+        kl = None
+        if anchor := inputs.get("anchor", 0.0):
+            start = torch.tensor(inputs["start_quote"], device=log_quote.device, dtype=log_quote.dtype)
+            kl = (torch.special.xlogy(start, start) - start * log_quote).sum()
+            value = value + anchor * kl
+        if trace is not None:
+            paid = inputs.get("paid", inputs["rewards"])
+            trace.append({"step": inputs.get("step"), "benign": inputs.get("benign", False), "weighted": weighted.item(),
+                          "expected reward": sum(q * r for q, r in zip(quote.tolist(), paid, strict=True)), "KL": None if kl is None else kl.item()})  # fmt: skip
+        return value
 
     return loss
+
+
+def by_step(trace: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each training step's mean expected reward as the loss weighs it, its mean expected reward as paid over planted
+    and benign audits apart, and its benign audits' mean KL from the start's quote (None where it had none of them)."""
+    steps: dict[int, list[dict[str, Any]]] = {}
+    for entry in trace:
+        steps.setdefault(entry["step"], []).append(entry)
+
+    def mean_of(entries: list[dict[str, Any]], key: str) -> float | None:
+        values = [e[key] for e in entries if e[key] is not None]
+        return statistics.fmean(values) if values else None
+
+    return [{"step": step, "expected reward": mean_of(entries, "weighted"), "planted": mean_of([e for e in entries if not e["benign"]], "expected reward"),
+             "benign": mean_of([e for e in entries if e["benign"]], "expected reward"),
+             "benign KL to start": mean_of([e for e in entries if e["benign"]], "KL")} for step, entries in sorted(steps.items())]  # fmt: skip
 
 
 def run_choice_gradient(
@@ -166,7 +208,7 @@ def run_choice_gradient(
                "choices": [list(c.tokens) for c in audit.choices], "rewards": rewards,
                "texts": [c.text for c in audit.choices], "credited": [c.credited for c in audit.choices],
                "start_quote": scores.quote, "start_claim": scores.claim, "choice": max(rewards) - min(rewards) > 1e-9}  # fmt: skip
-        row["trained"] = row["choice"] and (settings.benign_weight > 0 or not row["benign"])
+        row["trained"] = row["choice"] and (settings.benign_weight > 0 or settings.benign_anchor > 0 or not row["benign"])
         dropped["nothing to choose"] += not row["choice"]
         dropped["benign, weight 0"] += row["choice"] and not row["trained"]
         data.append(row)
@@ -177,9 +219,11 @@ def run_choice_gradient(
         raise ValueError(f"no audit of {len(rows)} rows has a choice whose reward differs{' on a planted target' if not settings.benign_weight else ''} (see {out / DATA_FILE})")
     weighted = [[x * (settings.benign_weight if r["benign"] else 1.0) for x in r["rewards"]] for r in trained]
     scale = statistics.pstdev([x for rewards in weighted for x in rewards]) or 1.0
-    examples = [{"input_ids": r["input_ids"], "choices": r["choices"], "rewards": w} for r, w in zip(trained, weighted, strict=True)]
+    examples = [{"input_ids": r["input_ids"], "choices": r["choices"], "rewards": w, "paid": r["rewards"], "benign": r["benign"], "start_quote": r["start_quote"],
+                 "anchor": settings.benign_anchor if r["benign"] else 0.0} for r, w in zip(trained, weighted, strict=True)]  # fmt: skip
     grammar = evidence_grammar(cfg, segments)
-    losses = fine_tune(cfg, settings, model, tokenizer, examples, on_progress, choice_loss(grammar, cfg.episodes.temperature, segments.pad_id, scale))
+    trace: list[dict[str, Any]] = []
+    fine_tune(cfg, settings, model, tokenizer, examples, on_progress, choice_loss(grammar, cfg.episodes.temperature, segments.pad_id, scale, trace))
     model.save_pretrained(str(out / ADAPTER_DIR))
     tokenizer.save_pretrained(str(out / ADAPTER_DIR))
     set_adapter_base(out / ADAPTER_DIR, portable_base(cfg.policy))
@@ -200,7 +244,7 @@ def run_choice_gradient(
         "reward scale": scale,
         "start's expected reward": {"planted": mean_over(False, start), "benign": mean_over(True, start)},
         "best expected reward": {"planted": mean_over(False, lambda r: max(r["rewards"])), "benign": mean_over(True, lambda r: max(r["rewards"]))},
-        "expected reward by step": [{"step": x["step"], "expected reward": -x["loss"] * scale} for x in losses],
+        "expected reward by step": by_step(trace),
         "cpu_seconds": time.process_time() - cpu,
         "wall_seconds": time.perf_counter() - started,
         "adapter": str(out / ADAPTER_DIR),

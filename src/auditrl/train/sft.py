@@ -370,7 +370,7 @@ def choices_trainer(base: type, loss: ChoicesLoss) -> type:
 
     class ChoicesTrainer(base):  # type: ignore[misc, valid-type]
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):  # type: ignore[no-untyped-def]
-            value = loss(model, inputs)
+            value = loss(model, inputs | {"step": self.state.global_step + 1})
             return (value, None) if return_outputs else value
 
     return ChoicesTrainer
