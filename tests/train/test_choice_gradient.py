@@ -113,9 +113,9 @@ def test_the_choice_gradient_refuses_a_verdict_or_design_that_does_not_fix_a_rep
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("benign_weight", [1.0, 0.0])
+@pytest.mark.parametrize(("benign_weight", "anchor"), [(1.0, 0.0), (0.0, 0.0), (0.0, 1.0)])
 def test_the_choice_gradient_command_trains_the_sft_adapters_quote_on_every_choices_reward(
-    tiny_local_model: Path, tmp_path: Path, benign_weight: float
+    tiny_local_model: Path, tmp_path: Path, benign_weight: float, anchor: float
 ) -> None:
     raw = json.loads(json.dumps(RAW))
     raw["policy"] |= {"model": str(tiny_local_model), "dtype": "float32"}
@@ -124,7 +124,7 @@ def test_the_choice_gradient_command_trains_the_sft_adapters_quote_on_every_choi
     sft = run_sft(GRPOLMConfig.model_validate(raw), SFTSettings(episodes=8, epochs=1, batch_size=2), tmp_path / "sft")
     (tmp_path / "run.yaml").write_text(yaml.safe_dump(raw))
     args = ["--config", str(tmp_path / "run.yaml"), "--init-adapter", sft["adapter"], "--out", str(tmp_path / "pg"), "--episodes", "10",
-            "--epochs", "2", "--batch-size", "2", "--learning-rate", "1e-2", "--random-seed", "4", "--benign-weight", str(benign_weight)]  # fmt: skip
+            "--epochs", "2", "--batch-size", "2", "--learning-rate", "1e-2", "--random-seed", "4", "--benign-weight", str(benign_weight), "--benign-anchor", str(anchor)]  # fmt: skip
     result = CliRunner().invoke(app, ["choice-gradient", *args], terminal_width=200)
     assert result.exit_code == 0, result.output
     record = json.loads((tmp_path / "pg" / "choice_gradient.json").read_text())
@@ -136,10 +136,13 @@ def test_the_choice_gradient_command_trains_the_sft_adapters_quote_on_every_choi
             assert r == pytest.approx(0.5 * (1 - p) if row["benign"] else (p if credited else 0.0))
     trained, benign_choices = record["trained audits"], sum(r["benign"] and r["choice"] for r in data)
     assert benign_choices > 0 and trained["planted"] + trained["benign"] == sum(r["trained"] for r in data)
-    # a benign weight of 0 leaves every benign audit out of the loss, and says so
-    assert trained["benign"] == (benign_choices if benign_weight else 0)
-    assert record["left out"]["benign, weight 0"] == (0 if benign_weight else benign_choices)
-    assert f"{trained['planted'] + trained['benign']} of {record['audits']} training audits trained (benign weight {benign_weight:g})" in result.output
+    # a benign weight of 0 without an anchor leaves every benign audit out of the loss, and says so
+    in_loss = bool(benign_weight or anchor)
+    assert trained["benign"] == (benign_choices if in_loss else 0)
+    assert record["left out"]["benign, weight 0"] == (0 if in_loss else benign_choices)
+    assert f"{trained['planted'] + trained['benign']} of {record['audits']} training audits trained (benign weight {benign_weight:g}, anchor {anchor:g})" in result.output
+    kl = [s["benign KL to start"] for s in record["expected reward by step"] if s["benign KL to start"] is not None]
+    assert (len(kl) > 0 and min(kl) >= 0) if anchor else not kl  # the anchor's KL is recorded where it is in the loss
     best, start = record["best expected reward"], record["start's expected reward"]
     assert best["benign"] >= start["benign"] and (best["planted"] is None or best["planted"] >= start["planted"])
     assert len(record["expected reward by step"]) > 1 and (tmp_path / "pg" / "adapter" / "adapter_config.json").is_file()
