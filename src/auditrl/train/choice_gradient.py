@@ -122,8 +122,8 @@ def choice_loss(
     rewards' spread over the training choices, as GRPO's batch-scaled advantages), plus `anchor` x KL(the start's
     quote || the policy's) where the audit carries an anchor. The reward term's gradient is the policy gradient with
     the whole distribution as the group; no baseline is needed, since the probabilities sum to one. Each call's
-    weighted expected reward, its expected reward as paid (`paid`, unweighted, when given) and KL go to `trace` with the trainer's step
-    (`inputs["step"]`, when given)."""
+    weighted expected reward, its expected reward as paid (`paid`, unweighted, when given) and KL go to `trace` with
+    the trainer's step (`inputs["step"]`, when given)."""
 
     def loss(model: Any, inputs: dict[str, Any]) -> torch.Tensor:
         first, logits = forward_choices(model, inputs["input_ids"][0].tolist(), inputs["choices"], pad_id)
