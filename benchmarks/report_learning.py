@@ -599,14 +599,16 @@ def print_tables(record: dict[str, Any]) -> None:
     if gradient := record.get("choice_gradient"):
         steps = gradient["expected reward by step"]
         thirds = [steps[i * len(steps) // 3 : (i + 1) * len(steps) // 3] for i in range(3)]
-        by_third = " -> ".join(f"{mean(x['expected reward'] for x in t):.3f}" for t in thirds if t)
-        planted = [x for t in thirds if t and (x := [s["planted"] for s in t if s.get("planted") is not None])]
-        by_third += f"; on planted audits {' -> '.join(f'{mean(x):.3f}' for x in planted)}" if planted else ""
+
+        def by_third_of(key: str, label: str) -> str:
+            means = [f"{mean(x):.3f}" for t in thirds if (x := [s[key] for s in t if s.get(key) is not None])]
+            return f"{label}{' -> '.join(means)}" if means else ""
+
+        by_third = by_third_of("expected reward", "") + by_third_of("planted", "; on planted audits ")
+        by_third += by_third_of("benign KL to start", "; benign audits' KL from the SFT base's quote by third ")
         trained, start, best = gradient["trained audits"], gradient["start's expected reward"], gradient["best expected reward"]
         fmt = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731  (no audit of that kind drawn)
         weight, anchor = gradient["settings"].get("benign_weight", 1.0), gradient["settings"].get("benign_anchor", 0.0)
-        kl = [x for t in thirds if t and (x := [s["benign KL to start"] for s in t if s.get("benign KL to start") is not None])]
-        by_third += f"; benign audits' KL from the SFT base's quote by third {' -> '.join(f'{mean(x):.3f}' for x in kl)}" if kl else ""
         console.print(f"{CHOICE_GRADIENT}: {trained['planted']} planted and {trained['benign']} benign training audits trained (of {gradient['audits']}, "
                       f"benign weight {weight:g}, anchor {anchor:g}); expected reward on those with a choice to learn, planted / benign: the SFT base's {fmt(start['planted'])} / {fmt(start['benign'])}, "
                       f"the best choice's {fmt(best['planted'])} / {fmt(best['benign'])}; expected reward by third of the steps {by_third}", highlight=False)  # fmt: skip

@@ -118,28 +118,28 @@ def expected_reward(scores: ChoiceScores, rewards: Sequence[float]) -> float:
 def choice_loss(
     grammar: Any, temperature: float, pad_id: int, scale: float, trace: list[dict[str, Any]] | None = None
 ) -> Callable[[Any, dict[str, Any]], torch.Tensor]:
-    """One audit's loss: minus its expected reward over every choice (`rewards`, as weighted), over `scale` (the
-    rewards' spread over the training choices, as GRPO's batch-scaled advantages), plus `anchor` x KL(the start's
-    quote || the policy's) where the audit carries an anchor. The reward term's gradient is the policy gradient with
-    the whole distribution as the group; no baseline is needed, since the probabilities sum to one. Each call's
-    weighted expected reward, its expected reward as paid (`paid`, unweighted, when given) and KL go to `trace` with
-    the trainer's step (`inputs["step"]`, when given)."""
+    """One audit's loss: minus its expected reward over every choice, times its `weight` (1 when absent), over
+    `scale` (the weighted rewards' spread over the training choices, as GRPO's batch-scaled advantages), plus `anchor`
+    x KL(the start's quote || the policy's) where the audit carries an anchor. The reward term's gradient is the
+    policy gradient with the whole distribution as the group; no baseline is needed, since the probabilities sum to
+    one. Each call's expected reward (as paid and as weighted) and KL go to `trace` with the trainer's step
+    (`inputs["step"]`, when given)."""
 
     def loss(model: Any, inputs: dict[str, Any]) -> torch.Tensor:
         first, logits = forward_choices(model, inputs["input_ids"][0].tolist(), inputs["choices"], pad_id)
         log_quote = quote_log_probs(first, logits, inputs["choices"], grammar, temperature)
         quote = log_quote.exp()
-        weighted = (quote * torch.tensor(inputs["rewards"], device=quote.device)).sum()
-        value = -weighted / scale
+        expected = (quote * torch.tensor(inputs["rewards"], device=quote.device)).sum()
+        weight = inputs.get("weight", 1.0)
+        value = -weight * expected / scale
         kl = None
         if anchor := inputs.get("anchor", 0.0):
             start = torch.tensor(inputs["start_quote"], device=log_quote.device, dtype=log_quote.dtype)
             kl = (torch.special.xlogy(start, start) - start * log_quote).sum()
             value = value + anchor * kl
         if trace is not None:
-            paid = inputs.get("paid", inputs["rewards"])
-            trace.append({"step": inputs.get("step"), "benign": inputs.get("benign", False), "weighted": weighted.item(),
-                          "expected reward": sum(q * r for q, r in zip(quote.tolist(), paid, strict=True)), "KL": None if kl is None else kl.item()})  # fmt: skip
+            trace.append({"step": inputs.get("step"), "benign": inputs.get("benign", False), "expected reward": expected.item(),
+                          "weighted": weight * expected.item(), "KL": None if kl is None else kl.item()})  # fmt: skip
         return value
 
     return loss
@@ -217,10 +217,10 @@ def run_choice_gradient(
     trained = [r for r in data if r["trained"]]
     if not trained:
         raise ValueError(f"no audit of {len(rows)} rows has a choice whose reward differs{' on a planted target' if not settings.benign_weight else ''} (see {out / DATA_FILE})")
-    weighted = [[x * (settings.benign_weight if r["benign"] else 1.0) for x in r["rewards"]] for r in trained]
-    scale = statistics.pstdev([x for rewards in weighted for x in rewards]) or 1.0
-    examples = [{"input_ids": r["input_ids"], "choices": r["choices"], "rewards": w, "paid": r["rewards"], "benign": r["benign"], "start_quote": r["start_quote"],
-                 "anchor": settings.benign_anchor if r["benign"] else 0.0} for r, w in zip(trained, weighted, strict=True)]  # fmt: skip
+    weight = lambda r: settings.benign_weight if r["benign"] else 1.0  # noqa: E731
+    scale = statistics.pstdev([weight(r) * x for r in trained for x in r["rewards"]]) or 1.0
+    examples = [{"input_ids": r["input_ids"], "choices": r["choices"], "rewards": r["rewards"], "weight": weight(r), "benign": r["benign"],
+                 "start_quote": r["start_quote"], "anchor": settings.benign_anchor if r["benign"] else 0.0} for r in trained]  # fmt: skip
     grammar = evidence_grammar(cfg, segments)
     trace: list[dict[str, Any]] = []
     fine_tune(cfg, settings, model, tokenizer, examples, on_progress, choice_loss(grammar, cfg.episodes.temperature, segments.pad_id, scale, trace))
