@@ -237,6 +237,12 @@ def test_a_learning_benchmark_refuses_an_unknown_auditor_before_any_work(tmp_pat
     assert not (tmp_path / "run").exists()
 
 
+def test_replicates_names_a_run_folder_without_a_record(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "replicates.py"), "--run", str(tmp_path)], capture_output=True, text=True,
+                          env={**os.environ, "COLUMNS": "250", "NO_COLOR": "1"}, check=False)  # fmt: skip
+    assert done.returncode == 2 and "report_learning.json: no report_learning record" in " ".join(done.stderr.split())
+
+
 def test_report_learning_refuses_more_calibration_audits_than_the_training_seeds_hold_before_any_work(tmp_path: Path) -> None:
     args = ("--out", str(tmp_path / "run"), "--calibration-rows", "100000")
     done = subprocess.run([sys.executable, str(BENCHMARKS / "report_learning.py"), *args], capture_output=True, text=True,
@@ -448,3 +454,11 @@ def test_report_learning(tmp_path: Path, tiny_local_model: Path) -> None:
         assert words["change"]["mean"] == pytest.approx(words["SFT + choice gradient"]["mean"] - words["SFT base"]["mean"], abs=1e-6)
     assert moved["benign"]["P(quote evidence)"]["SFT + choice gradient"]["mean"] == 0.0  # a benign target shows no evidence
     assert "where SFT + choice gradient's quote moved from SFT base's" in " ".join(lengths.split())
+    # the same run read as two replicates: each run's change is the record's, and two equal runs have no spread
+    spread = tmp_path / "replicates.json"
+    replicas = run_benchmark("replicates.py", "--run", str(run), "--run", str(run), "--save", str(spread), cwd=tmp_path)
+    pooled = json.loads(spread.read_text())["held-out behaviors"]["discrimination (planted - benign)"]
+    reset_change = record["summaries"]["held-out behaviors"]["reset"]["SFT + choice gradient"]["change"]["discrimination (planted - benign)"]
+    assert pooled["runs"] == [reset_change, reset_change]
+    assert pooled["over runs"]["lo"] == pytest.approx(reset_change["mean"]) == pytest.approx(pooled["over runs"]["hi"])
+    assert "expected reward on planted training audits, per run" in " ".join(replicas.split())
