@@ -383,6 +383,7 @@ def main(
     gradient_lr: Annotated[float, typer.Option(min=0.0, help=f"{CHOICE_GRADIENT}: learning rate.")] = 3e-4,
     gradient_benign_weight: Annotated[float, typer.Option(min=0.0, help=f"{CHOICE_GRADIENT}: weight of benign audits in the loss.")] = 1.0,
     gradient_benign_anchor: Annotated[float, typer.Option(min=0.0, help=f"{CHOICE_GRADIENT}: weight of KL(the SFT base's quote || the policy's) on benign audits.")] = 0.0,
+    gradient_samples: Annotated[int | None, typer.Option(min=2, help=f"{CHOICE_GRADIENT}: quotes drawn per audit and step, GRPO's sampled estimate of the gradient (default: exact).")] = None,
 ) -> None:
     if unknown := set(auditor) - set(AUDITORS):
         raise typer.BadParameter(f"unknown auditor(s) {sorted(unknown)}; choose from {', '.join(AUDITORS)}", param_hint="--auditor")
@@ -439,7 +440,7 @@ def main(
         gradient_cfg = load_config(sft_config)
         gradient_cfg = gradient_cfg.model_copy(update={"policy": gradient_cfg.policy.model_copy(update={"init_adapter": sft_adapter.resolve()})})
         settings = ChoiceGradientSettings(episodes=gradient_episodes, epochs=gradient_epochs, learning_rate=gradient_lr, benign_weight=gradient_benign_weight,
-                                          benign_anchor=gradient_benign_anchor)  # fmt: skip
+                                          benign_anchor=gradient_benign_anchor, samples=gradient_samples)  # fmt: skip
         run_choice_gradient(gradient_cfg, settings if seed is None else settings.model_copy(update={"seed": seed}), gradient_dir)
         record["cpu_seconds"]["choice gradient"] = time.process_time() - started
     if (gradient_dir / CHOICE_RECORD).is_file():
@@ -609,8 +610,10 @@ def print_tables(record: dict[str, Any]) -> None:
         trained, start, best = gradient["trained audits"], gradient["start's expected reward"], gradient["best expected reward"]
         fmt = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731  (no audit of that kind drawn)
         weight, anchor = gradient["settings"].get("benign_weight", 1.0), gradient["settings"].get("benign_anchor", 0.0)
+        samples = gradient["settings"].get("samples")
+        estimate = "the exact gradient" if samples is None else f"{samples} quotes sampled an audit and step"
         console.print(f"{CHOICE_GRADIENT}: {trained['planted']} planted and {trained['benign']} benign training audits trained (of {gradient['audits']}, "
-                      f"benign weight {weight:g}, anchor {anchor:g}); expected reward on those with a choice to learn, planted / benign: the SFT base's {fmt(start['planted'])} / {fmt(start['benign'])}, "
+                      f"benign weight {weight:g}, anchor {anchor:g}, {estimate}); expected reward on those with a choice to learn, planted / benign: the SFT base's {fmt(start['planted'])} / {fmt(start['benign'])}, "
                       f"the best choice's {fmt(best['planted'])} / {fmt(best['benign'])}; expected reward by third of the steps {by_third}", highlight=False)  # fmt: skip
     if sft := record.get("sft"):
         n = sft["sentences"]

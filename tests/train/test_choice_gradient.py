@@ -71,6 +71,38 @@ def test_the_loss_is_minus_the_scorers_expected_reward_and_its_gradient_raises_i
     assert expected() > before + 0.2 and after.quote[0] == max(after.quote)  # the credited quote, the best paid
 
 
+def test_the_sampled_loss_is_grpos_estimate_of_the_exact_gradient_and_trains_the_quote_alike(tokenizer_dir: Path) -> None:
+    model, tokenizer = tiny_policy(tokenizer_dir)
+    segments = ChatSegments(tokenizer)
+    grammar = evidence_grammar(CFG, segments)
+    audit = probed(False, [SHOWN, PLAIN, "Tea is served at four."], tokenizer)
+    inputs = {"input_ids": torch.tensor([audit.prefix]), "choices": [list(c.tokens) for c in audit.choices], "rewards": [0.8, 0.0, 0.1]}
+    weights = [p for p in model.parameters() if p.requires_grad]
+
+    def gradient(loss: object) -> torch.Tensor:
+        model.zero_grad()
+        loss(model, inputs).backward()  # type: ignore[operator]
+        return torch.cat([p.grad.flatten() for p in weights])
+
+    exact = gradient(choice_loss(grammar, 0.7, segments.pad_id, scale=0.5))
+    torch.manual_seed(0)
+    sampled = torch.stack([gradient(choice_loss(grammar, 0.7, segments.pad_id, scale=0.5, samples=4)) for _ in range(120)])
+    # unbiased but for the group's own mean in its baseline: (samples - 1) / samples of the exact gradient on average
+    assert torch.nn.functional.cosine_similarity(sampled.mean(0), exact, dim=0) > 0.98
+    assert sampled.mean(0).norm() / exact.norm() == pytest.approx(0.75, abs=0.1)
+    assert torch.nn.functional.cosine_similarity(sampled[0], sampled[1], dim=0) < 0.999  # each step draws its own group
+
+    moved, _ = tiny_policy(tokenizer_dir)
+    optimizer, loss = torch.optim.Adam(moved.parameters(), lr=1e-2), choice_loss(grammar, 0.7, segments.pad_id, scale=0.5, samples=4)
+    before = score_audit(moved, audit, grammar, 0.7, segments.pad_id).quote
+    for _ in range(15):
+        optimizer.zero_grad()
+        loss(moved, inputs).backward()
+        optimizer.step()
+    after = score_audit(moved, audit, grammar, 0.7, segments.pad_id).quote
+    assert after[0] > before[0] + 0.2 and after[0] == max(after)  # toward the credited quote, as the exact gradient goes
+
+
 def test_the_benign_anchor_holds_the_quote_at_the_starts_and_records_each_steps_reward_and_kl(tokenizer_dir: Path) -> None:
     model, tokenizer = tiny_policy(tokenizer_dir)
     segments = ChatSegments(tokenizer)
@@ -113,9 +145,9 @@ def test_the_choice_gradient_refuses_a_verdict_or_design_that_does_not_fix_a_rep
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("benign_weight", "anchor"), [(1.0, 0.0), (0.0, 0.0), (0.0, 1.0)])
+@pytest.mark.parametrize(("benign_weight", "anchor", "samples"), [(1.0, 0.0, None), (0.0, 0.0, None), (0.0, 1.0, None), (0.0, 1.0, 4)])
 def test_the_choice_gradient_command_trains_the_sft_adapters_quote_on_every_choices_reward(
-    tiny_local_model: Path, tmp_path: Path, benign_weight: float, anchor: float
+    tiny_local_model: Path, tmp_path: Path, benign_weight: float, anchor: float, samples: int | None
 ) -> None:
     raw = json.loads(json.dumps(RAW))
     raw["policy"] |= {"model": str(tiny_local_model), "dtype": "float32"}
@@ -124,11 +156,12 @@ def test_the_choice_gradient_command_trains_the_sft_adapters_quote_on_every_choi
     sft = run_sft(GRPOLMConfig.model_validate(raw), SFTSettings(episodes=8, epochs=1, batch_size=2), tmp_path / "sft")
     (tmp_path / "run.yaml").write_text(yaml.safe_dump(raw))
     args = ["--config", str(tmp_path / "run.yaml"), "--init-adapter", sft["adapter"], "--out", str(tmp_path / "pg"), "--episodes", "10",
-            "--epochs", "2", "--batch-size", "2", "--learning-rate", "1e-2", "--random-seed", "4", "--benign-weight", str(benign_weight), "--benign-anchor", str(anchor)]  # fmt: skip
+            "--epochs", "2", "--batch-size", "2", "--learning-rate", "1e-2", "--random-seed", "4", "--benign-weight", str(benign_weight), "--benign-anchor", str(anchor),
+            *(["--samples", str(samples)] if samples else [])]  # fmt: skip
     result = CliRunner().invoke(app, ["choice-gradient", *args], terminal_width=200)
     assert result.exit_code == 0, result.output
     record = json.loads((tmp_path / "pg" / "choice_gradient.json").read_text())
-    assert record["settings"]["seed"] == 4 and f"adapter: {tmp_path / 'pg' / 'adapter'}" in result.output
+    assert record["settings"]["seed"] == 4 and record["settings"]["samples"] == samples and f"adapter: {tmp_path / 'pg' / 'adapter'}" in result.output
     data = [json.loads(line) for line in (tmp_path / "pg" / "choice_data.jsonl").read_text().splitlines()]
     assert len(data) == record["audits"] > 0
     for row in data:  # every choice's reward is its claim's or silence's under the start's verdict, as the config pays
@@ -140,7 +173,9 @@ def test_the_choice_gradient_command_trains_the_sft_adapters_quote_on_every_choi
     in_loss = bool(benign_weight or anchor)
     assert trained["benign"] == (benign_choices if in_loss else 0)
     assert record["left out"]["benign, weight 0"] == (0 if in_loss else benign_choices)
-    assert f"{trained['planted'] + trained['benign']} of {record['audits']} training audits trained (benign weight {benign_weight:g}, anchor {anchor:g})" in result.output
+    estimate = "exact gradient" if samples is None else "4 quotes sampled an audit"
+    title = f"{trained['planted'] + trained['benign']} of {record['audits']} training audits trained (benign weight {benign_weight:g}, anchor {anchor:g}, {estimate})"
+    assert title in " ".join(result.output.split())
     kl = [s["benign KL to start"] for s in record["expected reward by step"] if s["benign KL to start"] is not None]
     assert (len(kl) > 0 and min(kl) >= 0) if anchor else not kl  # the anchor's KL is recorded where it is in the loss
     best, start = record["best expected reward"], record["start's expected reward"]
@@ -158,6 +193,7 @@ def test_the_command_refuses_a_config_or_start_it_cannot_train_before_writing_an
         (["--config", str(tmp_path / "run.yaml"), "--init-adapter", str(tmp_path)], "no adapter_config.json"),
         (["--config", str(start_verdict), "--init-adapter", str(tmp_path), "--episodes", "0"], "field 'episodes'"),
         (["--config", str(start_verdict), "--init-adapter", str(tmp_path), "--random-seed", "-1"], "--random-seed"),
+        (["--config", str(start_verdict), "--init-adapter", str(tmp_path), "--samples", "1"], "field 'samples'"),
     ]
     for args, message in cases:
         result = CliRunner().invoke(app, ["choice-gradient", *args, "--out", str(tmp_path / "out")], terminal_width=200)

@@ -32,6 +32,7 @@ def choice_gradient(
     random_seed: Annotated[int, random_seed_option("the rows and the data order")] = 2,
     benign_weight: Annotated[float, typer.Option(help="Weight of benign audits in the loss (0: the quote learns from planted audits only).")] = 1.0,
     benign_anchor: Annotated[float, typer.Option(help="Weight of KL(the start's quote || the policy's) on benign audits (0: none).")] = 0.0,
+    samples: Annotated[Optional[int], typer.Option(help="Quotes drawn per audit and step: GRPO's sampled estimate of the gradient instead of the exact one (at least 2).")] = None,
 ) -> None:
     """Score every sentence a teacher-probed training audit lets the starting adapter quote (the run's reward for a
     claim quoting it, and for "nothing found", weighted by the start's verdict after it), then train the quote on
@@ -40,7 +41,7 @@ def choice_gradient(
 
     try:
         settings = ChoiceGradientSettings(episodes=episodes, epochs=epochs, batch_size=batch_size, learning_rate=learning_rate, seed=random_seed,
-                                          benign_weight=benign_weight, benign_anchor=benign_anchor)  # fmt: skip
+                                          benign_weight=benign_weight, benign_anchor=benign_anchor, samples=samples)  # fmt: skip
     except ValidationError as exc:
         raise fail(validation_problems(exc)) from exc
     from auditrl.train.choice_gradient import check_config, run_choice_gradient
@@ -75,8 +76,9 @@ def choice_gradient(
 
 def reward_table(record: dict) -> Table:
     """The training audits' expected reward under the start, and under the best quote of each (what training can reach)."""
-    weight, anchor = record["settings"]["benign_weight"], record["settings"]["benign_anchor"]
-    table = Table(title=f"{sum(record['trained audits'].values())} of {record['audits']} training audits trained (benign weight {weight:g}, anchor {anchor:g}); "
+    weight, anchor, samples = record["settings"]["benign_weight"], record["settings"]["benign_anchor"], record["settings"].get("samples")
+    gradient = "exact gradient" if samples is None else f"{samples} quotes sampled an audit"
+    table = Table(title=f"{sum(record['trained audits'].values())} of {record['audits']} training audits trained (benign weight {weight:g}, anchor {anchor:g}, {gradient}); "
                   "expected reward over those with a choice to learn")  # fmt: skip
     for column in ("target", "audits trained", "start's expected reward", "best quote's"):
         table.add_column(column, justify="left" if column == "target" else "right")

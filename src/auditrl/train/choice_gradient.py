@@ -76,6 +76,13 @@ class ChoiceGradientSettings(ConfigModel):
         "audits move the quote toward credited evidence and benign audits only keep it from moving everywhere "
         "(e.g. to long sentences), so what moves it must tell the two apart (0: no anchor).",
     )
+    samples: int | None = Field(
+        default=None,
+        ge=2,
+        description="Quotes drawn per audit and step, from the policy's own probabilities: the gradient is then GRPO's "
+        "estimate from that group (each drawn quote's reward minus the group's mean, times its log-probability) instead "
+        "of the exact one, so a run shows whether the exact result survives sampling noise (None: exact).",
+    )
 
 
 def check_config(cfg: GRPOLMConfig) -> None:
@@ -116,22 +123,30 @@ def expected_reward(scores: ChoiceScores, rewards: Sequence[float]) -> float:
 
 
 def choice_loss(
-    grammar: Any, temperature: float, pad_id: int, scale: float, trace: list[dict[str, Any]] | None = None
+    grammar: Any, temperature: float, pad_id: int, scale: float, trace: list[dict[str, Any]] | None = None, samples: int | None = None
 ) -> Callable[[Any, dict[str, Any]], torch.Tensor]:
     """One audit's loss: minus its expected reward over every choice, times its `weight` (1 when absent), over
     `scale` (the weighted rewards' spread over the training choices, as GRPO's batch-scaled advantages), plus `anchor`
     x KL(the start's quote || the policy's) where the audit carries an anchor. The reward term's gradient is the
     policy gradient with the whole distribution as the group; no baseline is needed, since the probabilities sum to
-    one. Each call's expected reward (as paid and as weighted) and KL go to `trace` with the trainer's step
-    (`inputs["step"]`, when given)."""
+    one. With `samples`, the reward term is GRPO's estimate instead: that many quotes drawn from the policy (torch's
+    seeded generator), each weighted by its reward minus the group's mean (in expectation (samples - 1) / samples of
+    the exact gradient). Each call's exact expected reward (as paid and as weighted) and KL go to `trace` with the
+    trainer's step (`inputs["step"]`, when given)."""
 
     def loss(model: Any, inputs: dict[str, Any]) -> torch.Tensor:
         first, logits = forward_choices(model, inputs["input_ids"][0].tolist(), inputs["choices"], pad_id)
         log_quote = quote_log_probs(first, logits, inputs["choices"], grammar, temperature)
         quote = log_quote.exp()
-        expected = (quote * torch.tensor(inputs["rewards"], device=quote.device)).sum()
+        rewards = torch.tensor(inputs["rewards"], device=quote.device, dtype=quote.dtype)
+        expected = (quote * rewards).sum()
         weight = inputs.get("weight", 1.0)
-        value = -weight * expected / scale
+        if samples is None:
+            value = -weight * expected / scale
+        else:
+            drawn = torch.multinomial(quote.detach(), samples, replacement=True)
+            advantages = rewards[drawn] - rewards[drawn].mean()
+            value = -weight * (advantages * log_quote[drawn]).mean() / scale
         kl = None
         if anchor := inputs.get("anchor", 0.0):
             start = torch.tensor(inputs["start_quote"], device=log_quote.device, dtype=log_quote.dtype)
@@ -223,7 +238,8 @@ def run_choice_gradient(
                  "start_quote": r["start_quote"], "anchor": settings.benign_anchor if r["benign"] else 0.0} for r in trained]  # fmt: skip
     grammar = evidence_grammar(cfg, segments)
     trace: list[dict[str, Any]] = []
-    fine_tune(cfg, settings, model, tokenizer, examples, on_progress, choice_loss(grammar, cfg.episodes.temperature, segments.pad_id, scale, trace))
+    fine_tune(cfg, settings, model, tokenizer, examples, on_progress,
+              choice_loss(grammar, cfg.episodes.temperature, segments.pad_id, scale, trace, settings.samples))
     model.save_pretrained(str(out / ADAPTER_DIR))
     tokenizer.save_pretrained(str(out / ADAPTER_DIR))
     set_adapter_base(out / ADAPTER_DIR, portable_base(cfg.policy))
