@@ -8,7 +8,8 @@ design scores every one of them (a claim quoting it, and "nothing found"), so th
 sum over sentences of P(quote) x reward, is known exactly and so is its gradient. This is GRPO's objective (beta 0)
 with the group made of every choice, each weighted by the probability the policy gives it, instead of a sample of
 four: no sampling noise, and every row teaches every sentence it holds (docs/learning_runs.md, the twenty-fifth run:
-the twenty-fourth run's training trend reversed with the seed).
+the twenty-fourth run's training trend reversed with the seed). `samples` puts the sampling back (GRPO's estimate
+from a group of quotes drawn from the policy) to measure what the noise costs on the same rows.
 
 The verdict is the starting policy's throughout, as under GRPO with `expected_verdict: start`: the trained adapter
 quotes, and the auditor it is trained for keeps its start's verdict (benchmarks/report_learning.py evaluates that
