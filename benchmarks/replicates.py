@@ -39,9 +39,10 @@ def load_record(run: Path) -> dict[str, Any]:
     return json.loads(file.read_text())
 
 
-def run_label(run: Path, record: dict[str, Any]) -> str:
-    """The run's folder and the seed its training ran under."""
-    seed = (record.get("choice_gradient") or {}).get("settings", {}).get("seed", record.get("grpo_seed"))
+def run_label(run: Path, record: dict[str, Any], auditor: str) -> str:
+    """The run's folder and the seed the auditor's training ran under (the choice gradient records its own; GRPO runs
+    record report_learning's --seed, None for their configs')."""
+    seed = record["choice_gradient"]["settings"]["seed"] if auditor == CHOICE_GRADIENT and record.get("choice_gradient") else record.get("grpo_seed")
     return f"{run.name} (seed {seed})" if seed is not None else run.name
 
 
@@ -91,9 +92,9 @@ def main(
     if view not in VIEWS:
         raise typer.BadParameter(f"{view!r} is no comparison report_learning records; choose from {', '.join(VIEWS)}", param_hint="--view")
     records = [load_record(r) for r in run]
-    labels = [run_label(r, rec) for r, rec in zip(run, records, strict=True)]
+    labels = [run_label(r, rec, auditor) for r, rec in zip(run, records, strict=True)]
     caption = "; ".join(sorted({rec.get("cpu", "CPU not recorded") for rec in records}))
-    if table := training_table(labels, records, caption):
+    if auditor == CHOICE_GRADIENT and (table := training_table(labels, records, caption)):
         console.print(table)
     summary: dict[str, Any] = {"view": view, "auditor": auditor, "runs": labels}
     for part in HELD_OUT_PARTS:
