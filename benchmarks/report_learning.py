@@ -97,7 +97,7 @@ from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
 from auditrl.scaffold.transcript import Prediction, Report, Transcript
 from auditrl.scaffold.transcript_keys import CLAIM_PROBABILITY
 from auditrl.train.choice_gradient import RECORD_FILE as CHOICE_RECORD
-from auditrl.train.choice_gradient import ChoiceGradientSettings, run_choice_gradient
+from auditrl.train.choice_gradient import ChoiceGradientSettings, estimate_label, run_choice_gradient
 from auditrl.train.config import GRPOLMConfig, load_config
 from auditrl.train.curriculum import creditable_quote, screen
 from auditrl.train.episodes import seed_bank, training_seeds
@@ -610,10 +610,8 @@ def print_tables(record: dict[str, Any]) -> None:
         trained, start, best = gradient["trained audits"], gradient["start's expected reward"], gradient["best expected reward"]
         fmt = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731  (no audit of that kind drawn)
         weight, anchor = gradient["settings"].get("benign_weight", 1.0), gradient["settings"].get("benign_anchor", 0.0)
-        samples = gradient["settings"].get("samples")
-        estimate = "the exact gradient" if samples is None else f"{samples} quotes sampled an audit and step"
         console.print(f"{CHOICE_GRADIENT}: {trained['planted']} planted and {trained['benign']} benign training audits trained (of {gradient['audits']}, "
-                      f"benign weight {weight:g}, anchor {anchor:g}, {estimate}); expected reward on those with a choice to learn, planted / benign: the SFT base's {fmt(start['planted'])} / {fmt(start['benign'])}, "
+                      f"benign weight {weight:g}, anchor {anchor:g}, {estimate_label(gradient['settings'].get('samples'))}); expected reward on those with a choice to learn, planted / benign: the SFT base's {fmt(start['planted'])} / {fmt(start['benign'])}, "
                       f"the best choice's {fmt(best['planted'])} / {fmt(best['benign'])}; expected reward by third of the steps {by_third}", highlight=False)  # fmt: skip
     if sft := record.get("sft"):
         n = sft["sentences"]

@@ -76,9 +76,11 @@ def choice_gradient(
 
 def reward_table(record: dict) -> Table:
     """The training audits' expected reward under the start, and under the best quote of each (what training can reach)."""
-    weight, anchor, samples = record["settings"]["benign_weight"], record["settings"]["benign_anchor"], record["settings"].get("samples")
-    gradient = "exact gradient" if samples is None else f"{samples} quotes sampled an audit"
-    table = Table(title=f"{sum(record['trained audits'].values())} of {record['audits']} training audits trained (benign weight {weight:g}, anchor {anchor:g}, {gradient}); "
+    from auditrl.train.choice_gradient import estimate_label
+
+    weight, anchor = record["settings"]["benign_weight"], record["settings"]["benign_anchor"]
+    table = Table(title=f"{sum(record['trained audits'].values())} of {record['audits']} training audits trained (benign weight {weight:g}, anchor {anchor:g}, "
+                  f"{estimate_label(record['settings'].get('samples'))}); "
                   "expected reward over those with a choice to learn")  # fmt: skip
     for column in ("target", "audits trained", "start's expected reward", "best quote's"):
         table.add_column(column, justify="left" if column == "target" else "right")

@@ -119,6 +119,11 @@ def choice_rewards(
     return [None if r is None or silence is None else p * r + (1.0 - p) * silence for p, r in zip(claims, rewards[:-1], strict=True)]
 
 
+def estimate_label(samples: int | None) -> str:
+    """How a run's gradient was estimated, as its tables name it."""
+    return "exact gradient" if samples is None else f"{samples} quotes sampled an audit"
+
+
 def expected_reward(scores: ChoiceScores, rewards: Sequence[float]) -> float:
     return sum(q * r for q, r in zip(scores.quote, rewards, strict=True))
 
@@ -146,8 +151,8 @@ def choice_loss(
             value = -weight * expected / scale
         else:
             drawn = torch.multinomial(quote.detach(), samples, replacement=True)
-            advantages = rewards[drawn] - rewards[drawn].mean()
-            value = -weight * (advantages * log_quote[drawn]).mean() / scale
+            paid = rewards[drawn]
+            value = -weight * ((paid - paid.mean()) * log_quote[drawn]).mean() / scale
         kl = None
         if anchor := inputs.get("anchor", 0.0):
             start = torch.tensor(inputs["start_quote"], device=log_quote.device, dtype=log_quote.dtype)
