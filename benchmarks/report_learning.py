@@ -45,10 +45,13 @@ That shift is found on the held-out benign audits themselves, so it is an analys
 be deployed with.
 
 Threshold reset on calibration audits (exact evaluation, `--calibration-rows`): each auditor is also scored on that
-many benign audits of the training seeds (auditrl.train.report_audits.calibration_rows, disjoint from both held-out
-parts), and each trained auditor's verdict is shifted by the one claim log-odds constant at which its claim rate there
-equals its start's; the reset auditor is then compared with its start on the held-out parts. The threshold is set on
-training data only, as a deployed auditor's could be, so its held-out FP calibration is measured, not matched.
+many benign audits of the training seeds that no training stage in `<out>` audited (auditrl.train.report_audits.
+calibration_rows, disjoint from both held-out parts and from every training row), and each trained auditor's verdict
+is shifted by the one claim log-odds constant at which its claim rate there equals its start's; the reset auditor is
+then compared with its start on the held-out parts. The threshold is set without the held-out audits, as a deployed
+auditor's could be, so its held-out FP calibration is measured, not matched. Audits a stage trained on are left out
+because training held the auditor quiet on them (the choice gradient's benign anchor): there its claim rate rose less
+than on benign audits it never saw, and a threshold set there let FP calibration fall on the held-out ones.
 
 The start's verdict (exact evaluation): each trained auditor's probabilities of quoting each sentence with its
 start's P(claim) after each, against the start: what the trained choice of evidence alone does to every metric,
@@ -96,6 +99,7 @@ from auditrl.scaffold.prompt_sets import PROMPT_SETS, openings
 from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
 from auditrl.scaffold.transcript import Prediction, Report, Transcript
 from auditrl.scaffold.transcript_keys import CLAIM_PROBABILITY
+from auditrl.train.choice_gradient import AUDITS_FILE as CHOICE_AUDITS
 from auditrl.train.choice_gradient import RECORD_FILE as CHOICE_RECORD
 from auditrl.train.choice_gradient import ChoiceGradientSettings, estimate_label, run_choice_gradient
 from auditrl.train.config import GRPOLMConfig, load_config
@@ -103,7 +107,7 @@ from auditrl.train.curriculum import creditable_quote, screen
 from auditrl.train.episodes import seed_bank, training_seeds
 from auditrl.train.outputs import ADAPTER_DIR
 from auditrl.train.policy import load_policy
-from auditrl.train.report_audits import HELD_OUT_PARTS, audit_parts, calibration_rows, held_out_rows
+from auditrl.train.report_audits import HELD_OUT_PARTS, audit_parts, benign_audits_seen, calibration_rows, held_out_rows
 from auditrl.train.report_choices import (
     ChoiceScores,
     ProbedAudit,
@@ -118,6 +122,7 @@ from auditrl.train.report_choices import (
 )
 from auditrl.train.rollout import ChatSegments
 from auditrl.train.sft import RECORD_FILE as SFT_RECORD
+from auditrl.train.sft import TEACHER_TRANSCRIPTS as SFT_TEACHER
 from auditrl.train.sft import SFTSettings, run_sft
 from auditrl.train.teacher import teacher_rollouts
 
@@ -343,6 +348,15 @@ def load_scores(path: Path, audits: list[ProbedAudit]) -> list[ChoiceScores]:
     return out
 
 
+def scores_cover(path: Path, audits: list[ProbedAudit]) -> bool:
+    """Whether `path` holds scores of every audit (a file of other audits, e.g. calibration rows drawn before more
+    training, is scored again)."""
+    if not path.is_file():
+        return False
+    stored = json.loads(path.read_text(encoding="utf-8"))
+    return all(unit_key(a.transcript) in stored and len(stored[unit_key(a.transcript)]["claim"]) == len(a.choices) for a in audits)
+
+
 def matched_start(units: dict[str, dict[str, Any]], audits: list[ProbedAudit], start: list[ChoiceScores]) -> dict[str, Any]:
     """The start auditor at a trained auditor's threshold: the start's own scores with its verdict's claim log-odds
     shifted (report_choices.shift_claims) until its mean benign claim rate equals the trained auditor's, so its FP
@@ -377,7 +391,7 @@ def main(
     family: Annotated[list[str] | None, typer.Option(help="Target family to audit (default: the config's families); repeatable.")] = None,
     made_to_claim: Annotated[bool, typer.Option(help="Sampled evaluation: also audit each planted target with every report made to claim (the choice of evidence alone).")] = False,
     seed: Annotated[int | None, typer.Option(help="The GRPO runs' seed in place of their configs' (a replicate: the order of the training rows and the sampling; the held-out and calibration audits stay the same).")] = None,
-    calibration: Annotated[int, typer.Option("--calibration-rows", min=0, help="Exact evaluation: benign audits of training seeds a trained auditor's claim threshold is reset on (0: no reset).")] = 96,
+    calibration: Annotated[int, typer.Option("--calibration-rows", min=0, help="Exact evaluation: benign audits of training seeds, none a training stage audited, a trained auditor's claim threshold is reset on (0: no reset).")] = 96,
     gradient_episodes: Annotated[int, typer.Option(min=1, help=f"{CHOICE_GRADIENT}: training rows drawn (auditrl.train.choice_gradient).")] = 256,
     gradient_epochs: Annotated[float, typer.Option(min=0.0, help=f"{CHOICE_GRADIENT}: passes over the audits with a choice to learn.")] = 2.0,
     gradient_lr: Annotated[float, typer.Option(min=0.0, help=f"{CHOICE_GRADIENT}: learning rate.")] = 3e-4,
@@ -458,9 +472,17 @@ def main(
             probed[p] = probed_audits(held_out, ChatSegments(tokenizer), behaviors, seed_bank(held_out, behaviors), rows)
         return probed[p]
 
+    # every benign audit a training stage in this folder probed, so the threshold is reset on audits none trained on
+    seen = benign_audits_seen([out / "sft" / SFT_TEACHER, out / "grpo" / TRANSCRIPTS, out / "sft_grpo" / TRANSCRIPTS, gradient_dir / CHOICE_AUDITS])
+    if evaluation == "exact" and calibration:
+        try:
+            record["calibration"] = {"audits": len(calibration_rows(cfg, calibration, behaviors, seen)), "benign rows trained on": len(seen)}
+        except ValueError as exc:
+            raise SystemExit(f"--calibration-rows: {exc}; a smaller --calibration-rows reuses what this folder trained") from exc
+
     def probe_calibration(tokenizer: Any) -> list[ProbedAudit]:
         if CALIBRATION not in probed:
-            rows = calibration_rows(cfg, calibration, behaviors)
+            rows = calibration_rows(cfg, calibration, behaviors, seen)
             probed[CALIBRATION] = probed_audits(cfg, ChatSegments(tokenizer), behaviors, seed_bank(cfg, behaviors), rows)
         return probed[CALIBRATION]
 
@@ -482,7 +504,7 @@ def main(
                 seconds[f"exact evaluation: {name}"] = seconds.get(f"exact evaluation: {name}", 0.0) + time.process_time() - started
                 started = time.process_time()
                 save()
-            if calibration and not scores_file(out, name, CALIBRATION).is_file():
+            if calibration and not scores_cover(scores_file(out, name, CALIBRATION), probe_calibration(tokenizer)):
                 audits = probe_calibration(tokenizer)
                 save_scores(scores_file(out, name, CALIBRATION), audits, exact_evaluation(cfg, model, tokenizer, audits))
                 seconds = record["cpu_seconds"]
@@ -511,7 +533,9 @@ def main(
                 composed = [ChoiceScores(quote=q.quote, claim=s.claim) for q, s in zip(quotes, start_scores, strict=True)]
                 record.setdefault("start verdict", {}).setdefault(name, {})[p] = exact_units(probed[p], composed)
         kept = [scores_file(out, n, CALIBRATION) for n in (name, start)] if calibration and start else []
-        if kept and all(f.is_file() for f in kept):
+        for kind in ("reset", "start verdict reset"):  # one set on other calibration audits is not kept
+            record.get(kind, {}).pop(name, None)
+        if kept and all(scores_cover(f, probe_calibration(tokenizer)) for f in kept):
             audits = probe_calibration(tokenizer)
             trained_calibration, start_calibration = (load_scores(f, audits) for f in kept)
             reset = threshold_reset(audits, trained_calibration, start_calibration)
@@ -647,7 +671,7 @@ def print_tables(record: dict[str, Any]) -> None:
             for name, reset in record.get(kind, {}).items():
                 if part in reset and (start := start_of(name)) in record.get("exact", {}) and part in record["exact"][start]:
                     names = {"name": name, "start": start}
-                    title = (f"{part}: {who.format(**names)} on {reset['audits']} benign audits of training seeds (claim log-odds "
+                    title = (f"{part}: {who.format(**names)} on {reset['audits']} benign audits of training seeds no training saw (claim log-odds "
                              f"{reset['shift']:+.2f}: {reset['trained claim rate']:.1f}% -> {start}'s {reset['start claim rate']:.1f}% there) "
                              f"against {start}, % mean [95% CI] over audits")  # fmt: skip
                     table, made_summary = paired_table(title, (column.format(**names), start), reset[part], record["exact"][start][part], exact_rows, caption)

@@ -24,6 +24,7 @@ from auditrl.configfile import load_yaml
 from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
 from auditrl.scaffold.transcript_keys import CLAIM_FORCED, PROBED_BY
 from auditrl.auditworld.designs import vectorised_names
+from auditrl.train.report_audits import benign_audits_seen
 from auditrl.train.report_choices import ChoiceScores, shift_claims
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -390,6 +391,10 @@ def test_report_learning(tmp_path: Path, tiny_local_model: Path) -> None:
     reset = record["reset"]["SFT + GRPO"]
     assert reset["audits"] == 4 and (run / "exact_scores" / "SFT_+_GRPO" / "calibration_benign_audits_of_training_seeds.json").is_file()
     calibration = {n: json.loads((run / "exact_scores" / n / "calibration_benign_audits_of_training_seeds.json").read_text()) for n in ("SFT_base", "SFT_+_GRPO")}
+    stages = [run / "sft" / "teacher" / TRANSCRIPTS, run / "grpo" / TRANSCRIPTS, run / "sft_grpo" / TRANSCRIPTS, run / "sft_choice_gradient" / "audits" / TRANSCRIPTS]
+    trained_on = benign_audits_seen(stages)  # the benign audits SFT, GRPO and SFT + GRPO trained on
+    assert trained_on and record["calibration"] == {"audits": 4, "benign rows trained on": len(trained_on)}
+    assert calibration["SFT_base"].keys() == calibration["SFT_+_GRPO"].keys() and not {tuple(k.split("|")[:2]) for k in calibration["SFT_base"]} & trained_on
     rate = lambda scores, shift=0.0: mean(shift_claims(ChoiceScores(**s), shift).claim_rate for s in scores.values())  # noqa: E731
     assert 100 * rate(calibration["SFT_base"]) == pytest.approx(reset["start claim rate"]) and 100 * rate(calibration["SFT_+_GRPO"]) == pytest.approx(reset["trained claim rate"])
     assert rate(calibration["SFT_+_GRPO"], reset["shift"]) == pytest.approx(rate(calibration["SFT_base"]), abs=1e-6)
@@ -442,6 +447,13 @@ def test_report_learning(tmp_path: Path, tiny_local_model: Path) -> None:
     words = " ".join(out.split())  # the console wraps long lines
     assert trained["planted"] + trained["benign"] > 0 and "SFT + choice gradient: " in words and "expected reward by third of the steps" in words
     assert record["summaries"]["held-out behaviors"]["exact"]["changes"]["SFT + choice gradient - SFT base"]
+    # its threshold reset on benign audits none of the four training stages audited, the SFT base scored on them again
+    now_trained_on = benign_audits_seen(stages)
+    assert benign_audits_seen(stages[3:]) and now_trained_on == trained_on | benign_audits_seen(stages[3:])
+    assert record["calibration"]["benign rows trained on"] == len(now_trained_on)
+    rescored = json.loads((run / "exact_scores" / "SFT_base" / "calibration_benign_audits_of_training_seeds.json").read_text())
+    assert len(rescored) == 4 and not {tuple(k.split("|")[:2]) for k in rescored} & now_trained_on
+    assert record["reset"]["SFT + choice gradient"]["audits"] == 4 and "SFT + GRPO" not in record["reset"]  # one set on other audits is dropped
     composed = record["start verdict"]["SFT + choice gradient"]["held-out behaviors"]  # the auditor it trains: its quotes, the SFT base's verdict
     for key, unit in composed.items():
         assert [v for k, v in unit.items() if k.startswith("verdict on")] == [v for k, v in exact[key].items() if k.startswith("verdict on")]

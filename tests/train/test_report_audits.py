@@ -12,12 +12,13 @@ from train_fakes import tiny_policy
 
 from auditrl.behaviors.library import load_behaviors
 from auditrl.judges.claim_grader import report_outcome
-from auditrl.scaffold.store import read_transcripts
+from auditrl.scaffold.store import append_transcript, read_transcripts
+from auditrl.scaffold.transcript import Transcript
 from auditrl.scaffold.transcript_keys import PROBED_BY, ROLLOUT
 from auditrl.train.config import GRPOLMConfig
 from auditrl.train.copy_quote import quotable
 from auditrl.train.episodes import trained_behaviors, training_rows, training_seeds
-from auditrl.train.report_audits import HELD_OUT_PARTS, held_out_rows, report_audits
+from auditrl.train.report_audits import HELD_OUT_PARTS, benign_audits_seen, calibration_rows, held_out_rows, report_audits
 
 CFG = GRPOLMConfig.model_validate({
     **WARM,
@@ -42,6 +43,30 @@ def test_the_held_out_parts_hold_every_family_planted_and_benign_and_nothing_tra
         assert behaviors_in == heldout if part == HELD_OUT_PARTS[0] else not behaviors_in & heldout
     with pytest.raises(ValueError, match="unknown held-out part"):
         held_out_rows(CFG, "held-out families")
+
+
+def test_calibration_rows_are_benign_training_seed_rows_that_no_training_audited(tmp_path: Path) -> None:
+    behaviors = load_behaviors()
+    everything = calibration_rows(CFG, 40, behaviors)
+    assert everything == calibration_rows(CFG, 40, behaviors)  # drawn with the run's seed
+    assert all(r.benign for r in everything) and len(set(everything)) == 40
+    held = {(r.seed_id, r.family) for part in HELD_OUT_PARTS for r in held_out_rows(CFG, part, behaviors)}
+    assert not {(r.seed_id, r.family) for r in everything} & held
+    # a training stage's audits: benign ones on half the drawn rows, and planted ones (which a benign row may share a seed with)
+    store = tmp_path / "training" / "transcripts.jsonl"
+    trained = everything[::2]
+    for r in everything:
+        behavior = None if r in trained else r.behavior_id
+        append_transcript(store, Transcript(auditor_model="policy", target_model=f"sim/{r.family}", target_family=r.family,
+                                             behavior_id=behavior, seed_id=r.seed_id, seed_instructions="probe"))  # fmt: skip
+    seen = benign_audits_seen([store, tmp_path / "never_trained" / "transcripts.jsonl"])
+    assert seen == {(r.seed_id, r.family) for r in trained}
+    unseen = calibration_rows(CFG, 40, behaviors, seen)
+    assert len(unseen) == 40 and not {(r.seed_id, r.family) for r in unseen} & seen
+    pool = set(trained_behaviors(CFG, behaviors))
+    total = len({(s.id, f) for s in training_seeds(CFG, behaviors) if s.behavior in pool for f in CFG.episodes.families})
+    with pytest.raises(ValueError, match=f"the training seeds give {total - len(seen)} benign rows no training saw \\({len(seen)} more were trained on\\)"):
+        calibration_rows(CFG, total - len(seen) + 1, behaviors, seen)
 
 
 def test_report_audits_end_the_teachers_probing_with_the_models_report_and_resume(tokenizer_dir: Path, tmp_path: Path) -> None:

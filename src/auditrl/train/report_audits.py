@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -65,9 +65,14 @@ def held_out_rows(
     ]
 
 
-def calibration_rows(cfg: GRPOLMConfig, n: int, behaviors: dict[str, Behavior] | None = None) -> list[EpisodeRow]:
-    """`n` benign rows of the run's training seeds (every family), drawn with the run's seed: audits a deployed
-    auditor's claim threshold can be set on without touching either held-out part."""
+def calibration_rows(
+    cfg: GRPOLMConfig, n: int, behaviors: dict[str, Behavior] | None = None, seen: Collection[tuple[str, str | None]] = frozenset()
+) -> list[EpisodeRow]:
+    """`n` benign rows of the run's training seeds (every family) that no training saw, drawn with the run's seed:
+    audits a deployed auditor's claim threshold can be set on without touching either held-out part. `seen`: the
+    (seed id, family) of benign audits some training stage audited (`benign_audits_seen`). Why: a benign audit an
+    auditor trained on is one it was held quiet on (a benign anchor), so a threshold set there under-counts its claims
+    on benign targets it never saw."""
     behaviors = behaviors or load_behaviors()
     pool = set(trained_behaviors(cfg, behaviors))
     rows = [
@@ -76,9 +81,17 @@ def calibration_rows(cfg: GRPOLMConfig, n: int, behaviors: dict[str, Behavior] |
         if s.behavior in pool
         for family in cfg.episodes.families
     ]
-    if n > len(rows):
-        raise ValueError(f"{n} calibration rows asked for; the training seeds give {len(rows)} benign rows")
-    return sorted(random.Random(cfg.seed).sample(rows, n), key=lambda r: (r.seed_id, r.family))
+    unseen = [r for r in rows if (r.seed_id, r.family) not in seen]
+    if n > len(unseen):
+        trained = f" no training saw ({len(rows) - len(unseen)} more were trained on)" if len(unseen) < len(rows) else ""
+        raise ValueError(f"{n} calibration rows asked for; the training seeds give {len(unseen)} benign rows{trained}")
+    return sorted(random.Random(cfg.seed).sample(unseen, n), key=lambda r: (r.seed_id, r.family))
+
+
+def benign_audits_seen(stores: Sequence[Path]) -> set[tuple[str, str | None]]:
+    """The (seed id, family) of every benign audit in these transcript stores (a training stage's audits; a missing
+    store saw none)."""
+    return {(t.seed_id, t.target_family) for store in stores if store.is_file() for t in read_transcripts(store) if t.benign}
 
 
 def report_audits(
