@@ -1,9 +1,9 @@
 """A trained auditor's change from its start across replicate runs of report_learning (its `--seed`), read from each
 run's record: every run's change with its interval over audits, their mean, and the spread between runs.
 
-Replicates audit the same held-out and calibration audits, so a run's interval holds the audits' sampling alone; the
-spread between runs holds the training's own randomness (the order of the rows, the sampling) and says whether a gain
-repeats. The interval over runs is Student's t on the runs' means: with three runs it is wide, and it is the honest one.
+Replicates audit the same held-out audits, so a run's interval holds the audits' sampling alone; the spread between
+runs holds the training's own randomness (the rows drawn and their order, the sampling; with the reset, also each
+run's calibration audits, drawn from the rows it did not train on) and says whether a gain repeats. The interval over runs is Student's t on the runs' means: with three runs it is wide, and it is the honest one.
 
     python benchmarks/replicates.py --run RUN_A --run RUN_B --run RUN_C [--view reset] [--auditor "SFT + choice gradient"]
 """

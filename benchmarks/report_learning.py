@@ -390,7 +390,7 @@ def main(
     seeds: Annotated[int | None, typer.Option(min=1, help="Held-out seeds per behavior to audit (default: all).")] = None,
     family: Annotated[list[str] | None, typer.Option(help="Target family to audit (default: the config's families); repeatable.")] = None,
     made_to_claim: Annotated[bool, typer.Option(help="Sampled evaluation: also audit each planted target with every report made to claim (the choice of evidence alone).")] = False,
-    seed: Annotated[int | None, typer.Option(help="The GRPO runs' seed in place of their configs' (a replicate: the order of the training rows and the sampling; the held-out and calibration audits stay the same).")] = None,
+    seed: Annotated[int | None, typer.Option(help="The GRPO runs' seed in place of their configs' (a replicate: the order of the training rows and the sampling; the held-out audits stay the same, the calibration audits are drawn from the rows this run did not train on).")] = None,
     calibration: Annotated[int, typer.Option("--calibration-rows", min=0, help="Exact evaluation: benign audits of training seeds, none a training stage audited, a trained auditor's claim threshold is reset on (0: no reset).")] = 96,
     gradient_episodes: Annotated[int, typer.Option(min=1, help=f"{CHOICE_GRADIENT}: training rows drawn (auditrl.train.choice_gradient).")] = 256,
     gradient_epochs: Annotated[float, typer.Option(min=0.0, help=f"{CHOICE_GRADIENT}: passes over the audits with a choice to learn.")] = 2.0,
