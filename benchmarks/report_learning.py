@@ -120,7 +120,7 @@ from auditrl.train.report_choices import (
     score_audits,
     shift_claims,
 )
-from auditrl.train.rollout import ChatSegments
+from auditrl.train.rollout import ChatSegments, EpisodeRow
 from auditrl.train.sft import RECORD_FILE as SFT_RECORD
 from auditrl.train.sft import TEACHER_TRANSCRIPTS as SFT_TEACHER
 from auditrl.train.sft import SFTSettings, run_sft
@@ -335,26 +335,23 @@ def save_scores(path: Path, audits: list[ProbedAudit], scores: list[ChoiceScores
     atomic_write_text(path, json.dumps({unit_key(a.transcript): {"quote": s.quote, "claim": s.claim} for a, s in zip(audits, scores, strict=True)}))
 
 
-def load_scores(path: Path, audits: list[ProbedAudit]) -> list[ChoiceScores]:
-    """The stored scores of `audits`, in their order; an audit missing or with other choices is an error, since the
-    scores would then belong to other audits."""
-    stored = json.loads(path.read_text(encoding="utf-8"))
-    out = []
-    for a in audits:
-        key = unit_key(a.transcript)
-        if key not in stored or len(stored[key]["claim"]) != len(a.choices):
-            raise SystemExit(f"{path}: no scores of audit {key} with its {len(a.choices)} report choices; these scores are of other audits")
-        out.append(ChoiceScores(quote=stored[key]["quote"], claim=stored[key]["claim"]))
-    return out
-
-
-def scores_cover(path: Path, audits: list[ProbedAudit]) -> bool:
-    """Whether `path` holds scores of every audit (a file of other audits, e.g. calibration rows drawn before more
-    training, is scored again)."""
+def stored_scores(path: Path, audits: list[ProbedAudit]) -> list[ChoiceScores] | None:
+    """The stored scores of `audits`, in their order; None when `path` is missing or lacks an audit or its choices
+    (scores of other audits, e.g. calibration rows drawn before more training)."""
     if not path.is_file():
-        return False
+        return None
     stored = json.loads(path.read_text(encoding="utf-8"))
-    return all(unit_key(a.transcript) in stored and len(stored[unit_key(a.transcript)]["claim"]) == len(a.choices) for a in audits)
+    keys = [unit_key(a.transcript) for a in audits]
+    if any(k not in stored or len(stored[k]["claim"]) != len(a.choices) for k, a in zip(keys, audits, strict=True)):
+        return None
+    return [ChoiceScores(quote=stored[k]["quote"], claim=stored[k]["claim"]) for k in keys]
+
+
+def load_scores(path: Path, audits: list[ProbedAudit]) -> list[ChoiceScores]:
+    """`stored_scores`, where missing ones are an error, since the scores would then belong to other audits."""
+    if (scores := stored_scores(path, audits)) is None:
+        raise SystemExit(f"{path}: no scores of these {len(audits)} audits with their report choices; these scores are of other audits")
+    return scores
 
 
 def matched_start(units: dict[str, dict[str, Any]], audits: list[ProbedAudit], start: list[ChoiceScores]) -> dict[str, Any]:
@@ -474,16 +471,17 @@ def main(
 
     # every benign audit a training stage in this folder probed, so the threshold is reset on audits none trained on
     seen = benign_audits_seen([out / "sft" / SFT_TEACHER, out / "grpo" / TRANSCRIPTS, out / "sft_grpo" / TRANSCRIPTS, gradient_dir / CHOICE_AUDITS])
+    unseen_rows: list[EpisodeRow] = []
     if evaluation == "exact" and calibration:
         try:
-            record["calibration"] = {"audits": len(calibration_rows(cfg, calibration, behaviors, seen)), "benign rows trained on": len(seen)}
+            unseen_rows = calibration_rows(cfg, calibration, behaviors, seen)
         except ValueError as exc:
             raise SystemExit(f"--calibration-rows: {exc}; a smaller --calibration-rows reuses what this folder trained") from exc
+        record["calibration"] = {"audits": len(unseen_rows), "benign rows trained on": len(seen)}
 
     def probe_calibration(tokenizer: Any) -> list[ProbedAudit]:
         if CALIBRATION not in probed:
-            rows = calibration_rows(cfg, calibration, behaviors, seen)
-            probed[CALIBRATION] = probed_audits(cfg, ChatSegments(tokenizer), behaviors, seed_bank(cfg, behaviors), rows)
+            probed[CALIBRATION] = probed_audits(cfg, ChatSegments(tokenizer), behaviors, seed_bank(cfg, behaviors), unseen_rows)
         return probed[CALIBRATION]
 
     for label in auditor:
@@ -504,7 +502,7 @@ def main(
                 seconds[f"exact evaluation: {name}"] = seconds.get(f"exact evaluation: {name}", 0.0) + time.process_time() - started
                 started = time.process_time()
                 save()
-            if calibration and not scores_cover(scores_file(out, name, CALIBRATION), probe_calibration(tokenizer)):
+            if calibration and stored_scores(scores_file(out, name, CALIBRATION), probe_calibration(tokenizer)) is None:
                 audits = probe_calibration(tokenizer)
                 save_scores(scores_file(out, name, CALIBRATION), audits, exact_evaluation(cfg, model, tokenizer, audits))
                 seconds = record["cpu_seconds"]
@@ -532,12 +530,13 @@ def main(
                 quotes = stored(name, p)
                 composed = [ChoiceScores(quote=q.quote, claim=s.claim) for q, s in zip(quotes, start_scores, strict=True)]
                 record.setdefault("start verdict", {}).setdefault(name, {})[p] = exact_units(probed[p], composed)
-        kept = [scores_file(out, n, CALIBRATION) for n in (name, start)] if calibration and start else []
+        kept = [scores_file(out, n, CALIBRATION) for n in (name, start)] if unseen_rows and start else []
         for kind in ("reset", "start verdict reset"):  # one set on other calibration audits is not kept
             record.get(kind, {}).pop(name, None)
-        if kept and all(scores_cover(f, probe_calibration(tokenizer)) for f in kept):
+        both = [stored_scores(f, probe_calibration(tokenizer)) for f in kept]
+        if kept and None not in both:
             audits = probe_calibration(tokenizer)
-            trained_calibration, start_calibration = (load_scores(f, audits) for f in kept)
+            trained_calibration, start_calibration = both
             reset = threshold_reset(audits, trained_calibration, start_calibration)
             # the start-verdict auditor (these quotes, the start's verdict) reset the same way: the start's verdict shifted
             composed = [ChoiceScores(quote=q.quote, claim=s.claim) for q, s in zip(trained_calibration, start_calibration, strict=True)]
