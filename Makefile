@@ -32,5 +32,10 @@ bench: install
 	$(PY) benchmarks/strategies_at_scale.py
 	$(PY) benchmarks/concurrent_audits.py
 
+# the documentation site (mkdocs.yml, pages under docs/), served at http://127.0.0.1:8000 as it is edited
+.PHONY: docs
+docs: install
+	$(VENV)/bin/mkdocs serve
+
 clean:
 	rm -rf $(VENV) runs
