@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from typer.core import TyperGroup
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
+from typer.core import TyperGroup
 
 ROOT = Path(__file__).resolve().parents[2]
 MARKER = re.compile(r"<!--\s*(readme|cli-reference|config-reference)(?::\s*([\w.]+:\w+))?\s*-->")
@@ -41,7 +41,9 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
         if kind == "cli-reference":
             return cli_reference(target)
         if target is None:
-            raise ValueError(f"{page.file.src_path}: config-reference needs a model, e.g. <!-- config-reference: pkg.mod:Model -->")
+            raise ValueError(
+                f"{page.file.src_path}: config-reference needs a model, e.g. <!-- config-reference: pkg.mod:Model -->"
+            )
         return config_reference(load(target))
 
     return MARKER.sub(generate, markdown)
