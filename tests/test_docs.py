@@ -4,6 +4,7 @@ and its references are generated from the code: every command, every config fiel
 from __future__ import annotations
 
 import html
+import importlib.util
 import os
 import re
 import subprocess
@@ -108,3 +109,15 @@ def test_results_files_open_with_their_conclusion_and_stay_short() -> None:
         assert len(lines) <= 400 or path == APPENDIX, f"{path.name}: {len(lines)} lines (at most 400)"
         first = next(line for line in lines[1:] if line.strip())
         assert first.startswith("**Conclusion.**"), f"{path.name} does not open with its conclusion"
+
+
+def test_the_hook_documents_any_typer_app_a_page_names() -> None:
+    """`<!-- cli-reference: module:app -->` renders another typer app (an experiment's command line) the same way."""
+    spec = importlib.util.spec_from_file_location("docs_reference_hook", ROOT / "docs" / "hooks" / "reference.py")
+    assert spec is not None and spec.loader is not None
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    marker = "<!-- cli-reference: auditrl.cli.judge:app | auditrl judge -->"
+    page = hook.on_page_markdown(f"# CLI\n\n{marker}\n", page=None, config=None, files=None)
+    assert "### `auditrl judge score`" in page and "### `auditrl judge pairwise`" in page and "| `--design` |" in page
+    assert "<!--" not in page

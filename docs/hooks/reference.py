@@ -5,7 +5,9 @@ A page holds a marker comment where generated text goes:
 - `<!-- readme -->`: the repository's README, its links to `docs/...` made relative to the site;
 - `<!-- cli-reference -->`: every `auditrl` command, its arguments and options, read from the typer app (the
   app is lazy, `auditrl.cli.COMMANDS`, so each command is loaded here as it would be when run);
-- `<!-- cli-reference: module:attribute -->`: the same for another typer app (a `typer.Typer` object);
+- `<!-- cli-reference: module:attribute | how it is run -->`: the same for another typer app (a `typer.Typer`
+  object), its commands shown after how it is run (default: the app's name), e.g.
+  `<!-- cli-reference: pkg.cli:app | python -m pkg -->`;
 - `<!-- config-reference: module:Class -->`: every field of a pydantic config model and of the models nested in
   it, with its type, default and description.
 """
@@ -28,18 +30,18 @@ from pydantic_core import PydanticUndefined
 from typer.core import TyperGroup
 
 ROOT = Path(__file__).resolve().parents[2]
-MARKER = re.compile(r"<!--\s*(readme|cli-reference|config-reference)(?::\s*([\w.]+:\w+))?\s*-->")
+MARKER = re.compile(r"<!--\s*(readme|cli-reference|config-reference)(?::\s*([\w.]+:\w+))?(?:\s*\|\s*([^>]*?))?\s*-->")
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
     """Replace each marker of the page with the text generated from the code."""
 
     def generate(found: re.Match[str]) -> str:
-        kind, target = found.group(1), found.group(2)
+        kind, target, label = found.group(1), found.group(2), found.group(3)
         if kind == "readme":
             return readme()
         if kind == "cli-reference":
-            return cli_reference(target)
+            return cli_reference(target, label)
         if target is None:
             raise ValueError(
                 f"{page.file.src_path}: config-reference needs a model, e.g. <!-- config-reference: pkg.mod:Model -->"
@@ -78,10 +80,11 @@ def code(text: str) -> str:
     return f"`{text}`" if text else ""
 
 
-def cli_reference(target: str | None) -> str:
-    """Every command of the `auditrl` app, or of the typer app `target` names."""
+def cli_reference(target: str | None, label: str | None = None) -> str:
+    """Every command of the `auditrl` app, or of the typer app `target` names (run as `label`)."""
     if target is not None:
-        return render_command(typer.main.get_command(load(target)), target.split(":")[0].rsplit(".", 1)[-1], 2)
+        command = typer.main.get_command(load(target))
+        return render_command(command, label or command.name or target.rsplit(":", 1)[-1], 2)
     from auditrl.cli import COMMANDS, app, load_command
 
     root = typer.main.get_command(app)
