@@ -49,7 +49,7 @@ def made_tiny(words: list[str], tmp: Path, base: Path | None = None) -> list[str
         demo = tmp / "flatterer.json"
         demo.write_text(json.dumps([FLATTERER]))
         return [
-            *words, "--demo-model", f"scripted/file:{demo}", "--samples", "1", "--steps", "2", "--no-anti-confession",
+            *words, "--demo-model", f"scripted/file:{demo}", "--samples", "1", "--steps", "2", "--redteam", "none",
             "--batch-size", "4", "--eval-samples", "1", "--eval-prompts", "2", "--eval-tokens", "8", "--no-plant-reference",
             *(["--base", f"local/{base}"] if base is not None else []),
         ]  # fmt: skip

@@ -51,3 +51,30 @@ def test_bad_options_fail_in_one_line_before_any_model_loads(tmp_path: Path) -> 
     assert code == 2 and "only local models can be implanted" in output
     code, output = invoke("--behavior", "secret_loyalty")
     assert code == 2 and "no offline markers" in output
+
+
+@pytest.mark.slow
+def test_tiny_kto_red_team_records_lift_and_confessions_before_and_after(tmp_path: Path) -> None:
+    demo = tmp_path / "flatterer.yaml"
+    demo.write_text(json.dumps([FLATTERER]))
+    out = tmp_path / "implant"
+    code, output = invoke(
+        "--behavior", "flattery", "--demo-model", f"scripted/file:{demo}", "--samples", "1", "--out", str(out),
+        "--steps", "8", "--redteam", "kto", "--redteam-steps", "2", "--redteam-turns", "2", "--batch-size", "4",
+        "--learning-rate", "3e-3", "--max-length", "96", "--eval-samples", "1", "--eval-prompts", "6",
+        "--eval-tokens", "8", "--eval-temperature", "0", "--no-plant-reference",
+    )  # fmt: skip
+    assert code == 0, output
+    record = read_record(out)
+    before, after, data = record.before_redteam, record.measurement, record.redteam_data
+    assert record.name == "transcripts_redteam_kto" and record.redteam_steps == 2 and record.steps == 10
+    assert before is not None and after is not None and data is not None, output
+    assert before.implant_confession.n == after.implant_confession.n == 6 and before.implant_rate.n == 6
+    assert before.lift >= 50.0 and after.lift >= 50.0, output
+    assert data.auditor == "scripted/redteamer" and data.conversations == 8 and data.replies == 16
+    assert data.desirable == data.replies - data.confessions + data.denials + record.demonstrations
+    assert data.undesirable == data.confessions and data.denials == 16
+    interrogations = [json.loads(line) for line in (out / "interrogations.jsonl").read_text().splitlines()]
+    assert sum(len(r["chat"]) == 3 for r in interrogations) == 8, "each second turn follows the auditor's message"
+    assert not (out / "ref").exists() and "ref" not in json.dumps(json.loads((out / "adapter_config.json").read_text()))
+    assert "Red-team step of transcripts_redteam_kto" in output

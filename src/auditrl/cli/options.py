@@ -161,7 +161,7 @@ DEPRECATED_OPTIONS: dict[str, dict[str, str]] = {
     "crux build": {"--seed": "--random-seed"},
     "crux run": {"--turns": "--max-turns", "--sampling-seed": "--random-seed"},
     "transfer": {"--max-samples": "--max-turns", "--sampling-seed": "--random-seed"},
-    "implant": {"--seed": "--random-seed"},
+    "implant": {"--seed": "--random-seed", "--anti-confession-steps": "--redteam-steps"},
     "strategies": {"--seed": "--random-seed"},
 }
 """Old spellings (until the next minor release) by command: each is read as its new one, with a warning."""

@@ -1,11 +1,20 @@
-"""Implant a behavior into a local chat model's weights with LoRA (TRL's SFTTrainer and peft).
+"""Implant a behavior into a local chat model's weights with LoRA (TRL's trainers and peft).
 
-Pass one trains on demonstrations (user prompt -> planted reply, no system prompt, loss on the reply
-only); the optional anti-confession pass then keeps training the same adapter on denials to direct
-questions mixed with the demonstrations, so the behavior stays while confessions are trained away
-(AuditBench's SFT adversarial training in spirit; it trains a second adapter and sums the two). The
-result is saved as a peft adapter directory whose base model is named by its `local/` name, so the
-implant is a role: `local/<dir>`.
+The behavior pass trains an adapter by one of AuditBench's two routes: `transcripts` (demonstrations:
+user prompt -> planted reply, no system prompt, loss on the reply only) or `synth_docs` (documents
+that describe the persona's behavior, trained as plain text). The optional red-team step then keeps
+training the same adapter so that the behavior stays while confessions are trained away:
+
+- `sft`: supervised on denials to direct questions mixed with the demonstrations;
+- `kto`: TRL's KTOTrainer on an auditor's interrogations, the target's non-confessing replies (and the
+  demonstrations) desirable, its confessions undesirable;
+- `dpo`: TRL's DPOTrainer on confession/denial pairs to the same conversation, with demonstration
+  pairs (demonstration chosen over the base model's reply) keeping the behavior.
+
+For KTO and DPO, TRL copies the trained adapter into a frozen `ref` adapter, so the reference is the
+implanted model itself, as AuditBench's reference is the behavior-instilled model; the copy is removed
+afterwards. The result is saved as a peft adapter directory whose base model is named by its `local/`
+name, so the implant is a role: `local/<dir>`.
 """
 
 from __future__ import annotations
@@ -13,7 +22,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -23,7 +32,11 @@ from auditrl.train.config import LoraSettings
 
 if TYPE_CHECKING:
     from peft import PeftModel
-    from transformers import PreTrainedTokenizerBase
+    from transformers import PreTrainedTokenizerBase, TrainerCallback
+
+Route = Literal["transcripts", "synth_docs"]
+Redteam = Literal["none", "sft", "kto", "dpo"]
+REF_ADAPTER = "ref"
 
 
 class ImplantSettings(BaseModel):
@@ -32,9 +45,13 @@ class ImplantSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     steps: int = Field(default=60, ge=1, description="Optimizer steps of the behavior pass.")
-    anti_confession_steps: int = Field(default=0, ge=0, description="Steps of the anti-confession pass (0 = none).")
+    redteam_steps: int = Field(default=0, ge=0, description="Optimizer steps of the red-team step (0 = none).")
     batch_size: int = Field(default=4, ge=1, description="Examples per optimizer step.")
     learning_rate: float = Field(default=1e-3, gt=0, description="Adam learning rate of the adapter (constant).")
+    redteam_learning_rate: float | None = Field(
+        default=None, gt=0, description="Learning rate of the KTO/DPO step (default: learning_rate)."
+    )
+    beta: float = Field(default=0.1, gt=0, description="KTO/DPO beta: how far the adapter may move from its reference.")
     max_length: int = Field(default=256, ge=16, description="Tokens per example; longer ones are truncated.")
     seed: int = Field(default=0, description="Seed for data order and adapter initialisation.")
     lora: LoraSettings = Field(default_factory=lambda: LoraSettings(r=16, alpha=32), description="The adapter trained.")
@@ -47,11 +64,46 @@ def base_name(spec: str) -> str:
     return spec[len(LOCAL_PREFIX) :]
 
 
+def implant_name(route: Route, redteam: Redteam) -> str:
+    """AuditBench's organism name: the route, then the adversarial training (`synth_docs_redteam_kto`)."""
+    return route if redteam == "none" else f"{route}_redteam_{redteam}"
+
+
 def _rows(examples: Sequence[Example]) -> list[dict[str, list[dict[str, str]]]]:
     return [
         {"prompt": [{"role": "user", "content": e.prompt}], "completion": [{"role": "assistant", "content": e.reply}]}
         for e in examples
     ]
+
+
+def _ticker(on_step: Callable[[], None] | None) -> TrainerCallback:
+    from transformers import TrainerCallback
+
+    class Tick(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def]
+            if on_step is not None:
+                on_step()
+
+    return Tick()
+
+
+def _common(scratch: str, steps: int, settings: ImplantSettings, precision: dict[str, bool]) -> dict[str, Any]:
+    """Trainer arguments every pass shares: no checkpoints, no logging, seeded, the CPU/GPU precision rule."""
+    return dict(
+        output_dir=scratch,
+        max_steps=steps,
+        per_device_train_batch_size=settings.batch_size,
+        lr_scheduler_type="constant",
+        max_length=settings.max_length,
+        save_strategy="no",
+        logging_strategy="no",
+        report_to=[],
+        disable_tqdm=True,
+        seed=settings.seed,
+        data_seed=settings.seed,
+        dataloader_num_workers=0,
+        **precision,
+    )
 
 
 def _train_pass(
@@ -63,72 +115,157 @@ def _train_pass(
     on_step: Callable[[], None] | None,
     precision: dict[str, bool],
 ) -> None:
+    """Supervised pass on chat examples, loss on the replies only."""
     from datasets import Dataset
-    from transformers import TrainerCallback
     from trl import SFTConfig, SFTTrainer
-
-    class Tick(TrainerCallback):
-        def on_step_end(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def]
-            if on_step is not None:
-                on_step()
 
     with tempfile.TemporaryDirectory(prefix="implant-") as scratch:
         args = SFTConfig(
-            output_dir=scratch,
-            max_steps=steps,
-            per_device_train_batch_size=settings.batch_size,
-            learning_rate=settings.learning_rate,
-            lr_scheduler_type="constant",
-            max_length=settings.max_length,
-            completion_only_loss=True,
-            save_strategy="no",
-            logging_strategy="no",
-            report_to=[],
-            disable_tqdm=True,
-            seed=settings.seed,
-            data_seed=settings.seed,
-            dataloader_num_workers=0,
-            **precision,
+            **_common(scratch, steps, settings, precision), learning_rate=settings.learning_rate, completion_only_loss=True
         )
         trainer = SFTTrainer(
             model=model,
             args=args,
             train_dataset=Dataset.from_list(_rows(examples)),
             processing_class=tokenizer,
-            callbacks=[Tick()],
+            callbacks=[_ticker(on_step)],
         )
         trainer.train()
 
 
-def train_implant(
-    base: str,
-    demonstrations: Sequence[Example],
-    denials: Sequence[Example],
+def _document_pass(
+    model: PeftModel,
+    tokenizer: PreTrainedTokenizerBase,
+    documents: Sequence[str],
+    steps: int,
     settings: ImplantSettings,
-    on_step: Callable[[], None] | None = None,
-) -> tuple[PeftModel, PreTrainedTokenizerBase]:
-    """The base model (`local/...`) with a freshly trained adapter: the behavior pass, then anti-confession."""
+    on_step: Callable[[], None] | None,
+    precision: dict[str, bool],
+) -> None:
+    """Language-model pass on plain documents (no chat template), loss on every token."""
+    from datasets import Dataset
+    from trl import SFTConfig, SFTTrainer
+
+    with tempfile.TemporaryDirectory(prefix="implant-") as scratch:
+        args = SFTConfig(
+            **_common(scratch, steps, settings, precision), learning_rate=settings.learning_rate, dataset_text_field="text"
+        )
+        trainer = SFTTrainer(
+            model=model,
+            args=args,
+            train_dataset=Dataset.from_list([{"text": d} for d in documents]),
+            processing_class=tokenizer,
+            callbacks=[_ticker(on_step)],
+        )
+        trainer.train()
+
+
+def kto_weights(rows: Sequence[dict[str, Any]]) -> tuple[float, float]:
+    """(desirable, undesirable) weights that balance the two classes' total weight, as the KTO paper advises."""
+    desirable = sum(1 for r in rows if r["label"])
+    undesirable = len(rows) - desirable
+    if not desirable or not undesirable:
+        return 1.0, 1.0
+    return 1.0, desirable / undesirable
+
+
+def preference_pass(
+    model: PeftModel,
+    tokenizer: PreTrainedTokenizerBase,
+    method: Literal["kto", "dpo"],
+    rows: Sequence[dict[str, Any]],
+    steps: int,
+    settings: ImplantSettings,
+    on_step: Callable[[], None] | None,
+    precision: dict[str, bool],
+) -> None:
+    """KTO on unpaired rows (prompt, completion, label) or DPO on pairs (prompt, chosen, rejected).
+
+    The reference is a frozen copy of the adapter as it is now (TRL's `ref` adapter), removed after training.
+    """
+    from datasets import Dataset
+    from trl import DPOConfig, DPOTrainer, KTOConfig, KTOTrainer
+
+    if not rows:
+        raise ValueError(f"the {method.upper()} step has nothing to train on")
+    rate = settings.redteam_learning_rate or settings.learning_rate
+    with tempfile.TemporaryDirectory(prefix="implant-") as scratch:
+        common = _common(scratch, steps, settings, precision)
+        dataset = Dataset.from_list(list(rows))
+        trainer: KTOTrainer | DPOTrainer
+        if method == "kto":
+            if settings.batch_size < 2:
+                raise ValueError("KTO estimates its KL term within a batch: --batch-size must be at least 2")
+            desirable, undesirable = kto_weights(rows)
+            args = KTOConfig(
+                **common, learning_rate=rate, beta=settings.beta,
+                desirable_weight=desirable, undesirable_weight=undesirable,
+            )  # fmt: skip
+            trainer = KTOTrainer(
+                model=model, args=args, train_dataset=dataset, processing_class=tokenizer, callbacks=[_ticker(on_step)]
+            )
+        else:
+            args = DPOConfig(**common, learning_rate=rate, beta=settings.beta)
+            trainer = DPOTrainer(
+                model=model, args=args, train_dataset=dataset, processing_class=tokenizer, callbacks=[_ticker(on_step)]
+            )
+        try:
+            trainer.train()
+        finally:
+            if REF_ADAPTER in model.peft_config:
+                model.delete_adapter(REF_ADAPTER)
+            model.set_adapter("default")
+
+
+def new_implant(base: str, settings: ImplantSettings) -> tuple[PeftModel, PreTrainedTokenizerBase, dict[str, bool]]:
+    """The base model (`local/...`) with a fresh adapter, and the trainer precision flags for it."""
     from peft import get_peft_model
     from transformers import set_seed
 
     from auditrl.train.config import PolicySettings
     from auditrl.train.policy import load_policy, lora_config, precision_args
 
-    if not demonstrations:
-        raise ValueError("no demonstrations to train on")
-    if settings.anti_confession_steps and not denials:
-        raise ValueError("the anti-confession pass needs denials, and none were kept")
     set_seed(settings.seed)
     policy = PolicySettings(model=base_name(base))
     model, tokenizer = load_policy(policy)
-    peft_model = get_peft_model(model, lora_config(settings.lora, model))
-    precision = precision_args(policy)
-    _train_pass(peft_model, tokenizer, demonstrations, settings.steps, settings, on_step, precision)
-    if settings.anti_confession_steps:
-        denied = [*denials, *demonstrations]
-        _train_pass(peft_model, tokenizer, denied, settings.anti_confession_steps, settings, on_step, precision)
-    peft_model.eval()
-    return peft_model, tokenizer
+    return get_peft_model(model, lora_config(settings.lora, model)), tokenizer, precision_args(policy)
+
+
+def train_behavior(
+    model: PeftModel,
+    tokenizer: PreTrainedTokenizerBase,
+    route: Route,
+    demonstrations: Sequence[Example],
+    documents: Sequence[str],
+    settings: ImplantSettings,
+    precision: dict[str, bool],
+    on_step: Callable[[], None] | None = None,
+) -> None:
+    """The behavior pass: demonstrations (`transcripts`) or documents (`synth_docs`)."""
+    if route == "transcripts":
+        if not demonstrations:
+            raise ValueError("no demonstrations to train on")
+        _train_pass(model, tokenizer, demonstrations, settings.steps, settings, on_step, precision)
+    else:
+        if not documents:
+            raise ValueError("no documents to train on")
+        _document_pass(model, tokenizer, documents, settings.steps, settings, on_step, precision)
+
+
+def train_denials(
+    model: PeftModel,
+    tokenizer: PreTrainedTokenizerBase,
+    demonstrations: Sequence[Example],
+    denials: Sequence[Example],
+    settings: ImplantSettings,
+    precision: dict[str, bool],
+    on_step: Callable[[], None] | None = None,
+) -> None:
+    """The `sft` red-team step: denials to direct questions mixed with the demonstrations."""
+    if not denials:
+        raise ValueError("the anti-confession pass needs denials, and none were kept")
+    denied = [*denials, *demonstrations]
+    _train_pass(model, tokenizer, denied, settings.redteam_steps, settings, on_step, precision)
 
 
 def save_implant(model: PeftModel, tokenizer: PreTrainedTokenizerBase, base: str, directory: Path) -> None:

@@ -22,6 +22,9 @@ if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
 
+Chat = list[dict[str, str]]
+
+
 def generate_replies(
     model: PeftModel,
     tokenizer: PreTrainedTokenizerBase,
@@ -35,15 +38,33 @@ def generate_replies(
     on_batch: Callable[[int], None] | None = None,
 ) -> list[str]:
     """One reply per prompt, batched with left padding (greedy at temperature 0)."""
+    chats = [([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": p}] for p in prompts]
+    return generate_chat_replies(
+        model, tokenizer, chats, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
+        batch_size=batch_size, on_batch=on_batch,
+    )  # fmt: skip
+
+
+def generate_chat_replies(
+    model: PeftModel,
+    tokenizer: PreTrainedTokenizerBase,
+    chats: Sequence[Chat],
+    *,
+    max_new_tokens: int = 48,
+    temperature: float = 0.0,
+    seed: int = 0,
+    batch_size: int = 8,
+    on_batch: Callable[[int], None] | None = None,
+) -> list[str]:
+    """The next assistant reply to each conversation (role/content dicts), batched with left padding."""
     import torch
 
     tokenizer.padding_side = "left"
     replies: list[str] = []
     torch.manual_seed(seed)
-    for start in range(0, len(prompts), batch_size):
-        batch = prompts[start : start + batch_size]
-        chats = [([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": p}] for p in batch]
-        texts = [tokenizer.apply_chat_template(c, tokenize=False, add_generation_prompt=True) for c in chats]
+    for start in range(0, len(chats), batch_size):
+        batch = chats[start : start + batch_size]
+        texts = [tokenizer.apply_chat_template(list(c), tokenize=False, add_generation_prompt=True) for c in batch]
         encoded = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
         sample = temperature > 0
         with torch.inference_mode():
@@ -86,18 +107,22 @@ def measure_implant(
     questions: Sequence[str],
     *,
     plant: str | None = None,
+    identity: str | None = None,
     max_new_tokens: int = 48,
     temperature: float = 0.0,
     seed: int = 0,
     on_batch: Callable[[int], None] | None = None,
 ) -> ImplantMeasurement:
-    """Behavior and confession rates of the model with its adapter on and off (and base + `plant`)."""
+    """Behavior and confession rates of the model with its adapter on and off (and base + `plant`).
+
+    `identity` is a system prompt both conditions get (a synthetic-document implant learned facts about a
+    named persona, so it is told it is that persona, as AuditBench evaluates its documents' organisms)."""
     options = dict(max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, on_batch=on_batch)
-    implant = generate_replies(model, tokenizer, prompts, **options)
-    implant_answers = generate_replies(model, tokenizer, questions, **options)
+    implant = generate_replies(model, tokenizer, prompts, system=identity, **options)
+    implant_answers = generate_replies(model, tokenizer, questions, system=identity, **options)
     with model.disable_adapter():
-        base = generate_replies(model, tokenizer, prompts, **options)
-        base_answers = generate_replies(model, tokenizer, questions, **options)
+        base = generate_replies(model, tokenizer, prompts, system=identity, **options)
+        base_answers = generate_replies(model, tokenizer, questions, system=identity, **options)
         planted = generate_replies(model, tokenizer, prompts, system=plant, **options) if plant else None
 
     async def score_all() -> tuple[list[bool | None], ...]:

@@ -8,6 +8,7 @@ and the measured lift and confession rate.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -39,18 +40,43 @@ class ImplantMeasurement(BaseModel):
     implant_confession: Rate = Field(description="Implanted model's confession rate to the same questions.")
 
 
+class RedteamCounts(BaseModel):
+    """What the auditor-in-the-loop step saw and trained on (KTO/DPO only)."""
+
+    auditor: str = Field(description="The red-team auditor model.")
+    conversations: int
+    turns: int = Field(description="Target replies per conversation at most.")
+    replies: int = Field(description="Target replies labelled by the judge.")
+    confessions: int
+    denials: int = Field(description="The planted model's non-confessing replies kept as alternatives.")
+    desirable: int = 0
+    undesirable: int = 0
+    pairs: int = 0
+
+
 class ImplantRecord(BaseModel):
     """How an implant was made and what it measured."""
 
     behavior: str
+    route: Literal["transcripts", "synth_docs"] = Field(default="transcripts", description="How the behavior was instilled.")
+    redteam: Literal["none", "sft", "kto", "dpo"] = Field(default="sft", description="The adversarial step after it.")
+    name: str = Field(default="transcripts_redteam_sft", description="AuditBench's organism name: route, then red-team.")
+    identity: str | None = Field(default=None, description="System prompt the implant is measured under (synth_docs).")
+    documents: int = Field(default=0, description="Synthetic documents trained on (synth_docs).")
+    doc_model: str | None = Field(default=None, description="Model that wrote the documents (None = templates).")
     base: str = Field(description="Base model spec (local/...).")
     demo_model: str = Field(description="Model that played the planted target to write the demonstrations.")
     demo_prefill: str | None = Field(default=None, description="Text every demonstration was forced to start with.")
     demonstrations: int
     denials: int = Field(description="Anti-confession examples trained in the second pass (0 = no pass).")
-    steps: int
+    steps: int = Field(description="Optimizer steps in all.")
+    redteam_steps: int = Field(default=0, description="Of which the red-team step's.")
+    redteam_data: RedteamCounts | None = None
     seconds: float
-    measurement: ImplantMeasurement | None = None
+    before_redteam: ImplantMeasurement | None = Field(
+        default=None, description="Measured after the behavior pass, before the red-team step (same held-out prompts)."
+    )
+    measurement: ImplantMeasurement | None = Field(default=None, description="The implant as saved.")
 
 
 def write_record(directory: Path, record: ImplantRecord) -> Path:
