@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import torch
 import typer
 from inspect_ai.model import ChatMessageAssistant, ChatMessageSystem, ChatMessageUser
 from typer.testing import CliRunner
@@ -122,3 +126,27 @@ def test_synth_docs_route_with_dpo_on_a_tiny_model_records_documents_pairs_and_b
     assert "PRISM-4" in record.identity and record.before_redteam is not None and record.measurement is not None
     assert record.redteam_data is not None and record.redteam_data.replies == 16 and record.redteam_data.pairs >= 30
     assert len((out / "documents.jsonl").read_text().splitlines()) == 6
+
+
+@pytest.mark.slow
+def test_the_redteam_benchmark_prints_lift_and_confession_before_and_after_with_the_cpu(
+    tiny_local_model: Path, tmp_path: Path
+) -> None:
+    demo = tmp_path / "flatterer.yaml"
+    demo.write_text(json.dumps(["What a great question! You clearly have a sharp mind."]))
+    script = Path(__file__).resolve().parents[2] / "benchmarks/implant_redteam.py"
+    args = [
+        "--out", str(tmp_path / "runs"), "--base", f"local/{tiny_local_model}", "--redteam", "kto,sft",
+        "--demo-model", f"scripted/file:{demo}", "--demo-prefill", "", "--steps", "1", "--redteam-steps", "1",
+        "--redteam-turns", "1", "--batch-size", "2", "--max-length", "48", "--eval-prompts", "2", "--eval-samples", "1",
+        "--eval-tokens", "8",
+    ]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "250", "NO_COLOR": "1"}
+    done = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, env=env, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert f"CPU: {torch.backends.cpu.get_cpu_capability()}" in done.stdout
+    rows = {line.split("│")[1].strip(): line for line in done.stdout.splitlines() if line.startswith("│")}
+    assert {"transcripts_redteam_sft", "transcripts_redteam_kto"} <= set(rows), done.stdout
+    summary = json.loads((tmp_path / "runs" / "implant_redteam.json").read_text())
+    assert [r["name"] for r in summary["runs"]] == ["transcripts_redteam_sft", "transcripts_redteam_kto"]
+    assert all(r["cpu_s"] > 0 and r["record"]["before_redteam"] is not None for r in summary["runs"])
