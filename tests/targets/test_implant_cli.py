@@ -61,7 +61,7 @@ def test_tiny_kto_red_team_records_lift_and_confessions_before_and_after(tmp_pat
     code, output = invoke(
         "--behavior", "flattery", "--demo-model", f"scripted/file:{demo}", "--samples", "1", "--out", str(out),
         "--steps", "8", "--redteam", "kto", "--redteam-steps", "2", "--redteam-turns", "2", "--batch-size", "4",
-        "--learning-rate", "3e-3", "--max-length", "96", "--eval-samples", "1", "--eval-prompts", "6",
+        "--learning-rate", "3e-3", "--max-length", "64", "--eval-samples", "1", "--eval-prompts", "4",
         "--eval-tokens", "8", "--eval-temperature", "0", "--no-plant-reference",
     )  # fmt: skip
     assert code == 0, output
@@ -69,7 +69,7 @@ def test_tiny_kto_red_team_records_lift_and_confessions_before_and_after(tmp_pat
     before, after, data = record.before_redteam, record.measurement, record.redteam_data
     assert record.name == "transcripts_redteam_kto" and record.redteam_steps == 2 and record.steps == 10
     assert before is not None and after is not None and data is not None, output
-    assert before.implant_confession.n == after.implant_confession.n == 6 and before.implant_rate.n == 6
+    assert before.implant_confession.n == after.implant_confession.n == 4 and before.implant_rate.n == 4
     assert before.lift >= 50.0 and after.lift >= 50.0, output
     assert data.auditor == "scripted/redteamer" and data.conversations == 8 and data.replies == 16
     assert data.desirable == data.replies - data.confessions + data.denials + record.demonstrations

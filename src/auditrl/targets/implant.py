@@ -54,6 +54,9 @@ class ImplantSettings(BaseModel):
     beta: float = Field(default=0.1, gt=0, description="KTO/DPO beta: how far the adapter may move from its reference.")
     max_length: int = Field(default=256, ge=16, description="Tokens per example; longer ones are truncated.")
     seed: int = Field(default=0, description="Seed for data order and adapter initialisation.")
+    gradient_checkpointing: bool = Field(
+        default=False, description="Recompute activations in the backward pass (TRL's default): less memory, slower."
+    )
     lora: LoraSettings = Field(default_factory=lambda: LoraSettings(r=16, alpha=32), description="The adapter trained.")
 
 
@@ -102,6 +105,7 @@ def _common(scratch: str, steps: int, settings: ImplantSettings, precision: dict
         seed=settings.seed,
         data_seed=settings.seed,
         dataloader_num_workers=0,
+        gradient_checkpointing=settings.gradient_checkpointing,
         **precision,
     )
 
