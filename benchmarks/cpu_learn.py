@@ -1,4 +1,4 @@
-"""The laptop-scale learning run: train `configs/cpu_learn.yaml`, then evaluate the base model and the trained
+"""The laptop-scale learning run: train `configs/experiments/small_lm/cpu_learn.yaml`, then evaluate the base model and the trained
 adapter on the same held-out suite, and publish the before/after table and the reward curve.
 
 Both auditors run the same audits: the held-out behaviors x their first seeds x rollouts against a
@@ -50,7 +50,7 @@ from auditrl.scaffold.transcript_keys import AUDIT_QUALITY
 from auditrl.train.config import GRPOLMConfig, load_config
 from auditrl.train.outputs import ADAPTER_DIR, write_training_report
 
-CONFIG = Path(__file__).resolve().parent.parent / "configs" / "cpu_learn.yaml"
+CONFIG = Path(__file__).resolve().parent.parent / "configs" / "experiments" / "small_lm" / "cpu_learn.yaml"
 METRICS = {
     "valid_tool_calls": "valid tool-call rate",
     "valid_reports": "valid report rate",

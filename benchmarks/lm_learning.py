@@ -81,7 +81,7 @@ AUDITORS = ("untrained base", "SFT base", "SFT + GRPO")
 """The auditors the benchmark evaluates, in order; each change is from the one before it."""
 PARTS = ("behaviors", "seeds")
 """The held-out parts by their second word: held-out behaviors, held-out seeds of training behaviors."""
-CONFIG = Path(__file__).resolve().parent.parent / "configs" / "cpu_learn_sft.yaml"
+CONFIG = Path(__file__).resolve().parent.parent / "configs" / "experiments" / "small_lm" / "cpu_learn_sft.yaml"
 DISCRIMINATION = "discrimination (planted - benign)"
 PROBING = get_args(EpisodeSettings.model_fields["probing"].annotation)
 TEACHER_PROBED = ", teacher probing"

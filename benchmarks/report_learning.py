@@ -67,7 +67,7 @@ reward.quote_credit: expected), not an auditor.
 Prints the CPU (its bf16 support decides the dtype) and the CPU seconds of each stage; writes
 `<out>/report_learning.json`. Rerunning on the same `--out` resumes every stage.
 
-    OMP_NUM_THREADS=1 python benchmarks/report_learning.py [--config configs/cpu_learn_evidence.yaml] [--steps 60] [--auditor GRPO --checkpoint 30]
+    OMP_NUM_THREADS=1 python benchmarks/report_learning.py [--config configs/experiments/small_lm/cpu_learn_evidence.yaml] [--steps 60] [--auditor GRPO --checkpoint 30]
 """
 
 from __future__ import annotations
@@ -126,7 +126,7 @@ from auditrl.train.sft import TEACHER_TRANSCRIPTS as SFT_TEACHER
 from auditrl.train.sft import SFTSettings, run_sft
 from auditrl.train.teacher import teacher_rollouts
 
-CONFIG = Path(__file__).resolve().parent.parent / "configs" / "cpu_learn_evidence.yaml"
+CONFIG = Path(__file__).resolve().parent.parent / "configs" / "experiments" / "small_lm" / "cpu_learn_evidence.yaml"
 SFT_CONFIG = CONFIG.with_name("cpu_learn_evidence_sft.yaml")
 CHOICE_GRADIENT = "SFT + choice gradient"
 AUDITORS = ("untrained base", "SFT base", "GRPO", "SFT + GRPO", CHOICE_GRADIENT)

@@ -141,8 +141,8 @@ GRPO_PHASES = {
 
 
 def tiny_lm_config(folder: Path, model: Path) -> Path:
-    """configs/cpu_learn.yaml on `model` at the smallest work: one step of 2 groups x 2 rollouts, 1 turn of 4 tokens."""
-    raw = load_yaml((ROOT / "configs" / "cpu_learn.yaml").read_text())
+    """configs/experiments/small_lm/cpu_learn.yaml on `model` at the smallest work: one step of 2 groups x 2 rollouts, 1 turn of 4 tokens."""
+    raw = load_yaml((ROOT / "configs" / "experiments" / "small_lm" / "cpu_learn.yaml").read_text())
     raw["policy"].update(model=str(model), dtype="float32", lora={**raw["policy"]["lora"], "last_layers": 1})
     raw["episodes"].update(max_turns=1, max_new_tokens=4)
     raw["data"].update(group_size=2, groups_per_step=2)
@@ -222,7 +222,7 @@ def test_every_benchmark_has_a_tiny_size_test() -> None:
 
 
 def test_lm_learning_refuses_an_unknown_reward_design_before_any_work(tmp_path: Path) -> None:
-    args = ("--config", str(ROOT / "configs" / "cpu_learn_sft.yaml"), "--out", str(tmp_path / "run"), "--reward-design", "nope")
+    args = ("--config", str(ROOT / "configs" / "experiments" / "small_lm" / "cpu_learn_sft.yaml"), "--out", str(tmp_path / "run"), "--reward-design", "nope")
     done = subprocess.run([sys.executable, str(BENCHMARKS / "lm_learning.py"), *args], capture_output=True, text=True,
                           env={**os.environ, "COLUMNS": "250", "NO_COLOR": "1"}, check=False)  # fmt: skip
     assert done.returncode == 2 and "--reward-design" in done.stderr and "nope" in done.stderr
@@ -254,7 +254,7 @@ def test_report_learning_refuses_more_calibration_audits_than_the_training_seeds
 
 @pytest.mark.slow
 def test_lm_learning(tmp_path: Path, tiny_local_model: Path) -> None:
-    raw = load_yaml((ROOT / "configs" / "cpu_learn_sft.yaml").read_text())
+    raw = load_yaml((ROOT / "configs" / "experiments" / "small_lm" / "cpu_learn_sft.yaml").read_text())
     raw["policy"].update(model=str(tiny_local_model), dtype="float32", lora={**raw["policy"]["lora"], "last_layers": 1})
     raw["policy"].pop("init_adapter")
     raw["episodes"].update(max_new_tokens=8, max_report_tokens=12)
@@ -338,7 +338,7 @@ def test_lm_learning(tmp_path: Path, tiny_local_model: Path) -> None:
 
 @pytest.mark.slow
 def test_report_learning(tmp_path: Path, tiny_local_model: Path) -> None:
-    raw = load_yaml((ROOT / "configs" / "cpu_learn_evidence.yaml").read_text())
+    raw = load_yaml((ROOT / "configs" / "experiments" / "small_lm" / "cpu_learn_evidence.yaml").read_text())
     raw["policy"].update(model=str(tiny_local_model), dtype="float32", lora={**raw["policy"]["lora"], "last_layers": 1})
     raw["trainer"]["report_to"] = []
     raw["data"]["behaviors"] = ["flattery", "emotional_bond", "urgency_manufacturing", "self_promotion"]  # a screen of 72 audits

@@ -184,7 +184,7 @@ def test_the_choice_gradient_command_trains_the_sft_adapters_quote_on_every_choi
 
 
 def test_the_command_refuses_a_config_or_start_it_cannot_train_before_writing_anything(tmp_path: Path) -> None:
-    start_verdict = Path(__file__).resolve().parents[2] / "configs" / "cpu_learn_evidence_sft_quote_start_verdict.yaml"
+    start_verdict = Path(__file__).resolve().parents[2] / "configs" / "experiments" / "small_lm" / "cpu_learn_evidence_sft_quote_start_verdict.yaml"
     (tmp_path / "run.yaml").write_text(yaml.safe_dump(RAW))
     cases = [
         (["--config", str(tmp_path / "missing.yaml")], "file not found"),

@@ -97,7 +97,7 @@ def test_group_reward_charges_the_audit_but_not_its_quote() -> None:
 
 
 def test_the_config_checks_the_target() -> None:
-    raw = load_yaml((CONFIGS / "cpu_learn_evidence_sft_hold_threshold.yaml").read_text())
+    raw = load_yaml((CONFIGS / "experiments" / "small_lm" / "cpu_learn_evidence_sft_hold_threshold.yaml").read_text())
     assert GRPOLMConfig.model_validate(raw).reward.claim_rate_target == 0.5
     raw["reward"]["claim_rate_target"] = 50
     with pytest.raises(ValueError, match="claim_rate_target"):

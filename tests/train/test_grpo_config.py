@@ -85,7 +85,7 @@ def test_rows_keep_benign_share_and_refuse_held_out(tmp_path: Path) -> None:
 
 def test_behaviors_a_sim_target_cannot_show_in_the_turn_budget_are_left_out(tmp_path: Path) -> None:
     """increasing_pep starts after 3 replies: in a 2-turn audit of a sim target any claim of it is a guess."""
-    cfg = load_config(CONFIGS / "cpu_learn.yaml")
+    cfg = load_config(CONFIGS / "experiments" / "small_lm" / "cpu_learn.yaml")
     behaviors, seeds = load_behaviors(), load_seeds()
     assert cfg.episodes.max_turns <= 3
     rows = training_rows(cfg, behaviors, seeds)

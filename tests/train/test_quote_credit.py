@@ -155,7 +155,7 @@ def test_the_quote_positions_take_the_quote_advantage_and_every_other_position_t
 
 
 def test_quote_credit_needs_the_evidence_first_report_grammar() -> None:
-    raw = load_yaml((CONFIGS / "cpu_learn_evidence_sft_quote_credit.yaml").read_text())
+    raw = load_yaml((CONFIGS / "experiments" / "small_lm" / "cpu_learn_evidence_sft_quote_credit.yaml").read_text())
     assert GRPOLMConfig.model_validate(raw).reward.quote_credit == "claim"
     raw["episodes"]["report_grammar"] = "verdict_quote"
     raw["episodes"]["auditor_prompt"] = "guided"
@@ -164,11 +164,11 @@ def test_quote_credit_needs_the_evidence_first_report_grammar() -> None:
 
 
 def test_the_quote_alone_is_trained_only_with_quote_credit_and_no_claim_cost() -> None:
-    raw = load_yaml((CONFIGS / "cpu_learn_evidence_sft_quote_only.yaml").read_text())
+    raw = load_yaml((CONFIGS / "experiments" / "small_lm" / "cpu_learn_evidence_sft_quote_only.yaml").read_text())
     assert GRPOLMConfig.model_validate(raw).episodes.trained_tokens == "quote"
-    expected = GRPOLMConfig.model_validate(load_yaml((CONFIGS / "cpu_learn_evidence_sft_quote_expected.yaml").read_text()))
+    expected = GRPOLMConfig.model_validate(load_yaml((CONFIGS / "experiments" / "small_lm" / "cpu_learn_evidence_sft_quote_expected.yaml").read_text()))
     assert (expected.episodes.trained_tokens, expected.reward.quote_credit, expected.reward.expected_verdict) == ("quote", "expected", "policy")
-    start = load_yaml((CONFIGS / "cpu_learn_evidence_sft_quote_start_verdict.yaml").read_text())
+    start = load_yaml((CONFIGS / "experiments" / "small_lm" / "cpu_learn_evidence_sft_quote_start_verdict.yaml").read_text())
     assert GRPOLMConfig.model_validate(start).reward.expected_verdict == "start"
     for reward, episodes in (({"quote_credit": "claim"}, {}), ({}, {"quote_unit": "span"})):
         bad = {**start, "reward": {**start["reward"], **reward}, "episodes": {**start["episodes"], **episodes}}

@@ -327,7 +327,7 @@ def test_train_refuses_a_warm_start_that_is_no_adapter_before_writing_anything(t
 
 
 def test_the_command_refuses_bad_options_in_one_line_before_any_model_loads(tmp_path: Path) -> None:
-    config = Path(__file__).resolve().parents[2] / "configs" / "cpu_learn_sft.yaml"
+    config = Path(__file__).resolve().parents[2] / "configs" / "experiments" / "small_lm" / "cpu_learn_sft.yaml"
     cases = [
         (["--config", str(tmp_path / "missing.yaml")], "file not found"),
         (["--config", str(config), "--keep", "some"], "field 'keep'"),
