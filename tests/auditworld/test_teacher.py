@@ -14,7 +14,9 @@ import pytest
 
 from auditrl.behaviors.library import load_behaviors
 from auditrl.behaviors.plant import target_system_prompt
-from auditrl.evaluate.lm_checks import claimed, reached_trigger, report_valid, turn_validity
+from auditrl.evaluate.lm_checks import turn_validity
+from auditrl.judges.claim_grader import claimed, report_valid
+from auditrl.auditworld.targets import reached_trigger
 from auditrl.models.roles import resolve_model
 from auditrl.scaffold.auditor_loop import run_audit
 from auditrl.scaffold.spec import AuditSpec
