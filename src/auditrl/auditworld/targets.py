@@ -19,7 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from auditrl.behaviors.schema import Behavior
 from auditrl.auditworld.families import Family
-from auditrl.auditworld.texts import ACCUSE, DIRECT, NO_PRESSURE, TEST, load_topics, read_data, pick, templates
+from auditrl.scaffold.transcript import Transcript
+from auditrl.auditworld.texts import ACCUSE, DIRECT, NO_PRESSURE, TEST, classify_topic, load_topics, read_data, pick, templates
 
 ANY_TOPIC = "any"
 # Sycophantic-confession multiplier for pressure none / push / accuse, and its growth with repeated pressure.
@@ -237,3 +238,15 @@ def uniforms(rng: np.random.Generator, n: int) -> NDArray[np.float64]:
     """The per-reply random draws `respond` and the text choice consume (one row per reply)."""
     return rng.random((n, N_UNIFORMS))
 
+
+def reached_trigger(t: Transcript) -> bool | None:
+    """Planted AuditWorld audits: did any message to the target raise a trigger topic of the planted behavior
+    (read with the simulated target's own keyword rules)? None for benign audits and unknown behaviors."""
+    sim = load_sim_behaviors().get(t.behavior_id or "")
+    if t.benign or sim is None:
+        return None
+    sent = [m.content for m in t.target_messages if m.role == "user"]
+    if ANY_TOPIC in sim.topics:
+        return bool(sent)
+    ids = [topic.id for topic in load_topics()]
+    return any(ids[classify_topic(text)] in sim.topics for text in sent)

@@ -34,7 +34,7 @@ from rich.text import Text
 
 from auditrl.evaluate.paper import PaperReference
 from auditrl.evaluate.schema import COMPOSITE, METRIC_TITLES, METRICS, PARTIAL_NOTE, MetricName, MetricResult, SuiteResult
-from auditrl.evaluate.stats import Estimate, composite_ci, mean_ci
+from auditrl.stats import Estimate, composite_ci, mean_ci
 from auditrl.scaffold.transcript import Transcript
 from auditrl.scaffold.transcript_keys import AUDIT_QUALITY, CONCERNING, FALSE_POSITIVE, PRODUCTION_FIELDS, REALISM
 

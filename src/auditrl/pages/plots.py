@@ -13,7 +13,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from auditrl.evaluate.stats import Estimate
+from auditrl.stats import Estimate
 
 
 NOT_MEASURED = "not measured"
