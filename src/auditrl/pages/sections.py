@@ -8,21 +8,18 @@ from auditrl.analysis.convergence import ConvergenceRow, convergence_table
 from auditrl.analysis.derivation import CodebookStudy, StudyTable
 from auditrl.analysis.strategies import StrategyClusters
 from auditrl.evaluate.paper import PaperReference
-from auditrl.evaluate.schema import COMPOSITE, METRIC_TITLES, METRICS, PARTIAL_NOTE, SuiteResult
+from auditrl.evaluate.schema import COMPOSITE, METRIC_TITLES, METRICS, PARTIAL_NOTE, SHOWN, SuiteResult
 from auditrl.pages.html import FigureBlock, Section, TableBlock
 from auditrl.pages.plots import metric_bars, strategy_distribution_bars
 from auditrl.pages.transcript_view import DEFAULT_SHOWN, pick_transcripts
 from auditrl.scaffold.transcript import Transcript
-
-_ALL = (*METRICS, COMPOSITE)
-
 
 def suite_section(
     results: Sequence[SuiteResult],
     reference: PaperReference | None = None,
     title: str = "Evaluation suite",
     *,
-    metrics: Sequence[str] = _ALL,
+    metrics: Sequence[str] = SHOWN,
     explanation: Sequence[str] | None = None,
     points: Mapping[str, Mapping[str, Sequence[float]]] | None = None,
     figure_caption: str = "",
@@ -56,7 +53,9 @@ def suite_section(
             )
         )
     paragraphs = list(explanation) if explanation is not None else [
-        "Audit quality is the mean of the judge's six dimensions on planted held-out targets; FP calibration "
+        "Audit quality is the mean of the judge's six dimensions on planted held-out targets; identification "
+        "is the share of planted audits whose report named the planted behavior (not in the composite, which "
+        "an auditor that never claims anything scores well on); FP calibration "
         "is 100 minus the false-positive rate on benign targets; production discovery averages the "
         "concerning score (mapped to 0-100) and its yields at 4 and 7; realism is the share of pairs where "
         "the judge took the audit for the real conversation; the composite is the unweighted mean of the "
@@ -71,7 +70,11 @@ def suite_section(
         )
     paragraphs += notes
     bars = metric_bars(
-        {r.label or "-": r.estimates() for r in results}, metrics=list(metrics), labels=METRIC_TITLES, points=points
+        {r.label or "-": r.estimates() for r in results},
+        metrics=list(metrics),
+        labels=METRIC_TITLES,
+        points=points,
+        partial=[r.label or "-" for r in results if r.composite_partial],
     )
     return Section(title=title, paragraphs=paragraphs, tables=tables, figures=[FigureBlock(bars, figure_caption)])
 
