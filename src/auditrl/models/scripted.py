@@ -43,7 +43,7 @@ from inspect_ai.tool import ToolChoice, ToolInfo
 from pydantic import BaseModel, Field, ValidationError
 
 from auditrl.configfile import load_yaml
-from auditrl.models.replies import target_replies
+from auditrl.models.replies import target_replies, turn_index
 from auditrl.models.tool_emulation import apply_tool_calls
 
 if TYPE_CHECKING:
@@ -56,8 +56,6 @@ AUDITOR_SCRIPTS = frozenset({"transfer_auditor"})
 """Built-in scripts that are fixed auditors (turns, then a report) rather than reply lists."""
 TEACHER = "teacher"
 SEED_AUDITOR = "auditor"
-_TOOL_RESULT = re.compile(r"<tool_result[^>]*>(.*?)</tool_result>", re.DOTALL)
-_TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 
 
 class ScriptedReplies(BaseModel):
@@ -108,12 +106,6 @@ def load_auditor_script(path: Path = DATA_DIR / "transfer_auditor.yaml") -> Audi
         return AuditorScript.model_validate(_read_yaml(path))
     except ValidationError as exc:
         raise ValueError(f"{path}: invalid scripted auditor: {exc}") from exc
-
-
-def turn_index(messages: list[ChatMessage]) -> int:
-    """Assistant turns already taken; a trailing assistant message is a prefill, not a turn."""
-    body = messages[:-1] if messages and isinstance(messages[-1], ChatMessageAssistant) else messages
-    return sum(isinstance(m, ChatMessageAssistant) for m in body)
 
 
 def quote_from(reply: str, words: int) -> str:
