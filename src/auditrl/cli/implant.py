@@ -157,6 +157,7 @@ def implant(
     from auditrl.behaviors.plant import render_benign, render_plant
     from auditrl.cli.judge import judge_client
     from auditrl.judges.exhibition import ReplyJudge
+    from auditrl.models.lora import LoraSettings
     from auditrl.models.roles import UnknownModelError, resolve_model
     from auditrl.targets.demonstrations import (
         ReplyScorer,
@@ -188,7 +189,6 @@ def implant(
         summary,
     )
     from auditrl.targets.synth_docs import model_documents, template_documents
-    from auditrl.train.config import LoraSettings
 
     console = Console()
     try:

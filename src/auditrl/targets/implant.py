@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from auditrl.models.lora import LoraSettings
 from auditrl.targets.demonstrations import Example
 from auditrl.targets.record import LOCAL_PREFIX
-from auditrl.train.config import LoraSettings
 
 if TYPE_CHECKING:
     from peft import PeftModel
@@ -226,13 +226,11 @@ def new_implant(base: str, settings: ImplantSettings) -> tuple[PeftModel, PreTra
     from peft import get_peft_model
     from transformers import set_seed
 
-    from auditrl.train.config import PolicySettings
-    from auditrl.train.policy import load_policy, lora_config, precision_args
+    from auditrl.models.lora import load_chat_model, lora_config, precision_args
 
     set_seed(settings.seed)
-    policy = PolicySettings(model=base_name(base))
-    model, tokenizer = load_policy(policy)
-    return get_peft_model(model, lora_config(settings.lora, model)), tokenizer, precision_args(policy)
+    model, tokenizer = load_chat_model(base_name(base), "auto", what="base model")
+    return get_peft_model(model, lora_config(settings.lora, model)), tokenizer, precision_args("auto")
 
 
 def train_behavior(
