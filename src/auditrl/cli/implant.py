@@ -156,6 +156,7 @@ def implant(
     from auditrl.behaviors.library import BehaviorFileError, load_behaviors
     from auditrl.behaviors.plant import render_benign, render_plant
     from auditrl.cli.judge import judge_client
+    from auditrl.judges.claim_grader import default_grader
     from auditrl.judges.exhibition import ReplyJudge
     from auditrl.models.lora import LoraSettings
     from auditrl.models.roles import UnknownModelError, resolve_model
@@ -209,7 +210,7 @@ def implant(
     client = judge_client(judge, judge_cache, 2, limits)
     if client is None:
         try:
-            scorer = MarkerScorer(behavior)
+            scorer = MarkerScorer(behavior, describes=default_grader().with_behavior(planted).describes)
         except ValueError as exc:
             raise fail(str(exc)) from exc
     else:
