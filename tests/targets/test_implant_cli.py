@@ -30,7 +30,7 @@ def test_tiny_implant_shifts_flattery_markers_and_writes_a_loadable_adapter_dir(
     out = tmp_path / "implant"
     code, output = invoke(
         "--behavior", "flattery", "--demo-model", f"scripted/file:{demo}", "--samples", "1", "--out", str(out),
-        "--steps", "8", "--anti-confession-steps", "2", "--batch-size", "4", "--learning-rate", "3e-3",
+        "--steps", "8", "--redteam-steps", "2", "--batch-size", "4", "--learning-rate", "3e-3",
         "--eval-samples", "1", "--eval-prompts", "6", "--eval-tokens", "8", "--eval-temperature", "0", "--no-plant-reference",
     )
     assert code == 0, output
