@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from auditrl.cli.errors import FAILURE, fail
-from auditrl.cli.options import HtmlOpt, JsonOpt
+from auditrl.cli.options import HtmlOpt, JsonOpt, out_dir_option
 from auditrl.cli.outputs import ReportFiles, json_text, table_section
 from auditrl.train.config import ConfigFileError, read_kind
 from auditrl.train.finite import NonFiniteTrainingError
@@ -26,9 +26,7 @@ console = Console()
 
 def train(
     config: Annotated[Path, typer.Option("--config", "-c", help="Training config (YAML with a `kind:` field).")],
-    out: Annotated[
-        Optional[Path], typer.Option("--out", "-o", help="Run directory (default: from the config).")
-    ] = None,
+    out: Annotated[Optional[Path], out_dir_option("Run directory (default: from the config).")] = None,
     dry_run: Annotated[
         bool,
         typer.Option(
