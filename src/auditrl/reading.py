@@ -89,10 +89,11 @@ def read_text(path: Path, kind: FileKind) -> str:
     return decode_utf8(read_bytes(path, kind), path)
 
 
-def parse_json(data: bytes | str, source: str | Path, *, line: int | None = None) -> Any:
-    """JSON parsed without recursion into Python (nesting past JSON_DEPTH, NaN and Infinity are refused)."""
+def parse_json(data: bytes | str, source: str | Path, *, line: int | None = None, allow_inf_nan: bool = False) -> Any:
+    """JSON parsed without recursion into Python (nesting past JSON_DEPTH is refused, and NaN and Infinity unless
+    `allow_inf_nan`: files that record measurements may hold them)."""
     try:
-        return pydantic_core.from_json(data, allow_inf_nan=False)
+        return pydantic_core.from_json(data, allow_inf_nan=allow_inf_nan)
     except ValueError as exc:
         where = f"line {line}: " if line is not None else ""
         detail = str(exc)
@@ -101,9 +102,9 @@ def parse_json(data: bytes | str, source: str | Path, *, line: int | None = None
         raise FileReadError(f"{source}: {where}not valid JSON ({detail})") from None
 
 
-def read_json(path: Path, kind: FileKind) -> Any:
+def read_json(path: Path, kind: FileKind, *, allow_inf_nan: bool = False) -> Any:
     """The JSON value held by `path`, bounded by `kind`'s limit."""
-    return parse_json(read_bytes(path, kind), path)
+    return parse_json(read_bytes(path, kind), path, allow_inf_nan=allow_inf_nan)
 
 
 def bounded_lines(handle: IO[bytes], path: Path, kind: FileKind) -> Iterator[tuple[int, bytes, bool]]:

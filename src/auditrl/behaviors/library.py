@@ -24,11 +24,11 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import ValidationError
 
+from auditrl.atomic import atomic_write_text
+from auditrl.behaviors.schema import Behavior, Seed
 from auditrl.configfile import load_yaml, yaml_problem
 from auditrl.reading import BEHAVIOR, SEED, FileKind, FileReadError, read_text
 from auditrl.safe_text import short_repr
-from auditrl.atomic import atomic_write_text
-from auditrl.behaviors.schema import Behavior, Seed
 
 DATA_DIR = Path(__file__).parent / "data"
 BEHAVIORS_DIR = DATA_DIR / "behaviors"
@@ -70,11 +70,15 @@ class BehaviorFileErrors(BehaviorFileError):
         self.args = (f"{len(flat)} problems in {files} behavior or seed file(s):\n{lines}",)
 
 
-class OverrideWarning(UserWarning):
+class LibraryNote(UserWarning):
+    """Something loading did that the user should hear of (the CLI prints each as a note)."""
+
+
+class OverrideWarning(LibraryNote):
     """A user file replaced a behavior or seed by id: allowed, but reported so it is never a surprise."""
 
 
-class SkippedFilesWarning(UserWarning):
+class SkippedFilesWarning(LibraryNote):
     """Files of a behaviors or seeds directory that were not read (another extension, hidden): named once."""
 
 

@@ -150,3 +150,18 @@ def test_two_seed_run_reports_a_between_seed_interval(tmp_path: Path) -> None:
     assert delta["n"] == 2 and delta["lo"] <= delta["mean"] <= delta["hi"]
     html = (run / "report.html").read_text()
     assert "refreshed every 2 steps" in html and "step 2" in html  # caption from the config, not a fixed text
+
+
+def test_an_unreadable_stored_base_or_run_is_built_again_with_a_warning(tmp_path: Path) -> None:
+    path = _tiny(tmp_path / "one.yaml", {"binary"}, [0], (2, 0), max_steps=2, groups_per_step=4)
+    first = json.loads((run_from_config(path, tmp_path / "run") / "results.json").read_text())
+    stored = sorted((tmp_path / "run" / "checkpoints").iterdir())  # the base, then the training run
+    for damage in ((b"", b"[" * 5000), (b"\xff\xfe", b'{"config": 1}')):
+        for file, bad in zip(stored, damage, strict=True):
+            file.write_bytes(bad)
+        with pytest.warns(UserWarning) as caught:
+            again = json.loads((run_from_config(path, tmp_path / "run") / "results.json").read_text())
+        named = " ".join(str(w.message) for w in caught)
+        assert all(file.name in named for file in stored), named
+        assert again["results"] == first["results"]
+        assert all(file.is_file() and file.read_bytes() not in damage for file in stored)
