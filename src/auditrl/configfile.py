@@ -55,6 +55,8 @@ def _as_written(tp: Any, value: Any) -> str | None:
     if origin in (Union, types.UnionType):
         problems = [_as_written(member, value) for member in get_args(tp)]
         return None if None in problems else problems[0]
+    if tp is type(None):
+        return None if value is None else f"expected null, got {short_repr(value)}"
     if tp is bool:
         if isinstance(value, bool) or not isinstance(value, int | float | str):
             return None
