@@ -165,3 +165,17 @@ def test_a_hundred_thousand_rollouts_start_their_first_audit_at_once_in_little_m
     assert started[0] - begin < 2.0, f"first audit after {started[0] - begin:.2f} s"
     print(f"first audit after {started[0] - begin:.3f} s, {peak / 2**20:.1f} MiB allocated at the peak")
     assert peak < 30 * 2**20, f"{peak / 2**20:.1f} MiB allocated before the first audit"
+
+
+def test_a_training_run_directory_has_one_writer_too(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    holder = _hold(run)
+    try:
+        config = Path(__file__).resolve().parents[1] / "configs" / "auditworld.yaml"
+        refused = invoke("train", "--config", config, "--out", run)
+        assert refused.exit_code == 2, refused.output
+        assert f"another process is writing this run directory (pid {holder.pid} on" in " ".join(refused.stderr.split())
+        assert sorted(p.name for p in run.iterdir()) == [LOCK, OWNER]
+    finally:
+        holder.kill()
+        holder.wait()

@@ -17,6 +17,7 @@ from auditrl.cli.errors import FAILURE, fail
 from auditrl.cli.options import HtmlOpt, JsonOpt, out_dir_option
 from auditrl.cli.outputs import ReportFiles, json_text, table_section
 from auditrl.train.config import ConfigFileError, read_kind
+from auditrl.rundir import RunDirError
 from auditrl.train.finite import NonFiniteTrainingError
 from auditrl.train.monitors import MONITORS_FILE, monitor_table, read_monitors
 
@@ -76,7 +77,7 @@ def train(
 
             with showing_retries(console):  # API targets and judges (episodes.target_calls, reward.judge_calls)
                 run_dir = run_grpo(config, out)
-    except ConfigFileError as exc:
+    except (ConfigFileError, RunDirError) as exc:  # a bad config, or a run directory another process is writing
         raise fail(str(exc)) from exc
     except NonFiniteTrainingError as exc:  # nothing written as a result: a diverged policy is no result
         raise fail(f"{config}: {exc}", FAILURE) from exc
