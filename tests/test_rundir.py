@@ -23,7 +23,16 @@ from auditrl.behaviors.library import load_seeds
 from auditrl.cli import app
 from auditrl.cli.audit import build_specs
 from auditrl.models.roles import resolve_model
-from auditrl.rundir import LOCK, OWNER, RECORD, RunDirError, check_contract, run_dir_lock, write_contract
+from auditrl.rundir import (
+    LOCK,
+    OWNER,
+    RECORD,
+    RunDirError,
+    check_contract,
+    recorded_behaviors,
+    run_dir_lock,
+    write_contract,
+)
 from auditrl.scaffold.runner import OnDemand, audit_jobs, open_run, run_audits
 from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
 from auditrl.scaffold.transcript import Budget
@@ -109,8 +118,14 @@ def test_a_resume_of_something_else_is_refused_naming_the_difference(tmp_path: P
     (tmp_path / RECORD).write_text("{torn")
     with pytest.raises(RunDirError, match="its run record cannot be read"):
         check_contract(tmp_path, "audit", {})
+    with pytest.raises(RunDirError, match="its run record cannot be read"):
+        write_contract(tmp_path, "audit", {})  # never written over
+    assert (tmp_path / RECORD).read_text() == "{torn"
+    (tmp_path / RECORD).unlink()
     write_contract(tmp_path, "audit", {"target": "x", "behaviors": ("a",)})
-    check_contract(tmp_path, "audit", {"target": "x", "behaviors": ["a"]})
+    write_contract(tmp_path, "audit", {"target": "x", "behaviors": ["b"]})
+    check_contract(tmp_path, "audit", {"target": "x", "behaviors": ["c"]})  # behaviors accumulate
+    assert recorded_behaviors(tmp_path) == {"a", "b"}
 
 
 @pytest.mark.parametrize("out", ["", " ", "\t \n"])

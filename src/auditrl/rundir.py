@@ -3,7 +3,8 @@
 - `run.json` records what the directory is a run of (the command and what it was run with: auditor,
   target, behaviors, judge, ...). A command run again on it continues only with the same record; another
   one is refused before any model call, naming what differs. Settings that only change how much or how fast
-  (rollouts, concurrency) are not part of the contract.
+  (rollouts, concurrency) are not part of the contract, and behaviors and seeds accumulate (planted and
+  benign audits of one auditor and target may share a directory); the record lists every one used.
 - A process writing a run directory holds a lock on it (`.auditrl.lock`, an OS file lock, which the
   kernel releases when the process dies however it dies). A second writer is refused at once, naming the
   first from the owner note beside the lock (pid, host, command, since when). A note left by a process
@@ -71,24 +72,38 @@ def _differences(before: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]
     ]
 
 
-def check_contract(run_dir: Path, command: str, settings: Mapping[str, Any], option: str = "--out") -> None:
-    """Refuse, naming the difference, a run directory whose record says it is a run of another command or of
-    other settings. Raises RunDirError; a record that cannot be read is refused by name, never overwritten."""
+ACCUMULATED = ("behaviors", "seeds")
+"""Settings a run directory gathers rather than fixes: audits of more behaviors and seeds (planted and benign
+audits side by side, say) add to the run; the record lists every one, so readers know them."""
+
+
+def _read_record(run_dir: Path, option: str) -> dict[str, Any] | None:
     path = Path(run_dir) / RECORD
     if not path.is_file():
-        return
+        return None
     try:
         record = read_json(path, RUN_RECORD)
     except FileReadError as exc:
         raise RunDirError(f"{option} {run_dir}: its run record cannot be read ({exc}); choose a new {option}") from None
     if not isinstance(record, dict) or not isinstance(record.get("settings"), dict):
         raise RunDirError(f"{option} {run_dir}: {path} is not a run record; choose a new {option}")
+    return record
+
+
+def check_contract(run_dir: Path, command: str, settings: Mapping[str, Any], option: str = "--out") -> None:
+    """Refuse, naming the difference, a run directory whose record says it is a run of another command or of
+    other settings (ACCUMULATED ones aside). Raises RunDirError; a record that cannot be read is refused by
+    name, never overwritten."""
+    record = _read_record(run_dir, option)
+    if record is None:
+        return
     if record.get("command") != command:
         raise RunDirError(
             f"{option} {run_dir}: it holds a run of `auditrl {record.get('command')}`, not of `auditrl {command}`; "
             f"choose a new {option}"
         )
-    changed = _differences(record["settings"], _plain(settings))
+    fixed = {k: v for k, v in record["settings"].items() if k not in ACCUMULATED}
+    changed = _differences(fixed, {k: v for k, v in _plain(settings).items() if k not in ACCUMULATED})
     if changed:
         raise RunDirError(
             f"{option} {run_dir}: the {command} there was run with other settings ({'; '.join(changed)}); "
@@ -101,9 +116,17 @@ def _plain(settings: Mapping[str, Any]) -> dict[str, Any]:
     return json.loads(json.dumps(dict(settings), default=str))
 
 
-def write_contract(run_dir: Path, command: str, settings: Mapping[str, Any]) -> None:
-    """Record (atomically) what `run_dir` is a run of."""
-    record = {"command": command, "settings": _plain(settings)}
+def write_contract(run_dir: Path, command: str, settings: Mapping[str, Any], *, start_over: bool = False) -> None:
+    """Record (atomically) what `run_dir` is a run of; ACCUMULATED settings keep what the record listed before
+    (unless the run starts over)."""
+    now = _plain(settings)
+    before = None if start_over else _read_record(run_dir, "--out")
+    if before is not None and before.get("command") == command:
+        for key in ACCUMULATED:
+            earlier = before["settings"].get(key)
+            if isinstance(earlier, list) and isinstance(now.get(key), list):
+                now[key] = [*earlier, *(v for v in now[key] if v not in earlier)]
+    record = {"command": command, "settings": now}
     atomic_write_text(Path(run_dir) / RECORD, json.dumps(record, indent=2) + "\n")
 
 

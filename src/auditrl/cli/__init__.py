@@ -71,15 +71,6 @@ class LazyCommands(TyperGroup):
             return super().get_command(ctx, cmd_name)
         return TyperCommand(cmd_name, short_help=entry.summary)
 
-    def invoke(self, ctx: typer.Context) -> Any:
-        """Run the command; the run directories it opened are given up when it ends, however it ends."""
-        try:
-            return super().invoke(ctx)
-        finally:
-            from auditrl.cli.limits import close_runs
-
-            close_runs()
-
     def resolve_command(self, ctx: typer.Context, args: list[str]) -> tuple[str | None, Any, list[str]]:
         name, command, rest = super().resolve_command(ctx, args)
         if name in COMMANDS:

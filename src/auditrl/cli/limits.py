@@ -60,21 +60,15 @@ def opened_run(
     any model call: an output that cannot be written, another process writing it, a run of something else
     there (with the `command` and its `settings`, auditrl.rundir), or transcripts there that cannot be read.
     The run directory's lock is held until the command ends, however it ends."""
+    from typer.main import get_current_context
+
     from auditrl.scaffold.runner import open_run
 
     try:
         log = open_run(path, existing, command=command, settings=settings)
     except ValueError as exc:  # OutputError and a corrupt line included
         raise fail(str(exc)) from exc
-    _OPEN_RUNS.append(log)
+    context = get_current_context(silent=True)
+    if context is not None:  # the command's context closes when the command ends, however it ends
+        context.call_on_close(log.close)
     return log
-
-
-_OPEN_RUNS: list[RunLog] = []
-"""The runs the command being invoked opened: closed (their locks given up) when it ends (see `close_runs`)."""
-
-
-def close_runs() -> None:
-    """Close every run the command opened, however the command ended (the CLI group calls this)."""
-    while _OPEN_RUNS:
-        _OPEN_RUNS.pop().close()

@@ -207,7 +207,7 @@ class RunLog:
             self.torn = heal_torn_tail(self.path)
             self._scan()
             if command is not None:
-                write_contract(self.path.parent, command, settings or {})
+                write_contract(self.path.parent, command, settings or {}, start_over=self.mode == "overwrite")
         except BaseException:
             self.close()
             raise
