@@ -8,13 +8,35 @@ import warnings
 from pathlib import Path
 
 import pytest
+from pydantic import Field
 from typer.testing import CliRunner
 
-from auditrl.behaviors.library import BehaviorFileError, SkippedFilesWarning, load_behaviors, load_seeds, read_seed
+from auditrl.behaviors.library import (
+    BehaviorFileError,
+    SkippedFilesWarning,
+    load_behaviors,
+    load_seeds,
+    read_seed,
+)
 from auditrl.cli import app
-from auditrl.configfile import YAML_DEPTH, ConfigFileError, ConfigModel, load_yaml, read_yaml_mapping, validate_file
+from auditrl.configfile import (
+    YAML_DEPTH,
+    ConfigFileError,
+    ConfigModel,
+    load_yaml,
+    read_yaml_mapping,
+    validate_file,
+)
 from auditrl.judges.cache import CachedResponse, CacheWarning, JudgeCache
-from auditrl.reading import CONFIG, JSON_DEPTH, FileKind, FileReadError, parse_json, read_bytes, read_text
+from auditrl.reading import (
+    CONFIG,
+    JSON_DEPTH,
+    FileKind,
+    FileReadError,
+    parse_json,
+    read_bytes,
+    read_text,
+)
 
 BEHAVIORS = Path(__file__).resolve().parents[1] / "src" / "auditrl" / "behaviors" / "data" / "behaviors"
 
@@ -23,7 +45,7 @@ class _Train(ConfigModel):
     max_steps: int = 10
     learning_rate: float = 0.1
     resume: bool = False
-    seeds: list[int] = [0]
+    seeds: list[int] = Field(default_factory=lambda: [0])
     limit: int | None = None
 
 
