@@ -8,7 +8,7 @@ from auditrl.auditworld.base import ImitationInit, RandomInit, imitation_base
 from auditrl.auditworld.designs import binary_rewards
 from auditrl.auditworld.judges import JudgeParams
 from auditrl.auditworld.policies import MLPPolicy, RandomPolicy
-from auditrl.auditworld.training import TrainConfig, policy_gradient, train
+from auditrl.auditworld.training import Adam, TrainConfig, policy_gradient, train
 from auditrl.auditworld.simulate import Rollout, simulate
 from auditrl.auditworld.world import CLAIM, END, NO_CLAIM, TOOL, World, training_batch
 
@@ -111,3 +111,21 @@ def test_the_numpy_policy_gradient_equals_autograd_on_the_same_loss(world: World
     for (name, param), grad in zip(policy.named_parameters(), grads, strict=True):
         assert grad.shape == tuple(param.shape), name
         np.testing.assert_allclose(grad, param.grad.numpy(), atol=1e-5, err_msg=name)
+
+
+@pytest.mark.parametrize("max_norm", [0.05, 100.0])
+def test_the_numpy_adam_follows_torch_adam_after_gradient_clipping(max_norm: float) -> None:
+    rng = np.random.default_rng(3)
+    shapes = [(4, 3), (4,)]
+    mine = [rng.normal(size=s).astype(np.float32) for s in shapes]
+    theirs = [torch.nn.Parameter(torch.from_numpy(p.copy())) for p in mine]
+    ours, opt = Adam(mine, lr=0.01), torch.optim.Adam(theirs, lr=0.01)
+    for _ in range(5):
+        grads = [rng.normal(size=s).astype(np.float32) for s in shapes]
+        for p, g in zip(theirs, grads, strict=True):
+            p.grad = torch.from_numpy(g.copy())
+        torch.nn.utils.clip_grad_norm_(theirs, max_norm)
+        opt.step()
+        ours.step(grads, max_norm)
+    for a, b in zip(mine, theirs, strict=True):
+        np.testing.assert_allclose(a, b.detach().numpy(), atol=1e-6)

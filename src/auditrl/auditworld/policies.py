@@ -142,9 +142,15 @@ class MLPPolicy(nn.Module):
         """The forward pass in numpy (on these small batches torch's per-call overhead dominates), for the
         logits in `heads` only."""
         w = self.weight_views()
-        h = np.maximum(obs @ w[0].T + w[1], 0.0)
-        h = np.maximum(h @ w[2].T + w[3], 0.0)
-        return h @ w[4][heads].T + w[5][heads]
+        h = obs @ w[0].T
+        h += w[1]
+        np.maximum(h, 0.0, out=h)
+        h2 = h @ w[2].T
+        h2 += w[3]
+        np.maximum(h2, 0.0, out=h2)
+        out = h2 @ w[4][heads].T
+        out += w[5][heads]
+        return out
 
     def act(self, obs: NDArray[np.float32], rng: np.random.Generator) -> NDArray[np.int64]:
         return gumbel_sample(self._logits(obs, slice(0, self.n_action_logits)), self.action_sizes, rng)

@@ -124,11 +124,11 @@ def policy_gradient(
     autograd's per-operation overhead costs more than the arithmetic), on activations laid out features x rows.
     """
     w0, b0, w1, b1, w2, b2 = policy.weight_views()
-    n = rollout.acted.shape[0]
-    episode, turn = np.nonzero(rollout.acted)
+    n = rollout.final_obs.shape[0]
+    episode = rollout.turn_episode
     n_turns = episode.size
-    actions = rollout.actions[episode, turn].T
-    x = np.concatenate([rollout.obs[episode, turn], rollout.final_obs])
+    actions = rollout.turn_actions.T
+    x = np.concatenate([rollout.turn_obs, rollout.final_obs])
     h1 = np.maximum(w0 @ x.T + b0[:, None], 0.0)
     h2 = np.maximum(w1 @ h1 + b1[:, None], 0.0)
     split = policy.n_action_logits
@@ -139,7 +139,7 @@ def policy_gradient(
     adv = (advantages / n).astype(np.float32)
     turn_adv = adv[episode]
     sent = (actions[TOOL] != END).astype(np.float32)
-    counts = np.maximum(rollout.acted.sum(axis=1), 1).astype(np.float32)
+    counts = np.maximum(np.bincount(episode, minlength=n), 1).astype(np.float32)
     turn_explore = np.float32(entropy_coef / n) / counts[episode]
     n_act = len(policy.action_sizes)
     heads = [(actions[h], turn_adv * (1.0 if h == TOOL else sent), turn_explore * (1.0 if h == TOOL else sent)) for h in range(n_act)]
@@ -160,6 +160,34 @@ def policy_gradient(
         np.concatenate([d_turns @ h2_turns.T, d_report @ h2_report.T]),
         np.concatenate([d_turns.sum(axis=1), d_report.sum(axis=1)]),
     ]  # fmt: skip
+
+
+class Adam:
+    """Adam over numpy views of the policy's parameters, with the update's gradient-norm clipping: the same
+    rule as torch.optim.Adam after clip_grad_norm_, without their per-call overhead on six small tensors."""
+
+    def __init__(self, params: list[NDArray[np.float32]], lr: float, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> None:
+        self.params = params
+        self.lr, self.betas, self.eps = lr, betas, eps
+        self.m = [np.zeros_like(p) for p in params]
+        self.v = [np.zeros_like(p) for p in params]
+        self.steps = 0
+
+    def step(self, grads: list[NDArray[np.float32]], max_norm: float) -> None:
+        """One update in place; gradients are first scaled down to `max_norm` in total if they exceed it."""
+        norm = float(np.sqrt(sum(float(np.vdot(g, g)) for g in grads)))
+        scale = min(1.0, max_norm / (norm + 1e-6))
+        self.steps += 1
+        b1, b2 = self.betas
+        c1, c2 = 1.0 - b1**self.steps, 1.0 - b2**self.steps
+        for p, g, m, v in zip(self.params, grads, self.m, self.v, strict=True):
+            if scale < 1.0:
+                g = g * np.float32(scale)
+            m *= b1
+            m += (1.0 - b1) * g
+            v *= b2
+            v += (1.0 - b2) * g * g
+            p -= np.float32(self.lr / c1) * m / (np.sqrt(v / np.float32(c2)) + np.float32(self.eps))
 
 
 class ReferenceCache:
@@ -241,7 +269,7 @@ def train(
     rng = np.random.default_rng(cfg.seed)
     policy = copy.deepcopy(base)
     policy.name = cfg.design
-    opt = torch.optim.Adam(policy.parameters(), lr=cfg.learning_rate)
+    opt = Adam(policy.weight_views(), cfg.learning_rate)
     reference = None
     if design_spec(cfg.design).references:
         probe = training_batch(world, rng, 1, cfg.group_size, 0.0, fams, cfg.max_turns)
@@ -259,10 +287,7 @@ def train(
         rewards = compute_rewards(cfg, rollout, params, ref)
         adv = group_advantages(rewards.reshape(cfg.groups_per_step, cfg.group_size)).ravel()
         loss, grads = policy_gradient(policy, rollout, adv, cfg.entropy_coef)
-        for param, grad in zip(policy.parameters(), grads, strict=True):
-            param.grad = torch.from_numpy(grad)
-        torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
-        opt.step()
+        opt.step(grads, cfg.max_grad_norm)
         check_finite(step, loss, policy.named_parameters())
         result.episodes += batch.size
         stats = _stats(step, rollout, rewards)
