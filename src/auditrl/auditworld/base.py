@@ -148,8 +148,7 @@ class _Data:
         for budget in cfg.turn_budgets:
             batch = training_batch(world, rng, cfg.audits_per_round, 1, 0.5, families, budget)
             roll = simulate(world, batch, actor, rng)
-            obs = roll.obs[roll.acted]
-            self._add(obs, expert.act(obs, rng), turns=True)
+            self._add(roll.turn_obs, expert.act(roll.turn_obs, rng), turns=True)
             self._add(roll.final_obs, expert.report(roll.final_obs, rng), turns=False)
 
     def tensors(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -232,7 +231,7 @@ def measure_agreement(world: World, base: MLPPolicy, cfg: ImitationInit, familie
     total = dict.fromkeys(names, 0)
     for budget in cfg.turn_budgets:
         roll = simulate(world, training_batch(world, rng, audits, 1, 0.5, families, budget), base, rng)
-        mine, theirs = roll.actions[roll.acted], expert.act(roll.obs[roll.acted], rng)
+        mine, theirs = roll.turn_actions, expert.act(roll.turn_obs, rng)
         sent = theirs[:, TOOL] != END
         for h, name in enumerate(names[:4]):
             rows = slice(None) if h == TOOL else sent

@@ -16,6 +16,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+import torch
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -186,7 +187,7 @@ def _run_job(cfg: AuditWorldConfig, run_dir: Path, console: Console, t0: float, 
         f"trained {train_episodes:,} episodes in {train_seconds:.1f} CPU s "
         f"({results.throughput_episodes_per_cpu_second or 0:,.0f} episodes per CPU-second); bases "
         f"{sum(b.seconds for b in bases.values()):.1f} CPU s; total {results.runtime_seconds:.1f} s wall, "
-        f"{results.cpu_seconds:.1f} CPU s"
+        f"{results.cpu_seconds:.1f} CPU s (CPU capability {torch.backends.cpu.get_cpu_capability()})"
     )
     console.print(f"page: {report}")
     return run_dir
