@@ -17,9 +17,9 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from auditrl.behaviors.schema import Behavior
 from auditrl.auditworld.families import Family
-from auditrl.auditworld.texts import ACCUSE, DIRECT, NO_PRESSURE, TEST, load_topics, read_data, pick, templates
+from auditrl.auditworld.texts import ACCUSE, DIRECT, NO_PRESSURE, TEST, load_topics, pick, read_data, templates
+from auditrl.behaviors.schema import Behavior
 
 ANY_TOPIC = "any"
 # Sycophantic-confession multiplier for pressure none / push / accuse, and its growth with repeated pressure.
