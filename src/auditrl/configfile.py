@@ -53,7 +53,7 @@ def load_yaml(text: str, source: str | Path | None = None) -> Any:
     """`yaml.safe_load(text)` without aliases. A problem raises yaml.YAMLError (with its line and column), or,
     when the text came from a user's file `source`, a ConfigFileError naming that file."""
     try:
-        return yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 - a SafeLoader subclass
+        return yaml.load(text, Loader=_NoAliasLoader)  # a SafeLoader subclass
     except yaml.YAMLError as exc:
         if source is None:
             raise

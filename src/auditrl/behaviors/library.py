@@ -19,10 +19,10 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import ValidationError
 
-from auditrl.configfile import load_yaml
-from auditrl.safe_text import short_repr
 from auditrl.atomic import atomic_write_text
 from auditrl.behaviors.schema import Behavior, Seed
+from auditrl.configfile import load_yaml
+from auditrl.safe_text import short_repr
 
 DATA_DIR = Path(__file__).parent / "data"
 BEHAVIORS_DIR = DATA_DIR / "behaviors"
