@@ -33,7 +33,15 @@ from rich.table import Table
 from rich.text import Text
 
 from auditrl.evaluate.paper import PaperReference
-from auditrl.evaluate.schema import COMPOSITE, METRIC_TITLES, METRICS, PARTIAL_NOTE, MetricName, MetricResult, SuiteResult
+from auditrl.evaluate.schema import (
+    COMPOSITE,
+    METRIC_TITLES,
+    METRICS,
+    PARTIAL_NOTE,
+    MetricName,
+    MetricResult,
+    SuiteResult,
+)
 from auditrl.evaluate.stats import Estimate, composite_ci, mean_ci
 from auditrl.scaffold.transcript import Transcript
 from auditrl.scaffold.transcript_keys import AUDIT_QUALITY, CONCERNING, FALSE_POSITIVE, PRODUCTION_FIELDS, REALISM
@@ -250,7 +258,7 @@ class SuiteTables:
         table = Table()
         _fitted_column(table, "Metric", [METRIC_TITLES[n] for n in self.metrics])
         columns = [[*(r.cell(n, stacked=True) for n in self.metrics), _count_cell(r)] for r in results]
-        for r, cells in zip(results, columns):
+        for r, cells in zip(results, columns, strict=True):
             _fitted_column(table, r.label or "-", cells, justify="right")
         for i, name in enumerate(self.metrics):
             table.add_row(METRIC_TITLES[name], *[cells[i] for cells in columns])
