@@ -51,7 +51,7 @@ class SweepGrid(ConfigModel):
 class SweepConfig(AuditWorldConfig):
     """The `kind: auditworld_sweep` config file: an AuditWorld config and the grid (analysis is not run)."""
 
-    kind: Literal["auditworld_sweep"] = Field(description="Selects the robustness sweep in `auditrl train`.")  # type: ignore[assignment]
+    kind: Literal["auditworld_sweep"] = Field(description="Selects the robustness sweep in `auditrl train`.")  # type: ignore[assignment]  # narrows the base config's kind
     out_dir: Path = Field(default=Path("runs/auditworld_sweep"), description="Run directory (overridden by `auditrl train --out`).")
     sweep: SweepGrid = Field(description="The pairwise judges' flaw strengths to train against.")
 
