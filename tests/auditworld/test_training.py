@@ -7,8 +7,8 @@ from auditrl.auditworld.base import ImitationInit, RandomInit, imitation_base
 from auditrl.auditworld.designs import binary_rewards
 from auditrl.auditworld.judges import JudgeParams
 from auditrl.auditworld.policies import RandomPolicy
-from auditrl.auditworld.training import TrainConfig, train
 from auditrl.auditworld.simulate import simulate
+from auditrl.auditworld.training import TrainConfig, train
 from auditrl.auditworld.world import World, training_batch
 
 FAMILIES = ["steady", "chatty", "pliant", "guarded"]
