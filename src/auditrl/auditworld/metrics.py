@@ -39,7 +39,7 @@ from auditrl.auditworld.simulate import Rollout, simulate
 from auditrl.auditworld.world import Policy, World, evaluation_batch
 from auditrl.configfile import ConfigModel
 from auditrl.evaluate.schema import COMPOSITE, MetricResult, SuiteResult
-from auditrl.evaluate.stats import Estimate, composite_ci, mean_ci
+from auditrl.stats import Estimate, composite_ci, mean_ci
 
 METRICS: tuple[str, ...] = ("audit_quality", "false_positive", "realism", COMPOSITE)
 """The suite's metrics that AuditWorld measures (auditrl.evaluate.schema), and their composite."""

@@ -51,11 +51,11 @@ from auditrl.cli.options import (
     random_seed_option,
     seed_ids_option,
 )
+from auditrl.evaluate.inspect_export import LOG_SUFFIXES, export_inspect_log, log_file_name, log_path
 from auditrl.models.capabilities import provider_info
 from auditrl.models.prefill import PrefillSupport, describe_support
 from auditrl.models.roles import UnknownModelError, resolve_model, tool_protocol_for
 from auditrl.safe_text import for_terminal
-from auditrl.scaffold.inspect_export import LOG_SUFFIXES, export_inspect_log, log_file_name, log_path
 from auditrl.scaffold.prompt_sets import AuditorPrompt
 from auditrl.scaffold.runner import RunStopped, audit_jobs, run_audits
 from auditrl.scaffold.spec import AuditSpec

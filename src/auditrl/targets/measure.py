@@ -14,7 +14,7 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from auditrl.evaluate.stats import difference_ci, mean_ci
+from auditrl.stats import difference_ci, mean_ci
 from auditrl.targets.demonstrations import ReplyScorer
 from auditrl.targets.record import ImplantMeasurement, Rate
 
