@@ -158,7 +158,7 @@ def load_yaml(text: str, source: str | Path | None = None) -> Any:
     line and column), or, when the text came from a user's file `source`, a ConfigFileError naming that file."""
     try:
         try:
-            return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+            return yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass
         except (ValueError, OverflowError) as exc:  # a scalar no Python value holds: an int of 5000 digits, 2020-13-45
             raise yaml.YAMLError(f"a value cannot be read ({' '.join(str(exc).split())})") from exc
     except yaml.YAMLError as exc:

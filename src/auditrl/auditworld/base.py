@@ -104,7 +104,7 @@ def _targets(labels: NDArray[np.int64], sizes: tuple[int, ...], weights: tuple[f
     """Per row, each head's cloning target side by side: `weight` on the label, the rest spread uniformly."""
     out = np.empty((labels.shape[0], sum(sizes)), dtype=np.float32)
     start = 0
-    for h, (size, weight) in enumerate(zip(sizes, weights)):
+    for h, (size, weight) in enumerate(zip(sizes, weights, strict=True)):
         block = out[:, start : start + size]
         block[:] = (1.0 - weight) / size
         block[np.arange(labels.shape[0]), labels[:, h]] += weight
@@ -239,7 +239,7 @@ def measure_agreement(world: World, base: MLPPolicy, cfg: ImitationInit, familie
             total[name] += int(mine[rows, h].size)
         hits["claim"] += int((roll.report[:, CLAIM] == expert.report(roll.final_obs, rng)[:, CLAIM]).sum())
         total["claim"] += roll.report.shape[0]
-    sizes = dict(zip(names, base.action_sizes + base.report_sizes[:1]))
+    sizes = dict(zip(names, base.action_sizes + base.report_sizes[:1], strict=True))
     weight = {n: cfg.claim_competence if n == "claim" else cfg.competence for n in names}
     return Agreement(
         measured={n: hits[n] / max(total[n], 1) for n in names},

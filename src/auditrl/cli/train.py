@@ -7,7 +7,7 @@ Also runnable as a module for multi-process launches:
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -27,7 +27,7 @@ console = Console()
 
 def train(
     config: Annotated[Path, typer.Option("--config", "-c", help="Training config (YAML with a `kind:` field).")],
-    out: Annotated[Optional[Path], out_dir_option("Run directory (default: from the config).")] = None,
+    out: Annotated[Path | None, out_dir_option("Run directory (default: from the config).")] = None,
     dry_run: Annotated[
         bool,
         typer.Option(
@@ -37,7 +37,7 @@ def train(
         ),
     ] = False,
     processes: Annotated[
-        Optional[int],
+        int | None,
         typer.Option("--processes", min=1, help="With --dry-run: plan for N processes instead of the launch's."),
     ] = None,
     html: HtmlOpt = None,

@@ -5,7 +5,7 @@ table that compares auditors."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -97,7 +97,7 @@ def transfer(
         list[str], typer.Option(help="Target (repeatable): local/<implant-dir>, vllm/<model-id>, hf/<model-id>, any model string.")
     ],
     behavior: Annotated[
-        Optional[list[str]],
+        list[str] | None,
         typer.Option(help="Behavior to match: one for all targets or one per target (default: the implant's own)."),
     ] = None,
     plant_prompt: Annotated[

@@ -27,16 +27,23 @@ from auditrl.auditworld.job.bases import Base, base_name, build_bases, job_bases
 from auditrl.auditworld.job.checkpoints import load_result, result_path, save_result
 from auditrl.auditworld.job.config import AuditWorldConfig, load_config
 from auditrl.auditworld.job.evaluation import Evaluated
-from auditrl.auditworld.job.results import AuditorResult, AuditWorldResults, BaseSummary, StepRecord, StrategyResults, TrainingRun
 from auditrl.auditworld.job.report import INTERVALS, NEVER_CLAIMS, report_sections, terminal_summary, terminal_tables
+from auditrl.auditworld.job.results import (
+    AuditorResult,
+    AuditWorldResults,
+    BaseSummary,
+    StepRecord,
+    StrategyResults,
+    TrainingRun,
+)
+from auditrl.auditworld.policies import ExperimenterPolicy, NeverClaims, baselines
+from auditrl.auditworld.training import StepStats, TrainResult, train
+from auditrl.auditworld.world import World
 from auditrl.behaviors.library import load_behaviors
 from auditrl.pages.html import write_page
 from auditrl.rundir import run_dir_lock
 from auditrl.pages.sections import transcripts_section
 from auditrl.scaffold.store import TRANSCRIPTS, write_transcripts
-from auditrl.auditworld.policies import ExperimenterPolicy, NeverClaims, baselines
-from auditrl.auditworld.training import StepStats, TrainResult, train
-from auditrl.auditworld.world import World
 
 
 def build_world(cfg: AuditWorldConfig) -> World:
