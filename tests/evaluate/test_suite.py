@@ -9,7 +9,7 @@ from rich.console import Console
 from auditrl.evaluate.metrics import SuiteDataError, compute_suite, suite_table, transcript_unit
 from auditrl.evaluate.paper import load_paper_reference
 from auditrl.evaluate.schema import MetricResult, SuiteResult
-from auditrl.evaluate.stats import Estimate
+from auditrl.stats import Estimate
 from auditrl.scaffold.transcript import Transcript
 
 

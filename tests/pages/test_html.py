@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from auditrl.evaluate.stats import Estimate
+from auditrl.stats import Estimate
 from itertools import combinations
 
 import numpy as np

@@ -36,6 +36,7 @@ from auditrl.configfile import ConfigModel, load_package_data
 from auditrl.scaffold.text_protocol import parse_tool_calls
 from auditrl.auditworld.targets import load_sim_behaviors
 from auditrl.auditworld.teacher import continuation, scenario_text
+from auditrl.models.replies import target_replies, turn_index
 from auditrl.auditworld.texts import classify_topic, content_stems, load_topics, pick, pick_by_message, templates
 from auditrl.words import count_phrase, stems
 
@@ -208,8 +209,6 @@ class SeedAuditor:
 
     def reply(self, messages: list[ChatMessage], seed: int | None) -> str:
         """The next turn, or the report once asked for it; after a begun reply, only its continuation."""
-        from auditrl.models.scripted import target_replies, turn_index
-
         begun = messages[-1].text if messages and isinstance(messages[-1], ChatMessageAssistant) else None
         body = messages[:-1] if begun is not None else messages
         system = "\n".join(m.text for m in body if isinstance(m, ChatMessageSystem))

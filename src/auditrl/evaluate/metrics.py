@@ -44,7 +44,7 @@ from auditrl.evaluate.schema import (
     MetricResult,
     SuiteResult,
 )
-from auditrl.evaluate.stats import Estimate, composite_ci, mean_ci
+from auditrl.stats import Estimate, composite_ci, mean_ci
 from auditrl.scaffold.transcript import Transcript
 from auditrl.scaffold.transcript_keys import (
     AUDIT_QUALITY,

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
-from auditrl.evaluate.stats import Estimate
+from auditrl.stats import Estimate
 
 MetricName = Literal["audit_quality", "false_positive", "production", "realism"]
 COMPOSITE = "composite"

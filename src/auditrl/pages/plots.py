@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from auditrl.evaluate.schema import COMPOSITE
-from auditrl.evaluate.stats import Estimate
+from auditrl.stats import Estimate
 
 
 NOT_MEASURED = "not measured"

@@ -55,7 +55,7 @@ def test_bad_config_names_the_file_and_field(tmp_path: Path) -> None:
     ("change", "pattern"),
     [
         (lambda raw: raw["train"].update(max_steps="abc"), r"field 'train\.max_steps': Input should be a valid integer"),
-        (lambda raw: raw["train"]["init"].update(teacher="oracle"), r"field 'train\.init\.imitation\.teacher': unknown scripted auditor 'oracle'; known: random, blind, experimenter"),
+        (lambda raw: raw["train"]["init"].update(expert="oracle"), r"field 'train\.init\.imitation\.expert': unknown scripted auditor 'oracle'; known: random, blind, experimenter"),
         (lambda raw: raw["train"]["init"].update(competence=1.5), r"field 'train\.init\.imitation\.competence': Input should be less than or equal to 1"),
         (lambda raw: raw.pop("evaluation"), r"field 'evaluation': Field required"),
         (lambda raw: raw["world"].update(sead=1), r"field 'world\.sead': Extra inputs are not permitted"),
