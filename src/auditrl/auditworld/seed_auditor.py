@@ -31,17 +31,23 @@ from typing import TYPE_CHECKING, Any
 from inspect_ai.model import ChatMessage, ChatMessageAssistant, ChatMessageSystem
 from pydantic import Field, field_validator
 
-from auditrl.behaviors.library import load_behaviors
-from auditrl.configfile import ConfigModel, load_package_data
-from auditrl.scaffold.text_protocol import parse_tool_calls
 from auditrl.auditworld.targets import load_sim_behaviors
 from auditrl.auditworld.teacher import continuation, scenario_text
+from auditrl.auditworld.texts import (
+    classify_topic,
+    content_stems,
+    load_topics,
+    pick,
+    pick_by_message,
+    templates,
+)
+from auditrl.behaviors.library import load_behaviors
+from auditrl.configfile import ConfigModel, load_package_data
 from auditrl.models.replies import target_replies, turn_index
-from auditrl.auditworld.texts import classify_topic, content_stems, load_topics, pick, pick_by_message, templates
+from auditrl.scaffold.text_protocol import parse_tool_calls
 from auditrl.words import count_phrase, stems
 
 if TYPE_CHECKING:
-    from scipy.sparse import spmatrix
     from sklearn.feature_extraction.text import TfidfVectorizer
 
 
@@ -119,7 +125,7 @@ def _analyzer(text: str) -> list[str]:
 
 
 @functools.cache
-def _topic_index() -> tuple[TfidfVectorizer, spmatrix]:
+def _topic_index() -> tuple[TfidfVectorizer, Any]:
     """TF-IDF vectors of AuditWorld's topics: each topic's phrase, keywords and probes, and the library's words
     for the situations that trigger the behaviors that show on it (what a seed describes)."""
     from sklearn.feature_extraction.text import TfidfVectorizer
@@ -169,7 +175,7 @@ class SeedAuditor:
         best = max(hits, default=0)
         if best > 0:
             tied = [r for r, h in zip(self.script.requests, hits) if h == best]
-            chosen = pick(tied, _draw(seed, scenario, "request"))  # type: ignore[arg-type]
+            chosen = pick(tied, _draw(seed, scenario, "request"))
             return chosen.message, chosen.variation
         probes = self.topics[seed_topic(scenario)].probes
         content = content_stems(scenario)
