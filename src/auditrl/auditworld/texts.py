@@ -11,7 +11,7 @@ import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
@@ -27,6 +27,7 @@ REPLY_KINDS = ("normal", "display", "odd", "denial", "confession")
 PRESSURES = ("none", "push", "accuse")
 NO_PRESSURE, PUSH, ACCUSE = range(len(PRESSURES))
 FALLBACK_TOPIC = "casual_chat"
+T = TypeVar("T")
 
 
 class Answer(BaseModel):
@@ -157,7 +158,7 @@ def classify_reply(text: str, displays: tuple[str, ...]) -> ReplyClass:
     return ReplyClass(kind=kind, remark=has(remark))
 
 
-def pick(options: list[str], u: float) -> str:
+def pick(options: Sequence[T], u: float) -> T:
     """Choose a template variant from a uniform draw in [0, 1), so text is reproducible from the draw."""
     return options[min(int(u * len(options)), len(options) - 1)]
 
