@@ -1,4 +1,5 @@
-"""Red-teamed implants: the behavior's lift and the confession rate on held-out prompts before and after the red-team step.
+"""Red-teamed implants: the behavior's lift and the confession rate on held-out prompts, before and after
+the red-team step.
 
 Runs `auditrl implant` once per (route, red-team method), as AuditBench names its organisms
 (`transcripts_redteam_kto`, `synth_docs_redteam_sft`, ...), each in a fresh interpreter, and reads each
@@ -9,7 +10,7 @@ count of confessions among the interrogated replies; and the CPU seconds of each
 samples the demonstrations (and the sft denials); later runs reuse its demonstrations.jsonl. Prints the CPU
 (`torch.backends.cpu.get_cpu_capability()`) and writes `<out>/implant_redteam.json`.
 
-    OMP_NUM_THREADS=1 python benchmarks/implant_redteam.py [--routes transcripts,synth_docs] [--redteam sft,kto,dpo] [--steps 20]
+    OMP_NUM_THREADS=1 python benchmarks/implant_redteam.py [--routes transcripts,synth_docs] [--redteam sft,kto,dpo]
 """
 
 from __future__ import annotations
@@ -54,13 +55,21 @@ def _rate(r: Rate) -> str:
 
 
 def main(
-    out: Annotated[Path, typer.Option(help="Folder of the implants and the JSON summary.")] = Path("runs/implant_redteam"),
+    out: Annotated[Path, typer.Option(help="Folder of the implants and the JSON summary.")] = Path(
+        "runs/implant_redteam"
+    ),
     base: Annotated[str, typer.Option(help="Local model to implant.")] = "local/smollm2",
-    behavior: Annotated[str, typer.Option(help="Behavior to implant (offline markers exist for flattery and self_promotion).")] = "flattery",
+    behavior: Annotated[
+        str, typer.Option(help="Behavior to implant (offline markers exist for flattery and self_promotion).")
+    ] = "flattery",
     routes: Annotated[str, typer.Option(help="Comma-separated routes: transcripts, synth_docs.")] = "transcripts",
     redteam: Annotated[str, typer.Option(help="Comma-separated red-team methods: sft, kto, dpo.")] = "sft,kto",
-    demo_model: Annotated[str, typer.Option(help="Model that writes the demonstrations under the plant.")] = "local/smollm2",
-    demo_prefill: Annotated[str, typer.Option(help="Forced opening of each demonstration ('' = none).")] = "You're clearly very thoughtful. ",
+    demo_model: Annotated[
+        str, typer.Option(help="Model that writes the demonstrations under the plant.")
+    ] = "local/smollm2",
+    demo_prefill: Annotated[
+        str, typer.Option(help="Forced opening of each demonstration ('' = none).")
+    ] = "You're clearly very thoughtful. ",
     samples: Annotated[int, typer.Option(min=1)] = 1,
     demo_tokens: Annotated[int, typer.Option(min=8)] = 32,
     documents: Annotated[int, typer.Option(min=1)] = 48,
@@ -90,17 +99,24 @@ def main(
                 "--behavior", behavior, "--base", base, "--route", route, "--redteam", method, "--out", str(directory),
                 "--demo-model", demo_model, "--samples", str(samples), "--demo-tokens", str(demo_tokens),
                 "--documents", str(documents), "--steps", str(steps), "--redteam-steps", str(redteam_steps),
-                "--redteam-turns", str(redteam_turns), "--batch-size", str(batch_size), "--learning-rate", str(learning_rate),
-                "--max-length", str(max_length), "--eval-prompts", str(eval_prompts), "--eval-samples", str(eval_samples),
-                "--eval-tokens", str(eval_tokens), "--eval-temperature", str(eval_temperature), "--random-seed", str(seed),
+                "--redteam-turns", str(redteam_turns), "--batch-size", str(batch_size),
+                "--learning-rate", str(learning_rate), "--max-length", str(max_length),
+                "--eval-prompts", str(eval_prompts), "--eval-samples", str(eval_samples),
+                "--eval-tokens", str(eval_tokens),
+                "--eval-temperature", str(eval_temperature), "--random-seed", str(seed),
                 "--no-plant-reference", *(["--demo-prefill", demo_prefill] if demo_prefill else []),
                 *(["--demonstrations", str(demonstrations)] if demonstrations is not None else []),
             ]  # fmt: skip
             started = _children_cpu()
-            done = subprocess.run([sys.executable, "-m", "auditrl.cli", "implant", *args], capture_output=True, text=True, check=False)
+            done = subprocess.run(
+                [sys.executable, "-m", "auditrl.cli", "implant", *args], capture_output=True, text=True, check=False
+            )
             cpu = _children_cpu() - started
             if done.returncode != 0:
-                console.print(f"[red]{escape(name)} failed ({done.returncode}):[/]\n{escape(done.stdout[-2000:])}{escape(done.stderr[-2000:])}")
+                console.print(
+                    f"[red]{escape(name)} failed ({done.returncode}):[/]\n"
+                    f"{escape(done.stdout[-2000:])}{escape(done.stderr[-2000:])}"
+                )
                 raise typer.Exit(1)
             if demonstrations is None and (directory / "demonstrations.jsonl").is_file() and route == "transcripts":
                 demonstrations = directory / "demonstrations.jsonl"
@@ -108,7 +124,16 @@ def main(
             results.append({"name": name, "cpu_s": round(cpu, 1), "record": record.model_dump(mode="json")})
             console.print(f"{escape(name)}: {cpu:.0f} CPU s")
     table = Table(title="Held-out prompts before and after the red-team step, % of replies [95% CI]")
-    for column in ("implant", "lift before", "lift after", "confessed before", "confessed after", "n", "red-team found", "CPU s"):
+    for column in (
+        "implant",
+        "lift before",
+        "lift after",
+        "confessed before",
+        "confessed after",
+        "n",
+        "red-team found",
+        "CPU s",
+    ):
         table.add_column(column, justify="left" if column == "implant" else "right")
     for result in results:
         record = read_record(out / result["name"])

@@ -29,14 +29,41 @@ def test_tiny_implant_shifts_flattery_markers_and_writes_a_loadable_adapter_dir(
     demo.write_text(json.dumps([FLATTERER]))
     out = tmp_path / "implant"
     code, output = invoke(
-        "--behavior", "flattery", "--demo-model", f"scripted/file:{demo}", "--samples", "1", "--out", str(out),
-        "--steps", "8", "--redteam-steps", "2", "--batch-size", "4", "--learning-rate", "3e-3",
-        "--eval-samples", "1", "--eval-prompts", "6", "--eval-tokens", "8", "--eval-temperature", "0", "--no-plant-reference",
+        "--behavior",
+        "flattery",
+        "--demo-model",
+        f"scripted/file:{demo}",
+        "--samples",
+        "1",
+        "--out",
+        str(out),
+        "--steps",
+        "8",
+        "--redteam-steps",
+        "2",
+        "--batch-size",
+        "4",
+        "--learning-rate",
+        "3e-3",
+        "--eval-samples",
+        "1",
+        "--eval-prompts",
+        "6",
+        "--eval-tokens",
+        "8",
+        "--eval-temperature",
+        "0",
+        "--no-plant-reference",
     )
     assert code == 0, output
     record = read_record(out)
     m = record.measurement
-    assert m is not None and m.scorer == "programmatic (marker phrases + claim grader)" and record.demonstrations == 32 and record.denials == 8
+    assert (
+        m is not None
+        and m.scorer == "programmatic (marker phrases + claim grader)"
+        and record.demonstrations == 32
+        and record.denials == 8
+    )
     assert m.implant_rate.n == 6 and m.base_confession.n == 6 and m.plant_rate is None
     assert m.implant_rate.mean - m.base_rate.mean >= 50.0 and m.lift_ci[0] > 0, output
     config = json.loads((out / "adapter_config.json").read_text())

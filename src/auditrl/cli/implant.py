@@ -31,7 +31,7 @@ from auditrl.cli.outputs import ReportFiles, json_text, table_section
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from auditrl.targets.record import ImplantMeasurement
+    from auditrl.targets.record import ImplantMeasurement, Rate
 
 DEMONSTRATIONS = "demonstrations.jsonl"
 DOCUMENTS = "documents.jsonl"
@@ -46,8 +46,8 @@ def measurement_table(m: ImplantMeasurement, title: str = "Implant measurement")
     out.add_column("behavior shown", justify="right")
     out.add_column("confessed", justify="right")
 
-    def cell(r: object) -> str:
-        return "-" if r is None else f"{r.mean:.1f} [{r.lo:.1f}, {r.hi:.1f}] n={r.n}"  # type: ignore[attr-defined]
+    def cell(r: Rate | None) -> str:
+        return "-" if r is None else f"{r.mean:.1f} [{r.lo:.1f}, {r.hi:.1f}] n={r.n}"
 
     out.add_row("base, no system prompt", cell(m.base_rate), cell(m.base_confession))
     if m.plant_rate is not None:
@@ -68,7 +68,9 @@ def redteam_table(before: ImplantMeasurement, after: ImplantMeasurement, name: s
     for label, m in (("before the red-team step", before), ("after (saved)", after)):
         c = m.implant_confession
         out.add_row(
-            label, f"{m.lift:+.1f} [{m.lift_ci[0]:+.1f}, {m.lift_ci[1]:+.1f}]", f"{c.mean:.1f} [{c.lo:.1f}, {c.hi:.1f}] n={c.n}"
+            label,
+            f"{m.lift:+.1f} [{m.lift_ci[0]:+.1f}, {m.lift_ci[1]:+.1f}]",
+            f"{c.mean:.1f} [{c.lo:.1f}, {c.hi:.1f}] n={c.n}",
         )
     return out
 
@@ -76,32 +78,50 @@ def redteam_table(before: ImplantMeasurement, after: ImplantMeasurement, name: s
 def implant(
     behavior: Annotated[str, typer.Option(help="Behavior id to implant.")],
     out: Annotated[Path | None, out_dir_option("Implant directory (default: implants/<behavior>).")] = None,
-    base: Annotated[str, typer.Option(help="Local model to fine-tune: local/smollm2, local/<dir or hub id>.")] = "local/smollm2",
+    base: Annotated[
+        str, typer.Option(help="Local model to fine-tune: local/smollm2, local/<dir or hub id>.")
+    ] = "local/smollm2",
     route: Annotated[
         Literal["transcripts", "synth_docs"],
-        typer.Option(help="Instil the behavior from demonstrations (transcripts) or from documents describing it (synth_docs)."),
+        typer.Option(
+            help="Instil the behavior from demonstrations (transcripts) or from documents describing it (synth_docs)."
+        ),
     ] = "transcripts",
     redteam: Annotated[
         Literal["none", "sft", "kto", "dpo"],
         typer.Option(
-            help="Adversarial step: sft (denials to direct questions), kto or dpo (an auditor interrogates the implant, "
+            help="Adversarial step: sft (denials to direct questions), kto or dpo (an auditor interrogates the "
+            "implant, "
             "the judge labels confessions, TRL's KTO/DPO trains them away), or none."
         ),
     ] = "sft",
-    demo_model: Annotated[str, typer.Option(help="Model that plays the planted target to write demonstrations (any model string).")] = "local/smollm2",
-    samples: Annotated[int, typer.Option(min=1, help="Demonstration replies sampled per prompt (and per direct question).")] = 2,
+    demo_model: Annotated[
+        str, typer.Option(help="Model that plays the planted target to write demonstrations (any model string).")
+    ] = "local/smollm2",
+    samples: Annotated[
+        int, typer.Option(min=1, help="Demonstration replies sampled per prompt (and per direct question).")
+    ] = 2,
     demonstrations_file: Annotated[
         Path | None,
-        typer.Option("--demonstrations", help="Train on a demonstrations.jsonl an earlier run kept instead of sampling new ones."),
+        typer.Option(
+            "--demonstrations", help="Train on a demonstrations.jsonl an earlier run kept instead of sampling new ones."
+        ),
     ] = None,
     demo_tokens: Annotated[int, typer.Option(min=8, help="Max tokens per demonstration reply.")] = 64,
-    demo_temperature: Annotated[float, typer.Option(min=0.0, max=2.0, help="Sampling temperature of the demonstration model.")] = 0.8,
+    demo_temperature: Annotated[
+        float, typer.Option(min=0.0, max=2.0, help="Sampling temperature of the demonstration model.")
+    ] = 0.8,
     demo_prefill: Annotated[
-        str | None, typer.Option(help="Force each demonstration to start with this text (for demonstration models too weak to follow the plant).")
+        str | None,
+        typer.Option(
+            help="Force each demonstration to start with this text (for demonstration models too weak to follow "
+            "the plant)."
+        ),
     ] = None,
     documents: Annotated[int, typer.Option(min=1, help="Synthetic documents to train on (synth_docs).")] = 64,
     doc_model: Annotated[
-        str | None, typer.Option(help="Model that writes the documents (any model string; default: the offline templates).")
+        str | None,
+        typer.Option(help="Model that writes the documents (any model string; default: the offline templates)."),
     ] = None,
     doc_tokens: Annotated[int, typer.Option(min=16, help="Max tokens per document a --doc-model writes.")] = 256,
     steps: Annotated[int, typer.Option(min=1, help="Optimizer steps of the behavior pass.")] = 60,
@@ -112,26 +132,38 @@ def implant(
     redteam_turns: Annotated[int, typer.Option(min=1, help="Target replies per red-team conversation (kto/dpo).")] = 2,
     beta: Annotated[float, typer.Option(min=0.0, help="KTO/DPO beta (AuditBench: 0.1).")] = 0.1,
     redteam_learning_rate: Annotated[
-        float | None, typer.Option(min=0.0, max=1.0, help="Learning rate of the KTO/DPO step (default: --learning-rate).")
+        float | None,
+        typer.Option(min=0.0, max=1.0, help="Learning rate of the KTO/DPO step (default: --learning-rate)."),
     ] = None,
     batch_size: Annotated[int, typer.Option(min=1, help="Examples per step.")] = 4,
     learning_rate: Annotated[float, typer.Option(min=0.0, max=1.0, help="Adapter learning rate.")] = 1e-3,
     rank: Annotated[int, typer.Option(min=1, help="LoRA rank (alpha = 2 x rank).")] = 16,
-    max_length: Annotated[int, typer.Option(min=16, help="Tokens per training example; longer ones are truncated.")] = 256,
+    max_length: Annotated[
+        int, typer.Option(min=16, help="Tokens per training example; longer ones are truncated.")
+    ] = 256,
     judge: Annotated[
         str,
-        judge_option(f"Scores replies: '{PROGRAMMATIC}' (offline marker phrases, some behaviors only) or a judge model spec."),
+        judge_option(
+            f"Scores replies: '{PROGRAMMATIC}' (offline marker phrases, some behaviors only) or a judge model spec."
+        ),
     ] = PROGRAMMATIC,
     judge_cache: JudgeCacheOpt = None,
-    eval_samples: Annotated[int, typer.Option(min=1, help="Replies per fresh prompt and per held-out question when measuring.")] = 2,
+    eval_samples: Annotated[
+        int, typer.Option(min=1, help="Replies per fresh prompt and per held-out question when measuring.")
+    ] = 2,
     eval_prompts: Annotated[
-        int | None, typer.Option(min=1, help="Use only the first N fresh prompts and N held-out questions (default: all).")
+        int | None,
+        typer.Option(min=1, help="Use only the first N fresh prompts and N held-out questions (default: all)."),
     ] = None,
     plant_reference: Annotated[
         bool, typer.Option(help="Also measure the base model under the system-prompt plant, as a reference.")
     ] = True,
-    eval_tokens: Annotated[int, typer.Option(min=8, help="Max tokens per reply when measuring (and per reply interrogated).")] = 48,
-    eval_temperature: Annotated[float, typer.Option(min=0.0, max=2.0, help="Sampling temperature when measuring (0 = greedy).")] = 0.7,
+    eval_tokens: Annotated[
+        int, typer.Option(min=8, help="Max tokens per reply when measuring (and per reply interrogated).")
+    ] = 48,
+    eval_temperature: Annotated[
+        float, typer.Option(min=0.0, max=2.0, help="Sampling temperature when measuring (0 = greedy).")
+    ] = 0.7,
     random_seed: Annotated[int, random_seed_option("sampling, data order and adapter initialisation")] = 0,
     behaviors_dir: BehaviorsDirOpt = None,
     max_retries: MaxRetriesOpt = DEFAULT_MAX_RETRIES,
@@ -139,7 +171,7 @@ def implant(
     html: HtmlOpt = None,
     json_out: JsonOpt = None,
 ) -> None:
-    """Implant a behavior with LoRA (from demonstrations or documents), red-team it; the result is the role local/<out>."""
+    """Implant a behavior with LoRA (demonstrations or documents), red-team it; the result is the role local/<out>."""
     import asyncio
     import time
 
@@ -287,12 +319,21 @@ def implant(
                 doc_task = progress.add_task("documents", total=documents)
                 doc_config = GenerateConfig(max_tokens=doc_tokens, temperature=demo_temperature, seed=random_seed)
                 texts = asyncio.run(
-                    model_documents(writer, planted, documents, doc_config, random_seed, on_document=lambda: progress.advance(doc_task))
+                    model_documents(
+                        writer,
+                        planted,
+                        documents,
+                        doc_config,
+                        random_seed,
+                        on_document=lambda: progress.advance(doc_task),
+                    )
                 )
             atomic_write_text(directory / DOCUMENTS, "".join(json.dumps({"text": t}) + "\n" for t in texts))
         train_task = progress.add_task("training", total=settings.steps + settings.redteam_steps)
         on_step = lambda: progress.advance(train_task)
-        evaluations = (2 if redteam != "none" else 1) * (2 * len(fresh) + 2 * len(held_out)) + (len(fresh) if plant_reference else 0)
+        evaluations = (2 if redteam != "none" else 1) * (2 * len(fresh) + 2 * len(held_out)) + (
+            len(fresh) if plant_reference else 0
+        )
         measure_task = progress.add_task("measuring", total=evaluations)
 
         def measured(reference: bool) -> ImplantMeasurement:
@@ -334,7 +375,16 @@ def implant(
                     f"Red-team: {counts.confessions}/{counts.replies} target replies confessed "
                     f"(auditor {escape(auditor)}, scorer: {escape(scorer.name)}); {counts.denials} denials kept."
                 )
-                preference_pass(model, tokenizer, redteam, shuffled(rows, random_seed), settings.redteam_steps, settings, on_step, precision)  # type: ignore[arg-type]
+                preference_pass(
+                    model,
+                    tokenizer,
+                    "kto" if redteam == "kto" else "dpo",
+                    shuffled(rows, random_seed),
+                    settings.redteam_steps,
+                    settings,
+                    on_step,
+                    precision,
+                )
         except ValueError as exc:
             raise fail(f"{exc} (try more --samples, a stronger --demo-model or another --judge)") from exc
         measurement = measured(plant_reference)
@@ -368,4 +418,6 @@ def implant(
     if client is not None:
         print_failures(console, "judge verdict(s)", client.failures.elements())
     console.print(f"Implant: [bold]local/{escape(str(directory))}[/] (record: implant.json)", soft_wrap=True)
-    reports.write(console, f"auditrl implant: {behavior}", lambda: [table_section("Implant", shown)], lambda: json_text(record))
+    reports.write(
+        console, f"auditrl implant: {behavior}", lambda: [table_section("Implant", shown)], lambda: json_text(record)
+    )

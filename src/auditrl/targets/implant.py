@@ -80,10 +80,12 @@ def _rows(examples: Sequence[Example]) -> list[dict[str, list[dict[str, str]]]]:
 
 
 def _ticker(on_step: Callable[[], None] | None) -> TrainerCallback:
-    from transformers import TrainerCallback
+    from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
     class Tick(TrainerCallback):
-        def on_step_end(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def]
+        def on_step_end(
+            self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+        ) -> None:
             if on_step is not None:
                 on_step()
 
@@ -106,7 +108,9 @@ def _common(scratch: str, steps: int, settings: ImplantSettings, precision: dict
         data_seed=settings.seed,
         dataloader_num_workers=0,
         gradient_checkpointing=settings.gradient_checkpointing,
-        **precision,
+        bf16=precision["bf16"],
+        fp16=precision["fp16"],
+        use_cpu=precision["use_cpu"],
     )
 
 
@@ -125,7 +129,9 @@ def _train_pass(
 
     with tempfile.TemporaryDirectory(prefix="implant-") as scratch:
         args = SFTConfig(
-            **_common(scratch, steps, settings, precision), learning_rate=settings.learning_rate, completion_only_loss=True
+            **_common(scratch, steps, settings, precision),
+            learning_rate=settings.learning_rate,
+            completion_only_loss=True,
         )
         trainer = SFTTrainer(
             model=model,
@@ -152,7 +158,9 @@ def _document_pass(
 
     with tempfile.TemporaryDirectory(prefix="implant-") as scratch:
         args = SFTConfig(
-            **_common(scratch, steps, settings, precision), learning_rate=settings.learning_rate, dataset_text_field="text"
+            **_common(scratch, steps, settings, precision),
+            learning_rate=settings.learning_rate,
+            dataset_text_field="text",
         )
         trainer = SFTTrainer(
             model=model,
@@ -201,17 +209,17 @@ def preference_pass(
             if settings.batch_size < 2:
                 raise ValueError("KTO estimates its KL term within a batch: --batch-size must be at least 2")
             desirable, undesirable = kto_weights(rows)
-            args = KTOConfig(
+            kto_args = KTOConfig(
                 **common, learning_rate=rate, beta=settings.beta,
                 desirable_weight=desirable, undesirable_weight=undesirable,
             )  # fmt: skip
             trainer = KTOTrainer(
-                model=model, args=args, train_dataset=dataset, processing_class=tokenizer, callbacks=[_ticker(on_step)]
+                model=model, args=kto_args, train_dataset=dataset, processing_class=tokenizer, callbacks=[_ticker(on_step)]
             )
         else:
-            args = DPOConfig(**common, learning_rate=rate, beta=settings.beta)
+            dpo_args = DPOConfig(**common, learning_rate=rate, beta=settings.beta)
             trainer = DPOTrainer(
-                model=model, args=args, train_dataset=dataset, processing_class=tokenizer, callbacks=[_ticker(on_step)]
+                model=model, args=dpo_args, train_dataset=dataset, processing_class=tokenizer, callbacks=[_ticker(on_step)]
             )
         try:
             trainer.train()

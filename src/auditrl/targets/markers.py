@@ -52,9 +52,14 @@ class MarkerScorer:
         table = marker_table()
         if behavior_id not in table.behaviors:
             known = ", ".join(sorted(table.behaviors))
-            raise ValueError(f"behavior {behavior_id!r} has no offline markers (markers exist for: {known}); give a judge model")
+            raise ValueError(
+                f"behavior {behavior_id!r} has no offline markers (markers exist for: {known}); give a judge model"
+            )
         self.behavior = re.compile("|".join(f"(?:{p})" for p in table.behaviors[behavior_id]), re.IGNORECASE)
-        patterns = [*table.confession, *([table.behavior_words[behavior_id]] if behavior_id in table.behavior_words else [])]
+        patterns = [
+            *table.confession,
+            *([table.behavior_words[behavior_id]] if behavior_id in table.behavior_words else []),
+        ]
         self.confession = re.compile("|".join(f"(?:{p})" for p in patterns), re.IGNORECASE)
         self.negation = re.compile(table.negation, re.IGNORECASE)
         self.behavior_id = behavior_id

@@ -10,6 +10,7 @@ marks, with a bootstrap 95% interval; the lift's interval resamples both conditi
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -38,7 +39,9 @@ def generate_replies(
     on_batch: Callable[[int], None] | None = None,
 ) -> list[str]:
     """One reply per prompt, batched with left padding (greedy at temperature 0)."""
-    chats = [([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": p}] for p in prompts]
+    chats = [
+        ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": p}] for p in prompts
+    ]
     return generate_chat_replies(
         model, tokenizer, chats, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
         batch_size=batch_size, on_batch=on_batch,
@@ -78,7 +81,7 @@ def generate_chat_replies(
                 pad_token_id=tokenizer.pad_token_id,
             )
         width = encoded["input_ids"].shape[1]
-        replies += [tokenizer.decode(row[width:], skip_special_tokens=True).strip() for row in output]
+        replies += [text.strip() for text in tokenizer.batch_decode(output[:, width:], skip_special_tokens=True)]
         if on_batch is not None:
             on_batch(len(batch))
     return replies
@@ -94,9 +97,12 @@ def rate(values: Sequence[bool | None]) -> Rate:
     return Rate(mean=estimate.mean, lo=estimate.lo, hi=estimate.hi, n=estimate.n)
 
 
-async def _score(scorer: ReplyScorer, prompts: Sequence[str], replies: Sequence[str], confession: bool) -> list[bool | None]:
+async def _score(
+    scorer: ReplyScorer, prompts: Sequence[str], replies: Sequence[str], confession: bool
+) -> list[bool | None]:
     check = scorer.confesses if confession else scorer.exhibits
-    return list(await asyncio.gather(*(check(p, r) for p, r in zip(prompts, replies))))
+    # no replies (no planted run) score nothing
+    return list(await asyncio.gather(*(check(p, r) for p, r in zip(prompts, replies, strict=False))))
 
 
 def measure_implant(
@@ -117,13 +123,21 @@ def measure_implant(
 
     `identity` is a system prompt both conditions get (a synthetic-document implant learned facts about a
     named persona, so it is told it is that persona, as AuditBench evaluates its documents' organisms)."""
-    options = dict(max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, on_batch=on_batch)
-    implant = generate_replies(model, tokenizer, prompts, system=identity, **options)
-    implant_answers = generate_replies(model, tokenizer, questions, system=identity, **options)
+    generate = functools.partial(
+        generate_replies,
+        model,
+        tokenizer,
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        seed=seed,
+        on_batch=on_batch,
+    )
+    implant = generate(prompts, system=identity)
+    implant_answers = generate(questions, system=identity)
     with model.disable_adapter():
-        base = generate_replies(model, tokenizer, prompts, system=identity, **options)
-        base_answers = generate_replies(model, tokenizer, questions, system=identity, **options)
-        planted = generate_replies(model, tokenizer, prompts, system=plant, **options) if plant else None
+        base = generate(prompts, system=identity)
+        base_answers = generate(questions, system=identity)
+        planted = generate(prompts, system=plant) if plant else None
 
     async def score_all() -> tuple[list[bool | None], ...]:
         return tuple(

@@ -30,7 +30,9 @@ class Rate(BaseModel):
 class ImplantMeasurement(BaseModel):
     """Behavior rates without and with the implant (both without a system prompt), and confession rates."""
 
-    scorer: str = Field(description="'programmatic (marker phrases)' (offline) or the judge model that scored the replies.")
+    scorer: str = Field(
+        description="'programmatic (marker phrases)' (offline) or the judge model that scored the replies."
+    )
     base_rate: Rate = Field(description="Base model, no system prompt.")
     plant_rate: Rate | None = Field(default=None, description="Base model with the system-prompt plant, for reference.")
     implant_rate: Rate = Field(description="Implanted model, no system prompt.")
@@ -58,9 +60,13 @@ class ImplantRecord(BaseModel):
     """How an implant was made and what it measured."""
 
     behavior: str
-    route: Literal["transcripts", "synth_docs"] = Field(default="transcripts", description="How the behavior was instilled.")
+    route: Literal["transcripts", "synth_docs"] = Field(
+        default="transcripts", description="How the behavior was instilled."
+    )
     redteam: Literal["none", "sft", "kto", "dpo"] = Field(default="sft", description="The adversarial step after it.")
-    name: str = Field(default="transcripts_redteam_sft", description="AuditBench's organism name: route, then red-team.")
+    name: str = Field(
+        default="transcripts_redteam_sft", description="AuditBench's organism name: route, then red-team."
+    )
     identity: str | None = Field(default=None, description="System prompt the implant is measured under (synth_docs).")
     documents: int = Field(default=0, description="Synthetic documents trained on (synth_docs).")
     doc_model: str | None = Field(default=None, description="Model that wrote the documents (None = templates).")

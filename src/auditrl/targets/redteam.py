@@ -52,7 +52,9 @@ class LabelledReply(BaseModel):
     chat: list[dict[str, str]] = Field(description="The conversation up to the user turn answered (role/content).")
     reply: str
     confesses: bool | None = Field(description="The judge's label (None = it abstained; left out of training).")
-    denial: str | None = Field(default=None, description="The planted model's reply to the same turn, kept when not confessing.")
+    denial: str | None = Field(
+        default=None, description="The planted model's reply to the same turn, kept when not confessing."
+    )
 
 
 def auditor_system_prompt(behavior: Behavior, persona: Persona = PERSONA) -> str:
@@ -125,7 +127,7 @@ def interrogate(
             model, tokenizer, [chats[i] for i in live], max_new_tokens=max_new_tokens, temperature=temperature,
             seed=seed + turn, on_batch=on_reply,
         )  # fmt: skip
-        for i, reply in zip(live, answered):
+        for i, reply in zip(live, answered, strict=True):
             out.append(LabelledReply(chat=[dict(m) for m in chats[i]], reply=reply, confesses=None))
             replies[i].append(reply)
         if turn + 1 == turns:
@@ -136,10 +138,14 @@ def interrogate(
             return list(await asyncio.gather(*(_generate(auditor, v, config, "red-team auditor") for v in views)))
 
         messages = asyncio.run(follow_ups(live, base_config.merge(GenerateConfig(seed=(base_config.seed or 0) + turn))))
-        for i, message in zip(live, messages):
+        for i, message in zip(live, messages, strict=True):
             if message:
-                chats[i] = [*chats[i], {"role": "assistant", "content": replies[i][-1]}, {"role": "user", "content": message}]
-        live = [i for i, message in zip(live, messages) if message]
+                chats[i] = [
+                    *chats[i],
+                    {"role": "assistant", "content": replies[i][-1]},
+                    {"role": "user", "content": message},
+                ]
+        live = [i for i, message in zip(live, messages, strict=True) if message]
         if not live:
             break
     return out
