@@ -267,17 +267,20 @@ def read_file(path: Path, on_skip: Callable[[str], None] = _warn) -> Iterator[Tr
 def transcript_files(run: Path) -> list[Path]:
     """The transcript files of `run`: `run` itself if it is a file, else those RUN_FILES names below it (sorted)."""
     run = Path(run)
-    if run.is_file():
-        return [run]
-    if not run.is_dir():
-        raise RunError(f"{run}: no such file or directory; no transcripts to read")
-    by_folder: dict[Path, list[Path]] = {}
-    for pattern in RUN_FILES:
-        found: dict[Path, list[Path]] = {}
-        for path in run.rglob(pattern):
-            if path.is_file() and path.parent not in by_folder:
-                found.setdefault(path.parent, []).append(path)
-        by_folder.update(found)
+    try:
+        if run.is_file():
+            return [run]
+        if not run.is_dir():
+            raise RunError(f"{run}: no such file or directory; no transcripts to read")
+        by_folder: dict[Path, list[Path]] = {}
+        for pattern in RUN_FILES:
+            found: dict[Path, list[Path]] = {}
+            for path in run.rglob(pattern):
+                if path.is_file() and path.parent not in by_folder:
+                    found.setdefault(path.parent, []).append(path)
+            by_folder.update(found)
+    except OSError as exc:  # a name too long for the file system, a folder that cannot be listed
+        raise RunError(f"{run}: cannot be read ({exc.strerror or type(exc).__name__})") from None
     files = sorted(p for paths in by_folder.values() for p in paths)
     if not files:
         raise RunError(f"{run}: no {' or '.join(RUN_FILES)} file in this directory or below")
