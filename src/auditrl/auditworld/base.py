@@ -199,7 +199,8 @@ def load_weights(path: Path, name: str = "base") -> MLPPolicy:
     try:
         return MLPPolicy.from_weights(payload["weights"], name)
     except (ValueError, KeyError, TypeError, RuntimeError) as exc:
-        raise ValueError(f"{path}: not a policy checkpoint with a 'weights' mapping ({short_repr(str(exc), 300)})") from None
+        detail = short_repr(str(exc), 300)
+        raise ValueError(f"{path}: not a policy checkpoint with a 'weights' mapping ({detail})") from None
 
 
 def build_base(world: World, init: RandomInit | ImitationInit | CheckpointInit, hidden: int, seed: int, families: list[int]) -> MLPPolicy:
