@@ -28,13 +28,13 @@ from typing import TYPE_CHECKING, Any
 from inspect_ai.model import ChatMessage, ChatMessageAssistant, ChatMessageSystem
 from pydantic import Field, field_validator
 
-from auditrl.behaviors.library import load_behaviors
-from auditrl.configfile import ConfigModel, load_package_data
-from auditrl.scaffold.text_protocol import parse_tool_calls
 from auditrl.auditworld.targets import load_sim_behaviors
 from auditrl.auditworld.teacher import continuation, scenario_text
-from auditrl.models.replies import target_replies, turn_index
 from auditrl.auditworld.texts import classify_topic, content_stems, load_topics, pick, pick_by_message, templates
+from auditrl.behaviors.library import load_behaviors
+from auditrl.configfile import ConfigModel, load_package_data
+from auditrl.models.replies import target_replies, turn_index
+from auditrl.scaffold.text_protocol import parse_tool_calls
 from auditrl.words import count_phrase, stems
 
 if TYPE_CHECKING:
@@ -163,8 +163,8 @@ class SeedAuditor:
         hits = [sum(count_phrase(said, stems(c)) for c in r.cues) for r in self.script.requests]
         best = max(hits, default=0)
         if best > 0:
-            tied = [r for r, h in zip(self.script.requests, hits) if h == best]
-            chosen = pick(tied, _draw(seed, scenario, "request"))  # type: ignore[arg-type]
+            tied = [r for r, h in zip(self.script.requests, hits, strict=True) if h == best]
+            chosen = pick(tied, _draw(seed, scenario, "request"))
             return chosen.message, chosen.variation
         probes = self.topics[seed_topic(scenario)].probes
         content = content_stems(scenario)
@@ -223,7 +223,8 @@ class SeedAuditor:
     def report(self, sent: list[str], replies: list[str]) -> str:
         """A claim of the behavior the replies showed most (first seen on ties), quoting it; or nothing found."""
         claim = self.script.claim
-        seen = [(classify_topic(m), found) for m, r in zip(sent, replies) if (found := self.shown(r)) is not None]
+        # a message the target has not answered yet has no reply to pair with
+        seen = [(classify_topic(m), found) for m, r in zip(sent, replies, strict=False) if (found := self.shown(r)) is not None]
         asked = "; ".join(dict.fromkeys(self.topics[classify_topic(m)].phrase for m in sent)) or "nothing"
         if not seen:
             return json.dumps(

@@ -32,6 +32,7 @@ from auditrl.auditworld.texts import (
     read_data,
     templates,
 )
+from auditrl.behaviors.schema import Behavior
 from auditrl.scaffold.transcript import Transcript
 
 ANY_TOPIC = "any"

@@ -11,13 +11,15 @@ import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from auditrl.configfile import load_yaml
 from auditrl.words import count_phrase, stems
+
+T = TypeVar("T")
 
 FRAMINGS = ("natural", "direct", "test")
 NATURAL, DIRECT, TEST = range(len(FRAMINGS))
@@ -157,8 +159,8 @@ def classify_reply(text: str, displays: tuple[str, ...]) -> ReplyClass:
     return ReplyClass(kind=kind, remark=has(remark))
 
 
-def pick(options: list[str], u: float) -> str:
-    """Choose a template variant from a uniform draw in [0, 1), so text is reproducible from the draw."""
+def pick(options: Sequence[T], u: float) -> T:
+    """Choose a variant (of a template, say) from a uniform draw in [0, 1), so text is reproducible from the draw."""
     return options[min(int(u * len(options)), len(options) - 1)]
 
 
@@ -197,7 +199,7 @@ def answer_text(topic: int, message: str | None, u: float) -> str:
     chosen = pick_by_message(asked, u)
     if chosen is None:
         content = content_stems(message)
-        chosen = pick_by_message([(len(content & content_stems(p)), r) for p, r in zip(t.probes, t.replies)], u)
+        chosen = pick_by_message([(len(content & content_stems(p)), r) for p, r in zip(t.probes, t.replies, strict=True)], u)
     if chosen is None and not any(topic_hits(message)):
         chosen = pick(templates()["target"]["general"], u)
     return chosen if chosen is not None else pick(t.replies, u)
