@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from auditrl.configfile import load_package_data, load_yaml
+from auditrl.configfile import load_package_data, read_yaml_file
 
 
 class Category(BaseModel):
@@ -84,7 +84,7 @@ def load_codebook(path: Path | None = None) -> Codebook:
     if path is None:
         return _builtin_codebook()
     try:
-        return Codebook.model_validate(load_yaml(path.read_text(encoding="utf-8"), path))
+        return Codebook.model_validate(read_yaml_file(path))
     except OSError as exc:
         raise ValueError(f"{path}: cannot read the codebook ({exc.strerror or type(exc).__name__})") from exc
     except ValidationError as exc:

@@ -13,7 +13,6 @@ is an assumption of every run; the report names it with its values.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -24,8 +23,18 @@ from pydantic import BaseModel, Field, field_validator
 
 from auditrl.auditworld.policies import MLPPolicy, head_logsumexp, scripted_policy
 from auditrl.auditworld.simulate import simulate
-from auditrl.auditworld.world import CLAIM, END, NO_CLAIM, TOOL, Policy, World, training_batch
+from auditrl.auditworld.world import (
+    CLAIM,
+    END,
+    NO_CLAIM,
+    TOOL,
+    Policy,
+    World,
+    training_batch,
+)
 from auditrl.configfile import ConfigModel
+from auditrl.reading import CHECKPOINT, FileReadError, read_json
+from auditrl.safe_text import short_repr
 
 
 class RandomInit(ConfigModel):
@@ -139,8 +148,7 @@ class _Data:
         for budget in cfg.turn_budgets:
             batch = training_batch(world, rng, cfg.audits_per_round, 1, 0.5, families, budget)
             roll = simulate(world, batch, actor, rng)
-            obs = roll.obs[roll.acted]
-            self._add(obs, expert.act(obs, rng), turns=True)
+            self._add(roll.turn_obs, expert.act(roll.turn_obs, rng), turns=True)
             self._add(roll.final_obs, expert.report(roll.final_obs, rng), turns=False)
 
     def tensors(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -184,10 +192,13 @@ def imitation_base(world: World, cfg: ImitationInit, hidden: int, seed: int, fam
 def load_weights(path: Path, name: str = "base") -> MLPPolicy:
     """The policy stored in a JSON file's `weights` mapping; errors name the file."""
     try:
-        payload = json.loads(Path(path).read_text(encoding="utf-8"))
+        payload = read_json(Path(path), CHECKPOINT, allow_inf_nan=True)
+    except FileReadError as exc:
+        raise ValueError(f"not a policy checkpoint: {exc}") from None
+    try:
         return MLPPolicy.from_weights(payload["weights"], name)
-    except (OSError, ValueError, KeyError, TypeError, RuntimeError) as exc:
-        raise ValueError(f"{path}: not a policy checkpoint with a 'weights' mapping ({exc})") from exc
+    except (ValueError, KeyError, TypeError, RuntimeError) as exc:
+        raise ValueError(f"{path}: not a policy checkpoint with a 'weights' mapping ({short_repr(str(exc), 300)})") from None
 
 
 def build_base(world: World, init: RandomInit | ImitationInit | CheckpointInit, hidden: int, seed: int, families: list[int]) -> MLPPolicy:
@@ -220,7 +231,7 @@ def measure_agreement(world: World, base: MLPPolicy, cfg: ImitationInit, familie
     total = dict.fromkeys(names, 0)
     for budget in cfg.turn_budgets:
         roll = simulate(world, training_batch(world, rng, audits, 1, 0.5, families, budget), base, rng)
-        mine, theirs = roll.actions[roll.acted], expert.act(roll.obs[roll.acted], rng)
+        mine, theirs = roll.turn_actions, expert.act(roll.turn_obs, rng)
         sent = theirs[:, TOOL] != END
         for h, name in enumerate(names[:4]):
             rows = slice(None) if h == TOOL else sent

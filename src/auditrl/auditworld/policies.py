@@ -128,7 +128,7 @@ class MLPPolicy(nn.Module):
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return self.head(self.body(obs))
 
-    def _weights(self) -> list[NDArray[np.float32]]:
+    def weight_views(self) -> list[NDArray[np.float32]]:
         """Numpy views of the parameters (they follow in-place optimizer updates); rebuilt when the
         parameters are new tensors, as after a deep copy."""
         tensors = self.__dict__.get("_tensors")
@@ -142,10 +142,16 @@ class MLPPolicy(nn.Module):
     def _logits(self, obs: NDArray[np.float32], heads: slice = slice(None)) -> NDArray[np.float32]:
         """The forward pass in numpy (on these small batches torch's per-call overhead dominates), for the
         logits in `heads` only."""
-        w = self._weights()
-        h = np.maximum(obs @ w[0].T + w[1], 0.0)
-        h = np.maximum(h @ w[2].T + w[3], 0.0)
-        return h @ w[4][heads].T + w[5][heads]
+        w = self.weight_views()
+        h = obs @ w[0].T
+        h += w[1]
+        np.maximum(h, 0.0, out=h)
+        h2 = h @ w[2].T
+        h2 += w[3]
+        np.maximum(h2, 0.0, out=h2)
+        out = h2 @ w[4][heads].T
+        out += w[5][heads]
+        return out
 
     def act(self, obs: NDArray[np.float32], rng: np.random.Generator) -> NDArray[np.int64]:
         return gumbel_sample(self._logits(obs, slice(0, self.n_action_logits)), self.action_sizes, rng)

@@ -19,8 +19,6 @@ from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 from auditrl.configfile import load_yaml
 from auditrl.words import count_phrase, stems
 
-T = TypeVar("T")
-
 FRAMINGS = ("natural", "direct", "test")
 NATURAL, DIRECT, TEST = range(len(FRAMINGS))
 # What a target reply shows on its face: an ordinary answer, the planted behavior's own words, an odd but
@@ -29,6 +27,7 @@ REPLY_KINDS = ("normal", "display", "odd", "denial", "confession")
 PRESSURES = ("none", "push", "accuse")
 NO_PRESSURE, PUSH, ACCUSE = range(len(PRESSURES))
 FALLBACK_TOPIC = "casual_chat"
+T = TypeVar("T")
 
 
 class Answer(BaseModel):
@@ -160,7 +159,7 @@ def classify_reply(text: str, displays: tuple[str, ...]) -> ReplyClass:
 
 
 def pick(options: Sequence[T], u: float) -> T:
-    """Choose a variant (of a template, say) from a uniform draw in [0, 1), so text is reproducible from the draw."""
+    """Choose a template variant from a uniform draw in [0, 1), so text is reproducible from the draw."""
     return options[min(int(u * len(options)), len(options) - 1)]
 
 

@@ -57,7 +57,7 @@ from auditrl.models.prefill import PrefillSupport, describe_support
 from auditrl.models.roles import UnknownModelError, resolve_model, tool_protocol_for
 from auditrl.safe_text import for_terminal
 from auditrl.scaffold.prompt_sets import AuditorPrompt
-from auditrl.scaffold.runner import RunStopped, audit_jobs, run_audits
+from auditrl.scaffold.runner import OnDemand, RunStopped, audit_jobs, run_audits
 from auditrl.scaffold.spec import AuditSpec
 from auditrl.scaffold.store import TRANSCRIPTS, RunError, read_run, read_transcripts
 from auditrl.scaffold.tool_sets import DEFAULT_TOOL_SET, AuditToolSet, ToolProtocol
@@ -90,25 +90,26 @@ def build_specs(
     target_prefill: PrefillSupport | None = None,
     tool_set: AuditToolSet = DEFAULT_TOOL_SET,
     auditor_prompt: AuditorPrompt = "full",
-) -> list[AuditSpec]:
-    """One spec per rollout, cycling through the seeds in order."""
+) -> Sequence[AuditSpec]:
+    """One spec per rollout, cycling through the seeds in order; made when asked for, so memory does not grow
+    with `rollouts`. The first is made here, so a spec that cannot be made fails before anything runs."""
     provider, _, family = target.partition("/")
-    return [
-        AuditSpec(
-            seed=seeds[i % len(seeds)],
-            behavior=behavior,
-            target_system_prompt=target_system_prompt(behavior),
-            budget=budget,
-            auditor_model=auditor,
-            target_model=target,
-            target_family=family if provider_info(provider).family_targets else None,
-            tool_protocol=tool_protocol or tool_protocol_for(auditor),
-            tool_set=tool_set,
-            auditor_prompt=auditor_prompt,
-            target_prefill=target_prefill,
-        )
-        for i in range(rollouts)
-    ]
+    shared = {
+        "behavior": behavior,
+        "target_system_prompt": target_system_prompt(behavior),
+        "budget": budget,
+        "auditor_model": auditor,
+        "target_model": target,
+        "target_family": family if provider_info(provider).family_targets else None,
+        "tool_protocol": tool_protocol or tool_protocol_for(auditor),
+        "tool_set": tool_set,
+        "auditor_prompt": auditor_prompt,
+        "target_prefill": target_prefill,
+    }
+    specs = OnDemand(rollouts, lambda i: AuditSpec(seed=seeds[i % len(seeds)], **shared))
+    if rollouts:
+        specs[0]
+    return specs
 
 
 def _shown(text: str) -> str:
@@ -209,7 +210,13 @@ def audit(
         specs = build_specs(planted, seeds, rollouts, budget, auditor, target, tool_protocol, target_prefill, tool_set, auditor_prompt)
     except ValidationError as exc:  # a prompt set the tool protocol or tool set cannot carry
         raise fail(f"--auditor-prompt {auditor_prompt}: " + exc.errors()[0]["msg"].removeprefix("Value error, ")) from exc
-    log = opened_run(run_dir / TRANSCRIPTS, on_existing)
+    contract = {
+        "auditor": auditor,
+        "target": target,
+        "behaviors": [planted.id] if planted is not None else [],
+        "seeds": [s.id for s in seeds],
+    }
+    log = opened_run(run_dir / TRANSCRIPTS, on_existing, "audit", contract)
     first = log.next_rollout if on_existing == "append" else 0
     jobs = log.plan(audit_jobs(specs, auditor_model, target_model, sampling_seed=random_seed, first_rollout=first))
     say = functools.partial(console.print, soft_wrap=True)  # paths and commands stay copy-pasteable

@@ -50,9 +50,20 @@ def max_turns_option(help: str, name: str = "--max-turns") -> Any:
     return typer.Option(name, min=1, help=help)
 
 
+def _out_dir(value: str | Path) -> Path:
+    from auditrl.rundir import out_dir
+
+    if isinstance(value, Path):  # the command's default
+        return value
+    try:
+        return out_dir(value)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc).removeprefix(f"--out {value!r}: ")) from None
+
+
 def out_dir_option(help: str) -> Any:
-    """`--out`/`-o`: the directory the command writes into."""
-    return typer.Option("--out", "-o", help=help)
+    """`--out`/`-o`: the directory the command writes into (never empty or blank)."""
+    return typer.Option("--out", "-o", help=help, parser=_out_dir)
 
 
 def judge_option(help: str) -> Any:

@@ -282,4 +282,4 @@ def _open(run_dir: Path, on_existing: Existing, settings: Mapping[str, object], 
                 )
     except ValueError as exc:  # OutputError, or a config.json that is not JSON
         raise fail(f"{exc}" if isinstance(exc, OutputError) else f"{saved}: not a suite's {CONFIG} ({exc})") from exc
-    return opened_run(run_dir / TRANSCRIPTS, on_existing)
+    return opened_run(run_dir / TRANSCRIPTS, on_existing, "suite", {k: _comparable(settings, k) for k in settings})

@@ -161,7 +161,7 @@ def transfer(
         models = {spec: resolve_model(spec, limits=limits) for spec in {*auditor, *(t for t, _ in pairs)}}
     except (UnknownModelError, ValueError) as exc:
         raise fail(str(exc)) from exc
-    log = opened_run(out / TRANSCRIPTS, on_existing)
+    log = opened_run(out / TRANSCRIPTS, on_existing, "transfer", {"behaviors": sorted({b for _, b in pairs})})
     out_file = log.path
     for auditor_spec in auditor:
         for target_spec, behavior_id in pairs:

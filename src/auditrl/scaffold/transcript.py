@@ -145,8 +145,8 @@ class Transcript(BaseModel):
     auditor_messages: list[AuditorMessage] = Field(default_factory=list)
     report: Report | None = None
     budget: Budget = Field(default_factory=Budget)
-    turns_used: int = 0
-    auditor_tokens: int = 0
+    turns_used: int = Field(default=0, ge=0)
+    auditor_tokens: int = Field(default=0, ge=0)
     status: Status = "completed"
     error: str | None = None
     scores: dict[str, Any] = Field(
