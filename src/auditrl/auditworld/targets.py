@@ -18,7 +18,6 @@ from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from auditrl.auditworld.families import Family
-from auditrl.behaviors.schema import Behavior
 from auditrl.auditworld.texts import (
     ACCUSE,
     DIRECT,
