@@ -18,12 +18,12 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from auditrl.behaviors.library import load_behaviors
 from auditrl.auditworld.base import ImitationInit, RandomInit, build_base
 from auditrl.auditworld.designs import vectorised_names
 from auditrl.auditworld.simulate import simulate
 from auditrl.auditworld.training import TrainConfig, train
 from auditrl.auditworld.world import World, training_batch
+from auditrl.behaviors.library import load_behaviors
 
 FAMILIES = ["steady", "chatty", "pliant", "guarded"]
 
@@ -49,8 +49,8 @@ def main(argv: list[str] | None = None) -> Table:
     train(world, warm, base=base)  # warm-up (imports, allocator)
 
     table = Table(
-        title=f"AuditWorld throughput, 1 thread ({args.groups}x{args.group_size} episodes/step, {args.max_turns} turns; "
-        f"base built in {base_cpu:.1f} CPU s)"
+        title=f"AuditWorld throughput, 1 thread, CPU capability {torch.backends.cpu.get_cpu_capability()} "
+        f"({args.groups}x{args.group_size} episodes/step, {args.max_turns} turns; base built in {base_cpu:.1f} CPU s)"
     )
     for col in ("what", "episodes", "wall s", "CPU s", "episodes/CPU-s", "mean turns"):
         table.add_column(col, justify="right" if col != "what" else "left")

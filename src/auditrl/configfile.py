@@ -96,7 +96,7 @@ class ConfigModel(BaseModel):
             return data
         problems = []
         for name, field in cls.model_fields.items():
-            key = field.alias if field.alias in data else name
+            key = field.alias if field.alias is not None and field.alias in data else name
             if key in data and (problem := _as_written(field.annotation, data[key])) is not None:
                 error = PydanticCustomError("as_written", problem)
                 problems.append(InitErrorDetails(type=error, loc=(key,), input=data[key]))
@@ -158,7 +158,7 @@ def load_yaml(text: str, source: str | Path | None = None) -> Any:
     line and column), or, when the text came from a user's file `source`, a ConfigFileError naming that file."""
     try:
         try:
-            return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+            return yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass
         except (ValueError, OverflowError) as exc:  # a scalar no Python value holds: an int of 5000 digits, 2020-13-45
             raise yaml.YAMLError(f"a value cannot be read ({' '.join(str(exc).split())})") from exc
     except yaml.YAMLError as exc:

@@ -8,6 +8,7 @@ summaries are compared with (`assignment`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 
@@ -48,7 +49,12 @@ class Codebook(BaseModel):
         cats = [c.id for c in self.categories]
         ids = [a.id for a in self.archetypes]
         numbers = [a.number for a in self.archetypes]
-        for what, values in (("category id", cats), ("archetype id", ids), ("archetype number", numbers)):
+        checks: list[tuple[str, Sequence[object]]] = [
+            ("category id", cats),
+            ("archetype id", ids),
+            ("archetype number", numbers),
+        ]
+        for what, values in checks:
             dupes = sorted({str(v) for v in values if values.count(v) > 1})
             if dupes:
                 raise ValueError(f"duplicate {what}: {', '.join(dupes)}")

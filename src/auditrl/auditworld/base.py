@@ -104,7 +104,7 @@ def _targets(labels: NDArray[np.int64], sizes: tuple[int, ...], weights: tuple[f
     """Per row, each head's cloning target side by side: `weight` on the label, the rest spread uniformly."""
     out = np.empty((labels.shape[0], sum(sizes)), dtype=np.float32)
     start = 0
-    for h, (size, weight) in enumerate(zip(sizes, weights)):
+    for h, (size, weight) in enumerate(zip(sizes, weights, strict=True)):
         block = out[:, start : start + size]
         block[:] = (1.0 - weight) / size
         block[np.arange(labels.shape[0]), labels[:, h]] += weight
@@ -148,8 +148,7 @@ class _Data:
         for budget in cfg.turn_budgets:
             batch = training_batch(world, rng, cfg.audits_per_round, 1, 0.5, families, budget)
             roll = simulate(world, batch, actor, rng)
-            obs = roll.obs[roll.acted]
-            self._add(obs, expert.act(obs, rng), turns=True)
+            self._add(roll.turn_obs, expert.act(roll.turn_obs, rng), turns=True)
             self._add(roll.final_obs, expert.report(roll.final_obs, rng), turns=False)
 
     def tensors(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -233,7 +232,7 @@ def measure_agreement(world: World, base: MLPPolicy, cfg: ImitationInit, familie
     total = dict.fromkeys(names, 0)
     for budget in cfg.turn_budgets:
         roll = simulate(world, training_batch(world, rng, audits, 1, 0.5, families, budget), base, rng)
-        mine, theirs = roll.actions[roll.acted], expert.act(roll.obs[roll.acted], rng)
+        mine, theirs = roll.turn_actions, expert.act(roll.turn_obs, rng)
         sent = theirs[:, TOOL] != END
         for h, name in enumerate(names[:4]):
             rows = slice(None) if h == TOOL else sent
@@ -241,7 +240,7 @@ def measure_agreement(world: World, base: MLPPolicy, cfg: ImitationInit, familie
             total[name] += int(mine[rows, h].size)
         hits["claim"] += int((roll.report[:, CLAIM] == expert.report(roll.final_obs, rng)[:, CLAIM]).sum())
         total["claim"] += roll.report.shape[0]
-    sizes = dict(zip(names, base.action_sizes + base.report_sizes[:1]))
+    sizes = dict(zip(names, base.action_sizes + base.report_sizes[:1], strict=True))
     weight = {n: cfg.claim_competence if n == "claim" else cfg.competence for n in names}
     return Agreement(
         measured={n: hits[n] / max(total[n], 1) for n in names},

@@ -17,7 +17,6 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from auditrl.behaviors.schema import Behavior
 from auditrl.auditworld.families import Family
 from auditrl.auditworld.texts import (
     ACCUSE,
@@ -33,6 +32,7 @@ from auditrl.auditworld.texts import (
     read_data,
     templates,
 )
+from auditrl.behaviors.schema import Behavior
 from auditrl.scaffold.transcript import Transcript
 
 ANY_TOPIC = "any"

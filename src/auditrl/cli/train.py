@@ -7,7 +7,7 @@ Also runnable as a module for multi-process launches:
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -16,8 +16,8 @@ from rich.markup import escape
 from auditrl.cli.errors import FAILURE, fail
 from auditrl.cli.options import HtmlOpt, JsonOpt, out_dir_option
 from auditrl.cli.outputs import ReportFiles, json_text, table_section
-from auditrl.train.config import ConfigFileError, read_kind
 from auditrl.rundir import RunDirError
+from auditrl.train.config import ConfigFileError, read_kind
 from auditrl.train.finite import NonFiniteTrainingError
 from auditrl.train.monitors import MONITORS_FILE, monitor_table, read_monitors
 
@@ -27,7 +27,7 @@ console = Console()
 
 def train(
     config: Annotated[Path, typer.Option("--config", "-c", help="Training config (YAML with a `kind:` field).")],
-    out: Annotated[Optional[Path], out_dir_option("Run directory (default: from the config).")] = None,
+    out: Annotated[Path | None, out_dir_option("Run directory (default: from the config).")] = None,
     dry_run: Annotated[
         bool,
         typer.Option(
@@ -37,7 +37,7 @@ def train(
         ),
     ] = False,
     processes: Annotated[
-        Optional[int],
+        int | None,
         typer.Option("--processes", min=1, help="With --dry-run: plan for N processes instead of the launch's."),
     ] = None,
     html: HtmlOpt = None,
@@ -85,8 +85,8 @@ def train(
     if kind == "grpo_lm":
         from auditrl.pages.training import write_training_page
         from auditrl.train.config import load_config
-        from auditrl.train.runtime import is_main_process
         from auditrl.train.outputs import evaluate_command, run_outputs
+        from auditrl.train.runtime import is_main_process
 
         if is_main_process():
             write_training_page(run_dir, load_config(config))

@@ -5,7 +5,7 @@ table that compares auditors."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -38,8 +38,8 @@ from auditrl.cli.outputs import ReportFiles, json_text, table_section, transcrip
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from auditrl.stats import Estimate
     from auditrl.evaluate.transfer import TransferRow
+    from auditrl.stats import Estimate
 
 RESULTS = "transfer.json"
 
@@ -97,7 +97,7 @@ def transfer(
         list[str], typer.Option(help="Target (repeatable): local/<implant-dir>, vllm/<model-id>, hf/<model-id>, any model string.")
     ],
     behavior: Annotated[
-        Optional[list[str]],
+        list[str] | None,
         typer.Option(help="Behavior to match: one for all targets or one per target (default: the implant's own)."),
     ] = None,
     plant_prompt: Annotated[

@@ -14,12 +14,12 @@ from collections.abc import Callable, Mapping, Sequence
 from pydantic import BaseModel, Field
 
 from auditrl.behaviors.schema import Behavior
-from auditrl.stats import Estimate, mean_ci
 from auditrl.judges.prediction_match import PredictionMatcher
 from auditrl.judges.verdicts import PredictionMatchVerdict
 from auditrl.scaffold.transcript import Transcript
 from auditrl.scaffold.transcript_keys import PREDICTION_MATCH
 from auditrl.scaffold.transfer import TRANSFER_SEED_ID
+from auditrl.stats import Estimate, mean_ci
 
 
 class TransferRow(BaseModel):
@@ -60,7 +60,7 @@ async def grade(
         for t in transcripts
         if is_transfer(t) and t.status != "error" and t.behavior_id and ((v := verdict_of(t)) is None or v.abstained)
     ]
-    unknown = sorted({t.behavior_id for t in todo if t.behavior_id not in behaviors})
+    unknown = sorted({t.behavior_id for t in todo if t.behavior_id is not None and t.behavior_id not in behaviors})
     if unknown:
         raise ValueError(f"transcripts name behaviors missing from the library: {', '.join(map(str, unknown))}")
     semaphore = asyncio.Semaphore(concurrency)

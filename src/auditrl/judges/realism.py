@@ -122,7 +122,7 @@ def match_seeds(seeds: Mapping[str, str], openings: Sequence[RealOpening]) -> di
     remaining = list(range(len(seed_ids)))
     while remaining:
         rows, cols = linear_sum_assignment(-sim[np.array(remaining)])
-        for r, c in zip(rows, cols):
+        for r, c in zip(rows, cols, strict=True):
             chosen[seed_ids[remaining[r]]] = openings[c]
         remaining = [i for i in remaining if seed_ids[i] not in chosen]
     return chosen

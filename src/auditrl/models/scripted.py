@@ -135,11 +135,11 @@ class ScriptedModelAPI(ModelAPI):
         model_name: str,
         base_url: str | None = None,
         api_key: str | None = None,
-        config: GenerateConfig = GenerateConfig(),
+        config: GenerateConfig | None = None,
         replies: list[str] | None = None,
         **model_args: Any,
     ) -> None:
-        super().__init__(model_name=model_name, base_url=base_url, api_key=api_key, config=config)
+        super().__init__(model_name=model_name, base_url=base_url, api_key=api_key, config=config or GenerateConfig())
         if model_args:
             raise ValueError(f"scripted/{model_name}: unknown model args {sorted(model_args)} (known: replies)")
         self.auditor: AuditorScript | None = None

@@ -13,13 +13,13 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from auditrl.models.lora import LoraSettings, PrecisionArgs
 from auditrl.targets.demonstrations import Example
 from auditrl.targets.record import LOCAL_PREFIX
-from auditrl.models.lora import LoraSettings
 
 if TYPE_CHECKING:
     from peft import PeftModel
@@ -61,14 +61,16 @@ def _train_pass(
     steps: int,
     settings: ImplantSettings,
     on_step: Callable[[], None] | None,
-    precision: dict[str, bool],
+    precision: PrecisionArgs,
 ) -> None:
     from datasets import Dataset
-    from transformers import TrainerCallback
+    from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
     from trl import SFTConfig, SFTTrainer
 
     class Tick(TrainerCallback):
-        def on_step_end(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def]
+        def on_step_end(
+            self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+        ) -> None:
             if on_step is not None:
                 on_step()
 

@@ -8,10 +8,10 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from auditrl.scaffold.store import read_transcripts
 from auditrl.auditworld.job.config import load_config
-from auditrl.auditworld.job.run import run_from_config
 from auditrl.auditworld.job.results import AuditWorldResults
+from auditrl.auditworld.job.run import run_from_config
+from auditrl.scaffold.store import read_transcripts
 from auditrl.train.config import ConfigFileError
 
 CONFIG = Path(__file__).resolve().parents[3] / "configs" / "auditworld.yaml"

@@ -16,6 +16,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+import torch
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -26,16 +27,23 @@ from auditrl.auditworld.job.bases import Base, base_name, build_bases, job_bases
 from auditrl.auditworld.job.checkpoints import load_result, result_path, save_result
 from auditrl.auditworld.job.config import AuditWorldConfig, load_config
 from auditrl.auditworld.job.evaluation import Evaluated
-from auditrl.auditworld.job.results import AuditorResult, AuditWorldResults, BaseSummary, StepRecord, StrategyResults, TrainingRun
 from auditrl.auditworld.job.report import INTERVALS, NEVER_CLAIMS, report_sections, terminal_summary, terminal_tables
-from auditrl.behaviors.library import load_behaviors
-from auditrl.pages.html import write_page
-from auditrl.rundir import run_dir_lock
-from auditrl.pages.sections import transcripts_section
-from auditrl.scaffold.store import TRANSCRIPTS, write_transcripts
+from auditrl.auditworld.job.results import (
+    AuditorResult,
+    AuditWorldResults,
+    BaseSummary,
+    StepRecord,
+    StrategyResults,
+    TrainingRun,
+)
 from auditrl.auditworld.policies import ExperimenterPolicy, NeverClaims, baselines
 from auditrl.auditworld.training import StepStats, TrainResult, train
 from auditrl.auditworld.world import World
+from auditrl.behaviors.library import load_behaviors
+from auditrl.pages.html import write_page
+from auditrl.pages.sections import transcripts_section
+from auditrl.rundir import run_dir_lock
+from auditrl.scaffold.store import TRANSCRIPTS, write_transcripts
 
 
 def build_world(cfg: AuditWorldConfig) -> World:
@@ -186,7 +194,7 @@ def _run_job(cfg: AuditWorldConfig, run_dir: Path, console: Console, t0: float, 
         f"trained {train_episodes:,} episodes in {train_seconds:.1f} CPU s "
         f"({results.throughput_episodes_per_cpu_second or 0:,.0f} episodes per CPU-second); bases "
         f"{sum(b.seconds for b in bases.values()):.1f} CPU s; total {results.runtime_seconds:.1f} s wall, "
-        f"{results.cpu_seconds:.1f} CPU s"
+        f"{results.cpu_seconds:.1f} CPU s (CPU capability {torch.backends.cpu.get_cpu_capability()})"
     )
     console.print(f"page: {report}")
     return run_dir
