@@ -56,7 +56,7 @@ from auditrl.models.prefill import PrefillSupport, describe_support
 from auditrl.models.roles import UnknownModelError, resolve_model, tool_protocol_for
 from auditrl.safe_text import for_terminal
 from auditrl.scaffold.spec import AuditSpec
-from auditrl.scaffold.inspect_export import LOG_SUFFIXES, export_inspect_log, log_file_name, log_path
+from auditrl.evaluate.inspect_export import LOG_SUFFIXES, export_inspect_log, log_file_name, log_path
 from auditrl.scaffold.runner import RunStopped, audit_jobs, run_audits
 from auditrl.scaffold.store import TRANSCRIPTS, RunError, read_run, read_transcripts
 from auditrl.scaffold.prompt_sets import AuditorPrompt

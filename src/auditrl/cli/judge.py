@@ -38,7 +38,7 @@ from auditrl.cli.options import (
     judge_option,
 )
 from auditrl.cli.outputs import ReportFiles, json_text, table_section, transcripts_part
-from auditrl.evaluate.stats import mean_ci
+from auditrl.stats import mean_ci
 from auditrl.judges.cache import JudgeCache
 from auditrl.judges.client import JudgeClient
 from auditrl.judges.pairwise import PairwiseJudgeLike, position_bias

@@ -84,9 +84,13 @@ def train(
         raise fail(f"{config}: {exc}", FAILURE) from exc
     console.print(f"run directory: [bold]{escape(str(run_dir))}[/bold]")
     if kind == "grpo_lm":
+        from auditrl.pages.training import write_training_page
         from auditrl.train.config import load_config
+        from auditrl.train.runtime import is_main_process
         from auditrl.train.outputs import evaluate_command, run_outputs
 
+        if is_main_process():
+            write_training_page(run_dir, load_config(config))
         for what, path in run_outputs(run_dir).items():
             console.print(f"  {what}: {escape(str(path))}", highlight=False)
         console.print("Evaluate the trained auditor on the held-out suite with:", highlight=False)
