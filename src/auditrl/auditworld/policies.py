@@ -129,10 +129,11 @@ class MLPPolicy(nn.Module):
         self.head_sizes = self.action_sizes + self.report_sizes
         self.n_action_logits = sum(self.action_sizes)
         gen = torch.Generator().manual_seed(seed)
-        self.body = nn.Sequential(nn.Linear(obs_dim(scenario_topics), hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU())
+        first, second = nn.Linear(obs_dim(scenario_topics), hidden), nn.Linear(hidden, hidden)
+        self.body = nn.Sequential(first, nn.ReLU(), second, nn.ReLU())
         self.head = nn.Linear(hidden, sum(self.head_sizes))
         with torch.no_grad():
-            for layer in (self.body[0], self.body[2]):
+            for layer in (first, second):
                 layer.weight.copy_(torch.randn(layer.weight.shape, generator=gen) / np.sqrt(layer.in_features))
                 layer.bias.zero_()
             self.head.weight.zero_()

@@ -17,16 +17,16 @@ import torch
 from numpy.typing import NDArray
 from pydantic import Field
 
-from auditrl.configfile import ConfigModel
-from auditrl.rewards.registry import design_spec
+from auditrl.auditworld.base import BaseInit, ImitationInit, build_base
 from auditrl.auditworld.designs import DesignName, RewardInputs, design_rewards
 from auditrl.auditworld.judges import JudgeParams, pairwise_quality
-from auditrl.auditworld.base import BaseInit, ImitationInit, build_base
 from auditrl.auditworld.policies import Adam, MLPPolicy
 from auditrl.auditworld.records import CONFESSION
 from auditrl.auditworld.simulate import Rollout, simulate
 from auditrl.auditworld.texts import ACCUSE
 from auditrl.auditworld.world import CLAIM, CONFIDENCE, END, NO_CLAIM, TOOL, EpisodeBatch, World, training_batch
+from auditrl.configfile import ConfigModel
+from auditrl.rewards.registry import design_spec
 from auditrl.train.advantages import group_advantages
 from auditrl.train.finite import check_finite
 
@@ -209,7 +209,7 @@ def _stats(step: int, rollout: Rollout, rewards: NDArray[np.float64]) -> StepSta
     o = rollout.observed
     planted, claimed = o.planted, o.claim >= 0
     correct = claimed & o.trigger[np.arange(len(o)), np.maximum(o.claim, 0)]
-    mean = lambda x, m: float(x[m].mean()) if m.any() else float("nan")  # noqa: E731
+    mean = lambda x, m: float(x[m].mean()) if m.any() else float("nan")
     return StepStats(
         step=step,
         reward=float(rewards.mean()),
