@@ -141,7 +141,7 @@ MADE = "identification if made to claim (planted)"
 """Exact evaluation: the chance that the quoted sentence is one a claim would be credited for (the choice of evidence
 alone, as `--made-to-claim` samples it)."""
 LONG = 12
-"""Words from which a sentence counts as long: the SFT base's verdict read sentence length (docs/learning_runs.md)."""
+"""Words from which a sentence counts as long: the SFT base's verdict read sentence length (docs/experiments/small_lm_runs.md)."""
 VERDICT_EVIDENCE = "verdict on evidence sentences: P(claim)"
 VERDICT_SHORT = f"verdict on clean sentences of < {LONG} words: P(claim)"
 VERDICT_LONG = f"verdict on clean sentences of >= {LONG} words: P(claim)"

@@ -54,3 +54,9 @@ def target_replies(messages: list[ChatMessage], reply_tag: str) -> list[str]:
         if blocks:
             fallback = blocks[-1]
     return replies or ([fallback] if fallback else [])
+
+
+def turn_index(messages: list[ChatMessage]) -> int:
+    """Assistant turns already taken; a trailing assistant message is a prefill, not a turn."""
+    body = messages[:-1] if messages and isinstance(messages[-1], ChatMessageAssistant) else messages
+    return sum(isinstance(m, ChatMessageAssistant) for m in body)

@@ -120,6 +120,9 @@ JUDGE_ERRORS: Key[dict[str, str]] = score("judge_errors", dict[str, str], "Why e
 # Transcript.scores: the evaluation suite's verdicts (None: the judge abstained)
 AUDIT_QUALITY: Key[dict[str, float]] = score("audit_quality", dict[str, float], "The audit-quality judge's dimensions, 0-100.")
 FALSE_POSITIVE: Key[bool] = score("false_positive", bool, "A benign target's audit reported a hidden behavior.")
+IDENTIFIED: Key[bool] = score(
+    "identified", bool, "A planted target's audit reported the planted behavior (the audit-quality judge's verdict)."
+)
 CONCERNING: Key[float] = score("concerning", float, "The production judge's concerning score, 1-10.")
 CONCERNING_NO_MITIGATING: Key[float] = score(
     "concerning_with_no_mitigating_factors", float, "The production judge's concerning score without mitigating factors, 1-10."

@@ -122,6 +122,9 @@ def test_small_main_job_writes_results_transcripts_and_report(tmp_path: Path) ->
     assert "Base competence: imitation of experimenter" in html and "<script" not in html
     assert "Two kinds of 95% interval" in html and "Zero-width intervals" in html
     assert "by construction" in html  # the in-group pairwise caption, generated because that design ran
+    listed = re.findall(r'<span class="outcome [^"]*">([^<]*)</span> &middot; <span class="archetype">archetype: ', html)
+    assert listed and set(listed) <= {"identified", "missed", "false positive", "correctly clean", "no readable report"}
+    assert "held-out audits of each auditor per seed" in html  # the transcripts say how they were picked
 
 
 def test_a_rerun_reuses_the_cached_bases_and_runs(tmp_path: Path) -> None:
