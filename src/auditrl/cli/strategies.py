@@ -17,16 +17,23 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from auditrl.analysis.derivation import ARCHETYPES, CATEGORIES, StudyTable, study_codebook, study_tables
-from auditrl.analysis.representation import EmbedderName, embed
 from auditrl.analysis.assignment import DEFAULT_CLASSIFIER, Classifier, Level
 from auditrl.analysis.codebook import codebook_texts, load_codebook
+from auditrl.analysis.derivation import ARCHETYPES, CATEGORIES, StudyTable, study_codebook, study_tables
+from auditrl.analysis.representation import EmbedderName, embed
 from auditrl.analysis.strategies import cluster_strategies
 from auditrl.analysis.summaries import strategy_summary
 from auditrl.atomic import atomic_write_text, check_output
 from auditrl.cli.errors import fail
 from auditrl.cli.limits import call_limits
-from auditrl.cli.options import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_S, HtmlOpt, MaxRetriesOpt, TimeoutOpt, random_seed_option
+from auditrl.cli.options import (
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_TIMEOUT_S,
+    HtmlOpt,
+    MaxRetriesOpt,
+    TimeoutOpt,
+    random_seed_option,
+)
 from auditrl.evaluate.groups import group_of
 from auditrl.pages.html import write_page
 from auditrl.pages.sections import codebook_study_section, strategy_section, transcripts_section

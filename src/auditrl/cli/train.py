@@ -7,16 +7,17 @@ Also runnable as a module for multi-process launches:
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
 from auditrl.cli.errors import FAILURE, fail
-from auditrl.cli.options import HtmlOpt, JsonOpt
+from auditrl.cli.options import HtmlOpt, JsonOpt, out_dir_option
 from auditrl.cli.outputs import ReportFiles, json_text, table_section
 from auditrl.train.config import ConfigFileError, read_kind
+from auditrl.rundir import RunDirError
 from auditrl.train.finite import NonFiniteTrainingError
 from auditrl.train.monitors import MONITORS_FILE, monitor_table, read_monitors
 
@@ -26,9 +27,7 @@ console = Console()
 
 def train(
     config: Annotated[Path, typer.Option("--config", "-c", help="Training config (YAML with a `kind:` field).")],
-    out: Annotated[
-        Optional[Path], typer.Option("--out", "-o", help="Run directory (default: from the config).")
-    ] = None,
+    out: Annotated[Path | None, out_dir_option("Run directory (default: from the config).")] = None,
     dry_run: Annotated[
         bool,
         typer.Option(
@@ -38,7 +37,7 @@ def train(
         ),
     ] = False,
     processes: Annotated[
-        Optional[int],
+        int | None,
         typer.Option("--processes", min=1, help="With --dry-run: plan for N processes instead of the launch's."),
     ] = None,
     html: HtmlOpt = None,
@@ -78,7 +77,7 @@ def train(
 
             with showing_retries(console):  # API targets and judges (episodes.target_calls, reward.judge_calls)
                 run_dir = run_grpo(config, out)
-    except ConfigFileError as exc:
+    except (ConfigFileError, RunDirError) as exc:  # a bad config, or a run directory another process is writing
         raise fail(str(exc)) from exc
     except NonFiniteTrainingError as exc:  # nothing written as a result: a diverged policy is no result
         raise fail(f"{config}: {exc}", FAILURE) from exc
