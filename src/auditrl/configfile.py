@@ -96,9 +96,10 @@ class ConfigModel(BaseModel):
             return data
         problems = []
         for name, field in cls.model_fields.items():
-            key = field.alias if field.alias in data else name
+            key = field.alias if field.alias is not None and field.alias in data else name
             if key in data and (problem := _as_written(field.annotation, data[key])) is not None:
-                problems.append(InitErrorDetails(type=PydanticCustomError("as_written", problem), loc=(key,), input=data[key]))
+                error = PydanticCustomError("as_written", problem)
+                problems.append(InitErrorDetails(type=error, loc=(key,), input=data[key]))
         if problems:
             raise ValidationError.from_exception_data(cls.__name__, problems)
         return data
@@ -143,9 +144,8 @@ class _StrictLoader(yaml.SafeLoader):
                 continue
             key = self.construct_object(key_node)
             if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"key {short_repr(key)} is written twice (first on line {seen[key]})", key_node.start_mark
-                )
+                problem = f"key {short_repr(key)} is written twice (first on line {seen[key]})"
+                raise yaml.constructor.ConstructorError(None, None, problem, key_node.start_mark)
             seen[key] = key_node.start_mark.line + 1
         return super().construct_mapping(node, deep)
 
@@ -219,7 +219,8 @@ def known_fields(model: type[BaseModel], loc: tuple[int | str, ...]) -> list[str
     for part in loc:
         if not isinstance(part, str):
             continue
-        inner = [m for parent in models if part in parent.model_fields for m in _models_in(parent.model_fields[part].annotation)]
+        fields = [parent.model_fields[part] for parent in models if part in parent.model_fields]
+        inner = [m for f in fields for m in _models_in(f.annotation)]
         models = inner or models  # a union's tag or a dict's key names no field: stay with the models found
     return sorted({name for m in models for name in m.model_fields})
 

@@ -69,7 +69,9 @@ def read_bytes(path: Path, kind: FileKind) -> bytes:
     except OSError as exc:
         raise FileReadError(f"{path}: cannot be read ({_why(exc)})") from None
     if len(data) > kind.max_bytes:
-        raise FileReadError(f"{path}: larger than {kind.limit()}; is this the right file?")
+        raise FileReadError(
+            f"{path}: larger than {kind.limit()}; is this the right file?"
+        )
     return data
 
 
@@ -89,7 +91,13 @@ def read_text(path: Path, kind: FileKind) -> str:
     return decode_utf8(read_bytes(path, kind), path)
 
 
-def parse_json(data: bytes | str, source: str | Path, *, line: int | None = None, allow_inf_nan: bool = False) -> Any:
+def parse_json(
+    data: bytes | str,
+    source: str | Path,
+    *,
+    line: int | None = None,
+    allow_inf_nan: bool = False,
+) -> Any:
     """JSON parsed without recursion into Python (nesting past JSON_DEPTH is refused, and NaN and Infinity unless
     `allow_inf_nan`: files that record measurements may hold them)."""
     try:
@@ -98,7 +106,9 @@ def parse_json(data: bytes | str, source: str | Path, *, line: int | None = None
         where = f"line {line}: " if line is not None else ""
         detail = str(exc)
         if "recursion limit" in detail:
-            detail = f"nested deeper than {JSON_DEPTH} levels, the limit for JSON ({detail})"
+            detail = (
+                f"nested deeper than {JSON_DEPTH} levels, the limit for JSON ({detail})"
+            )
         raise FileReadError(f"{source}: {where}not valid JSON ({detail})") from None
 
 
@@ -107,7 +117,9 @@ def read_json(path: Path, kind: FileKind, *, allow_inf_nan: bool = False) -> Any
     return parse_json(read_bytes(path, kind), path, allow_inf_nan=allow_inf_nan)
 
 
-def bounded_lines(handle: IO[bytes], path: Path, kind: FileKind) -> Iterator[tuple[int, bytes, bool]]:
+def bounded_lines(
+    handle: IO[bytes], path: Path, kind: FileKind
+) -> Iterator[tuple[int, bytes, bool]]:
     """(number, line, is_last) for each line of a binary handle, each line refused past `kind`'s limit
     before it is held whole; `is_last` says nothing follows (a final line without its newline is torn)."""
     number = 0

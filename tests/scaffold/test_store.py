@@ -75,7 +75,9 @@ def test_a_run_without_transcripts_names_the_path(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("newline", [b"", b"\n"])
-def test_a_whole_json_line_of_the_wrong_shape_is_an_error_with_or_without_its_newline(tmp_path: Path, newline: bytes) -> None:
+def test_a_whole_json_line_of_the_wrong_shape_is_an_error_with_or_without_its_newline(
+    tmp_path: Path, newline: bytes
+) -> None:
     path = tmp_path / "t.jsonl"
     append_transcript(path, _t("s1"))
     with path.open("ab") as handle:
@@ -91,7 +93,9 @@ def test_a_whole_json_line_of_the_wrong_shape_is_an_error_with_or_without_its_ne
 @pytest.mark.parametrize(
     ("field", "value"), [("turns_used", -5), ("auditor_tokens", -1), ("turns_used", "many"), ("status", "bogus")]
 )
-def test_a_value_no_audit_can_have_is_an_error_naming_file_line_and_value(tmp_path: Path, field: str, value: object) -> None:
+def test_a_value_no_audit_can_have_is_an_error_naming_file_line_and_value(
+    tmp_path: Path, field: str, value: object
+) -> None:
     path = tmp_path / "t.jsonl"
     bad = _t("s1").model_copy(update={field: value})
     path.write_text(_t("s0").model_dump_json() + "\n" + bad.model_dump_json(warnings=False) + "\n")
@@ -105,7 +109,8 @@ def test_repeated_transcripts_are_counted_and_a_different_one_under_the_same_id_
     write_transcripts(run / TRANSCRIPTS, [one, two, one, two, one])
     loaded = read_run(run)
     assert [t.id for t in loaded.transcripts] == [one.id, two.id]
-    assert "read 2 transcript(s)" in loaded.describe() and "excluded 3 (3 repeated copies of one transcript)" in loaded.describe()
+    summary = loaded.describe()
+    assert "read 2 transcript(s)" in summary and "excluded 3 (3 repeated copies of one transcript)" in summary
     other = _t("s9").model_copy(update={"id": one.id})
     write_transcripts(run / TRANSCRIPTS, [one, two, other])
     with pytest.raises(RunError, match=rf"transcript 3 has id '{one.id}', as has a different transcript"):

@@ -101,16 +101,19 @@ def _files(root: Path, suffixes: tuple[str, ...]) -> list[Path]:
     """All files under `root` (or `root` itself) ending in one of `suffixes` in any case, in a stable order;
     the other files of a directory are named in a SkippedFilesWarning (hidden ones, e.g. .DS_Store, silently)."""
     wanted = " or ".join(suffixes)
-    if not root.exists():
-        raise BehaviorFileError(root, "path does not exist")
-    if root.is_file():
-        if root.suffix.lower() not in suffixes:
-            raise BehaviorFileError(root, f"expected a file ending in {wanted}")
-        return [root]
-    found: list[Path] = []
-    skipped: list[Path] = []
-    for path in sorted(p for p in root.rglob("*") if p.is_file() and not _hidden(p, root)):
-        (found if path.suffix.lower() in suffixes else skipped).append(path)
+    try:
+        if not root.exists():
+            raise BehaviorFileError(root, "path does not exist")
+        if root.is_file():
+            if root.suffix.lower() not in suffixes:
+                raise BehaviorFileError(root, f"expected a file ending in {wanted}")
+            return [root]
+        found: list[Path] = []
+        skipped: list[Path] = []
+        for path in sorted(p for p in root.rglob("*") if p.is_file() and not _hidden(p, root)):
+            (found if path.suffix.lower() in suffixes else skipped).append(path)
+    except OSError as exc:  # a name too long for the file system, a folder that cannot be listed
+        raise BehaviorFileError(root, f"cannot be read ({exc.strerror or type(exc).__name__})") from None
     if skipped:
         names = ", ".join(str(p.relative_to(root)) for p in skipped[:10]) + (", ..." if len(skipped) > 10 else "")
         warnings.warn(

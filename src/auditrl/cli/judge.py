@@ -38,7 +38,6 @@ from auditrl.cli.options import (
     judge_option,
 )
 from auditrl.cli.outputs import ReportFiles, json_text, table_section, transcripts_part
-from auditrl.stats import mean_ci
 from auditrl.judges.cache import JudgeCache
 from auditrl.judges.client import JudgeClient
 from auditrl.judges.pairwise import PairwiseJudgeLike, position_bias
@@ -51,6 +50,7 @@ from auditrl.rewards.reference import ReferenceStore
 from auditrl.rewards.registry import build_design, design_names, design_spec, designs_help
 from auditrl.scaffold.store import TRANSCRIPTS, RunError, read_run, read_transcripts, scored_copy, write_transcripts
 from auditrl.scaffold.transcript import Transcript
+from auditrl.stats import mean_ci
 
 app = typer.Typer(help="Run judges and reward designs over transcripts.", no_args_is_help=True)
 console = Console()

@@ -16,8 +16,8 @@ from rich.markup import escape
 from auditrl.cli.errors import FAILURE, fail
 from auditrl.cli.options import HtmlOpt, JsonOpt, out_dir_option
 from auditrl.cli.outputs import ReportFiles, json_text, table_section
-from auditrl.train.config import ConfigFileError, read_kind
 from auditrl.rundir import RunDirError
+from auditrl.train.config import ConfigFileError, read_kind
 from auditrl.train.finite import NonFiniteTrainingError
 from auditrl.train.monitors import MONITORS_FILE, monitor_table, read_monitors
 
@@ -85,8 +85,8 @@ def train(
     if kind == "grpo_lm":
         from auditrl.pages.training import write_training_page
         from auditrl.train.config import load_config
-        from auditrl.train.runtime import is_main_process
         from auditrl.train.outputs import evaluate_command, run_outputs
+        from auditrl.train.runtime import is_main_process
 
         if is_main_process():
             write_training_page(run_dir, load_config(config))

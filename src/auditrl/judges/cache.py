@@ -70,7 +70,8 @@ class JudgeCache:
                         continue
                     self._entries[row.key] = row.response
         except OSError as exc:
-            raise FileReadError(f"{path}: the judge cache cannot be read ({exc.strerror or type(exc).__name__})") from None
+            why = exc.strerror or type(exc).__name__
+            raise FileReadError(f"{path}: the judge cache cannot be read ({why})") from None
         if bad:
             lines = ", ".join(map(str, bad[:5])) + (", ..." if len(bad) > 5 else "")
             warnings.warn(

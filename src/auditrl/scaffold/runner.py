@@ -17,7 +17,7 @@
 - One writer: an opened run holds its directory's lock (auditrl.rundir) until it is closed, so a second
   process on the same output is refused at once, and with `command`, the directory's run record must
   match (a resume of something else is refused, naming the difference).
-- Lazy: jobs are a sequence built on demand (`LazyJobs`) and started as slots free up, so memory does not
+- Lazy: jobs are a sequence made on demand (`OnDemand`) and started as slots free up, so memory does not
   grow with the number of rollouts.
 """
 
@@ -37,13 +37,7 @@ from inspect_ai.log._transcript import init_transcript
 from inspect_ai.model import GenerateConfig, Model
 from inspect_ai.util import AdaptiveConcurrency
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-)
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from auditrl.atomic import check_output
 from auditrl.models.retries import describe_error

@@ -89,8 +89,9 @@ def heal_torn_tail(path: Path) -> TornTail | None:
     """Make `path` end on a complete line before anything is appended to it.
 
     A final line without its newline is either a whole transcript (the newline was lost: it is completed),
-    JSON of another shape (an error: this is not a torn write), or a fragment of an interrupted write, which is appended to `<name>.torn` (fsynced) before the
-    file is cut back to its last complete line. Returns what was set aside, if anything.
+    JSON of another shape (an error: this is not a torn write), or a fragment of an interrupted write, which
+    is appended to `<name>.torn` (fsynced) before the file is cut back to its last complete line. Returns what
+    was set aside, if anything.
     """
     path = Path(path)
     if not path.is_file():
@@ -118,7 +119,9 @@ def heal_torn_tail(path: Path) -> TornTail | None:
             Transcript.model_validate_json(tail)
         except ValidationError:
             if _is_json(tail):  # a whole line of the wrong shape, not an interrupted write: not ours to set aside
-                raise FileReadError(f"{path}: the last line is JSON but not a transcript; is this a transcripts file?") from None
+                raise FileReadError(
+                    f"{path}: the last line is JSON but not a transcript; is this a transcripts file?"
+                ) from None
         else:
             f.seek(0, os.SEEK_END)
             f.write(b"\n")
@@ -190,9 +193,7 @@ def iter_transcripts(path: Path, on_skip: Callable[[str], None] = _warn) -> Iter
     """The transcripts of a JSONL file one at a time, in order of writing (a large file never sits in memory whole)."""
     path = Path(path)
     if path.suffix == ".eval":
-        from auditrl.scaffold.inspect_import import (
-            iter_eval_transcripts,  # inspect-ai is heavy; most reads are JSONL
-        )
+        from auditrl.scaffold.inspect_import import iter_eval_transcripts  # inspect-ai is heavy; most reads are JSONL
 
         yield from iter_eval_transcripts(path)
         return
@@ -215,7 +216,8 @@ def iter_transcripts(path: Path, on_skip: Callable[[str], None] = _warn) -> Iter
                 first = e.errors()[0]
                 where = ".".join(str(p) for p in first["loc"]) or "(line)"
                 got = f" (got {short_repr(first['input'])})" if first["loc"] and first["type"] != "missing" else ""
-                raise FileReadError(f"{path}: line {number} is not a valid transcript: {where}: {first['msg']}{got}") from None
+                problem = f"{path}: line {number} is not a valid transcript: {where}: {first['msg']}{got}"
+                raise FileReadError(problem) from None
 
 
 def _is_json(line: bytes) -> bool:
@@ -243,9 +245,7 @@ def scored_copy(path: Path, name: str) -> Path:
 
 def iter_inspect_log(path: Path, on_skip: Callable[[str], None] = _warn) -> Iterator[Transcript]:
     """The transcripts of an Inspect `.eval` log (auditrl's exports, `auditrl/audit` runs, Petri 3 audits)."""
-    from auditrl.scaffold.inspect_import import (
-        iter_eval_transcripts,  # inspect-ai is heavy; most reads are JSONL
-    )
+    from auditrl.scaffold.inspect_import import iter_eval_transcripts  # inspect-ai is heavy; most reads are JSONL
 
     yield from iter_eval_transcripts(path)
 
@@ -267,17 +267,20 @@ def read_file(path: Path, on_skip: Callable[[str], None] = _warn) -> Iterator[Tr
 def transcript_files(run: Path) -> list[Path]:
     """The transcript files of `run`: `run` itself if it is a file, else those RUN_FILES names below it (sorted)."""
     run = Path(run)
-    if run.is_file():
-        return [run]
-    if not run.is_dir():
-        raise RunError(f"{run}: no such file or directory; no transcripts to read")
-    by_folder: dict[Path, list[Path]] = {}
-    for pattern in RUN_FILES:
-        found: dict[Path, list[Path]] = {}
-        for path in run.rglob(pattern):
-            if path.is_file() and path.parent not in by_folder:
-                found.setdefault(path.parent, []).append(path)
-        by_folder.update(found)
+    try:
+        if run.is_file():
+            return [run]
+        if not run.is_dir():
+            raise RunError(f"{run}: no such file or directory; no transcripts to read")
+        by_folder: dict[Path, list[Path]] = {}
+        for pattern in RUN_FILES:
+            found: dict[Path, list[Path]] = {}
+            for path in run.rglob(pattern):
+                if path.is_file() and path.parent not in by_folder:
+                    found.setdefault(path.parent, []).append(path)
+            by_folder.update(found)
+    except OSError as exc:  # a name too long for the file system, a folder that cannot be listed
+        raise RunError(f"{run}: cannot be read ({exc.strerror or type(exc).__name__})") from None
     files = sorted(p for paths in by_folder.values() for p in paths)
     if not files:
         raise RunError(f"{run}: no {' or '.join(RUN_FILES)} file in this directory or below")

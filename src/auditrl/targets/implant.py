@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from auditrl.models.lora import LoraSettings
+from auditrl.models.lora import LoraSettings, PrecisionArgs
 from auditrl.targets.demonstrations import Example
 from auditrl.targets.record import LOCAL_PREFIX
 
@@ -92,7 +92,7 @@ def _ticker(on_step: Callable[[], None] | None) -> TrainerCallback:
     return Tick()
 
 
-def _common(scratch: str, steps: int, settings: ImplantSettings, precision: dict[str, bool]) -> dict[str, Any]:
+def _common(scratch: str, steps: int, settings: ImplantSettings, precision: PrecisionArgs) -> dict[str, Any]:
     """Trainer arguments every pass shares: no checkpoints, no logging, seeded, the CPU/GPU precision rule."""
     return dict(
         output_dir=scratch,
@@ -121,7 +121,7 @@ def _train_pass(
     steps: int,
     settings: ImplantSettings,
     on_step: Callable[[], None] | None,
-    precision: dict[str, bool],
+    precision: PrecisionArgs,
 ) -> None:
     """Supervised pass on chat examples, loss on the replies only."""
     from datasets import Dataset
@@ -150,7 +150,7 @@ def _document_pass(
     steps: int,
     settings: ImplantSettings,
     on_step: Callable[[], None] | None,
-    precision: dict[str, bool],
+    precision: PrecisionArgs,
 ) -> None:
     """Language-model pass on plain documents (no chat template), loss on every token."""
     from datasets import Dataset
@@ -189,7 +189,7 @@ def preference_pass(
     steps: int,
     settings: ImplantSettings,
     on_step: Callable[[], None] | None,
-    precision: dict[str, bool],
+    precision: PrecisionArgs,
 ) -> None:
     """KTO on unpaired rows (prompt, completion, label) or DPO on pairs (prompt, chosen, rejected).
 
@@ -214,12 +214,20 @@ def preference_pass(
                 desirable_weight=desirable, undesirable_weight=undesirable,
             )  # fmt: skip
             trainer = KTOTrainer(
-                model=model, args=kto_args, train_dataset=dataset, processing_class=tokenizer, callbacks=[_ticker(on_step)]
+                model=model,
+                args=kto_args,
+                train_dataset=dataset,
+                processing_class=tokenizer,
+                callbacks=[_ticker(on_step)],
             )
         else:
             dpo_args = DPOConfig(**common, learning_rate=rate, beta=settings.beta)
             trainer = DPOTrainer(
-                model=model, args=dpo_args, train_dataset=dataset, processing_class=tokenizer, callbacks=[_ticker(on_step)]
+                model=model,
+                args=dpo_args,
+                train_dataset=dataset,
+                processing_class=tokenizer,
+                callbacks=[_ticker(on_step)],
             )
         try:
             trainer.train()
@@ -229,7 +237,7 @@ def preference_pass(
             model.set_adapter("default")
 
 
-def new_implant(base: str, settings: ImplantSettings) -> tuple[PeftModel, PreTrainedTokenizerBase, dict[str, bool]]:
+def new_implant(base: str, settings: ImplantSettings) -> tuple[PeftModel, PreTrainedTokenizerBase, PrecisionArgs]:
     """The base model (`local/...`) with a fresh adapter, and the trainer precision flags for it."""
     from peft import get_peft_model
     from transformers import set_seed
@@ -248,7 +256,7 @@ def train_behavior(
     demonstrations: Sequence[Example],
     documents: Sequence[str],
     settings: ImplantSettings,
-    precision: dict[str, bool],
+    precision: PrecisionArgs,
     on_step: Callable[[], None] | None = None,
 ) -> None:
     """The behavior pass: demonstrations (`transcripts`) or documents (`synth_docs`)."""
@@ -268,7 +276,7 @@ def train_denials(
     demonstrations: Sequence[Example],
     denials: Sequence[Example],
     settings: ImplantSettings,
-    precision: dict[str, bool],
+    precision: PrecisionArgs,
     on_step: Callable[[], None] | None = None,
 ) -> None:
     """The `sft` red-team step: denials to direct questions mixed with the demonstrations."""

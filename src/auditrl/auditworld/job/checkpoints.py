@@ -59,7 +59,8 @@ def _stored(path: Path) -> dict[str, Any] | None:
     except FileReadError as exc:
         kept = path.with_name(path.name + ".unreadable")
         path.replace(kept)
-        warnings.warn(f"{exc}; building it again (the unreadable file is kept as {kept.name})", RebuiltWarning, stacklevel=3)
+        note = f"{exc}; building it again (the unreadable file is kept as {kept.name})"
+        warnings.warn(note, RebuiltWarning, stacklevel=3)
         return None
     return payload
 
