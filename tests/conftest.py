@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,15 @@ import pytest
 # import would keep that width, so a test that sets COLUMNS for one command would see 80 columns under xdist only.
 for _name in ("COLUMNS", "LINES"):
     os.environ.pop(_name, None)
+
+
+@pytest.fixture(autouse=True)
+def _no_refusals_across_tests() -> Iterator[None]:
+    """A model refused in one test (a scripted 401) is not refused in the next: each test is its own run."""
+    yield
+    retries = sys.modules.get("auditrl.models.retries")
+    if retries is not None:
+        retries.forget_refusals()
 
 
 @pytest.fixture(scope="session")

@@ -29,8 +29,8 @@ from auditrl.behaviors.plant import target_system_prompt
 from auditrl.behaviors.schema import Behavior, Seed
 from auditrl.atomic import check_output
 from auditrl.cli.behaviors import reporting_overrides, unknown_behavior
-from auditrl.cli.errors import FAILURE, fail, warn
-from auditrl.cli.limits import call_limits, opened_run, print_failures, showing_retries
+from auditrl.cli.errors import FAILURE, fail, finish, warn
+from auditrl.cli.limits import call_limits, opened_run, print_failures, ready_models, showing_retries
 from auditrl.cli.options import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT_S,
@@ -53,7 +53,7 @@ from auditrl.cli.options import (
 )
 from auditrl.models.capabilities import provider_info
 from auditrl.models.prefill import PrefillSupport, describe_support
-from auditrl.models.roles import UnknownModelError, resolve_model, tool_protocol_for
+from auditrl.models.roles import tool_protocol_for
 from auditrl.safe_text import for_terminal
 from auditrl.scaffold.spec import AuditSpec
 from auditrl.scaffold.inspect_export import LOG_SUFFIXES, export_inspect_log, log_file_name, log_path
@@ -198,11 +198,8 @@ def audit(
         raise fail(str(exc)) from exc
     config = GenerateConfig(max_tokens=max_tokens, temperature=temperature)
     limits = call_limits(max_retries, timeout)
-    try:
-        auditor_model = resolve_model(auditor, limits=limits)
-        target_model = resolve_model(target, limits=limits)
-    except (UnknownModelError, ValueError) as exc:
-        raise fail(str(exc)) from exc
+    models = ready_models({"--auditor": [auditor], "--target": [target]}, limits)
+    auditor_model, target_model = models[auditor], models[target]
     run_dir = out or Path("runs") / f"audit-{datetime.now():%Y%m%d-%H%M%S}"
     budget = Budget(max_turns=max_turns, max_tokens=token_budget)
     try:
@@ -245,8 +242,7 @@ def audit(
     else:
         say(f"Export it for Inspect with: [bold]auditrl export {escape(str(run_dir))}[/]")
     say(f"Open it with: [bold]inspect view --log-dir {escape(str(run_dir))}[/]")
-    if failed:
-        raise typer.Exit(code=FAILURE)
+    finish(failed, len(jobs))
 
 
 def export(

@@ -65,9 +65,9 @@ NOT_SCORED_HINTS: dict[str, str] = {
 
 def resolve_judge(spec: str) -> Model:
     """The judge model for a spec string (kept as a seam so tests can script the judge)."""
-    from auditrl.models.roles import resolve_model
+    from auditrl.models.check import ready_model
 
-    return resolve_model(spec)
+    return ready_model(spec)
 
 
 def _one_line(exc: BaseException) -> str:

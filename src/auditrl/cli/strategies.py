@@ -25,7 +25,7 @@ from auditrl.analysis.strategies import cluster_strategies
 from auditrl.analysis.summaries import strategy_summary
 from auditrl.atomic import atomic_write_text, check_output
 from auditrl.cli.errors import fail
-from auditrl.cli.limits import call_limits
+from auditrl.cli.limits import call_limits, ready_models
 from auditrl.cli.options import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_S, HtmlOpt, MaxRetriesOpt, TimeoutOpt, random_seed_option
 from auditrl.evaluate.groups import group_of
 from auditrl.pages.html import write_page
@@ -103,9 +103,8 @@ def strategies(
             naming = None
             if namer is not None:
                 from auditrl.analysis.llm_naming import LLMNamer
-                from auditrl.models.roles import resolve_model
-
-                naming = LLMNamer(resolve_model(namer, limits=call_limits(max_retries, timeout)), namer)
+                namer_model = ready_models({"--namer": [namer]}, call_limits(max_retries, timeout))[namer]
+                naming = LLMNamer(namer_model, namer)
             with console.status("deriving a codebook, reclassifying, measuring stability"):
                 sizes = {"strategy": strategies_n, "archetype": archetypes, "category": categories}
                 study = study_codebook(result, emb, sizes, naming, bootstraps)

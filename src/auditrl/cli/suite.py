@@ -24,9 +24,9 @@ from rich.markup import escape
 from auditrl.atomic import OutputError, atomic_write_text
 from auditrl.behaviors.schema import Behavior, Seed
 from auditrl.cli.behaviors import load_library
-from auditrl.cli.errors import FAILURE, fail
+from auditrl.cli.errors import FAILURE, fail, finish
 from auditrl.cli.evaluate import openings_option, suite_judges
-from auditrl.cli.limits import call_limits, opened_run, print_failures, showing_retries
+from auditrl.cli.limits import call_limits, opened_run, print_failures, ready_models, showing_retries
 from auditrl.cli.options import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT_S,
@@ -59,7 +59,6 @@ from auditrl.evaluate.paper import load_paper_reference
 from auditrl.evaluate.runner import SuiteConfig, run_suite
 from auditrl.evaluate.schema import SuiteResult
 from auditrl.judges.realism import load_openings
-from auditrl.models.roles import UnknownModelError, resolve_model
 from auditrl.pages.html import Section
 from auditrl.pages.sections import suite_section, transcripts_section
 from auditrl.scaffold.runner import Existing, RunLog, RunStopped
@@ -151,12 +150,10 @@ def suite(
         raise fail("--realism-judge rates production audits; it needs --production-seeds above 0")
     limits = call_limits(max_retries, timeout)
     generate = GenerateConfig(max_tokens=max_tokens)
-    try:
-        auditor_model = resolve_model(auditor, generate, limits)
-        target_model = resolve_model(target, generate, limits)
-        production_model = resolve_model(production_target, generate, limits) if production_target else None
-    except (UnknownModelError, ValueError) as exc:
-        raise fail(str(exc)) from exc
+    production = [production_target] if production_target else []
+    models = ready_models({"--auditor": [auditor], "--target": [target], "--production-target": production}, limits, generate)
+    auditor_model, target_model = models[auditor], models[target]
+    production_model = models[production_target] if production_target else None
     behaviors, all_seeds = load_library(console, behaviors_dir, seeds_dir)
     held_out, tailored, general = pick_seeds(behaviors, all_seeds, seeds_per_behavior, production_seeds)
     openings = openings_option(openings_file)
@@ -252,8 +249,7 @@ def suite(
 
     reports.write(console, f"auditrl suite: {auditor}", sections, lambda: results_json([result]))
     console.print(f"Export them for inspect view with: auditrl export {escape(str(run_dir))}", highlight=False, soft_wrap=True)
-    if result.errored:  # everything is written; the status tells scripts that audits failed, as `audit` does
-        raise typer.Exit(code=FAILURE)
+    finish(result.errored, result.transcripts)
 
 
 def _comparable(settings: dict[str, object], key: str) -> object:
