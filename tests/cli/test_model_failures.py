@@ -21,7 +21,7 @@ AUDITOR = {"audit": "scripted/auditor", "suite": "scripted/auditor", "transfer":
 MISSING: dict[str, tuple[str, str]] = {
     "missing key": ("anthropic/claude-haiku-4-5", "ANTHROPIC_API_KEY is not set"),
     "missing local model": ("local/nope/nothing", "local model 'nope/nothing' not found"),
-    "unknown provider": ("nosuch/model", "unknown provider 'nosuch'"),
+    "unknown provider": ("opnai/gpt-4o", "unknown model provider 'opnai' (did you mean 'openai'?)"),
 }
 
 

@@ -7,7 +7,9 @@ of them. A new command is one row of `COMMANDS`.
 
 from __future__ import annotations
 
+import difflib
 import importlib
+import importlib.metadata
 from typing import Any, NamedTuple
 
 import typer
@@ -72,6 +74,11 @@ class LazyCommands(TyperGroup):
         return TyperCommand(cmd_name, short_help=entry.summary)
 
     def resolve_command(self, ctx: typer.Context, args: list[str]) -> tuple[str | None, Any, list[str]]:
+        known = self.list_commands(ctx)
+        if args and not args[0].startswith("-") and args[0] not in known:  # typer suggests only among built commands
+            matches = difflib.get_close_matches(args[0], known)
+            if matches:
+                ctx.fail(f"No such command {args[0]!r}. Did you mean {', '.join(map(repr, matches))}?")
         name, command, rest = super().resolve_command(ctx, args)
         if name in COMMANDS:
             command = load_command(name)
@@ -101,10 +108,20 @@ app = typer.Typer(
 )
 
 
+def show_version(value: bool) -> None:
+    """`--version`: the installed package's version, then exit."""
+    if value:
+        typer.echo(f"auditrl {importlib.metadata.version('auditrl')}")
+        raise typer.Exit()
+
+
 @app.callback()
 def main(
     verbose: bool = typer.Option(
         False, "--verbose", help="Show what transformers, peft, TRL and the Hub client log and warn (errors only by default)."
+    ),
+    version: bool = typer.Option(
+        False, "--version", callback=show_version, is_eager=True, help="Print the version and exit."
     ),
 ) -> None:
     """Train and evaluate alignment-auditing agents with reinforcement learning."""  # the group's help text

@@ -14,10 +14,9 @@ import functools
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
-from inspect_ai.model import GenerateConfig
 from pydantic import ValidationError
 from rich.console import Console, Group
 from rich.markup import escape
@@ -52,17 +51,16 @@ from auditrl.cli.options import (
     seed_ids_option,
 )
 from auditrl.models.capabilities import provider_info
-from auditrl.models.prefill import PrefillSupport, describe_support
-from auditrl.models.roles import tool_protocol_for
 from auditrl.safe_text import for_terminal
-from auditrl.scaffold.spec import AuditSpec
-from auditrl.scaffold.inspect_export import LOG_SUFFIXES, export_inspect_log, log_file_name, log_path
-from auditrl.scaffold.runner import RunStopped, audit_jobs, run_audits
 from auditrl.scaffold.store import TRANSCRIPTS, RunError, read_run, read_transcripts
 from auditrl.scaffold.prompt_sets import AuditorPrompt
 from auditrl.scaffold.tool_sets import DEFAULT_TOOL_SET, AuditToolSet, ToolProtocol
 from auditrl.scaffold.transcript import Budget, Report, Transcript
 from auditrl.scaffold.transcript_keys import ROLLOUT
+
+if TYPE_CHECKING:  # inspect-ai is imported when an audit runs, so that a usage error answers at once
+    from auditrl.models.prefill import PrefillSupport
+    from auditrl.scaffold.spec import AuditSpec
 
 
 def select_seeds(
@@ -92,6 +90,9 @@ def build_specs(
     auditor_prompt: AuditorPrompt = "full",
 ) -> list[AuditSpec]:
     """One spec per rollout, cycling through the seeds in order."""
+    from auditrl.models.roles import tool_protocol_for
+    from auditrl.scaffold.spec import AuditSpec
+
     provider, _, family = target.partition("/")
     return [
         AuditSpec(
@@ -182,6 +183,12 @@ def audit(
     On a run directory that already has audits, the run resumes: the (seed, rollout) audits it has are
     skipped and failed ones run again (see --on-existing).
     """
+    from inspect_ai.model import GenerateConfig
+
+    from auditrl.models.prefill import describe_support
+    from auditrl.scaffold.inspect_export import export_inspect_log
+    from auditrl.scaffold.runner import RunStopped, audit_jobs, run_audits
+
     console = Console()
     if (behavior is None) == (not benign):
         raise fail("give exactly one of --behavior <id> or --benign")
@@ -254,6 +261,8 @@ def export(
     A run's log has a fixed name, so exporting again (after `judge score`, say) replaces the log that
     `audit` wrote instead of adding a second copy of the run.
     """
+    from auditrl.scaffold.inspect_export import LOG_SUFFIXES, export_inspect_log, log_file_name, log_path
+
     console = Console()
     if out is not None and out.suffix in LOG_SUFFIXES:
         warn(

@@ -13,10 +13,9 @@ import json
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
-from inspect_ai.model import Model
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import Progress
@@ -38,13 +37,9 @@ from auditrl.cli.options import (
     judge_option,
 )
 from auditrl.cli.outputs import ReportFiles, json_text, table_section, transcripts_part
-from auditrl.evaluate.stats import mean_ci
 from auditrl.judges.cache import JudgeCache
-from auditrl.judges.client import JudgeClient
-from auditrl.judges.pairwise import PairwiseJudgeLike, position_bias
 from auditrl.judges.verdicts import PairwiseResult
 from auditrl.models.limits import CallLimits
-from auditrl.rewards.designs import GROUP_OF_ONE, IS_REFERENCE, NO_REFERENCE
 from auditrl.rewards.records import RewardDesign, RewardRecord
 from auditrl.rewards.reference import ReferenceStore
 from auditrl.judges.registry import DEFAULT_FAMILY, JudgeFamily, judge_family_names, judge_spec_help, resolve_judges
@@ -52,15 +47,26 @@ from auditrl.rewards.registry import build_design, design_names, design_spec, de
 from auditrl.scaffold.store import TRANSCRIPTS, RunError, read_run, read_transcripts, scored_copy, write_transcripts
 from auditrl.scaffold.transcript import Transcript
 
+if TYPE_CHECKING:  # inspect-ai and scipy are imported when a command runs, so that a usage error answers at once
+    from inspect_ai.model import Model
+
+    from auditrl.judges.client import JudgeClient
+    from auditrl.judges.pairwise import PairwiseJudgeLike
+
 app = typer.Typer(help="Run judges and reward designs over transcripts.", no_args_is_help=True)
 console = Console()
 PROGRAMMATIC = DEFAULT_FAMILY
-NOT_SCORED_HINTS: dict[str, str] = {
-    GROUP_OF_ONE: "run audit with --seed-id ID --rollouts N for groups",
-    NO_REFERENCE: "give --references transcripts or a store that cover these seeds",
-    IS_REFERENCE: "the references came from the scored transcripts; take them from another run",
-}
-"""What to do about each reason a rollout was not scored, printed after the count."""
+
+
+def not_scored_hint(reason: str) -> str | None:
+    """What to do about a reason a rollout was not scored, printed after the count."""
+    from auditrl.rewards.designs import GROUP_OF_ONE, IS_REFERENCE, NO_REFERENCE
+
+    return {
+        GROUP_OF_ONE: "run audit with --seed-id ID --rollouts N for groups",
+        NO_REFERENCE: "give --references transcripts or a store that cover these seeds",
+        IS_REFERENCE: "the references came from the scored transcripts; take them from another run",
+    }.get(reason)
 
 
 def resolve_judge(spec: str) -> Model:
@@ -88,6 +94,8 @@ def judge_client(
     The other judge families (`sim`, ...) have no client and only the reward-design commands take them
     (see `judges_for`).
     """
+    from auditrl.judges.client import JudgeClient
+
     if spec == PROGRAMMATIC:
         return None
     if spec in judge_family_names():
@@ -167,6 +175,9 @@ def pairwise(
     json_out: JsonOpt = None,
 ) -> None:
     """Compare A[i] with B[i] in both orders; print each result, A's mean share and the position-bias rate."""
+    from auditrl.evaluate.stats import mean_ci
+    from auditrl.judges.pairwise import position_bias
+
     sources = _source(a_file), _source(b_file)
     a_list, b_list = _read(sources[0]), _read(sources[1])
     if len(a_list) != len(b_list):
@@ -277,7 +288,7 @@ def _print_unrewarded(records: Sequence[RewardRecord | None]) -> None:
     """Why rollouts have no reward: not scored (with what to do about it) apart from real judge abstentions."""
     reasons = Counter(r.not_scored for r in records if r is not None and r.not_scored)
     for reason, n in sorted(reasons.items()):
-        hint = NOT_SCORED_HINTS.get(reason)
+        hint = not_scored_hint(reason)
         console.print(
             f"[yellow]{n} rollout(s) not scored: {escape(reason)}" + (f" ({escape(hint)})" if hint else "") + "[/yellow]"
         )
@@ -314,6 +325,8 @@ def score(
     `--seed-id ID --rollouts N` to get N rollouts of one seed; a group of 1 is reported as not scored.
     reference_pairwise compares each rollout with the reference of its (behavior, seed, family) from --references.
     """
+    from auditrl.evaluate.stats import mean_ci
+
     if design not in design_names():
         raise fail(f"unknown reward design {design!r}; choose one of {', '.join(design_names())}")
     source = _source(run)

@@ -81,5 +81,5 @@ def ready_models(
             try:
                 models[spec] = ready_model(spec, config=config, limits=limits)
             except ModelNotReady as exc:
-                raise fail(f"{option} {exc}") from exc
+                raise fail(f"{option} {spec}: {exc}") from exc
     return models

@@ -14,10 +14,9 @@ import json
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from inspect_ai.model import GenerateConfig
 from rich.console import Console
 from rich.markup import escape
 
@@ -53,18 +52,14 @@ from auditrl.cli.options import (
     random_seed_option,
 )
 from auditrl.cli.outputs import ReportFiles, written
-from auditrl.evaluate.judging import realism_provenance
-from auditrl.evaluate.metrics import SuiteDataError, results_json, suite_table
 from auditrl.evaluate.paper import load_paper_reference
-from auditrl.evaluate.runner import SuiteConfig, run_suite
-from auditrl.evaluate.schema import SuiteResult
-from auditrl.judges.realism import load_openings
-from auditrl.pages.html import Section
-from auditrl.pages.sections import suite_section, transcripts_section
-from auditrl.scaffold.runner import Existing, RunLog, RunStopped
 from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
 from auditrl.scaffold.tool_sets import DEFAULT_TOOL_SET
 from auditrl.scaffold.transcript_keys import AUDIT_QUALITY, CONCERNING, REALISM
+
+if TYPE_CHECKING:  # inspect-ai, scipy and the judges are imported when the suite runs: a usage error answers at once
+    from auditrl.evaluate.schema import SuiteResult
+    from auditrl.scaffold.runner import Existing, RunLog
 
 RESULTS = "results.json"
 CONFIG = "config.json"
@@ -144,6 +139,16 @@ def suite(
     as it finishes. Writes <out>/transcripts.jsonl, <out>/results.json and <out>/config.json. A run
     directory with a suite of the same settings in it is resumed (see --on-existing).
     """
+    from inspect_ai.model import GenerateConfig
+
+    from auditrl.evaluate.judging import realism_provenance
+    from auditrl.evaluate.metrics import SuiteDataError, results_json, suite_table
+    from auditrl.evaluate.runner import SuiteConfig, run_suite
+    from auditrl.judges.realism import load_openings
+    from auditrl.pages.html import Section
+    from auditrl.pages.sections import suite_section, transcripts_section
+    from auditrl.scaffold.runner import RunStopped
+
     console = Console()
     run_dir = out or Path("runs") / f"suite-{datetime.now():%Y%m%d-%H%M%S}"
     if production_seeds == 0 and realism_judge_spec is not None:

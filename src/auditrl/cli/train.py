@@ -17,7 +17,6 @@ from auditrl.cli.errors import FAILURE, fail
 from auditrl.cli.options import HtmlOpt, JsonOpt
 from auditrl.cli.outputs import ReportFiles, json_text, table_section
 from auditrl.train.config import ConfigFileError, read_kind
-from auditrl.train.finite import NonFiniteTrainingError
 from auditrl.train.monitors import MONITORS_FILE, monitor_table, read_monitors
 
 KINDS = ("auditworld", "auditworld_sweep", "grpo_lm")
@@ -46,6 +45,8 @@ def train(
 ) -> None:
     """Train: `kind: auditworld` runs the AuditWorld job, `kind: auditworld_sweep` its robustness map over
     the pairwise judge's flaws, `kind: grpo_lm` trains a language-model auditor."""
+    from auditrl.train.finite import NonFiniteTrainingError  # torch: imported once the options are read
+
     try:
         kind = read_kind(config)
     except ConfigFileError as exc:

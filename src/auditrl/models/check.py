@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from inspect_ai.model import ChatMessageUser, GenerateConfig, Model
 
+from auditrl.configfile import did_you_mean
 from auditrl.models.capabilities import SERVICE, ProviderInfo, provider_info
 from auditrl.models.limits import CallLimits
 from auditrl.models.prefill import PrefillSupport, describe_support
@@ -127,7 +128,8 @@ def check_model(
         return check
     known = supported_providers()
     if provider not in known:
-        check.add(False, f"unknown provider {provider!r}", f"use one of: {', '.join(known)}")
+        hint = did_you_mean(provider, known)
+        check.add(False, f"unknown model provider {provider!r}{hint}", f"use one of: {', '.join(known)}")
         return check
     info = provider_info(provider)
     if info.in_process:
@@ -158,7 +160,8 @@ def problem_line(check: ModelCheck) -> str | None:
 
 
 def ready_model(spec: str, *, config: GenerateConfig | None = None, limits: CallLimits | None = None) -> Model:
-    """The model for `spec` once the checks of `auditrl models check` pass; raises ModelNotReady with the first problem.
+    """The model for `spec` once the checks of `auditrl models check` pass; raises ModelNotReady with the first problem
+    (the caller names the spec and the option that gave it).
 
     Every command that calls a model resolves it here before its first audit, so a missing key, SDK or
     local model stops the command at once with the same line `models check` prints.
@@ -166,7 +169,7 @@ def ready_model(spec: str, *, config: GenerateConfig | None = None, limits: Call
     check = check_model(spec, config=config, limits=limits)
     problem = problem_line(check)
     if problem is not None or check.model is None:
-        raise ModelNotReady(f"{spec}: {problem or 'does not resolve'}")
+        raise ModelNotReady(problem or "does not resolve")
     return check.model
 
 
