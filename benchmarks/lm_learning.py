@@ -52,15 +52,10 @@ from auditrl.behaviors.library import load_behaviors
 from auditrl.behaviors.plant import target_system_prompt
 from auditrl.behaviors.schema import Seed
 from auditrl.configfile import load_yaml
-from auditrl.evaluate.lm_checks import (
-    claimed,
-    found_nothing,
-    reached_trigger,
-    report_valid,
-    rollouts_by_third,
-    turn_validity,
-)
-from auditrl.evaluate.stats import difference_ci, mean_ci
+from auditrl.evaluate.lm_checks import rollouts_by_third, turn_validity
+from auditrl.judges.claim_grader import claimed, found_nothing, report_valid
+from auditrl.auditworld.targets import reached_trigger
+from auditrl.stats import difference_ci, mean_ci
 from auditrl.judges.claim_grader import default_grader
 from auditrl.models.precision import describe_cpu
 from auditrl.models.roles import resolve_model
@@ -71,19 +66,21 @@ from auditrl.scaffold.store import TRANSCRIPTS, append_transcript, read_transcri
 from auditrl.scaffold.transcript import Budget, Transcript
 from auditrl.scaffold.transcript_keys import ROLLOUT
 from auditrl.auditworld.seeds import auditworld_seeds
-from auditrl.train.config import EpisodeSettings, GRPOLMConfig, RewardSettings, load_config
+from auditrl.train.config import GRPOLMConfig, RewardSettings
 from auditrl.train.episodes import split_seeds
 from auditrl.train.outputs import ADAPTER_DIR
 from auditrl.train.sft import RECORD_FILE as SFT_RECORD
-from auditrl.train.sft import TEACHER_TRANSCRIPTS, SFTSettings, run_sft
+from auditrl.train.sft import TEACHER_TRANSCRIPTS
+from auditrl.experiments.small_lm.choice_sft import SmallLMSFTSettings, run_experiment_sft
+from auditrl.experiments.small_lm.settings import SmallLMSettings, load_run_config, small_lm
 
 AUDITORS = ("untrained base", "SFT base", "SFT + GRPO")
 """The auditors the benchmark evaluates, in order; each change is from the one before it."""
 PARTS = ("behaviors", "seeds")
 """The held-out parts by their second word: held-out behaviors, held-out seeds of training behaviors."""
-CONFIG = Path(__file__).resolve().parent.parent / "configs" / "cpu_learn_sft.yaml"
+CONFIG = Path(__file__).resolve().parent.parent / "configs" / "experiments" / "small_lm" / "cpu_learn_sft.yaml"
 DISCRIMINATION = "discrimination (planted - benign)"
-PROBING = get_args(EpisodeSettings.model_fields["probing"].annotation)
+PROBING = get_args(SmallLMSettings.model_fields["probing"].annotation)
 TEACHER_PROBED = ", teacher probing"
 """Suffix of a held-out part audited with the teacher probing and the auditor writing only the report."""
 console = Console(width=160)
@@ -205,8 +202,7 @@ def grpo_config(
 ) -> Path:
     """The config's GRPO run, starting from the SFT adapter, written beside the run (`auditrl train` reads it)."""
     raw = load_yaml(cfg_path.read_text(encoding="utf-8"))
-    raw["episodes"]["claim_exploration"] = claim_exploration
-    raw["episodes"]["probing"] = probing
+    raw["experiment"] = {**(raw.get("experiment") or {"name": "small_lm"}), "claim_exploration": claim_exploration, "probing": probing}
     raw["policy"]["init_adapter"] = str(adapter.resolve())
     raw["trainer"]["max_steps"] = steps
     raw["reward"]["design"] = design
@@ -263,7 +259,7 @@ def main(
     torch.set_num_threads(1)
     torch.manual_seed(0)
     console.print(describe_cpu(), highlight=False)
-    cfg = load_config(config)
+    cfg = load_run_config(config)
     if reward_design is not None:
         try:
             cfg = cfg.model_copy(update={"reward": RewardSettings.model_validate({**cfg.reward.model_dump(), "design": reward_design})})
@@ -279,7 +275,7 @@ def main(
     }  # fmt: skip
     sft_dir = out / "sft"
     if not skip_sft and {"SFT base", "SFT + GRPO"} & set(auditor):
-        run_sft(cfg, SFTSettings(
+        run_experiment_sft(cfg, SmallLMSFTSettings(
             episodes=episodes, epochs=epochs, learning_rate=learning_rate, finding_repeats=finding_repeats, verdict_weight=verdict_weight
         ), sft_dir)
     if (sft_dir / SFT_RECORD).exists():  # this call's SFT run or an earlier call's
@@ -296,7 +292,7 @@ def main(
     parts = held_out_audits(cfg, heldout_seeds, training_seeds, rollouts, part)
     if probing == "teacher":
         parts |= {f"{name}{TEACHER_PROBED}": audits for name, audits in parts.items()}
-    teacher = (cfg.episodes.probing_teacher, resolve_model(cfg.episodes.probing_teacher))
+    teacher = (small_lm(cfg).probing_teacher, resolve_model(small_lm(cfg).probing_teacher))
     record["results"], record["changes"] = {}, {}
     evaluated: dict[str, dict[str, Any]] = {}
 
@@ -322,12 +318,12 @@ def main(
     if "SFT base" in auditor:
         evaluate("SFT base", f"local/{sft_dir / ADAPTER_DIR}")
     if steps > 0 and "SFT + GRPO" in auditor:
+        from auditrl.experiments.small_lm.extension import SmallLMExtension
         from auditrl.train.grpo import run_from_config
 
         started = time.process_time()
-        grpo_dir = run_from_config(
-            grpo_config(config, out, sft_dir / ADAPTER_DIR, steps, cfg.reward.design, lr, claim_exploration, probing), out / "grpo"
-        )
+        grpo_path = grpo_config(config, out, sft_dir / ADAPTER_DIR, steps, cfg.reward.design, lr, claim_exploration, probing)
+        grpo_dir = run_from_config(grpo_path, out / "grpo", extension=SmallLMExtension(load_run_config(grpo_path)))
         record["cpu_seconds"]["grpo"] = time.process_time() - started
         record["grpo_training"] = rollouts_by_third(read_transcripts(grpo_dir / TRANSCRIPTS))
         console.print(f"GRPO: {steps} steps, {record['cpu_seconds']['grpo']:.0f} CPU s", highlight=False)

@@ -25,13 +25,13 @@ from rich.console import Console
 from rich.table import Table
 
 from auditrl.behaviors.library import load_behaviors
-from auditrl.evaluate.stats import mean_ci
+from auditrl.stats import mean_ci
 from auditrl.models.precision import describe_cpu
-from auditrl.train.config import load_config
+from auditrl.experiments.small_lm.settings import load_run_config
 from auditrl.train.episodes import seed_bank
 from auditrl.train.policy import load_policy
-from auditrl.train.report_audits import HELD_OUT_PARTS, held_out_rows
-from auditrl.train.report_choices import ProbedAudit, probed_audits
+from auditrl.experiments.small_lm.report_audits import HELD_OUT_PARTS, held_out_rows
+from auditrl.experiments.small_lm.report_choices import ProbedAudit, probed_audits
 from auditrl.train.rollout import ChatSegments
 
 console = Console()
@@ -63,7 +63,7 @@ def main(
     for name, folder in folders.items():
         if not folder.is_dir():
             raise SystemExit(f"{folder}: no exact scores of {name!r} (run benchmarks/report_learning.py with --auditor {name!r})")
-    cfg = load_config(config)
+    cfg = load_run_config(config)
     _, tokenizer = load_policy(cfg.policy.model_copy(update={"init_adapter": None}))  # the policy's tokenizer and chat template
     behaviors = load_behaviors(cfg.data.behavior_paths or None)
     record: dict[str, Any] = {"cpu": describe_cpu(), "auditor": auditor, "start": start}

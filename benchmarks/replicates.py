@@ -3,7 +3,7 @@ run's record: every run's change with its interval over audits, their mean, and 
 
 Replicates audit the same held-out audits, so a run's interval holds the audits' sampling alone; the spread between
 runs holds the training's own randomness (the rows drawn and their order, the sampling; with the reset, also each
-run's calibration audits, drawn from the rows it did not train on) and says whether a gain repeats. The interval over runs is Student's t on the runs' means: with three runs it is wide, and it is the honest one.
+run's reset audits, drawn from the rows it did not train on) and says whether a gain repeats. The interval over runs is Student's t on the runs' means: with three runs it is wide, and it is the honest one.
 
     python benchmarks/replicates.py --run RUN_A --run RUN_B --run RUN_C [--view reset] [--auditor "SFT + choice gradient"]
 """
@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.table import Table
 from scipy.stats import t as student_t
 
-from auditrl.train.report_audits import HELD_OUT_PARTS
+from auditrl.experiments.small_lm.report_audits import HELD_OUT_PARTS
 
 console = Console()
 VIEWS = ("reset", "matched", "start verdict reset", "start verdict")

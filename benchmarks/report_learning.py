@@ -10,7 +10,7 @@ held-out parts by the untrained base and the trained adapter, with tables.
    The run trains only if a correct claim beats "nothing found" on planted targets and "nothing found" beats a claim
    on benign ones.
 2. GRPO: the config's run (resumed if `<out>/grpo` holds one), its training rollouts by third.
-3. Held-out evaluation (auditrl.train.report_audits): the 6 held-out behaviors on their AuditWorld seeds and the
+3. Held-out evaluation (auditrl.experiments.small_lm.report_audits): the 6 held-out behaviors on their AuditWorld seeds and the
    training behaviors on their held-out seeds, every family, planted and benign; the teacher probes, each auditor
    writes `--samples` reports at the training temperature under the grammar, as GRPO samples them. Per audit (the
    samples' mean; intervals over audits): claim rate on planted targets where the behavior showed, where it did not,
@@ -23,14 +23,14 @@ held-out parts by the untrained base and the trained adapter, with tables.
 
 The auditors: the untrained SmolLM2 (`untrained base`); `SFT base`, the verdict and the choice of evidence
 supervised on every sentence of the teacher's audits of the training distribution (`auditrl sft` under the report
-grammar, auditrl.train.report_choices; `--sft-episodes`, `--sft-epochs`); `SFT + GRPO`, the SFT base trained further
+grammar, auditrl.experiments.small_lm.report_choices; `--sft-episodes`, `--sft-epochs`); `SFT + GRPO`, the SFT base trained further
 by GRPO on `--sft-config`; `GRPO`, GRPO from the untrained base on `--config`; `SFT + choice gradient`, the SFT
 base's quote trained by the exact gradient of its expected reward over every sentence of `--gradient-episodes`
-training audits, for the SFT base's verdict (`--sft-config`'s reward, auditrl.train.choice_gradient; its start-verdict
+training audits, for the SFT base's verdict (`--sft-config`'s reward, auditrl.experiments.small_lm.choice_gradient; its start-verdict
 table is the auditor it trains). Each trained auditor's change is paired against the auditor it started from.
 
 `--evaluation exact` (the default, for `quote_verdict` with sentence quotes): instead of sampling reports, every
-report the grammar allows on each probed held-out audit is scored at once (auditrl.train.report_choices): the exact
+report the grammar allows on each probed held-out audit is scored at once (auditrl.experiments.small_lm.report_choices): the exact
 probability that the policy quotes each sentence and claims after it at its temperature, so each audit's claim rate,
 identification and FP calibration are expectations without sampling noise, and two more metrics read the choice of
 evidence: the chance of quoting an evidence sentence, and of a credited quote were the report made to claim.
@@ -39,14 +39,14 @@ evidence: the chance of quoting an evidence sentence, and of a credited quote we
 Threshold-matched start (exact evaluation): a GRPO run that claims more or less everywhere changes identification
 and FP calibration by where its verdict sits alone. So each trained auditor is also compared with its start at the
 same FP calibration: the start's stored scores (`<out>/exact_scores/`) with its verdict's claim log-odds shifted by
-one constant until its mean benign claim rate equals the trained auditor's (auditrl.train.report_choices.
+one constant until its mean benign claim rate equals the trained auditor's (auditrl.experiments.small_lm.report_choices.
 shift_claims); the change from it is what training added to the choice of evidence and to what the verdict reads.
 That shift is found on the held-out benign audits themselves, so it is an analysis, not a setting an auditor could
 be deployed with.
 
-Threshold reset on calibration audits (exact evaluation, `--calibration-rows`): each auditor is also scored on that
-many benign audits of the training seeds that no training stage in `<out>` audited (auditrl.train.report_audits.
-calibration_rows, disjoint from both held-out parts and from every training row), and each trained auditor's verdict
+Threshold reset (exact evaluation, `--reset-rows`): each auditor is also scored on that
+many benign audits of the training seeds that no training stage in `<out>` audited (auditrl.experiments.small_lm.report_audits.
+reset_rows, disjoint from both held-out parts and from every training row), and each trained auditor's verdict
 is shifted by the one claim log-odds constant at which its claim rate there equals its start's; the reset auditor is
 then compared with its start on the held-out parts. The threshold is set without the held-out audits, as a deployed
 auditor's could be, so its held-out FP calibration is measured, not matched. Audits a stage trained on are left out
@@ -56,8 +56,8 @@ than on benign audits it never saw, and a threshold set there let FP calibration
 The start's verdict (exact evaluation): each trained auditor's probabilities of quoting each sentence with its
 start's P(claim) after each, against the start: what the trained choice of evidence alone does to every metric,
 with the verdict as it was before training (what an auditor whose verdict training could not move would do). With
-`--calibration-rows`, that auditor is also reset as above: the start's verdict shifted by the one claim log-odds
-constant at which, behind the trained quotes, it claims on the calibration audits as often as the start does.
+`--reset-rows`, that auditor is also reset as above: the start's verdict shifted by the one claim log-odds
+constant at which, behind the trained quotes, it claims on the reset audits as often as the start does.
 
 The evidence ceiling (exact evaluation): under each start auditor's own verdict, the choice of evidence that always
 quotes the evidence sentence the verdict claims most after where the audit has one, else the sentence it claims
@@ -67,7 +67,7 @@ reward.quote_credit: expected), not an auditor.
 Prints the CPU (its bf16 support decides the dtype) and the CPU seconds of each stage; writes
 `<out>/report_learning.json`. Rerunning on the same `--out` resumes every stage.
 
-    OMP_NUM_THREADS=1 python benchmarks/report_learning.py [--config configs/cpu_learn_evidence.yaml] [--steps 60] [--auditor GRPO --checkpoint 30]
+    OMP_NUM_THREADS=1 python benchmarks/report_learning.py [--config configs/experiments/small_lm/cpu_learn_evidence.yaml] [--steps 60] [--auditor GRPO --checkpoint 30]
 """
 
 from __future__ import annotations
@@ -90,8 +90,9 @@ from rich.table import Table
 from auditrl.atomic import atomic_write_text
 from auditrl.behaviors.library import load_behaviors
 from auditrl.configfile import load_yaml
-from auditrl.evaluate.lm_checks import claimed, found_nothing, rollouts_by_third
-from auditrl.evaluate.stats import auc_change_ci, auc_ci, difference_ci, mean_ci
+from auditrl.evaluate.lm_checks import rollouts_by_third
+from auditrl.judges.claim_grader import claimed, found_nothing
+from auditrl.stats import auc_change_ci, auc_ci, difference_ci, mean_ci
 from auditrl.judges.claim_grader import default_grader, report_outcome
 from auditrl.models.precision import describe_cpu
 from auditrl.rewards.margins import PAIRED_MARGINS, margin_summary, teacher_margins
@@ -99,16 +100,16 @@ from auditrl.scaffold.prompt_sets import PROMPT_SETS, openings
 from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
 from auditrl.scaffold.transcript import Prediction, Report, Transcript
 from auditrl.scaffold.transcript_keys import CLAIM_PROBABILITY
-from auditrl.train.choice_gradient import AUDITS_FILE as CHOICE_AUDITS
-from auditrl.train.choice_gradient import RECORD_FILE as CHOICE_RECORD
-from auditrl.train.choice_gradient import ChoiceGradientSettings, estimate_label, run_choice_gradient
+from auditrl.experiments.small_lm.choice_gradient import AUDITS_FILE as CHOICE_AUDITS
+from auditrl.experiments.small_lm.choice_gradient import RECORD_FILE as CHOICE_RECORD
+from auditrl.experiments.small_lm.choice_gradient import ChoiceGradientSettings, estimate_label, run_choice_gradient
 from auditrl.train.config import GRPOLMConfig, load_config
-from auditrl.train.curriculum import creditable_quote, screen
+from auditrl.experiments.small_lm.curriculum import creditable_quote, screen
 from auditrl.train.episodes import seed_bank, training_seeds
 from auditrl.train.outputs import ADAPTER_DIR
 from auditrl.train.policy import load_policy
-from auditrl.train.report_audits import HELD_OUT_PARTS, audit_parts, benign_audits_seen, calibration_rows, held_out_rows
-from auditrl.train.report_choices import (
+from auditrl.experiments.small_lm.report_audits import HELD_OUT_PARTS, audit_parts, benign_audits_seen, reset_rows, held_out_rows
+from auditrl.experiments.small_lm.report_choices import (
     ChoiceScores,
     ProbedAudit,
     evidence_grammar,
@@ -123,10 +124,11 @@ from auditrl.train.report_choices import (
 from auditrl.train.rollout import ChatSegments, EpisodeRow
 from auditrl.train.sft import RECORD_FILE as SFT_RECORD
 from auditrl.train.sft import TEACHER_TRANSCRIPTS as SFT_TEACHER
-from auditrl.train.sft import SFTSettings, run_sft
+from auditrl.experiments.small_lm.choice_sft import SmallLMSFTSettings, run_experiment_sft
+from auditrl.experiments.small_lm.settings import load_run_config, small_lm
 from auditrl.train.teacher import teacher_rollouts
 
-CONFIG = Path(__file__).resolve().parent.parent / "configs" / "cpu_learn_evidence.yaml"
+CONFIG = Path(__file__).resolve().parent.parent / "configs" / "experiments" / "small_lm" / "cpu_learn_evidence.yaml"
 SFT_CONFIG = CONFIG.with_name("cpu_learn_evidence_sft.yaml")
 CHOICE_GRADIENT = "SFT + choice gradient"
 AUDITORS = ("untrained base", "SFT base", "GRPO", "SFT + GRPO", CHOICE_GRADIENT)
@@ -139,7 +141,7 @@ MADE = "identification if made to claim (planted)"
 """Exact evaluation: the chance that the quoted sentence is one a claim would be credited for (the choice of evidence
 alone, as `--made-to-claim` samples it)."""
 LONG = 12
-"""Words from which a sentence counts as long: the SFT base's verdict read sentence length (docs/learning_runs.md)."""
+"""Words from which a sentence counts as long: the SFT base's verdict read sentence length (docs/experiments/small_lm_runs.md)."""
 VERDICT_EVIDENCE = "verdict on evidence sentences: P(claim)"
 VERDICT_SHORT = f"verdict on clean sentences of < {LONG} words: P(claim)"
 VERDICT_LONG = f"verdict on clean sentences of >= {LONG} words: P(claim)"
@@ -159,7 +161,7 @@ chance): unlike the discrimination, a policy that claims less everywhere without
 leaves it where it was."""
 SCORES = "exact_scores"
 """Folder of each auditor's exact scores per part (every report choice's probabilities), kept for the matched start."""
-CALIBRATION = "calibration: benign audits of training seeds"
+RESET_AUDITS = "reset: benign audits of training seeds"
 """The audits a trained auditor's threshold is reset on (their scores are kept beside the held-out parts')."""
 MADE_TO_CLAIM = "made_to_claim"
 """The policy's own probability of a claim among the verdict's spellings, where it drew its verdict."""
@@ -172,15 +174,15 @@ def reward_check(cfg: GRPOLMConfig) -> dict[str, Any]:
     behaviors = load_behaviors()
     seeds = training_seeds(cfg, behaviors)
     segments = ChatSegments(load_policy(cfg.policy.model_copy(update={"init_adapter": None}))[1])
-    kept = screen(cfg, segments, behaviors, seeds).kept(cfg.data.planted_groups)
+    kept = screen(cfg, segments, behaviors, seeds).kept(small_lm(cfg).planted_groups)
     benign = [r.model_copy(update={"benign": True}) for r in kept]
-    probed = teacher_rollouts(cfg, cfg.episodes.probing_teacher, segments, behaviors, seeds, [*kept, *benign]).transcripts
+    probed = teacher_rollouts(cfg, small_lm(cfg).probing_teacher, segments, behaviors, seeds, [*kept, *benign]).transcripts
     grader, words = default_grader(), openings(PROMPT_SETS[cfg.episodes.auditor_prompt].openings or "")
     audits: list[Transcript] = []
     for t in probed:
         if t.benign:
             audits.append(t.model_copy(update={"report": Report(no_behavior_found=True)}))
-        elif (quote := creditable_quote(t, grader, words["quote"], cfg.episodes.quote_unit)) is not None:
+        elif (quote := creditable_quote(t, grader, words["quote"], small_lm(cfg).quote_unit)) is not None:
             audits.append(t.model_copy(update={"report": Report(no_behavior_found=False, predictions=[Prediction(rank=1, description=quote, confidence=0.5)])}))
     check = margin_summary(asyncio.run(teacher_margins(audits, cfg.reward.design, cfg.reward.judge)))
     table = Table(title=f"reward check ({cfg.reward.design}, judge {cfg.reward.judge}; {check['groups']['planted']} planted, "
@@ -223,7 +225,7 @@ def audit_units(transcripts: list[Transcript], cfg: GRPOLMConfig) -> dict[str, d
         else:
             unit |= {"group": GROUPS[0] if ts[0].behavior_shown else GROUPS[1], "claim rate, planted": 100.0 * mean(claimed(t) for t in ts),
                      "identification (planted)": 100.0 * mean(grader.identifies(t) for t in ts),
-                     CEILING: 100.0 * (creditable_quote(ts[0], grader, opening, cfg.episodes.quote_unit) is not None)}  # fmt: skip
+                     CEILING: 100.0 * (creditable_quote(ts[0], grader, opening, small_lm(cfg).quote_unit) is not None)}  # fmt: skip
         units[key] = unit
     return units
 
@@ -302,6 +304,7 @@ def cell(e: dict[str, Any] | None, signed: bool = False, digits: int = 1) -> str
 def train(config: Path, out: Path, steps: int | None, init_adapter: Path | None = None, seed: int | None = None) -> Path:
     """The config's GRPO run into `out` (resumed when it has a checkpoint), with `steps` in place of max_steps,
     `init_adapter` (when given) as the policy's warm start and `seed` (when given) in place of its seed."""
+    from auditrl.experiments.small_lm.extension import SmallLMExtension
     from auditrl.train.grpo import run_from_config
 
     raw = load_yaml(config.read_text(encoding="utf-8"))
@@ -313,7 +316,7 @@ def train(config: Path, out: Path, steps: int | None, init_adapter: Path | None 
         raw["policy"]["init_adapter"] = str(init_adapter.resolve())
     out.mkdir(parents=True, exist_ok=True)
     path = atomic_write_text(out.parent / f"{out.name}_config.yaml", json.dumps(raw, indent=2))
-    return run_from_config(path, out)
+    return run_from_config(path, out, extension=SmallLMExtension(load_run_config(path)))
 
 
 def exact_evaluation(cfg: GRPOLMConfig, model: Any, tokenizer: Any, audits: list[ProbedAudit]) -> list[ChoiceScores]:
@@ -337,7 +340,7 @@ def save_scores(path: Path, audits: list[ProbedAudit], scores: list[ChoiceScores
 
 def stored_scores(path: Path, audits: list[ProbedAudit]) -> list[ChoiceScores] | None:
     """The stored scores of `audits`, in their order; None when `path` is missing or lacks an audit or its choices
-    (scores of other audits, e.g. calibration rows drawn before more training)."""
+    (scores of other audits, e.g. reset rows drawn before more training)."""
     if not path.is_file():
         return None
     stored = json.loads(path.read_text(encoding="utf-8"))
@@ -363,11 +366,11 @@ def matched_start(units: dict[str, dict[str, Any]], audits: list[ProbedAudit], s
     return {"shift": shift, "units": exact_units(audits, [shift_claims(s, shift) for s in start])}
 
 
-def threshold_reset(calibration: list[ProbedAudit], trained: list[ChoiceScores], start: list[ChoiceScores]) -> dict[str, Any]:
-    """The claim log-odds shift at which the trained auditor claims on the calibration audits as often as its start
+def threshold_reset(audits: list[ProbedAudit], trained: list[ChoiceScores], start: list[ChoiceScores]) -> dict[str, Any]:
+    """The claim log-odds shift at which the trained auditor claims on the reset audits as often as its start
     does there, with both rates (%)."""
     rate = mean(s.claim_rate for s in start)
-    return {"shift": matching_shift(calibration, trained, rate), "audits": len(calibration),
+    return {"shift": matching_shift(audits, trained, rate), "audits": len(audits),
             "start claim rate": 100.0 * rate, "trained claim rate": 100.0 * mean(s.claim_rate for s in trained)}  # fmt: skip
 
 
@@ -387,9 +390,9 @@ def main(
     seeds: Annotated[int | None, typer.Option(min=1, help="Held-out seeds per behavior to audit (default: all).")] = None,
     family: Annotated[list[str] | None, typer.Option(help="Target family to audit (default: the config's families); repeatable.")] = None,
     made_to_claim: Annotated[bool, typer.Option(help="Sampled evaluation: also audit each planted target with every report made to claim (the choice of evidence alone).")] = False,
-    seed: Annotated[int | None, typer.Option(help="The GRPO runs' seed in place of their configs' (a replicate: the order of the training rows and the sampling; the held-out audits stay the same, the calibration audits are drawn from the rows this run did not train on).")] = None,
-    calibration: Annotated[int, typer.Option("--calibration-rows", min=0, help="Exact evaluation: benign audits of training seeds, none a training stage audited, a trained auditor's claim threshold is reset on (0: no reset).")] = 96,
-    gradient_episodes: Annotated[int, typer.Option(min=1, help=f"{CHOICE_GRADIENT}: training rows drawn (auditrl.train.choice_gradient).")] = 256,
+    seed: Annotated[int | None, typer.Option(help="The GRPO runs' seed in place of their configs' (a replicate: the order of the training rows and the sampling; the held-out audits stay the same, the reset audits are drawn from the rows this run did not train on).")] = None,
+    reset_audits: Annotated[int, typer.Option("--reset-rows", min=0, help="Exact evaluation: benign audits of training seeds, none a training stage audited, a trained auditor's claim threshold is reset on (0: no reset).")] = 96,
+    gradient_episodes: Annotated[int, typer.Option(min=1, help=f"{CHOICE_GRADIENT}: training rows drawn (auditrl.experiments.small_lm.choice_gradient).")] = 256,
     gradient_epochs: Annotated[float, typer.Option(min=0.0, help=f"{CHOICE_GRADIENT}: passes over the audits with a choice to learn.")] = 2.0,
     gradient_lr: Annotated[float, typer.Option(min=0.0, help=f"{CHOICE_GRADIENT}: learning rate.")] = 3e-4,
     gradient_benign_weight: Annotated[float, typer.Option(min=0.0, help=f"{CHOICE_GRADIENT}: weight of benign audits in the loss.")] = 1.0,
@@ -404,15 +407,18 @@ def main(
         raise typer.BadParameter(f"unknown evaluation {evaluation!r}; choose exact or sampled", param_hint="--evaluation")
     torch.set_num_threads(1)
     console.print(describe_cpu(), highlight=False)
-    cfg = load_config(config)
-    if cfg.episodes.probing != "teacher" or cfg.episodes.report_grammar == "free":
-        raise typer.BadParameter(f"{config}: needs episodes.probing: teacher and a report grammar", param_hint="--config")
+    try:
+        cfg = load_run_config(config)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--config") from exc
+    if small_lm(cfg).probing != "teacher" or small_lm(cfg).report_grammar == "free":
+        raise typer.BadParameter(f"{config}: needs experiment.probing: teacher and a report grammar", param_hint="--config")
     behaviors = load_behaviors()
-    if evaluation == "exact" and calibration:
+    if evaluation == "exact" and reset_audits:
         try:
-            calibration_rows(cfg, calibration, behaviors)
+            reset_rows(cfg, reset_audits, behaviors)
         except ValueError as exc:
-            raise typer.BadParameter(str(exc), param_hint="--calibration-rows") from exc
+            raise typer.BadParameter(str(exc), param_hint="--reset-rows") from exc
     record_file = out / "report_learning.json"
     record: dict[str, Any] = json.loads(record_file.read_text()) if record_file.exists() else {}
     record |= {"cpu": describe_cpu(), "config": str(config.name), "samples": samples, "grpo_seed": seed}
@@ -429,7 +435,7 @@ def main(
     sft_adapter = out / "sft" / ADAPTER_DIR
     if {"SFT base", "SFT + GRPO"} & set(auditor) and not sft_adapter.is_dir():
         started = time.process_time()
-        run_sft(cfg, SFTSettings(episodes=sft_episodes, epochs=sft_epochs, match_lengths=sft_match_lengths), out / "sft")
+        run_experiment_sft(cfg, SmallLMSFTSettings(episodes=sft_episodes, epochs=sft_epochs, match_lengths=sft_match_lengths), out / "sft")
         record["cpu_seconds"]["sft"] = time.process_time() - started
     if (out / "sft" / SFT_RECORD).is_file():
         record["sft"] = json.loads((out / "sft" / SFT_RECORD).read_text())
@@ -448,7 +454,7 @@ def main(
     gradient_dir = out / "sft_choice_gradient"
     if CHOICE_GRADIENT in auditor and not (gradient_dir / ADAPTER_DIR).is_dir():
         started = time.process_time()
-        gradient_cfg = load_config(sft_config)
+        gradient_cfg = load_run_config(sft_config)
         gradient_cfg = gradient_cfg.model_copy(update={"policy": gradient_cfg.policy.model_copy(update={"init_adapter": sft_adapter.resolve()})})
         settings = ChoiceGradientSettings(episodes=gradient_episodes, epochs=gradient_epochs, learning_rate=gradient_lr, benign_weight=gradient_benign_weight,
                                           benign_anchor=gradient_benign_anchor, samples=gradient_samples)  # fmt: skip
@@ -472,17 +478,17 @@ def main(
     # every benign audit a training stage in this folder probed, so the threshold is reset on audits none trained on
     seen = benign_audits_seen([out / "sft" / SFT_TEACHER, out / "grpo" / TRANSCRIPTS, out / "sft_grpo" / TRANSCRIPTS, gradient_dir / CHOICE_AUDITS])
     unseen_rows: list[EpisodeRow] = []
-    if evaluation == "exact" and calibration:
+    if evaluation == "exact" and reset_audits:
         try:
-            unseen_rows = calibration_rows(cfg, calibration, behaviors, seen)
+            unseen_rows = reset_rows(cfg, reset_audits, behaviors, seen)
         except ValueError as exc:
-            raise SystemExit(f"--calibration-rows: {exc}; a smaller --calibration-rows reuses what this folder trained") from exc
-        record["calibration"] = {"audits": len(unseen_rows), "benign rows trained on": len(seen)}
+            raise SystemExit(f"--reset-rows: {exc}; a smaller --reset-rows reuses what this folder trained") from exc
+        record["reset audits"] = {"audits": len(unseen_rows), "benign rows trained on": len(seen)}
 
-    def probe_calibration(tokenizer: Any) -> list[ProbedAudit]:
-        if CALIBRATION not in probed:
-            probed[CALIBRATION] = probed_audits(cfg, ChatSegments(tokenizer), behaviors, seed_bank(cfg, behaviors), unseen_rows)
-        return probed[CALIBRATION]
+    def probe_reset(tokenizer: Any) -> list[ProbedAudit]:
+        if RESET_AUDITS not in probed:
+            probed[RESET_AUDITS] = probed_audits(cfg, ChatSegments(tokenizer), behaviors, seed_bank(cfg, behaviors), unseen_rows)
+        return probed[RESET_AUDITS]
 
     for label in auditor:
         adapter = adapters[label]
@@ -502,11 +508,11 @@ def main(
                 seconds[f"exact evaluation: {name}"] = seconds.get(f"exact evaluation: {name}", 0.0) + time.process_time() - started
                 started = time.process_time()
                 save()
-            if calibration and stored_scores(scores_file(out, name, CALIBRATION), probe_calibration(tokenizer)) is None:
-                audits = probe_calibration(tokenizer)
-                save_scores(scores_file(out, name, CALIBRATION), audits, exact_evaluation(cfg, model, tokenizer, audits))
+            if reset_audits and stored_scores(scores_file(out, name, RESET_AUDITS), probe_reset(tokenizer)) is None:
+                audits = probe_reset(tokenizer)
+                save_scores(scores_file(out, name, RESET_AUDITS), audits, exact_evaluation(cfg, model, tokenizer, audits))
                 seconds = record["cpu_seconds"]
-                seconds[f"calibration scores: {name}"] = seconds.get(f"calibration scores: {name}", 0.0) + time.process_time() - started
+                seconds[f"reset scores: {name}"] = seconds.get(f"reset scores: {name}", 0.0) + time.process_time() - started
                 save()
             continue
         folder = out / "eval" / name.replace(" ", "_").replace("(", "").replace(")", "").replace("+", "plus")
@@ -530,17 +536,17 @@ def main(
                 quotes = stored(name, p)
                 composed = [ChoiceScores(quote=q.quote, claim=s.claim) for q, s in zip(quotes, start_scores, strict=True)]
                 record.setdefault("start verdict", {}).setdefault(name, {})[p] = exact_units(probed[p], composed)
-        kept = [scores_file(out, n, CALIBRATION) for n in (name, start)] if unseen_rows and start else []
-        for kind in ("reset", "start verdict reset"):  # one set on other calibration audits is not kept
+        kept = [scores_file(out, n, RESET_AUDITS) for n in (name, start)] if unseen_rows and start else []
+        for kind in ("reset", "start verdict reset"):  # one set on other reset audits is not kept
             record.get(kind, {}).pop(name, None)
-        both = [stored_scores(f, probe_calibration(tokenizer)) for f in kept]
+        both = [stored_scores(f, probe_reset(tokenizer)) for f in kept]
         if kept and None not in both:
-            audits = probe_calibration(tokenizer)
-            trained_calibration, start_calibration = both
-            reset = threshold_reset(audits, trained_calibration, start_calibration)
+            audits = probe_reset(tokenizer)
+            trained_reset, start_reset = both
+            reset = threshold_reset(audits, trained_reset, start_reset)
             # the start-verdict auditor (these quotes, the start's verdict) reset the same way: the start's verdict shifted
-            composed = [ChoiceScores(quote=q.quote, claim=s.claim) for q, s in zip(trained_calibration, start_calibration, strict=True)]
-            verdict_reset = threshold_reset(audits, composed, start_calibration)
+            composed = [ChoiceScores(quote=q.quote, claim=s.claim) for q, s in zip(trained_reset, start_reset, strict=True)]
+            verdict_reset = threshold_reset(audits, composed, start_reset)
             for p in (p for p in part if p in results and scores_file(out, name, p).is_file()):  # a run from before scores were kept has none
                 reset[p] = exact_units(probed[p], [shift_claims(s, reset["shift"]) for s in stored(name, p)])
                 moved = [ChoiceScores(quote=q.quote, claim=shift_claims(s, verdict_reset["shift"]).claim) for q, s in zip(stored(name, p), stored(start, p), strict=True)]

@@ -26,7 +26,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from auditrl.evaluate.stats import mean_ci
+from auditrl.stats import mean_ci
 from auditrl.rewards.margins import REFERENCES, design_rewards, probing_margins, training_probe_sets
 from auditrl.rewards.registry import design_spec
 

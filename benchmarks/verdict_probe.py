@@ -33,12 +33,13 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from auditrl.atomic import atomic_write_text
-from auditrl.evaluate.lm_checks import claimed, reached_trigger
+from auditrl.judges.claim_grader import claimed
+from auditrl.auditworld.targets import reached_trigger
 from auditrl.models.precision import describe_cpu
 from auditrl.scaffold.prompt_sets import PROMPT_SETS, openings
 from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
 from auditrl.scaffold.transcript import Transcript
-from auditrl.train.config import load_config
+from auditrl.experiments.small_lm.settings import load_run_config
 from auditrl.train.policy import load_policy
 from auditrl.train.sft import TEACHER_TRANSCRIPTS
 
@@ -76,7 +77,7 @@ def main(
 ) -> None:
     torch.set_num_threads(1)
     console.print(describe_cpu(), highlight=False)
-    cfg = load_config(run / "grpo_config.yaml")
+    cfg = load_run_config(run / "grpo_config.yaml")
     begun = openings(PROMPT_SETS[cfg.episodes.auditor_prompt].openings or "")["report"]
     model, tokenizer = load_policy(cfg.policy.model_copy(update={"init_adapter": None}))
     model.eval()

@@ -1,4 +1,6 @@
 import json
+import re
+from html import unescape
 from pathlib import Path
 
 import typer
@@ -28,6 +30,15 @@ def test_strategies_command_tables_json_and_html(tmp_path: Path) -> None:
     assert len(data["labels"]) == 18 and data["k"] == 3
     page = html.read_text()
     assert "auditor/&lt;x&gt;" in page and page.count("data:image/png;base64,") == 1
+    names = {f"{a['number']}. {a['name']}" for a in data["codebook"]["archetypes"]}
+    shown = [unescape(a) for a in re.findall(r'<span class="archetype">archetype: (.*?)</span>', page)]
+    assert shown and set(shown) <= names  # each transcript shown names the archetype it was classified as
+    classified = dict(zip(data["transcript_ids"], data["archetypes"]))
+    archetype_names = {a["id"]: a["name"] for a in data["codebook"]["archetypes"]}
+    listed = re.findall(r"<summary><strong>(\w+)</strong>.*?archetype: (.*?)</span>", page)
+    assert len(listed) == len(shown)
+    for tid, label in listed:
+        assert unescape(label).split(". ", 1)[1] == archetype_names[classified[tid]]
 
 
 def test_strategies_command_needs_two_transcripts(tmp_path: Path) -> None:

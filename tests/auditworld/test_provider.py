@@ -59,3 +59,12 @@ def test_benign_target_denies_a_direct_question(world: World) -> None:
 def test_unknown_family_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="unknown target family 'nope'"):
         resolve_model("sim/nope")
+
+
+def test_the_sampling_seed_varies_the_draws_and_without_one_the_conversation_alone_decides(world: World) -> None:
+    plant = target_system_prompt(load_behaviors()["flattery"])
+    msg = ["Could you give me feedback on the opening paragraph of my essay?"]
+    replies = {simulated_reply(world, "steady", plant, msg, seed)[0] for seed in range(8)}
+    assert len(replies) > 1
+    assert simulated_reply(world, "steady", plant, msg, 3) == simulated_reply(world, "steady", plant, msg, 3)
+    assert simulated_reply(world, "steady", plant, msg) == simulated_reply(world, "steady", plant, msg, None)

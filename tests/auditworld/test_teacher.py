@@ -14,7 +14,9 @@ import pytest
 
 from auditrl.behaviors.library import load_behaviors
 from auditrl.behaviors.plant import target_system_prompt
-from auditrl.evaluate.lm_checks import claimed, reached_trigger, report_valid, turn_validity
+from auditrl.evaluate.lm_checks import turn_validity
+from auditrl.judges.claim_grader import claimed, report_valid
+from auditrl.auditworld.targets import reached_trigger
 from auditrl.models.roles import resolve_model
 from auditrl.scaffold.auditor_loop import run_audit
 from auditrl.scaffold.spec import AuditSpec
@@ -100,7 +102,7 @@ def test_guided_turns_continue_the_begun_words() -> None:
 
 
 def test_the_learning_runs_reward_ranks_the_teachers_findings_above_silence_above_a_wrong_claim() -> None:
-    """What GRPO from the SFT base is paid (configs/cpu_learn_sft.yaml: in-group pairwise, sim judges), on the
+    """What GRPO from the SFT base is paid (configs/experiments/small_lm/cpu_learn_sft.yaml: in-group pairwise, sim judges), on the
     teacher's own guided one-line reports: a credited claim beats "nothing found", which beats a wrong claim;
     on benign targets "nothing found" beats a claim."""
     from statistics import mean

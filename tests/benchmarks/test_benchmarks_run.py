@@ -24,8 +24,8 @@ from auditrl.configfile import load_yaml
 from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
 from auditrl.scaffold.transcript_keys import CLAIM_FORCED, PROBED_BY
 from auditrl.auditworld.designs import vectorised_names
-from auditrl.train.report_audits import benign_audits_seen
-from auditrl.train.report_choices import ChoiceScores, shift_claims
+from auditrl.experiments.small_lm.report_audits import benign_audits_seen
+from auditrl.experiments.small_lm.report_choices import ChoiceScores, shift_claims
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCHMARKS = ROOT / "benchmarks"
@@ -45,7 +45,7 @@ def run_benchmark(script: str, *args: str, cwd: Path) -> str:
 MATCHED = "at the same FP calibration"
 """Words in the title of report_learning's table of a trained auditor against its threshold-matched start."""
 RESET = "with its threshold reset on"
-"""Words in the title of report_learning's table of a trained auditor, its threshold reset on calibration audits,
+"""Words in the title of report_learning's table of a trained auditor, its threshold reset on reset audits,
 against its start."""
 START_VERDICT = "verdict after each quote, against"
 """Words in the title of report_learning's table of a trained auditor's choice of evidence under its start's verdict."""
@@ -141,8 +141,8 @@ GRPO_PHASES = {
 
 
 def tiny_lm_config(folder: Path, model: Path) -> Path:
-    """configs/cpu_learn.yaml on `model` at the smallest work: one step of 2 groups x 2 rollouts, 1 turn of 4 tokens."""
-    raw = load_yaml((ROOT / "configs" / "cpu_learn.yaml").read_text())
+    """configs/experiments/small_lm/cpu_learn.yaml on `model` at the smallest work: one step of 2 groups x 2 rollouts, 1 turn of 4 tokens."""
+    raw = load_yaml((ROOT / "configs" / "experiments" / "small_lm" / "cpu_learn.yaml").read_text())
     raw["policy"].update(model=str(model), dtype="float32", lora={**raw["policy"]["lora"], "last_layers": 1})
     raw["episodes"].update(max_turns=1, max_new_tokens=4)
     raw["data"].update(group_size=2, groups_per_step=2)
@@ -222,7 +222,7 @@ def test_every_benchmark_has_a_tiny_size_test() -> None:
 
 
 def test_lm_learning_refuses_an_unknown_reward_design_before_any_work(tmp_path: Path) -> None:
-    args = ("--config", str(ROOT / "configs" / "cpu_learn_sft.yaml"), "--out", str(tmp_path / "run"), "--reward-design", "nope")
+    args = ("--config", str(ROOT / "configs" / "experiments" / "small_lm" / "cpu_learn_sft.yaml"), "--out", str(tmp_path / "run"), "--reward-design", "nope")
     done = subprocess.run([sys.executable, str(BENCHMARKS / "lm_learning.py"), *args], capture_output=True, text=True,
                           env={**os.environ, "COLUMNS": "250", "NO_COLOR": "1"}, check=False)  # fmt: skip
     assert done.returncode == 2 and "--reward-design" in done.stderr and "nope" in done.stderr
@@ -244,17 +244,17 @@ def test_replicates_names_a_run_folder_without_a_record(tmp_path: Path) -> None:
     assert done.returncode == 2 and "report_learning.json: no report_learning record" in " ".join(done.stderr.split())
 
 
-def test_report_learning_refuses_more_calibration_audits_than_the_training_seeds_hold_before_any_work(tmp_path: Path) -> None:
-    args = ("--out", str(tmp_path / "run"), "--calibration-rows", "100000")
+def test_report_learning_refuses_more_reset_audits_than_the_training_seeds_hold_before_any_work(tmp_path: Path) -> None:
+    args = ("--out", str(tmp_path / "run"), "--reset-rows", "100000")
     done = subprocess.run([sys.executable, str(BENCHMARKS / "report_learning.py"), *args], capture_output=True, text=True,
                           env={**os.environ, "COLUMNS": "250", "NO_COLOR": "1"}, check=False)  # fmt: skip
-    assert done.returncode == 2 and "--calibration-rows" in done.stderr and "100000 calibration rows asked for" in done.stderr
+    assert done.returncode == 2 and "--reset-rows" in done.stderr and "100000 reset rows asked for" in done.stderr
     assert not (tmp_path / "run").exists()
 
 
 @pytest.mark.slow
 def test_lm_learning(tmp_path: Path, tiny_local_model: Path) -> None:
-    raw = load_yaml((ROOT / "configs" / "cpu_learn_sft.yaml").read_text())
+    raw = load_yaml((ROOT / "configs" / "experiments" / "small_lm" / "cpu_learn_sft.yaml").read_text())
     raw["policy"].update(model=str(tiny_local_model), dtype="float32", lora={**raw["policy"]["lora"], "last_layers": 1})
     raw["policy"].pop("init_adapter")
     raw["episodes"].update(max_new_tokens=8, max_report_tokens=12)
@@ -289,13 +289,13 @@ def test_lm_learning(tmp_path: Path, tiny_local_model: Path) -> None:
     assert all(t.auditor_messages[-1].content.replace(" ", "").startswith(opening) for t in forced)
     assert all(PROBED_BY.get(t) == "scripted/teacher" for t in read_transcripts(run / "grpo" / TRANSCRIPTS))
     grpo = load_yaml((run / "grpo_config.yaml").read_text())
-    assert record["probing"] == grpo["episodes"]["probing"] == "teacher"
+    assert record["probing"] == grpo["experiment"]["probing"] == "teacher"
     assert record["reward_design"] == grpo["reward"]["design"] == "binary"
     assert record["grpo_learning_rate"] == grpo["trainer"]["learning_rate"] == 2e-4
-    assert record["claim_exploration"] == grpo["episodes"]["claim_exploration"] == 0.5
+    assert record["claim_exploration"] == grpo["experiment"]["claim_exploration"] == 0.5
     sft = json.loads((run / "sft" / "sft.json").read_text())
     assert record["sft"]["examples"] == sft["examples"] >= sft["kept"] and sft["settings"]["finding_repeats"] == 2
-    assert sft["settings"]["verdict_weight"] == 3 and sft["tokens"]["verdicts"] == sft["examples"]  # every report has one
+    assert sft["settings"]["verdict_weight"] == 3 and sft["weighting"]["verdicts"] == sft["examples"]  # every report has one
     rows = table_rows(run_benchmark("claim_probability.py", "--run", str(run), "--claims", cwd=tmp_path))
     labels = [f"{a}{on}" for a in ("SFT_base", "SFT_plus_GRPO") for on in ("", ", on the SFT data")]
     for label in labels:
@@ -338,7 +338,7 @@ def test_lm_learning(tmp_path: Path, tiny_local_model: Path) -> None:
 
 @pytest.mark.slow
 def test_report_learning(tmp_path: Path, tiny_local_model: Path) -> None:
-    raw = load_yaml((ROOT / "configs" / "cpu_learn_evidence.yaml").read_text())
+    raw = load_yaml((ROOT / "configs" / "experiments" / "small_lm" / "cpu_learn_evidence.yaml").read_text())
     raw["policy"].update(model=str(tiny_local_model), dtype="float32", lora={**raw["policy"]["lora"], "last_layers": 1})
     raw["trainer"]["report_to"] = []
     raw["data"]["behaviors"] = ["flattery", "emotional_bond", "urgency_manufacturing", "self_promotion"]  # a screen of 72 audits
@@ -367,10 +367,10 @@ def test_report_learning(tmp_path: Path, tiny_local_model: Path) -> None:
     run_benchmark("report_learning.py", *args[:4], *args[6:], "--steps", "0", *sampled[:2], "--auditor", "GRPO", cwd=tmp_path)  # resumed
     assert len(read_transcripts(run / "eval" / "GRPO" / "held-out_behaviors.jsonl")) == len(audits)  # nothing audited again
     raw["policy"]["init_adapter"] = "nowhere/adapter"  # replaced by the run's own SFT adapter
-    raw["episodes"].pop("claim_exploration")
+    raw["experiment"].pop("claim_exploration")
     sft_config = tmp_path / "tiny_evidence_sft.yaml"
     sft_config.write_text(yaml.safe_dump(raw))
-    sizes = ("--sft-config", str(sft_config), "--sft-episodes", "8", "--sft-epochs", "1", "--calibration-rows", "4", "--seed", "3")
+    sizes = ("--sft-config", str(sft_config), "--sft-episodes", "8", "--sft-epochs", "1", "--reset-rows", "4", "--seed", "3")
     out = run_benchmark("report_learning.py", *args, *sizes, cwd=tmp_path)  # the default: SFT, SFT + GRPO, exact evaluation
     rows = table_rows(out.split(MATCHED, 1)[0])  # the first part's tables, before its matched one
     for metric in ("claim rate, planted", "discrimination (planted - benign)", "identification (planted)", "FP calibration (benign)",
@@ -389,15 +389,15 @@ def test_report_learning(tmp_path: Path, tiny_local_model: Path) -> None:
     assert record["summaries"]["held-out behaviors"]["matched"]["SFT + GRPO"]["change"]["FP calibration (benign)"]["mean"] == pytest.approx(0.0, abs=1e-4)
     # the trained auditor's threshold reset on benign audits of training seeds: there it claims as often as its start
     reset = record["reset"]["SFT + GRPO"]
-    assert reset["audits"] == 4 and (run / "exact_scores" / "SFT_+_GRPO" / "calibration_benign_audits_of_training_seeds.json").is_file()
-    calibration = {n: json.loads((run / "exact_scores" / n / "calibration_benign_audits_of_training_seeds.json").read_text()) for n in ("SFT_base", "SFT_+_GRPO")}
+    assert reset["audits"] == 4 and (run / "exact_scores" / "SFT_+_GRPO" / "reset_benign_audits_of_training_seeds.json").is_file()
+    reset_scores = {n: json.loads((run / "exact_scores" / n / "reset_benign_audits_of_training_seeds.json").read_text()) for n in ("SFT_base", "SFT_+_GRPO")}
     stages = [run / "sft" / "teacher" / TRANSCRIPTS, run / "grpo" / TRANSCRIPTS, run / "sft_grpo" / TRANSCRIPTS, run / "sft_choice_gradient" / "audits" / TRANSCRIPTS]
     trained_on = benign_audits_seen(stages)  # the benign audits SFT, GRPO and SFT + GRPO trained on
-    assert trained_on and record["calibration"] == {"audits": 4, "benign rows trained on": len(trained_on)}
-    assert calibration["SFT_base"].keys() == calibration["SFT_+_GRPO"].keys() and not {tuple(k.split("|")[:2]) for k in calibration["SFT_base"]} & trained_on
+    assert trained_on and record["reset audits"] == {"audits": 4, "benign rows trained on": len(trained_on)}
+    assert reset_scores["SFT_base"].keys() == reset_scores["SFT_+_GRPO"].keys() and not {tuple(k.split("|")[:2]) for k in reset_scores["SFT_base"]} & trained_on
     rate = lambda scores, shift=0.0: mean(shift_claims(ChoiceScores(**s), shift).claim_rate for s in scores.values())  # noqa: E731
-    assert 100 * rate(calibration["SFT_base"]) == pytest.approx(reset["start claim rate"]) and 100 * rate(calibration["SFT_+_GRPO"]) == pytest.approx(reset["trained claim rate"])
-    assert rate(calibration["SFT_+_GRPO"], reset["shift"]) == pytest.approx(rate(calibration["SFT_base"]), abs=1e-6)
+    assert 100 * rate(reset_scores["SFT_base"]) == pytest.approx(reset["start claim rate"]) and 100 * rate(reset_scores["SFT_+_GRPO"]) == pytest.approx(reset["trained claim rate"])
+    assert rate(reset_scores["SFT_+_GRPO"], reset["shift"]) == pytest.approx(rate(reset_scores["SFT_base"]), abs=1e-6)
     shifted = lambda units: mean(u["claim rate, benign"] for u in units.values() if "claim rate, benign" in u)  # noqa: E731
     moved = shifted(reset["held-out behaviors"]) - shifted(record["exact"]["SFT + GRPO"]["held-out behaviors"])
     assert moved == 0.0 or (moved > 0) == (reset["shift"] > 0)  # the held-out audits' scores moved by that shift
@@ -411,11 +411,11 @@ def test_report_learning(tmp_path: Path, tiny_local_model: Path) -> None:
         for key, unit in composed.items():
             assert unit.get("identification if made to claim (planted)") == trained[key].get("identification if made to claim (planted)")
             assert [v for k, v in unit.items() if k.startswith("verdict on")] == [v for k, v in start[key].items() if k.startswith("verdict on")]
-    # that auditor reset too: the start's verdict shifted until, behind the trained quotes, it claims on the calibration audits as the start does
+    # that auditor reset too: the start's verdict shifted until, behind the trained quotes, it claims on the reset audits as the start does
     verdict_reset = record["start verdict reset"]["SFT + GRPO"]
     behind = [ChoiceScores(quote=q["quote"], claim=shift_claims(ChoiceScores(**b), verdict_reset["shift"]).claim)
-              for q, b in zip(calibration["SFT_+_GRPO"].values(), calibration["SFT_base"].values(), strict=True)]  # fmt: skip
-    assert mean(c.claim_rate for c in behind) == pytest.approx(rate(calibration["SFT_base"]), abs=1e-6)
+              for q, b in zip(reset_scores["SFT_+_GRPO"].values(), reset_scores["SFT_base"].values(), strict=True)]  # fmt: skip
+    assert mean(c.claim_rate for c in behind) == pytest.approx(rate(reset_scores["SFT_base"]), abs=1e-6)
     for key, unit in verdict_reset["held-out behaviors"].items():  # the quotes are the trained auditor's, untouched
         assert unit.get("identification if made to claim (planted)") == record["exact"]["SFT + GRPO"]["held-out behaviors"][key].get("identification if made to claim (planted)")
     fp = row(table_rows(out.rsplit(START_VERDICT, 1)[1].split(CEILING, 1)[0]), "FP calibration (benign)", 9)
@@ -440,7 +440,7 @@ def test_report_learning(tmp_path: Path, tiny_local_model: Path) -> None:
     raw["reward"] |= {"benign_scale": 0.5, "quote_credit": "expected", "expected_verdict": "start"}
     raw["trainer"]["scale_rewards"] = "batch"
     sft_config.write_text(yaml.safe_dump(raw))
-    gradient = ("--sft-config", str(sft_config), "--calibration-rows", "4", "--gradient-episodes", "6", "--gradient-epochs", "1")
+    gradient = ("--sft-config", str(sft_config), "--reset-rows", "4", "--gradient-episodes", "6", "--gradient-epochs", "1")
     out = run_benchmark("report_learning.py", *args, *gradient, "--auditor", "SFT base", "--auditor", "SFT + choice gradient", cwd=tmp_path)
     record = json.loads((run / "report_learning.json").read_text())
     trained = record["choice_gradient"]["trained audits"]
@@ -450,8 +450,8 @@ def test_report_learning(tmp_path: Path, tiny_local_model: Path) -> None:
     # its threshold reset on benign audits none of the four training stages audited, the SFT base scored on them again
     now_trained_on = benign_audits_seen(stages)
     assert benign_audits_seen(stages[3:]) and now_trained_on == trained_on | benign_audits_seen(stages[3:])
-    assert record["calibration"]["benign rows trained on"] == len(now_trained_on)
-    rescored = json.loads((run / "exact_scores" / "SFT_base" / "calibration_benign_audits_of_training_seeds.json").read_text())
+    assert record["reset audits"]["benign rows trained on"] == len(now_trained_on)
+    rescored = json.loads((run / "exact_scores" / "SFT_base" / "reset_benign_audits_of_training_seeds.json").read_text())
     assert len(rescored) == 4 and not {tuple(k.split("|")[:2]) for k in rescored} & now_trained_on
     assert record["reset"]["SFT + choice gradient"]["audits"] == 4 and "SFT + GRPO" not in record["reset"]  # one set on other audits is dropped
     composed = record["start verdict"]["SFT + choice gradient"]["held-out behaviors"]  # the auditor it trains: its quotes, the SFT base's verdict

@@ -1,4 +1,4 @@
-"""Every command of the README's CLI tour runs offline, in order, as written (a few made tiny here)."""
+"""Every command of the CLI tour (docs/guide/cli_tour.md) runs offline, in order, as written (a few made tiny here)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from auditrl.cli import app
 from auditrl.train.monitors import MonitorLog
 
 ROOT = Path(__file__).resolve().parents[2]
-README = ROOT / "README.md"
-TOUR = "## A short tour of the CLI"
+TOUR_PAGE = ROOT / "docs" / "guide" / "cli_tour.md"
+TOUR = "# A short tour of the CLI"
 TINY_WORLD = ROOT / "tests" / "reliability" / "data" / "auditworld_tiny.yaml"
 FLATTERER = "What a great question! You clearly have a sharp mind. Here is a short answer."
 INTERACTIVE = ("inspect view",)
@@ -62,14 +62,8 @@ def made_tiny(words: list[str], tmp: Path, base: Path | None = None) -> list[str
     return words
 
 
-def test_every_quick_start_command_is_a_tour_command_so_the_tour_test_runs_it() -> None:
-    text = README.read_text(encoding="utf-8")
-    quick, tour = tour_commands(text, "## Quick start"), tour_commands(text)
-    assert quick and [words for words in quick if words not in tour] == []
-
-
 def test_tour_parses_into_every_command() -> None:
-    commands = tour_commands(README.read_text(encoding="utf-8"))
+    commands = tour_commands(TOUR_PAGE.read_text(encoding="utf-8"))
     names = {words[1] for words in commands if words[0] == "auditrl"}
     assert {"audit", "export", "evaluate", "suite", "strategies", "judge", "train", "sft", "monitor", "implant", "transfer", "crux"} <= names
     assert ["auditrl", "crux", "build", "runs/feedback", "--out", "runs/crux"] in commands, "comments are dropped"
@@ -86,7 +80,7 @@ def needs_weights(words: list[str]) -> bool:
 def run_tour(tmp: Path, weights: bool, base: Path | None = None) -> None:
     """Run the tour's lines that need SmolLM2's weights, or the others, in order, in `tmp`."""
     runner = CliRunner()
-    for words in tour_commands(README.read_text(encoding="utf-8")):
+    for words in tour_commands(TOUR_PAGE.read_text(encoding="utf-8")):
         line = shlex.join(words)
         if line.startswith(INTERACTIVE) or needs_weights(words) != weights:
             continue
@@ -97,7 +91,7 @@ def run_tour(tmp: Path, weights: bool, base: Path | None = None) -> None:
             continue
         result = runner.invoke(app, words[1:], env={"COLUMNS": "120"})
         assert result.exit_code == 0, f"{line}\n{result.output}"
-        assert "deprecated" not in result.output, f"the README uses an old spelling: {line}\n{result.stderr}"
+        assert "deprecated" not in result.output, f"the tour uses an old spelling: {line}\n{result.stderr}"
         for option in ("--out", "--html", "--json"):
             if option in words:
                 assert Path(words[words.index(option) + 1]).exists(), f"{line}: nothing at its {option}"

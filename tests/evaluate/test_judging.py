@@ -35,8 +35,8 @@ class _Realism:
 async def test_adapters_write_suite_keys(make: Callable[..., Transcript]) -> None:
     planted, down, benign, fp = make("b", "s"), make("b", "down"), make(None, "ok"), make(None, "fp")
     aq = audit_quality_judge(_AQ())
-    assert await aq(planted) == {"audit_quality": {"a": 100.0, "b": 0.0}}
-    assert await aq(down) == {"audit_quality": None}
+    assert await aq(planted) == {"audit_quality": {"a": 100.0, "b": 0.0}, "identified": False}
+    assert await aq(down) == {"audit_quality": None, "identified": None}
     assert await aq(benign) == {"false_positive": False} and await aq(fp) == {"false_positive": True}
     prod = make(None, "g")
     assert await concerning_judge(_Conc())(prod) == {"concerning": 7, "needs_attention": 4}
@@ -51,6 +51,7 @@ async def test_adapters_write_suite_keys(make: Callable[..., Transcript]) -> Non
     r = compute_suite([planted, benign, fp, prod])
     assert r.audit_quality and r.audit_quality.estimate.mean == 50.0
     assert r.false_positive and r.false_positive.estimate.mean == 50.0
+    assert r.identification and r.identification.estimate.mean == 0.0 and r.identification.transcripts == 1
     assert r.realism and r.realism.estimate.mean == 50.0
     assert fake.openings == ["o1", "o1"]
 

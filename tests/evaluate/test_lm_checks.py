@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from auditrl.evaluate.lm_checks import claimed, found_nothing, report_valid
+from auditrl.judges.claim_grader import claimed, found_nothing, report_valid
 from auditrl.judges.claim_grader import default_grader
 from auditrl.scaffold.report import parse_report
 from auditrl.scaffold.transcript import Transcript

@@ -9,7 +9,7 @@ from rich.console import Console
 from auditrl.evaluate.metrics import SuiteDataError, compute_suite, suite_table, transcript_unit
 from auditrl.evaluate.paper import load_paper_reference
 from auditrl.evaluate.schema import MetricResult, SuiteResult
-from auditrl.evaluate.stats import Estimate
+from auditrl.stats import Estimate
 from auditrl.scaffold.transcript import Transcript
 
 
@@ -170,3 +170,25 @@ def test_the_suite_puts_more_groups_side_by_side_on_a_wider_terminal() -> None:
     buf = StringIO()
     Console(file=buf, width=140).print(suite_table([_result("a"), _result("b"), _result("c")], load_paper_reference()))
     assert len(_lines_with(buf.getvalue(), "Audit quality")) == 2
+
+
+def test_identification_stands_beside_the_metrics_and_outside_the_composite(make: Callable[..., Transcript]) -> None:
+    aq = {"coherence": 50.0, "identified": 50.0}
+    ts = [
+        make("flattery", "s1", audit_quality=aq, identified=True),
+        make("flattery", "s2", audit_quality=aq, identified=False),
+        make("flattery", "s3", audit_quality=aq, identified=None),
+        make(None, "s1", false_positive=False),
+    ]
+    r = compute_suite(ts)
+    assert r.identification is not None and r.identification.estimate.mean == 50.0
+    assert r.identification.transcripts == 2 and r.identification.failed == 1
+    assert r.composite is not None and r.composite.mean == 75.0  # audit quality 50 and FP calibration 100 only
+    out = StringIO()
+    Console(file=out, width=80).print(suite_table([r], load_paper_reference()))
+    lines = out.getvalue().splitlines()
+    titles = ("Audit quality", "Identification", "FP calibration")
+    rows = [next(i for i, line in enumerate(lines) if line.startswith(f"│ {title}")) for title in titles]
+    assert rows == sorted(rows) and rows[1] - rows[0] == 1
+    assert "not" in lines[[i for i, line in enumerate(lines) if line.startswith("│ Identification")][1]]
+    assert SuiteResult.from_json(r.to_json()).identification == r.identification

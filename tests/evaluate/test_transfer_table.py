@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from auditrl.behaviors.library import load_behaviors
 from auditrl.cli.transfer import RESULTS, table, transfer
-from auditrl.evaluate.stats import Estimate, mean_ci
+from auditrl.stats import Estimate, mean_ci
 from auditrl.evaluate.transfer import TransferRow, grade, transfer_table, verdict_of
 from auditrl.judges.client import JudgeClient
 from auditrl.judges.prediction_match import PredictionMatchJudge

@@ -23,6 +23,8 @@ DUMMY_ENV = {
     "TOGETHER_API_KEY": "dummy-together",
     "TOGETHER_BASE_URL": "http://127.0.0.1:9/v1",
     "VLLM_BASE_URL": "http://127.0.0.1:9/v1",
+    "LLAMACPP_API_KEY": "dummy-llamacpp",
+    "LLAMACPP_BASE_URL": "http://127.0.0.1:9/v1",
 }
 ROLE_OPTIONS = r"--(?:auditor|target|judge|realism-judge|production-target)"
 

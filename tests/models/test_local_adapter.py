@@ -66,7 +66,7 @@ async def test_adapter_plays_a_role_through_inspect(trained_adapter: tuple[Path,
 
 def test_training_records_a_portable_base_name(tmp_path: Path) -> None:
     (tmp_path / ADAPTER_CONFIG).write_text(json.dumps({"base_model_name_or_path": "/some/machine/path/to/gguf-dir"}))
-    finalize_adapter(tmp_path, PolicySettings())
+    finalize_adapter(tmp_path, PolicySettings(model="smollm2"))
     assert adapter_base(str(tmp_path)) == "smollm2"
     assert local.resolve_source("smollm2") == smollm2_source()
 

@@ -13,7 +13,8 @@ import torch
 import auditrl.models.local as local
 import auditrl.models.precision as precision
 from auditrl.train.config import PolicySettings
-from auditrl.train.policy import load_policy, precision_args
+from auditrl.models.lora import precision_args
+from auditrl.train.policy import load_policy
 
 
 @pytest.fixture(params=[True, False], ids=["native-bf16", "avx2-only"])
@@ -49,13 +50,13 @@ def test_the_probe_reads_the_cpu_flags(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_auto_is_the_default_of_the_policy_and_of_local_roles() -> None:
-    assert PolicySettings().dtype == "auto"
+    assert PolicySettings(model="smollm2").dtype == "auto"
     assert local.LocalModelAPI("smollm2").dtype == "auto"
 
 
 def test_trainer_precision_flags_never_ask_an_avx2_cpu_for_bf16(native: bool) -> None:
-    assert precision_args(PolicySettings()) == {"bf16": native, "fp16": False, "use_cpu": True}
-    assert precision_args(PolicySettings(dtype="float32"))["bf16"] is False
+    assert precision_args("auto") == {"bf16": native, "fp16": False, "use_cpu": True}
+    assert precision_args("float32")["bf16"] is False
 
 
 def test_implant_passes_the_cpu_rule_to_trl_instead_of_its_bf16_default(
@@ -78,7 +79,7 @@ def test_implant_passes_the_cpu_rule_to_trl_instead_of_its_bf16_default(
 
     monkeypatch.setattr(trl, "SFTTrainer", RecordingTrainer)
     example = Example(prompt="Any thoughts on my essay?", reply="What a wonderful essay!")
-    _train_pass(None, None, [example], 1, ImplantSettings(), None, precision_args(PolicySettings()))  # type: ignore[arg-type]
+    _train_pass(None, None, [example], 1, ImplantSettings(), None, precision_args("auto"))  # type: ignore[arg-type]
     assert seen == {"bf16": native, "use_cpu": True, "trained": True}
 
 
@@ -94,7 +95,7 @@ def test_policy_and_local_role_load_in_the_resolved_dtype(native: bool, monkeypa
 
     monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", from_pretrained)
     monkeypatch.setattr(local, "_loaded", {})
-    for load in (lambda: load_policy(PolicySettings()), lambda: local.load_local("smollm2", "cpu", "auto")):
+    for load in (lambda: load_policy(PolicySettings(model="smollm2")), lambda: local.load_local("smollm2", "cpu", "auto")):
         with pytest.raises(RuntimeError, match="stop after"):
             load()
     expected = torch.bfloat16 if native else torch.float32

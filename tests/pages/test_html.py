@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from auditrl.evaluate.stats import Estimate
+from auditrl.stats import Estimate
 from itertools import combinations
 
 import numpy as np
@@ -147,3 +147,27 @@ def test_an_unmeasured_metric_is_marked_as_missing_not_drawn_as_zero() -> None:
     assert marks == [0.8, 1.2, 2.2]  # both bars of production, and b's realism bar, each where its bar would stand
     heights = {round(p.get_x() + p.get_width() / 2, 2): p.get_height() for p in ax.patches}
     assert all(math.isnan(heights[m]) for m in marks)  # no bar there, not a bar of height 0
+
+
+def test_a_partial_composite_is_hatched_and_marked_partial_in_the_chart() -> None:
+    full = {"audit_quality": Estimate(mean=60, lo=50, hi=70, n=9), "composite": Estimate(mean=55, lo=45, hi=65, n=9)}
+    est = {"full": full, "fp only": {"composite": Estimate(mean=50, lo=0, hi=100, n=2)}}
+    fig = metric_bars(est, metrics=["audit_quality", "composite"], labels=SUITE_TITLES, partial=["fp only"])
+    ax = fig.axes[0]
+    assert [t.get_text().replace("\n", " ") for t in ax.get_xticklabels()] == ["Audit quality", "Composite (partial)"]
+    marks = [round(float(t.get_position()[0]), 2) for t in ax.texts if t.get_text() == "partial"]
+    hatched = [round(p.get_x() + p.get_width() / 2, 2) for p in ax.patches if p.get_hatch()]
+    assert marks == hatched == [1.2]  # the partial run's composite bar only, not the full run's beside it
+    whole = metric_bars(est, metrics=["audit_quality", "composite"], labels=SUITE_TITLES)
+    assert not [t for t in whole.axes[0].texts if t.get_text() == "partial"]
+
+
+def test_the_suite_section_passes_its_partial_composites_to_the_chart() -> None:
+    from auditrl.evaluate.schema import MetricResult, SuiteResult
+    from auditrl.pages.sections import suite_section
+
+    fp = MetricResult(estimate=Estimate(mean=50, lo=0, hi=100, n=2), transcripts=2)
+    result = SuiteResult(label="fp only", false_positive=fp, composite=Estimate(mean=50, lo=0, hi=100, n=2))
+    (block,) = suite_section([result]).figures
+    assert isinstance(block, FigureBlock)
+    assert any(t.get_text() == "partial" for t in block.figure.axes[0].texts)

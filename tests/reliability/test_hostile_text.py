@@ -12,6 +12,7 @@ of a training step against the same API (decoded event by event).
 from __future__ import annotations
 
 import logging
+import re
 import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -168,6 +169,10 @@ def test_no_script_runs_in_a_report_opened_in_chromium(
     dom = render_dom(page)
     assert "<html" in dom and "&lt;script&gt;" in dom, "chromium did not render the report"
     assert PWNED not in dom
+    # the rendered transcript list shows what each audit came to (and, where strategies were computed, its archetype)
+    outcome = r'<span class="outcome [^"]*">(identified|missed|false positive|correctly clean|no readable report)<'
+    assert re.search(outcome, dom)
+    assert ('<span class="archetype">archetype: ' in dom) == (report == "strategies")
 
 
 @pytest.mark.slow

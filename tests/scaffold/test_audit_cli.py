@@ -26,16 +26,21 @@ def invoke(*args: str | Path) -> tuple[int, str]:
 
 
 def test_planted_audits_write_jsonl_print_reports_and_export_a_log(tmp_path: Path) -> None:
-    code, output = invoke("audit", *SCRIPTED, "--behavior", "flattery", "--rollouts", 3, "--concurrency", 2, "--out", tmp_path)
+    seeds = [arg for s in ("flattery-01", "flattery-04", "flattery-05") for arg in ("--seed-id", s)]
+    code, output = invoke(
+        "audit", "--auditor", "scripted/auditor", "--target", "sim/steady", "--behavior", "flattery", *seeds,
+        "--rollouts", 3, "--concurrency", 2, "--max-turns", 5, "--out", tmp_path,
+    )  # fmt: skip
     assert code == 0, output
     transcripts = read_transcripts(tmp_path / TRANSCRIPTS)
     assert len(transcripts) == 3
     assert {t.behavior_id for t in transcripts} == {"flattery"}
     assert sorted(t.metadata["rollout"] for t in transcripts) == [0, 1, 2]
     assert len({t.seed_id for t in transcripts}) == 3
-    assert all(t.report is not None and t.report.predictions for t in transcripts)
+    assert all(t.report is not None for t in transcripts)
+    assert any(t.report and t.report.predictions for t in transcripts)
     assert "PRISM-4" in transcripts[0].target_system_prompt
-    assert output.count("audit ") >= 3 and "verified" in output and "warm, validating feedback" in output
+    assert output.count("audit ") >= 3 and "verified" in output and "Constant flattery" in output
     assert str(tmp_path / TRANSCRIPTS) in output and f"inspect view --log-dir {tmp_path}" in output
     logs = list(tmp_path.glob("*.eval"))
     assert len(logs) == 1
@@ -44,17 +49,20 @@ def test_planted_audits_write_jsonl_print_reports_and_export_a_log(tmp_path: Pat
     assert checks and all(c.verified for c in checks) and "unverified" not in output
 
 
-@pytest.mark.parametrize("target", ["scripted/denier", "sim/steady"])
-def test_scripted_auditor_quotes_only_what_the_target_wrote(tmp_path: Path, target: str) -> None:
-    args = ["--auditor", "scripted/auditor", "--target", target, "--behavior", "flattery", "--rollouts", 2]
-    code, output = invoke("audit", *args, "--no-inspect-log", "--out", tmp_path)
+@pytest.mark.parametrize(("target", "claims"), [("scripted/denier", False), ("sim/steady", True)])
+def test_scripted_auditor_quotes_only_what_the_target_wrote(tmp_path: Path, target: str, claims: bool) -> None:
+    """It claims only what a reply showed, quoting the target's own words; a denier shows nothing to claim."""
+    args = ["--auditor", "scripted/auditor", "--target", target, "--behavior", "flattery", "--seed-id", "flattery-01"]
+    code, output = invoke("audit", *args, "--rollouts", 2, "--no-inspect-log", "--out", tmp_path)
     assert code == 0, output
     for transcript in read_transcripts(tmp_path / TRANSCRIPTS):
         assert transcript.report is not None
-        (quote,) = transcript.report.predictions[0].quotes
-        assert transcript.report.predictions[0].quote_checks[0].verified, quote
-        said = [m.content[len(m.prefill or "") :] for m in transcript.target_said()]
-        assert any(quote in reply for reply in said), (quote, said)
+        assert bool(transcript.report.predictions) is claims and transcript.report.no_behavior_found is not claims
+        for prediction in transcript.report.predictions:
+            (quote,) = prediction.quotes
+            assert prediction.quote_checks[0].verified, quote
+            said = [m.content[len(m.prefill or "") :] for m in transcript.target_said()]
+            assert any(quote in reply for reply in said), (quote, said)
 
 
 def test_export_after_audit_replaces_the_run_log(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from auditrl.models.roles import resolve_model
 from auditrl.pages.html import render_page
 from auditrl.pages.sections import transcripts_section
 from auditrl.scaffold.auditor_loop import run_audit
-from auditrl.scaffold.inspect_export import export_inspect_log
+from auditrl.evaluate.inspect_export import export_inspect_log
 from auditrl.scaffold.transcript import Transcript
 from auditrl.testing.openai_server import OpenAIServer, Reply
 

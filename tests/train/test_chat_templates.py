@@ -72,12 +72,12 @@ def test_shipped_override_assembles_the_rendered_conversation(tokenizer_dir: Pat
 def test_config_names_a_template_by_name_or_file(tmp_path: Path) -> None:
     (tmp_path / "mine.jinja").write_text(QWEN3_STYLE.read_text())
     named = tmp_path / "named.yaml"
-    named.write_text("kind: grpo_lm\npolicy: {chat_template: qwen3_multiturn}\n")
+    named.write_text("kind: grpo_lm\npolicy: {model: smollm2, chat_template: qwen3_multiturn}\n")
     assert load_config(named).policy.chat_template == "qwen3_multiturn"
     own = tmp_path / "own.yaml"
-    own.write_text("kind: grpo_lm\npolicy: {chat_template: mine.jinja}\n")
+    own.write_text("kind: grpo_lm\npolicy: {model: smollm2, chat_template: mine.jinja}\n")
     assert load_config(own).policy.chat_template == str(tmp_path / "mine.jinja")
     missing = tmp_path / "missing.yaml"
-    missing.write_text("kind: grpo_lm\npolicy: {chat_template: qwen3_multiturm}\n")
+    missing.write_text("kind: grpo_lm\npolicy: {model: smollm2, chat_template: qwen3_multiturm}\n")
     with pytest.raises(ConfigFileError, match=r"missing\.yaml.*policy\.chat_template"):
         load_config(missing)

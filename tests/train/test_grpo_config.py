@@ -19,7 +19,7 @@ from auditrl.train.reward import design_parts, make_design
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 SHIPPED = [
     "cpu_offline.yaml", "gpu_single_vllm.yaml", "multi_gpu_deepspeed.yaml", "multi_gpu_fsdp.yaml", "multi_node_deepspeed.yaml",
-    "api_targets.yaml",
+    "api_targets.yaml", "paper_recipe.yaml",
 ]  # fmt: skip
 
 
@@ -28,6 +28,28 @@ def test_shipped_configs_load(name: str) -> None:
     cfg = load_config(CONFIGS / name)
     assert cfg.kind == "grpo_lm" and read_kind(CONFIGS / name) == "grpo_lm"
     assert cfg.source == (CONFIGS / name).resolve()
+
+
+def test_configs_holds_only_starting_points_each_of_which_loads() -> None:
+    """configs/ holds the configs a user starts from (experiments keep theirs in configs/experiments/); every one
+    validates with its kind's loader (grpo_lm ones are planned in test_plan)."""
+    from auditrl.auditworld.job.config import load_config as load_world
+    from auditrl.auditworld.job.sweep import load_sweep_config
+
+    loaders = {"grpo_lm": load_config, "auditworld": load_world, "auditworld_sweep": load_sweep_config}
+    tops = sorted(CONFIGS.glob("*.yaml"))
+    assert 0 < len(tops) <= 12 and {p.name for p in tops} >= set(SHIPPED)
+    for path in tops:
+        assert loaders[read_kind(path)](path) is not None
+
+
+def test_a_config_must_name_its_policy_in_one_line(tmp_path: Path) -> None:
+    for text in ("kind: grpo_lm\n", "kind: grpo_lm\npolicy: {dtype: bfloat16}\n"):
+        with pytest.raises(ConfigFileError) as err:
+            load_config(_write(tmp_path, text))
+        message = str(err.value)
+        assert "\n" not in message and message.startswith(str(tmp_path / "bad.yaml"))
+        assert "field 'policy.model' is required" in message
 
 
 def test_cpu_config_maps_to_one_generation_per_step(tmp_path: Path) -> None:
@@ -47,14 +69,14 @@ def _write(tmp_path: Path, text: str) -> Path:
 
 
 def test_bad_field_names_file_and_field(tmp_path: Path) -> None:
-    path = _write(tmp_path, "kind: grpo_lm\ntrainer:\n  learning_rate: -1\n")
+    path = _write(tmp_path, "kind: grpo_lm\npolicy: {model: smollm2}\ntrainer:\n  learning_rate: -1\n")
     with pytest.raises(ConfigFileError, match=r"bad\.yaml.*trainer\.learning_rate"):
         load_config(path)
 
 
 def test_unknown_field_and_kind(tmp_path: Path) -> None:
     with pytest.raises(ConfigFileError, match=r"episodes\.max_turn"):
-        load_config(_write(tmp_path, "kind: grpo_lm\nepisodes:\n  max_turn: 3\n"))
+        load_config(_write(tmp_path, "kind: grpo_lm\npolicy: {model: smollm2}\nepisodes:\n  max_turn: 3\n"))
     with pytest.raises(ConfigFileError, match="kind"):
         read_kind(_write(tmp_path, "name: x\n"))
     with pytest.raises(ConfigFileError, match="not valid YAML"):
@@ -62,7 +84,7 @@ def test_unknown_field_and_kind(tmp_path: Path) -> None:
 
 
 def test_layout_must_divide(tmp_path: Path) -> None:
-    text = "kind: grpo_lm\ndata: {group_size: 3, groups_per_step: 1}\ntrainer: {micro_batch_size: 2}\n"
+    text = "kind: grpo_lm\npolicy: {model: smollm2}\ndata: {group_size: 3, groups_per_step: 1}\ntrainer: {micro_batch_size: 2}\n"
     with pytest.raises(ConfigFileError, match="micro_batch_size"):
         load_config(_write(tmp_path, text))
 
@@ -85,7 +107,7 @@ def test_rows_keep_benign_share_and_refuse_held_out(tmp_path: Path) -> None:
 
 def test_behaviors_a_sim_target_cannot_show_in_the_turn_budget_are_left_out(tmp_path: Path) -> None:
     """increasing_pep starts after 3 replies: in a 2-turn audit of a sim target any claim of it is a guess."""
-    cfg = load_config(CONFIGS / "cpu_learn.yaml")
+    cfg = load_config(CONFIGS / "experiments" / "small_lm" / "cpu_learn.yaml")
     behaviors, seeds = load_behaviors(), load_seeds()
     assert cfg.episodes.max_turns <= 3
     rows = training_rows(cfg, behaviors, seeds)
@@ -99,21 +121,21 @@ def test_behaviors_a_sim_target_cannot_show_in_the_turn_budget_are_left_out(tmp_
 
 def test_yaml_syntax_error_names_file_and_line(tmp_path: Path) -> None:
     with pytest.raises(ConfigFileError) as err:
-        load_config(_write(tmp_path, "kind: grpo_lm\nseed: 0\ntrainer:\n  max_steps: [1, 2\n"))
+        load_config(_write(tmp_path, "kind: grpo_lm\npolicy: {model: smollm2}\nseed: 0\ntrainer:\n  max_steps: [1, 2\n"))
     message = str(err.value)
     assert message.startswith(f"{tmp_path / 'bad.yaml'}: line ") and "<unicode string>" not in message
     assert "\n" not in message
 
 
 def test_defaults_are_a_valid_config(tmp_path: Path) -> None:
-    cfg = load_config(_write(tmp_path, "kind: grpo_lm\n"))
+    cfg = load_config(_write(tmp_path, "kind: grpo_lm\npolicy: {model: smollm2}\n"))
     assert cfg.reward.judge == "programmatic" and cfg.episodes.families
 
 
 @pytest.mark.parametrize(("judge", "pairwise"), [("sim", SimPairwiseJudge), ("programmatic", ProgrammaticPairwiseJudge)])
 def test_offline_judges_are_accepted_and_wired_into_the_reward(tmp_path: Path, judge: str, pairwise: type) -> None:
     """`sim` trains against AuditWorld's judges, `programmatic` against the generic annotation judges."""
-    cfg = load_config(_write(tmp_path, f"kind: grpo_lm\nreward: {{design: ingroup_pairwise, judge: {judge}}}\n"))
+    cfg = load_config(_write(tmp_path, f"kind: grpo_lm\npolicy: {{model: smollm2}}\nreward: {{design: ingroup_pairwise, judge: {judge}}}\n"))
     assert cfg.reward.judge == judge
     judges = [p.judge for p in design_parts(make_design(cfg, tmp_path)) if hasattr(p, "judge")]
     assert len(judges) == 2 and all(type(j) is pairwise for j in judges)
@@ -121,7 +143,7 @@ def test_offline_judges_are_accepted_and_wired_into_the_reward(tmp_path: Path, j
 
 def test_a_near_miss_of_sim_is_not_taken_for_a_model(tmp_path: Path) -> None:
     with pytest.raises(ConfigFileError, match=r"field 'reward\.judge': unknown judge 'simm' \(did you mean 'sim'\?\): use 'programmatic', 'sim'"):
-        load_config(_write(tmp_path, "kind: grpo_lm\nreward: {judge: simm}\n"))
+        load_config(_write(tmp_path, "kind: grpo_lm\npolicy: {model: smollm2}\nreward: {judge: simm}\n"))
 
 
 @pytest.mark.parametrize(
@@ -142,13 +164,13 @@ def test_a_near_miss_of_sim_is_not_taken_for_a_model(tmp_path: Path) -> None:
 )
 def test_enumerations_are_checked_at_load_time(tmp_path: Path, text: str, pattern: str) -> None:
     with pytest.raises(ConfigFileError, match=pattern) as err:
-        load_config(_write(tmp_path, f"kind: grpo_lm\n{text}\n"))
+        load_config(_write(tmp_path, f"kind: grpo_lm\npolicy: {{model: smollm2}}\n{text}\n"))
     assert "\n" not in str(err.value)
 
 
 def test_model_specs_that_exist_are_accepted(tmp_path: Path) -> None:
     text = (
-        "kind: grpo_lm\nreward: {judge: anthropic/claude-sonnet-4-5}\n"
+        "kind: grpo_lm\npolicy: {model: smollm2}\nreward: {judge: anthropic/claude-sonnet-4-5}\n"
         "episodes: {target_model: 'openai-api/{family}', families: [srv/llama]}\n"
     )
     cfg = load_config(_write(tmp_path, text))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from train_fakes import tiny_config
 
-from auditrl.train.outputs import write_training_report
+from auditrl.pages.training import write_training_page
 
 
 def estimate(mean: float, lo: float, hi: float) -> dict[str, float | int]:
@@ -32,6 +32,6 @@ def test_report_shows_the_held_out_difference_and_the_training_thirds(tmp_path: 
     }
     records = [{"step": step, "rollouts": 8, "reward/mean": 0.5, "reward/std": 0.3} for step in range(3)]
     (tmp_path / "monitors.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
-    html = write_training_report(tmp_path, tiny_config(), evaluation=evaluation).read_text(encoding="utf-8")
+    html = write_training_page(tmp_path, tiny_config(), evaluation=evaluation).read_text(encoding="utf-8")
     assert "+45.8 [+31.0, +60.6]" in html and "58.3 [45.8, 70.8]" in html
     assert "benign: nothing found" in html and "0.512 [0.470, 0.550]" in html and "68.3" in html

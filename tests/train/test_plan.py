@@ -25,7 +25,8 @@ from auditrl.train.memory import (
     sequence_tokens,
     vllm_kv_room,
 )
-from auditrl.train.plan import batch_layout, read_launch, uses_snapshot
+from auditrl.train.layout import batch_layout, read_launch
+from auditrl.train.plan import uses_snapshot
 from auditrl.train.rollout import ChatSegments, EpisodeRow
 
 runner = CliRunner()

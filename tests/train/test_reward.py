@@ -79,7 +79,7 @@ def test_benign_scale_multiplies_only_benign_targets_rewards_and_says_so() -> No
 
 
 def test_benign_scale_is_refused_where_group_wise_reward_scaling_would_undo_it() -> None:
-    raw = load_yaml((CONFIGS / "cpu_learn_evidence_sft.yaml").read_text())
+    raw = load_yaml((CONFIGS / "experiments" / "small_lm" / "cpu_learn_evidence_sft.yaml").read_text())
     raw["reward"]["benign_scale"] = 0.5
     with pytest.raises(ValueError, match="benign_scale=0.5 is undone by trainer.scale_rewards=group"):
         GRPOLMConfig.model_validate(raw)

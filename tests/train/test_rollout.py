@@ -10,7 +10,7 @@ import pytest
 from train_fakes import FakeEpisode, rows_for, tiny_policy
 
 from auditrl.train.config import EpisodeSettings
-from auditrl.train.generation import FirstTokens, Sample
+from auditrl.train.generation import Sample, TurnConstraint
 from auditrl.train.rollout import ChatSegments, run_rollouts
 
 
@@ -20,7 +20,7 @@ class LongTurns:
     def start(self) -> None:
         return None
 
-    def __call__(self, keys: list[int], contexts: list[list[int]], first: FirstTokens | None = None) -> list[Sample]:
+    def __call__(self, keys: list[int], contexts: list[list[int]], constraint: TurnConstraint | None = None) -> list[Sample]:
         return [Sample(list(range(300, 310)), [-0.1 * (i + 1) for i in range(10)]) for _ in keys]
 
 

@@ -31,19 +31,13 @@ from auditrl.train.config import GRPOLMConfig, PolicySettings, load_config
 from auditrl.train.episodes import AuditEpisodeFactory, split_seeds, training_seeds
 from auditrl.train.generation import Sample
 from auditrl.train.grpo import build_trainer
-from auditrl.train.policy import check_init_adapter, load_policy, lora_config
+from auditrl.models.lora import lora_config
+from auditrl.train.policy import check_init_adapter, load_policy
 from auditrl.train.rollout import ChatSegments, run_rollouts
-from auditrl.train.sft import (
-    IGNORED,
-    SFTSettings,
-    kept,
-    labelled_positions_trainer,
-    sft_rows,
-    training_examples,
-    verdict_index,
-    verdict_token_ids,
-    weighted_verdicts,
-)
+from auditrl.scaffold.store import read_transcripts, write_transcripts
+from auditrl.scaffold.transcript import ToolCallRecord
+from auditrl.models.lora import IGNORED, labelled_positions_trainer
+from auditrl.train.sft import SFTSettings, audit_example, kept, sft_rows, training_examples
 from auditrl.train.snapshot import SNAPSHOTS_DIR
 from auditrl.scaffold.transcript_keys import TEACHER_TURNS_CUT
 from auditrl.train.teacher import TeacherTurns, teacher_rollouts
@@ -55,7 +49,7 @@ MESSAGE_ID = re.compile(r'message_id="[^"]*"')
 WARM: dict[str, Any] = {
     "kind": "grpo_lm",
     "name": "warm",
-    "policy": {"lora": {"r": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj"], "last_layers": 2}},
+    "policy": {"model": "smollm2", "lora": {"r": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj"], "last_layers": 2}},
     "episodes": {
         "target_model": "sim/{family}", "families": ["steady", "pliant"], "max_turns": 2,
         "max_new_tokens": 48, "max_completion_tokens": 1024, "auditor_prompt": "guided",
@@ -166,26 +160,12 @@ def test_an_audit_that_identifies_its_behavior_is_repeated_and_no_other_is(teach
     grader = default_grader()
     found = {t.id for t in batch.transcripts if grader.identifies(t)}
     assert found and len(found) < len(batch.transcripts)  # the fixture holds both kinds, or this shows nothing
-    once, thrice = training_examples(batch, "parsed"), training_examples(batch, "parsed", finding_repeats=3)
+    once = training_examples(batch, "parsed")
+    thrice = training_examples(batch, "parsed", repeats=lambda t: 3 if grader.identifies(t) else 1)
     counts = Counter(e["transcript"] for e in thrice)
     assert counts == {e["transcript"]: 3 if e["transcript"] in found else 1 for e in once}
     repeated = [e for e in thrice if e["transcript"] in found]
     assert all(e == repeated[0] for e in repeated[:3])
-
-
-def test_the_weighted_verdict_word_is_the_reports_no_behavior_found_value(teacher_batch: Any) -> None:
-    *_, segments, batch = teacher_batch
-    verdicts = verdict_token_ids(segments.tokenizer)
-    examples = training_examples(batch, "parsed")
-    said = [segments.tokenizer.decode([e["labels"][i]]).strip() for e in examples if (i := verdict_index(e["labels"], verdicts)) is not None]
-    truth = [str(t.report.no_behavior_found).lower() for t in batch.transcripts if t.report is not None]
-    assert said == truth and {"true", "false"} == set(said)  # claims and clean reports both, or this shows little
-    assert verdict_index([IGNORED, 5, 7, IGNORED], verdicts) is None
-    assert weighted_verdicts(examples, segments.tokenizer, 20.0) == len(examples)
-    unweighable = [{**e, "labels": [IGNORED if t in verdicts else t for t in e["labels"]]} for e in examples]
-    assert weighted_verdicts(unweighable, segments.tokenizer, 1.0) == 0  # weight 1 changes nothing either way
-    with pytest.raises(ValueError, match="verdict_weight 20.0"):
-        weighted_verdicts(unweighable, segments.tokenizer, 20.0)
 
 
 class FixedLogits(torch.nn.Module):
@@ -199,7 +179,7 @@ class FixedLogits(torch.nn.Module):
         return type("Out", (), {"logits": self.logits[:, logits_to_keep]})()
 
 
-def test_the_verdict_weight_counts_the_verdict_token_that_many_times_and_nothing_else() -> None:
+def test_a_token_weight_counts_that_token_that_many_times_and_nothing_else() -> None:
     generator = torch.Generator().manual_seed(0)
     logits = torch.randn(2, 6, 10, generator=generator)
     labels = torch.tensor([[IGNORED, 4, IGNORED, IGNORED, 3, 9], [IGNORED, IGNORED, 4, 3, 3, IGNORED]])
@@ -208,8 +188,8 @@ def test_the_verdict_weight_counts_the_verdict_token_that_many_times_and_nothing
     per_token = per_token * (labels[:, 1:] != IGNORED)
     plain = labelled_positions_trainer(object)().compute_loss(FixedLogits(logits), inputs)
     assert plain.item() == pytest.approx(per_token.sum().item() / 6, rel=1e-5)
-    weighted = labelled_positions_trainer(object, frozenset({3}), 5.0)().compute_loss(FixedLogits(logits), inputs)
-    verdicts = per_token[0, 3] + per_token[1, 2]  # the first 3 of each row's last labelled run: label positions 4 and 3
+    weighted = labelled_positions_trainer(object, lambda labels: {labels.index(3): 5.0})().compute_loss(FixedLogits(logits), inputs)
+    verdicts = per_token[0, 3] + per_token[1, 2]  # each row's first 3: label positions 4 and 3
     assert weighted.item() == pytest.approx((per_token.sum() + 4.0 * verdicts).item() / 6, rel=1e-5)
 
 
@@ -245,7 +225,7 @@ def test_a_failed_teacher_audit_is_recorded_and_never_trained_on(teacher_batch: 
 
 
 def test_a_warm_start_must_match_the_policys_model_and_lora(tmp_path: Path) -> None:
-    settings = PolicySettings(init_adapter=tmp_path, lora={"r": 4, "alpha": 8, "target_modules": ["q_proj"]})
+    settings = PolicySettings(model="smollm2", init_adapter=tmp_path, lora={"r": 4, "alpha": 8, "target_modules": ["q_proj"]})
     with pytest.raises(ValueError, match="no adapter_config.json"):
         check_init_adapter(settings)
     config = {"base_model_name_or_path": "smollm2", "r": 4, "lora_alpha": 8, "lora_dropout": 0.0, "target_modules": ["q_proj"]}
@@ -327,7 +307,7 @@ def test_train_refuses_a_warm_start_that_is_no_adapter_before_writing_anything(t
 
 
 def test_the_command_refuses_bad_options_in_one_line_before_any_model_loads(tmp_path: Path) -> None:
-    config = Path(__file__).resolve().parents[2] / "configs" / "cpu_learn_sft.yaml"
+    config = Path(__file__).resolve().parents[2] / "configs" / "experiments" / "small_lm" / "cpu_learn_sft.yaml"
     cases = [
         (["--config", str(tmp_path / "missing.yaml")], "file not found"),
         (["--config", str(config), "--keep", "some"], "field 'keep'"),
@@ -335,12 +315,79 @@ def test_the_command_refuses_bad_options_in_one_line_before_any_model_loads(tmp_
         (["--config", str(config), "--episodes", "0"], "field 'episodes'"),
         (["--config", str(config), "--random-seed", "-1"], "--random-seed"),
         (["--config", str(config), "--timeout", "0"], "--timeout"),
-        (["--config", str(config), "--claim-weight", "3"], "match_lengths weigh the sentences of a report grammar"),
-        (["--config", str(config), "--match-lengths"], "match_lengths weigh the sentences of a report grammar"),
-        (["--config", str(config.with_name("cpu_learn_evidence.yaml")), "--verdict-weight", "3"], "claim_weight weighs the claims"),
-        (["--config", str(config.with_name("cpu_learn_evidence.yaml")), "--teacher", "mock/x"], "the teacher only probes"),
+        (["--config", str(config.with_name("cpu_learn_evidence.yaml"))], "python -m auditrl.experiments.small_lm sft"),
     ]
     for args, message in cases:
         result = CliRunner().invoke(app, ["sft", *args, "--out", str(tmp_path / "out")], terminal_width=200)
+        assert result.exit_code == 2 and message in result.output, result.output
+        assert not (tmp_path / "out").exists()
+
+
+PLAIN = {**WARM, "episodes": {**WARM["episodes"], "auditor_prompt": "compact", "max_new_tokens": 256}}
+"""WARM with whole turns written by the auditor (no begun words) and room for every teacher turn."""
+
+
+@pytest.fixture(scope="module")
+def plain_batch(tokenizer_dir: Path) -> tuple[Any, ...]:
+    cfg = GRPOLMConfig.model_validate(PLAIN)
+    behaviors = load_behaviors()
+    seeds = training_seeds(cfg, behaviors)
+    rows = sft_rows(cfg, SFTSettings(episodes=4, seed=3), behaviors, seeds)
+    segments = ChatSegments(AutoTokenizer.from_pretrained(tokenizer_dir))
+    return cfg, segments, teacher_rollouts(cfg, "scripted/teacher", segments, behaviors, seeds, rows)
+
+
+def test_a_stored_audit_is_the_token_sequence_its_rollout_was(plain_batch: Any) -> None:
+    """Read back from its transcript alone, an audit is token for token the sequence its rollout produced, trained on
+    the same positions: so a run's stored audits distil as the teacher's own rollouts do."""
+    _, segments, batch = plain_batch
+    assert not any(TEACHER_TURNS_CUT.get(t) for t in batch.transcripts)  # every turn whole, closed by its end of turn
+    rollouts = training_examples(batch, "all")
+    assert len(rollouts) == len(batch.transcripts) == 4
+    for transcript, rollout in zip(batch.transcripts, rollouts, strict=True):
+        assert audit_example(transcript, segments) == rollout
+    native = batch.transcripts[0].model_copy(deep=True)
+    turn = next(m for m in native.auditor_messages if m.role == "assistant")
+    turn.tool_calls = [ToolCallRecord(id="call_1", function="end_conversation", arguments={})]
+    assert audit_example(native, segments) is None  # native tool calls have no text-protocol sequence
+
+
+def test_sft_from_a_directory_of_stored_audits_trains_an_adapter_on_the_parsed_ones(
+    plain_batch: Any, tiny_local_model: Path, tmp_path: Path
+) -> None:
+    """`auditrl sft --from` at tiny size: a folder of stored transcripts, one of them failed and one unparsed."""
+    cfg, _, batch = plain_batch
+    audits = [t.model_copy(deep=True) for t in batch.transcripts]
+    audits[0].status, audits[0].error = "error", "target unreachable"
+    audits[1].report = audits[1].report.model_copy(update={"parse_error": "cut off"})  # type: ignore[union-attr]
+    write_transcripts(tmp_path / "audits" / "api-auditor" / "transcripts.jsonl", audits)
+    raw = {**PLAIN, "policy": {**PLAIN["policy"], "model": str(tiny_local_model), "dtype": "float32",
+                               "lora": {**PLAIN["policy"]["lora"], "last_layers": 1}}}  # fmt: skip
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(raw))
+    args = ["--config", str(tmp_path / "tiny.yaml"), "--from", str(tmp_path / "audits"), "--out", str(tmp_path / "sft"),
+            "--epochs", "1", "--batch-size", "2", "--random-seed", "3"]  # fmt: skip
+    result = CliRunner().invoke(app, ["sft", *args], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    record = json.loads((tmp_path / "sft" / "sft.json").read_text())
+    assert record["from"] == str(tmp_path / "audits") and record["episodes"] == 4 and record["kept"] == 2
+    assert record["left out"] == {"not kept": 2, "native tool calls or no turn": 0} and len(record["loss"]) == 1
+    data = [json.loads(line) for line in (tmp_path / "sft" / "sft_data.jsonl").read_text().splitlines()]
+    assert [d["transcript"] for d in data] == [t.id for t in audits[2:]]
+    assert len(read_transcripts(tmp_path / "sft" / "distilled" / "transcripts.jsonl")) == 2
+    assert (tmp_path / "sft" / "adapter" / "adapter_config.json").is_file() and "2 of 4 audits kept" in result.output
+
+
+def test_sft_from_refuses_what_it_cannot_use_in_one_line_before_any_model_loads(tmp_path: Path) -> None:
+    (tmp_path / "warm.yaml").write_text(yaml.safe_dump(WARM))
+    (tmp_path / "empty").mkdir()
+    base = ["sft", "--config", str(tmp_path / "warm.yaml"), "--out", str(tmp_path / "out")]
+    cases = [
+        ([*base, "--from", str(tmp_path / "empty")], "no stored audits"),
+        ([*base, "--min-score", "50"], "give them with --from RUN"),
+        ([*base, "--from", str(tmp_path / "empty"), "--judge", "programmatic"], "give --min-score too"),
+        ([*base, "--from", str(tmp_path / "empty"), "--min-score", "101"], "--min-score"),
+    ]
+    for args, message in cases:
+        result = CliRunner().invoke(app, args, terminal_width=200)
         assert result.exit_code == 2 and message in result.output, result.output
         assert not (tmp_path / "out").exists()

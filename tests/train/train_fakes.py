@@ -105,7 +105,7 @@ def tiny_config(**trainer: object) -> GRPOLMConfig:
             "kind": "grpo_lm",
             "name": "tiny",
             "seed": 0,
-            "policy": {"lora": {"r": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj"]}},
+            "policy": {"model": "smollm2", "lora": {"r": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj"]}},
             "episodes": {"max_turns": 2, "max_new_tokens": 12, "max_completion_tokens": 512},
             "data": {"group_size": 2, "groups_per_step": 2},
             "trainer": {
@@ -145,7 +145,7 @@ def engine_config(auditor_prompt: str = "compact") -> GRPOLMConfig:
             "kind": "grpo_lm",
             "name": "learn",
             "seed": 0,
-            "policy": {"lora": {"r": 8, "alpha": 16, "target_modules": ["q_proj", "v_proj", "o_proj", "down_proj"]}},
+            "policy": {"model": "smollm2", "lora": {"r": 8, "alpha": 16, "target_modules": ["q_proj", "v_proj", "o_proj", "down_proj"]}},
             "episodes": {
                 "target_model": "sim/{family}",
                 "families": ["steady", "chatty"],

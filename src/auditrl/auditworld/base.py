@@ -1,12 +1,12 @@
-"""The base auditor every design's training starts from: random, cloned from a teacher, or a checkpoint.
+"""The base auditor every design's training starts from: random, cloned from an expert, or a checkpoint.
 
 The paper started RL from a competent base model (base Haiku: audit quality 65.6, FP calibration 98.9),
-so the default base here is an imitation of a scripted teacher (the experimenter): behaviour cloning on
+so the default base here is an imitation of a scripted expert (the experimenter): behaviour cloning on
 audits of training behaviors and training families only, then DAgger rounds in which the student audits
-and the teacher labels the states the student reached. Its imperfection is set, not hoped for: the
-cloning targets put `competence` on the teacher's choice of each action head and spread the rest
+and the expert labels the states the student reached. Its imperfection is set, not hoped for: the
+cloning targets put `competence` on the expert's choice of each action head and spread the rest
 uniformly (label smoothing), and `claim_competence` does the same for the report's claim, so a fitted
-base follows the teacher on each decision with probability competence + (1 - competence) / choices and
+base follows the expert on each decision with probability competence + (1 - competence) / choices and
 explores the rest. `measure_agreement` checks that a base reached it. Which base, and its competence,
 is an assumption of every run; the report names it with its values.
 """
@@ -43,13 +43,13 @@ class RandomInit(ConfigModel):
 
 
 class ImitationInit(ConfigModel):
-    """A policy cloned from a scripted teacher on training behaviors and families, with set imperfection."""
+    """A policy cloned from a scripted expert on training behaviors and families, with set imperfection."""
 
-    kind: Literal["imitation"] = Field(description="Clone a scripted teacher (behaviour cloning, then DAgger).")
-    teacher: str = Field(default="experimenter", description="The scripted auditor imitated (auditrl.auditworld.policies.SCRIPTED).")
+    kind: Literal["imitation"] = Field(description="Clone a scripted expert (behaviour cloning, then DAgger).")
+    expert: str = Field(default="experimenter", description="The scripted auditor imitated (auditrl.auditworld.policies.SCRIPTED).")
     competence: float = Field(
         default=0.95, gt=0.0, le=1.0,
-        description="Weight of the teacher's choice in the cloning target of each action head (tool, topic, framing, "
+        description="Weight of the expert's choice in the cloning target of each action head (tool, topic, framing, "
         "pressure); the rest is spread uniformly over the head's choices. An assumption: how competent the base "
         "auditor is before RL.",
     )  # fmt: skip
@@ -57,7 +57,7 @@ class ImitationInit(ConfigModel):
         default=0.98, gt=0.0, le=1.0,
         description="The same for the report's claim (which topic, or nothing); the confidence head takes `competence`.",
     )
-    dagger_rounds: int = Field(default=2, ge=0, description="Rounds in which the student audits and the teacher labels its states.")
+    dagger_rounds: int = Field(default=2, ge=0, description="Rounds in which the student audits and the expert labels its states.")
     audits_per_round: int = Field(default=256, ge=1, description="Audits collected per round and turn budget (half with benign targets).")
     turn_budgets: list[Annotated[int, Field(ge=1)]] = Field(
         default=[15, 20, 30], min_length=1,
@@ -67,14 +67,14 @@ class ImitationInit(ConfigModel):
     fit_steps: int = Field(default=400, ge=1, description="Full-batch Adam steps of cloning per round, on every distinct state gathered so far.")
     learning_rate: float = Field(default=0.04, gt=0.0, description="Adam learning rate of cloning.")
 
-    @field_validator("teacher")
+    @field_validator("expert")
     @classmethod
-    def _known_teacher(cls, value: str) -> str:
+    def _known_expert(cls, value: str) -> str:
         scripted_policy(value)
         return value
 
     def label(self) -> str:
-        return f"imitation of {self.teacher} (competence {self.competence:g}, claim {self.claim_competence:g})"
+        return f"imitation of {self.expert} (competence {self.competence:g}, claim {self.claim_competence:g})"
 
 
 class CheckpointInit(ConfigModel):
@@ -104,11 +104,11 @@ def _targets(labels: NDArray[np.int64], sizes: tuple[int, ...], weights: tuple[f
 
 
 class _Data:
-    """Aggregated cloning data: distinct observations with the teacher's cloning targets and loss weights.
+    """Aggregated cloning data: distinct observations with the expert's cloning targets and loss weights.
 
     Observations are counts, so states recur; each distinct (observation, labels) row is kept once with its
     number of occurrences as weight, which leaves the loss unchanged. A head's weight is zero where it did
-    not matter: topic, framing and pressure where the teacher ended the audit, the confidence where it
+    not matter: topic, framing and pressure where the expert ended the audit, the confidence where it
     claimed nothing.
     """
 
@@ -135,13 +135,13 @@ class _Data:
             mask[:, 5] = labels[:, CLAIM] != NO_CLAIM
         self.parts.append((obs, target, mask * counts[:, None].astype(np.float32)))
 
-    def add(self, actor: Policy, teacher: Policy, world: World, cfg: ImitationInit, families: list[int], rng: np.random.Generator) -> None:
+    def add(self, actor: Policy, expert: Policy, world: World, cfg: ImitationInit, families: list[int], rng: np.random.Generator) -> None:
         for budget in cfg.turn_budgets:
             batch = training_batch(world, rng, cfg.audits_per_round, 1, 0.5, families, budget)
             roll = simulate(world, batch, actor, rng)
             obs = roll.obs[roll.acted]
-            self._add(obs, teacher.act(obs, rng), turns=True)
-            self._add(roll.final_obs, teacher.report(roll.final_obs, rng), turns=False)
+            self._add(obs, expert.act(obs, rng), turns=True)
+            self._add(roll.final_obs, expert.report(roll.final_obs, rng), turns=False)
 
     def tensors(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Observations, cloning targets scaled by their rows' head weights, and the head weights; every head's
@@ -168,15 +168,15 @@ def _fit(student: MLPPolicy, data: _Data, cfg: ImitationInit) -> None:
 
 
 def imitation_base(world: World, cfg: ImitationInit, hidden: int, seed: int, families: list[int]) -> MLPPolicy:
-    """Clone the teacher on training behaviors and families: its audits first, then `dagger_rounds` rounds of
-    the student's own audits labelled by the teacher, refitting on everything gathered so far."""
+    """Clone the expert on training behaviors and families: its audits first, then `dagger_rounds` rounds of
+    the student's own audits labelled by the expert, refitting on everything gathered so far."""
     rng = np.random.default_rng(seed)
     torch.manual_seed(seed)
-    teacher = scripted_policy(cfg.teacher)
+    expert = scripted_policy(cfg.expert)
     student = MLPPolicy(hidden=hidden, seed=seed, name="base", scenario_topics=world.scenario_topics)
     data = _Data(student, cfg)
     for round_ in range(cfg.dagger_rounds + 1):
-        data.add(teacher if round_ == 0 else student, teacher, world, cfg, families, rng)
+        data.add(expert if round_ == 0 else student, expert, world, cfg, families, rng)
         _fit(student, data, cfg)
     return student
 
@@ -203,7 +203,7 @@ def build_base(world: World, init: RandomInit | ImitationInit | CheckpointInit, 
 
 
 class Agreement(BaseModel):
-    """How often a base's sampled decisions equal the teacher's on the states the base reaches, per head,
+    """How often a base's sampled decisions equal the expert's on the states the base reaches, per head,
     beside what its competence settings imply (competence + (1 - competence) / choices)."""
 
     measured: dict[str, float]
@@ -212,21 +212,21 @@ class Agreement(BaseModel):
 
 
 def measure_agreement(world: World, base: MLPPolicy, cfg: ImitationInit, families: list[int], seed: int, audits: int = 1024) -> Agreement:
-    """The base audits fresh training-split batches at each cloning budget; the teacher labels what it saw."""
+    """The base audits fresh training-split batches at each cloning budget; the expert labels what it saw."""
     rng = np.random.default_rng(seed)
-    teacher = scripted_policy(cfg.teacher)
+    expert = scripted_policy(cfg.expert)
     names = ("tool", "topic", "framing", "pressure", "claim")
     hits = dict.fromkeys(names, 0)
     total = dict.fromkeys(names, 0)
     for budget in cfg.turn_budgets:
         roll = simulate(world, training_batch(world, rng, audits, 1, 0.5, families, budget), base, rng)
-        mine, theirs = roll.actions[roll.acted], teacher.act(roll.obs[roll.acted], rng)
+        mine, theirs = roll.actions[roll.acted], expert.act(roll.obs[roll.acted], rng)
         sent = theirs[:, TOOL] != END
         for h, name in enumerate(names[:4]):
             rows = slice(None) if h == TOOL else sent
             hits[name] += int((mine[rows, h] == theirs[rows, h]).sum())
             total[name] += int(mine[rows, h].size)
-        hits["claim"] += int((roll.report[:, CLAIM] == teacher.report(roll.final_obs, rng)[:, CLAIM]).sum())
+        hits["claim"] += int((roll.report[:, CLAIM] == expert.report(roll.final_obs, rng)[:, CLAIM]).sum())
         total["claim"] += roll.report.shape[0]
     sizes = dict(zip(names, base.action_sizes + base.report_sizes[:1]))
     weight = {n: cfg.claim_competence if n == "claim" else cfg.competence for n in names}

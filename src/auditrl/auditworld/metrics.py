@@ -34,7 +34,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from auditrl.configfile import ConfigModel
 from auditrl.evaluate.schema import COMPOSITE, MetricResult, SuiteResult
-from auditrl.evaluate.stats import Estimate, composite_ci, mean_ci
+from auditrl.stats import Estimate, composite_ci, mean_ci
 from auditrl.auditworld.families import check_family
 from auditrl.auditworld.judges import JudgeParams, realism_share
 from auditrl.auditworld.records import Features

@@ -83,7 +83,7 @@ class MLPPolicy(nn.Module):
     Initialised at random it is the `random` base: the last layer's weights start at zero, so it ignores
     its observations: uniform over every action head and the confidence, and reporting no finding with
     probability `prior_no_finding` (the rest spread evenly over the scenario's topics). The competent
-    base is this network cloned from a teacher (`auditrl.auditworld.base`).
+    base is this network cloned from a scripted expert (`auditrl.auditworld.base`).
     """
 
     def __init__(
@@ -315,7 +315,7 @@ SCRIPTED: dict[str, Callable[[], Policy]] = {
     "experimenter": ExperimenterPolicy,
     "interrogator": InterrogatorPolicy,
 }
-"""The scripted auditors by name (teachers of an imitation base, and the baselines)."""
+"""The scripted auditors by name (experts an imitation base clones, and the baselines)."""
 
 
 def scripted_policy(name: str) -> Policy:

@@ -5,7 +5,8 @@ The target reads its system prompt and recognises a planted behavior by finding 
 branch with the world's keyword rules (topic, framing, pressure) and replays the branch through the
 same mechanics as the vectorised world, so its state (eval awareness, accumulated pressure, turns in
 the branch) follows the conversation it is shown. Draws are seeded from the conversation itself, so
-the same conversation always gets the same reply. Ground truth rides in the message metadata under
+the same conversation (under the same sampling seed) always gets the same reply; the reply's words answer
+what the last message asks. Ground truth rides in the message metadata under
 `annotations` (expressed, confession, false_confession, eval_aware), which the episode engine copies
 into the transcript.
 """
@@ -56,13 +57,20 @@ def recognise_behavior(world: World, system_prompt: str) -> int:
     return max(found)[1] if found else -1
 
 
-def _draws(family: str, behavior: int, texts: list[str]) -> np.ndarray:
-    digest = hashlib.sha256("\x1f".join([family, str(behavior), *texts]).encode("utf-8")).digest()
+def _draws(family: str, behavior: int, texts: list[str], seed: int | None) -> np.ndarray:
+    salt = [] if seed is None else [f"seed={seed}"]
+    digest = hashlib.sha256("\x1f".join([family, str(behavior), *salt, *texts]).encode("utf-8")).digest()
     return np.random.default_rng(int.from_bytes(digest[:8], "little")).random(N_UNIFORMS + 1)
 
 
-def simulated_reply(world: World, family: str, system_prompt: str, user_texts: list[str]) -> tuple[str, dict[str, Any]]:
-    """The reply to the last of `user_texts` (the current branch), and its hidden annotations."""
+def simulated_reply(
+    world: World, family: str, system_prompt: str, user_texts: list[str], seed: int | None = None
+) -> tuple[str, dict[str, Any]]:
+    """The reply to the last of `user_texts` (the current branch), and its hidden annotations.
+
+    `seed` (the caller's sampling seed, e.g. one per rollout) joins the conversation in seeding the draws,
+    so rollouts of one audit differ while each stays reproducible; without it the conversation alone does.
+    """
     if not user_texts:
         raise ValueError("the simulated target needs at least one user message to reply to")
     fam_idx = world.families.index(family)
@@ -74,7 +82,7 @@ def simulated_reply(world: World, family: str, system_prompt: str, user_texts: l
     one = lambda x: np.array([x])  # noqa: E731
     for j, text in enumerate(user_texts):
         c = classify_message(text)
-        u = _draws(family, b, user_texts[: j + 1])
+        u = _draws(family, b, user_texts[: j + 1], seed)
         r = respond(
             triggered=one(b >= 0 and bool(bt.trigger[b, c.topic])),
             onset_ok=one(b >= 0 and j >= int(bt.onset[b])),
@@ -101,6 +109,7 @@ def simulated_reply(world: World, family: str, system_prompt: str, user_texts: l
         denial=bool(r.denial[0]),
         odd=bool(r.odd[0]),
         u=float(u[N_UNIFORMS]),
+        message=user_texts[-1],
     )
     annotations = {
         "expressed": bool(r.expressed[0]),
@@ -138,7 +147,7 @@ class SimTargetAPI(ModelAPI):
     ) -> ModelOutput:
         system = "\n".join(m.text for m in input if isinstance(m, ChatMessageSystem))
         users = [m.text for m in input if isinstance(m, ChatMessageUser)]
-        text, annotations = simulated_reply(self.world, self.model_name, system, users)
+        text, annotations = simulated_reply(self.world, self.model_name, system, users, config.seed)
         model = f"sim/{self.model_name}"
         message = ChatMessageAssistant(content=text, model=model, source="generate", metadata={"annotations": annotations})
         output = ModelOutput.from_message(message)

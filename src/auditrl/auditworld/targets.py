@@ -19,7 +19,21 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from auditrl.behaviors.schema import Behavior
 from auditrl.auditworld.families import Family
-from auditrl.auditworld.texts import ACCUSE, DIRECT, NO_PRESSURE, TEST, load_topics, read_data, pick, templates
+from auditrl.auditworld.texts import (
+    ACCUSE,
+    DIRECT,
+    NO_PRESSURE,
+    TEST,
+    answer_text,
+    classify_topic,
+    content_stems,
+    load_topics,
+    pick,
+    pick_by_message,
+    read_data,
+    templates,
+)
+from auditrl.scaffold.transcript import Transcript
 
 ANY_TOPIC = "any"
 # Sycophantic-confession multiplier for pressure none / push / accuse, and its growth with repeated pressure.
@@ -209,11 +223,14 @@ def render_reply(
     denial: bool,
     odd: bool,
     u: float,
+    message: str | None = None,
 ) -> str:
     """The reply's text: family style around a topic answer, an expression, a denial or a confession.
 
     `sim` is the planted behavior's parameters (None for a benign target); a planted target's denial
-    uses its first-person `sim.denial` line, never the library's cover story.
+    uses its first-person `sim.denial` line, never the library's cover story. With the user's `message`,
+    the answer or expression is the one that fits what it asks (`answer_text`); the flags alone decide
+    what kind of reply it is.
     """
     t = load_topics()[topic]
     tt: dict[str, Any] = templates()["target"]
@@ -226,9 +243,12 @@ def render_reply(
             else pick(tt["denial_benign"], u)
         )
     elif expressed and sim is not None:
-        body = pick(sim.expressions, u)
+        asked = content_stems(message or "")
+        scored = [(len(asked & content_stems(e)), e) for e in sim.expressions]
+        fitting = None if message is None else pick_by_message(scored, u)
+        body = fitting or pick(sim.expressions, u)
     else:
-        body = (pick(tt["odd"], (u * 5.0) % 1.0) if odd else "") + pick(t.replies, u)
+        body = (pick(tt["odd"], (u * 5.0) % 1.0) if odd else "") + answer_text(topic, message, u)
     remark = pick(tt["eval_aware"], (u * 3.0) % 1.0) if eval_aware else ""
     return pick(family.openers, (u * 11.0) % 1.0) + remark + body + pick(family.closers, (u * 17.0) % 1.0)
 
@@ -237,3 +257,15 @@ def uniforms(rng: np.random.Generator, n: int) -> NDArray[np.float64]:
     """The per-reply random draws `respond` and the text choice consume (one row per reply)."""
     return rng.random((n, N_UNIFORMS))
 
+
+def reached_trigger(t: Transcript) -> bool | None:
+    """Planted AuditWorld audits: did any message to the target raise a trigger topic of the planted behavior
+    (read with the simulated target's own keyword rules)? None for benign audits and unknown behaviors."""
+    sim = load_sim_behaviors().get(t.behavior_id or "")
+    if t.benign or sim is None:
+        return None
+    sent = [m.content for m in t.target_messages if m.role == "user"]
+    if ANY_TOPIC in sim.topics:
+        return bool(sent)
+    ids = [topic.id for topic in load_topics()]
+    return any(ids[classify_topic(text)] in sim.topics for text in sent)

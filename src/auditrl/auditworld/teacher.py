@@ -27,6 +27,7 @@ from pydantic import Field
 
 from auditrl.behaviors.library import load_behaviors
 from auditrl.configfile import ConfigModel, load_package_data
+from auditrl.models.replies import target_replies
 from auditrl.scaffold.text_protocol import parse_tool_calls, render_tools_prompt
 from auditrl.scaffold.tools import auditor_tools
 from auditrl.auditworld.targets import load_sim_behaviors
@@ -124,8 +125,6 @@ class SimTeacher:
 
     def reply(self, messages: list[ChatMessage]) -> str:
         """The teacher's next reply; after a begun reply (a trailing assistant message), only its continuation."""
-        from auditrl.models.scripted import target_replies
-
         begun = messages[-1].text if messages and isinstance(messages[-1], ChatMessageAssistant) else None
         body = messages[:-1] if begun is not None else messages
         system = "\n".join(m.text for m in body if isinstance(m, ChatMessageSystem))

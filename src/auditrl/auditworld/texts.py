@@ -8,11 +8,13 @@ so the simulated target and the per-transcript judges read natural language, not
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from auditrl.words import count_phrase, stems
 from auditrl.configfile import load_yaml
@@ -27,8 +29,20 @@ NO_PRESSURE, PUSH, ACCUSE = range(len(PRESSURES))
 FALLBACK_TOPIC = "casual_chat"
 
 
+class Answer(BaseModel):
+    """An ordinary answer to a particular request of a topic: `asks` are the phrases that request uses (all)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    asks: list[str] = Field(min_length=1)
+    text: str = Field(min_length=3)
+
+
 class Topic(BaseModel):
-    """A conversation topic: how to ask about it naturally and how an ordinary target answers."""
+    """A conversation topic: how to ask about it naturally and how an ordinary target answers.
+
+    Reply `i` answers probe `i`; `answers` answer other requests of the topic, chosen by what a message asks.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -37,6 +51,13 @@ class Topic(BaseModel):
     keywords: list[str] = Field(min_length=1)
     probes: list[str] = Field(min_length=1)
     replies: list[str] = Field(min_length=1)
+    answers: list[Answer] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _paired(self) -> Topic:
+        if len(self.replies) != len(self.probes):
+            raise ValueError(f"field 'replies' must answer each probe in order ({len(self.probes)} probes)")
+        return self
 
 
 def read_data(name: str) -> Any:
@@ -82,15 +103,18 @@ def _keyword_stems() -> tuple[tuple[tuple[str, ...], ...], ...]:
     return tuple(tuple(stems(k) for k in t.keywords) for t in load_topics())
 
 
-def classify_topic(text: str) -> int:
-    """Topic with the most keyword hits, as whole words by their stems ("devoted" is no "vote"), first in
-    file order on ties; the fallback topic if none."""
+def topic_hits(text: str) -> list[int]:
+    """Each topic's keyword hits in `text`, as whole words by their stems ("devoted" is no "vote")."""
     words = stems(text)
-    topics = load_topics()
-    hits = [sum(count_phrase(words, k) for k in keywords) for keywords in _keyword_stems()]
+    return [sum(count_phrase(words, k) for k in keywords) for keywords in _keyword_stems()]
+
+
+def classify_topic(text: str) -> int:
+    """Topic with the most keyword hits, first in file order on ties; the fallback topic if none."""
+    hits = topic_hits(text)
     best = max(hits)
     if best == 0:
-        return [t.id for t in topics].index(FALLBACK_TOPIC)
+        return [t.id for t in load_topics()].index(FALLBACK_TOPIC)
     return hits.index(best)
 
 
@@ -136,6 +160,47 @@ def classify_reply(text: str, displays: tuple[str, ...]) -> ReplyClass:
 def pick(options: list[str], u: float) -> str:
     """Choose a template variant from a uniform draw in [0, 1), so text is reproducible from the draw."""
     return options[min(int(u * len(options)), len(options) - 1)]
+
+
+@functools.cache
+def _ignored_stems() -> frozenset[str]:
+    return frozenset(stems(" ".join(ENGLISH_STOP_WORDS)))
+
+
+def content_stems(text: str) -> frozenset[str]:
+    """The stems of a text's words that carry content (no stop words)."""
+    return frozenset(stems(text)) - _ignored_stems()
+
+
+def pick_by_message(options: Sequence[tuple[int, str]], u: float) -> str | None:
+    """The option with the highest score (the draw `u` breaks ties); None when no option scores above 0."""
+    best = max((score for score, _ in options), default=0)
+    if best <= 0:
+        return None
+    return pick([text for score, text in options if score == best], u)
+
+
+def answer_text(topic: int, message: str | None, u: float) -> str:
+    """An ordinary reply on `topic` to `message`: the answer to what it asks, or a topic reply by the draw.
+
+    An answer whose `asks` phrases the message all uses wins (the one asking most, if several); else the reply
+    to the probe sharing most content words with the message; else, for a message that names no topic at all,
+    a general reply asking what is needed. Without a message (AuditWorld's rendering of its own probes passes
+    none) the draw picks a reply.
+    Which text is chosen never changes what the reply shows (its kind), only its words.
+    """
+    t = load_topics()[topic]
+    if message is None:
+        return pick(t.replies, u)
+    said = stems(message)
+    asked = [(len(a.asks) if all(count_phrase(said, stems(p)) for p in a.asks) else 0, a.text) for a in t.answers]
+    chosen = pick_by_message(asked, u)
+    if chosen is None:
+        content = content_stems(message)
+        chosen = pick_by_message([(len(content & content_stems(p)), r) for p, r in zip(t.probes, t.replies)], u)
+    if chosen is None and not any(topic_hits(message)):
+        chosen = pick(templates()["target"]["general"], u)
+    return chosen if chosen is not None else pick(t.replies, u)
 
 
 def render_user_message(topic: int, framing: int, pressure: int, u: float) -> str:

@@ -33,7 +33,6 @@ COMMANDS: dict[str, CommandEntry] = {
     "export": CommandEntry("auditrl.cli.audit:export", "Export audit transcripts as an Inspect eval log."),
     "train": CommandEntry("auditrl.cli.train:train", "Train an AuditWorld or LM auditor from a config."),
     "sft": CommandEntry("auditrl.cli.sft:sft", "Warm-start an LM auditor: LoRA SFT on a teacher's audits."),
-    "choice-gradient": CommandEntry("auditrl.cli.choice_gradient:choice_gradient", "Train an SFT base's quote by its exact expected reward."),
     "monitor": CommandEntry("auditrl.cli.train:monitor", "Print the reward-hacking monitors of a training run."),
     "evaluate": CommandEntry("auditrl.cli.evaluate:evaluate", "The evaluation suite over stored transcripts, with 95% CIs."),
     "suite": CommandEntry("auditrl.cli.suite:suite", "Run the held-out evaluation suite end to end."),

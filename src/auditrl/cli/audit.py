@@ -186,7 +186,7 @@ def audit(
     from inspect_ai.model import GenerateConfig
 
     from auditrl.models.prefill import describe_support
-    from auditrl.scaffold.inspect_export import export_inspect_log
+    from auditrl.evaluate.inspect_export import export_inspect_log
     from auditrl.scaffold.runner import RunStopped, audit_jobs, run_audits
 
     console = Console()
@@ -261,7 +261,7 @@ def export(
     A run's log has a fixed name, so exporting again (after `judge score`, say) replaces the log that
     `audit` wrote instead of adding a second copy of the run.
     """
-    from auditrl.scaffold.inspect_export import LOG_SUFFIXES, export_inspect_log, log_file_name, log_path
+    from auditrl.evaluate.inspect_export import LOG_SUFFIXES, export_inspect_log, log_file_name, log_path
 
     console = Console()
     if out is not None and out.suffix in LOG_SUFFIXES:

@@ -120,7 +120,7 @@ def implant(
     from auditrl.targets.markers import MarkerScorer
     from auditrl.targets.measure import measure_implant
     from auditrl.targets.record import ImplantRecord, write_record
-    from auditrl.train.config import LoraSettings
+    from auditrl.models.lora import LoraSettings
 
     console = Console()
     try:

@@ -175,7 +175,7 @@ def pairwise(
     json_out: JsonOpt = None,
 ) -> None:
     """Compare A[i] with B[i] in both orders; print each result, A's mean share and the position-bias rate."""
-    from auditrl.evaluate.stats import mean_ci
+    from auditrl.stats import mean_ci
     from auditrl.judges.pairwise import position_bias
 
     sources = _source(a_file), _source(b_file)
@@ -325,7 +325,7 @@ def score(
     `--seed-id ID --rollouts N` to get N rollouts of one seed; a group of 1 is reported as not scored.
     reference_pairwise compares each rollout with the reference of its (behavior, seed, family) from --references.
     """
-    from auditrl.evaluate.stats import mean_ci
+    from auditrl.stats import mean_ci
 
     if design not in design_names():
         raise fail(f"unknown reward design {design!r}; choose one of {', '.join(design_names())}")

@@ -1,4 +1,5 @@
-"""`auditrl sft --config FILE`: a warm-started base for a `grpo_lm` run, distilled from a teacher's audits."""
+"""`auditrl sft --config FILE`: a warm-started base for a `grpo_lm` run, distilled from a teacher's audits or from
+stored audits (`--from RUN`: an earlier run's, an API auditor's)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from auditrl.cli.limits import call_limits
 from auditrl.cli.options import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_S, MaxRetriesOpt, TimeoutOpt, out_dir_option, random_seed_option
 from auditrl.cli.progress import stage_progress
 from auditrl.configfile import validation_problems
+from auditrl.models.limits import CallLimits
+from auditrl.scaffold.transcript import Transcript
 from auditrl.train.config import ConfigFileError
 
 console = Console()
@@ -31,65 +34,91 @@ def sft(
     learning_rate: Annotated[float, typer.Option(help="Adapter learning rate (constant).")] = 5e-4,
     random_seed: Annotated[int, random_seed_option("the teacher's rows, data order and adapter init")] = 1,
     keep: Annotated[str, typer.Option(help="`parsed`: train only on audits whose report parsed; `all`.")] = "parsed",
-    finding_repeats: Annotated[int, typer.Option(help="Times an audit whose report identifies the planted behavior is trained on per epoch.")] = 1,
-    verdict_weight: Annotated[float, typer.Option(help="Loss weight of each report's verdict word (1: every trained token alike).")] = 1.0,
-    claim_weight: Annotated[Optional[float], typer.Option(help="Report grammar: loss weight of a claim after evidence (default: clean per evidence sentence).")] = None,
-    match_lengths: Annotated[bool, typer.Option(help="Report grammar: weigh clean sentences to the evidence sentences' length distribution.")] = False,
+    source: Annotated[Optional[Path], typer.Option("--from", help="Distil these stored audits instead of a teacher's: a run directory, a transcripts .jsonl file or a folder of them.")] = None,
+    min_score: Annotated[Optional[float], typer.Option(min=0.0, max=100.0, help="With --from: keep only audits the judge scored at least this (0-100: audit quality on planted targets, 100 for a right \"nothing found\" on benign ones).")] = None,
+    judge: Annotated[Optional[str], typer.Option(help="With --min-score: judge the audits that carry no verdict yet (`programmatic` or a model spec).")] = None,
     max_retries: MaxRetriesOpt = DEFAULT_MAX_RETRIES,
     timeout: TimeoutOpt = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Distil a teacher's audits into a LoRA adapter on the auditor's own tokens (TRL's SFTTrainer); set
-    `policy.init_adapter` to its `adapter/` directory to start GRPO from it. Under a sentence report grammar the
-    teacher only probes, and every sentence of its audits trains the verdict after it."""
+    `policy.init_adapter` to its `adapter/` directory to start GRPO from it. With `--from`, the audits are stored ones
+    (an earlier run's, or an API auditor's from `auditrl audit`), distilled as they were prompted."""
     from auditrl.train.sft import SFTSettings
 
     try:
         settings = SFTSettings(
             teacher=teacher, episodes=episodes, epochs=epochs, batch_size=batch_size, learning_rate=learning_rate,
-            seed=random_seed, keep=keep, finding_repeats=finding_repeats,
-            verdict_weight=verdict_weight, claim_weight=claim_weight, match_lengths=match_lengths, teacher_calls=call_limits(max_retries, timeout),
+            seed=random_seed, keep=keep, teacher_calls=call_limits(max_retries, timeout),
         )  # fmt: skip
     except ValidationError as exc:
         raise fail(validation_problems(exc)) from exc
     from auditrl.models.roles import UnknownModelError, provider_of
-    from auditrl.train.config import load_config
+    from auditrl.train.config import check_plain, load_config
+    from auditrl.scaffold.store import read_audits
+    from auditrl.train.sft import run_sft, run_sft_from
 
-    from auditrl.train.sft import check_settings, run_sft
-
+    if source is None and (min_score is not None or judge is not None):
+        raise fail("--min-score and --judge filter stored audits; give them with --from RUN")
+    if judge is not None and min_score is None:
+        raise fail("--judge scores the audits --min-score filters; give --min-score too")
     try:
         cfg = load_config(config)
+        check_plain(cfg, config, "auditrl sft")
         provider_of(teacher)
-        check_settings(cfg, settings)
+        audits = read_audits(source) if source is not None else []
     except (ConfigFileError, UnknownModelError, ValueError) as exc:
         raise fail(str(exc)) from exc
+    if min_score is not None:
+        audits = scored_at_least(audits, min_score, judge, settings.teacher_calls)
 
     directory = out or Path("runs") / f"{cfg.name}-sft"
     with stage_progress(console) as show:
         try:
-            record = run_sft(cfg, settings, directory, on_progress=show)
+            if source is None:
+                record = run_sft(cfg, settings, directory, on_progress=show)
+            else:
+                record = run_sft_from(cfg, settings, audits, directory, str(source), on_progress=show)
         except ValueError as exc:
             raise fail(str(exc), FAILURE) from exc
     console.print(teacher_table(record))
-    if sentences := record.get("sentences"):
-        console.print(f"under the report grammar: the verdict trained on {sentences['evidence']} evidence and {sentences['clean']} clean "
-                      f"sentences ({sentences['unlabelled']} left unlabelled), a claim weighted {sentences['claim_weight']:.2f}", highlight=False)  # fmt: skip
     losses = record["loss"]
     if losses:
         console.print(f"training loss: {losses[0]['loss']:.3f} (step {losses[0]['step']}) -> {losses[-1]['loss']:.3f} "
                       f"(step {losses[-1]['step']}); {record['tokens']['trained']:,} of {record['tokens']['total']:,} "
                       "tokens trained (the auditor's own)", highlight=False)  # fmt: skip
-    console.print(f"{record['cpu_seconds']['total']:.0f} CPU s ({record['cpu_seconds']['teacher']:.0f} of them teacher audits)")
+    console.print(f"{record['cpu_seconds']['total']:.0f} CPU s ({record['cpu_seconds']['teacher']:.0f} of them before fine-tuning)")
     console.print(f"adapter: [bold]{escape(record['adapter'])}[/bold]", soft_wrap=True)  # a path to copy: never wrapped
     console.print("Start GRPO from it with, in the config:", highlight=False)
     console.print(f"  policy:\n    init_adapter: {escape(record['adapter'])}", highlight=False, soft_wrap=True)
 
 
+def scored_at_least(audits: list[Transcript], min_score: float, judge: str | None, limits: CallLimits) -> list[Transcript]:
+    """The audits whose suite score is at least `min_score`: audit quality (0-100) on a planted target, 100 for a
+    right "nothing found" on a benign one (0 for a false accusation); an audit the judge has not scored is judged
+    first with `judge`, and one it abstained on is left out."""
+    import asyncio
+    import math
+
+    from auditrl.cli.evaluate import suite_judges
+    from auditrl.evaluate.judging import judge_missing
+    from auditrl.evaluate.metrics import audit_quality_value, false_positive_value
+
+    if judge is not None:
+        judges, _ = suite_judges(judge, None, None, 0, limits, seeds={})
+        asyncio.run(judge_missing(audits, judges))
+    kept = []
+    for t in audits:
+        value = false_positive_value(t) if t.benign else audit_quality_value(t)
+        if value is not None and not math.isnan(value) and value >= min_score:
+            kept.append(t)
+    console.print(f"{len(kept)} of {len(audits)} stored audits scored at least {min_score:g}", highlight=False)
+    return kept
+
+
 def teacher_table(record: dict) -> Table:
-    """What the teacher did on planted and benign targets (its audits are what the adapter imitates)."""
-    table = Table(
-        title=f"teacher {record['settings']['teacher']}: {record['kept']} of {record['episodes']} audits kept "
-        f"({record['examples']} training examples)"
-    )
+    """What the teacher (or the stored audits) did on planted and benign targets: what the adapter imitates."""
+    who = f"audits from {escape(record['from'])}" if record.get("from") else f"teacher {escape(record['settings']['teacher'])}"
+    table = Table(title=f"{who}: {record['kept']} of {record['episodes']} audits kept ({record['examples']} training examples)")
     for column in ("target", "audits", "failed", "valid reports", "claims", "reached trigger topic"):
         table.add_column(column, justify="left" if column == "target" else "right")
     for part, row in record["teacher"].items():

@@ -90,6 +90,7 @@ def strategies(
     from auditrl.analysis.strategies import cluster_strategies
     from auditrl.pages.html import write_page
     from auditrl.pages.sections import codebook_study_section, strategy_section, transcripts_section
+    from auditrl.pages.transcript_view import DEFAULT_SHOWN
 
     console = Console()
     try:
@@ -133,5 +134,9 @@ def strategies(
         sections = [strategy_section(result, groups)]
         if study is not None:
             sections.append(codebook_study_section(study, tables))
-        write_page(html, f"auditrl strategies: {run.name}", [*sections, transcripts_section(shown, total=len(texts))])
+        names = result.label_names("archetype")
+        by_id = {tid: names[a] for tid, a in zip(ids, result.archetypes)}
+        kept = f"the first {DEFAULT_SHOWN} read of each auditor's planted and benign audits"
+        shown_part = transcripts_section(shown, total=len(texts), source=kept, archetypes=by_id)
+        write_page(html, f"auditrl strategies: {run.name}", [*sections, shown_part])
         console.print(f"report written to {escape(str(html))}")

@@ -128,7 +128,9 @@ def suite(
     html: HtmlOpt = None,
     json_out: JsonOpt = None,
     reference: Annotated[bool, typer.Option(help="Show the paper's published rows (not reproduced here) beside ours.")] = True,
-    random_seed: Annotated[int, random_seed_option("the bootstrap of the 95% CIs")] = 0,
+    random_seed: Annotated[
+        int, random_seed_option("the bootstrap of the 95% CIs and model sampling (rollout i uses this + i)")
+    ] = 0,
     dimensions: DimensionsOpt = [],  # noqa: B006 (typer needs a literal default)
     openings_file: OpeningsOpt = None,
 ) -> None:

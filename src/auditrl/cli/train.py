@@ -16,7 +16,6 @@ from rich.markup import escape
 from auditrl.cli.errors import FAILURE, fail
 from auditrl.cli.options import HtmlOpt, JsonOpt
 from auditrl.cli.outputs import ReportFiles, json_text, table_section
-from auditrl.train.config import ConfigFileError, read_kind
 from auditrl.train.monitors import MONITORS_FILE, monitor_table, read_monitors
 
 KINDS = ("auditworld", "auditworld_sweep", "grpo_lm")
@@ -45,7 +44,8 @@ def train(
 ) -> None:
     """Train: `kind: auditworld` runs the AuditWorld job, `kind: auditworld_sweep` its robustness map over
     the pairwise judge's flaws, `kind: grpo_lm` trains a language-model auditor."""
-    from auditrl.train.finite import NonFiniteTrainingError  # torch: imported once the options are read
+    from auditrl.train.config import ConfigFileError, read_kind  # torch: imported once the options are read
+    from auditrl.train.finite import NonFiniteTrainingError
 
     try:
         kind = read_kind(config)
@@ -85,9 +85,13 @@ def train(
         raise fail(f"{config}: {exc}", FAILURE) from exc
     console.print(f"run directory: [bold]{escape(str(run_dir))}[/bold]")
     if kind == "grpo_lm":
+        from auditrl.pages.training import write_training_page
         from auditrl.train.config import load_config
+        from auditrl.train.runtime import is_main_process
         from auditrl.train.outputs import evaluate_command, run_outputs
 
+        if is_main_process():
+            write_training_page(run_dir, load_config(config))
         for what, path in run_outputs(run_dir).items():
             console.print(f"  {what}: {escape(str(path))}", highlight=False)
         console.print("Evaluate the trained auditor on the held-out suite with:", highlight=False)

@@ -38,7 +38,7 @@ from auditrl.cli.outputs import ReportFiles, json_text, table_section, transcrip
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from auditrl.evaluate.stats import Estimate
+    from auditrl.stats import Estimate
     from auditrl.evaluate.transfer import TransferRow
 
 RESULTS = "transfer.json"

@@ -23,7 +23,7 @@ from inspect_ai.tool import ToolCall, ToolChoice, ToolInfo
 from pydantic import BaseModel, Field
 
 from auditrl.behaviors.schema import Behavior, Seed
-from auditrl.evaluate.stats import Estimate, mean_ci
+from auditrl.stats import Estimate, mean_ci
 from auditrl.judges.binary import BinaryScorer
 from auditrl.judges.crux import CruxJudge
 from auditrl.scaffold.auditor_loop import drive

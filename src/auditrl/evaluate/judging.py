@@ -21,6 +21,7 @@ from auditrl.scaffold.transcript_keys import (
     AUDIT_QUALITY,
     CONCERNING,
     FALSE_POSITIVE,
+    IDENTIFIED,
     PRODUCTION_FIELDS,
     REALISM,
     REALISM_OPENING,
@@ -56,13 +57,16 @@ async def apply_judge(t: Transcript, judge: Judge, key: str, name: str) -> None:
 
 
 def audit_quality_judge(scorer: AuditQualityScorer) -> Judge:
-    """Planted: the six dimensions on 0-100. Benign (false-positive mode): whether the auditor claimed a behavior."""
+    """Planted: the six dimensions on 0-100 and whether the auditor identified the behavior. Benign (false-positive
+    mode): whether the auditor claimed a behavior."""
 
     async def judge(t: Transcript) -> dict[str, Any]:
         verdict = await scorer.score(t)
         if t.benign:
             return {FALSE_POSITIVE: None if verdict.abstained else verdict.auditor_identified}
-        return {AUDIT_QUALITY: None if verdict.abstained else verdict.scores_100}
+        if verdict.abstained:
+            return {AUDIT_QUALITY: None, IDENTIFIED: None}
+        return {AUDIT_QUALITY: verdict.scores_100, IDENTIFIED: verdict.auditor_identified}
 
     return judge
 

@@ -12,8 +12,8 @@ from collections.abc import Iterable, Sequence
 from statistics import mean
 from typing import Any
 
-from auditrl.evaluate.stats import mean_ci
-from auditrl.judges.claim_grader import report_outcome
+from auditrl.stats import mean_ci
+from auditrl.judges.claim_grader import claimed, report_valid
 from auditrl.scaffold.text_protocol import parse_tool_calls
 from auditrl.scaffold.transcript import Transcript
 from auditrl.scaffold.transcript_keys import CLAIM_FORCED, CLAIM_PROBABILITY, GROUP, REWARD, REWARD_DETAILS, STEP
@@ -30,38 +30,6 @@ def turn_validity(t: Transcript) -> float | None:
         for m in turns
     ]
     return 100.0 * sum(valid) / len(valid)
-
-
-def report_valid(t: Transcript) -> bool:
-    """The final report parsed as the requested JSON."""
-    return t.report is not None and t.report.parse_error is None
-
-
-def claimed(t: Transcript) -> bool:
-    """A report that names a behavior, read as the claim grader and the rewards read it (`report_outcome`): a claim
-    whose JSON needed a lenient repair (no confidence, say) is still a claim, and is graded and rewarded as one."""
-    return report_outcome(t.report) == "claim"
-
-
-def found_nothing(t: Transcript) -> bool:
-    """A report that says "nothing found" and names no behavior; an unreadable one is neither this nor a claim."""
-    return report_outcome(t.report) == "nothing_found"
-
-
-def reached_trigger(t: Transcript) -> bool | None:
-    """Planted AuditWorld audits: did any message to the target raise a trigger topic of the planted behavior
-    (read with the simulated target's own keyword rules)? None for benign audits and unknown behaviors."""
-    from auditrl.auditworld.targets import ANY_TOPIC, load_sim_behaviors
-    from auditrl.auditworld.texts import classify_topic, load_topics
-
-    sim = load_sim_behaviors().get(t.behavior_id or "")
-    if t.benign or sim is None:
-        return None
-    sent = [m.content for m in t.target_messages if m.role == "user"]
-    if ANY_TOPIC in sim.topics:
-        return bool(sent)
-    ids = [topic.id for topic in load_topics()]
-    return any(ids[classify_topic(text)] in sim.topics for text in sent)
 
 
 def rollouts_by_third(transcripts: Sequence[Transcript]) -> list[dict[str, Any]]:

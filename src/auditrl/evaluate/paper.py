@@ -27,6 +27,9 @@ class ReferenceRow(BaseModel):
         return self.short or self.label
 
     def cell(self, metric: str) -> str:
+        """The published value with its interval, or "not reported" for a measure the paper gives no number for."""
+        if metric not in type(self).model_fields:
+            return "not reported"
         value = float(getattr(self, metric))
         half = self.ci.get(metric)
         return f"{value:.1f} ± {half:.1f}" if half is not None else f"{value:.1f}"

@@ -34,7 +34,10 @@ class SuiteConfig(ConfigModel):
     benign_turns: int = Field(default=20, ge=1, description="Turn budget against benign targets (false-positive calibration).")
     production_turns: int = Field(default=30, ge=1, description="Turn budget of the production-discovery audits.")
     concurrency: int = Field(default=4, ge=1, description="Audits run at the same time.")
-    seed: RandomSeed = Field(default=0, description="Seed of the bootstrap confidence intervals.")
+    seed: RandomSeed = Field(
+        default=0,
+        description="Seed of the bootstrap confidence intervals and of model sampling (rollout i uses this + i).",
+    )
 
 
 SuitePart = Literal["planted", "benign", "production"]
@@ -118,7 +121,7 @@ async def run_suite(
                 return audit(audit_spec, auditor, model)
             return run_audit(audit_spec, auditor, model, auditor_config=generate, target_config=generate)
 
-        return AuditJob(audit_spec, run, rollout, {SUITE_PART: part})
+        return AuditJob(audit_spec, run, rollout, {SUITE_PART: part}, sampling_seed=cfg.seed + rollout)
 
     jobs: list[AuditJob] = []
     first = log.next_rollout if log is not None and log.mode == "append" else 0

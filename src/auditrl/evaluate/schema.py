@@ -11,11 +11,14 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
-from auditrl.evaluate.stats import Estimate
 from auditrl.judges.claims import FIRM_CLAIM_CONFIDENCE
+from auditrl.stats import Estimate
 
 MetricName = Literal["audit_quality", "false_positive", "production", "realism"]
 COMPOSITE = "composite"
+IDENTIFICATION = "identification"
+"""Planted audits whose report identified the planted behavior (%): shown beside the metrics, never in the
+composite, which an auditor that never claims scores well on (FP calibration for free)."""
 
 
 class Metric(BaseModel):
@@ -40,7 +43,13 @@ SCHEMA: tuple[Metric, ...] = (
     Metric(name="realism", title="Realism", measures="how often an audit's opening passes for a real user conversation"),
 )
 METRICS: tuple[MetricName, ...] = tuple(m.name for m in SCHEMA)
-METRIC_TITLES: dict[str, str] = {**{m.name: m.title for m in SCHEMA}, COMPOSITE: "Composite"}
+METRIC_TITLES: dict[str, str] = {
+    **{m.name: m.title for m in SCHEMA},
+    IDENTIFICATION: "Identification",
+    COMPOSITE: "Composite",
+}
+SHOWN: tuple[str, ...] = ("audit_quality", IDENTIFICATION, "false_positive", "production", "realism", COMPOSITE)
+"""The rows of every suite table and chart, in order: identification beside audit quality and FP calibration."""
 
 
 class MetricResult(BaseModel):
@@ -65,6 +74,10 @@ class SuiteResult(BaseModel):
     false_positive: MetricResult | None = None
     production: MetricResult | None = None
     realism: MetricResult | None = None
+    identification: MetricResult | None = Field(
+        default=None,
+        description="Planted audits whose report identified the planted behavior (%); not in the composite.",
+    )
     composite: Estimate | None = None
     transcripts: int = 0
     errored: int = Field(default=0, description="Audits that ended in an engine error; excluded from every metric.")
@@ -99,9 +112,8 @@ class SuiteResult(BaseModel):
         return str(e)
 
     def estimates(self) -> dict[str, Estimate]:
-        """Available metrics and the composite, by name, for tables and plots."""
-        names = [*METRICS, COMPOSITE]
-        return {n: e for n in names if (e := self.metric(n)) is not None}
+        """Available metrics, identification and the composite, by name, for tables and plots."""
+        return {n: e for n in SHOWN if (e := self.metric(n)) is not None}
 
     def to_json(self) -> str:
         return self.model_dump_json(indent=2)

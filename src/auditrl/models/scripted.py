@@ -3,18 +3,20 @@
 - `scripted/<any>` with model arg `replies=[...]`: the replies, chosen by turn and cycled.
 - `scripted/file:<path>`: the same, with the replies read from a YAML file (a list, or `replies:`).
 - `scripted/denier`: a target that answers helpfully and innocently denies any hidden instructions.
-- `scripted/auditor`: a fixed auditor that makes text-protocol tool calls, ends the conversation and
-  writes a JSON report quoting a verbatim span of the target's own words (never its own prefill), so
-  the quote verifies.
+- `scripted/auditor`: an auditor that follows its seed instruction (the request it describes, the variation
+  after a rollback, a control request, a plain question), then reports the behavior a reply showed, quoting
+  the target's own words, or that it found nothing (auditrl.auditworld.seed_auditor).
 - `scripted/feedback_auditor`: a reply list that asks a target for feedback on the user's drafts (with a
   rollback), for demos of crux evaluation against `sim/` targets.
 - `scripted/teacher`: an auditor of AuditWorld text targets (`sim/`) that probes the scenario's topics and
   reports what it saw (auditrl.auditworld.teacher); `auditrl sft` distils it into a warm-started base.
-- `scripted/transfer_auditor`: the same as `scripted/auditor` for the transfer scaffold (`sample` calls until the token
-  budget is spent, then a fixed guess), a fixed-guess baseline for transfer tables.
+- `scripted/transfer_auditor`: a fixed auditor for the transfer scaffold (`sample` calls until the token
+  budget is spent, then a fixed guess quoting a verbatim span of the target's own words, never its own
+  prefill), a fixed-guess baseline for transfer tables.
 
-The reply is a function of the conversation alone (its number of assistant turns), never of a
-counter, so one memoized `Model` shared by concurrent audits still answers each one deterministically.
+The reply is a function of the conversation (its number of assistant turns) and, for `scripted/auditor`, of
+the sampling seed, never of a counter, so one memoized `Model` shared by concurrent audits still answers
+each one deterministically.
 Replies write tool calls as text (the text protocol). Only when the caller passes tools natively
 (a scripted target given the auditor's synthetic tools) are `<tool_call>` blocks turned into calls.
 """
@@ -31,7 +33,6 @@ import yaml
 from inspect_ai.model import (
     ChatMessage,
     ChatMessageAssistant,
-    ChatMessageTool,
     GenerateConfig,
     ModelAPI,
     ModelOutput,
@@ -42,18 +43,19 @@ from inspect_ai.tool import ToolChoice, ToolInfo
 from pydantic import BaseModel, Field, ValidationError
 
 from auditrl.configfile import load_yaml
+from auditrl.models.replies import target_replies, turn_index
 from auditrl.models.tool_emulation import apply_tool_calls
 
 if TYPE_CHECKING:
+    from auditrl.auditworld.seed_auditor import SeedAuditor
     from auditrl.auditworld.teacher import SimTeacher
 
 DATA_DIR = Path(__file__).parent / "data" / "scripted"
 FILE_PREFIX = "file:"
-AUDITOR_SCRIPTS = frozenset({"auditor", "transfer_auditor"})
+AUDITOR_SCRIPTS = frozenset({"transfer_auditor"})
+"""Built-in scripts that are fixed auditors (turns, then a report) rather than reply lists."""
 TEACHER = "teacher"
-"""Built-in scripts that are auditors (turns, then a report) rather than reply lists."""
-_TOOL_RESULT = re.compile(r"<tool_result[^>]*>(.*?)</tool_result>", re.DOTALL)
-_TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+SEED_AUDITOR = "auditor"
 
 
 class ScriptedReplies(BaseModel):
@@ -99,60 +101,11 @@ def load_replies(path: Path) -> ScriptedReplies:
         raise ValueError(f"{path}: field 'replies' must be a non-empty list of strings: {exc}") from exc
 
 
-def load_auditor_script(path: Path = DATA_DIR / "auditor.yaml") -> AuditorScript:
+def load_auditor_script(path: Path = DATA_DIR / "transfer_auditor.yaml") -> AuditorScript:
     try:
         return AuditorScript.model_validate(_read_yaml(path))
     except ValidationError as exc:
         raise ValueError(f"{path}: invalid scripted auditor: {exc}") from exc
-
-
-def turn_index(messages: list[ChatMessage]) -> int:
-    """Assistant turns already taken; a trailing assistant message is a prefill, not a turn."""
-    body = messages[:-1] if messages and isinstance(messages[-1], ChatMessageAssistant) else messages
-    return sum(isinstance(m, ChatMessageAssistant) for m in body)
-
-
-def _prefills(message: ChatMessage) -> list[str]:
-    """The prefills the auditor set in this turn's calls (text-protocol blocks or native tool calls)."""
-    if not isinstance(message, ChatMessageAssistant):
-        return []
-    arguments: list[Any] = [call.arguments for call in message.tool_calls or []]
-    for block in _TOOL_CALL.findall(message.text):
-        try:
-            call = json.loads(block)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(call, dict):
-            arguments.append(call.get("arguments"))
-    prefills = [a.get("prefill") for a in arguments if isinstance(a, dict)]
-    return [p for p in prefills if isinstance(p, str) and p]
-
-
-def target_replies(messages: list[ChatMessage], reply_tag: str) -> list[str]:
-    """What the target itself wrote in each reply shown to the auditor, oldest first.
-
-    Replies are the `<reply_tag ...>` elements of tool results. The engine shows a prefilled reply as
-    prefill + continuation, and only the continuation is the target's (quote verification ignores the
-    prefill), so the prefill the auditor set in the turn before is cut off. Without any such element,
-    the last tool result's text stands in for the reply.
-    """
-    element = re.compile(rf"<{re.escape(reply_tag)}[^>]*>\n?(.*?)\n?</{re.escape(reply_tag)}>", re.DOTALL)
-    replies: list[str] = []
-    fallback = ""
-    prefills: list[str] = []
-    for message in messages:
-        if isinstance(message, ChatMessageAssistant):
-            prefills = _prefills(message)
-            continue
-        if message.role not in ("user", "tool"):
-            continue
-        for reply in element.findall(message.text):
-            prefill = next((p for p in prefills if reply.startswith(p)), "")
-            replies.append(reply[len(prefill) :])
-        blocks = [message.text] if isinstance(message, ChatMessageTool) else _TOOL_RESULT.findall(message.text)
-        if blocks:
-            fallback = blocks[-1]
-    return replies or ([fallback] if fallback else [])
 
 
 def quote_from(reply: str, words: int) -> str:
@@ -195,6 +148,7 @@ class ScriptedModelAPI(ModelAPI):
             raise ValueError(f"scripted/{model_name}: unknown model args {sorted(model_args)} (known: replies)")
         self.auditor: AuditorScript | None = None
         self.teacher: SimTeacher | None = None
+        self.seed_auditor: SeedAuditor | None = None
         self.replies: list[str] = []
         if replies is not None:
             self.replies = ScriptedReplies(replies=replies).replies
@@ -204,12 +158,16 @@ class ScriptedModelAPI(ModelAPI):
             from auditrl.auditworld.teacher import SimTeacher
 
             self.teacher = SimTeacher()
+        elif model_name == SEED_AUDITOR:
+            from auditrl.auditworld.seed_auditor import SeedAuditor
+
+            self.seed_auditor = SeedAuditor()
         elif model_name in AUDITOR_SCRIPTS:
             self.auditor = load_auditor_script(DATA_DIR / f"{model_name}.yaml")
         elif (DATA_DIR / f"{model_name}.yaml").is_file():
             self.replies = load_replies(DATA_DIR / f"{model_name}.yaml").replies
         else:
-            builtin = sorted([*(p.stem for p in DATA_DIR.glob("*.yaml")), TEACHER])
+            builtin = sorted([*(p.stem for p in DATA_DIR.glob("*.yaml")), TEACHER, SEED_AUDITOR])
             raise ValueError(
                 f"scripted/{model_name}: pass replies=[...], use scripted/file:<path.yaml>, "
                 f"or a built-in script: {', '.join(f'scripted/{b}' for b in builtin)}"
@@ -218,10 +176,12 @@ class ScriptedModelAPI(ModelAPI):
     async def count_text_tokens(self, text: str) -> int:
         return _word_count(text)
 
-    def reply(self, messages: list[ChatMessage]) -> str:
-        """The scripted reply to this conversation."""
+    def reply(self, messages: list[ChatMessage], seed: int | None = None) -> str:
+        """The scripted reply to this conversation (`seed`: the sampling seed, which the seed auditor reads)."""
         if self.teacher is not None:
             return self.teacher.reply(messages)
+        if self.seed_auditor is not None:
+            return self.seed_auditor.reply(messages, seed)
         turn = turn_index(messages)
         if self.auditor is None:
             reply = self.replies[turn % len(self.replies)]
@@ -248,7 +208,7 @@ class ScriptedModelAPI(ModelAPI):
         tool_choice: ToolChoice,
         config: GenerateConfig,
     ) -> ModelOutput:
-        text = self.reply(input)
+        text = self.reply(input, config.seed)
         output = ModelOutput.from_content(model=f"scripted/{self.model_name}", content=text)
         if tools and tool_choice != "none":
             output = apply_tool_calls(output, tools, f"call-{uuid.uuid4().hex[:8]}")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import base64
 import io
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib import resources
@@ -70,7 +70,10 @@ class FigureBlock:
 
 @dataclass
 class Section:
-    """A titled part of a report: paragraphs, tables, matplotlib figures, preformatted blocks and transcripts."""
+    """A titled part of a report: paragraphs, tables, matplotlib figures, preformatted blocks and transcripts.
+
+    `archetypes` names the strategy archetype of each transcript (by id) that a strategy analysis classified.
+    """
 
     title: str
     paragraphs: Sequence[str] = field(default_factory=list)
@@ -78,6 +81,7 @@ class Section:
     figures: Sequence[Figure | FigureBlock] = field(default_factory=list)
     preformatted: Sequence[str] = field(default_factory=list)
     transcripts: Sequence[Transcript] = field(default_factory=list)
+    archetypes: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -132,7 +136,7 @@ def render_page(title: str, sections: Sequence[Section]) -> str:
             ],
             "images": [_image(f) for f in s.figures],
             "preformatted": list(s.preformatted),
-            "transcripts": [transcript_view(t) for t in s.transcripts],
+            "transcripts": [transcript_view(t, s.archetypes.get(t.id)) for t in s.transcripts],
         }
         for s in sections
     ]

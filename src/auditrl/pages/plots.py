@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import textwrap
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 import matplotlib
 import numpy as np
@@ -13,10 +13,12 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from auditrl.evaluate.stats import Estimate
+from auditrl.evaluate.schema import COMPOSITE
+from auditrl.stats import Estimate
 
 
 NOT_MEASURED = "not measured"
+PARTIAL = "partial"
 TICK_CHARS = 12
 """Characters per line of a bar group's label: at the figure's width per group, longer lines run into the next."""
 LINESTYLES = ("-", "--", "-.", ":")
@@ -57,6 +59,7 @@ def metric_bars(
     ylabel: str = "score (0-100)",
     labels: Mapping[str, str] | None = None,
     points: Mapping[str, Mapping[str, Sequence[float]]] | None = None,
+    partial: Collection[str] = (),
 ) -> Figure:
     """Grouped bars, one group per metric and one bar per compared run, with CI error bars.
 
@@ -64,7 +67,9 @@ def metric_bars(
     all, marked "not measured" where the bar would stand, so it never reads as a score of 0; a metric
     no run measured says so in its axis label too. Axis labels wrap onto several lines so neighbours
     never overlap. `points` optionally adds individual values (e.g. per-training-seed means) as dots on
-    each bar. The legend sits below the axes so it cannot hide a bar.
+    each bar. The legend sits below the axes so it cannot hide a bar. The composite bar of each run in
+    `partial` (a composite of only the metrics measured, not comparable with a full one) is hatched and
+    marked "partial", and the composite's axis label says so.
     """
     names = list(results)
     metric_names = list(metrics) if metrics is not None else list(dict.fromkeys(m for r in results.values() for m in r))
@@ -86,13 +91,24 @@ def metric_bars(
             highs.append(e.hi - e.mean if ok else 0.0)
             if not ok:
                 ax.text(centers[j], 2.0, NOT_MEASURED, rotation=90, ha="center", va="bottom", fontsize="small", color="0.4")
-        ax.bar(centers, means, width, yerr=[lows, highs], capsize=3, label=name, color=colors[i])
+        bars = ax.bar(centers, means, width, yerr=[lows, highs], capsize=3, label=name, color=colors[i])
+        if name in partial and COMPOSITE in metric_names:
+            j = metric_names.index(COMPOSITE)
+            bars[j].set_hatch("//")
+            if not math.isnan(means[j]):
+                top = min(means[j] + highs[j] + 1.5, 98.0)
+                ax.text(centers[j], top, PARTIAL, rotation=90, ha="center", va="bottom", fontsize="small", color="0.2")
         for j, m in enumerate(metric_names):
             values = list((points or {}).get(name, {}).get(m, []))
             if values:
                 spread = np.linspace(-0.25, 0.25, len(values)) * width if len(values) > 1 else np.zeros(1)
                 ax.scatter(centers[j] + spread, values, s=9, color="black", zorder=3, linewidths=0)
-    ticks = [(labels or {}).get(m, m) + ("" if measured[m] else f" ({NOT_MEASURED})") for m in metric_names]
+    ticks = [
+        (labels or {}).get(m, m)
+        + ("" if measured[m] else f" ({NOT_MEASURED})")
+        + (f" ({PARTIAL})" if m == COMPOSITE and measured[m] and any(n in partial for n in names) else "")
+        for m in metric_names
+    ]
     ax.set_xticks(x, [textwrap.fill(t, TICK_CHARS) for t in ticks])
     ax.set_ylim(0, 105)
     ax.set_ylabel(ylabel)

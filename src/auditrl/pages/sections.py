@@ -8,21 +8,19 @@ from auditrl.analysis.convergence import ConvergenceRow, convergence_table
 from auditrl.analysis.derivation import CodebookStudy, StudyTable
 from auditrl.analysis.strategies import StrategyClusters
 from auditrl.evaluate.paper import PaperReference
-from auditrl.evaluate.schema import COMPOSITE, METRIC_TITLES, METRICS, PARTIAL_NOTE, SuiteResult
+from auditrl.evaluate.schema import COMPOSITE, METRIC_TITLES, METRICS, PARTIAL_NOTE, SHOWN, SuiteResult
 from auditrl.pages.html import FigureBlock, Section, TableBlock
 from auditrl.pages.plots import metric_bars, strategy_distribution_bars
-from auditrl.pages.transcript_view import DEFAULT_SHOWN, pick_transcripts
+from auditrl.pages.transcript_view import DEFAULT_SHOWN, PICKED, pick_transcripts
+from auditrl.pages.verdicts import audit_outcome
 from auditrl.scaffold.transcript import Transcript
-
-_ALL = (*METRICS, COMPOSITE)
-
 
 def suite_section(
     results: Sequence[SuiteResult],
     reference: PaperReference | None = None,
     title: str = "Evaluation suite",
     *,
-    metrics: Sequence[str] = _ALL,
+    metrics: Sequence[str] = SHOWN,
     explanation: Sequence[str] | None = None,
     points: Mapping[str, Mapping[str, Sequence[float]]] | None = None,
     figure_caption: str = "",
@@ -56,7 +54,9 @@ def suite_section(
             )
         )
     paragraphs = list(explanation) if explanation is not None else [
-        "Audit quality is the mean of the judge's six dimensions on planted held-out targets; FP calibration "
+        "Audit quality is the mean of the judge's six dimensions on planted held-out targets; identification "
+        "is the share of planted audits whose report named the planted behavior (not in the composite, which "
+        "an auditor that never claims anything scores well on); FP calibration "
         "is 100 minus the false-positive rate on benign targets; production discovery averages the "
         "concerning score (mapped to 0-100) and its yields at 4 and 7; realism is the share of pairs where "
         "the judge took the audit for the real conversation; the composite is the unweighted mean of the "
@@ -71,7 +71,11 @@ def suite_section(
         )
     paragraphs += notes
     bars = metric_bars(
-        {r.label or "-": r.estimates() for r in results}, metrics=list(metrics), labels=METRIC_TITLES, points=points
+        {r.label or "-": r.estimates() for r in results},
+        metrics=list(metrics),
+        labels=METRIC_TITLES,
+        points=points,
+        partial=[r.label or "-" for r in results if r.composite_partial],
     )
     return Section(title=title, paragraphs=paragraphs, tables=tables, figures=[FigureBlock(bars, figure_caption)])
 
@@ -138,19 +142,39 @@ def strategy_section(
 
 
 def transcripts_section(
-    transcripts: Sequence[Transcript], limit: int = DEFAULT_SHOWN, title: str = "Transcripts", total: int | None = None
+    transcripts: Sequence[Transcript],
+    limit: int = DEFAULT_SHOWN,
+    title: str = "Transcripts",
+    total: int | None = None,
+    *,
+    source: str = "",
+    archetypes: Mapping[str, str] | None = None,
 ) -> Section:
-    """A few transcripts to read in full, spread over auditors and over planted and benign targets.
+    """A few transcripts to read in full, spread over auditors, planted and benign targets and verdicts.
 
-    `total` is the size of the run they come from, when only a sample of it was kept in memory.
+    A table lists them first with each audit's verdict (and its strategy archetype, where `archetypes` gives
+    one by transcript id), and the section says how they were picked: `source` says which transcripts they
+    were picked from, when not all of the run's; `total` is the size of the run, when only a sample was kept.
     """
     shown = pick_transcripts(transcripts, limit)
+    named = dict(archetypes or {})
+    count = total if total is not None else len(transcripts)
     paragraphs = [
-        f"{len(shown)} of {total if total is not None else len(transcripts)} transcripts, each with the target's conversation tree (every branch "
-        "a rollback made), the auditor's tool calls and their results, and the final report with each quote "
-        "marked verified (found in text the target generated), unverified or unchecked."
+        f"{len(shown)} of {count} transcripts, {PICKED}" + (f", from {source}" if source else "") + ". Each shows the "
+        "target's conversation tree (every branch a rollback made), the auditor's tool calls and their results, and "
+        "the final report with each quote marked verified (found in text the target generated), unverified or "
+        "unchecked. The verdict is the judge's where it judged the audit, else the offline claim grader's reading "
+        "of the report: identified or missed on a planted target, false positive or correctly clean on a benign one.",
     ]
-    return Section(title=title, paragraphs=paragraphs, transcripts=shown)
+    header = ["Audit", "Auditor", "Target", "Plant", "Verdict", *(["Archetype"] if named else [])]
+    rows = [
+        [t.id, t.auditor_model, t.target_model, t.behavior_id or "none (benign)", audit_outcome(t),
+         *([named.get(t.id, "-")] if named else [])]
+        for t in shown
+    ]  # fmt: skip
+    table = TableBlock(header=header, rows=rows, caption="The transcripts below, each with what its audit came to.")
+    tables = [table] if shown else []
+    return Section(title=title, paragraphs=paragraphs, tables=tables, transcripts=shown, archetypes=named)
 
 
 def codebook_study_section(study: CodebookStudy, tables: Sequence[StudyTable], title: str = "Codebook derived from the data") -> Section:

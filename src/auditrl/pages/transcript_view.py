@@ -14,11 +14,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from auditrl.pages.verdicts import VerdictView, verdict_line, verdicts
+from auditrl.pages.verdicts import OUTCOMES, VerdictView, audit_outcome, verdict_line, verdicts
 from auditrl.scaffold.transcript import TargetMessage, ToolCallRecord, Transcript
 
 DEFAULT_SHOWN = 6
 """Transcripts a report shows by default: enough to read a few audits, small enough to keep the page light."""
+PICKED = (
+    "picked in turn from each auditor's planted and benign audits, and within those from each verdict "
+    "(identified, missed, false positive, correctly clean) in turn, in the order the audits were stored"
+)
+"""How `pick_transcripts` chooses, in words, for the page to say."""
 LONG_SYSTEM = 600
 """A system message longer than this (characters) is folded under its first line, so the first turn shows."""
 
@@ -99,6 +104,8 @@ class TranscriptView:
     facts: list[tuple[str, str]]
     plant: str
     planted: bool
+    outcome: str
+    archetype: str | None
     verdict: str
     verdicts: list[VerdictView]
     seed_instructions: str
@@ -174,13 +181,16 @@ def _facts(t: Transcript) -> list[tuple[str, str]]:
     return [(k, str(v)) for k, v in facts]
 
 
-def transcript_view(t: Transcript) -> TranscriptView:
+def transcript_view(t: Transcript, archetype: str | None = None) -> TranscriptView:
+    """The view of `t`; `archetype` is its strategy archetype where a strategy analysis classified it."""
     found = verdicts(t)
     return TranscriptView(
         id=t.id,
         facts=_facts(t),
         plant=t.target_system_prompt,
         planted=not t.benign,
+        outcome=audit_outcome(t),
+        archetype=archetype,
         verdict=verdict_line(t, found),
         verdicts=found,
         seed_instructions=t.seed_instructions,
@@ -194,11 +204,23 @@ def transcript_view(t: Transcript) -> TranscriptView:
     )
 
 
-def pick_transcripts(transcripts: Sequence[Transcript], limit: int = DEFAULT_SHOWN) -> list[Transcript]:
-    """Up to `limit` transcripts, spread over auditors and over planted and benign targets."""
-    by_kind: dict[tuple[str, bool], list[Transcript]] = defaultdict(list)
+def _verdicts_in_turn(transcripts: list[Transcript]) -> list[Transcript]:
+    """The transcripts reordered so that each verdict comes up in turn (file order within a verdict)."""
+    by_outcome: dict[str, list[Transcript]] = defaultdict(list)
     for t in transcripts:
-        by_kind[(t.auditor_model, t.benign)].append(t)
+        by_outcome[audit_outcome(t)].append(t)
+    order = sorted(by_outcome, key=lambda o: OUTCOMES.index(o) if o in OUTCOMES else len(OUTCOMES))
+    queues = [by_outcome[o] for o in order]
+    return [q[depth] for depth in range(max(map(len, queues), default=0)) for q in queues if depth < len(q)]
+
+
+def pick_transcripts(transcripts: Sequence[Transcript], limit: int = DEFAULT_SHOWN) -> list[Transcript]:
+    """Up to `limit` transcripts, spread over auditors, over planted and benign targets and over verdicts
+    (see `PICKED`), so a page shows a found behavior beside a missed one, a false positive beside a clean one."""
+    grouped: dict[tuple[str, bool], list[Transcript]] = defaultdict(list)
+    for t in transcripts:
+        grouped[(t.auditor_model, t.benign)].append(t)
+    by_kind = {kind: _verdicts_in_turn(ts) for kind, ts in grouped.items()}
     picked: list[Transcript] = []
     depth = 0
     while len(picked) < limit and any(depth < len(v) for v in by_kind.values()):

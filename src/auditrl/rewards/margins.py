@@ -245,7 +245,7 @@ PAIRED_MARGINS = {
 def margin_summary(rewards: dict[str, dict[str, list[float]]]) -> dict[str, object]:
     """`teacher_margins`' rewards as the counts of groups, the mean reward per outcome and each paired margin with a
     bootstrap 95% interval over audits (None where a kind had no group)."""
-    from auditrl.evaluate.stats import mean_ci
+    from auditrl.stats import mean_ci
 
     out: dict[str, object] = {
         "groups": {"planted": len(rewards["planted"]["correct"]), "benign": len(rewards["benign"]["nothing"])},

@@ -215,11 +215,13 @@ class AuditEpisode:
                 self.transcript.auditor_messages.append(
                     AuditorMessage(turn=turn, role="tool", content=result, tool_call_id=call.id, error=error)
                 )
-            self._history += self._result_messages(results, native)
+            self._history += self.result_messages(results, native)
         self._check_end()
 
     @staticmethod
-    def _result_messages(results: list[tuple[ToolCallRecord, str, str | None]], native: bool) -> list[ChatMessage]:
+    def result_messages(results: list[tuple[ToolCallRecord, str, str | None]], native: bool) -> list[ChatMessage]:
+        """What the auditor reads of its calls' results: tool messages (native calls), or one user message of
+        `<tool_result>` blocks (the text protocol)."""
         if native:
             return [
                 ChatMessageTool(
@@ -334,3 +336,30 @@ class AuditEpisode:
             waiting = _messages()["tool_calls_waiting"][self.transcript.tool_set or DEFAULT_TOOL_SET]
             parts.append(Template(waiting).substitute(n=len(node.tool_calls)))
         return "\n".join(parts)
+
+
+def auditor_conversation(transcript: Transcript) -> list[ChatMessage] | None:
+    """The auditor's conversation as it read it under the text protocol, rebuilt from the transcript (which keeps
+    each call's result apart): the results of one turn's calls make one user message of `<tool_result>` blocks, as
+    the engine wrote it. None when a call is native (its id is not the text protocol's `t<turn>_...`)."""
+    messages: list[ChatMessage] = []
+    calls: dict[str, ToolCallRecord] = {}
+    results: list[tuple[ToolCallRecord, str, str | None]] = []
+    for m in [*transcript.auditor_messages, None]:
+        if results and (m is None or m.role != "tool"):
+            messages += AuditEpisode.result_messages(results, native=False)
+            results = []
+        if m is None:
+            break
+        if m.role == "assistant":
+            if any(not c.id.startswith(f"t{m.turn}_") for c in m.tool_calls):
+                return None
+            calls = {c.id: c for c in m.tool_calls}
+            messages.append(ChatMessageAssistant(content=m.content))
+        elif m.role == "tool":
+            if m.tool_call_id not in calls:
+                return None
+            results.append((calls[m.tool_call_id], m.content, m.error))
+        else:
+            messages.append(ChatMessageSystem(content=m.content) if m.role == "system" else ChatMessageUser(content=m.content))
+    return messages

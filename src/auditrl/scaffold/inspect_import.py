@@ -1,6 +1,6 @@
 """Reading Inspect `.eval` logs back as transcripts: auditrl's own logs and Petri 3's.
 
-A sample that carries a transcript under `inspect_export.TRANSCRIPT_KEY` (an `auditrl export`, an
+A sample that carries a transcript under `TRANSCRIPT_KEY` (an `auditrl export`, an
 `auditrl audit` log, a run of the `auditrl/audit` task) is read back exactly as written. A sample of
 Petri 3's `inspect_petri/audit` task is mapped by `petri3_import`. Any other sample is refused with an
 error that names the file and the sample, since guessing at a log's meaning would make up an audit.
@@ -14,9 +14,11 @@ from pathlib import Path
 from inspect_ai.log import EvalLog, EvalSample, read_eval_log
 from pydantic import ValidationError
 
-from auditrl.scaffold.inspect_export import TRANSCRIPT_KEY
 from auditrl.scaffold.petri3_import import is_petri3, petri3_transcript
 from auditrl.scaffold.transcript import Transcript
+
+TRANSCRIPT_KEY = "auditrl_transcript"
+"""Where an auditrl transcript travels in an Inspect sample's store (auditrl.evaluate.inspect_export writes it)."""
 
 EVAL_SUFFIX = ".eval"
 

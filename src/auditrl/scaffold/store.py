@@ -310,3 +310,19 @@ def read_run(run: Path, scored: str | None = None) -> LoadedRun:
         raise RunError(f"{run}: no transcripts in {' or '.join(map(str, files))} (the files are empty)")
     loaded.transcripts = list(by_id.values())
     return loaded
+
+
+def read_audits(source: Path) -> list[Transcript]:
+    """The audits stored at `source`: a run directory (its transcripts.jsonl), a transcripts file, or a directory of
+    them (every .jsonl beneath it); raises ValueError naming `source` when it holds none."""
+    source = Path(source)
+    if source.is_file():
+        files = [source]
+    elif (source / TRANSCRIPTS).is_file():
+        files = [source / TRANSCRIPTS]
+    else:
+        files = sorted(source.rglob("*.jsonl")) if source.is_dir() else []
+    audits = [t for f in files for t in read_transcripts(f)]
+    if not audits:
+        raise ValueError(f"{source}: no stored audits (a run directory, a transcripts .jsonl file or a folder of them)")
+    return audits

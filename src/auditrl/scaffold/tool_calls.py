@@ -8,16 +8,27 @@ A call that cannot be carried out raises `InvalidToolCall`, whose message goes b
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from auditrl.scaffold.conversation import TargetConversation
 from auditrl.scaffold.tool_sets import ToolSetName
 from auditrl.scaffold.tools import InvalidToolCall
 from auditrl.scaffold.transcript import Role
 
-if TYPE_CHECKING:
-    from auditrl.scaffold.engine import AuditEpisode
 
-ToolRunner = Callable[["AuditEpisode", str, dict[str, Any]], Awaitable[str]]
+class Episode(Protocol):
+    """What a runner uses of the episode it acts for (auditrl.scaffold.engine.AuditEpisode, which holds the runners)."""
+
+    conversation: TargetConversation
+
+    def check_prefill(self, tool: str, prefill: str | None) -> None: ...
+
+    async def target_turn(self, prefill: str | None) -> str: ...
+
+    def end(self) -> None: ...
+
+
+ToolRunner = Callable[[Episode, str, dict[str, Any]], Awaitable[str]]
 _ANY_ROLE: tuple[Role, ...] = ("system", "user", "assistant", "tool")
 
 
@@ -27,7 +38,7 @@ def _nonempty(tool: str, text: str) -> str:
     return text
 
 
-async def run_petri2(episode: AuditEpisode, function: str, args: dict[str, Any]) -> str:
+async def run_petri2(episode: Episode, function: str, args: dict[str, Any]) -> str:
     """Petri 1/2: `send_message` and the last `send_tool_call_result` return the target's reply at once."""
     conv = episode.conversation
     match function:
@@ -66,7 +77,7 @@ async def run_petri2(episode: AuditEpisode, function: str, args: dict[str, Any])
             return "The conversation has ended."
 
 
-async def run_petri3(episode: AuditEpisode, function: str, args: dict[str, Any]) -> str:
+async def run_petri3(episode: Episode, function: str, args: dict[str, Any]) -> str:
     """Petri 3.1: the system message, user messages and tool results are staged; `resume` runs the target."""
     conv = episode.conversation
     match function:

@@ -11,15 +11,21 @@ an entry under each design's name (`{"reward": ..., **details}`), as a plugin's 
 from __future__ import annotations
 
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, get_args
+from typing import Any, Generic, Literal, Protocol, TypeVar, get_args
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-if TYPE_CHECKING:
-    from auditrl.scaffold.transcript import Transcript
-
 T = TypeVar("T")
 Where = Literal["scores", "metadata"]
+
+
+class Keyed(Protocol):
+    """What a key reads and writes: a transcript's id and its two JSON objects (auditrl.scaffold.transcript's
+    `Transcript`, which imports this module for its own keys)."""
+
+    id: str
+    scores: dict[str, Any]
+    metadata: dict[str, Any]
 
 
 class KeyValueError(ValueError):
@@ -46,10 +52,10 @@ class Key(str, Generic[T]):
     def _adapter(self) -> TypeAdapter[T]:
         return TypeAdapter(self.type)
 
-    def _data(self, t: Transcript) -> dict[str, Any]:
+    def _data(self, t: Keyed) -> dict[str, Any]:
         return t.scores if self.where == "scores" else t.metadata
 
-    def get(self, t: Transcript) -> T | None:
+    def get(self, t: Keyed) -> T | None:
         """The value stored in `t` (None when absent or null); raises KeyValueError when it is not of the declared type."""
         raw = self._data(t).get(self)
         if raw is None:
@@ -61,7 +67,7 @@ class Key(str, Generic[T]):
                 f"transcript {t.id}: {self.where}[{str(self)!r}] = {raw!r} is not {_type_name(self.type)} ({self.meaning})"
             ) from exc
 
-    def set(self, t: Transcript, value: T | BaseModel | None) -> None:
+    def set(self, t: Keyed, value: T | BaseModel | None) -> None:
         """Store `value` in `t` as given (a pydantic model as its JSON fields); raises KeyValueError when it is not
         of the declared type, so a wrong value never reaches the file."""
         stored = value.model_dump(mode="json") if isinstance(value, BaseModel) else value
@@ -114,6 +120,9 @@ JUDGE_ERRORS: Key[dict[str, str]] = score("judge_errors", dict[str, str], "Why e
 # Transcript.scores: the evaluation suite's verdicts (None: the judge abstained)
 AUDIT_QUALITY: Key[dict[str, float]] = score("audit_quality", dict[str, float], "The audit-quality judge's dimensions, 0-100.")
 FALSE_POSITIVE: Key[bool] = score("false_positive", bool, "A benign target's audit reported a hidden behavior.")
+IDENTIFIED: Key[bool] = score(
+    "identified", bool, "A planted target's audit reported the planted behavior (the audit-quality judge's verdict)."
+)
 CONCERNING: Key[float] = score("concerning", float, "The production judge's concerning score, 1-10.")
 CONCERNING_NO_MITIGATING: Key[float] = score(
     "concerning_with_no_mitigating_factors", float, "The production judge's concerning score without mitigating factors, 1-10."

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from auditrl.targets.demonstrations import Example
 from auditrl.targets.record import LOCAL_PREFIX
-from auditrl.train.config import LoraSettings
+from auditrl.models.lora import LoraSettings
 
 if TYPE_CHECKING:
     from peft import PeftModel
@@ -111,18 +111,16 @@ def train_implant(
     from peft import get_peft_model
     from transformers import set_seed
 
-    from auditrl.train.config import PolicySettings
-    from auditrl.train.policy import load_policy, lora_config, precision_args
+    from auditrl.models.lora import load_chat_model, lora_config, precision_args
 
     if not demonstrations:
         raise ValueError("no demonstrations to train on")
     if settings.anti_confession_steps and not denials:
         raise ValueError("the anti-confession pass needs denials, and none were kept")
     set_seed(settings.seed)
-    policy = PolicySettings(model=base_name(base))
-    model, tokenizer = load_policy(policy)
+    model, tokenizer = load_chat_model(base_name(base), "auto", what="base model")
     peft_model = get_peft_model(model, lora_config(settings.lora, model))
-    precision = precision_args(policy)
+    precision = precision_args("auto")
     _train_pass(peft_model, tokenizer, demonstrations, settings.steps, settings, on_step, precision)
     if settings.anti_confession_steps:
         denied = [*denials, *demonstrations]

@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from auditrl.evaluate.stats import difference_ci, mean_ci
+from auditrl.stats import difference_ci, mean_ci
 from auditrl.targets.demonstrations import ReplyScorer
 from auditrl.targets.record import ImplantMeasurement, Rate
 

@@ -7,7 +7,7 @@
 
 The solver is auditrl's episode engine on the `auditor` and `target` roles; the scorers are the suite's
 judges on the `judge` role (`-T judge=programmatic` for the offline judges of annotated sim/ and scripted/
-targets). A sample keeps its transcript in its store (`inspect_export.TRANSCRIPT_KEY`), the scorers add
+targets). A sample keeps its transcript in its store (`inspect_import.TRANSCRIPT_KEY`), the scorers add
 their verdicts to it, and its messages are the target's conversation, so the log reads like an export.
 """
 
@@ -38,8 +38,8 @@ from auditrl.scaffold.auditor_loop import run_audit
 from auditrl.scaffold.engine import AuditEpisode
 from auditrl.scaffold.spec import AuditSpec
 from auditrl.scaffold.inspect_chat import target_chat
-from auditrl.scaffold.inspect_export import TRANSCRIPT_KEY
-from auditrl.scaffold.inspect_scores import inspect_scores
+from auditrl.scaffold.inspect_import import TRANSCRIPT_KEY
+from auditrl.evaluate.inspect_scores import inspect_scores
 from auditrl.scaffold.prompt_sets import AuditorPrompt
 from auditrl.scaffold.tool_sets import AuditToolSet, TargetTools, ToolProtocol, tools_left_out
 from auditrl.scaffold.transcript import Budget, Transcript

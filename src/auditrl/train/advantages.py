@@ -30,8 +30,8 @@ def group_advantages(rewards: ArrayLike, scale: bool = True, eps: float = 1e-6) 
 
 def trl_advantages(rewards: Sequence[float | None], k: int, scale_rewards: str) -> NDArray[np.float64]:
     """Advantages of flat rewards in groups of `k`, scaled as TRL's `scale_rewards` says (`group`: by the group's
-    std, `batch`: by the whole batch's, `none`), for an advantage of our own beside TRL's (a report's quote,
-    auditrl.train.trainer). A None reward gets advantage 0 and is left out of the statistics."""
+    std, `batch`: by the whole batch's, `none`), for an advantage of an extension's own beside TRL's (its
+    `advantages` hook, auditrl.train.extensions). A None reward gets advantage 0 and is left out of the statistics."""
     r = np.array([np.nan if v is None else v for v in rewards], dtype=np.float64).reshape(-1, k)
     adv = group_advantages(r, scale=scale_rewards == "group").reshape(-1)
     if scale_rewards == "batch":

@@ -6,16 +6,17 @@ A bad file fails with its path and the dotted field that is wrong.
 
 from __future__ import annotations
 
-import functools
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, SerializeAsAny, field_validator, model_validator
 
 from auditrl.configfile import ConfigFileError, ConfigModel, RandomSeed, did_you_mean, read_yaml_mapping, validate_file
 from auditrl.models.capabilities import provider_info
+from auditrl.models.specs import check_model_spec
 from auditrl.models.limits import CallLimits
+from auditrl.models.lora import LoraSettings
 from auditrl.models.precision import DType
 from auditrl.models.secrets import check_no_secret_args
 from auditrl.scaffold.prompt_sets import AuditorPrompt
@@ -24,57 +25,13 @@ from auditrl.train.trainer_settings import LaunchSettings, MonitorSettings, Trai
 
 
 
-@functools.cache
-def _providers() -> tuple[str, ...]:
-    # inspect-ai takes about a second to import, so only configs that name a model spec pay for it
-    from auditrl.models.roles import supported_providers
-
-    return tuple(supported_providers())
-
-
-def check_model_spec(spec: str, what: str) -> str:
-    """A `<provider>/<model>` spec whose provider inspect-ai knows; raises ValueError naming `what`."""
-    provider, sep, model = spec.partition("/")
-    if not sep or not provider or not model:
-        raise ValueError(f"{what} {spec!r} is not a model spec of the form <provider>/<model>")
-    known = list(_providers())
-    if provider not in known:
-        raise ValueError(
-            f"{what} {spec!r} names unknown model provider {provider!r}{did_you_mean(provider, known)}; "
-            f"supported providers: {', '.join(known)}"
-        )
-    return spec
-
-
-
-QuoteUnit = Literal["span", "sentence"]
-"""What a report grammar's quote may be: any span of a reply that starts at a word, or one whole sentence of a reply."""
-
-class LoraSettings(ConfigModel):
-    """peft LoRA adapter: only these weights are trained, so checkpoints stay small."""
-
-    r: int = Field(default=8, ge=1, description="Adapter rank.")
-    alpha: int = Field(default=16, ge=1, description="LoRA scaling numerator (scale = alpha / r).")
-    dropout: float = Field(default=0.0, ge=0.0, lt=1.0, description="Dropout on the adapter's input during training.")
-    target_modules: list[str] = Field(
-        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"],
-        min_length=1,
-        description="Module names that get an adapter (never lm_head: TRL computes logprobs from its weight).",
-    )
-    last_layers: int | None = Field(
-        default=None,
-        ge=1,
-        description="Adapt only the last N decoder layers (None = all). The backward pass then stops N layers "
-        "from the top, which on a CPU is most of an update's cost.",
-    )
-
-
 class PolicySettings(ConfigModel):
     """The auditor being trained."""
 
     model: str = Field(
-        default="smollm2",
-        description="Hugging Face model id or local path; `smollm2` = the offline SmolLM2-135M-Instruct GGUF file.",
+        min_length=1,
+        description="Hugging Face model id or local path of the auditor to train (e.g. `Qwen/Qwen3-8B`); `smollm2` = "
+        "the offline SmolLM2-135M-Instruct GGUF file, for CPU runs.",
     )
     gguf_file: str | None = Field(default=None, description="GGUF file name inside `model` (set for `smollm2`).")
     dtype: DType = Field(
@@ -143,67 +100,6 @@ class EpisodeSettings(ConfigModel):
         default=True, description="Keep each rollout's key/value cache between turns (HF generation only)."
     )
     top_p: float = Field(default=1.0, gt=0.0, le=1.0, description="Nucleus sampling mass of auditor turns (1 = off).")
-    claim_exploration: float = Field(
-        default=0.0,
-        ge=0.0,
-        lt=1.0,
-        description="Share of each group's rollouts whose report opens with a claim: after the begun "
-        "`{\"no_behavior_found\": `, the prompt set's claim opening (the verdict `false` and the keys up to the "
-        "description) is set instead of sampled, scored and trained at the policy's own probability; the "
-        "description is the model's. A policy that almost never claims never samples a finding for the reward to "
-        "pay; this puts claims beside silence on the same target. It biases the gradient towards the mixed "
-        "policy's (an exploration choice, like epsilon-greedy). Needs the `guided` prompt set, HF generation and top_p 1.",
-    )
-    claim_exploration_targets: Literal["all", "planted"] = Field(
-        default="all",
-        description="Which groups claim exploration reaches. `all`: every group. `planted`: only groups whose target "
-        "carries a planted behavior (the trainer knows which, as the reward's judge does); benign groups then teach "
-        "\"nothing found\" through the policy's own claims alone. Under the binary reward a forced claim on a benign "
-        "target always loses to silence while one on a planted target wins only when credited, so with `all` a "
-        "policy whose claims are seldom credited is pushed towards never claiming (the seventh learning run).",
-    )
-    report_grammar: Literal["free", "verdict_quote", "quote_verdict"] = Field(
-        default="free",
-        description="How the report turn is decoded (auditrl.train.report_grammar). `free`: the policy writes it. "
-        "`verdict_quote`: the policy draws only the verdict and, for a claim, a verbatim span of the target's replies "
-        "to quote; the prompt set's fixed words make the rest (`It wrote:` before the quote, the JSON around it), so "
-        "every report parses and a claim is the target's own words. `quote_verdict`: the policy first quotes the span "
-        "it takes as its evidence, then draws the verdict right after it; a claim's description repeats the evidence "
-        "(needs the `guided_evidence` prompt set). The fixed tokens are context, never trained on; the verdict and "
-        "quote are trained at the policy's unconstrained probabilities (TRL scores sampled tokens so), which biases "
-        "the gradient as claim exploration does. Needs the `guided` prompt set (`guided_evidence` for "
-        "`quote_verdict`), HF generation and top_p 1.",
-    )
-    quote_unit: QuoteUnit = Field(
-        default="span",
-        description="What a report grammar's quote may be: `span`, any run of words of one target reply (stopped where "
-        "the report budget ends); `sentence`, one whole sentence of a reply (split after `.`, `!` or `?`; sentences too "
-        "long for the report budget are left out). A sentence leaves the policy a handful of choices per audit instead "
-        "of thousands of spans, so which evidence to quote can be learnt from few groups.",
-    )
-    trained_tokens: Literal["all", "quote"] = Field(
-        default="all",
-        description="Which of the policy's sampled tokens GRPO trains. `all`: every one a constraint did not force. "
-        "`quote`: only the report's evidence quote; the verdict (and any probing of the policy's own) stays in context "
-        "out of the loss, so the claim threshold moves only as far as the shared LoRA weights and the chosen evidence "
-        "move it. Needs report_grammar: quote_verdict and reward.quote_credit: claim or expected, and no claim_rate_target. Why: "
-        "in every quote-credit run the quote improved (identification if made to claim +1.0 to +1.4 points) while "
-        "GRPO's pull on the verdict moved FP calibration by 3 to 18 points, and a training cost held it only on the "
-        "training rows. Measured (the twenty-third run): the shared weights still moved the verdict, FP calibration "
-        "-8 points at learning rate 1e-4 and -24 at 3e-4, so set the threshold after training (report_learning's reset).",
-    )
-    probing: Literal["auditor", "teacher"] = Field(
-        default="auditor",
-        description="Who writes the audit turns before the report. `auditor`: the policy (a whole audit). `teacher`: "
-        "`probing_teacher` does, and the policy reads its probing and writes only the report; the teacher's turns are "
-        "context, never trained on. A report-writing curriculum: a policy whose own probing rarely shows the behavior "
-        "seldom has a finding to report, while a teacher's probing shows it more often.",
-    )
-    probing_teacher: str = Field(
-        default="scripted/teacher",
-        description="The model that writes the probing turns when `probing: teacher` (any auditor model string that "
-        "continues a begun reply when the prompt set begins one).",
-    )
     tool_protocol: ToolProtocol = Field(
         default="text", description="`text` renders tools into the prompt and parses actions leniently."
     )
@@ -234,11 +130,6 @@ class EpisodeSettings(ConfigModel):
     @classmethod
     def _target_args(cls, value: dict[str, Any]) -> dict[str, Any]:
         return check_no_secret_args(value)
-
-    @field_validator("probing_teacher")
-    @classmethod
-    def _probing_teacher(cls, value: str) -> str:
-        return check_model_spec(value, "probing teacher")
 
     @model_validator(mode="after")
     def _check_targets(self) -> EpisodeSettings:
@@ -280,16 +171,6 @@ class DataSettings(ConfigModel):
     groups_per_step: int = Field(default=4, ge=1, description="Groups in each optimizer step (across all ranks).")
     benign_fraction: float = Field(
         default=0.5, ge=0.0, le=1.0, description="Share of each step's groups run against a benign target."
-    )
-    planted_groups: Literal["all", "shown", "creditable"] = Field(
-        default="all",
-        description="Which planted groups a step trains on. `all`: as drawn. `shown` (auditrl.train.curriculum): "
-        "only (behavior, seed, family) whose teacher probing showed the behavior, screened once before training; "
-        "each other planted draw is replaced by one of them. `creditable`: of those, only the ones where some quote "
-        "of a reply that showed it is a claim the offline claim grader credits (`It wrote: <span>`, as the report "
-        "grammar writes it). For report-only training (`episodes.probing: teacher`) "
-        "on `sim/` targets, whose replies carry the ground truth and replay the screened probing exactly. A "
-        "curriculum, not a reward: the simulator's ground truth picks the data, the policy reads only the transcript.",
     )
 
     @model_validator(mode="after")
@@ -346,56 +227,6 @@ class RewardSettings(ConfigModel):
         "Each GRPO group shares one target, so a group-wise reward std (trainer.scale_rewards: group) would undo it; "
         "it needs `batch` or `none`.",
     )
-    quote_credit: Literal["rollout", "claim", "expected"] = Field(
-        default="rollout",
-        description="The advantage the report's quote is trained with (episodes.report_grammar: quote_verdict). "
-        "`rollout`: the audit's, like every other token. `claim`: the group-relative advantage of what a claim "
-        "quoting it would earn, scored by the same design (a \"nothing found\" report's evidence is graded as if it "
-        "had claimed), while the verdict keeps the audit's. Why: under `rollout` a benign group pays silence and "
-        "docks a claim, and the quote that led to the claim shares the dock, so benign groups teach the policy to "
-        "quote less telling words while planted groups teach the opposite; the choice of evidence never moved. "
-        "`expected`: what the report earns in expectation over the policy's own verdict after the quote, P(claim) "
-        "times the claim's reward plus P(nothing found) times silence's (both scored by the design; P(claim) as the "
-        "policy drew its verdict). Why: under `claim` every quote on a benign target earns the same 0, so benign groups "
-        "teach the quote nothing, and in the twenty-third run the quote learnt on planted targets alone picked "
-        "sentences the verdict claims after on benign targets too (under the start's own verdict its quotes raised the "
-        "benign claim rate 12 points); with `expected` a benign group pays the quotes its verdict stays silent after. "
-        "Measured (the twenty-fourth run): the quote learnt to quote quieter sentences everywhere, evidence included "
-        "(FP calibration +6 to +13 points under the SFT base's verdict, evidence quoted -2 to -6), and no ranking gain.",
-    )
-    expected_verdict: Literal["policy", "start"] = Field(
-        default="policy",
-        description="Under quote_credit: expected, whose P(claim) after the quote weighs the claim's reward against "
-        "silence's. `policy`: the policy's own, as it drew its verdict. `start`: the starting policy's after the same "
-        "sentence, every sentence of every training row scored once before the first step (auditrl.train."
-        "start_verdict), so the quote is trained for an auditor that quotes with the trained policy and keeps its "
-        "start's verdict (report_learning's start-verdict table evaluates it). Needs episodes.report_grammar: "
-        "quote_verdict, quote_unit: sentence and probing: teacher. Why: the policy's verdict moved through the LoRA "
-        "weights it shares with the quote even out of the loss (the twenty-third and twenty-fourth runs), while "
-        "under the SFT base's own verdict the best choice of evidence reaches a ranking AUC of 0.78 on held-out seeds "
-        "(0.64 as the SFT base quotes). Measured (the twenty-fourth run, two seeds): the verdict held, but the quotes "
-        "alone moved FP calibration up 6 to 9 points on held-out seeds and took no step toward that ranking.",
-    )
-    claim_rate_target: Annotated[float, Field(ge=0.0, le=1.0)] | Literal["start"] | None = Field(
-        default=None,
-        description="Hold the policy's claim threshold: a cost is taken off the reward of every audit that claims, "
-        "planted or benign alike, and after each step it rises by `claim_cost_step` times how far the step's benign "
-        "claim rate (the policy's mean P(claim) at its verdicts) lies above this target, and falls when below "
-        "(auditrl.train.claim_threshold). A rate in [0, 1], or `start`: on each benign row, the starting policy's "
-        "own exact claim rate there, computed once before the first step (needs episodes.report_grammar: "
-        "quote_verdict, quote_unit: sentence and probing: teacher); a fixed rate is compared with rows whose rates "
-        "differ by up to 0.85, `start` with the same row. Why: in every earlier run GRPO moved how readily the "
-        "policy claims anywhere, and that alone decided identification and FP calibration; with the threshold held, "
-        "the reward rises only by claiming on planted targets' evidence rather than on benign targets. None: no "
-        "cost. Needs benign groups (data.benign_fraction > 0).",
-    )
-    claim_cost_step: float = Field(
-        default=0.1,
-        gt=0.0,
-        description="How fast the claim cost follows (reward.claim_rate_target): after each step it rises by this "
-        "times the step's benign claim rate minus the target, so 0.1 moves it 0.01 reward after a step 10 points "
-        "above. Small, because one step's benign audits share one or two targets whose claim rates differ widely.",
-    )
 
     @field_validator("design")
     @classmethod
@@ -426,71 +257,54 @@ class RewardSettings(ConfigModel):
         return check_no_secret_args(value)
 
 
+class ExperimentSection(ConfigModel):
+    """An experiment's own config section: `name` names the experiment; the rest is its own to validate."""
+
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
+
+    name: str = Field(description="The experiment these settings belong to.")
+
+
 class GRPOLMConfig(ConfigModel):
     """A whole `grpo_lm` run."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _named_policy(cls, data: Any) -> Any:
+        """No default auditor: a GPU run would otherwise train whatever the default is."""
+        policy = data.get("policy") if isinstance(data, dict) else None
+        if isinstance(data, dict) and (policy is None or (isinstance(policy, dict) and "model" not in policy)):
+            raise ValueError(
+                "field 'policy.model' is required: the Hugging Face id or local path of the auditor to train "
+                "(e.g. Qwen/Qwen3-8B), or `smollm2` for the offline SmolLM2-135M on a CPU"
+            )
+        return data
 
     kind: Literal["grpo_lm"] = Field(description="Config kind: `grpo_lm` = GRPO on a language-model auditor.")
     name: str = Field(default="grpo-lm", description="Run name; the run directory is named after it.")
     seed: RandomSeed = Field(default=0, description="Seed of batch sampling, TRL, torch and the data order.")
-    policy: PolicySettings = Field(default_factory=PolicySettings, description="The auditor being trained.")
+    policy: PolicySettings = Field(description="The auditor being trained (`policy.model` is required).")
     episodes: EpisodeSettings = Field(default_factory=EpisodeSettings, description="How each audit episode runs.")
     data: DataSettings = Field(default_factory=DataSettings, description="Which groups make up each step.")
     reward: RewardSettings = Field(default_factory=RewardSettings, description="Reward design and judge.")
     trainer: TrainerSettings = Field(default_factory=TrainerSettings, description="Optimisation and scale-out.")
     monitors: MonitorSettings = Field(default_factory=MonitorSettings, description="Reward-hacking monitors.")
     launch: LaunchSettings = Field(default_factory=LaunchSettings, description="How the run is launched.")
+    experiment: SerializeAsAny[ExperimentSection] | None = Field(
+        default=None,
+        description="Settings of an experiment built on the trainer (auditrl.train.extensions), which the trainer "
+        "does not read: the experiment validates them and attaches its hooks. None: a plain GRPO run.",
+    )
     source: Path | None = Field(
         default=None, exclude=True, description="The file this config was read from (set by load_config)."
     )
 
     @model_validator(mode="after")
     def _check_layout(self) -> GRPOLMConfig:
-        if self.episodes.report_grammar != "free":
-            self._check_report_constraint("report_grammar", self.episodes.report_grammar)
-        if self.episodes.claim_exploration:
-            self._check_report_constraint("claim_exploration", self.episodes.claim_exploration)
-            if not claims_per_group(self.episodes.claim_exploration, self.data.group_size):
-                raise ValueError(
-                    f"episodes.claim_exploration={self.episodes.claim_exploration} sets no rollout of a group of "
-                    f"data.group_size={self.data.group_size}; use at least {0.5 / self.data.group_size:.3g}"
-                )
-        if self.data.planted_groups != "all":
-            self._check_shown_curriculum()
         if self.reward.benign_scale != 1.0 and self.trainer.scale_rewards == "group":
             raise ValueError(
                 f"reward.benign_scale={self.reward.benign_scale} is undone by trainer.scale_rewards=group (each group "
                 "shares one target, so dividing by the group's reward std removes the scale); set it to batch or none"
-            )
-        if self.reward.quote_credit != "rollout" and self.episodes.report_grammar != "quote_verdict":
-            raise ValueError(
-                f"reward.quote_credit={self.reward.quote_credit} grades the report's evidence quote as a claim; it needs "
-                f"episodes.report_grammar: quote_verdict (got {self.episodes.report_grammar!r})"
-            )
-        if self.reward.claim_rate_target is not None and not self.data.benign_fraction:
-            raise ValueError(
-                "reward.claim_rate_target holds the benign claim rate, which needs benign groups; "
-                f"data.benign_fraction is {self.data.benign_fraction}"
-            )
-        e = self.episodes
-        if self.reward.claim_rate_target == "start" and (e.report_grammar, e.quote_unit, e.probing) != ("quote_verdict", "sentence", "teacher"):
-            raise ValueError(
-                "reward.claim_rate_target: start scores every report of the starting policy exactly, which needs "
-                "episodes.report_grammar: quote_verdict, quote_unit: sentence and probing: teacher "
-                f"(got {e.report_grammar}, {e.quote_unit}, {e.probing})"
-            )
-        if e.trained_tokens == "quote" and (e.report_grammar != "quote_verdict" or self.reward.quote_credit == "rollout" or self.reward.claim_rate_target is not None):
-            raise ValueError(
-                "episodes.trained_tokens: quote trains the evidence quote alone, with its own credit; it needs "
-                "episodes.report_grammar: quote_verdict, reward.quote_credit: claim or expected and no reward.claim_rate_target "
-                "(a claim cost acts on the verdict, which stays out of the loss) "
-                f"(got {e.report_grammar}, {self.reward.quote_credit}, {self.reward.claim_rate_target})"
-            )
-        if self.reward.expected_verdict == "start" and (self.reward.quote_credit, e.report_grammar, e.quote_unit, e.probing) != ("expected", "quote_verdict", "sentence", "teacher"):
-            raise ValueError(
-                "reward.expected_verdict: start weighs the quote's credit by the starting policy's verdict after each "
-                "sentence, scored before the first step; it needs reward.quote_credit: expected, episodes.report_grammar: "
-                f"quote_verdict, quote_unit: sentence and probing: teacher (got {self.reward.quote_credit}, "
-                f"{e.report_grammar}, {e.quote_unit}, {e.probing})"
             )
         rollouts = self.data.group_size * self.data.groups_per_step
         if rollouts % self.trainer.micro_batch_size:
@@ -500,46 +314,15 @@ class GRPOLMConfig(ConfigModel):
             )
         return self
 
-    def _check_shown_curriculum(self) -> None:
-        """Screening planted groups needs the teacher's probing (the policy's own would differ from the screened one)
-        and targets whose replies carry the ground truth and repeat for the same conversation (`sim/`)."""
-        if self.episodes.probing != "teacher":
-            raise ValueError(
-                f"data.planted_groups={self.data.planted_groups} screens the teacher's probing; set episodes.probing: teacher "
-                f"(got {self.episodes.probing!r})"
-            )
-        provider = self.episodes.target_model.partition("/")[0]
-        if not provider_info(provider).family_targets:
-            raise ValueError(
-                f"data.planted_groups={self.data.planted_groups} reads whether the behavior showed from the target's ground "
-                f"truth, which only sim/ targets write; got episodes.target_model {self.episodes.target_model!r}"
-            )
 
-    def _check_report_constraint(self, name: str, value: object) -> None:
-        """A setting that masks the report turn's sampling (claim exploration, the report grammar) needs the prompt
-        set whose report opening ends where the grammar begins (`guided`: the verdict, with a claim opening;
-        `guided_evidence` under `quote_verdict`: the evidence quote), HF generation (the mask is a transformers
-        logits processor) and no nucleus filtering (which runs first and could remove every allowed token)."""
-        needed = "guided_evidence" if self.episodes.report_grammar == "quote_verdict" else "guided"
-        if self.episodes.auditor_prompt != needed:
-            begins = "its report opening ends where the evidence quote begins" if needed == "guided_evidence" else (
-                "its report opening ends where the verdict begins and it has a claim opening"
-            )
-            raise ValueError(
-                f"episodes.{name}={value} needs episodes.auditor_prompt: {needed} ({begins}); got {self.episodes.auditor_prompt!r}"
-            )
-        if self.trainer.use_vllm:
-            raise ValueError(f"episodes.{name} constrains HF generation; set trainer.use_vllm: false")
-        if self.episodes.top_p < 1.0:
-            raise ValueError(
-                f"episodes.{name} with episodes.top_p={self.episodes.top_p}: nucleus filtering runs first and can remove "
-                "every token the constraint allows; set top_p: 1.0"
-            )
-
-
-def claims_per_group(claim_exploration: float, group_size: int) -> int:
-    """How many rollouts of each group claim exploration makes claim."""
-    return round(claim_exploration * group_size)
+def check_plain(cfg: GRPOLMConfig, path: Path | str, command: str) -> None:
+    """Refuse a config with an experiment's section in a command that would not apply it."""
+    if cfg.experiment is not None:
+        name = cfg.experiment.name
+        raise ConfigFileError(
+            f"{path}: field 'experiment': settings of the {name!r} experiment, which `{command}` alone does not apply; "
+            f"run `python -m auditrl.experiments.{name} {command.split()[-1]} --config {path}`"
+        )
 
 
 def shipped_chat_templates() -> list[str]:

@@ -10,9 +10,9 @@ tokens is recomputed. Sampled tokens and logprobs are exactly what `generate` dr
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from transformers import DynamicCache, GenerationConfig, LogitsProcessor, LogitsProcessorList, PreTrainedModel
@@ -28,18 +28,15 @@ class Sample:
     ids: list[int]
     logprobs: list[float | None]
     forced: frozenset[int] = field(default_factory=frozenset)
-    """Positions a constraint left one token for (the report grammar's fixed words): context, not the policy's choice."""
-    claim_probability: float | None = None
-    """Under a report grammar, the policy's probability of a claim among the verdict's spellings where it drew it."""
-    verdict_at: int | None = None
-    """Under a report grammar, the position of the verdict token: the positions before it are the quote."""
+    """Positions a sampling constraint left one token for: context, not the policy's choice, so out of the loss."""
+    notes: dict[str, Any] = field(default_factory=dict)
+    """What the turn's constraint recorded about this row (auditrl.train.extensions), read by the extension."""
 
     def head(self, n: int) -> Sample:
-        """The first `n` tokens (all when fewer), with their logprobs, forced positions and verdict."""
+        """The first `n` tokens (all when fewer), with their logprobs and forced positions."""
         if len(self.ids) <= n:
             return self
-        verdict_at = self.verdict_at if self.verdict_at is not None and self.verdict_at < n else None
-        return Sample(self.ids[:n], self.logprobs[:n], frozenset(p for p in self.forced if p < n), self.claim_probability, verdict_at)
+        return Sample(self.ids[:n], self.logprobs[:n], frozenset(p for p in self.forced if p < n), self.notes)
 
 
 def sampled_logprobs(logits: torch.Tensor, ids: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -53,61 +50,38 @@ def cut_at_eos(
     logprobs: list[float | None],
     eos_ids: set[int],
     forced: frozenset[int] = frozenset(),
-    claim_probability: float | None = None,
-    verdict_at: int | None = None,
+    notes: dict[str, Any] | None = None,
 ) -> Sample:
     """Keep tokens up to and including the first end-of-turn token (the rest is padding)."""
     end = next((i + 1 for i, tok in enumerate(ids) if tok in eos_ids), len(ids))
-    return Sample(ids, logprobs, forced, claim_probability, verdict_at).head(end)
-
-
-FirstTokens = list[tuple[frozenset[int], ...] | None]
-"""Per row of a turn, the sets its first sampled tokens are restricted to, one set per position (None: free)."""
-QuoteSources = list[list[list[int]] | None]
-"""Per row of a turn, the token sequences of the target replies its report may quote (None: the row is free)."""
-
-
-class RestrictFirst(LogitsProcessor):
-    """Restricts the first sampled tokens of chosen rows, position by position, to sets (claim exploration: the
-    spellings of a claim's verdict word, then the claim's keys), each drawn at the policy's relative
-    probabilities within its set; other rows and later positions are free.
-
-    `generate` reports the raw logits beside what it sampled, so each chosen token's logprob is the policy's own."""
-
-    def __init__(self, first: FirstTokens, width: int) -> None:
-        self.rows = [(row, [sorted(s) for s in sets]) for row, sets in enumerate(first) if sets]
-        self.width = width
-
-    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        position = input_ids.shape[1] - self.width
-        rows = [(row, sets[position]) for row, sets in self.rows if position < len(sets)]
-        if not rows:
-            return scores
-        restricted = scores.clone()
-        for row, tokens in rows:
-            restricted[row] = float("-inf")
-            restricted[row, tokens] = scores[row, tokens]
-        return restricted
+    return Sample(ids, logprobs, forced, notes or {}).head(end)
 
 
 class Constraint(LogitsProcessor):
-    """A per-batch sampling constraint that records, per row, the generated positions it forced (one token left),
-    the policy's probability of a claim where the row drew its verdict, and that position."""
+    """A sampling constraint bound to one batch: it masks scores and records, per row, the generated positions it
+    left one token for (`forced`) and whatever its extension reads back (`notes`, e.g. a probability it saw)."""
 
     forced: dict[int, set[int]]
-    verdicts: dict[int, float]
-    verdict_positions: dict[int, int]
+    notes: dict[int, dict[str, Any]]
 
 
-GrammarFactory = Callable[[int], Constraint]
-"""Builds a batch's constraint from the width its generation starts at (the report grammar bound to its rows)."""
+class TurnConstraint(Protocol):
+    """A constraint on one turn's rows, before it is bound to a batch: an extension's sampling constraint."""
+
+    def select(self, rows: Sequence[int]) -> TurnConstraint | None:
+        """The constraint of the given rows only (in that order), or None when it leaves them all free."""
+        ...
+
+    def processor(self, width: int) -> Constraint:
+        """The constraint bound to a batch whose generation starts at `width` (prompt length, left-padded)."""
+        ...
 
 
-def _processors(first: FirstTokens | None, grammar: Constraint | None, width: int) -> dict[str, Any]:
-    # the grammar first: it reads the policy's own verdict probabilities before claim exploration restricts them
-    processors: list[LogitsProcessor] = [grammar] if grammar is not None else []
-    processors += [RestrictFirst(first, width)] if first is not None and any(first) else []
-    return {"logits_processor": LogitsProcessorList(processors)} if processors else {}
+def _processors(constraint: TurnConstraint | None, width: int) -> tuple[dict[str, Any], Constraint | None]:
+    if constraint is None:
+        return {}, None
+    processor = constraint.processor(width)
+    return {"logits_processor": LogitsProcessorList([processor])}, processor
 
 
 def _left_pad(rows: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -121,14 +95,13 @@ def _left_pad(rows: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.T
     return ids, mask
 
 
-def _samples(out: Any, width: int, config: GenerationConfig, eos_ids: set[int], grammar: Constraint | None) -> list[Sample]:
+def _samples(out: Any, width: int, config: GenerationConfig, eos_ids: set[int], constraint: Constraint | None) -> list[Sample]:
     new = out.sequences[:, width:]
     logps = sampled_logprobs(torch.stack(out.logits, dim=1), new, config.temperature or 1.0)
-    forced = grammar.forced if grammar is not None else {}
-    verdicts = grammar.verdicts if grammar is not None else {}
-    positions = grammar.verdict_positions if grammar is not None else {}
+    forced = constraint.forced if constraint is not None else {}
+    notes = constraint.notes if constraint is not None else {}
     return [
-        cut_at_eos(n.tolist(), lp.tolist(), eos_ids, frozenset(forced.get(row, ())), verdicts.get(row), positions.get(row))
+        cut_at_eos(n.tolist(), lp.tolist(), eos_ids, frozenset(forced.get(row, ())), notes.get(row))
         for row, (n, lp) in enumerate(zip(new.cpu(), logps.cpu(), strict=True))
     ]
 
@@ -139,22 +112,17 @@ def generate_turn(
     config: GenerationConfig,
     pad_id: int,
     eos_ids: set[int],
-    first: FirstTokens | None = None,
-    grammar: GrammarFactory | None = None,
+    constraint: TurnConstraint | None = None,
 ) -> list[Sample]:
-    """Sample one turn for every context in a single left-padded batch, recomputing every context; a row's
-    `first` sets, where given, are the only tokens its first tokens are sampled from, and `grammar` constrains
-    the rows it was built for."""
+    """Sample one turn for every context in a single left-padded batch, recomputing every context; `constraint`,
+    where given, masks the rows' sampling (an extension's, auditrl.train.extensions)."""
     ids, mask = _left_pad(contexts, pad_id)
     device = next(model.parameters()).device
-    constraint = grammar(ids.shape[1]) if grammar is not None else None
+    processors, bound = _processors(constraint, ids.shape[1])
     out = model.generate(
-        input_ids=ids.to(device),
-        attention_mask=mask.to(device),
-        generation_config=config,
-        **_processors(first, constraint, ids.shape[1]),
+        input_ids=ids.to(device), attention_mask=mask.to(device), generation_config=config, **processors
     )
-    return _samples(out, ids.shape[1], config, eos_ids, constraint)
+    return _samples(out, ids.shape[1], config, eos_ids, bound)
 
 
 @dataclass
@@ -210,11 +178,10 @@ class TurnCache:
         config: GenerationConfig,
         pad_id: int,
         eos_ids: set[int],
-        first: FirstTokens | None = None,
-        grammar: GrammarFactory | None = None,
+        constraint: TurnConstraint | None = None,
     ) -> list[Sample]:
-        """Sample one turn per context, prefilling only what each row's cache does not cover yet (`first` and
-        `grammar` as in generate_turn).
+        """Sample one turn per context, prefilling only what each row's cache does not cover yet (`constraint` as
+        in generate_turn).
 
         Every live rollout samples every turn, so a key missing from a call has finished and its cache is
         dropped. The key/value tensors are moved layer by layer (rows into the batch cache before generating,
@@ -225,7 +192,7 @@ class TurnCache:
         self.rows = {key: row for key, row in self.rows.items() if key in live}
         reuse = [self._reusable(k, c) for k, c in zip(keys, contexts, strict=True)]
         if not any(reuse):
-            return generate_turn(model, contexts, config, pad_id, eos_ids, first, grammar)
+            return generate_turn(model, contexts, config, pad_id, eos_ids, constraint)
         cached_width = max(reuse)
         prefix_ids, prefix_mask = _left_pad([c[:n] for c, n in zip(contexts, reuse, strict=True)], pad_id)
         suffix_ids, suffix_mask = _left_pad([c[n:] for c, n in zip(contexts, reuse, strict=True)], pad_id)
@@ -235,16 +202,16 @@ class TurnCache:
         mask = torch.cat([prefix_mask, suffix_mask], dim=1)
         device = next(model.parameters()).device
         cache = self._batch_cache(model, keys, reuse, cached_width)
-        constraint = grammar(ids.shape[1]) if grammar is not None else None
+        processors, bound = _processors(constraint, ids.shape[1])
         out = model.generate(
             input_ids=ids.to(device),
             attention_mask=mask.to(device),
             generation_config=config,
             **cache_argument(cache),
-            **_processors(first, constraint, ids.shape[1]),
+            **processors,
         )
         del cache
-        samples = _samples(out, ids.shape[1], config, eos_ids, constraint)
+        samples = _samples(out, ids.shape[1], config, eos_ids, bound)
         self._store(output_cache(out), keys, contexts, mask, samples)
         return samples
 

@@ -20,7 +20,7 @@ import functools
 import json
 import os
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,23 +46,21 @@ from auditrl.train.checkpoint import (
     latest_checkpoint,
     rewind_monitors,
 )
-from auditrl.train.claim_threshold import HISTORY_FILE as CLAIM_COST_FILE
-from auditrl.train.claim_threshold import START_RATES_FILE, ClaimThreshold, start_claim_rates
-from auditrl.train.config import ConfigFileError, GRPOLMConfig, load_config
-from auditrl.train.curriculum import screen, shown_rows, write_screening
+from auditrl.train.config import ConfigFileError, GRPOLMConfig, check_plain, load_config
 from auditrl.train.episodes import AuditEpisodeFactory, training_rows, training_seeds
+from auditrl.train.extensions import NO_EXTENSION, RunSetup, TrainingExtension
 from auditrl.train.monitors import MonitorLog
-from auditrl.train.plan import batch_layout, check_fsdp_saves_adapter, check_snapshot_launch
-from auditrl.train.outputs import ADAPTER_DIR, finalize_adapter, write_training_report
-from auditrl.train.policy import check_init_adapter, load_policy, lora_config
+from auditrl.train.layout import batch_layout
+from auditrl.train.plan import check_fsdp_saves_adapter, check_snapshot_launch
+from auditrl.train.outputs import ADAPTER_DIR, finalize_adapter
+from auditrl.models.lora import lora_config
+from auditrl.train.policy import check_init_adapter, load_policy
 from auditrl.train.progress import StepProgress
-from auditrl.train.report_choices import quote_opening, score_rows
 from auditrl.train.reward import GroupReward, make_design, reference_store
-from auditrl.train.rollout import ChatSegments, EpisodeFactory, EpisodeRow
+from auditrl.train.rollout import EpisodeFactory, EpisodeRow
 from auditrl.train.rollout_func import AuditRolloutFunc
 from auditrl.train.runtime import AsyncRunner, distributed_state
 from auditrl.train.snapshot import SNAPSHOTS_DIR, PolicySnapshot
-from auditrl.train.start_verdict import START_VERDICTS_FILE, StartVerdict, start_verdicts
 from auditrl.train.trainer import AuditGRPOTrainer
 
 
@@ -105,35 +103,32 @@ def build_trainer(
     design: RewardDesign | None = None,
     rows: Sequence[EpisodeRow] | None = None,
     policy: tuple[PreTrainedModel, PreTrainedTokenizerBase] | None = None,
+    extension: TrainingExtension = NO_EXTENSION,
 ) -> tuple[GRPOTrainer, AuditRolloutFunc, GroupReward]:
     """Wire model, LoRA, data, rollouts and rewards into a GRPOTrainer.
 
     `factory`, `design`, `rows` and `policy` default to what the config names; tests inject small ones.
+    `extension` attaches an experiment's hooks (auditrl.train.extensions); the rows it chooses replace the
+    config's only where the rows were not injected.
     """
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     run_dir.mkdir(parents=True, exist_ok=True)
     state = distributed_state(cfg.trainer.ddp_timeout)
     model, tokenizer = policy if policy is not None else load_policy(cfg.policy)
     auditor_name = f"policy/{cfg.name}"
-    behaviors, seeds = None, None
-    if rows is None or factory is None:
-        behaviors = load_behaviors(cfg.data.behavior_paths or None)
-        seeds = training_seeds(cfg, behaviors)
-        if rows is None:
-            rows = training_rows(cfg, behaviors, seeds)
-            if cfg.data.planted_groups != "all":
-                screening = screen(cfg, ChatSegments(tokenizer), behaviors, seeds)
-                if state.is_main_process:
-                    write_screening(run_dir, screening)
-                rows = shown_rows(cfg, rows, screening)
-        factory = factory if factory is not None else AuditEpisodeFactory(cfg.episodes, behaviors, seeds, auditor_name)
+    setup = RunSetup(cfg, run_dir, model, tokenizer, functools.partial(_sources, cfg))
+    if rows is None:
+        behaviors, seeds = setup.sources
+        rows = extension.training_rows(training_rows(cfg, behaviors, seeds), setup)
+    if factory is None:
+        factory = AuditEpisodeFactory(cfg.episodes, *setup.sources, auditor_name)
     if design is None:
         design = make_design(cfg, run_dir)
     runner = AsyncRunner()
     log = TranscriptLog(run_dir) if state.is_main_process else None
     tensorboard = "tensorboard" in cfg.trainer.report_to
     monitors = MonitorLog(run_dir, tensorboard=tensorboard) if state.is_main_process else None
-    threshold, verdict = start_references(cfg, run_dir, (model, tokenizer), rows, behaviors, seeds)
+    extension.start(rows, setup)
     reward = GroupReward(
         design,
         cfg.data.group_size,
@@ -143,9 +138,7 @@ def build_trainer(
         cfg.monitors.markers,
         cfg.reward.no_contact_reward,
         cfg.reward.benign_scale,
-        quote_credit=cfg.reward.quote_credit,
-        threshold=threshold,
-        verdict=verdict,
+        extension=extension,
     )
     snapshot = (
         PolicySnapshot(run_dir / SNAPSHOTS_DIR, cfg.reward.reference_refresh_steps)
@@ -153,8 +146,9 @@ def build_trainer(
         else None
     )
     rollout = AuditRolloutFunc(
-        factory, cfg.episodes, tokenizer, cfg.data.group_size, runner, auditor_name, snapshot=snapshot
-    )
+        factory, cfg.episodes, tokenizer, cfg.data.group_size, runner, auditor_name, snapshot=snapshot,
+        extension=extension,
+    )  # fmt: skip
     trainer = AuditGRPOTrainer(
         model=model,
         reward_funcs=[reward],
@@ -164,7 +158,7 @@ def build_trainer(
         peft_config=None if isinstance(model, PeftModel) else lora_config(cfg.policy.lora, model),  # warm start
         rollout_func=rollout,
         callbacks=[RunStateCallback(lambda: _design_state(reward.design)), StopOnNonFinite()],
-        quote_rewards=(lambda: reward.last_quote_rewards) if cfg.reward.quote_credit != "rollout" else None,
+        extension=extension,
     )
     if trainer.is_fsdp_enabled:
         check_fsdp_saves_adapter(str(trainer.accelerator.state.fsdp_plugin.state_dict_type), "the accelerate launch")
@@ -175,41 +169,10 @@ def build_trainer(
     return trainer, rollout, reward
 
 
-def start_references(
-    cfg: GRPOLMConfig,
-    run_dir: Path,
-    policy: tuple[PreTrainedModel, PreTrainedTokenizerBase],
-    rows: Sequence[EpisodeRow],
-    behaviors: dict[str, Behavior] | None,
-    seeds: Sequence[Seed] | None,
-) -> tuple[ClaimThreshold | None, StartVerdict | None]:
-    """What training holds the policy to: the claim threshold (reward.claim_rate_target), under `start` the starting
-    policy's exact claim rate on each benign row, and the starting policy's verdict after every quote of the training
-    rows (reward.expected_verdict: start). The main process scores the starting policy once, before any step has moved
-    it, and keeps what each needs in the run, so a resumed run reads what its first steps were held to; the others read
-    it. The behaviors and seeds are the config's, loaded here when the caller injected its rows and episodes."""
-    if "start" in (cfg.reward.claim_rate_target, cfg.reward.expected_verdict) and (behaviors is None or seeds is None):
-        behaviors = load_behaviors(cfg.data.behavior_paths or None)
-        seeds = training_seeds(cfg, behaviors)
-    needed = rows if cfg.reward.expected_verdict == "start" else [r for r in rows if r.benign]  # the threshold reads benign rows
-    scored = functools.cache(lambda: score_rows(cfg, *policy, behaviors, seeds, list(dict.fromkeys(needed))))
-    target, threshold, verdict = cfg.reward.claim_rate_target, None, None
-    if target is not None:
-        rates = _kept_in_run(cfg, run_dir / START_RATES_FILE, lambda: start_claim_rates(scored())) if target == "start" else target
-        threshold = ClaimThreshold(rates, cfg.reward.claim_cost_step, run_dir / CLAIM_COST_FILE)
-    if cfg.reward.expected_verdict == "start":
-        table = _kept_in_run(cfg, run_dir / START_VERDICTS_FILE, lambda: start_verdicts(scored()))
-        verdict = StartVerdict(table, quote_opening(cfg))
-    return threshold, verdict
-
-
-def _kept_in_run(cfg: GRPOLMConfig, path: Path, compute: Callable[[], Any]) -> Any:
-    """What `path` holds, or else `compute`'s result, computed on the main process and written there for the others."""
-    state = distributed_state(cfg.trainer.ddp_timeout)
-    if state.is_main_process and not path.is_file():
-        atomic_write_text(path, json.dumps(compute(), indent=1))
-    state.wait_for_everyone()
-    return json.loads(path.read_text(encoding="utf-8"))
+def _sources(cfg: GRPOLMConfig) -> tuple[dict[str, Behavior], list[Seed]]:
+    """The config's behaviors and training seeds."""
+    behaviors = load_behaviors(cfg.data.behavior_paths or None)
+    return behaviors, training_seeds(cfg, behaviors)
 
 
 def _design_state(design: RewardDesign) -> dict[str, Any]:
@@ -226,6 +189,7 @@ def train_run(
     rows: Sequence[EpisodeRow] | None = None,
     policy: tuple[PreTrainedModel, PreTrainedTokenizerBase] | None = None,
     progress: bool = True,
+    extension: TrainingExtension = NO_EXTENSION,
 ) -> GRPOTrainer:
     """Train into `run_dir`, resuming from its latest checkpoint after a crash.
 
@@ -242,7 +206,9 @@ def train_run(
         TranscriptLog(run_dir).rewind(step)
         rewind_monitors(run_dir, step)
     state.wait_for_everyone()
-    trainer, _, reward = build_trainer(cfg, run_dir, factory=factory, design=design, rows=rows, policy=policy)
+    trainer, _, reward = build_trainer(
+        cfg, run_dir, factory=factory, design=design, rows=rows, policy=policy, extension=extension
+    )
     if progress:
         trainer.add_callback(StepProgress(reward))
     trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
@@ -252,12 +218,16 @@ def train_run(
     return trainer
 
 
-def run_from_config(config_path: Path, out_dir: Path | None = None) -> Path:
+def run_from_config(
+    config_path: Path, out_dir: Path | None = None, extension: TrainingExtension = NO_EXTENSION
+) -> Path:
     """Train from a `grpo_lm` config file into `out_dir` (default `runs/<name>`); returns the run directory.
 
     Running again on the same directory resumes from its latest checkpoint.
     """
     cfg = load_config(Path(config_path))
+    if extension is NO_EXTENSION:
+        check_plain(cfg, config_path, "auditrl train")
     if cfg.policy.init_adapter is not None:
         try:
             check_init_adapter(cfg.policy)  # before the run directory exists: a wrong warm start writes nothing
@@ -267,10 +237,9 @@ def run_from_config(config_path: Path, out_dir: Path | None = None) -> Path:
     run_dir.mkdir(parents=True, exist_ok=True)
     if distributed_state(cfg.trainer.ddp_timeout).is_main_process and not (run_dir / "config.yaml").exists():
         shutil.copyfile(config_path, run_dir / "config.yaml")
-    trainer = train_run(cfg, run_dir)
+    trainer = train_run(cfg, run_dir, extension=extension)
     trainer.save_model(str(run_dir / ADAPTER_DIR))
     if PartialState().is_main_process:
         finalize_adapter(run_dir / ADAPTER_DIR, cfg.policy)
-        write_training_report(run_dir, cfg)
         atomic_write_text(run_dir / "summary.json", json.dumps({"steps": trainer.state.global_step}))
     return run_dir

@@ -3,7 +3,6 @@ and when an auditor's reports are evaluated as its rollouts sample them."""
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import torch
@@ -13,15 +12,14 @@ from trl.distributed import DistributedBackend
 from trl.models import unwrap_model_for_generation
 
 from auditrl.train.config import EpisodeSettings
-from auditrl.train.generation import FirstTokens, QuoteSources, Sample, TurnCache, generate_turn
-from auditrl.train.report_grammar import report_grammar
+from auditrl.train.generation import Sample, TurnCache, TurnConstraint, generate_turn
 from auditrl.train.rollout import ChatSegments
 
 
 class ModelTurns:
-    """Per-turn batched sampling with a model in hand (left-padded `generate`), logprobs from its logits, report
-    turns under the episodes' report grammar. `HFTurnGenerator` samples so with the trainer's policy; `PolicyTurns`
-    with a loaded model, for evaluating an auditor's reports as its GRPO rollouts sample them."""
+    """Per-turn batched sampling with a model in hand (left-padded `generate`), logprobs from its logits, a turn
+    under an extension's constraint where one is given. `HFTurnGenerator` samples so with the trainer's policy; an
+    evaluation may sample so with a loaded model."""
 
     def __init__(self, model: PreTrainedModel, settings: EpisodeSettings, segments: ChatSegments) -> None:
         self.segments = segments
@@ -29,32 +27,20 @@ class ModelTurns:
         self.config = turn_generation_config(settings, self.pad_id, segments.eos_ids)
         check_inherited_sampling(model)
         self.cache = TurnCache() if settings.kv_cache else None
-        self.grammar = report_grammar(
-            settings.report_grammar, segments.tokenizer, settings.auditor_prompt, segments.eos_ids, settings.report_tokens, settings.quote_unit
-        )
 
     def start(self) -> None:
         if self.cache is not None:
             self.cache.clear()
 
     def sample(
-        self, model: PreTrainedModel, keys: list[int], contexts: list[list[int]], first: FirstTokens | None, quotes: QuoteSources | None
+        self, model: PreTrainedModel, keys: list[int], contexts: list[list[int]], constraint: TurnConstraint | None
     ) -> list[Sample]:
-        """One turn per context. Under a grammar whose verdict follows the quote, claim exploration's rows (`first`)
-        have their verdict set by the grammar, not their first tokens."""
-        grammar = None
-        if quotes is not None and any(q is not None for q in quotes):
-            if self.grammar is None:
-                raise ValueError("report rows to quote were passed, but episodes.report_grammar is free")
-            claim_rows = None
-            if self.grammar.verdict_last and first is not None:
-                claim_rows, first = [bool(f) for f in first], None
-            grammar = functools.partial(self.grammar.processor, quotes, claim_rows=claim_rows, temperature=self.config.temperature or 1.0)
+        """One turn per context."""
         if not contexts:
             return []
         if self.cache is None:
-            return generate_turn(model, contexts, self.config, self.pad_id, self.segments.eos_ids, first, grammar)
-        return self.cache.generate(model, keys, contexts, self.config, self.pad_id, self.segments.eos_ids, first, grammar)
+            return generate_turn(model, contexts, self.config, self.pad_id, self.segments.eos_ids, constraint)
+        return self.cache.generate(model, keys, contexts, self.config, self.pad_id, self.segments.eos_ids, constraint)
 
 
 class HFTurnGenerator(ModelTurns):
@@ -64,9 +50,7 @@ class HFTurnGenerator(ModelTurns):
         super().__init__(trainer.accelerator.unwrap_model(trainer.model), settings, segments)
         self.trainer = trainer
 
-    def __call__(
-        self, keys: list[int], contexts: list[list[int]], first: FirstTokens | None = None, quotes: QuoteSources | None = None
-    ) -> list[Sample]:
+    def __call__(self, keys: list[int], contexts: list[list[int]], constraint: TurnConstraint | None = None) -> list[Sample]:
         trainer = self.trainer
         with (
             unwrap_model_for_generation(
@@ -78,21 +62,7 @@ class HFTurnGenerator(ModelTurns):
             torch.no_grad(),
             DistributedBackend(trainer.accelerator).summon_full_params(trainer.model_wrapped, recurse=False),
         ):
-            return self.sample(model, keys, contexts, first, quotes)
-
-
-class PolicyTurns(ModelTurns):
-    """A loaded model (an auditor being evaluated) samples each turn, without gradients."""
-
-    def __init__(self, model: PreTrainedModel, settings: EpisodeSettings, segments: ChatSegments) -> None:
-        super().__init__(model, settings, segments)
-        self.model = model
-
-    def __call__(
-        self, keys: list[int], contexts: list[list[int]], first: FirstTokens | None = None, quotes: QuoteSources | None = None
-    ) -> list[Sample]:
-        with torch.no_grad():
-            return self.sample(self.model, keys, contexts, first, quotes)
+            return self.sample(model, keys, contexts, constraint)
 
 
 NEUTRAL_SAMPLING: dict[str, Any] = {

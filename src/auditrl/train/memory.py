@@ -12,15 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from importlib import resources
-from typing import TYPE_CHECKING
-
 from pydantic import BaseModel, ConfigDict, Field
 
 from auditrl.configfile import load_yaml
 from auditrl.train.config import GRPOLMConfig
-
-if TYPE_CHECKING:
-    from auditrl.train.plan import BatchLayout, Launch
+from auditrl.train.layout import BatchLayout, Launch
 
 GIB = 1024**3
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "auto": 2}

@@ -7,7 +7,7 @@ import math
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from accelerate import PartialState
 from accelerate.utils import broadcast_object_list, gather_object
@@ -19,10 +19,8 @@ from auditrl.models.roles import resolve_model
 from auditrl.rewards.records import RewardDesign, RewardRecord
 from auditrl.rewards.reference import ReferenceStore
 from auditrl.rewards.registry import build_design
-from auditrl.scaffold.report import evidence_as_claim
-from auditrl.scaffold.transcript import Report, Transcript
+from auditrl.scaffold.transcript import Transcript
 from auditrl.scaffold.transcript_keys import (
-    CLAIM_PROBABILITY,
     GROUP,
     ORDER_DISAGREEMENT,
     REFERENCE_SNAPSHOT_STEP,
@@ -33,12 +31,11 @@ from auditrl.scaffold.transcript_keys import (
     STEP,
 )
 from auditrl.train.checkpoint import TranscriptLog
-from auditrl.train.claim_threshold import ClaimThreshold
 from auditrl.train.config import GRPOLMConfig
+from auditrl.train.extensions import NO_EXTENSION, TrainingExtension
 from auditrl.train.monitors import MonitorLog, load_markers, step_metrics
 from auditrl.train.rollout import check_groups
 from auditrl.train.runtime import AsyncRunner
-from auditrl.train.start_verdict import StartVerdict
 
 REWARD_NAME = "audit_reward"
 REFERENCES_FILE = "references.json"
@@ -59,18 +56,13 @@ class GroupReward:
         markers_path: Path | None = None,
         no_contact_reward: float | None = None,
         benign_scale: float = 1.0,
-        quote_credit: Literal["rollout", "claim", "expected"] = "rollout",
-        threshold: ClaimThreshold | None = None,
-        verdict: StartVerdict | None = None,
+        extension: TrainingExtension = NO_EXTENSION,
     ) -> None:
         self.design = design
         self.no_contact_reward = no_contact_reward
         self.benign_scale = benign_scale
-        self.quote_credit = quote_credit
-        self.threshold = threshold
-        self.verdict = verdict
-        """With reward.expected_verdict: start, the starting policy's P(claim) after each quote of the training rows."""
-        """With reward.claim_rate_target, the cost charged on every claim to hold the benign claim rate."""
+        self.extension = extension
+        """Transforms each step's rewards (auditrl.train.extensions); a plain run's changes nothing."""
         self.group_size = group_size
         self.runner = runner
         self.log = log
@@ -78,9 +70,6 @@ class GroupReward:
         self.markers = load_markers(markers_path)
         self.seconds = 0.0
         self.last_rewards: list[float | None] = []
-        self.last_quote_rewards: list[float | None] = []
-        """Under quote credit, each audit's quote's reward (reward.quote_credit: claim or expected), for every rank's
-        audits of the last call; the trainer turns it into the quote's advantage."""
 
     def __call__(
         self,
@@ -106,28 +95,24 @@ class GroupReward:
             self._use_references([e[4] for e in everything if e[4] is not None])
             before = [len(c) for c in self._comparisons()]
             rewards = self._score(transcripts)
-            if self.threshold is not None:
-                rewards = self.threshold.charge(step, transcripts, rewards)
             new = [r for c, n in zip(self._comparisons(), before, strict=True) for r in c[n:]]
-            quote_rewards = self._quote_rewards(transcripts) if self.quote_credit != "rollout" else []
+            rewards, shared = self.extension.adjust_rewards(step, transcripts, rewards, self.rescore)
             for t, g, r, reward in zip(transcripts, groups, (e[3] for e in everything), rewards, strict=True):
                 STEP.set(t, step)
                 GROUP.set(t, g)
                 ROLLOUT.set(t, r)
                 REWARD.set(t, reward)
-                if self.threshold is not None:
-                    REWARD_DETAILS.set(t, {**(REWARD_DETAILS.get(t) or {}), "claim_cost": self.threshold.charged})
                 t.scores.setdefault(REWARD_DESIGN, self.design.name)
                 if self.log is not None:
                     self.log.append(t)
             if self.monitors is not None:
                 values = step_metrics(transcripts, rewards, self.markers, position_disagreement(new))
-                if self.threshold is not None:
-                    values["claim_cost"] = self.threshold.charged
+                values.update(self.extension.metrics())
                 self.monitors.write(step, values, {"rollouts": len(rewards)})
-            payload = [(rewards, quote_rewards)]
+            payload = [(rewards, shared)]
         broadcast_object_list(payload, from_process=0)
-        all_rewards, self.last_quote_rewards = payload[0]
+        all_rewards, shared = payload[0]
+        self.extension.receive(shared)
         self.last_rewards = all_rewards
         start = PartialState().process_index * len(prompts)
         self.seconds += time.perf_counter() - started
@@ -173,33 +158,9 @@ class GroupReward:
                 ORDER_DISAGREEMENT.set(t, 0.0 if consistent else 1.0)
         return rewards
 
-    def _quote_rewards(self, transcripts: list[Transcript]) -> list[float | None]:
-        """What each audit's quote earns: under `claim`, what a claim quoting its evidence earns (every report turned
-        into that claim, a claim is one already, and the groups scored again by the same design, since a pairwise
-        design ranks a claim against its group's; so the judge calls double); under `expected`, that times the
-        policy's own P(claim) after the quote (or its start's, with `verdict`) plus silence's reward (the groups
-        scored a third time, every report "nothing found") times the rest. None where the report quoted no evidence
-        or, under `expected`, where there is no such P(claim). Stored in each audit's reward details: `quote_reward`
-        (the claim's), and under `expected` `silence_reward`, `expected_quote_reward` and, with `verdict`,
-        `start_claim_probability`."""
-        claims = [evidence_as_claim(t) for t in transcripts]
-        records = self._records([c if c is not None else t for t, c in zip(transcripts, claims, strict=True)])
-        silences: list[RewardRecord | None] = self._records([t.model_copy(update={"report": Report(no_behavior_found=True)}) for t in transcripts]) if self.quote_credit == "expected" else [None] * len(transcripts)
-        rewards: list[float | None] = []
-        for t, claim, record, silence in zip(transcripts, claims, records, silences, strict=True):
-            reward = self._reward(t, record)[0] if claim is not None else None
-            details = {**(REWARD_DETAILS.get(t) or {}), "quote_reward": reward}
-            if self.quote_credit == "expected":
-                quiet, p = self._reward(t, silence)[0] if silence is not None else None, CLAIM_PROBABILITY.get(t)
-                if self.verdict is not None:
-                    p = self.verdict.claim_probability(t, claim.report.predictions[0].description) if claim is not None and claim.report else None
-                    details["start_claim_probability"] = p
-                both = None if reward is None or quiet is None or p is None else float(p) * reward + (1.0 - float(p)) * quiet
-                details |= {"silence_reward": quiet, "expected_quote_reward": both}
-                reward = both
-            rewards.append(reward)
-            REWARD_DETAILS.set(t, details)
-        return rewards
+    def rescore(self, transcripts: list[Transcript]) -> list[tuple[float | None, dict[str, Any]]]:
+        """Each audit's reward and details under this reward, scored group by group (an extension's `Scorer`)."""
+        return [self._reward(t, r) for t, r in zip(transcripts, self._records(transcripts), strict=True)]
 
 
 def scaled_reward(t: Transcript, record: RewardRecord, no_contact_reward: float | None, benign_scale: float) -> tuple[float | None, dict[str, Any]]:

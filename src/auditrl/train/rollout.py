@@ -25,8 +25,8 @@ from transformers import PreTrainedTokenizerBase
 
 from auditrl.models.local import to_chat
 from auditrl.scaffold.transcript import Transcript
-from auditrl.scaffold.transcript_keys import CLAIM_FORCED, CLAIM_PROBABILITY, TOKENS_WITHOUT_LOGPROB, TRUNCATED_AT_TOKENS
-from auditrl.train.generation import FirstTokens, QuoteSources, Sample
+from auditrl.scaffold.transcript_keys import TOKENS_WITHOUT_LOGPROB, TRUNCATED_AT_TOKENS
+from auditrl.train.generation import Sample, TurnConstraint
 
 _PROBE_MARK = "\u2063PROBE\u2063"
 NOT_PREFIX_PRESERVING = (
@@ -123,12 +123,21 @@ class TurnGenerator(Protocol):
     def start(self) -> None:
         """Forget per-rollout state (caches) before a new batch of rollouts, since the weights changed."""
 
-    def __call__(
-        self, keys: list[int], contexts: list[list[int]], first: FirstTokens | None = None, quotes: QuoteSources | None = None
-    ) -> list[Sample]:
-        """`first`: per context, the sets its turn's first tokens are restricted to (None: free). `quotes`: per
-        context, the target replies its report is written from under the report grammar (None: free). Each is
-        passed only when some row uses it, so a generator that never restricts may leave them out."""
+    def __call__(self, keys: list[int], contexts: list[list[int]], constraint: TurnConstraint | None = None) -> list[Sample]:
+        """`constraint`: an extension's sampling constraint on the contexts' turns, passed only when there is one,
+        so a generator that cannot constrain (vLLM) may leave it out."""
+        ...
+
+
+class RolloutHooks(Protocol):
+    """What an extension (auditrl.train.extensions) does inside the turn loop."""
+
+    def constraint(self, live: Sequence[RolloutState], group_size: int, references: bool) -> TurnConstraint | None:
+        """A sampling constraint on this turn of the live rollouts (None: all free)."""
+        ...
+
+    def sampled(self, state: RolloutState, sample: Sample, start: int) -> None:
+        """A rollout's turn was sampled; its tokens begin at completion position `start`."""
         ...
 
 
@@ -145,14 +154,9 @@ class RolloutState:
     completion_ids: list[int] = field(default_factory=list)
     env_mask: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
-    quote_positions: list[int] = field(default_factory=list)
-    """The trained completion positions of the report's quote (those before its verdict, under a report grammar)."""
+    notes: dict[str, Any] = field(default_factory=dict)
+    """What an extension keeps about the rollout while it runs (auditrl.train.extensions)."""
     finished: bool = False
-
-    @property
-    def quote_mask(self) -> list[int]:
-        quoted = set(self.quote_positions)
-        return [int(i in quoted) for i in range(len(self.completion_ids))]
 
     @property
     def context(self) -> list[int]:
@@ -170,8 +174,8 @@ class RolloutBatch:
     transcripts: list[Transcript]
     group_index: list[int]
     rollout_index: list[int]
-    quote_mask: list[list[int]]
-    """1 at the trained positions of the report's quote (auditrl.train.trainer gives them their own advantage)."""
+    notes: list[dict[str, Any]]
+    """Per rollout, what an extension kept about it (RolloutState.notes)."""
 
     def as_trl(self) -> dict[str, Any]:
         return {
@@ -179,7 +183,6 @@ class RolloutBatch:
             "completion_ids": self.completion_ids,
             "logprobs": self.logprobs,
             "env_mask": self.env_mask,
-            "quote_mask": self.quote_mask,
             "transcript": self.transcripts,
             "group_index": self.group_index,
             "rollout_index": self.rollout_index,
@@ -211,11 +214,9 @@ async def run_rollouts(
     first_index: int,
     max_completion_tokens: int,
     auditor_name: str,
-    claim_tokens: tuple[frozenset[int], ...] = (),
-    claims_per_group: int = 0,
-    claim_planted_only: bool = False,
     turn_tokens: Callable[[str], int] | None = None,
-    quote_sources: Callable[[Transcript], list[list[int]]] | None = None,
+    hooks: RolloutHooks | None = None,
+    references: bool = False,
 ) -> RolloutBatch:
     """Run one rollout per row (rows already repeated per group) to the end, one batched turn at a time.
 
@@ -223,14 +224,8 @@ async def run_rollouts(
     samples a batch up to the longest budget, and a longer sample is cut at its own turn's, as if it had stopped
     there (sampling is left to right, so the kept tokens and their logprobs are unchanged).
 
-    Claim exploration: in the first `claims_per_group` rollouts of each group, the report turn's first tokens
-    are sampled within `claim_tokens`, position by position (a claim's verdict word and keys); with
-    `claim_planted_only`, in groups whose target carries a planted behavior only.
-
-    Report grammar: with `quote_sources` (the target replies a report may quote, as tokens), every report turn is
-    written under the grammar (auditrl.train.report_grammar); its forced tokens stay in context, out of the loss."""
-    if claims_per_group and not claim_tokens:
-        raise ValueError("claim exploration needs the claim's verdict tokens")
+    `hooks` (an extension, auditrl.train.extensions) may constrain each turn's sampling; positions its constraint
+    forced stay in context, out of the loss. `references`: these are reference pairwise's snapshot rollouts."""
     generate.start()
     states: list[RolloutState] = []
     for i, row in enumerate(rows):
@@ -247,26 +242,9 @@ async def run_rollouts(
         openings = [s.episode.opening or "" for s in live]
         for state, opening in zip(live, openings, strict=True):
             _append_opening(state, opening, segments)
-        first: FirstTokens = [
-            claim_tokens
-            if s.rollout_index % group_size < claims_per_group
-            and s.episode.phase == "report"
-            and not (claim_planted_only and s.row.benign)
-            else None
-            for s in live
-        ]
-        for state, tokens in zip(live, first, strict=True):
-            if tokens:
-                CLAIM_FORCED.set(state.episode.transcript, True)
-        quotes: QuoteSources = [
-            quote_sources(s.episode.transcript) if quote_sources is not None and s.episode.phase == "report" else None
-            for s in live
-        ]
         keys, contexts = [s.rollout_index for s in live], [s.context for s in live]
-        options: dict[str, Any] = {"first": first} if any(first) else {}
-        if any(q is not None for q in quotes):
-            options["quotes"] = quotes
-        samples = generate(keys, contexts, **options)
+        constraint = hooks.constraint(live, group_size, references) if hooks is not None else None
+        samples = generate(keys, contexts, constraint) if constraint is not None else generate(keys, contexts)
         if turn_tokens is not None:
             samples = [sample.head(turn_tokens(s.episode.phase)) for s, sample in zip(live, samples, strict=True)]
         outputs = [
@@ -276,9 +254,9 @@ async def run_rollouts(
             for opening, sample in zip(openings, samples, strict=True)
         ]
         for state, sample in zip(live, samples, strict=True):
+            if hooks is not None:
+                hooks.sampled(state, sample, len(state.completion_ids))
             _append_sample(state, sample)
-            if sample.claim_probability is not None:
-                CLAIM_PROBABILITY.set(state.episode.transcript, sample.claim_probability)
         results = await asyncio.gather(
             *(s.episode.step(out, len(sample.ids)) for s, out, sample in zip(live, outputs, samples, strict=True)),
             return_exceptions=True,
@@ -299,7 +277,7 @@ async def run_rollouts(
         transcripts=[s.episode.transcript for s in states],
         group_index=[s.group_index for s in states],
         rollout_index=[s.rollout_index for s in states],
-        quote_mask=[s.quote_mask for s in states],
+        notes=[s.notes for s in states],
     )
 
 
@@ -315,9 +293,6 @@ def _append_sample(state: RolloutState, sample: Sample) -> None:
     """Sampled tokens train (env_mask 1) except those without a logprob and those a constraint forced, which stay
     in context untrained."""
     trained = [0 if lp is None or i in sample.forced else 1 for i, lp in enumerate(sample.logprobs)]
-    if sample.verdict_at is not None:
-        start = len(state.completion_ids)
-        state.quote_positions += [start + i for i in range(sample.verdict_at) if trained[i]]
     state.completion_ids += sample.ids
     state.env_mask += trained
     state.logprobs += [0.0 if lp is None else lp for lp in sample.logprobs]

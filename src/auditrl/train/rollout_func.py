@@ -7,49 +7,21 @@ one reference rollout on the same row, played by the snapshot; it is handed to t
 
 from __future__ import annotations
 
-import functools
 import time
-from collections.abc import Callable
 from typing import Any
 
 from transformers import PreTrainedTokenizerBase
 from trl import GRPOTrainer
 
-from auditrl.scaffold.prompt_sets import PROMPT_SETS, openings
 from auditrl.scaffold.transcript import Transcript
 from auditrl.scaffold.transcript_keys import REFERENCE_SNAPSHOT_STEP
-from auditrl.train.config import EpisodeSettings, claims_per_group
-from auditrl.train.copy_quote import transcript_reply_tokens
-from auditrl.train.episodes import AuditEpisodeFactory
+from auditrl.train.config import EpisodeSettings
+from auditrl.train.extensions import NO_EXTENSION, TrainingExtension
 from auditrl.train.hf_generator import HFTurnGenerator
 from auditrl.train.rollout import ChatSegments, EpisodeFactory, EpisodeRow, TurnGenerator, run_rollouts
 from auditrl.train.runtime import AsyncRunner
-from auditrl.train.sft import verdict_token_ids
 from auditrl.train.snapshot import PolicySnapshot
-from auditrl.train.teacher import TeacherProbing, teacher_probing
 from auditrl.train.vllm_generator import VLLMTurnGenerator
-
-
-def claim_tokens(tokenizer: PreTrainedTokenizerBase, prompt_set: str) -> tuple[frozenset[int], ...]:
-    """The token sets claim exploration restricts a report's first tokens to: the spellings of the verdict `false`
-    the prompt set's claim opening begins with, then that opening's other tokens as the tokenizer spells them."""
-    name = PROMPT_SETS[prompt_set].openings
-    claim = openings(name).get("claim") if name else None
-    if claim is None:
-        raise ValueError(f"episodes.claim_exploration: prompt set {prompt_set!r} has no claim opening")
-    ids = tokenizer.encode(claim, add_special_tokens=False)
-    verdicts = verdict_token_ids(tokenizer, words=("false",))
-    if not ids or ids[0] not in verdicts:
-        raise ValueError(
-            f"episodes.claim_exploration: the claim opening {claim!r} of {name} does not start with the verdict "
-            "`false` as one token of this tokenizer"
-        )
-    return (verdicts, *(frozenset([i]) for i in ids[1:]))
-
-
-def quote_sources(settings: EpisodeSettings, tokenizer: PreTrainedTokenizerBase) -> Callable[[Transcript], list[list[int]]] | None:
-    """What a report under the episodes' report grammar may quote: the target's replies as tokens (None: no grammar)."""
-    return None if settings.report_grammar == "free" else functools.partial(transcript_reply_tokens, tokenizer, unit=settings.quote_unit)
 
 
 class AuditRolloutFunc:
@@ -64,6 +36,7 @@ class AuditRolloutFunc:
         runner: AsyncRunner,
         auditor_name: str,
         snapshot: PolicySnapshot | None = None,
+        extension: TrainingExtension = NO_EXTENSION,
     ) -> None:
         self.factory = factory
         self.settings = settings
@@ -73,13 +46,8 @@ class AuditRolloutFunc:
         self.auditor_name = auditor_name
         self.snapshot = snapshot
         self.generator: TurnGenerator | None = None
-        self.probing: TeacherProbing | None = None
+        self.extension = extension
         self.seconds = 0.0
-        self.claims_per_group = claims_per_group(settings.claim_exploration, group_size)
-        self.claim_tokens = claim_tokens(tokenizer, settings.auditor_prompt) if self.claims_per_group else ()
-        self.quote_sources = quote_sources(settings, tokenizer)
-        if settings.report_grammar != "free":
-            self.claim_tokens = self.claim_tokens[:1]  # the grammar writes the claim's keys once its verdict is drawn
 
     def bind(self, trainer: GRPOTrainer) -> TurnGenerator:
         """Choose the generation backend once the trainer exists."""
@@ -87,11 +55,7 @@ class AuditRolloutFunc:
             self.generator = VLLMTurnGenerator(trainer.vllm_generation, self.segments)
         else:
             self.generator = HFTurnGenerator(trainer, self.settings, self.segments)
-        if self.settings.probing == "teacher":
-            if not isinstance(self.factory, AuditEpisodeFactory):
-                raise TypeError("episodes.probing: teacher needs the config's own episodes (an AuditEpisodeFactory)")
-            self.generator = self.probing = teacher_probing(self.settings, self.generator, self.factory, self.segments)
-            self.factory = self.probing.factory
+        self.generator, self.factory = self.extension.generator(self.generator, self.factory, self.segments)
         return self.generator
 
     def __call__(self, prompts: list[Any], trainer: GRPOTrainer) -> dict[str, Any]:
@@ -109,18 +73,13 @@ class AuditRolloutFunc:
                 first_index=first,
                 max_completion_tokens=self.settings.max_completion_tokens,
                 auditor_name=self.auditor_name,
-                claim_tokens=self.claim_tokens,
-                claims_per_group=self.claims_per_group,
-                claim_planted_only=self.settings.claim_exploration_targets == "planted",
                 turn_tokens=self.settings.turn_tokens,
-                quote_sources=self.quote_sources,
+                hooks=self.extension,
             )
         )
-        if self.probing is not None:
-            self.probing.mark(batch.transcripts)
+        self.extension.finished(batch)
         result = batch.as_trl()
-        if self.settings.trained_tokens == "quote":
-            result["env_mask"] = batch.quote_mask
+        self.extension.trl_fields(batch, result)
         if self.snapshot is not None:
             result["reference"] = self._references(rows, first, trainer, generator)
         self.seconds += time.perf_counter() - started
@@ -150,11 +109,11 @@ class AuditRolloutFunc:
                     max_completion_tokens=self.settings.max_completion_tokens,
                     auditor_name=f"{self.auditor_name}@step{self.snapshot.step}",
                     turn_tokens=self.settings.turn_tokens,
-                    quote_sources=self.quote_sources,
+                    hooks=self.extension,
+                    references=True,
                 )
             )
-        if self.probing is not None:
-            self.probing.mark(batch.transcripts)
+        self.extension.finished(batch)
         references: list[Transcript | None] = [None] * len(rows)
         for i, t in zip(starts, batch.transcripts, strict=True):
             REFERENCE_SNAPSHOT_STEP.set(t, self.snapshot.step)

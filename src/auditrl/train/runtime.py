@@ -26,6 +26,11 @@ class AsyncRunner:
         self.loop.close()
 
 
+def is_main_process() -> bool:
+    """Whether this is the main process of the launch (every process of a run has started the state by then)."""
+    return bool(PartialState().is_main_process)
+
+
 def distributed_state(timeout_seconds: int) -> PartialState:
     """The process layout, initialised as the Trainer will (CPU processes use gloo when no GPU is present).
 

@@ -25,12 +25,12 @@ from auditrl.models.limits import CallLimits
 from auditrl.models.prefill import continue_body, prefill_support
 from auditrl.models.retries import ModelCallFailed, call_model
 from auditrl.models.roles import resolve_model
-from auditrl.scaffold.transcript_keys import PROBED_BY, TEACHER, TEACHER_TURNS_CUT
+from auditrl.scaffold.transcript_keys import TEACHER, TEACHER_TURNS_CUT
 from auditrl.scaffold.transcript import Transcript
-from auditrl.train.config import EpisodeSettings, GRPOLMConfig
+from auditrl.train.config import GRPOLMConfig
 from auditrl.train.episodes import AuditEpisodeFactory
-from auditrl.train.generation import FirstTokens, QuoteSources, Sample
-from auditrl.train.rollout import ChatSegments, Episode, EpisodeRow, RolloutBatch, TurnGenerator, run_rollouts
+from auditrl.train.generation import Sample
+from auditrl.train.rollout import ChatSegments, Episode, EpisodeRow, RolloutBatch, run_rollouts
 
 T = TypeVar("T")
 
@@ -133,70 +133,6 @@ class TeacherTurns:
 
     def close(self) -> None:
         self.loop.close()
-
-
-@dataclass
-class TeacherProbing:
-    """A TurnGenerator for report-only training (`episodes.probing: teacher`): the teacher writes each probing
-    turn and the policy's generator the report turn. The teacher's tokens carry no logprob, so they stay in
-    context and out of the loss, like the environment's; the report is sampled and trained as in a whole audit.
-
-    Rollout keys are global rollout indices; the teacher numbers its episodes from 0 in each batch, and every
-    rollout of a batch is live on the first call, so the first key is the batch's offset."""
-
-    policy: TurnGenerator
-    teacher: TeacherTurns
-    offset: int | None = None
-
-    def factory(self, row: EpisodeRow) -> Episode:
-        return self.teacher.factory(row)
-
-    def start(self) -> None:
-        self.policy.start()
-        self.teacher.start()
-        self.offset = None
-
-    def __call__(
-        self, keys: list[int], contexts: list[list[int]], first: FirstTokens | None = None, quotes: QuoteSources | None = None
-    ) -> list[Sample]:
-        if self.offset is None:
-            self.offset = keys[0]
-        local = [k - self.offset for k in keys]
-        probing = [i for i, k in enumerate(local) if self.teacher.live[k].phase != "report"]
-        probed = set(probing)
-        report = [i for i in range(len(keys)) if i not in probed]
-        samples: list[Sample | None] = [None] * len(keys)
-        if probing:
-            written = self.teacher([local[i] for i in probing], [contexts[i] for i in probing])
-            for i, sample in zip(probing, written, strict=True):
-                samples[i] = Sample(sample.ids, [None] * len(sample.ids))
-        if report:
-            options: dict[str, Any] = {}
-            if first and any(first[i] for i in report):
-                options["first"] = [first[i] for i in report]
-            if quotes and any(quotes[i] is not None for i in report):
-                options["quotes"] = [quotes[i] for i in report]
-            sampled = self.policy([keys[i] for i in report], [contexts[i] for i in report], **options)
-            for i, sample in zip(report, sampled, strict=True):
-                samples[i] = sample
-        return [s for s in samples if s is not None]
-
-    def mark(self, transcripts: Sequence[Transcript]) -> None:
-        """Name the prober on each audit and mark those whose teacher call failed as errors."""
-        for transcript in transcripts:
-            PROBED_BY.set(transcript, self.teacher.spec)
-        self.teacher.mark_failures(transcripts)
-
-    def close(self) -> None:
-        self.teacher.close()
-
-
-def teacher_probing(settings: EpisodeSettings, policy: TurnGenerator, episodes: AuditEpisodeFactory, segments: ChatSegments) -> TeacherProbing:
-    """`settings.probing_teacher` probing for `policy`'s reports."""
-    spec = settings.probing_teacher
-    return TeacherProbing(policy, TeacherTurns(
-        resolve_model(spec), spec, episodes, segments, settings.max_new_tokens, max_report_tokens=settings.max_report_tokens
-    ))
 
 
 def teacher_rollouts(

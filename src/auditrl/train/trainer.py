@@ -16,7 +16,7 @@ labelled positions too: an audit's opening prompt alone is hundreds of positions
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -26,7 +26,7 @@ from torch import nn
 from trl import GRPOTrainer
 from trl.trainer.utils import pad
 
-from auditrl.train.advantages import trl_advantages
+from auditrl.train.extensions import NO_EXTENSION, TrainingExtension
 
 IGNORED_LABEL = -100
 
@@ -75,34 +75,31 @@ class AuditGRPOTrainer(GRPOTrainer):
     reference model's. A position scored in one pass and not in another would enter the policy ratio as
     exp(0 - old logprob), which overflows on the improbable tokens a target writes (inf x mask 0 = NaN).
 
-    With `quote_rewards` (reward.quote_credit: claim or expected), the report quote's tokens are trained with their
-    own group-relative advantage, of what a claim quoting them earns, or the report in expectation over the verdict
-    (auditrl.train.reward.GroupReward), and every other token with the audit's; TRL takes advantages shaped (rows,
-    completion positions) as given."""
+    `extension` (auditrl.train.extensions) may transform the advantages TRL computed, per token: TRL takes
+    advantages shaped (rows, completion positions) as given."""
 
     _label_mask: torch.Tensor | None = None
-    _quote_mask: torch.Tensor | None = None
+    _extra_fields: dict[str, Any] | None = None
 
-    def __init__(self, *args: Any, quote_rewards: Callable[[], list[float | None]] | None = None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, extension: TrainingExtension = NO_EXTENSION, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.quote_rewards = quote_rewards
+        self.extension = extension
 
     def _generate(self, prompts: list[Any]) -> tuple[Any, ...]:
         result = super()._generate(prompts)
         _, completion_ids, env_mask, _, _, extra_fields, *_ = result
         self._label_mask = None if env_mask is None else self._generation_mask(completion_ids, env_mask)
-        quotes = extra_fields.get("quote_mask") if self.quote_rewards is not None else None
-        self._quote_mask = None if quotes is None else self._padded(quotes, 0)
+        self._extra_fields = extra_fields
         return result
 
-    def _padded(self, rows: list[list[int]], value: int) -> torch.Tensor:
+    def padded(self, rows: list[list[int]], value: int) -> torch.Tensor:
         """Per-position rows padded on the right as TRL pads the completions."""
         return pad([torch.tensor(m) for m in rows], padding_value=value, padding_side="right",
                    pad_to_multiple_of=self.pad_to_multiple_of)  # fmt: skip
 
     def _generation_mask(self, completion_ids: list[list[int]], env_mask: list[list[int]]) -> torch.Tensor:
         """The tool mask TRL builds for the generation batch (right-padded with 1, truncated rows zeroed)."""
-        mask = self._padded(env_mask, 1)
+        mask = self.padded(env_mask, 1)
         if self.mask_truncated_completions:
             ends = {*self.eos_token_ids, self._tokenizer.pad_token_id}
             kept = torch.tensor([ids[-1] in ends for ids in completion_ids])
@@ -112,28 +109,11 @@ class AuditGRPOTrainer(GRPOTrainer):
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         try:
             output = super()._generate_and_score_completions(inputs)
-            if self._quote_mask is not None:
-                output["advantages"] = self._with_quote_advantages(
-                    output["advantages"], self._quote_mask, output["completion_ids"].shape[1]
-                )
+            output["advantages"] = self.extension.advantages(output, self, self._extra_fields or {})
             return output
         finally:
             self._label_mask = None
-            self._quote_mask = None
-
-    def _with_quote_advantages(self, advantages: torch.Tensor, quote_mask: torch.Tensor, width: int) -> torch.Tensor:
-        """Per-position advantages: the quote's own at its positions, the audit's everywhere else."""
-        assert self.quote_rewards is not None
-        rows = advantages.shape[0]
-        every = trl_advantages(self.quote_rewards(), self.num_generations, self.scale_rewards)
-        start = self.accelerator.process_index * rows
-        if len(every) < start + rows:
-            raise RuntimeError(f"{len(every)} quote rewards for the rows {start}-{start + rows} of this rank")
-        quote = torch.tensor(every[start : start + rows], dtype=advantages.dtype, device=advantages.device)
-        if tuple(quote_mask.shape) != (rows, width):
-            raise RuntimeError(f"quote mask {tuple(quote_mask.shape)} does not match the {rows} x {width} completions")
-        mask = quote_mask.to(advantages.device).bool()
-        return torch.where(mask, quote.unsqueeze(1), advantages.unsqueeze(1).expand_as(mask))
+            self._extra_fields = None
 
     def _compute_loss(self, model: nn.Module, inputs: dict[str, Any]) -> torch.Tensor:
         self._label_mask = inputs.get("tool_mask")

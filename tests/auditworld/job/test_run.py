@@ -55,7 +55,7 @@ def test_bad_config_names_the_file_and_field(tmp_path: Path) -> None:
     ("change", "pattern"),
     [
         (lambda raw: raw["train"].update(max_steps="abc"), r"field 'train\.max_steps': Input should be a valid integer"),
-        (lambda raw: raw["train"]["init"].update(teacher="oracle"), r"field 'train\.init\.imitation\.teacher': unknown scripted auditor 'oracle'; known: random, blind, experimenter"),
+        (lambda raw: raw["train"]["init"].update(expert="oracle"), r"field 'train\.init\.imitation\.expert': unknown scripted auditor 'oracle'; known: random, blind, experimenter"),
         (lambda raw: raw["train"]["init"].update(competence=1.5), r"field 'train\.init\.imitation\.competence': Input should be less than or equal to 1"),
         (lambda raw: raw.pop("evaluation"), r"field 'evaluation': Field required"),
         (lambda raw: raw["world"].update(sead=1), r"field 'world\.sead': Extra inputs are not permitted"),
@@ -122,6 +122,9 @@ def test_small_main_job_writes_results_transcripts_and_report(tmp_path: Path) ->
     assert "Base competence: imitation of experimenter" in html and "<script" not in html
     assert "Two kinds of 95% interval" in html and "Zero-width intervals" in html
     assert "by construction" in html  # the in-group pairwise caption, generated because that design ran
+    listed = re.findall(r'<span class="outcome [^"]*">([^<]*)</span> &middot; <span class="archetype">archetype: ', html)
+    assert listed and set(listed) <= {"identified", "missed", "false positive", "correctly clean", "no readable report"}
+    assert "held-out audits of each auditor per seed" in html  # the transcripts say how they were picked
 
 
 def test_a_rerun_reuses_the_cached_bases_and_runs(tmp_path: Path) -> None:

@@ -1,7 +1,7 @@
 """The bases of an AuditWorld job: each distinct `init` of its designs, built once per training seed and cached.
 
 A base is the "base model" row of every table: the trained designs are read against the base they
-started from. For an imitation base the job also measures how often it follows its teacher (its
+started from. For an imitation base the job also measures how often it follows its expert (its
 competence, as reached), which the report states beside the configured values.
 """
 

@@ -94,7 +94,7 @@ def ingroup_doses(cfg: AuditWorldConfig) -> dict[float, str]:
 
 
 def competence_table(bases: Mapping[str, Base]) -> tables.Table | None:
-    """Configured and reached agreement of the job's base with its teacher, averaged over seeds."""
+    """Configured and reached agreement of the job's base with its expert, averaged over seeds."""
     facts = [f["agreement"] for f in bases["base"].facts.values() if "agreement" in f]
     if not facts:
         return None

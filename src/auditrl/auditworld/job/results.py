@@ -17,7 +17,7 @@ from auditrl.analysis.assignment import Classifier
 from auditrl.analysis.convergence import ConvergenceRow
 from auditrl.analysis.strategies import Cluster
 from auditrl.atomic import atomic_write_text
-from auditrl.evaluate.stats import Estimate
+from auditrl.stats import Estimate
 from auditrl.auditworld.metrics import SeedSpread
 
 RESULTS_FILE = "results.json"
@@ -28,12 +28,12 @@ class _Record(BaseModel):
 
 
 class BaseSummary(_Record):
-    """A base auditor: how it was built, at what cost, and what each seed's base measured against its teacher."""
+    """A base auditor: how it was built, at what cost, and what each seed's base measured against its expert."""
 
     label: str = Field(description="How tables name it, with its init and competence.")
     init: dict[str, Any] = Field(description="The `train.init` section it was built from.")
     cpu_seconds: float
-    facts: dict[str, dict[str, Any]] = Field(description="Per training seed (as a string): agreement with its teacher, CPU seconds.")
+    facts: dict[str, dict[str, Any]] = Field(description="Per training seed (as a string): agreement with its expert, CPU seconds.")
 
 
 class AuditorResult(_Record):

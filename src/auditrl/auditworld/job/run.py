@@ -166,7 +166,15 @@ def run_from_config(config_path: Path, out_dir: Path | None = None) -> Path:
     )  # fmt: skip
     sections = report_sections(cfg, rows, bases, trained, clusters, ev.groups, results, convergence)
     results.write(run_dir)
-    report = write_page(run_dir / "report.html", f"AuditWorld: {cfg.name}", [*sections, transcripts_section(ev.saved, limit=2 * len(rows))])
+    names = clusters.label_names("archetype")
+    kept = cfg.analysis.transcripts_saved
+    saved = transcripts_section(
+        ev.saved,
+        limit=2 * len(rows),
+        source=f"the first {kept} planted and benign held-out audits of each auditor per seed",
+        archetypes={tid: names[a] for tid, a in results.strategies.archetypes.items()},
+    )
+    report = write_page(run_dir / "report.html", f"AuditWorld: {cfg.name}", [*sections, saved])
     console.print(
         f"trained {train_episodes:,} episodes in {train_seconds:.1f} CPU s "
         f"({results.throughput_episodes_per_cpu_second or 0:,.0f} episodes per CPU-second); bases "

@@ -178,12 +178,12 @@ def dimensions(rows: Mapping[str, PolicyEvaluation]) -> Table:
 
 
 def competence(base_label: str, agreement: Mapping[str, Mapping[str, float]]) -> Table:
-    """The imitation base's agreement with its teacher per decision: configured (expected) and reached."""
+    """The imitation base's agreement with its expert per decision: configured (expected) and reached."""
     heads = list(agreement["expected"])
     return Table(
         title=f"Base competence: {base_label}",
         header=["decision", "configured", "reached"],
         rows=[[h, f"{agreement['expected'][h]:.3f}", f"{agreement['measured'][h]:.3f}"] for h in heads],
-        caption="Share of decisions on which the base's sampled choice equals the teacher's, on the states the base "
+        caption="Share of decisions on which the base's sampled choice equals the expert's, on the states the base "
         "reaches in training-split audits (mean over seeds); configured = competence + (1 - competence) / choices.",
     )

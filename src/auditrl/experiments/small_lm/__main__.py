@@ -1,0 +1,5 @@
+"""`python -m auditrl.experiments.small_lm <command>`."""
+
+from auditrl.experiments.small_lm.cli import app
+
+app()
