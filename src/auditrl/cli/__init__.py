@@ -57,6 +57,10 @@ def load_command(name: str) -> TyperCommand | TyperGroup:
         holder.command(name=name)(found)
         command = typer.main.get_command(holder)
     command.name = name
+    from auditrl.cli.options import arrange_help
+
+    for each in [command, *getattr(command, "commands", {}).values()]:
+        arrange_help(each)
     return command
 
 

@@ -33,6 +33,7 @@ from auditrl.cli.options import (
     random_seed_option,
 )
 from auditrl.cli.outputs import ReportFiles, json_text, table_section, transcripts_part
+from auditrl.terminal import keep_whole
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -78,7 +79,7 @@ def table(rows: list[CruxRow], turns: int) -> Table:
         out.add_column(name, justify="right")
     for r in rows:
         out.add_row(escape(r.auditor), str(r.detection), str(r.cruxes), str(r.continuations), str(r.failed), str(r.abstained))
-    return out
+    return keep_whole(out, "auditor")
 
 
 @app.command()

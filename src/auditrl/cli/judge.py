@@ -46,6 +46,7 @@ from auditrl.judges.registry import DEFAULT_FAMILY, JudgeFamily, judge_family_na
 from auditrl.rewards.registry import build_design, design_names, design_spec, designs_help
 from auditrl.scaffold.store import TRANSCRIPTS, RunError, read_run, read_transcripts, scored_copy, write_transcripts
 from auditrl.scaffold.transcript import Transcript
+from auditrl.terminal import keep_whole
 
 if TYPE_CHECKING:  # inspect-ai and scipy are imported when a command runs, so that a usage error answers at once
     from inspect_ai.model import Model
@@ -200,7 +201,7 @@ def pairwise(
         share = "abstain" if r.share_a is None else f"{r.share_a:.2f}"
         agree = {"both": "yes" if r.consistent else "no", "neither": "-"}.get(r.orders, f"unchecked: {r.orders} answered")
         table.add_row(str(i), escape(r.a_id), escape(r.b_id), first, second, share, agree)
-    console.print(table)
+    console.print(keep_whole(table, "A id", "B id"))
     shares = [r.share_a for r in results if r.share_a is not None]
     est = mean_ci(shares)
     bias = position_bias(results)
