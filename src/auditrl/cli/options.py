@@ -206,11 +206,13 @@ def undeprecated(command: str, args: Sequence[str]) -> tuple[list[str], list[str
 
 HELP_PANELS: dict[str, str] = {
     **dict.fromkeys(
-        ("auditor", "target", "production_target", "judge", "realism_judge_spec", "namer", "target_prefill", "demo_model"),
+        ("auditor", "target", "production_target", "judge", "realism_judge_spec", "namer", "target_prefill",
+         "demo_model"),
         "Models",
-    ),
+    ),  # fmt: skip
     **dict.fromkeys(
-        ("max_retries", "timeout", "max_tokens", "temperature", "concurrency", "judge_cache", "followups"), "Model calls"
+        ("max_retries", "timeout", "max_tokens", "temperature", "concurrency", "judge_cache", "followups"),
+        "Model calls",
     ),
     **dict.fromkeys(
         ("tool_protocol", "tool_set", "auditor_prompt", "max_turns", "benign_max_turns", "production_max_turns",
