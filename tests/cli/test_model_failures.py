@@ -45,11 +45,11 @@ def test_a_model_that_cannot_be_called_stops_the_command_before_any_audit(
     assert not any(tmp_path.iterdir()), "nothing is written by a command refused before its first audit"
 
 
-def test_models_check_says_when_the_local_models_package_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("auditrl.models.local.SMOLLM2_PACKAGE", "no_such_package_of_weights")
+def test_models_check_says_when_the_local_model_file_is_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("auditrl.models.local.smollm2_candidates", lambda: [tmp_path / "nowhere" / "model.gguf"])
     code, output = invoke(["models", "check", "local/smollm2"])
     assert code == 1
-    assert "FAIL local/smollm2 needs the 'no_such_package_of_weights' package" in output
+    assert "FAIL local/smollm2: the model file" in output and "is not installed" in output
     assert "resolves" not in output
 
 
