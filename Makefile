@@ -35,13 +35,9 @@ run: install
 test: install-test
 	$(PY) -m pytest -q -n 2
 
+# every benchmark with a goal, run one after another, summed up in one table (figure, goal, anchor, CPU)
 bench: install-test
-	$(PY) benchmarks/engine_overhead.py
-	$(PY) benchmarks/sim_throughput.py
-	$(PY) benchmarks/batched_generation.py
-	$(PY) benchmarks/cli_startup.py
-	$(PY) benchmarks/strategies_at_scale.py
-	$(PY) benchmarks/concurrent_audits.py
+	$(PY) benchmarks/summary.py
 
 docs: install-test
 	$(VENV)/bin/mkdocs serve

@@ -49,8 +49,8 @@ def main(argv: list[str] | None = None) -> Table:
     train(world, warm, base=base)  # warm-up (imports, allocator)
 
     table = Table(
-        title=f"AuditWorld throughput, 1 thread ({args.groups}x{args.group_size} episodes/step, {args.max_turns} turns; "
-        f"base built in {base_cpu:.1f} CPU s)"
+        title=f"AuditWorld throughput, 1 thread, CPU capability {torch.backends.cpu.get_cpu_capability()} "
+        f"({args.groups}x{args.group_size} episodes/step, {args.max_turns} turns; base built in {base_cpu:.1f} CPU s)"
     )
     for col in ("what", "episodes", "wall s", "CPU s", "episodes/CPU-s", "mean turns"):
         table.add_column(col, justify="right" if col != "what" else "left")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +14,23 @@ import pytest
 # import would keep that width, so a test that sets COLUMNS for one command would see 80 columns under xdist only.
 for _name in ("COLUMNS", "LINES"):
     os.environ.pop(_name, None)
+
+_STARTED = time.perf_counter()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """`make test` states its own cost: wall time, the CPU time of this process and the workers it waited for,
+    and the CPU it ran on (torch's capability string), so a suite's duration is read against its machine."""
+    import torch
+
+    times = os.times()
+    cpu = times.user + times.system + times.children_user + times.children_system
+    terminalreporter.write_line(
+        f"suite: {time.perf_counter() - _STARTED:.0f} s wall since the tests were loaded, "
+        f"{cpu:.0f} CPU-s (this process and finished workers), "
+        f"CPU capability {torch.backends.cpu.get_cpu_capability()}, {os.cpu_count()} cores, "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
 
 
 @pytest.fixture(autouse=True)

@@ -15,7 +15,7 @@ from auditrl.safe_text import short_repr
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "auditrl"
 LAUGHS = "\n".join(
-    [f"{a}: &{a} [{', '.join([f'*{p}'] * 9)}]" for p, a in zip("abcdefgh", "bcdefghi")]
+    [f"{a}: &{a} [{', '.join([f'*{p}'] * 9)}]" for p, a in zip("abcdefgh", "bcdefghi", strict=True)]
 )
 BOMB = 'a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]\n' + LAUGHS + "\nvalue: *i\n"
 

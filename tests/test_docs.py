@@ -19,7 +19,9 @@ from auditrl.cli import COMMANDS
 from auditrl.train.config import GRPOLMConfig
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS_FILES = sorted(p for p in (ROOT / "docs").glob("*.md") if p.name != "index.md")
+GUIDES = {"index.md", "training_step.md"}
+"""Pages at the top of docs/ that are not results files."""
+RESULTS_FILES = sorted(p for p in (ROOT / "docs").glob("*.md") if p.name not in GUIDES)
 APPENDIX = ROOT / "docs" / "experiments" / "small_lm_runs.md"
 
 

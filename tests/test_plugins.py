@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from auditrl import plugins
+from auditrl.auditworld import designs as sim_designs
 from auditrl.judges import registry as judges_registry
 from auditrl.rewards import registry as rewards_registry
-from auditrl.auditworld import designs as sim_designs
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

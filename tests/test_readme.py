@@ -54,10 +54,11 @@ def test_the_readme_marks_its_runnable_blocks() -> None:
 def test_every_runnable_readme_block_runs_as_written(tmp_path: Path) -> None:
     shutil.copytree(ROOT / "configs", tmp_path / "configs")
     bin_dir = Path(sys.executable).parent
+    # The package as this environment installed it (editable): a src folder put ahead of site-packages would make
+    # inspect read the build's egg-info, which is not marked editable, and miss the `auditrl/` task namespace.
     env = {
         **os.environ,
         "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")])),
         "COLUMNS": "80",
         "OMP_NUM_THREADS": "1",
         "HF_HUB_OFFLINE": "1",

@@ -4,7 +4,7 @@
 imports it directly, so auditrl's own commands resolve these providers without the entry point.
 """
 
-from auditrl.models import local, scripted
 from auditrl.auditworld import provider
+from auditrl.models import local, scripted
 
 __all__ = ["local", "provider", "scripted"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from scipy.stats import rankdata
 from pydantic import BaseModel
+from scipy.stats import rankdata
 
 
 class Estimate(BaseModel):

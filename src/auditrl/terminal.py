@@ -91,7 +91,7 @@ def quiet_third_party() -> None:
         hf_logging.set_verbosity_error()
         hf_logging.disable_progress_bar()
     if (std := sys.modules.get("tqdm.std")) is not None:  # imported already: do what TQDM_DISABLE does at import
-        std.tqdm.__init__ = functools.partialmethod(std.tqdm.__init__, disable=True)  # type: ignore[method-assign]
+        std.tqdm.__init__ = functools.partialmethod(std.tqdm.__init__, disable=True)
 
 
 def at_audit(audit: int, audits: int, max_turns: int) -> None:

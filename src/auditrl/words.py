@@ -9,13 +9,17 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from nltk.stem.snowball import SnowballStemmer
 
 _WORD = re.compile(r"[a-z0-9]+")
 _APOSTROPHES = str.maketrans({"’": "'", "‘": "'"})
 
 
 @functools.cache
-def _stemmer():  # noqa: ANN202 - nltk ships no type hints
+def _stemmer() -> SnowballStemmer:
     from nltk.stem.snowball import SnowballStemmer
 
     return SnowballStemmer("english")

@@ -9,11 +9,11 @@ from inspect_ai.model import ModelOutput
 from sklearn.metrics import adjusted_rand_score
 from strategy_fixtures import tactic_transcripts
 
+from auditrl.analysis.codebook import codebook_texts, load_codebook
 from auditrl.analysis.derivation import CodebookStudy, derive_codebook, study_codebook, study_tables
 from auditrl.analysis.llm_naming import LLMNamer, parse_roll_up
 from auditrl.analysis.representation import Embedded, embed
 from auditrl.analysis.stability import best_jaccard, stability
-from auditrl.analysis.codebook import codebook_texts, load_codebook
 from auditrl.analysis.strategies import StrategyClusters, cluster_strategies
 from auditrl.analysis.summaries import strategy_summaries
 

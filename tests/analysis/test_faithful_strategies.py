@@ -23,8 +23,8 @@ from strategy_fixtures import (
 )
 
 from auditrl.analysis.assignment import assign_strategies
-from auditrl.analysis.strategies import cluster_strategies
 from auditrl.analysis.features import controlled_comparison, cycled, dominant_tactics, strategy_features
+from auditrl.analysis.strategies import cluster_strategies
 from auditrl.analysis.summaries import strategy_summary
 from auditrl.scaffold.transcript import Transcript
 
@@ -138,11 +138,11 @@ def test_tactic_groups_land_in_faithful_categories(classifier: str) -> None:
 
 @pytest.fixture(scope="module")
 def baseline_transcripts() -> tuple[list[Transcript], list[str]]:
-    from auditrl.behaviors.library import load_behaviors
     from auditrl.auditworld.policies import ExperimenterPolicy, InterrogatorPolicy, RandomPolicy
     from auditrl.auditworld.render import render_episodes
     from auditrl.auditworld.simulate import simulate
     from auditrl.auditworld.world import World, training_batch
+    from auditrl.behaviors.library import load_behaviors
 
     world = World.build(load_behaviors())
     transcripts: list[Transcript] = []

@@ -5,7 +5,6 @@ import yaml
 from inspect_ai.model import ModelOutput
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 from sklearn.metrics import adjusted_rand_score
-
 from strategy_fixtures import strategy_transcripts
 
 from auditrl.analysis.codebook import load_codebook
@@ -70,7 +69,7 @@ def test_summaries_cluster_by_strategy_and_map_to_archetypes() -> None:
     # Pressure with a forced reply opening is a pressured confession or, counting the prefill, an aggressive audit.
     expected = {"experiments": {"controlled_experiments"}, "pressure": {"self_reports", "aggressive_audits"}, "none": {"auditing_failures"}}
     agree = sum(cats[i] in expected[g] for i, g in enumerate(truth)) / len(truth)
-    assert agree >= 0.9, list(zip(truth, cats))
+    assert agree >= 0.9, list(zip(truth, cats, strict=True))
 
 
 def test_distribution_shares_per_group() -> None:
@@ -129,7 +128,7 @@ def test_minilm_recovers_planted_groups() -> None:
     assert adjusted_rand_score(truth, result.labels) >= 0.9
     cats = result.categories()
     expected = {"experiments": "controlled_experiments", "confession": "self_reports", "idle": "auditing_failures"}
-    assert sum(cats[i] == expected[g] for i, g in enumerate(truth)) / len(truth) >= 0.8, list(zip(truth, cats))
+    assert sum(cats[i] == expected[g] for i, g in enumerate(truth)) / len(truth) >= 0.8, list(zip(truth, cats, strict=True))
 
 
 def test_naming_terms_stay_inside_clauses() -> None:

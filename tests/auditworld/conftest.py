@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from auditrl.behaviors.library import load_behaviors
 from auditrl.auditworld.world import World
+from auditrl.behaviors.library import load_behaviors
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,7 @@ def record(turns: list[tuple[int, int, int, int]], claim: int = -1, confidence: 
     """A record of `n` identical episodes; turns are (topic, framing, pressure, reply kind)."""
     n_t = len(load_topics())
     h = max(len(turns), 1)
-    col = lambda i, fill: np.array([[t[i] for t in turns] + [fill] * (h - len(turns))] * n, dtype=np.int64)  # noqa: E731
+    col = lambda i, fill: np.array([[t[i] for t in turns] + [fill] * (h - len(turns))] * n, dtype=np.int64)
     trig = np.zeros((n, n_t), dtype=bool)
     if planted:
         trig[:, list(trigger)] = True

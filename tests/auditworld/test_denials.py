@@ -6,12 +6,12 @@ import re
 
 import pytest
 
-from auditrl.behaviors.library import load_behaviors
-from auditrl.behaviors.plant import target_system_prompt
 from auditrl.auditworld.provider import simulated_reply
 from auditrl.auditworld.targets import SIM_BEHAVIORS_FILE, load_sim_behaviors, parse_sim_behaviors, render_reply
 from auditrl.auditworld.texts import read_data
 from auditrl.auditworld.world import World
+from auditrl.behaviors.library import load_behaviors
+from auditrl.behaviors.plant import target_system_prompt
 
 SECOND_PERSON_SENTENCE = re.compile(r"(^|[.!?;:]\s+)You\s")
 DRAWS = (0.0, 0.3, 0.6, 0.9)

@@ -8,12 +8,6 @@ import dataclasses
 
 import numpy as np
 import pytest
-
-from auditrl.behaviors.library import load_behaviors
-from auditrl.judges.programmatic import Facts, ProgrammaticBinaryJudge
-from auditrl.judges.realism import RealOpening
-from auditrl.scaffold.transcript import Prediction, Report
-from auditrl.scaffold.transcript import Transcript
 from sim_records import record
 
 from auditrl.auditworld.judges import (
@@ -26,11 +20,20 @@ from auditrl.auditworld.judges import (
     pairwise_share,
 )
 from auditrl.auditworld.policies import ExperimenterPolicy, InterrogatorPolicy, RandomPolicy
-from auditrl.auditworld.render import render_episodes, transcript_observed
 from auditrl.auditworld.records import Observed, ground_truth
+from auditrl.auditworld.render import render_episodes, transcript_observed
 from auditrl.auditworld.simulate import Rollout, simulate
-from auditrl.auditworld.transcript_judges import SimBinaryJudge, SimConcerningnessJudge, SimPairwiseJudge, SimRealismJudge
+from auditrl.auditworld.transcript_judges import (
+    SimBinaryJudge,
+    SimConcerningnessJudge,
+    SimPairwiseJudge,
+    SimRealismJudge,
+)
 from auditrl.auditworld.world import World, training_batch
+from auditrl.behaviors.library import load_behaviors
+from auditrl.judges.programmatic import Facts, ProgrammaticBinaryJudge
+from auditrl.judges.realism import RealOpening
+from auditrl.scaffold.transcript import Prediction, Report, Transcript
 
 K = 4
 P = JudgeParams()
@@ -78,7 +81,7 @@ async def _verdicts(world: World, transcripts: list[Transcript]) -> list[object]
         out.append([(p.real, p.audit_slot) for p in (await realism.compare(t, opening)).picks])
         if not t.benign:
             out += [(await lenient.score(t)).surfaced, (await strict.score(t)).surfaced]
-    for a, b in zip(transcripts[::2], transcripts[1::2]):
+    for a, b in zip(transcripts[::2], transcripts[1::2], strict=False):  # an odd last audit has no pair
         result = await pairwise.compare(a, b)
         out.append((result.share_a, result.first.winner, result.first.confidence, result.second.winner, result.second.confidence))
     return out
@@ -192,7 +195,7 @@ def test_equal_records_get_equal_verdicts_and_noise_differs_between_records() ->
 async def test_rendered_narration_is_visible_to_the_rewards_package_programmatic_binary_judge(world: World) -> None:
     r = _rollout(world, InterrogatorPolicy(), 0.0, seed=5)
     transcripts = render_episodes(world, r, range(r.batch.size), "p")
-    narrated = [t for t, acc, exp in zip(transcripts, r.features.accusations, r.features.expressed) if acc > 0 and exp == 0]
+    narrated = [t for t, acc, exp in zip(transcripts, r.features.accusations, r.features.expressed, strict=True) if acc > 0 and exp == 0]
     for t in narrated:  # both binary judges need a report naming the planted behavior, whatever backs it
         t.report = Report(no_behavior_found=False, predictions=[Prediction(rank=1, description=str(t.behavior_id), confidence=0.9)])
         assert Facts(t).identified

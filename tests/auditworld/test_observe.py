@@ -100,7 +100,7 @@ def test_nothing_outside_a_topics_own_slot_depends_on_which_topic_showed_what() 
                 last_slot=np.array([3]))  # fmt: skip
     a, b = build_observation(slots=base, **args), build_observation(slots=moved, **args)
     assert a.shape == (m, obs_dim(k))
-    slot_cols = lambda s: np.arange(N_GLOBAL + s * SLOT_FEATURES, N_GLOBAL + (s + 1) * SLOT_FEATURES)  # noqa: E731
+    slot_cols = lambda s: np.arange(N_GLOBAL + s * SLOT_FEATURES, N_GLOBAL + (s + 1) * SLOT_FEATURES)
     swapped = np.concatenate([slot_cols(1), slot_cols(2)])
     others = np.setdiff1d(np.arange(a.shape[1]), swapped)
     np.testing.assert_array_equal(a[:, others], b[:, others])

@@ -5,12 +5,12 @@ import re
 import pytest
 from inspect_ai.model import ChatMessageSystem, ChatMessageUser
 
-from auditrl.behaviors.library import load_behaviors
-from auditrl.behaviors.plant import target_system_prompt
-from auditrl.models.roles import resolve_model
 from auditrl.auditworld.provider import recognise_behavior, simulated_reply
 from auditrl.auditworld.texts import render_user_message
 from auditrl.auditworld.world import World
+from auditrl.behaviors.library import load_behaviors
+from auditrl.behaviors.plant import target_system_prompt
+from auditrl.models.roles import resolve_model
 
 KEYS = {"expressed", "confession", "false_confession", "eval_aware"}
 

@@ -16,9 +16,9 @@ from auditrl.auditworld import training
 from auditrl.auditworld.designs import reference_pairwise_rewards
 from auditrl.auditworld.judges import JudgeParams, pairwise_quality
 from auditrl.auditworld.policies import MLPPolicy
-from auditrl.auditworld.training import ReferenceCache
-from auditrl.auditworld.texts import load_topics
 from auditrl.auditworld.records import Observed
+from auditrl.auditworld.texts import load_topics
+from auditrl.auditworld.training import ReferenceCache
 from auditrl.auditworld.world import EpisodeBatch, World, training_batch
 from auditrl.train.advantages import group_advantages
 
@@ -45,7 +45,7 @@ def _params(policy: torch.nn.Module) -> list[torch.Tensor]:
 
 
 def _same(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
-    return all(torch.equal(x, y) for x, y in zip(a, b))
+    return all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
 
 
 def test_reference_cache_matches_the_target_kind_and_stays_frozen_until_a_refresh(world: World, monkeypatch) -> None:  # type: ignore[no-untyped-def]

@@ -113,3 +113,17 @@ async def test_the_provider_plays_the_plan_by_turn_and_reports_when_asked() -> N
     asked = [*messages, ChatMessageAssistant(content=first), request]
     report = json.loads((await model.generate(asked, config=config)).completion)
     assert report["predictions"][0]["quotes"] == [shown]
+
+
+async def test_a_smaller_turn_budget_drops_the_last_probes_and_still_ends_the_conversation() -> None:
+    seed = next(s for s in load_seeds(behavior="flattery") if s.id == "flattery-01").instructions
+    full = SeedAuditor().plan(seed, 0)
+    assert SeedAuditor().plan(seed, 0, turns=3) == [full[0], full[1], full[-1]]
+    assert SeedAuditor().plan(seed, 0, turns=1) == [full[-1]]
+    system = _system(seed).replace("Run experiments", "You have 2 turns. Run experiments")
+    model = get_model("scripted/auditor", memoize=False)
+    turns: list[ChatMessage] = [ChatMessageSystem(content=system), ChatMessageUser(content="Begin.")]
+    first = (await model.generate(turns, config=GenerateConfig(seed=0))).completion
+    turns += [ChatMessageAssistant(content=first), ChatMessageUser(content="<tool_result>ok</tool_result>")]
+    second = (await model.generate(turns, config=GenerateConfig(seed=0))).completion
+    assert [first, second] == [full[0], full[-1]]

@@ -12,6 +12,9 @@ import json
 
 import pytest
 
+from auditrl.auditworld.seeds import auditworld_seeds
+from auditrl.auditworld.teacher import scenario_topics
+from auditrl.auditworld.texts import classify_topic, load_topics
 from auditrl.behaviors.library import load_behaviors
 from auditrl.behaviors.plant import target_system_prompt
 from auditrl.evaluate.lm_checks import turn_validity
@@ -20,11 +23,7 @@ from auditrl.auditworld.targets import reached_trigger
 from auditrl.models.roles import resolve_model
 from auditrl.scaffold.auditor_loop import run_audit
 from auditrl.scaffold.spec import AuditSpec
-from auditrl.scaffold.transcript import Transcript
-from auditrl.scaffold.transcript import Budget
-from auditrl.auditworld.seeds import auditworld_seeds
-from auditrl.auditworld.teacher import scenario_topics
-from auditrl.auditworld.texts import classify_topic, load_topics
+from auditrl.scaffold.transcript import Budget, Transcript
 
 BEHAVIORS = load_behaviors()
 
@@ -114,6 +113,6 @@ def test_the_learning_runs_reward_ranks_the_teachers_findings_above_silence_abov
     r = asyncio.run(teacher_margins(audits, "ingroup_pairwise", "sim"))
     p, b = r["planted"], r["benign"]
     assert len(p["correct"]) >= 10 and len(b["nothing"]) == len(seeds)
-    gap = lambda x, y: mean(u - v for u, v in zip(x, y, strict=True))  # noqa: E731
+    gap = lambda x, y: mean(u - v for u, v in zip(x, y, strict=True))
     assert gap(p["correct"], p["nothing"]) > 0.1 and gap(p["nothing"], p["wrong"]) > 0.1
     assert gap(p["nothing"], p["unreadable"]) > 0.1 and gap(b["nothing"], b["claim"]) > 0.5

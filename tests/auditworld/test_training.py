@@ -2,14 +2,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from auditrl.auditworld.base import ImitationInit, RandomInit, imitation_base
 from auditrl.auditworld.designs import binary_rewards
 from auditrl.auditworld.judges import JudgeParams
-from auditrl.auditworld.policies import RandomPolicy
-from auditrl.auditworld.training import TrainConfig, train
-from auditrl.auditworld.simulate import simulate
-from auditrl.auditworld.world import World, training_batch
+from auditrl.auditworld.policies import MLPPolicy, RandomPolicy
+from auditrl.auditworld.training import Adam, TrainConfig, policy_gradient, train
+from auditrl.auditworld.simulate import Rollout, simulate
+from auditrl.auditworld.world import CLAIM, END, NO_CLAIM, TOOL, World, training_batch
 
 FAMILIES = ["steady", "chatty", "pliant", "guarded"]
 P = JudgeParams()
@@ -62,3 +63,69 @@ def test_the_step_monitors_read_off_the_record_equal_the_ground_truth(world: Wor
         assert s.correct_rate == f.correct[f.planted].mean() and s.claim_rate == (f.claim >= 0).mean()
         assert (s.accusations, s.confessions, s.eval_aware, s.turns) == (
             f.accusations.mean(), f.confessions.mean(), f.eval_aware.mean(), f.turns.mean())
+
+
+def _autograd_loss(policy: MLPPolicy, rollout: Rollout, advantages: np.ndarray, entropy_coef: float) -> torch.Tensor:
+    """The REINFORCE loss of `policy_gradient` written head by head in torch, for autograd to differentiate."""
+    n_act = len(policy.action_sizes)
+    episode, turn = np.nonzero(rollout.acted)
+    actions = torch.from_numpy(rollout.actions[episode, turn])
+    report = torch.from_numpy(rollout.report)
+    logits_turns = policy(torch.from_numpy(rollout.obs[episode, turn]))
+    logits_report = policy(torch.from_numpy(rollout.final_obs))
+    sent = (actions[:, TOOL] != END).float()
+    claimed = (report[:, CLAIM] != NO_CLAIM).float()
+    turns = torch.from_numpy(np.maximum(rollout.acted.sum(axis=1), 1)).float()
+    owner = torch.from_numpy(episode)
+    n = rollout.acted.shape[0]
+    log_prob, entropy = torch.zeros(n), torch.zeros(n)
+    offsets = np.concatenate([[0], np.cumsum(policy.head_sizes)])
+    for h in range(len(policy.head_sizes)):
+        is_turn = h < n_act
+        logits = (logits_turns if is_turn else logits_report)[:, offsets[h] : offsets[h + 1]]
+        logp = torch.log_softmax(logits, dim=1)
+        chosen = (actions[:, h] if is_turn else report[:, h - n_act]).unsqueeze(1)
+        used = (torch.ones(len(logits)) if h in (TOOL, n_act) else sent if is_turn else claimed)
+        ent = -(logp.exp() * logp).sum(1) * (used if h != n_act + 1 else 0.0)
+        lp = logp.gather(1, chosen).squeeze(1) * used
+        if is_turn:
+            log_prob = log_prob.index_add(0, owner, lp)
+            entropy = entropy.index_add(0, owner, ent / turns[owner])
+        else:
+            log_prob, entropy = log_prob + lp, entropy + ent
+    return -(torch.from_numpy(advantages).float() * log_prob).mean() - entropy_coef * entropy.mean()
+
+
+def test_the_numpy_policy_gradient_equals_autograd_on_the_same_loss(world: World) -> None:
+    init = ImitationInit(kind="imitation", dagger_rounds=0, audits_per_round=32, turn_budgets=[8], fit_steps=30)
+    policy = imitation_base(world, init, 8, 0, [0, 1])
+    rng = np.random.default_rng(0)
+    rollout = simulate(world, training_batch(world, rng, 16, 4, 0.5, [0, 1], 10), policy, rng)
+    assert rollout.report[:, CLAIM].max() > NO_CLAIM and (rollout.actions[rollout.acted][:, TOOL] == END).any()
+    advantages = rng.normal(size=rollout.acted.shape[0])
+    loss, grads = policy_gradient(policy, rollout, advantages, 0.05)
+    expected = _autograd_loss(policy, rollout, advantages, 0.05)
+    policy.zero_grad()
+    expected.backward()
+    assert loss == pytest.approx(float(expected.detach()), abs=1e-5)
+    for (name, param), grad in zip(policy.named_parameters(), grads, strict=True):
+        assert grad.shape == tuple(param.shape), name
+        np.testing.assert_allclose(grad, param.grad.numpy(), atol=1e-5, err_msg=name)
+
+
+@pytest.mark.parametrize("max_norm", [0.05, 100.0])
+def test_the_numpy_adam_follows_torch_adam_after_gradient_clipping(max_norm: float) -> None:
+    rng = np.random.default_rng(3)
+    shapes = [(4, 3), (4,)]
+    mine = [rng.normal(size=s).astype(np.float32) for s in shapes]
+    theirs = [torch.nn.Parameter(torch.from_numpy(p.copy())) for p in mine]
+    ours, opt = Adam(mine, lr=0.01), torch.optim.Adam(theirs, lr=0.01)
+    for _ in range(5):
+        grads = [rng.normal(size=s).astype(np.float32) for s in shapes]
+        for p, g in zip(theirs, grads, strict=True):
+            p.grad = torch.from_numpy(g.copy())
+        torch.nn.utils.clip_grad_norm_(theirs, max_norm)
+        opt.step()
+        ours.step(grads, max_norm)
+    for a, b in zip(mine, theirs, strict=True):
+        np.testing.assert_allclose(a, b.detach().numpy(), atol=1e-6)

@@ -4,10 +4,10 @@ import dataclasses
 
 import numpy as np
 
-from auditrl.behaviors.library import load_behaviors
 from auditrl.auditworld.policies import MLPPolicy, RandomPolicy
 from auditrl.auditworld.simulate import simulate
 from auditrl.auditworld.world import World, training_batch
+from auditrl.behaviors.library import load_behaviors
 
 
 def _run(world: World, seed: int) -> dict[str, np.ndarray]:

@@ -474,3 +474,14 @@ def test_report_learning(tmp_path: Path, tiny_local_model: Path) -> None:
     assert pooled["runs"] == [reset_change, reset_change]
     assert pooled["over runs"]["lo"] == pytest.approx(reset_change["mean"]) == pytest.approx(pooled["over runs"]["hi"])
     assert "expected reward on planted training audits, per run" in " ".join(replicas.split())
+
+
+def test_summary_puts_each_figure_beside_its_goal_and_the_cpu(tmp_path: Path) -> None:
+    out = run_benchmark("summary.py", "--tiny", "--only", "engine_overhead", "--json", str(tmp_path / "s.json"), cwd=tmp_path)
+    summary = json.loads((tmp_path / "s.json").read_text())
+    assert summary["cpu_capability"] in out and summary["tiny"] is True
+    (figure,) = summary["figures"]
+    assert figure["benchmark"] == "engine_overhead" and figure["goal"] == "< 2"
+    assert float(figure["value"]) > 0 and figure["met"] == (float(figure["value"]) < 2)
+    assert "Petri" in figure["anchor"]
+    assert "engine ms per auditor turn (mean)" in table_rows(out)["engine_overhead"]

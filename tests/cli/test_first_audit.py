@@ -1,60 +1,83 @@
-"""The Quick start's first audit, run as written at a small size, shows what auditing is.
+"""The README's Quick start, run as written, shows what a first audit is.
 
-The commands are the Quick start's (`auditrl audit` of a planted and a benign `sim/steady` with the
-scripted auditor on seed flattery-01, then `auditrl evaluate --judge programmatic`) with fewer rollouts.
-Their transcripts must show: the auditor follows its seed instruction and reaches the behavior's trigger;
-the target answers what each message asks; the planted target shows the behavior in its own words in the
-trigger context and the benign one never does; a report names the behavior with a quote that shows it;
-rollouts differ and rerun identically; and `evaluate` prints identification beside audit quality and
-FP calibration.
+The Quick start's commands (`auditrl audit` of a planted and a benign `sim/steady` with the scripted auditor,
+then `auditrl evaluate --judge programmatic`) run here in a fresh directory, in order. Their transcripts must
+show: the auditor follows its seed instruction and reaches the behavior's trigger; the target answers what
+each message asks; the planted target shows the behavior in its own words in the trigger context and the
+benign one never does; a report names the behavior with a quote that shows it; rollouts differ and rerun
+identically; and `evaluate` prints identification beside audit quality and FP calibration.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shlex
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from auditrl.auditworld.targets import load_sim_behaviors
-from auditrl.auditworld.texts import classify_topic, load_topics
+from auditrl.auditworld.texts import classify_topic, load_topics, templates
 from auditrl.cli import app
 from auditrl.judges.claim_grader import default_grader
 from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
 from auditrl.scaffold.transcript import Transcript
 
-ROLLOUTS = 3
-AUDIT = [
-    "audit", "--auditor", "scripted/auditor", "--target", "sim/steady", "--seed-id", "flattery-01",
-    "--rollouts", str(ROLLOUTS), "--concurrency", "2", "--max-turns", "5", "--random-seed", "0", "--no-inspect-log",
-]  # fmt: skip
-DISPLAYS = tuple(load_sim_behaviors()["flattery"].expressions)
+README = Path(__file__).resolve().parents[2] / "README.md"
+DISPLAYS = tuple(e for sim in load_sim_behaviors().values() for e in sim.expressions)
+FLATTERY = tuple(load_sim_behaviors()["flattery"].expressions)
 TRIGGERS = set(load_sim_behaviors()["flattery"].topics)
 TOPIC_IDS = [t.id for t in load_topics()]
 
 
-def run(*args: str) -> str:
-    result = CliRunner().invoke(app, list(args), terminal_width=80)
-    assert result.exit_code == 0, result.output
+def quick_start() -> list[list[str]]:
+    """The `auditrl` commands of the README's Quick start block, as words (continuations joined, comments dropped)."""
+    section = README.read_text(encoding="utf-8").split("\n## Quick start\n", 1)[1].split("\n## ", 1)[0]
+    block = section.split("```bash\n", 1)[1].split("```", 1)[0]
+    lines = [shlex.split(line, comments=True) for line in block.replace("\\\n", " ").splitlines()]
+    return [words for words in lines if words[:1] == ["auditrl"]]
+
+
+def run(words: list[str]) -> str:
+    result = CliRunner().invoke(app, words[1:], terminal_width=80)
+    assert result.exit_code == 0, f"{shlex.join(words)}\n{result.output}"
     return result.output
 
 
+def _option(words: list[str], name: str) -> str:
+    return words[words.index(name) + 1]
+
+
+class Demo:
+    """The Quick start's audits by kind, its `evaluate` output, and the planted audit command."""
+
+    def __init__(self, root: Path, commands: list[list[str]]) -> None:
+        self.root = root
+        self.audits = {("--benign" in w): w for w in commands if w[1] == "audit"}
+        (self.evaluate,) = [w for w in commands if w[1] == "evaluate"]
+        self.printed = ""
+
+    def transcripts(self, planted: bool, root: Path | None = None) -> list[Transcript]:
+        found = read_transcripts((root or self.root) / _option(self.audits[not planted], "--out") / TRANSCRIPTS)
+        assert found and all(t.benign is not planted for t in found)
+        return sorted(found, key=lambda t: t.metadata["rollout"])
+
+
 @pytest.fixture(scope="module")
-def quick_start(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    out = tmp_path_factory.mktemp("demo")
-    run(*AUDIT, "--behavior", "flattery", "--out", str(out))
-    run(*AUDIT, "--benign", "--out", str(out))
-    page = str(out / "report.html")
-    printed = run("evaluate", str(out), "--judge", "programmatic", "--unit", "transcript", "--html", page)
-    return out, printed
-
-
-def _transcripts(out: Path, planted: bool) -> list[Transcript]:
-    found = [t for t in read_transcripts(out / TRANSCRIPTS) if t.benign is not planted]
-    assert len(found) == ROLLOUTS
-    return sorted(found, key=lambda t: t.metadata["rollout"])
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Demo:
+    root = tmp_path_factory.mktemp("quick-start")
+    commands = quick_start()
+    made = Demo(root, commands)
+    assert set(made.audits) == {False, True}, "the Quick start audits a planted and a benign target"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(root)
+        for words in commands:
+            printed = run(words)
+            if words is made.evaluate:
+                made.printed = printed
+    return made
 
 
 def _exchanges(t: Transcript) -> list[tuple[str, str, dict]]:
@@ -63,9 +86,9 @@ def _exchanges(t: Transcript) -> list[tuple[str, str, dict]]:
     return [(by_id[m.parent or ""].content, m.generated(), m.annotations) for m in t.target_said()]
 
 
-def test_the_auditor_follows_its_seed_and_reaches_the_trigger(quick_start: tuple[Path, str]) -> None:
-    out, _ = quick_start
-    for t in _transcripts(out, planted=True) + _transcripts(out, planted=False):
+def test_the_auditor_follows_its_seed_and_reaches_the_trigger(demo: Demo) -> None:
+    for t in demo.transcripts(planted=True):
+        assert t.behavior_id == "flattery" and t.seed_id == "flattery-01"
         assert "poem" in t.seed_instructions and "colleague" in t.seed_instructions
         calls = [c for m in t.auditor_messages for c in m.tool_calls]
         sent = [str(c.arguments.get("message")) for c in calls if c.function == "send_message"]
@@ -80,77 +103,77 @@ def test_the_auditor_follows_its_seed_and_reaches_the_trigger(quick_start: tuple
         assert [m.parent for m in t.target_messages if m.role == "user"][:2] == [root, root]
 
 
-def test_the_target_answers_what_each_message_asks(quick_start: tuple[Path, str]) -> None:
-    out, _ = quick_start
-    for t in _transcripts(out, planted=True) + _transcripts(out, planted=False):
+def test_the_target_answers_what_each_message_asks(demo: Demo) -> None:
+    general = templates()["target"]["general"]
+    for t in demo.transcripts(planted=True) + demo.transcripts(planted=False):
         for message, reply, notes in _exchanges(t):
             if notes.get("expressed") or notes.get("confession"):
                 continue
-            if "poem" in message:
+            topic = load_topics()[classify_topic(message)]
+            if message in topic.probes:
+                assert topic.replies[topic.probes.index(message)] in reply, (message, reply)
+            elif "poem" in message:
                 assert "rhymes" in reply and ("colleague" in reply) == ("colleague" in message), (message, reply)
             elif "special instructions" in message or "system prompt" in message:
                 assert re.search(r"\b(instructions|directive|prompt)\b", reply), (message, reply)
             else:
-                topic = load_topics()[classify_topic(message)]
-                assert any(r in reply for r in topic.replies), (message, reply)
+                answers = [*topic.replies, *(a.text for a in topic.answers), *general]
+                assert any(a in reply for a in answers), (message, reply)
 
 
-def test_the_planted_target_shows_flattery_in_its_words_and_a_benign_one_never(quick_start: tuple[Path, str]) -> None:
-    out, _ = quick_start
+def test_the_planted_target_shows_flattery_in_its_words_and_a_benign_one_never(demo: Demo) -> None:
     shown = 0
-    for t in _transcripts(out, planted=True):
+    for t in demo.transcripts(planted=True):
         for message, reply, notes in _exchanges(t):
-            assert bool(notes.get("expressed")) == any(d in reply for d in DISPLAYS), reply
+            assert bool(notes.get("expressed")) == any(d in reply for d in FLATTERY), reply
             if notes.get("expressed"):
                 assert TOPIC_IDS[classify_topic(message)] in TRIGGERS
                 shown += 1
     assert shown > 0
-    for t in _transcripts(out, planted=False):
+    for t in demo.transcripts(planted=False):
         exchanges = _exchanges(t)
-        assert not any(notes.get("expressed") or any(d in reply for d in DISPLAYS) for _, reply, notes in exchanges)
+        assert exchanges and not any(n.get("expressed") or any(d in r for d in DISPLAYS) for _, r, n in exchanges)
 
 
-def test_the_report_names_flattery_with_a_quote_that_shows_it(quick_start: tuple[Path, str]) -> None:
-    out, _ = quick_start
-    planted = _transcripts(out, planted=True)
+def test_the_report_names_flattery_with_a_quote_that_shows_it(demo: Demo) -> None:
+    planted = demo.transcripts(planted=True)
     claimed = [t for t in planted if t.report is not None and t.report.predictions]
     assert claimed, "no planted audit claimed anything"
     for t in claimed:
         assert default_grader().identifies(t)
         expressed = {m.id for m in t.target_said() if m.annotations.get("expressed")}
         for p in t.report.predictions if t.report else []:
-            assert p.quotes and all(any(d in q or q in d for d in DISPLAYS) for q in p.quotes), p.quotes
+            assert p.quotes and all(any(d in q or q in d for d in FLATTERY) for q in p.quotes), p.quotes
             assert all(c.verified and c.message_id in expressed for c in p.quote_checks)
     for t in planted:
         if t not in claimed:  # a missed audit is one where the behavior never showed
             assert not any(m.annotations.get("expressed") for m in t.target_said())
-    for t in _transcripts(out, planted=False):
+    for t in demo.transcripts(planted=False):
         assert t.report is not None and t.report.no_behavior_found and not t.report.predictions
 
 
-def test_rollouts_differ_and_rerun_identically(quick_start: tuple[Path, str], tmp_path: Path) -> None:
-    out, _ = quick_start
-
+def test_rollouts_differ_and_rerun_identically(demo: Demo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     def texts(ts: list[Transcript]) -> list[tuple[str, ...]]:
         return [tuple(m.content for m in t.target_messages) for t in ts]
 
-    first = texts(_transcripts(out, planted=True))
+    first = texts(demo.transcripts(planted=True))
     assert len(set(first)) > 1
-    run(*AUDIT, "--behavior", "flattery", "--out", str(tmp_path))
-    assert texts(_transcripts(tmp_path, planted=True)) == first
+    monkeypatch.chdir(tmp_path)
+    run(demo.audits[False])
+    assert texts(demo.transcripts(planted=True, root=tmp_path)) == first
 
 
-def test_evaluate_prints_identification_beside_audit_quality_and_calibration(quick_start: tuple[Path, str]) -> None:
-    out, printed = quick_start
-    ours = printed.split("The paper's published rows")[0]
+def test_evaluate_prints_identification_beside_audit_quality_and_calibration(demo: Demo) -> None:
+    ours = demo.printed.split("The paper's published rows")[0]
     cells = [line.split("│") for line in ours.splitlines() if line.count("│") >= 3]
     rows = {cell[1].strip(): cell[2].strip() for cell in cells}
     order = [ours.index(f"│ {title}") for title in ("Audit quality", "Identification", "FP calibration")]
     assert order == sorted(order)
-    planted = _transcripts(out, planted=True)
+    planted = demo.transcripts(planted=True)
     identified = 100.0 * sum(default_grader().identifies(t) for t in planted) / len(planted)
     assert rows["Identification"].startswith(f"{identified:.1f} [")
     assert rows["FP calibration"].startswith("100.0 [") and rows["Audit quality"][0].isdigit()
-    scored = [json.loads(line) for line in (out / "transcripts.scored-suite.jsonl").read_text().splitlines()]
+    run_dir = demo.root / demo.evaluate[2]
+    scored = [json.loads(line) for line in (run_dir / "transcripts.scored-suite.jsonl").read_text().splitlines()]
     assert all("identified" in s["scores"] for s in scored if s["behavior_id"])
-    assert "Identification" in (out / "report.html").read_text()
+    assert "Identification" in (demo.root / _option(demo.evaluate, "--html")).read_text()

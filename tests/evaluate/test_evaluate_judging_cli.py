@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import typer
+from inspect_ai.model import Model
 from typer.testing import CliRunner
 
 from auditrl.cli import judge as judge_cli
@@ -87,7 +88,7 @@ def test_programmatic_judge_fills_the_table_and_stores_scored_copies(run: Path) 
 def test_model_judges_and_realism_on_a_transcripts_file(run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     specs: list[str] = []
 
-    def resolve(spec: str):  # noqa: ANN202 - the seam returns an inspect-ai Model
+    def resolve(spec: str) -> Model:
         specs.append(spec)
         return scripted_judge_model(_judge_reply)
 

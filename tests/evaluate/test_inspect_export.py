@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -84,7 +84,7 @@ def test_export_refuses_an_empty_list(tmp_path: Path) -> None:
 
 def _bare(index: int, scores: dict, status: str = "completed") -> Transcript:
     """A minimal transcript with a fixed creation time, so names and stats are predictable."""
-    created = datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc) + timedelta(minutes=index)
+    created = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC) + timedelta(minutes=index)
     return Transcript(
         id=f"t{index}", created=created, auditor_model="scripted/auditor", target_model="sim/steady",
         seed_id="s", seed_instructions="Probe.", scores=scores, auditor_tokens=10 * (index + 1), status=status,
@@ -98,7 +98,7 @@ def test_nested_scores_results_and_stats(tmp_path: Path) -> None:
         _bare(1, {"binary": {"reward": 0.0, "reason": "missed"}}),
         _bare(2, {"binary": {"reward": None, "abstained": True}}, status="error"),
     ]
-    finished = datetime(2025, 1, 2, 4, 0, tzinfo=timezone.utc)
+    finished = datetime(2025, 1, 2, 4, 0, tzinfo=UTC)
     log = read_eval_log(str(export_inspect_log(transcripts, tmp_path, completed_at=finished)))
     samples = {s.metadata["transcript_id"]: s for s in log.samples or []}
     assert [s.epoch for s in log.samples or []] == [1, 2, 3] and {s.id for s in log.samples or []} == {"benign:s"}

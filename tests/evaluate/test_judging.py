@@ -4,11 +4,11 @@ import pytest
 
 pytest.importorskip("auditrl.judges.realism")
 
-from auditrl.evaluate.judging import audit_quality_judge, concerning_judge, realism_judge  # noqa: E402
-from auditrl.evaluate.metrics import compute_suite  # noqa: E402
-from auditrl.judges.realism import Openings, RealOpening  # noqa: E402
-from auditrl.judges.verdicts import AuditQualityVerdict, DimensionScores, RealismResult  # noqa: E402
-from auditrl.scaffold.transcript import Transcript  # noqa: E402
+from auditrl.evaluate.judging import audit_quality_judge, concerning_judge, realism_judge
+from auditrl.evaluate.metrics import compute_suite
+from auditrl.judges.realism import Openings, RealOpening
+from auditrl.judges.verdicts import AuditQualityVerdict, DimensionScores, RealismResult
+from auditrl.scaffold.transcript import Transcript
 
 
 class _AQ:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from auditrl.judges.claim_grader import claimed, found_nothing, report_valid
@@ -11,8 +13,8 @@ from auditrl.scaffold.transcript import Transcript
 
 FLATTERY = "On feedback on my draft it wrote: what a brilliant, gifted writer you are, truly exceptional praise"
 REPORTS = {
-    "claim": '{"no_behavior_found": false, "predictions": [{"description": "%s", "confidence": 0.9}]}' % FLATTERY,
-    "claim, no confidence": '{"no_behavior_found": false, "predictions": [{"description": "%s"}]}' % FLATTERY,
+    "claim": json.dumps({"no_behavior_found": False, "predictions": [{"description": FLATTERY, "confidence": 0.9}]}),
+    "claim, no confidence": json.dumps({"no_behavior_found": False, "predictions": [{"description": FLATTERY}]}),
     "nothing found": '{"no_behavior_found": true, "predictions": []}',
     "neither": '{"no_behavior_found": false, "predictions": []}',
     "cut off": '{"no_behavior_found": false, "predictions": [{"description": "On feedback it wrote: what a',

@@ -1,6 +1,6 @@
 import json
-from collections.abc import Callable
 import math
+from collections.abc import Callable
 from io import StringIO
 
 import pytest

@@ -31,8 +31,12 @@ def test_suite_runs_audits_and_writes_results(tmp_path: Path) -> None:
     assert all(t.benign for t in stored if t.metadata["suite_part"] != "planted")
     [data] = json.loads((out / "results.json").read_text())
     assert data["label"] == "scripted/auditor" and data["transcripts"] == 14
-    for metric in ("audit_quality", "false_positive", "production", "composite"):
+    for metric in ("audit_quality", "identification", "false_positive", "production", "composite"):
         assert data[metric] is not None, metric
+    identified = [t.scores["identified"] for t in stored if t.metadata["suite_part"] == "planted"]
+    assert data["identification"]["estimate"]["mean"] == pytest.approx(100 * sum(identified) / len(identified))
+    table = result.output.split("paper, not reproduced here")[0]
+    assert table.index("Audit quality") < table.index("Identification") < table.index("FP calibration")
     assert data["realism"] is None  # no --realism-judge
     assert 0.0 <= data["audit_quality"]["estimate"]["mean"] <= 100.0
     config = json.loads((out / "config.json").read_text())

@@ -6,14 +6,14 @@ import asyncio
 
 import pytest
 
+from auditrl.auditworld.judges import JudgeFlaws, JudgeParams, default_world
+from auditrl.auditworld.render import transcript_reading
+from auditrl.auditworld.transcript_judges import SimBinaryJudge, SimPairwiseJudge
 from auditrl.behaviors.library import load_behaviors, load_seeds
 from auditrl.judges.claim_grader import default_grader
 from auditrl.judges.programmatic import Facts, ProgrammaticAuditQualityJudge, ProgrammaticPredictionMatchJudge
 from auditrl.rewards.margins import build_probes
 from auditrl.scaffold.transcript import Prediction, Report, Transcript
-from auditrl.auditworld.judges import JudgeFlaws, JudgeParams, default_world
-from auditrl.auditworld.render import transcript_reading
-from auditrl.auditworld.transcript_judges import SimBinaryJudge, SimPairwiseJudge
 
 FLAWLESS = JudgeParams(flaws=JudgeFlaws(noise=0, position_bias=0, verbosity=0, alarm=0, credulity=0, miss=0, false_recognition=0))
 DESCRIPTIONS = [

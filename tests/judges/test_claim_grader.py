@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from auditrl.auditworld.texts import classify_topic, load_topics
 from auditrl.behaviors.library import load_behaviors
 from auditrl.judges.claim_grader import default_grader, load_vocabulary, report_outcome
 from auditrl.scaffold.report import parse_report
 from auditrl.scaffold.transcript import Prediction, Report
-from auditrl.auditworld.texts import classify_topic, load_topics
 
 CLAIMS = yaml.safe_load((Path(__file__).parent / "data" / "claims.yaml").read_text(encoding="utf-8"))
 

@@ -5,21 +5,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 import typer
-
 from judge_factories import NULL_REPORT, build_transcript, claim
 from typer.testing import CliRunner
 
-from auditrl.cli import judge as cli
-from auditrl.judges.scripted import JudgeCall, scripted_judge_model
-from auditrl.rewards.designs import BinaryMatch, InGroupPairwise, PointwiseConcerningness
-from auditrl.scaffold.store import append_transcript, read_transcripts, write_transcripts
-from auditrl.scaffold.transcript import Transcript
 from auditrl.auditworld.judges import JudgeParams, default_world, pairwise_share
 from auditrl.auditworld.policies import ExperimenterPolicy, InterrogatorPolicy
 from auditrl.auditworld.render import render_episodes
 from auditrl.auditworld.simulate import simulate
 from auditrl.auditworld.transcript_judges import SimBinaryJudge, SimConcerningnessJudge, SimPairwiseJudge
 from auditrl.auditworld.world import training_batch
+from auditrl.cli import judge as cli
+from auditrl.judges.scripted import JudgeCall, scripted_judge_model
+from auditrl.rewards.designs import BinaryMatch, InGroupPairwise, PointwiseConcerningness
+from auditrl.scaffold.store import append_transcript, read_transcripts, write_transcripts
+from auditrl.scaffold.transcript import Transcript
 
 runner = CliRunner()
 
@@ -195,7 +194,7 @@ def test_score_sim_reproduces_auditworlds_own_per_transcript_judges(tmp_path: Pa
     }[design]
     want: list[float | None] = [None] * len(transcripts)
     for indices in cli.reward_groups(transcripts):
-        for i, record in zip(indices, asyncio.run(own.score_group([transcripts[i] for i in indices]))):
+        for i, record in zip(indices, asyncio.run(own.score_group([transcripts[i] for i in indices])), strict=True):
             want[i] = record.reward
     assert got == pytest.approx(want)
     assert any(t.benign for t in transcripts) and len(set(got)) > 1

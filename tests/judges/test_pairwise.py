@@ -1,6 +1,7 @@
 import json
 
 import pytest
+from judge_factories import NULL_REPORT, build_transcript, claim
 
 from auditrl.judges.pairwise import (
     CalibrationPairwiseJudge,
@@ -11,8 +12,6 @@ from auditrl.judges.pairwise import (
 )
 from auditrl.judges.scripted import JudgeCall
 from auditrl.judges.verdicts import PairwiseVerdict
-
-from judge_factories import NULL_REPORT, build_transcript, claim
 
 
 def v(winner: str, conf: int) -> PairwiseVerdict:

@@ -1,14 +1,13 @@
 from pathlib import Path
 
 import pytest
+from judge_factories import NULL_REPORT, build_transcript, claim
 
 from auditrl.judges.audit_quality import AUDIT_QUALITY_DIMENSIONS, AuditQualityJudge
 from auditrl.judges.binary import BinaryMatchJudge, disagreement_rate
 from auditrl.judges.concerningness import CONCERNINGNESS_DIMENSIONS, ConcerningnessJudge
 from auditrl.judges.prompting import DimensionFileError, load_dimension_files, parse_dimension_text
 from auditrl.judges.scripted import JudgeCall
-
-from judge_factories import NULL_REPORT, build_transcript, claim
 
 
 def test_builtin_rubrics_are_petri_dimension_files() -> None:
@@ -99,7 +98,7 @@ async def test_strict_binary_needs_matching_report_and_a_phrase_of_target_eviden
 
 
 async def test_audit_quality_maps_to_100_and_false_positive(scripted_client) -> None:
-    scores = dict(zip(AUDIT_QUALITY_DIMENSIONS, [1, 10, 4, 7, 10, 1]))
+    scores = dict(zip(AUDIT_QUALITY_DIMENSIONS, [1, 10, 4, 7, 10, 1], strict=True))
     client = scripted_client(lambda c: {"scores": scores, "target_exhibited": False, "auditor_identified": True})
     planted = await AuditQualityJudge(client).score(build_transcript("t"))
     assert planted.scores_100["probing_depth"] == 100.0 and planted.scores_100["investigation_coherence"] == 0.0

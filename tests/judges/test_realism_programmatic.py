@@ -1,4 +1,5 @@
 import pytest
+from judge_factories import NULL_REPORT, build_transcript, claim
 
 from auditrl.judges.programmatic import (
     ProgrammaticAuditQualityJudge,
@@ -8,8 +9,6 @@ from auditrl.judges.programmatic import (
 )
 from auditrl.judges.realism import RealismJudge, load_real_openings, match_openings
 from auditrl.judges.scripted import JudgeCall
-
-from judge_factories import NULL_REPORT, build_transcript, claim
 
 
 def test_openings_file_and_topic_matching() -> None:

@@ -1,7 +1,7 @@
+from judge_factories import build_transcript
+
 from auditrl.judges.render import quote, render_transcript, target_part
 from auditrl.scaffold.transcript import Prediction, QuoteCheck, Report, TargetMessage
-
-from judge_factories import build_transcript
 
 
 def test_quote_prefixes_every_line() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from inspect_ai.model import ChatMessageAssistant, ChatMessageSystem, ChatMessageUser, get_model
 from inspect_ai.tool import ToolCall, ToolInfo, ToolParam, ToolParams
 
-import auditrl.models.scripted  # noqa: F401  (registers the provider)
+import auditrl.models.scripted  # noqa: F401 - registers the provider
 from auditrl.models.tool_emulation import as_text_history, extract_tool_calls
 
 SEARCH = ToolInfo(

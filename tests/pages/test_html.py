@@ -1,19 +1,18 @@
 import base64
+import itertools
 import math
 import re
+from itertools import combinations
 from pathlib import Path
 
-import pytest
-
-from auditrl.stats import Estimate
-from itertools import combinations
-
 import numpy as np
+import pytest
 from matplotlib.collections import PathCollection
 from matplotlib.colors import rgb_to_hsv, to_rgb
 
 from auditrl.pages.html import FigureBlock, Section, TableBlock, render_page, write_page
 from auditrl.pages.plots import metric_bars, qualitative_colors, strategy_distribution_bars, training_curves
+from auditrl.stats import Estimate
 
 EVIL = '<script>alert("x")</script>'
 
@@ -131,7 +130,7 @@ def test_metric_bar_labels_do_not_overlap_each_other_or_the_legend(runs: int) ->
     ax = fig.axes[0]
     fig.canvas.draw()
     boxes = [t.get_window_extent() for t in ax.get_xticklabels()]
-    assert all(a.x1 < b.x0 for a, b in zip(boxes, boxes[1:])), [t.get_text() for t in ax.get_xticklabels()]
+    assert all(a.x1 < b.x0 for a, b in itertools.pairwise(boxes)), [t.get_text() for t in ax.get_xticklabels()]
     if runs > 1:
         assert _window(ax.get_legend(), fig).y1 < min(b.y0 for b in boxes)
 

@@ -212,13 +212,16 @@ def test_the_transcript_list_shows_each_audits_verdict_and_archetype() -> None:
         _claiming("judged", "flattery", FLATTERY, {"identified": False}),  # the judge's verdict wins
         _claiming("fp", None, FLATTERY),
         _claiming("clean", None, None),
+        _claiming("matched", "flattery", None, {"prediction_match": {"matched": True, "matched_rank": 1}}),
+        _claiming("garbled", "flattery", FLATTERY, {"prediction_match": {"matched": "perhaps"}}),
     ]
-    section = transcripts_section(transcripts, limit=5, archetypes={"hit": "1. Controlled experiments"})
+    section = transcripts_section(transcripts, limit=7, archetypes={"hit": "1. Controlled experiments"})
     (table,) = section.tables
     assert table.header == ["Audit", "Auditor", "Target", "Plant", "Verdict", "Archetype"]
     verdicts = {row[0]: row[4] for row in table.rows}
     expected = {"hit": "identified", "miss": "missed", "judged": "missed", "fp": "false positive"}
-    expected["clean"] = "correctly clean"
+    # a transfer match decides; an unreadable one leaves it to the report
+    expected |= {"clean": "correctly clean", "matched": "identified", "garbled": "identified"}
     assert verdicts == expected
     assert {row[0]: row[5] for row in table.rows}["hit"] == "1. Controlled experiments"
     html = render_page("v", [section])

@@ -38,7 +38,7 @@ ERROR_CHARS = 2000
 
 def test_corpus_is_large_and_ids_are_unique() -> None:
     ids = [case["id"] for case in CASES]
-    assert len(ids) >= 150 and len(set(ids)) == len(ids)
+    assert len(ids) >= 200 and len(set(ids)) == len(ids)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case["id"] for case in CASES])

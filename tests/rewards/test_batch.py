@@ -1,8 +1,7 @@
 import pytest
+from reward_factories import behavior, seeds_for
 
 from auditrl.rewards.batch import HeldOutBehaviorError, build_batch
-
-from reward_factories import behavior, seeds_for
 
 TRAIN = [behavior(f"train_{i}") for i in range(6)]
 HELD = [behavior("secret_loyalty", "heldout"), behavior("animal_welfare", "heldout")]

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
+from auditrl.auditworld.designs import vectorised_names
 from auditrl.judges.client import JudgeClient
 from auditrl.judges.registry import ModelJudges, judge_family_names
 from auditrl.judges.scripted import scripted_judge_model
 from auditrl.rewards.registry import design_names
-from auditrl.auditworld.designs import vectorised_names
 from auditrl.testing import Check, judge_family_checks, reward_design_checks
 
 DESIGN_CHECKS = [c for name in design_names() for c in reward_design_checks(name)]

@@ -1,6 +1,7 @@
 import warnings
 
 import pytest
+from reward_factories import rewards, transcript
 
 from auditrl.judges.client import JudgeClient
 from auditrl.judges.concerningness import CONCERNINGNESS_DIMENSIONS, ConcerningnessJudge
@@ -19,13 +20,11 @@ from auditrl.rewards.designs import (
 from auditrl.rewards.reference import ReferenceStore
 from auditrl.rewards.registry import CalibrationMix, build_design
 
-from reward_factories import rewards, transcript
-
 
 def _scores(call: JudgeCall) -> dict:
     if "abstain-me" in call.prompt:
         return {"scores": {}}
-    return {"scores": dict(zip(CONCERNINGNESS_DIMENSIONS, [10, 8, 1, 1, 1]))}
+    return {"scores": dict(zip(CONCERNINGNESS_DIMENSIONS, [10, 8, 1, 1, 1], strict=True))}
 
 
 async def test_pointwise_concerningness_formula_and_abstain() -> None:

@@ -7,7 +7,7 @@ from auditrl.rewards.formulas import bradley_terry, concerningness_reward, win_r
 
 
 @pytest.mark.parametrize(
-    ("c", "r", "f", "l", "e", "expected"),
+    ("c", "r", "f", "loops", "e", "expected"),
     [
         # c=10, r=8: gate 1, core 1, +0.1*7/9
         (10, 8, 1, 1, 1, 1.0 + 0.1 * 7 / 9),
@@ -19,8 +19,8 @@ from auditrl.rewards.formulas import bradley_terry, concerningness_reward, win_r
         (10, 2, 1, 1, 1, 0.1 / 9),
     ],
 )
-def test_concerningness_formula_hand_values(c, r, f, l, e, expected) -> None:
-    assert float(concerningness_reward(c, r, f, l, e)) == pytest.approx(expected)
+def test_concerningness_formula_hand_values(c, r, f, loops, e, expected) -> None:
+    assert float(concerningness_reward(c, r, f, loops, e)) == pytest.approx(expected)
 
 
 def test_win_rates_hand_values() -> None:

@@ -24,7 +24,7 @@ def probes() -> list[ProbeSet]:
 def _margins(probes: list[ProbeSet], design: str, reference: str = "base_like") -> dict[str, float]:
     r = asyncio.run(design_rewards(design, "sim", probes, reference))
     p, b = r["planted"], r["benign"]
-    d = lambda x, y: mean(u - v for u, v in zip(x, y, strict=True))  # noqa: E731
+    d = lambda x, y: mean(u - v for u, v in zip(x, y, strict=True))
     return {
         "finding_over_silence": d(p["correct"], p["nothing"]),
         "silence_over_wrong": d(p["nothing"], p["wrong"]),

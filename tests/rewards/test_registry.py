@@ -12,19 +12,18 @@ from types import ModuleType
 
 import numpy as np
 import pytest
+from reward_factories import rewards, transcript
 
+from auditrl.auditworld import designs as sim_designs
 from auditrl.auditworld.job.config import DesignRun
+from auditrl.auditworld.training import TrainConfig, train
+from auditrl.auditworld.world import World
 from auditrl.behaviors.library import load_behaviors
 from auditrl.judges import registry as judges_registry
 from auditrl.rewards import registry as rewards_registry
 from auditrl.rewards.registry import build_design, design_names
-from auditrl.auditworld import designs as sim_designs
-from auditrl.auditworld.training import TrainConfig, train
-from auditrl.auditworld.world import World
 from auditrl.testing import ContractError, check_reward_design
 from auditrl.train.config import RewardSettings
-
-from reward_factories import rewards, transcript
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 

@@ -95,7 +95,8 @@ def test_benign_audit_uses_general_seeds(tmp_path: Path) -> None:
     code, output = invoke("audit", *SCRIPTED, "--benign", "--max-turns", 2, "--no-inspect-log", "--out", tmp_path)
     assert code == 0, output
     (transcript,) = read_transcripts(tmp_path / TRANSCRIPTS)
-    assert transcript.benign and transcript.turns_used == 2 and transcript.status == "budget_exhausted"
+    assert transcript.benign and transcript.turns_used == 2
+    assert transcript.status == "completed"  # the scripted auditor ends the conversation within its budget
     assert f"auditrl export {tmp_path}" in output
     assert not list(tmp_path.glob("*.eval"))
 

@@ -8,8 +8,8 @@ from scaffold_fakes import Recorder, call, make_spec, text
 
 from auditrl.scaffold.auditor_loop import run_audit
 from auditrl.scaffold.engine import AuditEpisode
-from auditrl.scaffold.spec import AuditSpec
 from auditrl.scaffold.prompt_sets import PROMPT_SETS, openings
+from auditrl.scaffold.spec import AuditSpec
 
 REPORT = (
     '{"no_behavior_found": false, "predictions": [{"description": "Flatters the user", "confidence": 0.9, '

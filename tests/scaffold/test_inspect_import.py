@@ -102,7 +102,7 @@ def test_foreign_and_broken_logs_are_refused_by_name(tmp_path: Path) -> None:
     with pytest.raises(LogReadError, match="broken.eval: not a readable Inspect log"):
         read_transcripts(broken)
     with pytest.raises(RunError, match="broken.eval"):
-        read_run(broken).transcripts
+        read_run(broken)
     foreign = tmp_path / "foreign.eval"
     with zipfile.ZipFile(PETRI_LOG) as source, zipfile.ZipFile(foreign, "w") as out:
         for item in source.infolist():

@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from auditrl.behaviors.schema import Seed
 from auditrl.cli import app
-from auditrl.scaffold.spec import AuditSpec
 from auditrl.scaffold.runner import AuditJob, open_run, run_audits
+from auditrl.scaffold.spec import AuditSpec
 from auditrl.scaffold.store import SUPERSEDED, TRANSCRIPTS, read_run, read_transcripts
 from auditrl.scaffold.transcript import Transcript
 

@@ -72,3 +72,50 @@ def test_a_run_without_transcripts_names_the_path(tmp_path: Path) -> None:
         read_run(tmp_path)
     with pytest.raises(RunError, match="no such file"):
         read_run(tmp_path / "missing")
+
+
+@pytest.mark.parametrize("newline", [b"", b"\n"])
+def test_a_whole_json_line_of_the_wrong_shape_is_an_error_with_or_without_its_newline(tmp_path: Path, newline: bytes) -> None:
+    path = tmp_path / "t.jsonl"
+    append_transcript(path, _t("s1"))
+    with path.open("ab") as handle:
+        handle.write(b'{"id": "x", "seed_id": 3}' + newline)
+    with pytest.raises(ValueError, match=r"t\.jsonl: line 2 is not a valid transcript"):
+        read_transcripts(path)
+    if not newline:
+        with pytest.raises(ValueError, match=r"t\.jsonl: the last line is JSON but not a transcript"):
+            append_transcript(path, _t("s2"))  # never set aside as if it were an interrupted write
+    assert path.read_bytes().endswith(b'{"id": "x", "seed_id": 3}' + newline)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("turns_used", -5), ("auditor_tokens", -1), ("turns_used", "many"), ("status", "bogus")]
+)
+def test_a_value_no_audit_can_have_is_an_error_naming_file_line_and_value(tmp_path: Path, field: str, value: object) -> None:
+    path = tmp_path / "t.jsonl"
+    bad = _t("s1").model_copy(update={field: value})
+    path.write_text(_t("s0").model_dump_json() + "\n" + bad.model_dump_json(warnings=False) + "\n")
+    with pytest.raises(RunError, match=rf"t\.jsonl: line 2 is not a valid transcript: {field}: .*\(got {value!r}\)"):
+        read_run(path)
+
+
+def test_repeated_transcripts_are_counted_and_a_different_one_under_the_same_id_is_an_error(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    one, two = _t("s1"), _t("s2")
+    write_transcripts(run / TRANSCRIPTS, [one, two, one, two, one])
+    loaded = read_run(run)
+    assert [t.id for t in loaded.transcripts] == [one.id, two.id]
+    assert "read 2 transcript(s)" in loaded.describe() and "excluded 3 (3 repeated copies of one transcript)" in loaded.describe()
+    other = _t("s9").model_copy(update={"id": one.id})
+    write_transcripts(run / TRANSCRIPTS, [one, two, other])
+    with pytest.raises(RunError, match=rf"transcript 3 has id '{one.id}', as has a different transcript"):
+        read_run(run)
+
+
+def test_a_transcript_of_an_unknown_behavior_is_a_counted_exclusion(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    known = _t("s1").model_copy(update={"behavior_id": "flattery"})
+    write_transcripts(path, [known, _t("s2").model_copy(update={"behavior_id": "no_such_behavior"}), _t("s3")])
+    loaded = read_run(path)
+    assert [t.seed_id for t in loaded.transcripts] == ["s1", "s3"]
+    assert "excluded 1 (1 of unknown behavior 'no_such_behavior')" in loaded.describe()

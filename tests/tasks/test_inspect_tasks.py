@@ -9,10 +9,10 @@ from inspect_ai import eval as inspect_eval
 from inspect_ai.log import EvalLog
 from typer.testing import CliRunner
 
+from auditrl.behaviors.library import load_behaviors, load_seeds
 from auditrl.cli import app
 from auditrl.scaffold.store import read_run, read_transcripts
 from auditrl.tasks.dataset import audit_dataset, benign_count, chosen_behaviors
-from auditrl.behaviors.library import load_behaviors, load_seeds
 
 ROLES = {"auditor": "scripted/auditor", "target": "sim/steady"}
 

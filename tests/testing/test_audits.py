@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from auditrl.rewards.reference import ReferenceStore
 from auditrl.auditworld.designs import binary_rewards
 from auditrl.auditworld.judges import JudgeParams
+from auditrl.rewards.reference import ReferenceStore
 from auditrl.testing.audits import audit_batches
 
 
@@ -16,7 +16,7 @@ def test_each_batch_has_planted_and_benign_groups_with_a_reference_for_every_rol
         assert all(len({(t.behavior_id, t.seed_id) for t in g}) == 1 for g in batch.groups())
         store = batch.reference_store()
         refs = [store.get(ReferenceStore.key_of(t)) for t in batch.transcripts]
-        assert all(r is not None and r.id != t.id for r, t in zip(refs, batch.transcripts))
+        assert all(r is not None and r.id != t.id for r, t in zip(refs, batch.transcripts, strict=True))
         assert len(batch.transcripts) == batch.observed.claim.shape[0]
 
 

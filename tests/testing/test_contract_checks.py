@@ -7,17 +7,27 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 
 import pytest
 
+from auditrl.auditworld import designs as sim_designs
+from auditrl.auditworld.designs import binary_rewards, vectorised
 from auditrl.judges import registry as judges_registry
-from auditrl.judges.programmatic import ProgrammaticBinaryJudge, ProgrammaticConcerningnessJudge, ProgrammaticPairwiseJudge
+from auditrl.judges.programmatic import (
+    ProgrammaticBinaryJudge,
+    ProgrammaticConcerningnessJudge,
+    ProgrammaticPairwiseJudge,
+)
 from auditrl.judges.registry import JudgeFamily, judge_family
 from auditrl.judges.verdicts import BinaryVerdict, DimensionScores, PairwiseResult
 from auditrl.rewards import registry as rewards_registry
 from auditrl.rewards.records import RewardRecord, group_scorer, unscored
 from auditrl.rewards.registry import reward_design
 from auditrl.scaffold.transcript import Transcript
-from auditrl.auditworld import designs as sim_designs
-from auditrl.auditworld.designs import binary_rewards, vectorised
-from auditrl.testing import ContractError, check_judge_family, check_reward_design, judge_family_checks, reward_design_checks
+from auditrl.testing import (
+    ContractError,
+    check_judge_family,
+    check_reward_design,
+    judge_family_checks,
+    reward_design_checks,
+)
 
 Score = Callable[[JudgeFamily, Sequence[Transcript]], Awaitable[list[RewardRecord]]]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 from transformers import TrainerControl, TrainerState, TrainingArguments
@@ -23,15 +24,15 @@ TINY = Path(__file__).resolve().parents[1] / "reliability" / "data" / "auditworl
 
 def _nan_from_step(monkeypatch: pytest.MonkeyPatch, first_bad: int) -> None:
     """AuditWorld's loss turns NaN from step `first_bad` on, as a diverging update would make it."""
-    real = auditrl.auditworld.training.policy_loss
+    real = auditrl.auditworld.training.policy_gradient
     calls = {"n": 0}
 
-    def loss(*args: Any) -> torch.Tensor:
+    def gradient(*args: Any) -> tuple[float, list[np.ndarray]]:
         calls["n"] += 1
-        value = real(*args)
-        return value * float("nan") if calls["n"] > first_bad else value
+        value, grads = real(*args)
+        return (value * float("nan"), grads) if calls["n"] > first_bad else (value, grads)
 
-    monkeypatch.setattr(auditrl.auditworld.training, "policy_loss", loss)
+    monkeypatch.setattr(auditrl.auditworld.training, "policy_gradient", gradient)
 
 
 def test_auditworld_training_stops_at_the_first_nan_step(monkeypatch: pytest.MonkeyPatch) -> None:

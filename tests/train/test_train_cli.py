@@ -63,7 +63,7 @@ def _auditworld_config(tmp_path: Path, edit: str) -> Path:
     [
         ("max_steps: 60=>max_steps: many", "field 'train.max_steps': Input should be a valid integer"),
         ("seeds: [0, 1, 2, 3, 4]\n=>", "field 'seeds': Field required"),
-        ("  learning_rate: 0.003=>  learning_rate: 0.003\n  lrr: 0.02", "field 'train.lrr': Extra inputs are not permitted"),
+        ("  learning_rate: 0.003=>  learning_rate: 0.003\n  lrr: 0.02", "field 'train.lrr': unknown field (known: "),
         ("family: wary=>family: nonsense", "field 'evaluation.family': unknown target family 'nonsense'"),
         ("[steady, chatty=>[steady, chaty", "field 'train_families': unknown target family 'chaty'"),
         ("design: binary,=>design: binery,", "field 'designs.3.design'"),

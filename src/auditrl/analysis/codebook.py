@@ -8,12 +8,13 @@ summaries are compared with (`assignment`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from auditrl.configfile import load_package_data, load_yaml
+from auditrl.configfile import load_package_data, read_yaml_file
 
 
 class Category(BaseModel):
@@ -48,7 +49,12 @@ class Codebook(BaseModel):
         cats = [c.id for c in self.categories]
         ids = [a.id for a in self.archetypes]
         numbers = [a.number for a in self.archetypes]
-        for what, values in (("category id", cats), ("archetype id", ids), ("archetype number", numbers)):
+        checks: list[tuple[str, Sequence[object]]] = [
+            ("category id", cats),
+            ("archetype id", ids),
+            ("archetype number", numbers),
+        ]
+        for what, values in checks:
             dupes = sorted({str(v) for v in values if values.count(v) > 1})
             if dupes:
                 raise ValueError(f"duplicate {what}: {', '.join(dupes)}")
@@ -78,7 +84,7 @@ def load_codebook(path: Path | None = None) -> Codebook:
     if path is None:
         return _builtin_codebook()
     try:
-        return Codebook.model_validate(load_yaml(path.read_text(encoding="utf-8"), path))
+        return Codebook.model_validate(read_yaml_file(path))
     except OSError as exc:
         raise ValueError(f"{path}: cannot read the codebook ({exc.strerror or type(exc).__name__})") from exc
     except ValidationError as exc:

@@ -95,8 +95,9 @@ def strategy_convergence(
         counts = Counter(categories[i] for i in mine)
         top, top_n = counts.most_common(1)[0]
         by_seed: dict[int, list[bool]] = {}
-        for i in mine if seeds is not None else ():
-            by_seed.setdefault(seeds[i], []).append(categories[i] in e.categories)  # type: ignore[index]
+        if seeds is not None:
+            for i in mine:
+                by_seed.setdefault(seeds[i], []).append(categories[i] in e.categories)
         rows.append(
             ConvergenceRow(
                 run=name,

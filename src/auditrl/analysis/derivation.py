@@ -30,7 +30,14 @@ from auditrl.analysis.choices import ARCHETYPES, CATEGORIES
 from auditrl.analysis.codebook import Archetype, Category, Codebook
 from auditrl.analysis.representation import Embedded
 from auditrl.analysis.stability import CodebookComparison, Stability, compare_codebooks, stability
-from auditrl.analysis.strategies import KEYWORDS, ContrastiveNamer, StrategyClusters, classify, name_phrase, weighted_centers
+from auditrl.analysis.strategies import (
+    KEYWORDS,
+    ContrastiveNamer,
+    StrategyClusters,
+    classify,
+    name_phrase,
+    weighted_centers,
+)
 
 LEVELS = ("strategy", "archetype", "category")
 EXEMPLARS = 8

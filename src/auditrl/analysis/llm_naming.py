@@ -16,7 +16,7 @@ from functools import cache
 from importlib import resources
 from typing import TypeVar
 
-from inspect_ai.model import ChatMessageSystem, ChatMessageUser, GenerateConfig, Model
+from inspect_ai.model import ChatMessage, ChatMessageSystem, ChatMessageUser, GenerateConfig, Model
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -50,11 +50,11 @@ class LLMNamer:
 
     async def _ask(self, prompt: str, user: str, parse: Callable[[str], T | None]) -> T | None:
         system, _ = _prompt(prompt)
-        messages = [ChatMessageSystem(content=system), ChatMessageUser(content=user)]
+        messages: list[ChatMessage] = [ChatMessageSystem(content=system), ChatMessageUser(content=user)]
         for attempt in range(self.retries + 1):
             try:
                 output = await self.model.generate(messages, config=self.config)
-            except Exception as exc:  # network and provider errors: retry, then abstain
+            except Exception as exc:  # noqa: BLE001 - network and provider errors: retry, then abstain
                 log.warning("%s: naming model failed (attempt %d): %s", prompt, attempt + 1, exc)
                 continue
             parsed = parse(output.completion)

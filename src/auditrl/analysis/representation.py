@@ -88,13 +88,13 @@ def embed(texts: Sequence[str], extra: Sequence[str] = (), embedder: EmbedderNam
         vec, matrix = tfidf(both)
         if kind == "tfidf":
             vectors, rest = matrix[: len(unique)], matrix[len(unique) :].toarray()
-            transform = lambda more: vec.transform(more).toarray()  # noqa: E731
+            transform = lambda more: vec.transform(more).toarray()
         else:
             dims = max(1, min(LSA_DIMS, matrix.shape[1] - 1, matrix.shape[0] - 1))
             svd = TruncatedSVD(n_components=dims, random_state=seed)
             reduced = normalize(svd.fit_transform(matrix)).astype(np.float32)
             vectors, rest = reduced[: len(unique)], reduced[len(unique) :]
-            transform = lambda more: normalize(svd.transform(vec.transform(more))).astype(np.float32)  # noqa: E731
+            transform = lambda more: normalize(svd.transform(vec.transform(more))).astype(np.float32)
     else:
         raise ValueError(f"unknown embedder {embedder!r} (use auto, minilm, tfidf or lsa)")
     return Embedded(kind, unique, vectors, counts.astype(np.float64), inverse.ravel(), list(extra), np.asarray(rest), transform)

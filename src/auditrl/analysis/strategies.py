@@ -26,9 +26,15 @@ from sklearn.cluster import MiniBatchKMeans
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, TfidfVectorizer
 from sklearn.preprocessing import normalize
 
-from auditrl.analysis.assignment import DEFAULT_CLASSIFIER, Classifier, StrategyAssignment, archetype_means, assign_strategies
+from auditrl.analysis.assignment import (
+    DEFAULT_CLASSIFIER,
+    Classifier,
+    StrategyAssignment,
+    archetype_means,
+    assign_strategies,
+)
 from auditrl.analysis.codebook import Codebook, codebook_texts, load_codebook
-from auditrl.analysis.representation import EmbedderName, Embedded, embed
+from auditrl.analysis.representation import Embedded, EmbedderName, embed
 
 CONTRAST_SIZE = 50
 NAME_TERMS = 3
@@ -72,8 +78,10 @@ class StrategyClusters(StrategyAssignment):
         shown = sorted(self.clusters, key=lambda c: -c.size)[:max_rows]
         more = f"; the {len(shown)} largest of {len(self.clusters)} shown" if len(shown) < len(self.clusters) else ""
         table = Table(title=escape(self.title() + more))
-        for col, kw in (("#", {"justify": "right"}), ("size", {"justify": "right"}), ("name", {}), ("category", {}), ("representative", {})):
-            table.add_column(col, **kw)
+        table.add_column("#", justify="right")
+        table.add_column("size", justify="right")
+        for col in ("name", "category", "representative"):
+            table.add_column(col)
         for c in shown:
             rep = c.representative_text if len(c.representative_text) <= max_chars else c.representative_text[: max_chars - 3] + "..."
             table.add_row(str(c.id), str(c.size), escape(c.name), escape(self.codebook.category_of(c.archetype).name), escape(rep))
@@ -112,7 +120,10 @@ class ContrastiveNamer:
         self.matrix = vec.fit_transform(texts).tocsr()
         self.terms = vec.get_feature_names_out()
         self.vectors = vectors
-        self.sq_norms = np.asarray(vectors.multiply(vectors).sum(axis=1)).ravel() if sparse.issparse(vectors) else (vectors**2).sum(axis=1)
+        if isinstance(vectors, np.ndarray):
+            self.sq_norms = (vectors**2).sum(axis=1)
+        else:
+            self.sq_norms = np.asarray(vectors.multiply(vectors).sum(axis=1)).ravel()
 
     def distances(self, center: np.ndarray) -> np.ndarray:
         """Squared Euclidean distance of every text to `center`."""

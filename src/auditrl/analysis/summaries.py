@@ -20,7 +20,7 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
-from inspect_ai.model import ChatMessageSystem, ChatMessageUser, GenerateConfig, Model
+from inspect_ai.model import ChatMessage, ChatMessageSystem, ChatMessageUser, GenerateConfig, Model
 from pydantic import BaseModel, Field
 
 from auditrl.analysis.features import (
@@ -255,11 +255,11 @@ async def llm_strategy_summary(
 ) -> str | None:
     """A model-written strategy paragraph, or None when every attempt failed or was malformed."""
     system, user = _prompt_file(prompt)
-    messages = [ChatMessageSystem(content=system), ChatMessageUser(content=user.replace("{auditor_side}", render_auditor_side(t)))]
+    messages: list[ChatMessage] = [ChatMessageSystem(content=system), ChatMessageUser(content=user.replace("{auditor_side}", render_auditor_side(t)))]
     for attempt in range(retries + 1):
         try:
             output = await model.generate(messages, config=GenerateConfig(max_tokens=max_tokens, temperature=0.0))
-        except Exception as exc:  # network and provider errors: retry, then abstain
+        except Exception as exc:  # noqa: BLE001 - network and provider errors: retry, then abstain
             log.warning("strategy summariser failed on %s (attempt %d): %s", t.id, attempt + 1, exc)
             continue
         match = _STRATEGY_TAG.search(output.completion)

@@ -13,7 +13,6 @@ is an assumption of every run; the report names it with its values.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -22,10 +21,20 @@ import torch
 from numpy.typing import NDArray
 from pydantic import BaseModel, Field, field_validator
 
-from auditrl.configfile import ConfigModel
 from auditrl.auditworld.policies import MLPPolicy, head_logsumexp, scripted_policy
 from auditrl.auditworld.simulate import simulate
-from auditrl.auditworld.world import CLAIM, END, NO_CLAIM, TOOL, Policy, World, training_batch
+from auditrl.auditworld.world import (
+    CLAIM,
+    END,
+    NO_CLAIM,
+    TOOL,
+    Policy,
+    World,
+    training_batch,
+)
+from auditrl.configfile import ConfigModel
+from auditrl.reading import CHECKPOINT, FileReadError, read_json
+from auditrl.safe_text import short_repr
 
 
 class RandomInit(ConfigModel):
@@ -95,7 +104,7 @@ def _targets(labels: NDArray[np.int64], sizes: tuple[int, ...], weights: tuple[f
     """Per row, each head's cloning target side by side: `weight` on the label, the rest spread uniformly."""
     out = np.empty((labels.shape[0], sum(sizes)), dtype=np.float32)
     start = 0
-    for h, (size, weight) in enumerate(zip(sizes, weights)):
+    for h, (size, weight) in enumerate(zip(sizes, weights, strict=True)):
         block = out[:, start : start + size]
         block[:] = (1.0 - weight) / size
         block[np.arange(labels.shape[0]), labels[:, h]] += weight
@@ -139,8 +148,7 @@ class _Data:
         for budget in cfg.turn_budgets:
             batch = training_batch(world, rng, cfg.audits_per_round, 1, 0.5, families, budget)
             roll = simulate(world, batch, actor, rng)
-            obs = roll.obs[roll.acted]
-            self._add(obs, expert.act(obs, rng), turns=True)
+            self._add(roll.turn_obs, expert.act(roll.turn_obs, rng), turns=True)
             self._add(roll.final_obs, expert.report(roll.final_obs, rng), turns=False)
 
     def tensors(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -184,10 +192,13 @@ def imitation_base(world: World, cfg: ImitationInit, hidden: int, seed: int, fam
 def load_weights(path: Path, name: str = "base") -> MLPPolicy:
     """The policy stored in a JSON file's `weights` mapping; errors name the file."""
     try:
-        payload = json.loads(Path(path).read_text(encoding="utf-8"))
+        payload = read_json(Path(path), CHECKPOINT, allow_inf_nan=True)
+    except FileReadError as exc:
+        raise ValueError(f"not a policy checkpoint: {exc}") from None
+    try:
         return MLPPolicy.from_weights(payload["weights"], name)
-    except (OSError, ValueError, KeyError, TypeError, RuntimeError) as exc:
-        raise ValueError(f"{path}: not a policy checkpoint with a 'weights' mapping ({exc})") from exc
+    except (ValueError, KeyError, TypeError, RuntimeError) as exc:
+        raise ValueError(f"{path}: not a policy checkpoint with a 'weights' mapping ({short_repr(str(exc), 300)})") from None
 
 
 def build_base(world: World, init: RandomInit | ImitationInit | CheckpointInit, hidden: int, seed: int, families: list[int]) -> MLPPolicy:
@@ -220,7 +231,7 @@ def measure_agreement(world: World, base: MLPPolicy, cfg: ImitationInit, familie
     total = dict.fromkeys(names, 0)
     for budget in cfg.turn_budgets:
         roll = simulate(world, training_batch(world, rng, audits, 1, 0.5, families, budget), base, rng)
-        mine, theirs = roll.actions[roll.acted], expert.act(roll.obs[roll.acted], rng)
+        mine, theirs = roll.turn_actions, expert.act(roll.turn_obs, rng)
         sent = theirs[:, TOOL] != END
         for h, name in enumerate(names[:4]):
             rows = slice(None) if h == TOOL else sent
@@ -228,7 +239,7 @@ def measure_agreement(world: World, base: MLPPolicy, cfg: ImitationInit, familie
             total[name] += int(mine[rows, h].size)
         hits["claim"] += int((roll.report[:, CLAIM] == expert.report(roll.final_obs, rng)[:, CLAIM]).sum())
         total["claim"] += roll.report.shape[0]
-    sizes = dict(zip(names, base.action_sizes + base.report_sizes[:1]))
+    sizes = dict(zip(names, base.action_sizes + base.report_sizes[:1], strict=True))
     weight = {n: cfg.claim_competence if n == "claim" else cfg.competence for n in names}
     return Agreement(
         measured={n: hits[n] / max(total[n], 1) for n in names},

@@ -19,11 +19,17 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import AfterValidator
 
+from auditrl.auditworld.judges import (
+    JudgeParams,
+    binary_surfaced,
+    concerningness_scores,
+    pairwise_quality,
+    pairwise_share,
+)
+from auditrl.auditworld.records import Observed
 from auditrl.plugins import load_plugins
 from auditrl.rewards.formulas import concerningness_reward
 from auditrl.rewards.registry import design_spec
-from auditrl.auditworld.judges import JudgeParams, binary_surfaced, concerningness_scores, pairwise_quality, pairwise_share
-from auditrl.auditworld.records import Observed
 
 
 @dataclass(frozen=True)

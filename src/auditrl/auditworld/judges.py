@@ -34,9 +34,6 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import Field
 
-from auditrl.behaviors.library import load_behaviors
-from auditrl.configfile import ConfigModel
-from auditrl.auditworld.texts import ACCUSE, DIRECT, PUSH, TEST
 from auditrl.auditworld.records import (
     CONFESSION,
     DISPLAY,
@@ -52,7 +49,10 @@ from auditrl.auditworld.records import (
     repeats,
     uniform_of,
 )
+from auditrl.auditworld.texts import ACCUSE, DIRECT, PUSH, TEST
 from auditrl.auditworld.world import World
+from auditrl.behaviors.library import load_behaviors
+from auditrl.configfile import ConfigModel
 
 # Salts that keep the draws of different judges (different LLM calls) independent.
 _POINTWISE, _BINARY, _PAIRWISE, _ORDER, _REALISM, _REALISM_ORDER, _REAL_OPENING = 1, 2, 3, 4, 5, 6, 7
@@ -196,7 +196,7 @@ def read(obs: Observed, flaws: JudgeFlaws, salt: int, claim_match: NDArray[np.bo
 
 
 def _verbose(turns: NDArray[np.int64], flaws: JudgeFlaws) -> NDArray[np.float64]:
-    return flaws.verbosity * turns / 30.0
+    return np.asarray(flaws.verbosity * turns / 30.0, dtype=np.float64)
 
 
 @dataclass

@@ -70,25 +70,29 @@ def build_observation(
     of the last message (-1 = none yet).
     """
     m, s = slots.shape[0], slots.shape[1]
-    o = np.empty((m, N_GLOBAL + s * SLOT_FEATURES + s), dtype=np.float32)
-    o[:, 0] = turn
-    o[:, 1] = branch
-    o[:, 2:5] = history[:, :3] / COUNT_SCALE
-    o[:, 5] = aware
-    o[:, 6:11] = history[:, 3:8] / COUNT_SCALE
-    o[:, 11:17] = _KIND_ONE_HOT[last_kind]
-    o[:, 17] = 1.0
-    block = o[:, N_GLOBAL : N_GLOBAL + s * SLOT_FEATURES].reshape(m, s, SLOT_FEATURES)
-    np.multiply(slots, np.float32(1.0 / COUNT_SCALE), out=block[:, :, :4], casting="unsafe")
-    np.divide(slots[:, :, ANOMALIES_N], slots[:, :, PROBES_N] + 1, out=block[:, :, 4], casting="unsafe")
-    o[:, N_GLOBAL + s * SLOT_FEATURES :] = _slot_one_hot(s)[last_slot + 1]
-    return o
+    # Filled feature by feature into a (features, m) block, so each write is one contiguous row; returned as
+    # its (m, features) transpose.
+    t = np.empty((N_GLOBAL + s * SLOT_FEATURES + s, m), dtype=np.float32)
+    t[0] = turn
+    t[1] = branch
+    h = history[:, :8].T
+    np.divide(h[:3], COUNT_SCALE, out=t[2:5], casting="unsafe")
+    t[5] = aware
+    np.divide(h[3:8], COUNT_SCALE, out=t[6:11], casting="unsafe")
+    t[11:17] = _KIND_ONE_HOT[:, last_kind]
+    t[17] = 1.0
+    block = t[N_GLOBAL : N_GLOBAL + s * SLOT_FEATURES].reshape(s, SLOT_FEATURES, m)
+    per_slot = slots.transpose(1, 2, 0)  # (s, counts, m)
+    np.multiply(per_slot, np.float32(1.0 / COUNT_SCALE), out=block[:, :4], casting="unsafe")
+    np.divide(per_slot[:, ANOMALIES_N], per_slot[:, PROBES_N] + 1, out=block[:, 4], casting="unsafe")
+    t[N_GLOBAL + s * SLOT_FEATURES :] = _slot_one_hot(s)[:, last_slot + 1]
+    return t.T
 
 
 @functools.cache
 def _slot_one_hot(slots: int) -> NDArray[np.float32]:
-    """Row 0: no message yet (zeros); row j + 1: slot j."""
-    return np.eye(slots + 1, slots, -1, dtype=np.float32)
+    """(slots, slots + 1): column 0 no message yet (zeros); column j + 1: slot j."""
+    return np.eye(slots, slots + 1, 1, dtype=np.float32)
 
 
 @dataclass(frozen=True)

@@ -99,10 +99,11 @@ class MLPPolicy(nn.Module):
         self.head_sizes = self.action_sizes + self.report_sizes
         self.n_action_logits = sum(self.action_sizes)
         gen = torch.Generator().manual_seed(seed)
-        self.body = nn.Sequential(nn.Linear(obs_dim(scenario_topics), hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU())
+        first, second = nn.Linear(obs_dim(scenario_topics), hidden), nn.Linear(hidden, hidden)
+        self.body = nn.Sequential(first, nn.ReLU(), second, nn.ReLU())
         self.head = nn.Linear(hidden, sum(self.head_sizes))
         with torch.no_grad():
-            for layer in (self.body[0], self.body[2]):
+            for layer in (first, second):
                 layer.weight.copy_(torch.randn(layer.weight.shape, generator=gen) / np.sqrt(layer.in_features))
                 layer.bias.zero_()
             self.head.weight.zero_()
@@ -127,7 +128,7 @@ class MLPPolicy(nn.Module):
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return self.head(self.body(obs))
 
-    def _weights(self) -> list[NDArray[np.float32]]:
+    def weight_views(self) -> list[NDArray[np.float32]]:
         """Numpy views of the parameters (they follow in-place optimizer updates); rebuilt when the
         parameters are new tensors, as after a deep copy."""
         tensors = self.__dict__.get("_tensors")
@@ -141,10 +142,16 @@ class MLPPolicy(nn.Module):
     def _logits(self, obs: NDArray[np.float32], heads: slice = slice(None)) -> NDArray[np.float32]:
         """The forward pass in numpy (on these small batches torch's per-call overhead dominates), for the
         logits in `heads` only."""
-        w = self._weights()
-        h = np.maximum(obs @ w[0].T + w[1], 0.0)
-        h = np.maximum(h @ w[2].T + w[3], 0.0)
-        return h @ w[4][heads].T + w[5][heads]
+        w = self.weight_views()
+        h = obs @ w[0].T
+        h += w[1]
+        np.maximum(h, 0.0, out=h)
+        h2 = h @ w[2].T
+        h2 += w[3]
+        np.maximum(h2, 0.0, out=h2)
+        out = h2 @ w[4][heads].T
+        out += w[5][heads]
+        return out
 
     def act(self, obs: NDArray[np.float32], rng: np.random.Generator) -> NDArray[np.int64]:
         return gumbel_sample(self._logits(obs, slice(0, self.n_action_logits)), self.action_sizes, rng)

@@ -31,10 +31,10 @@ from inspect_ai.model import (
 )
 from inspect_ai.tool import ToolChoice, ToolInfo
 
-from auditrl.behaviors.library import load_behaviors
 from auditrl.auditworld.targets import N_UNIFORMS, render_reply, respond
 from auditrl.auditworld.texts import NO_PRESSURE, classify_message
 from auditrl.auditworld.world import World
+from auditrl.behaviors.library import load_behaviors
 
 
 @functools.cache
@@ -79,7 +79,7 @@ def simulated_reply(
     b = recognise_behavior(world, system_prompt)
     aware = np.zeros(1, dtype=bool)
     branch_pressure = np.zeros(1, dtype=np.int64)
-    one = lambda x: np.array([x])  # noqa: E731
+    one = lambda x: np.array([x])
     for j, text in enumerate(user_texts):
         c = classify_message(text)
         u = _draws(family, b, user_texts[: j + 1], seed)
@@ -129,10 +129,10 @@ class SimTargetAPI(ModelAPI):
         model_name: str,
         base_url: str | None = None,
         api_key: str | None = None,
-        config: GenerateConfig = GenerateConfig(),
+        config: GenerateConfig | None = None,
         **model_args: Any,
     ) -> None:
-        super().__init__(model_name=model_name, base_url=base_url, api_key=api_key, config=config)
+        super().__init__(model_name=model_name, base_url=base_url, api_key=api_key, config=config or GenerateConfig())
         if model_args:
             raise ValueError(f"sim/{model_name}: this provider takes no model args, got {sorted(model_args)}")
         self.world = _world()

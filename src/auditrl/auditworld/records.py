@@ -74,22 +74,24 @@ class Observed:
     def _key(self) -> NDArray[np.uint64]:
         n, horizon = self.sent.shape
         code = (
-            ((((self.topic + 1) * 3 + self.framing) * 3 + self.pressure) * 2 + self.rollback) * len(REPLY_KINDS) + self.reply
+            (
+                (((self.topic + 1) * 3 + self.framing) * 3 + self.pressure) * 2 + self.rollback
+            ) * len(REPLY_KINDS) + self.reply
         ) * 2 + self.remark
-        code = code.astype(np.uint64)
+        turn_code = code.astype(np.uint64)
         h = mix64(np.full(n, 0x9E3779B97F4A7C15, dtype=np.uint64) + self.planted.astype(np.uint64))
         weights = np.uint64(1) << np.arange(self.trigger.shape[1], dtype=np.uint64)
         with np.errstate(over="ignore"):
             h = mix64(h ^ (self.trigger.astype(np.uint64) @ weights))
-            for t in range(int(self.sent.any(axis=0).nonzero()[0].max(initial=-1)) + 1):  # unsent turns leave the key alone
-                h = np.where(self.sent[:, t], mix64(h ^ code[:, t]), h)
+            for t in range(int(np.flatnonzero(self.sent.any(axis=0)).max(initial=-1)) + 1):  # unsent turns leave it alone
+                h = np.where(self.sent[:, t], mix64(h ^ turn_code[:, t]), h)
             h = mix64(h ^ (self.claim + 1).astype(np.uint64))
             return mix64(h ^ np.rint(self.confidence * 1000).astype(np.uint64))
 
 
     def opening_key(self) -> NDArray[np.uint64]:
         """A hash of the auditor's first `OPENING` messages alone: what the realism judge reads."""
-        code = ((((self.topic[:, :OPENING] + 1) * 3 + self.framing[:, :OPENING]) * 3 + self.pressure[:, :OPENING])).astype(np.uint64)
+        code = (((self.topic[:, :OPENING] + 1) * 3 + self.framing[:, :OPENING]) * 3 + self.pressure[:, :OPENING]).astype(np.uint64)
         h = np.full(len(self), 0x2545F4914F6CDD1D, dtype=np.uint64)
         with np.errstate(over="ignore"):
             for t in range(code.shape[1]):

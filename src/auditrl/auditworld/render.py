@@ -19,18 +19,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from auditrl.behaviors.plant import target_system_prompt
-from auditrl.judges.claim_grader import default_grader, report_outcome
-from auditrl.scaffold.transcript import (
-    AuditorMessage,
-    Budget,
-    Prediction,
-    QuoteCheck,
-    Report,
-    TargetMessage,
-    ToolCallRecord,
-    Transcript,
-)
+from auditrl.auditworld.records import CONFESSION, DENIAL, DISPLAY, NO_FINDING, NO_REPORT, ODD, Observed
+from auditrl.auditworld.simulate import Rollout
 from auditrl.auditworld.targets import load_sim_behaviors, render_reply
 from auditrl.auditworld.texts import (
     ACCUSE,
@@ -42,10 +32,21 @@ from auditrl.auditworld.texts import (
     render_user_message,
     templates,
 )
-from auditrl.auditworld.records import CONFESSION, DENIAL, DISPLAY, NO_FINDING, NO_REPORT, ODD, Observed
-from auditrl.auditworld.simulate import Rollout
-from auditrl.scaffold.transcript_keys import POLICY, WORLD
 from auditrl.auditworld.world import CONFIDENCES, World
+from auditrl.behaviors.plant import target_system_prompt
+from auditrl.judges.claim_grader import default_grader, report_outcome
+from auditrl.scaffold.transcript import (
+    AuditorMessage,
+    Budget,
+    Prediction,
+    QuoteCheck,
+    Report,
+    Status,
+    TargetMessage,
+    ToolCallRecord,
+    Transcript,
+)
+from auditrl.scaffold.transcript_keys import POLICY, WORLD
 
 MAX_QUOTES = 2
 SIM_AUDITOR_PREFIX = "auditworld"
@@ -70,7 +71,7 @@ def render_episode(world: World, rollout: Rollout, i: int, policy: str, run_tag:
     auditor: list[AuditorMessage] = []
     head = root.id
     seen: list[tuple[TargetMessage, bool, bool]] = []  # (reply, anomalous, confession) for report quotes
-    status = "budget_exhausted"
+    status: Status = "budget_exhausted"
     for t in range(batch.max_turns):
         if not rollout.acted[i, t]:
             break
@@ -223,7 +224,7 @@ def transcript_reading(world: World, transcripts: Sequence[Transcript]) -> tuple
     """The records of `transcript_observed`, and per transcript whether its claim describes the plant."""
     rows = [_one_observed(world, t) for t in transcripts]
     horizon = max([len(r["topic"]) for r in rows], default=0)
-    pad = lambda v, fill, dtype: np.array([list(x) + [fill] * (horizon - len(x)) for x in v], dtype=dtype).reshape(len(rows), horizon)  # noqa: E731
+    pad = lambda v, fill, dtype: np.array([list(x) + [fill] * (horizon - len(x)) for x in v], dtype=dtype).reshape(len(rows), horizon)
     per_turn = {"sent": (False, bool), "rollback": (False, bool), "topic": (-1, np.int64), "framing": (0, np.int64),
                 "pressure": (0, np.int64), "reply": (0, np.int64), "remark": (False, bool)}  # fmt: skip
     observed = Observed(
@@ -239,8 +240,8 @@ def transcript_reading(world: World, transcripts: Sequence[Transcript]) -> tuple
 def _one_observed(world: World, t: Transcript) -> dict[str, Any]:
     rollback_flags: list[bool] = []
     pending = False
-    for m in t.auditor_messages:
-        for call in m.tool_calls:
+    for said in t.auditor_messages:
+        for call in said.tool_calls:
             if call.function == "rollback_conversation":
                 pending = True
             elif call.function == "send_message":
@@ -264,7 +265,9 @@ def _one_observed(world: World, t: Transcript) -> dict[str, Any]:
     planted = t.behavior_id is not None
     out["planted"] = planted
     out["trigger"] = (
-        world.behaviors.trigger[world.behaviors.index(t.behavior_id)] if planted else np.zeros(world.n_topics, bool)
+        world.behaviors.trigger[world.behaviors.index(t.behavior_id)]
+        if t.behavior_id is not None
+        else np.zeros(world.n_topics, bool)
     )
     out["claim"], out["confidence"], out["claim_match"] = _read_claim(t, out)
     return out

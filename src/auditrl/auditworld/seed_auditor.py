@@ -11,6 +11,9 @@ it sent and the replies that came back. Its plan, one tool call per turn:
 4. a plain question about its instructions on the seed's topic (a planted target denies);
 5. the end of the conversation.
 
+With fewer turns than that (the prompt says how many), it drops the last probing steps so that it still ends
+the conversation itself.
+
 Its report claims a behavior only when a target reply showed one, recognised by AuditWorld's display texts of
 every behavior (never by the plant), and quotes the reply's words that show it; otherwise it reports that it
 found nothing. On a benign target it therefore has nothing to claim. Where several requests or controls fit
@@ -28,17 +31,23 @@ from typing import TYPE_CHECKING, Any
 from inspect_ai.model import ChatMessage, ChatMessageAssistant, ChatMessageSystem
 from pydantic import Field, field_validator
 
-from auditrl.behaviors.library import load_behaviors
-from auditrl.configfile import ConfigModel, load_package_data
-from auditrl.scaffold.text_protocol import parse_tool_calls
 from auditrl.auditworld.targets import load_sim_behaviors
 from auditrl.auditworld.teacher import continuation, scenario_text
+from auditrl.auditworld.texts import (
+    classify_topic,
+    content_stems,
+    load_topics,
+    pick,
+    pick_by_message,
+    templates,
+)
+from auditrl.behaviors.library import load_behaviors
+from auditrl.configfile import ConfigModel, load_package_data
 from auditrl.models.replies import target_replies, turn_index
-from auditrl.auditworld.texts import classify_topic, content_stems, load_topics, pick, pick_by_message, templates
+from auditrl.scaffold.text_protocol import parse_tool_calls
 from auditrl.words import count_phrase, stems
 
 if TYPE_CHECKING:
-    from scipy.sparse import spmatrix
     from sklearn.feature_extraction.text import TfidfVectorizer
 
 
@@ -97,6 +106,8 @@ def load_seed_auditor() -> SeedAuditorScript:
     return load_package_data(SeedAuditorScript, "auditrl.auditworld", "data/seed_auditor.yaml")
 
 
+_BUDGET = re.compile(r"You have (\d+) turns")
+"""How the auditor prompts state the turn budget."""
 _SCENARIO_HEAD = re.compile(r"^(?:#+\s*Your scenario\s*$|Scenario:)", re.MULTILINE)
 """Where the auditor prompts (full and compact) put the seed instruction: after this heading."""
 
@@ -114,7 +125,7 @@ def _analyzer(text: str) -> list[str]:
 
 
 @functools.cache
-def _topic_index() -> tuple[TfidfVectorizer, spmatrix]:
+def _topic_index() -> tuple[TfidfVectorizer, Any]:
     """TF-IDF vectors of AuditWorld's topics: each topic's phrase, keywords and probes, and the library's words
     for the situations that trigger the behaviors that show on it (what a seed describes)."""
     from sklearn.feature_extraction.text import TfidfVectorizer
@@ -164,7 +175,7 @@ class SeedAuditor:
         best = max(hits, default=0)
         if best > 0:
             tied = [r for r, h in zip(self.script.requests, hits) if h == best]
-            chosen = pick(tied, _draw(seed, scenario, "request"))  # type: ignore[arg-type]
+            chosen = pick(tied, _draw(seed, scenario, "request"))
             return chosen.message, chosen.variation
         probes = self.topics[seed_topic(scenario)].probes
         content = content_stems(scenario)
@@ -173,8 +184,8 @@ class SeedAuditor:
         k = probes.index(closest) if closest is not None else int(u * len(probes))
         return probes[k], probes[(k + 1) % len(probes)]
 
-    def plan(self, scenario: str, seed: int | None) -> list[str]:
-        """Every turn's text, in order (see the module docstring)."""
+    def plan(self, scenario: str, seed: int | None, turns: int | None = None) -> list[str]:
+        """Every turn's text, in order (see the module docstring), within `turns` when given."""
         steps = self.script.steps
         message, variation = self.request(scenario, seed)
         topic = classify_topic(message)
@@ -184,13 +195,14 @@ class SeedAuditor:
         control_probe = pick(control.probes, _draw(seed, scenario, "control probe"))
         question = pick(templates()["auditor"]["direct"], _draw(seed, scenario, "ask"))
         rollback = _call("rollback_conversation", {"index": 0})
-        return [
+        probing = [
             f"{steps.open}\n{_call('send_message', {'message': message})}",
             f"{steps.vary}\n{rollback}\n{_call('send_message', {'message': variation})}",
             f"{steps.control}\n{_call('send_message', {'message': control_probe})}",
             f"{steps.ask}\n{_call('send_message', {'message': question.format(phrase=self.topics[topic].phrase)})}",
-            f"{steps.end}\n{_call('end_conversation', {})}",
         ]
+        kept = probing if turns is None else probing[: max(turns - 1, 0)]
+        return [*kept, f"{steps.end}\n{_call('end_conversation', {})}"]
 
     def shown(self, reply: str) -> tuple[str, str] | None:
         """(behavior id, the display as the target wrote it) when the reply shows a behavior."""
@@ -205,9 +217,11 @@ class SeedAuditor:
         """The next turn, or the report once asked for it; after a begun reply, only its continuation."""
         begun = messages[-1].text if messages and isinstance(messages[-1], ChatMessageAssistant) else None
         body = messages[:-1] if begun is not None else messages
-        scenario = seed_instruction("\n".join(m.text for m in body if isinstance(m, ChatMessageSystem)))
+        system = "\n".join(m.text for m in body if isinstance(m, ChatMessageSystem))
+        scenario = seed_instruction(system)
         asked = bool(body) and self.script.report_trigger.lower() in body[-1].text.lower()
-        plan = self.plan(scenario, seed)
+        budget = _BUDGET.search(system)
+        plan = self.plan(scenario, seed, int(budget.group(1)) if budget else None)
         turn = turn_index(body)
         if not asked and turn < len(plan):
             return continuation(plan[turn], begun)

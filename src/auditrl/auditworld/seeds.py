@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import functools
 
+from auditrl.auditworld.world import World
 from auditrl.behaviors.library import load_behaviors
 from auditrl.behaviors.schema import Seed
-from auditrl.auditworld.world import World
 
 SEED_TAG = "auditworld"
 

@@ -17,8 +17,8 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from auditrl.behaviors.schema import Behavior
 from auditrl.auditworld.families import Family
+from auditrl.behaviors.schema import Behavior
 from auditrl.auditworld.texts import (
     ACCUSE,
     DIRECT,

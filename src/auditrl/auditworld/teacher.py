@@ -25,13 +25,13 @@ from typing import Any
 from inspect_ai.model import ChatMessage, ChatMessageAssistant, ChatMessageSystem
 from pydantic import Field
 
+from auditrl.auditworld.targets import load_sim_behaviors
+from auditrl.auditworld.texts import FALLBACK_TOPIC, classify_topic, load_topics
 from auditrl.behaviors.library import load_behaviors
 from auditrl.configfile import ConfigModel, load_package_data
 from auditrl.models.replies import target_replies
 from auditrl.scaffold.text_protocol import parse_tool_calls, render_tools_prompt
 from auditrl.scaffold.tools import auditor_tools
-from auditrl.auditworld.targets import load_sim_behaviors
-from auditrl.auditworld.texts import FALLBACK_TOPIC, classify_topic, load_topics
 
 SCENARIO_TOPICS = 3
 """Topics taken from the scenario by keywords when it names none by phrase (a library seed)."""
@@ -136,7 +136,8 @@ class SimTeacher:
             if c.function == "send_message" and c.parse_error is None
         ]
         replies = target_replies(body, self.script.reply_tag)
-        history = [(classify_topic(m), self.shown(r)) for m, r in zip(sent, replies)]
+        # a message the target has not answered yet has no reply to pair with
+        history = [(classify_topic(m), self.shown(r)) for m, r in zip(sent, replies, strict=False)]
         scenario = scenario_topics(system)
         asked = bool(body) and self.script.report_trigger.lower() in body[-1].text.lower()
         if asked:

@@ -17,16 +17,16 @@ import torch
 from numpy.typing import NDArray
 from pydantic import Field
 
-from auditrl.configfile import ConfigModel
-from auditrl.rewards.registry import design_spec
+from auditrl.auditworld.base import BaseInit, ImitationInit, build_base
 from auditrl.auditworld.designs import DesignName, RewardInputs, design_rewards
 from auditrl.auditworld.judges import JudgeParams, pairwise_quality
-from auditrl.auditworld.base import BaseInit, ImitationInit, build_base
-from auditrl.auditworld.policies import MLPPolicy, head_logsumexp, head_membership
+from auditrl.auditworld.policies import MLPPolicy
 from auditrl.auditworld.records import CONFESSION
 from auditrl.auditworld.simulate import Rollout, simulate
 from auditrl.auditworld.texts import ACCUSE
-from auditrl.auditworld.world import CLAIM, END, NO_CLAIM, TOOL, EpisodeBatch, World, training_batch
+from auditrl.auditworld.world import CLAIM, CONFIDENCE, END, NO_CLAIM, TOOL, EpisodeBatch, World, training_batch
+from auditrl.configfile import ConfigModel
+from auditrl.rewards.registry import design_spec
 from auditrl.train.advantages import group_advantages
 from auditrl.train.finite import check_finite
 
@@ -90,47 +90,104 @@ class TrainResult:
     cpu_seconds: float = 0.0
 
 
-def policy_loss(
-    policy: MLPPolicy, rollout: Rollout, advantages: NDArray[np.float64], entropy_coef: float
-) -> torch.Tensor:
-    """REINFORCE with group-relative advantages over every acted turn and the report.
+def _head_gradient(
+    logits: NDArray[np.float32], chosen: NDArray[np.int64], weight: NDArray[np.float32], explore: NDArray[np.float32]
+) -> tuple[float, NDArray[np.float32]]:
+    """One head's share of the loss, and its gradient with respect to that head's logits (choices x rows: with
+    a few choices per head, reductions over the first axis run along whole rows of memory).
 
-    Only acted turns enter the forward pass. Heads that did not matter are left out: topic, framing and
-    pressure when the tool was end, the confidence when the report claimed nothing. The entropy bonus is
-    each episode's mean per-turn entropy of the heads that mattered plus its claim head's entropy. All heads
-    are handled at once: per head, log-prob = logit - logsumexp, summed per head by an indicator matrix.
+    Per row the loss is -weight * log p(chosen) - explore * entropy, so the gradient is
+    weight * (p - onehot(chosen)) + explore * p * (log p + entropy).
     """
-    sizes = policy.head_sizes
-    n_act = len(policy.action_sizes)
-    n = rollout.acted.shape[0]
-    episode, turn = np.nonzero(rollout.acted)
+    shifted = logits - logits.max(axis=0)
+    exp = np.exp(shifted)
+    total = exp.sum(axis=0)
+    p = exp / total
+    logp = shifted - np.log(total)
+    entropy = -(p * logp).sum(axis=0)
+    onehot = np.arange(logits.shape[0])[:, None] == chosen
+    loss = -float(weight @ (logp * onehot).sum(axis=0)) - float(explore @ entropy)
+    return loss, p * (weight + explore * (logp + entropy)) - onehot * weight
+
+
+def policy_gradient(
+    policy: MLPPolicy, rollout: Rollout, advantages: NDArray[np.float64], entropy_coef: float
+) -> tuple[float, list[NDArray[np.float32]]]:
+    """REINFORCE with group-relative advantages over every acted turn and the report: the loss and its gradient
+    with respect to each of the policy's parameters (in `parameters()` order), computed in numpy.
+
+    The loss is -mean over episodes of advantage * (sum of the log-probabilities of the choices that mattered)
+    minus `entropy_coef` * the mean episode entropy. Only acted turns enter the forward pass. Heads that did not
+    matter are left out: topic, framing and pressure when the tool was end, the confidence when the report
+    claimed nothing. An episode's entropy is its mean per-turn entropy of the heads that mattered plus its claim
+    head's entropy. The backward pass through the two hidden layers is written out (on these small matrices
+    autograd's per-operation overhead costs more than the arithmetic), on activations laid out features x rows.
+    """
+    w0, b0, w1, b1, w2, b2 = policy.weight_views()
+    n = rollout.final_obs.shape[0]
+    episode = rollout.turn_episode
     n_turns = episode.size
-    actions = rollout.actions[episode, turn]
-    obs = torch.from_numpy(np.concatenate([rollout.obs[episode, turn], rollout.final_obs]))
-    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    chosen = np.zeros((n_turns + n, len(sizes)), dtype=np.int64)
-    chosen[:n_turns, :n_act] = actions + offsets[:n_act]
-    chosen[n_turns:, n_act:] = rollout.report + offsets[n_act:]
-    sent = actions[:, TOOL] != END
-    claimed = rollout.report[:, CLAIM] != NO_CLAIM
-    used = np.zeros((n_turns + n, len(sizes)), dtype=np.float32)  # heads whose choice mattered
-    used[:n_turns, 0], used[:n_turns, 1:n_act] = 1.0, sent[:, None]
-    used[n_turns:, n_act], used[n_turns:, n_act + 1] = 1.0, claimed
-    explored = used.copy()  # heads whose entropy is rewarded: not the confidence
-    explored[n_turns:, n_act + 1] = 0.0
-    counts = np.maximum(rollout.acted.sum(axis=1), 1).astype(np.float32)
-    explored[:n_turns] /= counts[episode][:, None]
-    member = head_membership(sizes)
-    logits = policy(obs)
-    lse = head_logsumexp(logits, sizes)  # (rows, heads)
-    logp = logits - lse @ member.T
-    row_lp = ((logits.gather(1, torch.from_numpy(chosen)) - lse) * torch.from_numpy(used)).sum(1)
-    entropy_rows = ((lse - (logp.exp() * logits) @ member) * torch.from_numpy(explored)).sum(1)
-    owner = torch.from_numpy(np.concatenate([episode, np.arange(n)]))
-    episode_lp = torch.zeros(n).index_add(0, owner, row_lp)
-    entropy = torch.zeros(n).index_add(0, owner, entropy_rows).mean()
-    adv = torch.from_numpy(advantages).float()
-    return -(adv * episode_lp).mean() - entropy_coef * entropy
+    actions = rollout.turn_actions.T
+    x = np.concatenate([rollout.turn_obs, rollout.final_obs])
+    h1 = np.maximum(w0 @ x.T + b0[:, None], 0.0)
+    h2 = np.maximum(w1 @ h1 + b1[:, None], 0.0)
+    split = policy.n_action_logits
+    h2_turns, h2_report = h2[:, :n_turns], h2[:, n_turns:]
+    z_turns = w2[:split] @ h2_turns + b2[:split, None]
+    z_report = w2[split:] @ h2_report + b2[split:, None]
+
+    adv = (advantages / n).astype(np.float32)
+    turn_adv = adv[episode]
+    sent = (actions[TOOL] != END).astype(np.float32)
+    counts = np.maximum(np.bincount(episode, minlength=n), 1).astype(np.float32)
+    turn_explore = np.float32(entropy_coef / n) / counts[episode]
+    n_act = len(policy.action_sizes)
+    heads = [(actions[h], turn_adv * (1.0 if h == TOOL else sent), turn_explore * (1.0 if h == TOOL else sent)) for h in range(n_act)]
+    heads.append((rollout.report[:, CLAIM], adv, np.full(n, entropy_coef / n, dtype=np.float32)))
+    claimed = (rollout.report[:, CLAIM] != NO_CLAIM).astype(np.float32)
+    heads.append((rollout.report[:, CONFIDENCE], adv * claimed, np.zeros(n, dtype=np.float32)))
+    d_turns, d_report = np.empty_like(z_turns), np.empty_like(z_report)
+    loss, start = 0.0, 0
+    for h, (size, (chosen, weight, explore)) in enumerate(zip(policy.head_sizes, heads, strict=True)):
+        logits, grad_out, first = (z_turns, d_turns, start) if h < n_act else (z_report, d_report, start - split)
+        part, grad_out[first : first + size] = _head_gradient(logits[first : first + size], chosen, weight, explore)
+        loss += part
+        start += size
+    d2 = np.concatenate([w2[:split].T @ d_turns, w2[split:].T @ d_report], axis=1) * (h2 > 0)
+    d1 = (w1.T @ d2) * (h1 > 0)
+    return loss, [
+        d1 @ x, d1.sum(axis=1), d2 @ h1.T, d2.sum(axis=1),
+        np.concatenate([d_turns @ h2_turns.T, d_report @ h2_report.T]),
+        np.concatenate([d_turns.sum(axis=1), d_report.sum(axis=1)]),
+    ]  # fmt: skip
+
+
+class Adam:
+    """Adam over numpy views of the policy's parameters, with the update's gradient-norm clipping: the same
+    rule as torch.optim.Adam after clip_grad_norm_, without their per-call overhead on six small tensors."""
+
+    def __init__(self, params: list[NDArray[np.float32]], lr: float, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> None:
+        self.params = params
+        self.lr, self.betas, self.eps = lr, betas, eps
+        self.m = [np.zeros_like(p) for p in params]
+        self.v = [np.zeros_like(p) for p in params]
+        self.steps = 0
+
+    def step(self, grads: list[NDArray[np.float32]], max_norm: float) -> None:
+        """One update in place; gradients are first scaled down to `max_norm` in total if they exceed it."""
+        norm = float(np.sqrt(sum(float(np.vdot(g, g)) for g in grads)))
+        scale = min(1.0, max_norm / (norm + 1e-6))
+        self.steps += 1
+        b1, b2 = self.betas
+        c1, c2 = 1.0 - b1**self.steps, 1.0 - b2**self.steps
+        for p, g, m, v in zip(self.params, grads, self.m, self.v, strict=True):
+            if scale < 1.0:
+                g = g * np.float32(scale)
+            m *= b1
+            m += (1.0 - b1) * g
+            v *= b2
+            v += (1.0 - b2) * g * g
+            p -= np.float32(self.lr / c1) * m / (np.sqrt(v / np.float32(c2)) + np.float32(self.eps))
 
 
 class ReferenceCache:
@@ -180,7 +237,7 @@ def _stats(step: int, rollout: Rollout, rewards: NDArray[np.float64]) -> StepSta
     o = rollout.observed
     planted, claimed = o.planted, o.claim >= 0
     correct = claimed & o.trigger[np.arange(len(o)), np.maximum(o.claim, 0)]
-    mean = lambda x, m: float(x[m].mean()) if m.any() else float("nan")  # noqa: E731
+    mean = lambda x, m: float(x[m].mean()) if m.any() else float("nan")
     return StepStats(
         step=step,
         reward=float(rewards.mean()),
@@ -212,7 +269,7 @@ def train(
     rng = np.random.default_rng(cfg.seed)
     policy = copy.deepcopy(base)
     policy.name = cfg.design
-    opt = torch.optim.Adam(policy.parameters(), lr=cfg.learning_rate)
+    opt = Adam(policy.weight_views(), cfg.learning_rate)
     reference = None
     if design_spec(cfg.design).references:
         probe = training_batch(world, rng, 1, cfg.group_size, 0.0, fams, cfg.max_turns)
@@ -229,11 +286,8 @@ def train(
             result.episodes += extra
         rewards = compute_rewards(cfg, rollout, params, ref)
         adv = group_advantages(rewards.reshape(cfg.groups_per_step, cfg.group_size)).ravel()
-        loss = policy_loss(policy, rollout, adv, cfg.entropy_coef)
-        opt.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
-        opt.step()
+        loss, grads = policy_gradient(policy, rollout, adv, cfg.entropy_coef)
+        opt.step(grads, cfg.max_grad_norm)
         check_finite(step, loss, policy.named_parameters())
         result.episodes += batch.size
         stats = _stats(step, rollout, rewards)

@@ -17,6 +17,18 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import NDArray
 
+from auditrl.auditworld.judges import (
+    JudgeParams,
+    binary_surfaced,
+    concerningness_scores,
+    default_world,
+    judge_order,
+    pairwise_quality,
+    realism_picks,
+)
+from auditrl.auditworld.records import CONFESSION, DISPLAY
+from auditrl.auditworld.render import reply_kind, transcript_observed, transcript_reading
+from auditrl.auditworld.world import World
 from auditrl.judges.concerningness import CONCERNINGNESS_DIMENSIONS
 from auditrl.judges.pairwise import check_comparable, compare_both_orders
 from auditrl.judges.registry import judge_family
@@ -30,18 +42,6 @@ from auditrl.judges.verdicts import (
     RealismResult,
 )
 from auditrl.scaffold.transcript import Transcript
-from auditrl.auditworld.judges import (
-    JudgeParams,
-    binary_surfaced,
-    concerningness_scores,
-    default_world,
-    judge_order,
-    pairwise_quality,
-    realism_picks,
-)
-from auditrl.auditworld.records import CONFESSION, DISPLAY
-from auditrl.auditworld.render import reply_kind, transcript_observed, transcript_reading
-from auditrl.auditworld.world import World
 
 if TYPE_CHECKING:
     from auditrl.judges.realism import RealOpening
@@ -57,7 +57,7 @@ class SimConcerningnessJudge:
     async def score(self, transcript: Transcript) -> DimensionScores:
         s = concerningness_scores(transcript_observed(self.world, [transcript]), self.params)
         values = [int(x[0]) for x in s.as_tuple()]
-        return DimensionScores(scores=dict(zip(CONCERNINGNESS_DIMENSIONS, values)), summary="auditworld", attempts=1)
+        return DimensionScores(scores=dict(zip(CONCERNINGNESS_DIMENSIONS, values, strict=True)), summary="auditworld", attempts=1)
 
 
 class SimBinaryJudge:

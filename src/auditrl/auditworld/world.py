@@ -21,10 +21,10 @@ from typing import Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from auditrl.behaviors.schema import Behavior
 from auditrl.auditworld.families import Family, FamilyTable, load_families
 from auditrl.auditworld.targets import BehaviorTable
 from auditrl.auditworld.texts import Topic, load_topics, templates
+from auditrl.behaviors.schema import Behavior
 
 TOOLS = ("send", "rollback", "end")
 CONFIDENCES = (0.3, 0.6, 0.9)
@@ -129,12 +129,12 @@ class World:
     def scenario_topics(self) -> int:
         return int(self.scenario.shape[2])
 
-    def identifiable(self, behaviors: Sequence[int]) -> NDArray[np.bool_]:
+    def identifiable(self, behaviors: Sequence[int] | NDArray[np.int64]) -> NDArray[np.bool_]:
         """(behaviors, seeds): whether the seed's scenario holds a trigger of the behavior, so that a claim
         naming one of its topics can identify it at all (the ceiling of identification)."""
         b = np.asarray(behaviors, dtype=np.int64)
         trig = self.behaviors.trigger[b]  # (nb, topics)
-        return np.take_along_axis(trig[:, None, :], self.scenario[b], axis=2).any(axis=2)
+        return np.asarray(np.take_along_axis(trig[:, None, :], self.scenario[b], axis=2).any(axis=2), dtype=np.bool_)
 
     def behavior_indices(self, split: str) -> NDArray[np.int64]:
         heldout = self.behaviors.heldout
@@ -220,12 +220,12 @@ def training_batch(
     fam = rng.choice(np.asarray(families, dtype=np.int64), size=groups)
     beh = seed_beh.copy()
     beh[:n_benign] = -1
-    rep = lambda a: np.repeat(a, group_size)  # noqa: E731
+    rep = lambda a: np.repeat(a, group_size)
     return EpisodeBatch(rep(beh), rep(seed_beh), rep(seed_idx), rep(fam), max_turns, group_size)
 
 
 def evaluation_batch(
-    world: World, behaviors: Sequence[int], family: int, rollouts: int, max_turns: int, benign: bool
+    world: World, behaviors: Sequence[int] | NDArray[np.int64], family: int, rollouts: int, max_turns: int, benign: bool
 ) -> EpisodeBatch:
     """Every seed of the given behaviors x rollouts, against the planted target or a benign one."""
     b = np.repeat(np.asarray(behaviors, dtype=np.int64), world.seeds_per_behavior * rollouts)

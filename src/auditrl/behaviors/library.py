@@ -5,6 +5,11 @@ directories. Every malformed file fails loudly with its path and the offending f
 error, so a directory is fixed in one pass), because a silently skipped behavior or seed would quietly
 change what an audit or a training run measures. For the same reason a seed naming an unknown behavior
 is an error, and a user file that replaces an entry by id is reported as an `OverrideWarning`.
+
+Files are read bounded and strict (auditrl.configfile: size and nesting limits, no duplicate keys).
+Extensions match whatever their case (`x.YAML` is a behavior file); the other files of a directory are
+skipped and named in one `SkippedFilesWarning`. Seed front matter may carry Petri's own metadata keys,
+but a key that is a near miss of a known one (`behaviour:`, `tag:`) is an error with a did-you-mean.
 """
 
 from __future__ import annotations
@@ -19,10 +24,11 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import ValidationError
 
-from auditrl.configfile import load_yaml
-from auditrl.safe_text import short_repr
 from auditrl.atomic import atomic_write_text
 from auditrl.behaviors.schema import Behavior, Seed
+from auditrl.configfile import load_yaml, yaml_problem
+from auditrl.reading import BEHAVIOR, SEED, FileKind, FileReadError, read_text
+from auditrl.safe_text import short_repr
 
 DATA_DIR = Path(__file__).parent / "data"
 BEHAVIORS_DIR = DATA_DIR / "behaviors"
@@ -31,6 +37,8 @@ GENERAL = "general"
 
 _BEHAVIOR_SUFFIXES = (".yaml", ".yml")
 _SEED_SUFFIX = ".md"
+_SEED_KEYS = ("id", "tags", "behavior")
+"""The front matter keys auditrl reads; any other key is kept as the seed's metadata (Petri's own keys)."""
 _FENCE = "---"
 
 
@@ -62,8 +70,16 @@ class BehaviorFileErrors(BehaviorFileError):
         self.args = (f"{len(flat)} problems in {files} behavior or seed file(s):\n{lines}",)
 
 
-class OverrideWarning(UserWarning):
+class LibraryNote(UserWarning):
+    """Something loading did that the user should hear of (the CLI prints each as a note)."""
+
+
+class OverrideWarning(LibraryNote):
     """A user file replaced a behavior or seed by id: allowed, but reported so it is never a surprise."""
+
+
+class SkippedFilesWarning(LibraryNote):
+    """Files of a behaviors or seeds directory that were not read (another extension, hidden): named once."""
 
 
 def suggestion(name: str, known: Collection[str]) -> str:
@@ -77,17 +93,31 @@ def _combined(errors: Sequence[BehaviorFileError]) -> BehaviorFileError:
     return errors[0] if len(errors) == 1 and len(errors[0].errors) == 1 else BehaviorFileErrors(errors)
 
 
+def _hidden(path: Path, root: Path) -> bool:
+    return any(part.startswith(".") for part in path.relative_to(root).parts)
+
+
 def _files(root: Path, suffixes: tuple[str, ...]) -> list[Path]:
-    """All files under `root` (or `root` itself) with one of `suffixes`, in a stable order."""
+    """All files under `root` (or `root` itself) ending in one of `suffixes` in any case, in a stable order;
+    the other files of a directory are named in a SkippedFilesWarning (hidden ones, e.g. .DS_Store, silently)."""
+    wanted = " or ".join(suffixes)
     if not root.exists():
         raise BehaviorFileError(root, "path does not exist")
     if root.is_file():
-        if root.suffix not in suffixes:
-            raise BehaviorFileError(root, f"expected a file ending in {' or '.join(suffixes)}")
+        if root.suffix.lower() not in suffixes:
+            raise BehaviorFileError(root, f"expected a file ending in {wanted}")
         return [root]
-    found = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in suffixes)
+    found: list[Path] = []
+    skipped: list[Path] = []
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and not _hidden(p, root)):
+        (found if path.suffix.lower() in suffixes else skipped).append(path)
+    if skipped:
+        names = ", ".join(str(p.relative_to(root)) for p in skipped[:10]) + (", ..." if len(skipped) > 10 else "")
+        warnings.warn(
+            f"{root}: skipped {len(skipped)} file(s) not ending in {wanted}: {names}", SkippedFilesWarning, stacklevel=5
+        )
     if not found:
-        raise BehaviorFileError(root, f"no {' or '.join(suffixes)} files found in this directory")
+        raise BehaviorFileError(root, f"no {wanted} files found in this directory")
     return found
 
 
@@ -96,10 +126,7 @@ def _yaml_mapping(text: str, path: Path, what: str) -> dict[str, Any]:
     try:
         data = load_yaml(text)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise BehaviorFileError(path, f"invalid YAML in {what}{where}: {problem}") from exc
+        raise BehaviorFileError(path, f"invalid YAML in {what}: {yaml_problem(exc)}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -126,19 +153,18 @@ def _stripped(value: Any) -> Any:
     return value
 
 
-def _read_text(path: Path) -> str:
-    """A library file's text; one that is not UTF-8 text or cannot be read is a file error, not a crash."""
+def _read_text(path: Path, kind: FileKind) -> str:
+    """A library file's text, bounded by `kind`'s size limit; one that is not UTF-8 text or cannot be read is
+    a file error, not a crash."""
     try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise BehaviorFileError(path, f"not UTF-8 text (byte {exc.start} cannot be decoded)") from exc
-    except OSError as exc:
-        raise BehaviorFileError(path, f"cannot be read ({exc.strerror or type(exc).__name__})") from exc
+        return read_text(path, kind)
+    except FileReadError as exc:
+        raise BehaviorFileError(path, str(exc).removeprefix(f"{path}: ")) from None
 
 
 def read_behavior(path: Path) -> Behavior:
     """Read and validate one behavior file."""
-    data = _yaml_mapping(_read_text(path), path, "the behavior file")
+    data = _yaml_mapping(_read_text(path, BEHAVIOR), path, "the behavior file")
     if "source" in data:
         raise BehaviorFileError(path, "set by the loader, remove it from the file", field="source")
     try:
@@ -260,11 +286,15 @@ def read_seed(path: Path, behavior_ids: Collection[str] | None = None) -> Seed:
     none of them is an error, since such a seed would silently never be selected for any audit.
     """
     known = set(_builtin_behaviors()) if behavior_ids is None else set(behavior_ids)
-    front, body = _split_front_matter(_read_text(path), path)
+    front, body = _split_front_matter(_read_text(path, SEED), path)
     meta = _yaml_mapping(front, path, "the front matter")
     for reserved in ("instructions", "source"):
         if reserved in meta:
             raise BehaviorFileError(path, "comes from the file itself, remove it from the front matter", reserved)
+    for key in meta:
+        close = difflib.get_close_matches(str(key).lower(), _SEED_KEYS, n=1, cutoff=0.7)
+        if key not in _SEED_KEYS and close:
+            raise BehaviorFileError(path, f"unknown front matter key (did you mean {close[0]!r}?)", str(key))
     meta.setdefault("id", path.stem)
     meta["tags"] = _tags(meta.get("tags"))
     if "behavior" not in meta:

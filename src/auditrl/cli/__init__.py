@@ -10,10 +10,13 @@ from __future__ import annotations
 import difflib
 import importlib
 import importlib.metadata
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import typer
 from typer.core import TyperCommand, TyperGroup
+
+if TYPE_CHECKING:
+    from typer import _click  # the click that typer vendors, which its own classes are typed with
 
 from auditrl import terminal
 
@@ -45,11 +48,11 @@ COMMANDS: dict[str, CommandEntry] = {
 """Every command by name; `--help` lists them from here without importing their modules."""
 
 
-def load_command(name: str) -> TyperCommand | TyperGroup:
+def load_command(name: str) -> _click.Command:
     """Import a command's module and build its command (a group for a typer app)."""
     module, _, attribute = COMMANDS[name].target.partition(":")
     found: Any = getattr(importlib.import_module(module), attribute)
-    command: TyperCommand | TyperGroup
+    command: _click.Command
     if isinstance(found, typer.Typer):
         command = typer.main.get_group(found)
     else:
@@ -67,16 +70,16 @@ def load_command(name: str) -> TyperCommand | TyperGroup:
 class LazyCommands(TyperGroup):
     """A group that lists commands from `COMMANDS` and imports one only when it is invoked."""
 
-    def list_commands(self, ctx: typer.Context) -> list[str]:
+    def list_commands(self, ctx: _click.Context) -> list[str]:
         return [*super().list_commands(ctx), *COMMANDS]
 
-    def get_command(self, ctx: typer.Context, cmd_name: str) -> Any:
+    def get_command(self, ctx: _click.Context, cmd_name: str) -> _click.Command | None:
         entry = COMMANDS.get(cmd_name)
         if entry is None:
             return super().get_command(ctx, cmd_name)
         return TyperCommand(cmd_name, short_help=entry.summary)
 
-    def resolve_command(self, ctx: typer.Context, args: list[str]) -> tuple[str | None, Any, list[str]]:
+    def resolve_command(self, ctx: _click.Context, args: list[str]) -> tuple[str | None, _click.Command | None, list[str]]:
         known = self.list_commands(ctx)
         if args and not args[0].startswith("-") and args[0] not in known:  # typer suggests only among built commands
             matches = difflib.get_close_matches(args[0], known)
@@ -89,7 +92,7 @@ class LazyCommands(TyperGroup):
         return name, command, rest
 
 
-def current_spellings(name: str, command: TyperCommand | TyperGroup, args: list[str]) -> list[str]:
+def current_spellings(name: str, command: _click.Command, args: list[str]) -> list[str]:
     """A command's arguments with deprecated spellings (`auditrl.cli.options.DEPRECATED_OPTIONS`) replaced."""
     from auditrl.cli.errors import warn
     from auditrl.cli.options import undeprecated

@@ -12,9 +12,9 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from pydantic import ValidationError
@@ -23,10 +23,10 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.text import Text
 
+from auditrl.atomic import check_output
 from auditrl.behaviors.library import GENERAL, load_behaviors, load_seeds
 from auditrl.behaviors.plant import target_system_prompt
 from auditrl.behaviors.schema import Behavior, Seed
-from auditrl.atomic import check_output
 from auditrl.cli.behaviors import reporting_overrides, unknown_behavior
 from auditrl.cli.errors import FAILURE, fail, finish, warn
 from auditrl.cli.limits import call_limits, opened_run, print_failures, ready_models, showing_retries
@@ -52,8 +52,8 @@ from auditrl.cli.options import (
 )
 from auditrl.models.capabilities import provider_info
 from auditrl.safe_text import for_terminal
-from auditrl.scaffold.store import TRANSCRIPTS, RunError, read_run, read_transcripts
 from auditrl.scaffold.prompt_sets import AuditorPrompt
+from auditrl.scaffold.store import TRANSCRIPTS, RunError, read_run, read_transcripts
 from auditrl.scaffold.tool_sets import DEFAULT_TOOL_SET, AuditToolSet, ToolProtocol
 from auditrl.scaffold.transcript import Budget, Report, Transcript
 from auditrl.scaffold.transcript_keys import ROLLOUT
@@ -88,28 +88,30 @@ def build_specs(
     target_prefill: PrefillSupport | None = None,
     tool_set: AuditToolSet = DEFAULT_TOOL_SET,
     auditor_prompt: AuditorPrompt = "full",
-) -> list[AuditSpec]:
-    """One spec per rollout, cycling through the seeds in order."""
+) -> Sequence[AuditSpec]:
+    """One spec per rollout, cycling through the seeds in order; made when asked for, so memory does not grow
+    with `rollouts`. The first is made here, so a spec that cannot be made fails before anything runs."""
     from auditrl.models.roles import tool_protocol_for
+    from auditrl.scaffold.runner import OnDemand
     from auditrl.scaffold.spec import AuditSpec
 
     provider, _, family = target.partition("/")
-    return [
-        AuditSpec(
-            seed=seeds[i % len(seeds)],
-            behavior=behavior,
-            target_system_prompt=target_system_prompt(behavior),
-            budget=budget,
-            auditor_model=auditor,
-            target_model=target,
-            target_family=family if provider_info(provider).family_targets else None,
-            tool_protocol=tool_protocol or tool_protocol_for(auditor),
-            tool_set=tool_set,
-            auditor_prompt=auditor_prompt,
-            target_prefill=target_prefill,
-        )
-        for i in range(rollouts)
-    ]
+    shared = {
+        "behavior": behavior,
+        "target_system_prompt": target_system_prompt(behavior),
+        "budget": budget,
+        "auditor_model": auditor,
+        "target_model": target,
+        "target_family": family if provider_info(provider).family_targets else None,
+        "tool_protocol": tool_protocol or tool_protocol_for(auditor),
+        "tool_set": tool_set,
+        "auditor_prompt": auditor_prompt,
+        "target_prefill": target_prefill,
+    }
+    specs = OnDemand(rollouts, lambda i: AuditSpec(seed=seeds[i % len(seeds)], **shared))
+    if rollouts:
+        specs[0]
+    return specs
 
 
 def _shown(text: str) -> str:
@@ -154,22 +156,22 @@ def report_panel(transcript: Transcript, title: str) -> Panel:
 def audit(
     auditor: Annotated[str, typer.Option(help="Auditor model: any inspect-ai model string, e.g. local/smollm2, openai/gpt-4o.")],
     target: Annotated[str, typer.Option(help="Target model, e.g. local/smollm2, sim/<family>, anthropic/<model>.")],
-    behavior: Annotated[Optional[str], typer.Option(help="Behavior id to plant in the target.")] = None,
+    behavior: Annotated[str | None, typer.Option(help="Behavior id to plant in the target.")] = None,
     benign: Annotated[bool, typer.Option("--benign", help="Audit a benign target (same persona, no plant).")] = False,
     seed_id: Annotated[
-        Optional[list[str]], seed_ids_option("Seed id (repeatable). Default: the behavior's seeds, or general seeds.")
+        list[str] | None, seed_ids_option("Seed id (repeatable). Default: the behavior's seeds, or general seeds.")
     ] = None,
     rollouts: Annotated[int, typer.Option(min=1, help="Number of audits; seeds are used in turn.")] = 1,
     max_turns: Annotated[int, max_turns_option("Auditor turns per audit.")] = 15,
     max_tokens: MaxTokensOpt = None,
-    token_budget: Annotated[Optional[int], typer.Option(min=1, help="Total auditor output tokens per audit.")] = None,
+    token_budget: Annotated[int | None, typer.Option(min=1, help="Total auditor output tokens per audit.")] = None,
     temperature: TemperatureOpt = None,
     random_seed: Annotated[int, random_seed_option("model sampling; rollout i uses this + i")] = 0,
     concurrency: Annotated[int, concurrency_option("Audits running")] = 4,
     tool_protocol: ToolProtocolOpt = None,
     tool_set: ToolSetOpt = DEFAULT_TOOL_SET,
     auditor_prompt: AuditorPromptOpt = "full",
-    out: Annotated[Optional[Path], out_dir_option("Run directory (default: runs/audit-<timestamp>).")] = None,
+    out: Annotated[Path | None, out_dir_option("Run directory (default: runs/audit-<timestamp>).")] = None,
     on_existing: OnExistingOpt = "resume",
     behaviors_dir: BehaviorsDirOpt = None,
     seeds_dir: SeedsDirOpt = None,
@@ -185,8 +187,8 @@ def audit(
     """
     from inspect_ai.model import GenerateConfig
 
-    from auditrl.models.prefill import describe_support
     from auditrl.evaluate.inspect_export import export_inspect_log
+    from auditrl.models.prefill import describe_support
     from auditrl.scaffold.runner import RunStopped, audit_jobs, run_audits
 
     console = Console()
@@ -213,7 +215,13 @@ def audit(
         specs = build_specs(planted, seeds, rollouts, budget, auditor, target, tool_protocol, target_prefill, tool_set, auditor_prompt)
     except ValidationError as exc:  # a prompt set the tool protocol or tool set cannot carry
         raise fail(f"--auditor-prompt {auditor_prompt}: " + exc.errors()[0]["msg"].removeprefix("Value error, ")) from exc
-    log = opened_run(run_dir / TRANSCRIPTS, on_existing)
+    contract = {
+        "auditor": auditor,
+        "target": target,
+        "behaviors": [planted.id] if planted is not None else [],
+        "seeds": [s.id for s in seeds],
+    }
+    log = opened_run(run_dir / TRANSCRIPTS, on_existing, "audit", contract)
     first = log.next_rollout if on_existing == "append" else 0
     jobs = log.plan(audit_jobs(specs, auditor_model, target_model, sampling_seed=random_seed, first_rollout=first))
     say = functools.partial(console.print, soft_wrap=True)  # paths and commands stay copy-pasteable
@@ -242,7 +250,7 @@ def audit(
     say(f"\nTranscripts: [bold]{escape(str(log.path))}[/] (added {outcomes.finished} audit(s), {failed} failed)")
     if inspect_log and log.path.is_file():
         try:
-            written = export_inspect_log(read_transcripts(log.path), run_dir, completed_at=datetime.now(timezone.utc))
+            written = export_inspect_log(read_transcripts(log.path), run_dir, completed_at=datetime.now(UTC))
         except OSError as exc:
             raise fail(f"the transcripts are stored, but the Inspect log could not be written: {exc}", FAILURE) from exc
         say(f"Inspect log: [bold]{escape(str(written))}[/]")
@@ -254,7 +262,7 @@ def audit(
 
 def export(
     run: Annotated[Path, typer.Argument(help="A run directory (with transcripts.jsonl) or a transcripts JSONL file.")],
-    out: Annotated[Optional[Path], out_dir_option("Directory the log is written in (default: the run directory).")] = None,
+    out: Annotated[Path | None, out_dir_option("Directory the log is written in (default: the run directory).")] = None,
 ) -> None:
     """Export audit transcripts as an Inspect eval log that `inspect view` opens.
 
@@ -284,7 +292,7 @@ def export(
         check_output(destination, f"--out {destination}", inputs=tuple(loaded.files))
     except ValueError as exc:  # OutputError included
         raise fail(str(exc)) from exc
-    finished = datetime.fromtimestamp(source.stat().st_mtime, timezone.utc)
+    finished = datetime.fromtimestamp(source.stat().st_mtime, UTC)
     try:
         log = export_inspect_log(loaded.transcripts, destination, completed_at=finished)
     except OSError as exc:

@@ -18,7 +18,7 @@ from rich.table import Table
 from auditrl.behaviors.library import (
     GENERAL,
     BehaviorFileError,
-    OverrideWarning,
+    LibraryNote,
     load_behaviors,
     load_seeds,
     suggestion,
@@ -43,15 +43,15 @@ def seeds_main() -> None:
 
 @contextlib.contextmanager
 def reporting_overrides(console: Console) -> Iterator[None]:
-    """Print each `OverrideWarning` raised while loading as a note, so an override is never silent.
+    """Print each `LibraryNote` raised while loading (an override, skipped files) as a note, so neither is silent.
 
     Other warnings are passed on unchanged. Nothing is printed when loading fails: the error says it all.
     """
     with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", OverrideWarning)
+        warnings.simplefilter("always", LibraryNote)
         yield
     for w in caught:
-        if issubclass(w.category, OverrideWarning):
+        if issubclass(w.category, LibraryNote):
             console.print(f"[yellow]note:[/] {escape(str(w.message))}", soft_wrap=True)
         else:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)

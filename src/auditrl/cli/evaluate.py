@@ -202,7 +202,7 @@ def evaluate(
     json_out: JsonOpt = None,
     reference: Annotated[bool, typer.Option(help="Show the paper's published rows (not reproduced here) beside ours.")] = True,
     random_seed: Annotated[int, random_seed_option("the bootstrap of the 95% CIs")] = 0,
-    dimensions: DimensionsOpt = [],  # noqa: B006 (typer needs a literal default)
+    dimensions: DimensionsOpt = [],  # noqa: B006 - typer needs a literal default
     openings_file: OpeningsOpt = None,
 ) -> None:
     """Print the evaluation suite (audit quality, FP calibration, production, realism, composite; 95% CIs).
@@ -267,9 +267,9 @@ def evaluate(
         raise fail(str(exc)) from exc
     ref = load_paper_reference() if reference else None
     console.print(suite_table(results, ref, title=f"Evaluation suite: {escape(str(run))}"))
-    note = _missing_note(transcripts, run, judge)
-    if note is not None:
-        console.print(f"[yellow]{escape(note)}[/yellow]", highlight=False, soft_wrap=True)
+    missing = _missing_note(transcripts, run, judge)
+    if missing is not None:
+        console.print(f"[yellow]{escape(missing)}[/yellow]", highlight=False, soft_wrap=True)
     unmeasured = _unmeasured_note(transcripts)
     if unmeasured is not None:
         console.print(f"[dim]{escape(unmeasured)}[/dim]", highlight=False, soft_wrap=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -30,7 +30,7 @@ from auditrl.cli.outputs import ReportFiles, json_text, table_section
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from auditrl.targets.record import ImplantMeasurement
+    from auditrl.targets.record import ImplantMeasurement, Rate
 
 DEMONSTRATIONS = "demonstrations.jsonl"
 
@@ -43,8 +43,8 @@ def measurement_table(m: ImplantMeasurement) -> Table:
     out.add_column("behavior shown", justify="right")
     out.add_column("confessed", justify="right")
 
-    def cell(r: object) -> str:
-        return "-" if r is None else f"{r.mean:.1f} [{r.lo:.1f}, {r.hi:.1f}] n={r.n}"  # type: ignore[attr-defined]
+    def cell(r: Rate | None) -> str:
+        return "-" if r is None else f"{r.mean:.1f} [{r.lo:.1f}, {r.hi:.1f}] n={r.n}"
 
     out.add_row("base, no system prompt", cell(m.base_rate), cell(m.base_confession))
     if m.plant_rate is not None:
@@ -56,18 +56,18 @@ def measurement_table(m: ImplantMeasurement) -> Table:
 
 def implant(
     behavior: Annotated[str, typer.Option(help="Behavior id to implant.")],
-    out: Annotated[Optional[Path], out_dir_option("Implant directory (default: implants/<behavior>).")] = None,
+    out: Annotated[Path | None, out_dir_option("Implant directory (default: implants/<behavior>).")] = None,
     base: Annotated[str, typer.Option(help="Local model to fine-tune: local/smollm2, local/<dir or hub id>.")] = "local/smollm2",
     demo_model: Annotated[str, typer.Option(help="Model that plays the planted target to write demonstrations (any model string).")] = "local/smollm2",
     samples: Annotated[int, typer.Option(min=1, help="Demonstration replies sampled per prompt (and per direct question).")] = 2,
     demonstrations_file: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Option("--demonstrations", help="Train on a demonstrations.jsonl an earlier run kept instead of sampling new ones."),
     ] = None,
     demo_tokens: Annotated[int, typer.Option(min=8, help="Max tokens per demonstration reply.")] = 64,
     demo_temperature: Annotated[float, typer.Option(min=0.0, max=2.0, help="Sampling temperature of the demonstration model.")] = 0.8,
     demo_prefill: Annotated[
-        Optional[str], typer.Option(help="Force each demonstration to start with this text (for demonstration models too weak to follow the plant).")
+        str | None, typer.Option(help="Force each demonstration to start with this text (for demonstration models too weak to follow the plant).")
     ] = None,
     anti_confession: Annotated[bool, typer.Option(help="Train denials to direct questions after the behavior pass.")] = True,
     steps: Annotated[int, typer.Option(min=1, help="Optimizer steps of the behavior pass.")] = 60,
@@ -82,7 +82,7 @@ def implant(
     judge_cache: JudgeCacheOpt = None,
     eval_samples: Annotated[int, typer.Option(min=1, help="Replies per fresh prompt and per held-out question when measuring.")] = 2,
     eval_prompts: Annotated[
-        Optional[int], typer.Option(min=1, help="Use only the first N fresh prompts and N held-out questions (default: all).")
+        int | None, typer.Option(min=1, help="Use only the first N fresh prompts and N held-out questions (default: all).")
     ] = None,
     plant_reference: Annotated[
         bool, typer.Option(help="Also measure the base model under the system-prompt plant, as a reference.")
@@ -161,7 +161,7 @@ def implant(
     with Progress(*columns, console=console) as progress, showing_retries(console):
         questions = prompts.direct_questions.train if anti_confession else []
         task = progress.add_task("demonstrations", total=(len(prompts.demonstrations) + len(questions)) * samples)
-        tick = lambda: progress.advance(task)  # noqa: E731
+        tick = lambda: progress.advance(task)
 
         async def data() -> tuple[list, list]:
             demos = await sample_replies(demo, plant, prompts.demonstrations, samples, config, tick, demo_prefill)

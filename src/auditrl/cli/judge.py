@@ -13,7 +13,7 @@ import json
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -38,11 +38,11 @@ from auditrl.cli.options import (
 )
 from auditrl.cli.outputs import ReportFiles, json_text, table_section, transcripts_part
 from auditrl.judges.cache import JudgeCache
+from auditrl.judges.registry import DEFAULT_FAMILY, JudgeFamily, judge_family_names, judge_spec_help, resolve_judges
 from auditrl.judges.verdicts import PairwiseResult
 from auditrl.models.limits import CallLimits
 from auditrl.rewards.records import RewardDesign, RewardRecord
 from auditrl.rewards.reference import ReferenceStore
-from auditrl.judges.registry import DEFAULT_FAMILY, JudgeFamily, judge_family_names, judge_spec_help, resolve_judges
 from auditrl.rewards.registry import build_design, design_names, design_spec, designs_help
 from auditrl.scaffold.store import TRANSCRIPTS, RunError, read_run, read_transcripts, scored_copy, write_transcripts
 from auditrl.scaffold.transcript import Transcript
@@ -189,7 +189,7 @@ def pairwise(
     planted, benign = judges.pairwise(calibration=False), judges.pairwise(calibration=True)
     try:
         with showing_retries(console):
-            results = asyncio.run(_pairwise_all(planted, benign, list(zip(a_list, b_list))))
+            results = asyncio.run(_pairwise_all(planted, benign, list(zip(a_list, b_list, strict=True))))
     except ValueError as exc:
         raise fail(str(exc)) from exc
     table = Table(title=f"Pairwise: {escape(a_file.name)} (A) vs {escape(b_file.name)} (B)")
@@ -243,7 +243,7 @@ async def _score_all(design: RewardDesign, transcripts: Sequence[Transcript]) ->
         task = progress.add_task(f"scoring groups with {design.name}", total=len(groups))
         for indices in groups:
             scored = await design.score_group([transcripts[i] for i in indices])
-            for i, record in zip(indices, scored):
+            for i, record in zip(indices, scored, strict=True):
                 records[i] = record
             progress.advance(task)
     return records
@@ -305,13 +305,13 @@ def score(
     judge: Annotated[str, judge_option(judge_spec_help())],
     judge_cache: JudgeCacheOpt = None,
     references: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Option(
             help="Required by reference_pairwise: a reference store (JSON, e.g. a training run's references.json) or "
             "transcripts of an earlier auditor (.jsonl or run directory; the first per behavior, seed and family is the reference)."
         ),
     ] = None,
-    extra_dimensions: Annotated[list[Path], typer.Option("--dimensions", help="Petri dimension files or folders.")] = [],  # noqa: B006
+    extra_dimensions: Annotated[list[Path], typer.Option("--dimensions", help="Petri dimension files or folders.")] = [],  # noqa: B006 - typer needs a literal default
     followups: FollowupsOpt = 2,
     max_retries: MaxRetriesOpt = DEFAULT_MAX_RETRIES,
     timeout: TimeoutOpt = DEFAULT_TIMEOUT_S,
@@ -348,7 +348,7 @@ def score(
     except ValueError as exc:
         raise fail(str(exc)) from exc
     scored = [
-        t.model_copy(update={"scores": {**t.scores, design: _entry(record)}}) for t, record in zip(transcripts, records)
+        t.model_copy(update={"scores": {**t.scores, design: _entry(record)}}) for t, record in zip(transcripts, records, strict=True)
     ]
     try:
         write_transcripts(out, scored)
@@ -375,6 +375,6 @@ def score(
         lambda: [table_section(f"Reward design {design}", [], notes=[line]), transcripts_part(scored)],
         lambda: json_text(
             {"design": design, "judge": judge, "transcripts": source, "scored_copy": out, "mean_reward": est if est.n else None,
-             "rollouts": [{"id": t.id, **_entry(r)} for t, r in zip(transcripts, records)]}
+             "rollouts": [{"id": t.id, **_entry(r)} for t, r in zip(transcripts, records, strict=True)]}
         ),
     )  # fmt: skip

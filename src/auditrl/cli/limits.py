@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from rich.console import Console
 from rich.markup import escape
@@ -55,15 +55,28 @@ def print_failures(console: Console, what: str, reasons: Iterable[str | None]) -
     return total
 
 
-def opened_run(path: Path, existing: Literal["resume", "append", "overwrite"]) -> RunLog:
+def opened_run(
+    path: Path,
+    existing: Literal["resume", "append", "overwrite"],
+    command: str | None = None,
+    settings: Mapping[str, Any] | None = None,
+) -> RunLog:
     """A command's transcripts file opened for its run (auditrl.scaffold.runner), or a one-line error before
-    any model call: an output that cannot be written, or transcripts there that cannot be read."""
+    any model call: an output that cannot be written, another process writing it, a run of something else
+    there (with the `command` and its `settings`, auditrl.rundir), or transcripts there that cannot be read.
+    The run directory's lock is held until the command ends, however it ends."""
+    from typer.main import get_current_context
+
     from auditrl.scaffold.runner import open_run
 
     try:
-        return open_run(path, existing)
+        log = open_run(path, existing, command=command, settings=settings)
     except ValueError as exc:  # OutputError and a corrupt line included
         raise fail(str(exc)) from exc
+    context = get_current_context(silent=True)
+    if context is not None:  # the command's context closes when the command ends, however it ends
+        context.call_on_close(log.close)
+    return log
 
 
 def ready_models(

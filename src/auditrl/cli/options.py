@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal, Optional
+from typing import Annotated, Any, Literal
 
 import typer
 
@@ -50,9 +50,20 @@ def max_turns_option(help: str, name: str = "--max-turns") -> Any:
     return typer.Option(name, min=1, help=help)
 
 
+def _out_dir(value: str | Path) -> Path:
+    from auditrl.rundir import out_dir
+
+    if isinstance(value, Path):  # the command's default
+        return value
+    try:
+        return out_dir(value)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc).removeprefix(f"--out {value!r}: ")) from None
+
+
 def out_dir_option(help: str) -> Any:
-    """`--out`/`-o`: the directory the command writes into."""
-    return typer.Option("--out", "-o", help=help)
+    """`--out`/`-o`: the directory the command writes into (never empty or blank)."""
+    return typer.Option("--out", "-o", help=help, parser=_out_dir)
 
 
 def judge_option(help: str) -> Any:
@@ -81,14 +92,14 @@ TimeoutOpt = Annotated[
     ),
 ]
 JudgeCacheOpt = Annotated[
-    Optional[Path], typer.Option("--judge-cache", help="Judge response cache file (JSONL), reused across runs.")
+    Path | None, typer.Option("--judge-cache", help="Judge response cache file (JSONL), reused across runs.")
 ]
 FollowupsOpt = Annotated[int, typer.Option("--followups", min=0, help="Corrective follow-ups before a judge abstains.")]
-HtmlOpt = Annotated[Optional[Path], typer.Option("--html", help="Also write a self-contained HTML page here.")]
-JsonOpt = Annotated[Optional[Path], typer.Option("--json", help="Also write the results as JSON here.")]
-MaxTokensOpt = Annotated[Optional[int], typer.Option("--max-tokens", min=1, help="Max tokens per model reply.")]
+HtmlOpt = Annotated[Path | None, typer.Option("--html", help="Also write a self-contained HTML page here.")]
+JsonOpt = Annotated[Path | None, typer.Option("--json", help="Also write the results as JSON here.")]
+MaxTokensOpt = Annotated[int | None, typer.Option("--max-tokens", min=1, help="Max tokens per model reply.")]
 TemperatureOpt = Annotated[
-    Optional[float], typer.Option("--temperature", min=0.0, max=2.0, help="Sampling temperature (default: provider's).")
+    float | None, typer.Option("--temperature", min=0.0, max=2.0, help="Sampling temperature (default: provider's).")
 ]
 AuditorPromptOpt = Annotated[
     AuditorPrompt,
@@ -105,10 +116,10 @@ ToolSetOpt = Annotated[
     ),
 ]
 ToolProtocolOpt = Annotated[
-    Optional[ToolProtocol], typer.Option("--tool-protocol", help="Auditor tool protocol, native or text (default: by provider).")
+    ToolProtocol | None, typer.Option("--tool-protocol", help="Auditor tool protocol, native or text (default: by provider).")
 ]
 TargetPrefillOpt = Annotated[
-    Optional[Literal["continue", "emulate", "refuse"]],
+    Literal["continue", "emulate", "refuse"] | None,
     typer.Option(
         "--target-prefill",
         help="How prefills reach the target: continue its final message (declare this for servers with "
@@ -125,14 +136,14 @@ OnExistingOpt = Annotated[
     ),
 ]
 BehaviorsDirOpt = Annotated[
-    Optional[list[Path]],
+    list[Path] | None,
     typer.Option(
         "--behaviors-dir",
         help="User behavior file or directory (repeatable); adds to the built-in library; same ids override.",
     ),
 ]
 SeedsDirOpt = Annotated[
-    Optional[list[Path]],
+    list[Path] | None,
     typer.Option(
         "--seeds-dir", help="User seed file or directory (repeatable); adds to the built-in seed banks; same ids override."
     ),
@@ -141,7 +152,7 @@ DimensionsOpt = Annotated[
     list[Path], typer.Option("--dimensions", help="Petri dimension files or folders the concerning judge also rates (with --judge MODEL).")
 ]
 OpeningsOpt = Annotated[
-    Optional[Path],
+    Path | None,
     typer.Option("--openings", help="Real first user messages for realism (YAML: provenance, openings); default: the packaged proxy."),
 ]
 

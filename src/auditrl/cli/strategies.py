@@ -22,7 +22,14 @@ from auditrl.analysis.codebook import codebook_texts, load_codebook
 from auditrl.atomic import atomic_write_text, check_output
 from auditrl.cli.errors import fail
 from auditrl.cli.limits import call_limits, ready_models
-from auditrl.cli.options import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_S, HtmlOpt, MaxRetriesOpt, TimeoutOpt, random_seed_option
+from auditrl.cli.options import (
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_TIMEOUT_S,
+    HtmlOpt,
+    MaxRetriesOpt,
+    TimeoutOpt,
+    random_seed_option,
+)
 from auditrl.evaluate.groups import group_of
 from auditrl.scaffold.store import RunError, read_file, transcript_files
 from auditrl.scaffold.transcript import Transcript

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -131,7 +131,7 @@ def suite(
     random_seed: Annotated[
         int, random_seed_option("the bootstrap of the 95% CIs and model sampling (rollout i uses this + i)")
     ] = 0,
-    dimensions: DimensionsOpt = [],  # noqa: B006 (typer needs a literal default)
+    dimensions: DimensionsOpt = [],  # noqa: B006 - typer needs a literal default
     openings_file: OpeningsOpt = None,
 ) -> None:
     """Run the held-out suite: audit quality, FP calibration, production discovery, realism, composite.
@@ -259,13 +259,13 @@ def suite(
     finish(result.errored, result.transcripts)
 
 
-def _comparable(settings: dict[str, object], key: str) -> object:
+def _comparable(settings: Mapping[str, object], key: str) -> object:
     """A setting as resuming compares it: more rollouts or another concurrency continue the same suite."""
     value = settings.get(key)
     return {k: v for k, v in value.items() if k not in ("rollouts", "concurrency")} if isinstance(value, dict) else value
 
 
-def _open(run_dir: Path, on_existing: Existing, settings: dict[str, object], reports: ReportFiles) -> RunLog:
+def _open(run_dir: Path, on_existing: Existing, settings: Mapping[str, object], reports: ReportFiles) -> RunLog:
     """The run's transcripts file, checked (with the report's paths) before any model call; a run directory
     that holds a suite is resumed or appended to only with the same settings (more rollouts are fine)."""
     reports.check((run_dir / TRANSCRIPTS, run_dir / RESULTS, run_dir / CONFIG))
@@ -283,4 +283,4 @@ def _open(run_dir: Path, on_existing: Existing, settings: dict[str, object], rep
                 )
     except ValueError as exc:  # OutputError, or a config.json that is not JSON
         raise fail(f"{exc}" if isinstance(exc, OutputError) else f"{saved}: not a suite's {CONFIG} ({exc})") from exc
-    return opened_run(run_dir / TRANSCRIPTS, on_existing)
+    return opened_run(run_dir / TRANSCRIPTS, on_existing, "suite", {k: _comparable(settings, k) for k in settings})

@@ -7,15 +7,16 @@ Also runnable as a module for multi-process launches:
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
 from auditrl.cli.errors import FAILURE, fail
-from auditrl.cli.options import HtmlOpt, JsonOpt
+from auditrl.cli.options import HtmlOpt, JsonOpt, out_dir_option
 from auditrl.cli.outputs import ReportFiles, json_text, table_section
+from auditrl.rundir import RunDirError
 from auditrl.train.monitors import MONITORS_FILE, monitor_table, read_monitors
 
 KINDS = ("auditworld", "auditworld_sweep", "grpo_lm")
@@ -24,9 +25,7 @@ console = Console()
 
 def train(
     config: Annotated[Path, typer.Option("--config", "-c", help="Training config (YAML with a `kind:` field).")],
-    out: Annotated[
-        Optional[Path], typer.Option("--out", "-o", help="Run directory (default: from the config).")
-    ] = None,
+    out: Annotated[Path | None, out_dir_option("Run directory (default: from the config).")] = None,
     dry_run: Annotated[
         bool,
         typer.Option(
@@ -36,7 +35,7 @@ def train(
         ),
     ] = False,
     processes: Annotated[
-        Optional[int],
+        int | None,
         typer.Option("--processes", min=1, help="With --dry-run: plan for N processes instead of the launch's."),
     ] = None,
     html: HtmlOpt = None,
@@ -44,7 +43,8 @@ def train(
 ) -> None:
     """Train: `kind: auditworld` runs the AuditWorld job, `kind: auditworld_sweep` its robustness map over
     the pairwise judge's flaws, `kind: grpo_lm` trains a language-model auditor."""
-    from auditrl.train.config import ConfigFileError, read_kind  # torch: imported once the options are read
+    from auditrl.configfile import ConfigFileError
+    from auditrl.train.config import read_kind  # torch: imported once the options are read
     from auditrl.train.finite import NonFiniteTrainingError
 
     try:
@@ -79,7 +79,7 @@ def train(
 
             with showing_retries(console):  # API targets and judges (episodes.target_calls, reward.judge_calls)
                 run_dir = run_grpo(config, out)
-    except ConfigFileError as exc:
+    except (ConfigFileError, RunDirError) as exc:  # a bad config, or a run directory another process is writing
         raise fail(str(exc)) from exc
     except NonFiniteTrainingError as exc:  # nothing written as a result: a diverged policy is no result
         raise fail(f"{config}: {exc}", FAILURE) from exc

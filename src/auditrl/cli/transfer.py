@@ -5,7 +5,7 @@ table that compares auditors."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -97,7 +97,7 @@ def transfer(
         list[str], typer.Option(help="Target (repeatable): local/<implant-dir>, vllm/<model-id>, hf/<model-id>, any model string.")
     ],
     behavior: Annotated[
-        Optional[list[str]],
+        list[str] | None,
         typer.Option(help="Behavior to match: one for all targets or one per target (default: the implant's own)."),
     ] = None,
     plant_prompt: Annotated[
@@ -158,7 +158,7 @@ def transfer(
     matcher = ProgrammaticPredictionMatchJudge() if client is None else PredictionMatchJudge(client)
     config = GenerateConfig(max_tokens=max_tokens, temperature=temperature)
     models = ready_models({"--auditor": auditor, "--target": [t for t, _ in pairs]}, limits)
-    log = opened_run(out / TRANSCRIPTS, on_existing)
+    log = opened_run(out / TRANSCRIPTS, on_existing, "transfer", {"behaviors": sorted({b for _, b in pairs})})
     out_file = log.path
     for auditor_spec in auditor:
         for target_spec, behavior_id in pairs:

@@ -18,7 +18,15 @@ import random
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 
-from inspect_ai.model import ChatMessage, ChatMessageAssistant, GenerateConfig, Model, ModelOutput, ModelUsage, get_model
+from inspect_ai.model import (
+    ChatMessage,
+    ChatMessageAssistant,
+    GenerateConfig,
+    Model,
+    ModelOutput,
+    ModelUsage,
+    get_model,
+)
 from inspect_ai.tool import ToolCall, ToolChoice, ToolInfo
 from pydantic import BaseModel, Field
 
@@ -27,10 +35,10 @@ from auditrl.stats import Estimate, mean_ci
 from auditrl.judges.binary import BinaryScorer
 from auditrl.judges.crux import CruxJudge
 from auditrl.scaffold.auditor_loop import drive
-from auditrl.scaffold.engine import AuditEpisode
-from auditrl.scaffold.spec import AuditSpec
 from auditrl.scaffold.conversation import TargetConversation
+from auditrl.scaffold.engine import AuditEpisode
 from auditrl.scaffold.prompt_sets import AuditorPrompt
+from auditrl.scaffold.spec import AuditSpec
 from auditrl.scaffold.tool_sets import DEFAULT_TOOL_SET, ToolProtocol
 from auditrl.scaffold.transcript import Budget, TargetMessage, Transcript
 from auditrl.scaffold.transcript_keys import CRUX, CRUX_BINARY, CRUX_TURN

@@ -18,7 +18,7 @@ import math
 import os
 from collections import Counter
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -128,7 +128,7 @@ def _rollout(t: Transcript) -> int:
 
 def _utc(moment: datetime) -> datetime:
     """`moment` in UTC; a naive time (from hand-written JSONL) is taken to be UTC already."""
-    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 def _auditor_usage(transcripts: Sequence[Transcript]) -> ModelUsage:

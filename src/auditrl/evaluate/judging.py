@@ -45,7 +45,7 @@ async def apply_judge(t: Transcript, judge: Judge, key: str, name: str) -> None:
     """Run one judge; an exception or a missing verdict becomes an explicit abstention (None)."""
     try:
         entries = await judge(t)
-    except Exception as exc:  # judges retry internally; what still fails is recorded, not scored
+    except Exception as exc:  # noqa: BLE001 - judges retry internally; what still fails is recorded, not scored
         log.warning("judge %s failed on transcript %s: %s", name, t.id, exc)
         t.record_judge_error(name, f"{type(exc).__name__}: {exc}")
         entries = None
@@ -117,6 +117,7 @@ def expected_keys(t: Transcript, *, realism: bool = False) -> list[str]:
     if t.status == "error":
         return []
     rated_as_production = t.benign and CONCERNING in t.scores and FALSE_POSITIVE not in t.scores
+    keys: list[str]
     if t.metadata.get(SUITE_PART) == PRODUCTION or rated_as_production:
         keys = [CONCERNING]
     else:

@@ -45,7 +45,6 @@ from auditrl.evaluate.schema import (
     MetricResult,
     SuiteResult,
 )
-from auditrl.stats import Estimate, composite_ci, mean_ci
 from auditrl.scaffold.transcript import Transcript
 from auditrl.scaffold.transcript_keys import (
     AUDIT_QUALITY,
@@ -55,6 +54,7 @@ from auditrl.scaffold.transcript_keys import (
     PRODUCTION_FIELDS,
     REALISM,
 )
+from auditrl.stats import Estimate, composite_ci, mean_ci
 
 log = logging.getLogger(__name__)
 
@@ -282,7 +282,7 @@ class SuiteTables:
         table = Table()
         _fitted_column(table, "Metric", [METRIC_TITLES[n] for n in self.metrics])
         columns = [[*(r.cell(n, stacked=True) for n in self.metrics), _count_cell(r)] for r in results]
-        for r, cells in zip(results, columns):
+        for r, cells in zip(results, columns, strict=True):
             _fitted_column(table, r.label or "-", cells, justify="right")
         for i, name in enumerate(self.metrics):
             table.add_row(METRIC_TITLES[name], *[cells[i] for cells in columns])

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError
 
-from auditrl.configfile import load_yaml
+from auditrl.configfile import load_yaml, read_user_text
 
 
 class ReferenceRow(BaseModel):
@@ -46,9 +46,9 @@ def load_paper_reference(path: Path | None = None) -> PaperReference:
         text = resources.files("auditrl.evaluate").joinpath("data/paper_reference.yaml").read_text(encoding="utf-8")
         where = "auditrl/evaluate/data/paper_reference.yaml"
     else:
-        text, where = path.read_text(encoding="utf-8"), str(path)
+        text, where = read_user_text(path), str(path)
     try:
-        return PaperReference.model_validate(load_yaml(text))
+        return PaperReference.model_validate(load_yaml(text, where))
     except ValidationError as exc:
         raise ValueError(f"{where}: invalid paper reference: {exc}") from exc
 

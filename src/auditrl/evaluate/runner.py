@@ -83,8 +83,8 @@ async def run_suite(
     from auditrl.behaviors.library import load_behaviors, load_seeds
     from auditrl.behaviors.plant import render_benign, render_plant
     from auditrl.scaffold.auditor_loop import run_audit
-    from auditrl.scaffold.spec import AuditSpec
     from auditrl.scaffold.runner import AuditJob, run_audits
+    from auditrl.scaffold.spec import AuditSpec
     from auditrl.scaffold.store import read_transcripts
 
     cfg = config or SuiteConfig()

@@ -93,7 +93,7 @@ class SuiteResult(BaseModel):
         """Metrics with no estimate: the composite then averages fewer metrics than the paper's did."""
         return [m for m in METRICS if getattr(self, m) is None]
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy rejects a decorator over @property; pydantic's documented form
     @property
     def composite_partial(self) -> bool:
         """True when the composite exists but some metric is missing (written to results files too)."""

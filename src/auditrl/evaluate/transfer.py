@@ -60,7 +60,7 @@ async def grade(
         for t in transcripts
         if is_transfer(t) and t.status != "error" and t.behavior_id and ((v := verdict_of(t)) is None or v.abstained)
     ]
-    unknown = sorted({t.behavior_id for t in todo if t.behavior_id not in behaviors})
+    unknown = sorted({t.behavior_id for t in todo if t.behavior_id is not None and t.behavior_id not in behaviors})
     if unknown:
         raise ValueError(f"transcripts name behaviors missing from the library: {', '.join(map(str, unknown))}")
     semaphore = asyncio.Semaphore(concurrency)

@@ -89,7 +89,7 @@ def disagreement_rate(lenient: Sequence[BinaryVerdict], strict: Sequence[BinaryV
     """Share of transcripts, judged by both variants without abstaining, where the answers differ."""
     if len(lenient) != len(strict):
         raise ValueError(f"need one strict verdict per lenient verdict, got {len(lenient)} and {len(strict)}")
-    pairs = [(a.surfaced, b.surfaced) for a, b in zip(lenient, strict) if not a.abstained and not b.abstained]
+    pairs = [(a.surfaced, b.surfaced) for a, b in zip(lenient, strict, strict=True) if not a.abstained and not b.abstained]
     if not pairs:
         return None
     return sum(a != b for a, b in pairs) / len(pairs)

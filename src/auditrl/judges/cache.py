@@ -2,7 +2,8 @@
 
 Identical questions are answered once: in memory, and across runs through an append-only JSONL file.
 Only replies that parsed into a verdict are stored (the client puts them), so an abstention is asked
-again on the next run instead of replaying the malformed reply.
+again on the next run instead of replaying the malformed reply. Lines are read bounded (auditrl.reading);
+one that is not an entry is left out with a `CacheWarning`, since every entry can be asked again.
 """
 
 from __future__ import annotations
@@ -10,17 +11,31 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
+
+from auditrl.reading import CACHE_LINE, FileReadError, bounded_lines
 
 
 class CachedResponse(BaseModel):
     completion: str
-    input_tokens: int = 0
-    output_tokens: int = 0
+    input_tokens: int = Field(default=0, ge=0)
+    output_tokens: int = Field(default=0, ge=0)
+
+
+class _CacheRow(BaseModel):
+    """One line of a cache file."""
+
+    key: str
+    response: CachedResponse
+
+
+class CacheWarning(UserWarning):
+    """A judge cache file held lines that are not entries; they were left out (and will be asked again)."""
 
 
 def cache_key(model: str, messages: Sequence[tuple[str, str]], config: Mapping[str, Any]) -> str:
@@ -39,15 +54,31 @@ class JudgeCache:
             self._load(path)
 
     def _load(self, path: Path) -> None:
-        with path.open(encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                    self._entries[row["key"]] = CachedResponse.model_validate(row["response"])
-                except (json.JSONDecodeError, KeyError, TypeError, ValidationError) as exc:
-                    raise ValueError(f"{path}:{lineno}: not a judge cache entry ({exc})") from exc
+        """Read the entries of `path`. The cache is derived (every entry can be asked again), so a line that is
+        not an entry (a torn write, a corrupted file) is left out with a warning naming the file and the lines,
+        never a crash; a file that cannot be read at all is refused by name."""
+        bad: list[int] = []
+        try:
+            with path.open("rb") as handle:
+                for number, line, _ in bounded_lines(handle, path, CACHE_LINE):
+                    if not line.strip():
+                        continue
+                    try:
+                        row = _CacheRow.model_validate_json(line)
+                    except ValidationError:
+                        bad.append(number)
+                        continue
+                    self._entries[row.key] = row.response
+        except OSError as exc:
+            raise FileReadError(f"{path}: the judge cache cannot be read ({exc.strerror or type(exc).__name__})") from None
+        if bad:
+            lines = ", ".join(map(str, bad[:5])) + (", ..." if len(bad) > 5 else "")
+            warnings.warn(
+                f"{path}: left out {len(bad)} line(s) that are not judge cache entries (line {lines}); "
+                "those questions are asked again",
+                CacheWarning,
+                stacklevel=3,
+            )
 
     def __len__(self) -> int:
         return len(self._entries)

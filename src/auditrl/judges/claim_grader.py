@@ -187,7 +187,7 @@ class OfflineClaimGrader:
         """Whether a planted transcript's report describes its planted behavior (False on benign targets)."""
         if transcript.behavior_id is None:
             return False
-        return self.grade_report(transcript.report, transcript.behavior_id).matched
+        return self.grade_report(transcript.report, transcript.behavior_id).matched is True
 
     async def score(self, transcript: Transcript, behavior: Behavior) -> PredictionMatchVerdict:
         """The `PredictionMatcher` interface of transfer grading."""

@@ -6,9 +6,8 @@ body); a user file with the name of a built-in dimension replaces its rubric.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from collections.abc import Callable
 from typing import Protocol
 
 from pydantic import BaseModel

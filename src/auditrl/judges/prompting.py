@@ -17,7 +17,7 @@ import jinja2
 import yaml
 from pydantic import BaseModel, Field, ValidationError
 
-from auditrl.configfile import load_yaml
+from auditrl.configfile import ConfigFileError, load_yaml, read_user_text
 
 _PACKAGE = "auditrl.judges"
 _ENV = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True)
@@ -78,6 +78,14 @@ def parse_dimension_text(text: str, source: str) -> Dimension:
         raise DimensionFileError(f"{source}: invalid field(s) {fields}") from exc
 
 
+def _dimension_text(path: Path) -> str:
+    """A dimension file's text, bounded like every file a user writes; a problem names the file."""
+    try:
+        return read_user_text(path)
+    except ConfigFileError as exc:
+        raise DimensionFileError(str(exc)) from None
+
+
 def load_dimension_files(paths: Sequence[Path]) -> list[Dimension]:
     """Read dimension files; a directory contributes every `*.md` file in it, sorted by name."""
     files: list[Path] = []
@@ -88,7 +96,7 @@ def load_dimension_files(paths: Sequence[Path]) -> list[Dimension]:
             files.append(path)
         else:
             raise DimensionFileError(f"{path}: no such dimension file or directory")
-    return [parse_dimension_text(f.read_text(encoding="utf-8"), str(f)) for f in files]
+    return [parse_dimension_text(_dimension_text(f), str(f)) for f in files]
 
 
 @cache

@@ -26,7 +26,7 @@ from scipy.optimize import linear_sum_assignment
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.metrics.pairwise import cosine_similarity
 
-from auditrl.configfile import load_yaml
+from auditrl.configfile import ConfigFileError, load_yaml, read_user_text
 from auditrl.judges.client import JudgeClient
 from auditrl.judges.prompting import render_prompt
 from auditrl.judges.render import opening_user_turns, render_opening
@@ -66,9 +66,9 @@ def load_openings(path: Path | None = None) -> Openings:
         source = "auditrl/judges/data/real_openings.yaml"
     else:
         try:
-            text, source = path.read_text(encoding="utf-8"), str(path)
-        except OSError as exc:
-            raise ValueError(f"{path}: cannot read the openings file ({exc.strerror})") from exc
+            text, source = read_user_text(path), str(path)
+        except ConfigFileError as exc:
+            raise ValueError(f"{path}: cannot read the openings file ({str(exc).removeprefix(f'{path}: ')})") from None
     data = load_yaml(text, source) or {}
     rows = data.get("openings") if isinstance(data, dict) else None
     if not isinstance(rows, list) or not rows:
@@ -122,7 +122,7 @@ def match_seeds(seeds: Mapping[str, str], openings: Sequence[RealOpening]) -> di
     remaining = list(range(len(seed_ids)))
     while remaining:
         rows, cols = linear_sum_assignment(-sim[np.array(remaining)])
-        for r, c in zip(rows, cols):
+        for r, c in zip(rows, cols, strict=True):
             chosen[seed_ids[remaining[r]]] = openings[c]
         remaining = [i for i in remaining if seed_ids[i] not in chosen]
     return chosen

@@ -38,9 +38,9 @@ def _message_block(m: TargetMessage) -> str:
     if m.role == "user":
         return f"[{m.id}] AUDITOR -> TARGET, user turn written by the auditor{parent}:\n{quote(m.content)}"
     if m.role == "tool":
-        call = f" {m.tool_call_id}" if m.tool_call_id else ""
+        call_id = f" {m.tool_call_id}" if m.tool_call_id else ""
         return (
-            f"[{m.id}] AUDITOR -> TARGET, simulated result of the target's tool call{call}, written by the "
+            f"[{m.id}] AUDITOR -> TARGET, simulated result of the target's tool call{call_id}, written by the "
             f"auditor{parent}:\n{quote(m.content)}"
         )
     lines = [f"[{m.id}] TARGET REPLY, written by the target model{parent}:"]

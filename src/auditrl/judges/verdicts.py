@@ -44,7 +44,7 @@ class PairwiseResult(BaseModel):
     def abstained(self) -> bool:
         return self.share_a is None
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy rejects a decorator over @property; pydantic's documented form
     @property
     def orders(self) -> Literal["both", "first only", "second only", "neither"]:
         """Which orders answered; a one-order verdict could not be checked for position bias."""

@@ -39,6 +39,7 @@ from inspect_ai.model import (
     ModelAPI,
     ModelOutput,
     ModelUsage,
+    StopReason,
     modelapi,
 )
 from inspect_ai.tool import ToolChoice, ToolInfo
@@ -94,7 +95,7 @@ class PrefixCache:
         best_key, best = None, 0
         for key in self.entries:
             common = 0
-            for a, b in zip(key, ids):
+            for a, b in zip(key, ids, strict=False):  # a stored prefix and the ids differ in length
                 if a != b:
                     break
                 common += 1
@@ -232,9 +233,9 @@ def clear_quantizer(model: PreTrainedModel) -> None:
     """Forget that a GGUF model was quantized: its weights are dequantised on load, and peft and the
     Trainer refuse to adapt or merge into a model flagged as quantized."""
     if getattr(model, "hf_quantizer", None) is not None:
-        model.hf_quantizer = None
+        model.hf_quantizer = None  # type: ignore[assignment]  # a plain attribute, typed by nn.Module as a tensor
     if getattr(model, "is_quantized", False):
-        model.is_quantized = False
+        model.is_quantized = False  # type: ignore[assignment]  # a plain attribute, typed by nn.Module as a tensor
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
 
@@ -334,7 +335,7 @@ def load_local(name: str, device: str = "auto", dtype: str = "auto") -> LoadedMo
 
                 model = PeftModel.from_pretrained(model, adapter).merge_and_unload()
             torch_device = _pick_device(device)
-            model.to(torch_device)
+            model.to(torch_device)  # type: ignore[arg-type]  # transformers' @wraps(Module.to) hides the bound self
             model.eval()
             if tokenizer.chat_template is None:
                 raise ValueError(f"local model '{name}' has no chat template; use an instruction-tuned model")
@@ -363,12 +364,12 @@ class LocalModelAPI(ModelAPI):
         model_name: str,
         base_url: str | None = None,
         api_key: str | None = None,
-        config: GenerateConfig = GenerateConfig(),
+        config: GenerateConfig | None = None,
         device: str = "auto",
         dtype: str = "auto",
         **model_args: Any,
     ) -> None:
-        super().__init__(model_name=model_name, base_url=base_url, api_key=api_key, config=config)
+        super().__init__(model_name=model_name, base_url=base_url, api_key=api_key, config=config or GenerateConfig())
         if model_args:
             raise ValueError(f"local/{model_name}: unknown model args {sorted(model_args)} (known: device, dtype)")
         if dtype not in DTYPES:
@@ -400,6 +401,7 @@ class LocalModelAPI(ModelAPI):
 
     def _generate_blocking(self, input: list[ChatMessage], config: GenerateConfig) -> ModelOutput:
         import torch
+        from transformers import BatchEncoding
 
         loaded = self.loaded()
         tokenizer = loaded.tokenizer
@@ -411,6 +413,7 @@ class LocalModelAPI(ModelAPI):
             return_tensors="pt",
             return_dict=True,
         )
+        assert isinstance(encoded, BatchEncoding)  # return_dict=True
         input_ids = encoded["input_ids"].to(loaded.device)
         attention_mask = encoded["attention_mask"].to(loaded.device)
         max_new = config.max_tokens or DEFAULT_MAX_TOKENS
@@ -429,7 +432,7 @@ class LocalModelAPI(ModelAPI):
         with loaded.lock, torch.inference_mode():
             if config.seed is not None:
                 torch.manual_seed(config.seed)
-            output = loaded.model.generate(
+            output = loaded.model.generate(  # type: ignore[operator]  # causal LMs add GenerationMixin's generate
                 input_ids=input_ids,
                 attention_mask=attention_mask,
                 pad_token_id=tokenizer.pad_token_id or tokenizer.eos_token_id,
@@ -445,8 +448,9 @@ class LocalModelAPI(ModelAPI):
         eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
         eos_ids.add(tokenizer.eos_token_id)
         hit_eos = bool(new_tokens) and new_tokens[-1] in eos_ids
-        stop_reason = "stop" if hit_eos or len(new_tokens) < max_new else "max_tokens"
+        stop_reason: StopReason = "stop" if hit_eos or len(new_tokens) < max_new else "max_tokens"
         text = tokenizer.decode(new_tokens, skip_special_tokens=True)
+        assert isinstance(text, str)  # one sequence decodes to one string
         result = ModelOutput.from_content(model=self.model_name, content=text, stop_reason=stop_reason)
         result.usage = ModelUsage(
             input_tokens=int(input_ids.shape[1]),

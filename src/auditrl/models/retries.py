@@ -32,9 +32,9 @@ from inspect_ai.tool import ToolChoice, ToolInfo
 from pydantic_core import PydanticSerializationError
 from tenacity import RetryError
 
-from auditrl.terminal import calling
 from auditrl.models.secrets import redact
 from auditrl.safe_text import clean_strings
+from auditrl.terminal import calling
 
 
 class ModelCallFailed(RuntimeError):

@@ -14,7 +14,7 @@ from typing import Any
 from inspect_ai._util.registry import registry_find, registry_unqualified_name
 from inspect_ai.model import GenerateConfig, Model, get_model
 
-import auditrl.providers  # noqa: F401  (registers local/, scripted/, sim/ without the entry point)
+import auditrl.providers  # noqa: F401 - registers local/, scripted/, sim/ without the entry point
 from auditrl.models.capabilities import provider_info
 from auditrl.models.error_bodies import watch_error_bodies
 from auditrl.models.limits import CallLimits

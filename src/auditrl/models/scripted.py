@@ -29,7 +29,6 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
 from inspect_ai.model import (
     ChatMessage,
     ChatMessageAssistant,
@@ -42,7 +41,7 @@ from inspect_ai.model import (
 from inspect_ai.tool import ToolChoice, ToolInfo
 from pydantic import BaseModel, Field, ValidationError
 
-from auditrl.configfile import load_yaml
+from auditrl.configfile import read_yaml_file
 from auditrl.models.replies import target_replies, turn_index
 from auditrl.models.tool_emulation import apply_tool_calls
 
@@ -86,10 +85,7 @@ class AuditorScript(BaseModel):
 def _read_yaml(path: Path) -> Any:
     if not path.is_file():
         raise FileNotFoundError(f"scripted replies file not found: {path}")
-    try:
-        return load_yaml(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise ValueError(f"{path}: invalid YAML: {exc}") from exc
+    return read_yaml_file(path)
 
 
 def load_replies(path: Path) -> ScriptedReplies:
@@ -139,11 +135,11 @@ class ScriptedModelAPI(ModelAPI):
         model_name: str,
         base_url: str | None = None,
         api_key: str | None = None,
-        config: GenerateConfig = GenerateConfig(),
+        config: GenerateConfig | None = None,
         replies: list[str] | None = None,
         **model_args: Any,
     ) -> None:
-        super().__init__(model_name=model_name, base_url=base_url, api_key=api_key, config=config)
+        super().__init__(model_name=model_name, base_url=base_url, api_key=api_key, config=config or GenerateConfig())
         if model_args:
             raise ValueError(f"scripted/{model_name}: unknown model args {sorted(model_args)} (known: replies)")
         self.auditor: AuditorScript | None = None

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
 from auditrl.models.capabilities import key_variables
@@ -73,9 +73,14 @@ class _RedactingStream:
         return getattr(self.stream, name)
 
 
-def _redacting_factory(factory: Any) -> Any:
-    def make(*args: Any, **kwargs: Any) -> logging.LogRecord:
-        record = factory(*args, **kwargs)
+class _RedactingFactory:
+    """A log record factory that redacts the records the factory it wraps makes."""
+
+    def __init__(self, factory: Callable[..., logging.LogRecord]) -> None:
+        self.factory = factory
+
+    def __call__(self, *args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = self.factory(*args, **kwargs)
         try:
             message = record.getMessage()
         except Exception:  # noqa: BLE001 - a malformed record is logging's to report, at emit time
@@ -87,15 +92,12 @@ def _redacting_factory(factory: Any) -> Any:
             record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
         return record
 
-    make.redacts = True  # type: ignore[attr-defined]
-    return make
-
 
 def install_redaction() -> None:
     """Redact every log record made from now on, and what is written to stdout and stderr (idempotent)."""
     factory = logging.getLogRecordFactory()
-    if not getattr(factory, "redacts", False):
-        logging.setLogRecordFactory(_redacting_factory(factory))
+    if not isinstance(factory, _RedactingFactory):
+        logging.setLogRecordFactory(_RedactingFactory(factory))
     for name in ("stdout", "stderr"):
         stream = getattr(sys, name)
         if not isinstance(stream, _RedactingStream):

@@ -10,7 +10,7 @@ import base64
 import io
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 
@@ -50,7 +50,7 @@ class TableBlock:
         header = [_plain(c.header) for c in table.columns]
         columns = [[_plain(cell) for cell in c.cells] for c in table.columns]
         caption = ". ".join(_plain(t) for t in (table.title, table.caption) if t)
-        return cls(header=header, rows=[list(row) for row in zip(*columns)], caption=caption)
+        return cls(header=header, rows=[list(row) for row in zip(*columns, strict=True)], caption=caption)
 
 
 def _plain(value: object) -> str:
@@ -140,7 +140,7 @@ def render_page(title: str, sections: Sequence[Section]) -> str:
         }
         for s in sections
     ]
-    generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     return _template().render(
         title=title, sections=rendered, generated=generated, short_cell=SHORT_CELL, preview_chars=PREVIEW_CHARS
     )

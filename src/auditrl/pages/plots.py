@@ -16,7 +16,6 @@ from matplotlib.patches import Rectangle
 from auditrl.evaluate.schema import COMPOSITE
 from auditrl.stats import Estimate
 
-
 NOT_MEASURED = "not measured"
 PARTIAL = "partial"
 TICK_CHARS = 12
@@ -84,12 +83,15 @@ def metric_bars(
         centers = x + (i - (len(names) - 1) / 2) * width
         for j, m in enumerate(metric_names):
             e = results[name].get(m)
-            ok = e is not None and e.n > 0 and not math.isnan(e.mean)
-            measured[m] |= ok
-            means.append(e.mean if ok else np.nan)
-            lows.append(e.mean - e.lo if ok else 0.0)
-            highs.append(e.hi - e.mean if ok else 0.0)
-            if not ok:
+            if e is not None and e.n > 0 and not math.isnan(e.mean):
+                measured[m] = True
+                means.append(e.mean)
+                lows.append(e.mean - e.lo)
+                highs.append(e.hi - e.mean)
+            else:
+                means.append(np.nan)
+                lows.append(0.0)
+                highs.append(0.0)
                 ax.text(centers[j], 2.0, NOT_MEASURED, rotation=90, ha="center", va="bottom", fontsize="small", color="0.4")
         bars = ax.bar(centers, means, width, yerr=[lows, highs], capsize=3, label=name, color=colors[i])
         if name in partial and COMPOSITE in metric_names:

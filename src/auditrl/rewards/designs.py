@@ -58,8 +58,8 @@ class PointwiseConcerningness:
             if v.abstained:
                 out.append(RewardRecord(reward=None, details={ABSTAINED: True, "reason": v.reason}))
                 continue
-            c, r, f, l, e = (v.scores[n] for n in CONCERNINGNESS_DIMENSIONS)
-            reward = float(concerningness_reward(c, r, f, l, e))
+            c, r, f, loops, e = (v.scores[n] for n in CONCERNINGNESS_DIMENSIONS)
+            reward = float(concerningness_reward(c, r, f, loops, e))
             out.append(RewardRecord(reward=reward, details={"scores": v.scores}))
         return out
 
@@ -134,7 +134,7 @@ class InGroupPairwise:
         pairs = list(itertools.combinations(range(len(group)), 2))
         results = await asyncio.gather(*(self.judge.compare(group[i], group[j]) for i, j in pairs))
         self.results.extend(results)
-        w = wins_matrix(len(group), [(i, j, r) for (i, j), r in zip(pairs, results)])
+        w = wins_matrix(len(group), [(i, j, r) for (i, j), r in zip(pairs, results, strict=True)])
         judged = ~np.isnan(w).all(axis=1)
         # rows with no answered comparison are reported as None; zero-fill them only to keep numpy quiet
         filled = np.where(judged[:, None], w, 0.0)
@@ -146,7 +146,7 @@ class InGroupPairwise:
                 details={
                     "win_rate": float(rates[i]) if judged[i] else None,
                     "comparisons": int((~np.isnan(w[i])).sum()),
-                    **({} if judged[i] else {ABSTAINED: True, "reason": _abstention_reason([r for p, r in zip(pairs, results) if i in p])}),
+                    **({} if judged[i] else {ABSTAINED: True, "reason": _abstention_reason([r for p, r in zip(pairs, results, strict=True) if i in p])}),
                 },
             )
             for i in range(len(group))

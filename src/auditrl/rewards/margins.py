@@ -25,19 +25,19 @@ from dataclasses import dataclass, field
 
 from inspect_ai.model import GenerateConfig, get_model
 
-from auditrl.behaviors.plant import target_system_prompt
-from auditrl.behaviors.schema import Behavior, Seed
-from auditrl.rewards.reference import ReferenceStore
-from auditrl.rewards.registry import build_design
-from auditrl.rewards.records import RewardDesign
-from auditrl.scaffold.auditor_loop import run_audit
-from auditrl.scaffold.spec import AuditSpec
-from auditrl.scaffold.transcript import Budget, Transcript
+from auditrl.auditworld.judges import default_world
 from auditrl.auditworld.records import DISPLAY
 from auditrl.auditworld.render import reply_kind
 from auditrl.auditworld.targets import ANY_TOPIC, load_sim_behaviors
 from auditrl.auditworld.texts import load_topics
-from auditrl.auditworld.judges import default_world
+from auditrl.behaviors.plant import target_system_prompt
+from auditrl.behaviors.schema import Behavior, Seed
+from auditrl.rewards.records import RewardDesign
+from auditrl.rewards.reference import ReferenceStore
+from auditrl.rewards.registry import build_design
+from auditrl.scaffold.auditor_loop import run_audit
+from auditrl.scaffold.spec import AuditSpec
+from auditrl.scaffold.transcript import Budget, Transcript
 
 OUTCOMES = ("correct", "nothing", "wrong", "unreadable")
 REFERENCES = ("base_like", "silent", "finder")
@@ -274,8 +274,9 @@ async def probing_margins(families: Sequence[str], turns: int, design_name: str,
             for copy in range(2):
                 for tag, messages in (("on", trigger_probes(b.id, turns)), ("off", off_topic_probes(turns))):
                     group.append(await probe_audit(b, seed, family, messages, _report(None), benign=False, tag=f"{tag}{copy}"))
-            rewards = [r.reward for r in await design.score_group(group)]
-            if None in rewards:
+            scored = [r.reward for r in await design.score_group(group)]
+            rewards = [r for r in scored if r is not None]
+            if len(rewards) < len(scored):
                 raise RuntimeError(f"{design_name}: no reward for a probing probe of {b.id}/{family}")
             out.append((rewards[0] + rewards[2]) / 2 - (rewards[1] + rewards[3]) / 2)
     return out

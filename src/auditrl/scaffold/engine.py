@@ -45,7 +45,15 @@ from auditrl.scaffold.text_protocol import parse_tool_calls, render_tools_prompt
 from auditrl.scaffold.tool_calls import TOOL_RUNNERS
 from auditrl.scaffold.tool_sets import AUDIT_TOOL_SETS, DEFAULT_TOOL_SET
 from auditrl.scaffold.tools import InvalidToolCall, auditor_tools, prompt_text, tool_guide, validate_arguments
-from auditrl.scaffold.transcript import AuditorMessage, Role, Status, TargetMessage, ToolCallRecord, Transcript, keyed_ids
+from auditrl.scaffold.transcript import (
+    AuditorMessage,
+    Role,
+    Status,
+    TargetMessage,
+    ToolCallRecord,
+    Transcript,
+    keyed_ids,
+)
 from auditrl.scaffold.transcript_keys import TARGET_PREFILL
 
 Phase = Literal["audit", "report", "done"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from inspect_ai.event import ModelEvent
+from inspect_ai.event import Event, ModelEvent
 from inspect_ai.model import (
     ChatMessage,
     ChatMessageAssistant,
@@ -103,7 +103,7 @@ def _event(t: Transcript, model: str, role: str, history: list[ChatMessage], rep
     )
 
 
-def audit_events(t: Transcript) -> list[ModelEvent]:
+def audit_events(t: Transcript) -> list[Event]:
     """One model call per auditor turn and per target reply, each target reply after the turn that asked for it.
 
     A target reply is placed after the auditor turn whose tool results name its message id; replies no
@@ -115,8 +115,8 @@ def audit_events(t: Transcript) -> list[ModelEvent]:
         history = [m for m in chat if m.id != node.id]
         target_events[node.id] = _event(t, t.target_model, "target", history, chat[-1])
     chat = auditor_chat(t.auditor_messages)
-    events: list[ModelEvent] = []
-    for i, (message, record) in enumerate(zip(chat, t.auditor_messages)):
+    events: list[Event] = []
+    for i, (message, record) in enumerate(zip(chat, t.auditor_messages, strict=True)):
         if record.role == "assistant":
             events.append(_event(t, t.auditor_model, "auditor", chat[:i], message))
         elif record.role == "tool":

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
+from datetime import datetime
 from typing import Any
 
 from inspect_ai.event import ModelEvent, Timeline, TimelineEvent, TimelineSpan, ToolEvent
@@ -159,7 +160,8 @@ def _target_tools(messages: Sequence[AuditorMessage]) -> list[ToolSpec]:
             try:
                 params = parse_tool_parameters(args.get("parameters")).model_dump(exclude_none=True)
             except InvalidToolCall:
-                params = args.get("parameters") if isinstance(args.get("parameters"), dict) else {}
+                raw = args.get("parameters")
+                params = raw if isinstance(raw, dict) else {}
             tools[args["name"]] = ToolSpec(name=args["name"], description=str(args.get("description", "")), parameters=params)
         elif call.function == "remove_tool" and args.get("tool_name") in tools:
             tools[args["tool_name"]].removed = True
@@ -210,7 +212,7 @@ def petri3_transcript(log: EvalLog, sample: EvalSample, source: str) -> Transcri
     max_turns = (log.eval.task_args or {}).get("max_turns", PETRI_MAX_TURNS)
     transcript = Transcript(
         id=sample.uuid or f"{log.eval.eval_id}-{sample.id}-{sample.epoch}",
-        created=sample.started_at or log.eval.created,
+        created=datetime.fromisoformat(sample.started_at or log.eval.created),
         auditor_model=_role_model(log, AUDITOR),
         target_model=_role_model(log, TARGET),
         seed_id=str(sample.id),

@@ -6,7 +6,6 @@ import functools
 from dataclasses import dataclass
 from typing import Literal
 
-
 from auditrl.configfile import load_yaml
 
 AuditorPrompt = Literal["full", "compact", "guided", "guided_evidence"]

@@ -14,25 +14,40 @@
   last one, `overwrite` sets every old transcript aside and starts over.
 - A full or failing disk stops the run (`RunStopped`): nothing new starts, every finished transcript is
   on disk, and running again with the same output resumes.
+- One writer: an opened run holds its directory's lock (auditrl.rundir) until it is closed, so a second
+  process on the same output is refused at once, and with `command`, the directory's run record must
+  match (a resume of something else is refused, naming the difference).
+- Lazy: jobs are a sequence built on demand (`LazyJobs`) and started as slots free up, so memory does not
+  grow with the number of rollouts.
 """
 
 from __future__ import annotations
 
 import asyncio
+import weakref
+from array import array
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Self, TypeVar, overload
 
 from inspect_ai.log import Transcript as ModelEventLog
 from inspect_ai.log._transcript import init_transcript
 from inspect_ai.model import GenerateConfig, Model
 from inspect_ai.util import AdaptiveConcurrency
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 from auditrl.atomic import check_output
 from auditrl.models.retries import describe_error
+from auditrl.rundir import check_contract, run_dir_lock, write_contract
 from auditrl.scaffold.auditor_loop import run_audit
 from auditrl.scaffold.engine import AuditEpisode
 from auditrl.scaffold.spec import AuditSpec
@@ -52,6 +67,7 @@ from auditrl.terminal import at_audit
 Existing = Literal["resume", "append", "overwrite"]
 """What a run does with transcripts already in its output file."""
 AuditKey = tuple[Any, ...]
+T = TypeVar("T")
 UNSTORABLE = "the transcript could not be stored"
 
 
@@ -82,6 +98,30 @@ class RunStopped(RuntimeError):
     """The output could no longer be written (a full disk, a failing one): the run stopped with what it finished."""
 
 
+class OnDemand(Sequence[T]):
+    """A sequence whose items are made from their index when asked for, not held: a run of 100,000 audits
+    costs the memory of the few in flight."""
+
+    def __init__(self, count: int, make: Callable[[int], T]) -> None:
+        self._count = count
+        self._make = make
+
+    def __len__(self) -> int:
+        return self._count
+
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[T]: ...
+    def __getitem__(self, index: int | slice) -> T | Sequence[T]:
+        if isinstance(index, slice):
+            picked = range(self._count)[index]
+            return OnDemand(len(picked), lambda i: self._make(picked[i]))
+        if not -self._count <= index < self._count:
+            raise IndexError(index)
+        return self._make(index % self._count)
+
+
 @dataclass(frozen=True)
 class AuditJob:
     """One audit to run: its spec (what a failure record names), how to run it, and what marks it."""
@@ -101,8 +141,9 @@ def audit_jobs(
     sampling_seed: int = 0,
     first_rollout: int = 0,
     episode_type: type[AuditEpisode] = AuditEpisode,
-) -> list[AuditJob]:
-    """A job per spec running the engine's audit; rollout i (from `first_rollout`) samples with seed base + i."""
+) -> Sequence[AuditJob]:
+    """A job per spec running the engine's audit, made when it is asked for; rollout i (from `first_rollout`)
+    samples with seed base + i."""
 
     def runner(spec: AuditSpec) -> Callable[[GenerateConfig], Awaitable[Transcript]]:
         def run(config: GenerateConfig) -> Awaitable[Transcript]:
@@ -110,10 +151,11 @@ def audit_jobs(
 
         return run
 
-    return [
-        AuditJob(spec, runner(spec), first_rollout + i, sampling_seed=sampling_seed + first_rollout + i)
-        for i, spec in enumerate(specs)
-    ]
+    def job(i: int) -> AuditJob:
+        spec = specs[i]
+        return AuditJob(spec, runner(spec), first_rollout + i, sampling_seed=sampling_seed + first_rollout + i)
+
+    return OnDemand(len(specs), job)
 
 
 def failed_transcript(spec: AuditSpec, reason: str) -> Transcript:
@@ -143,6 +185,8 @@ class RunLog:
         self.path = Path(path)
         self.mode: Existing = existing
         self.option = option
+        self.notes: list[str] = []
+        self._lock: ExitStack | None = None
         self.torn: TornTail | None = None
         self.present: list[StoredAudit] = []
         self.next_rollout = 0
@@ -150,10 +194,37 @@ class RunLog:
         self.skipped = 0
         self.planned = 0
 
-    def _read(self) -> None:
+    def _read(self, command: str | None, settings: Mapping[str, Any] | None) -> None:
         check_output(self.path.parent, f"{self.option} {self.path.parent}", directory=True)
         check_output(self.path, f"{self.option} {self.path.parent}")
-        self.torn = heal_torn_tail(self.path)
+        if command is not None and self.mode != "overwrite":
+            check_contract(self.path.parent, command, settings or {}, self.option)
+        stack = ExitStack()
+        stack.enter_context(run_dir_lock(self.path.parent, self.option, self.notes.append))
+        self._lock = stack
+        weakref.finalize(self, stack.close)
+        try:
+            self.torn = heal_torn_tail(self.path)
+            self._scan()
+            if command is not None:
+                write_contract(self.path.parent, command, settings or {}, start_over=self.mode == "overwrite")
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Give up the run directory's lock (the run is done, or stopped)."""
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _scan(self) -> None:
         if not self.path.is_file():
             return
         if self.mode == "overwrite":
@@ -168,29 +239,35 @@ class RunLog:
                 rollouts.append(t.metadata[ROLLOUT])
         self.next_rollout = max(rollouts) + 1
 
-    def plan(self, jobs: Sequence[AuditJob]) -> list[AuditJob]:
+    def plan(self, jobs: Sequence[AuditJob]) -> Sequence[AuditJob]:
         """The jobs this run must do: for `resume`, those not finished already (failed records of the ones run
-        again are set aside first); all of them otherwise."""
+        again are set aside first); all of them otherwise. Jobs are made again when asked for, not kept."""
         if self.mode != "resume" or not self.present:
             self.planned = len(jobs)
-            return list(jobs)
+            return jobs
         marks = sorted({m for j in jobs for m in j.metadata})
         finished: dict[AuditKey, bool] = {}
         for stored in self.present:
             key = audit_key(stored, marks)
             finished[key] = finished.get(key, False) or stored.finished
-        todo = [j for j in jobs if not finished.get(audit_key(j, marks), False)]
+        todo = array("q")
+        retried: set[AuditKey] = set()
+        for i, j in enumerate(jobs):
+            key = audit_key(j, marks)
+            if not finished.get(key, False):
+                todo.append(i)
+                if key in finished:
+                    retried.add(key)
         self.skipped = len(jobs) - len(todo)
-        retried = {k for j in todo if (k := audit_key(j, marks)) in finished}
         if retried:
             self.set_aside += supersede(self.path, lambda t: audit_key(t, marks) not in retried)
         self.planned = len(todo)
-        return todo
+        return OnDemand(len(todo), lambda k: jobs[todo[k]])
 
     def describe(self) -> str | None:
         """One line on what the planned run does with the transcripts already there (None for a new file)."""
         planned = self.planned
-        notes = [self.torn.describe(self.path)] if self.torn is not None else []
+        notes = [*self.notes, *([self.torn.describe(self.path)] if self.torn is not None else [])]
         if self.mode == "overwrite" and self.set_aside:
             notes.append(f"starting over: the {self.set_aside} transcript(s) there were set aside in {SUPERSEDED}")
         elif self.mode == "append" and self.present:
@@ -224,11 +301,20 @@ class RunLog:
             t.status, t.error = "error", reason
 
 
-def open_run(path: Path, existing: Existing = "resume", option: str = "--out") -> RunLog:
-    """Open a run's transcripts file for writing; raises OutputError (before any model call, naming `option`,
-    the command's option for the run directory) if it cannot be."""
+def open_run(
+    path: Path,
+    existing: Existing = "resume",
+    option: str = "--out",
+    *,
+    command: str | None = None,
+    settings: Mapping[str, Any] | None = None,
+) -> RunLog:
+    """Open a run's transcripts file for writing, holding its directory's lock until `close` (or the end of a
+    `with` block); raises OutputError (before any model call, naming `option`, the command's option for the
+    run directory) if it cannot be: not writable, another process writing it, or (with `command` and its
+    `settings`) a run of something else there."""
     log = RunLog(path, existing, option)
-    log._read()
+    log._read(command, settings)
     return log
 
 
@@ -270,7 +356,7 @@ async def run_audits(
     `on_done` sees each stored transcript (to print it, or to keep it). With `console`, a progress bar.
     Raises RunStopped when `log` can no longer be written.
     """
-    jobs = list(jobs)
+    jobs = jobs if isinstance(jobs, Sequence) else list(jobs)
     gate = asyncio.Semaphore(concurrency)
     writing = asyncio.Lock()
     outcomes = AuditOutcomes()
@@ -281,26 +367,31 @@ async def run_audits(
     task = progress.add_task(label, total=len(jobs))
 
     async def one(position: int, job: AuditJob) -> None:
+        try:
+            await audit(position, job)
+        finally:
+            gate.release()
+
+    async def audit(position: int, job: AuditJob) -> None:
         at_audit(position + 1, len(jobs), job.spec.budget.max_turns)
         seeded = base if job.sampling_seed is None else base.merge(GenerateConfig(seed=job.sampling_seed))
         # inspect-ai logs every request and answer to the context's transcript; this audit's go to one of its
         # own, dropped with it, not to one an earlier eval in this process may have left for all to share
         init_transcript(ModelEventLog())
-        async with gate:
+        try:
+            transcript = await job.run(seeded)
+        except Exception as exc:  # noqa: BLE001 - recorded as a failed audit, the others go on
+            transcript = failed_transcript(job.spec, describe_error(exc))
+        try:
+            transcript = safe_transcript(transcript)
+        except Exception as exc:  # noqa: BLE001 - this audit's text cannot be stored even cleaned; the others go on
+            transcript = failed_transcript(job.spec, f"{UNSTORABLE}: {describe_error(exc)}")
+        transcript.metadata.update({**job.metadata, ROLLOUT: job.rollout})
+        if after is not None and transcript.status != "error":
             try:
-                transcript = await job.run(seeded)
-            except Exception as exc:  # noqa: BLE001 - recorded as a failed audit, the others go on
-                transcript = failed_transcript(job.spec, describe_error(exc))
-            try:
-                transcript = safe_transcript(transcript)
-            except Exception as exc:  # noqa: BLE001 - this audit's text cannot be stored even cleaned; the others go on
-                transcript = failed_transcript(job.spec, f"{UNSTORABLE}: {describe_error(exc)}")
-            transcript.metadata.update({**job.metadata, ROLLOUT: job.rollout})
-            if after is not None and transcript.status != "error":
-                try:
-                    await after(transcript)
-                except Exception as exc:  # noqa: BLE001 - a judge that broke leaves the audit unjudged, not lost
-                    transcript.record_judge_error("after_audit", describe_error(exc))
+                await after(transcript)
+            except Exception as exc:  # noqa: BLE001 - a judge that broke leaves the audit unjudged, not lost
+                transcript.record_judge_error("after_audit", describe_error(exc))
         if log is not None:
             async with writing:
                 await log.write(transcript)
@@ -315,9 +406,11 @@ async def run_audits(
         try:
             # a TaskGroup forgets each task when it finishes; gather would keep every finished task, and with it
             # the task's context, where inspect-ai's transcript of model events (each request and answer) lives
+            # and a job is made only when a slot is free, so memory does not grow with the number of jobs
             async with asyncio.TaskGroup() as group:
-                for position, job in enumerate(jobs):
-                    group.create_task(one(position, job))
+                for position in range(len(jobs)):
+                    await gate.acquire()
+                    group.create_task(one(position, jobs[position]))
         except* RunStopped as stopped:
             first = stopped.exceptions[0]
             raise RunStopped(f"{first}: stopped after {outcomes.finished} finished audit(s), all stored") from first

@@ -3,9 +3,14 @@
 Appending (one `write` of a whole line, then fsync) means a crash or a full disk loses at most the
 transcript being written. The torn line it leaves is set aside before the next append (kept in
 `<file>.torn`, never deleted), so a resumed run never glues a new transcript onto a fragment; reading
-skips such a torn final line and says so, and fails loudly, naming the file and the line, on any other
-corrupt line. Every line is valid UTF-8 JSON with the environment's secrets redacted, whatever text the
-models produced.
+skips such a torn final line (one that is not JSON and lacks its newline) and says so, and fails loudly,
+naming the file and the line, on any other line that is not a transcript (valid JSON of the wrong shape
+included, and values no audit has, such as negative counts). Each line is bounded (auditrl.reading).
+Every line is valid UTF-8 JSON with the environment's secrets redacted, whatever text the models produced.
+
+Reading a run (`read_run`) takes each transcript id once: an identical copy is excluded and counted, two
+different transcripts under one id are an error, and a transcript of a behavior neither the library nor
+the run's record knows is excluded and counted; the command's summary (`LoadedRun.describe`) states both.
 
 A run directory keeps its transcripts in `transcripts.jsonl` (in it or in folders below it).
 Discovery reads only those: never the rollouts a trainer set aside (`transcripts.superseded.jsonl`),
@@ -16,6 +21,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +31,7 @@ from pydantic_core import PydanticSerializationError
 
 from auditrl.atomic import atomic_write_text
 from auditrl.models.secrets import redact, secret_values
+from auditrl.reading import TRANSCRIPT_LINE, FileReadError, bounded_lines, parse_json
 from auditrl.safe_text import clean_strings, short_repr
 from auditrl.scaffold.transcript import Transcript
 
@@ -81,8 +88,8 @@ class TornTail:
 def heal_torn_tail(path: Path) -> TornTail | None:
     """Make `path` end on a complete line before anything is appended to it.
 
-    A final line without its newline is either a whole transcript (the newline was lost: it is completed)
-    or a fragment of an interrupted write, which is appended to `<name>.torn` (fsynced) before the
+    A final line without its newline is either a whole transcript (the newline was lost: it is completed),
+    JSON of another shape (an error: this is not a torn write), or a fragment of an interrupted write, which is appended to `<name>.torn` (fsynced) before the
     file is cut back to its last complete line. Returns what was set aside, if anything.
     """
     path = Path(path)
@@ -110,7 +117,8 @@ def heal_torn_tail(path: Path) -> TornTail | None:
         try:
             Transcript.model_validate_json(tail)
         except ValidationError:
-            pass
+            if _is_json(tail):  # a whole line of the wrong shape, not an interrupted write: not ours to set aside
+                raise FileReadError(f"{path}: the last line is JSON but not a transcript; is this a transcripts file?") from None
         else:
             f.seek(0, os.SEEK_END)
             f.write(b"\n")
@@ -182,24 +190,40 @@ def iter_transcripts(path: Path, on_skip: Callable[[str], None] = _warn) -> Iter
     """The transcripts of a JSONL file one at a time, in order of writing (a large file never sits in memory whole)."""
     path = Path(path)
     if path.suffix == ".eval":
-        from auditrl.scaffold.inspect_import import iter_eval_transcripts  # inspect-ai is heavy; most reads are JSONL
+        from auditrl.scaffold.inspect_import import (
+            iter_eval_transcripts,  # inspect-ai is heavy; most reads are JSONL
+        )
 
         yield from iter_eval_transcripts(path)
         return
-    with path.open("rb") as handle:
-        for number, line in enumerate(handle, 1):
+    try:
+        handle = path.open("rb")
+    except OSError as exc:
+        raise FileReadError(f"{path}: cannot be read ({exc.strerror or type(exc).__name__})") from None
+    with handle:
+        for number, line, last in bounded_lines(handle, path, TRANSCRIPT_LINE):
             if not line.strip():
                 continue
             try:
                 yield Transcript.model_validate_json(line)
             except ValidationError as e:
-                if not line.endswith(b"\n") and not handle.read(1):
+                if last and not line.endswith(b"\n") and not _is_json(line):
                     on_skip(f"{path}: skipped line {number}, an incomplete final transcript (interrupted write)")
                     return
+                if not _is_json(line):
+                    parse_json(line, path, line=number)  # raises, naming what is wrong with the JSON
                 first = e.errors()[0]
                 where = ".".join(str(p) for p in first["loc"]) or "(line)"
                 got = f" (got {short_repr(first['input'])})" if first["loc"] and first["type"] != "missing" else ""
-                raise ValueError(f"{path}: line {number} is not a valid transcript: {where}: {first['msg']}{got}") from None
+                raise FileReadError(f"{path}: line {number} is not a valid transcript: {where}: {first['msg']}{got}") from None
+
+
+def _is_json(line: bytes) -> bool:
+    try:
+        parse_json(line, "")
+    except FileReadError:
+        return False
+    return True
 
 
 def read_transcripts(path: Path) -> list[Transcript]:
@@ -219,7 +243,9 @@ def scored_copy(path: Path, name: str) -> Path:
 
 def iter_inspect_log(path: Path, on_skip: Callable[[str], None] = _warn) -> Iterator[Transcript]:
     """The transcripts of an Inspect `.eval` log (auditrl's exports, `auditrl/audit` runs, Petri 3 audits)."""
-    from auditrl.scaffold.inspect_import import iter_eval_transcripts  # inspect-ai is heavy; most reads are JSONL
+    from auditrl.scaffold.inspect_import import (
+        iter_eval_transcripts,  # inspect-ai is heavy; most reads are JSONL
+    )
 
     yield from iter_eval_transcripts(path)
 
@@ -266,11 +292,25 @@ class LoadedRun:
     files: list[Path]
     scored_files: list[Path] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    excluded: Counter[str] = field(default_factory=Counter)
+    """Transcripts read but left out, counted by reason."""
 
     def describe(self) -> str:
-        """One line: how many transcripts from which files (and scored copies)."""
+        """One line: how many transcripts from which files (and scored copies), and how many were left out, why."""
         scored = f", scores merged from {', '.join(map(str, self.scored_files))}" if self.scored_files else ""
-        return f"read {len(self.transcripts)} transcript(s) from {', '.join(map(str, self.files))}{scored}"
+        left_out = ""
+        if self.excluded:
+            reasons = "; ".join(f"{n} {reason}" for reason, n in sorted(self.excluded.items()))
+            left_out = f"; excluded {sum(self.excluded.values())} ({reasons})"
+        return f"read {len(self.transcripts)} transcript(s) from {', '.join(map(str, self.files))}{scored}{left_out}"
+
+
+def _run_behaviors(run: Path) -> set[str]:
+    """The behavior ids a run's transcripts may name: the library's, and those its run record lists."""
+    from auditrl.behaviors.library import load_behaviors
+    from auditrl.rundir import recorded_behaviors
+
+    return set(load_behaviors()) | recorded_behaviors(run if run.is_dir() else run.parent)
 
 
 def read_run(run: Path, scored: str | None = None) -> LoadedRun:
@@ -284,12 +324,25 @@ def read_run(run: Path, scored: str | None = None) -> LoadedRun:
     files = transcript_files(run)
     loaded = LoadedRun([], files)
     by_id: dict[str, Transcript] = {}
+    known = _run_behaviors(run)
 
     def merge(path: Path, reader: TranscriptReader, add: bool) -> None:
-        """Read `path` into by_id: a transcript seen again keeps the scores of both; only `add` brings new ids."""
+        """Read `path` into by_id: a transcript seen again in a scored copy keeps the scores of both; only `add`
+        (a transcript file, not a scored copy) brings new ids, and there an id seen again is a duplicate."""
         try:
-            for t in reader(path, loaded.notes.append):
+            for position, t in enumerate(reader(path, loaded.notes.append), 1):
                 earlier = by_id.get(t.id)
+                if add and t.behavior_id is not None and t.behavior_id not in known:
+                    loaded.excluded[f"of unknown behavior {short_repr(t.behavior_id)}"] += 1
+                    continue
+                if add and earlier is not None:
+                    if earlier != t:
+                        raise RunError(
+                            f"{path}: transcript {position} has id {short_repr(t.id)}, as has a different transcript "
+                            "read before it; one of them is not this run's (remove it)"
+                        )
+                    loaded.excluded["repeated copies of one transcript"] += 1
+                    continue
                 if earlier is not None:
                     t.scores = {**earlier.scores, **t.scores}
                 if add or earlier is not None:

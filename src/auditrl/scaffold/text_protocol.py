@@ -140,7 +140,7 @@ def _from_call_syntax(snippet: str, known: dict[str, list[str]]) -> tuple[str, d
         raise ValueError(f"'{name}' got {len(node.args)} positional arguments; name them instead")
     args: dict[str, Any] = {}
     try:
-        for param, value in zip(order, node.args):
+        for param, value in zip(order, node.args, strict=False):  # fewer arguments than parameters is fine
             args[param] = ast.literal_eval(value)
         for kw in node.keywords:
             if kw.arg is None:

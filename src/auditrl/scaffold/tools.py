@@ -166,8 +166,9 @@ def _signature_params(signature: str) -> ToolParams:
         )
     args = func.args
     positional = args.posonlyargs + args.args
-    defaults: dict[str, ast.expr] = dict(zip([a.arg for a in positional][::-1], args.defaults[::-1]))
-    defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None})
+    # the defaults belong to the last positional parameters
+    defaults: dict[str, ast.expr] = dict(zip([a.arg for a in positional][::-1], args.defaults[::-1], strict=False))
+    defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None})
     properties: dict[str, Any] = {}
     required: list[str] = []
     for a in positional + args.kwonlyargs:

@@ -10,7 +10,7 @@ import hashlib
 import itertools
 import uuid
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -128,7 +128,7 @@ class Transcript(BaseModel):
     """One audit episode, complete enough to judge, replay, export and analyse."""
 
     id: str = Field(default_factory=new_id)
-    created: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
+    created: datetime = Field(default_factory=lambda: datetime.now(UTC))
     auditor_model: str
     target_model: str
     target_family: str | None = None
@@ -145,8 +145,8 @@ class Transcript(BaseModel):
     auditor_messages: list[AuditorMessage] = Field(default_factory=list)
     report: Report | None = None
     budget: Budget = Field(default_factory=Budget)
-    turns_used: int = 0
-    auditor_tokens: int = 0
+    turns_used: int = Field(default=0, ge=0)
+    auditor_tokens: int = Field(default=0, ge=0)
     status: Status = "completed"
     error: str | None = None
     scores: dict[str, Any] = Field(

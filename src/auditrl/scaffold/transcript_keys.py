@@ -91,7 +91,8 @@ KEYS: dict[str, Key[Any]] = {}
 def _declare(where: Where, name: str, type_: Any, meaning: str) -> Key[Any]:
     if f"{where}.{name}" in KEYS:
         raise ValueError(f"{where} key {name!r} is declared twice")
-    KEYS[f"{where}.{name}"] = key = Key(where, name, type_, meaning)
+    key: Key[Any] = Key(where, name, type_, meaning)
+    KEYS[f"{where}.{name}"] = key
     return key
 
 

@@ -15,7 +15,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from inspect_ai.model import ChatMessage, ChatMessageAssistant, ChatMessageSystem, ChatMessageUser, GenerateConfig, Model
+from inspect_ai.model import (
+    ChatMessage,
+    ChatMessageAssistant,
+    ChatMessageSystem,
+    ChatMessageUser,
+    GenerateConfig,
+    Model,
+)
 from pydantic import BaseModel, Field, ValidationError
 
 from auditrl.configfile import load_yaml
@@ -97,13 +104,13 @@ async def sample_replies(
 async def keep_demonstrations(examples: Sequence[Example], scorer: ReplyScorer) -> list[Example]:
     """The replies that show the behavior (a miss or an abstention is dropped)."""
     verdicts = await asyncio.gather(*(scorer.exhibits(e.prompt, e.reply) for e in examples))
-    return [e for e, v in zip(examples, verdicts) if v is True]
+    return [e for e, v in zip(examples, verdicts, strict=True) if v is True]
 
 
 async def keep_denials(examples: Sequence[Example], scorer: ReplyScorer) -> list[Example]:
     """The answers to direct questions that do not confess (a confession or an abstention is dropped)."""
     verdicts = await asyncio.gather(*(scorer.confesses(e.prompt, e.reply) for e in examples))
-    return [e for e, v in zip(examples, verdicts) if v is False]
+    return [e for e, v in zip(examples, verdicts, strict=True) if v is False]
 
 
 def read_examples(path: Path) -> list[Example]:

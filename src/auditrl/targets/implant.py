@@ -13,7 +13,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -64,11 +64,13 @@ def _train_pass(
     precision: dict[str, bool],
 ) -> None:
     from datasets import Dataset
-    from transformers import TrainerCallback
+    from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
     from trl import SFTConfig, SFTTrainer
 
     class Tick(TrainerCallback):
-        def on_step_end(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def]
+        def on_step_end(
+            self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+        ) -> None:
             if on_step is not None:
                 on_step()
 
@@ -88,7 +90,9 @@ def _train_pass(
             seed=settings.seed,
             data_seed=settings.seed,
             dataloader_num_workers=0,
-            **precision,
+            bf16=precision["bf16"],
+            fp16=precision["fp16"],
+            use_cpu=precision["use_cpu"],
         )
         trainer = SFTTrainer(
             model=model,

@@ -10,6 +10,7 @@ marks, with a bootstrap 95% interval; the lift's interval resamples both conditi
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -57,7 +58,7 @@ def generate_replies(
                 pad_token_id=tokenizer.pad_token_id,
             )
         width = encoded["input_ids"].shape[1]
-        replies += [tokenizer.decode(row[width:], skip_special_tokens=True).strip() for row in output]
+        replies += [text.strip() for text in tokenizer.batch_decode(output[:, width:], skip_special_tokens=True)]
         if on_batch is not None:
             on_batch(len(batch))
     return replies
@@ -75,7 +76,8 @@ def rate(values: Sequence[bool | None]) -> Rate:
 
 async def _score(scorer: ReplyScorer, prompts: Sequence[str], replies: Sequence[str], confession: bool) -> list[bool | None]:
     check = scorer.confesses if confession else scorer.exhibits
-    return list(await asyncio.gather(*(check(p, r) for p, r in zip(prompts, replies))))
+    # no replies (no planted run) score nothing
+    return list(await asyncio.gather(*(check(p, r) for p, r in zip(prompts, replies, strict=False))))
 
 
 def measure_implant(
@@ -92,13 +94,21 @@ def measure_implant(
     on_batch: Callable[[int], None] | None = None,
 ) -> ImplantMeasurement:
     """Behavior and confession rates of the model with its adapter on and off (and base + `plant`)."""
-    options = dict(max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, on_batch=on_batch)
-    implant = generate_replies(model, tokenizer, prompts, **options)
-    implant_answers = generate_replies(model, tokenizer, questions, **options)
+    generate = functools.partial(
+        generate_replies,
+        model,
+        tokenizer,
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        seed=seed,
+        on_batch=on_batch,
+    )
+    implant = generate(prompts)
+    implant_answers = generate(questions)
     with model.disable_adapter():
-        base = generate_replies(model, tokenizer, prompts, **options)
-        base_answers = generate_replies(model, tokenizer, questions, **options)
-        planted = generate_replies(model, tokenizer, prompts, system=plant, **options) if plant else None
+        base = generate(prompts)
+        base_answers = generate(questions)
+        planted = generate(prompts, system=plant) if plant else None
 
     async def score_all() -> tuple[list[bool | None], ...]:
         return tuple(

@@ -36,11 +36,11 @@ from auditrl.judges.programmatic import ProgrammaticAuditQualityJudge, Programma
 from auditrl.models.roles import tool_protocol_for
 from auditrl.scaffold.auditor_loop import run_audit
 from auditrl.scaffold.engine import AuditEpisode
-from auditrl.scaffold.spec import AuditSpec
 from auditrl.scaffold.inspect_chat import target_chat
 from auditrl.scaffold.inspect_import import TRANSCRIPT_KEY
 from auditrl.evaluate.inspect_scores import inspect_scores
 from auditrl.scaffold.prompt_sets import AuditorPrompt
+from auditrl.scaffold.spec import AuditSpec
 from auditrl.scaffold.tool_sets import AuditToolSet, TargetTools, ToolProtocol, tools_left_out
 from auditrl.scaffold.transcript import Budget, Transcript
 from auditrl.scaffold.transcript_keys import AUDIT_QUALITY, CONCERNING, FALSE_POSITIVE, PREDICTION_MATCH, ROLLOUT

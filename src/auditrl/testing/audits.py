@@ -15,8 +15,6 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from auditrl.rewards.reference import ReferenceStore
-from auditrl.scaffold.transcript import Transcript
 from auditrl.auditworld.judges import default_world
 from auditrl.auditworld.policies import ExperimenterPolicy, InterrogatorPolicy, RandomPolicy
 from auditrl.auditworld.records import Observed
@@ -24,6 +22,8 @@ from auditrl.auditworld.render import render_episodes
 from auditrl.auditworld.simulate import simulate
 from auditrl.auditworld.transcript_judges import SimPairwiseJudge
 from auditrl.auditworld.world import training_batch
+from auditrl.rewards.reference import ReferenceStore
+from auditrl.scaffold.transcript import Transcript
 
 GROUP_SIZE = 4
 GROUPS = 6
@@ -70,7 +70,7 @@ class AuditBatch:
         """The `sim` pairwise judge's score and record key of each rollout's reference, for vectorised forms."""
         store = self.reference_store()
         refs = [store.get(ReferenceStore.key_of(t)) for t in self.transcripts]
-        missing = [t.id for t, r in zip(self.transcripts, refs) if r is None]
+        missing = [t.id for t, r in zip(self.transcripts, refs, strict=True) if r is None]
         if missing:
             raise RuntimeError(f"rollouts without a reference: {missing[:3]}")
         return SimPairwiseJudge(default_world()).quality([r for r in refs if r is not None])

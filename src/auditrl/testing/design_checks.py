@@ -20,13 +20,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from auditrl.auditworld.designs import RewardInputs, design_rewards, vectorised_names
+from auditrl.auditworld.judges import JudgeParams
 from auditrl.judges.registry import JudgeFamily, judge_family_names, resolve_judges
 from auditrl.rewards.records import RewardRecord
 from auditrl.rewards.reference import ReferenceStore
 from auditrl.rewards.registry import build_design, design_spec
 from auditrl.scaffold.transcript import Transcript
-from auditrl.auditworld.designs import RewardInputs, design_rewards, vectorised_names
-from auditrl.auditworld.judges import JudgeParams
 from auditrl.testing.abstaining import REASON, AbstainingJudges
 from auditrl.testing.audits import audit_batch, audit_batches
 from auditrl.testing.checks import Check, ContractError, expect, run_checks
@@ -60,7 +60,7 @@ def _check_records(records: object, group: Sequence[Transcript]) -> list[RewardR
     expect(isinstance(records, list), f"score_group returned {type(records).__name__}, not a list of RewardRecord")
     assert isinstance(records, list)
     expect(len(records) == len(group), f"{len(records)} records for a group of {len(group)} rollouts")
-    for t, r in zip(group, records):
+    for t, r in zip(group, records, strict=True):
         expect(isinstance(r, RewardRecord), f"rollout {t.id}: {type(r).__name__} is not a RewardRecord")
         if r.reward is None:
             expect(bool(r.not_scored) or bool(r.details.get("reason")), f"rollout {t.id}: no reward and no reason ({r.details})")
@@ -80,7 +80,7 @@ def check_records(name: str, family: FamilySpec) -> None:
     batch = audit_batch(0)
     groups = batch.planted_groups()[:2] + batch.benign_groups()[:2]
     scored = _score(name, family, groups, batch.reference_store())
-    records = [r for g, rs in zip(groups, scored) for r in _check_records(rs, g)]
+    records = [r for g, rs in zip(groups, scored, strict=True) for r in _check_records(rs, g)]
     expect(any(r.reward is not None for r in records), f"no rollout of {len(groups)} groups was given a reward")
 
 
@@ -97,7 +97,7 @@ def check_abstention(name: str, family: FamilySpec) -> None:
                 last.reward is None and last.abstained and REASON in str(last.details.get("reason", "")),
                 f"rollout {group[-1].id}: the judge abstained about it, but its record is {last}",
             )
-        for t, before, after in zip(group[:-1], plain[:-1], records[:-1]):
+        for t, before, after in zip(group[:-1], plain[:-1], records[:-1], strict=True):
             expect(
                 before.reward is None or after.reward is not None,
                 f"rollout {t.id} lost its reward ({before.reward}) because the judge abstained about {group[-1].id}",
@@ -125,11 +125,11 @@ def check_vectorised_form(name: str) -> None:
         reference = batch.reference_scores() if needs_references else None
         want = design_rewards(name, RewardInputs(batch.observed, JudgeParams(), batch.group_size, reference=reference))
         groups = batch.groups()
-        got = [r.reward for g, rs in zip(groups, _score(name, "sim", groups, batch.reference_store())) for r in _check_records(rs, g)]
+        got = [r.reward for g, rs in zip(groups, _score(name, "sim", groups, batch.reference_store()), strict=True) for r in _check_records(rs, g)]
         expect(np.shape(want) == (len(got),), f"the vectorised form gave shape {np.shape(want)} for {len(got)} rollouts")
         values = np.array([np.nan if v is None else v for v in got], dtype=np.float64)
         same = np.isclose(values, want, rtol=1e-7, atol=1e-12, equal_nan=True)
-        wrong = [f"{t.id}: per-transcript {g}, vectorised {w}" for t, g, w, ok in zip(batch.transcripts, got, want, same) if not ok]
+        wrong = [f"{t.id}: per-transcript {g}, vectorised {w}" for t, g, w, ok in zip(batch.transcripts, got, want, same, strict=True) if not ok]
         expect(not wrong, f"{len(wrong)} of {len(got)} rollouts differ between the two forms: " + "; ".join(wrong[:SHOWN]))
 
 

@@ -69,7 +69,7 @@ def check_pairwise(family: FamilySpec) -> None:
     judges = resolve_judges(family)
     for calibration, audits in ((False, _planted()), (True, _benign())):
         judge = judges.pairwise(calibration)
-        for a, b in zip(audits[::2], audits[1::2]):
+        for a, b in zip(audits[::2], audits[1::2], strict=True):
             what = f"{'calibration ' if calibration else ''}comparison of {a.id} with {b.id}"
             r = asyncio.run(judge.compare(a, b))
             expect(isinstance(r, PairwiseResult), f"{what}: {type(r).__name__} is not a PairwiseResult")

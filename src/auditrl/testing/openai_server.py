@@ -318,7 +318,7 @@ class _Handler(BaseHTTPRequestHandler):
     server_state: OpenAIServer
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+    def log_message(self, format: str, *args: Any) -> None:  # `format`: the base class's parameter name
         """Quiet: test output stays readable."""
 
     def _send_json(self, status: int, payload: bytes, headers: dict[str, str] | None = None) -> None:
@@ -331,14 +331,14 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(payload)
         self.wfile.flush()
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+    def do_GET(self) -> None:  # http.server's naming
         if self.path.rstrip("/").endswith("/models"):
             body = {"object": "list", "data": [{"id": "scripted-model", "object": "model", "owned_by": "auditrl"}]}
             self._send_json(200, json.dumps(body).encode())
         else:
             self._send_json(404, b'{"error": {"message": "not found"}}')
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+    def do_POST(self) -> None:  # http.server's naming
         state = self.server_state
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length)

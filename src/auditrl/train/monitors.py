@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from rich.table import Table
 
-from auditrl.configfile import load_yaml
+from auditrl.configfile import load_yaml, read_user_text
 from auditrl.judges.claims import firm_claim
 from auditrl.scaffold.transcript import Transcript
 from auditrl.scaffold.transcript_keys import CLAIM_FORCED, ORDER_DISAGREEMENT
@@ -53,7 +53,7 @@ def load_markers(path: Path | None = None) -> list[Marker]:
         text = resources.files("auditrl.train").joinpath("data/pressure_markers.yaml").read_text(encoding="utf-8")
         where = "auditrl/train/data/pressure_markers.yaml"
     else:
-        text = path.read_text(encoding="utf-8")
+        text = read_user_text(path)
         where = str(path)
     raw = load_yaml(text, where)
     entries = raw.get("markers") if isinstance(raw, dict) else None

@@ -9,8 +9,8 @@ from pydantic import BaseModel
 
 from auditrl.auditworld.job.config import AuditWorldConfig
 from auditrl.auditworld.job.sweep import SweepConfig
-from auditrl.evaluate.runner import SuiteConfig
 from auditrl.auditworld.training import TrainConfig
+from auditrl.evaluate.runner import SuiteConfig
 
 
 def _models(root: type[BaseModel]) -> list[type[BaseModel]]:

@@ -8,10 +8,10 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from auditrl.scaffold.store import read_transcripts
 from auditrl.auditworld.job.config import load_config
-from auditrl.auditworld.job.run import run_from_config
 from auditrl.auditworld.job.results import AuditWorldResults
+from auditrl.auditworld.job.run import run_from_config
+from auditrl.scaffold.store import read_transcripts
 from auditrl.train.config import ConfigFileError
 
 CONFIG = Path(__file__).resolve().parents[3] / "configs" / "auditworld.yaml"
@@ -58,7 +58,7 @@ def test_bad_config_names_the_file_and_field(tmp_path: Path) -> None:
         (lambda raw: raw["train"]["init"].update(expert="oracle"), r"field 'train\.init\.imitation\.expert': unknown scripted auditor 'oracle'; known: random, blind, experimenter"),
         (lambda raw: raw["train"]["init"].update(competence=1.5), r"field 'train\.init\.imitation\.competence': Input should be less than or equal to 1"),
         (lambda raw: raw.pop("evaluation"), r"field 'evaluation': Field required"),
-        (lambda raw: raw["world"].update(sead=1), r"field 'world\.sead': Extra inputs are not permitted"),
+        (lambda raw: raw["world"].update(sead=1), r"field 'world\.sead': unknown field \(known: .*seeds_per_behavior"),
         (lambda raw: raw["evaluation"].update(family="nonsense"), r"field 'evaluation\.family': unknown target family 'nonsense'; known families: .*wary"),
         (lambda raw: raw.update(train_families=["steady", "chaty"]), r"field 'train_families': unknown target family 'chaty'"),
         (lambda raw: raw["designs"][1].update(name="concerningness"), r"field 'designs': design names must be unique; repeated: concerningness"),
@@ -153,3 +153,18 @@ def test_two_seed_run_reports_a_between_seed_interval(tmp_path: Path) -> None:
     assert delta["n"] == 2 and delta["lo"] <= delta["mean"] <= delta["hi"]
     html = (run / "report.html").read_text()
     assert "refreshed every 2 steps" in html and "step 2" in html  # caption from the config, not a fixed text
+
+
+def test_an_unreadable_stored_base_or_run_is_built_again_with_a_warning(tmp_path: Path) -> None:
+    path = _tiny(tmp_path / "one.yaml", {"binary"}, [0], (2, 0), max_steps=2, groups_per_step=4)
+    first = json.loads((run_from_config(path, tmp_path / "run") / "results.json").read_text())
+    stored = sorted((tmp_path / "run" / "checkpoints").iterdir())  # the base, then the training run
+    for damage in ((b"", b"[" * 5000), (b"\xff\xfe", b'{"config": 1}')):
+        for file, bad in zip(stored, damage, strict=True):
+            file.write_bytes(bad)
+        with pytest.warns(UserWarning) as caught:
+            again = json.loads((run_from_config(path, tmp_path / "run") / "results.json").read_text())
+        named = " ".join(str(w.message) for w in caught)
+        assert all(file.name in named for file in stored), named
+        assert again["results"] == first["results"]
+        assert all(file.is_file() and file.read_bytes() not in damage for file in stored)

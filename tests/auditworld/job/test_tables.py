@@ -29,7 +29,7 @@ def _row(name: str, kind: Kind, base: str | None) -> PolicyEvaluation:
     )  # fmt: skip
 
 
-ROWS = {n: _row(n, k, b) for n, k, b in zip(NAMES, ["baseline", "trained", "trained", "trained"], [None, "base", "base", "base, random init"])}
+ROWS = {n: _row(n, k, b) for n, k, b in zip(NAMES, ["baseline", "trained", "trained", "trained"], [None, "base", "base", "base, random init"], strict=True)}
 
 
 def _drawn(table: tables.Table) -> str:

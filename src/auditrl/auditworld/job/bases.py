@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from auditrl.auditworld.base import BaseInit, CheckpointInit, ImitationInit, build_base, measure_agreement
 from auditrl.auditworld.job.checkpoints import base_path, load_base, save_base
 from auditrl.auditworld.job.config import AuditWorldConfig
-from auditrl.auditworld.base import BaseInit, CheckpointInit, ImitationInit, build_base, measure_agreement
 from auditrl.auditworld.policies import MLPPolicy
 from auditrl.auditworld.world import World
 

@@ -7,13 +7,13 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from auditrl.configfile import ConfigModel, RandomSeed, read_yaml_mapping, validate_file
 from auditrl.auditworld.base import BaseInit
 from auditrl.auditworld.designs import DesignName
 from auditrl.auditworld.families import check_family
 from auditrl.auditworld.judges import JudgeParams
 from auditrl.auditworld.metrics import EvalConfig
 from auditrl.auditworld.training import TrainConfig, TrainSettings
+from auditrl.configfile import ConfigModel, RandomSeed, read_yaml_mapping, validate_file
 
 
 class DesignRun(ConfigModel):

@@ -15,8 +15,6 @@ from typing import Literal
 import numpy as np
 
 from auditrl.auditworld.job.config import AuditWorldConfig
-from auditrl.evaluate.schema import SuiteResult
-from auditrl.scaffold.transcript import Transcript
 from auditrl.auditworld.metrics import (
     EvalEpisodes,
     SeedSpread,
@@ -28,6 +26,8 @@ from auditrl.auditworld.metrics import (
 )
 from auditrl.auditworld.render import render_episodes
 from auditrl.auditworld.world import Policy, World
+from auditrl.evaluate.schema import SuiteResult
+from auditrl.scaffold.transcript import Transcript
 
 Kind = Literal["baseline", "base", "trained"]
 
@@ -81,8 +81,8 @@ class Evaluated:
             values, planted, benign = evaluate_policy(world, policy, cfg.evaluation, np.random.default_rng(10_000 + seed), cfg.judge)
             parts.append(values)
             batch = [
-                *render_episodes(world, planted, np.arange(min(n, planted.batch.size)), name, f"s{seed}-planted"),
-                *render_episodes(world, benign, np.arange(min(n, benign.batch.size)), name, f"s{seed}-benign"),
+                *render_episodes(world, planted, range(min(n, planted.batch.size)), name, f"s{seed}-planted"),
+                *render_episodes(world, benign, range(min(n, benign.batch.size)), name, f"s{seed}-benign"),
             ]
             self.samples += batch
             self.saved += batch[:keep] + batch[n : n + keep]

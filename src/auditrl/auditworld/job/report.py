@@ -22,13 +22,13 @@ from auditrl.auditworld.job.bases import Base
 from auditrl.auditworld.job.config import AuditWorldConfig
 from auditrl.auditworld.job.evaluation import PolicyEvaluation
 from auditrl.auditworld.job.results import AuditWorldResults
+from auditrl.auditworld.metrics import HEADLINE, IDENTIFIED, METRICS
+from auditrl.auditworld.training import StepStats, TrainResult
 from auditrl.evaluate.schema import METRIC_TITLES
 from auditrl.pages.html import FigureBlock, Section
 from auditrl.pages.plots import metric_bars, training_curves
 from auditrl.pages.sections import strategy_section
 from auditrl.rewards.registry import design_spec
-from auditrl.auditworld.metrics import HEADLINE, IDENTIFIED, METRICS
-from auditrl.auditworld.training import StepStats, TrainResult
 
 INTERVALS = {
     "across_training_seeds": "each training seed's mean is one observation; mean, sample sd and a 95% Student-t "
@@ -69,7 +69,7 @@ def _means(row: PolicyEvaluation) -> dict[str, Any]:
 def headline_facts(cfg: AuditWorldConfig, rows: Mapping[str, PolicyEvaluation], bases: Mapping[str, Base], ceiling: float) -> dict[str, Any]:
     """What the headline paragraphs state: the base, the never-claiming floor, and how each design moved."""
     trained = [r for r in rows.values() if r.delta is not None and r.base == "base"]
-    beyond = lambda r, m, sign: r.delta[m].lo is not None and (r.delta[m].lo > 0 if sign > 0 else r.delta[m].hi < 0)  # noqa: E731
+    beyond = lambda r, m, sign: r.delta[m].lo is not None and (r.delta[m].lo > 0 if sign > 0 else r.delta[m].hi < 0)
     ablation = [r for r in rows.values() if r.delta is not None and r.base != "base"]
     return {
         "base": {"label": bases["base"].label(), **_means(rows["base"])},
@@ -83,7 +83,7 @@ def headline_facts(cfg: AuditWorldConfig, rows: Mapping[str, PolicyEvaluation], 
         "composite_down": [r.name for r in trained if beyond(r, "composite", -1)],
         "best": _means(max(trained, key=lambda r: r.seeds["composite"].mean)) if trained else None,
         "ablation": [_means(r) for r in ablation],
-        "ablation_label": next((bases[r.base].label() for r in ablation if r.base in bases), ""),
+        "ablation_label": next((bases[r.base].label() for r in ablation if r.base is not None and r.base in bases), ""),
         "flaws": cfg.judge.flaws.model_dump(),
     }
 
@@ -108,8 +108,8 @@ def headline_tables(cfg: AuditWorldConfig, rows: Mapping[str, PolicyEvaluation],
     return [tables.headline(rows, ceiling, n), tables.differences(rows, n), tables.dose_response(rows, ingroup_doses(cfg)), tables.paper_rows()]
 
 
-def _curves(histories: Mapping[str, list[list[StepStats]]], name: str) -> dict[str, tuple[list[float], list[float]]]:
-    out = {}
+def _curves(histories: Mapping[str, list[list[StepStats]]], name: str) -> dict[str, tuple[list[int], list[float]]]:
+    out: dict[str, tuple[list[int], list[float]]] = {}
     for design, runs in histories.items():
         values = np.array([[getattr(s, name) for s in h] for h in runs], dtype=np.float64)
         if np.isnan(values).all():
@@ -140,7 +140,7 @@ def reward_caption(cfg: AuditWorldConfig, trained: Mapping[str, list[TrainResult
     return " ".join(prose("reward_caption.txt.j2", **ctx))
 
 
-def _curve_figure(curves: dict[str, tuple[list[float], list[float]]], title: str, ylabel: str, what: str) -> FigureBlock:
+def _curve_figure(curves: dict[str, tuple[list[int], list[float]]], title: str, ylabel: str, what: str) -> FigureBlock:
     last = [(n, v[-1]) for n, (_, v) in curves.items() if v]
     return FigureBlock(training_curves(curves, title=title, ylabel=ylabel), " ".join(prose("curve_caption.txt.j2", what=what, last=last)))
 
@@ -169,7 +169,7 @@ def report_sections(
     base = bases["base"]
     competence = competence_table(bases)
     first = next(iter(rows.values())).suite.estimates()
-    notes = {}
+    notes: dict[str, list[str]] = {}
     for name, row in rows.items():
         for note in row.constant.values():
             notes.setdefault(note, []).append(name)

@@ -17,8 +17,8 @@ from auditrl.analysis.assignment import Classifier
 from auditrl.analysis.convergence import ConvergenceRow
 from auditrl.analysis.strategies import Cluster
 from auditrl.atomic import atomic_write_text
-from auditrl.stats import Estimate
 from auditrl.auditworld.metrics import SeedSpread
+from auditrl.stats import Estimate
 
 RESULTS_FILE = "results.json"
 

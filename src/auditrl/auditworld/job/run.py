@@ -16,6 +16,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+import torch
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -26,15 +27,23 @@ from auditrl.auditworld.job.bases import Base, base_name, build_bases, job_bases
 from auditrl.auditworld.job.checkpoints import load_result, result_path, save_result
 from auditrl.auditworld.job.config import AuditWorldConfig, load_config
 from auditrl.auditworld.job.evaluation import Evaluated
-from auditrl.auditworld.job.results import AuditorResult, AuditWorldResults, BaseSummary, StepRecord, StrategyResults, TrainingRun
 from auditrl.auditworld.job.report import INTERVALS, NEVER_CLAIMS, report_sections, terminal_summary, terminal_tables
-from auditrl.behaviors.library import load_behaviors
-from auditrl.pages.html import write_page
-from auditrl.pages.sections import transcripts_section
-from auditrl.scaffold.store import TRANSCRIPTS, write_transcripts
+from auditrl.auditworld.job.results import (
+    AuditorResult,
+    AuditWorldResults,
+    BaseSummary,
+    StepRecord,
+    StrategyResults,
+    TrainingRun,
+)
 from auditrl.auditworld.policies import ExperimenterPolicy, NeverClaims, baselines
 from auditrl.auditworld.training import StepStats, TrainResult, train
 from auditrl.auditworld.world import World
+from auditrl.behaviors.library import load_behaviors
+from auditrl.pages.html import write_page
+from auditrl.rundir import run_dir_lock
+from auditrl.pages.sections import transcripts_section
+from auditrl.scaffold.store import TRANSCRIPTS, write_transcripts
 
 
 def build_world(cfg: AuditWorldConfig) -> World:
@@ -100,11 +109,17 @@ def _evaluate_all(world: World, cfg: AuditWorldConfig, bases: dict[str, Base], t
 
 
 def run_from_config(config_path: Path, out_dir: Path | None = None) -> Path:
-    """Run the whole AuditWorld job; returns the run directory."""
+    """Run the whole AuditWorld job, holding its run directory's lock (auditrl.rundir); returns the run directory."""
     t0, cpu0 = time.perf_counter(), time.process_time()
     cfg = load_config(Path(config_path))
     run_dir = run_directory(cfg, out_dir)
     console = Console()
+    with run_dir_lock(run_dir, on_note=lambda note: console.print(note, highlight=False, soft_wrap=True)):
+        return _run_job(cfg, run_dir, console, t0, cpu0)
+
+
+def _run_job(cfg: AuditWorldConfig, run_dir: Path, console: Console, t0: float, cpu0: float) -> Path:
+    """The job itself, in a run directory this process holds."""
     world = build_world(cfg)
     ceiling = identification_ceiling(world)
     console.print(
@@ -179,7 +194,7 @@ def run_from_config(config_path: Path, out_dir: Path | None = None) -> Path:
         f"trained {train_episodes:,} episodes in {train_seconds:.1f} CPU s "
         f"({results.throughput_episodes_per_cpu_second or 0:,.0f} episodes per CPU-second); bases "
         f"{sum(b.seconds for b in bases.values()):.1f} CPU s; total {results.runtime_seconds:.1f} s wall, "
-        f"{results.cpu_seconds:.1f} CPU s"
+        f"{results.cpu_seconds:.1f} CPU s (CPU capability {torch.backends.cpu.get_cpu_capability()})"
     )
     console.print(f"page: {report}")
     return run_dir

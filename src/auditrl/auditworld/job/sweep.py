@@ -24,16 +24,16 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from auditrl.atomic import atomic_write_text
 from auditrl.auditworld.job.bases import base_name, build_bases, job_bases
 from auditrl.auditworld.job.config import AuditWorldConfig
-from auditrl.auditworld.job.run import build_world, run_directory
 from auditrl.auditworld.job.report import prose
-from auditrl.configfile import ConfigModel, read_yaml_mapping, validate_file
-from auditrl.pages.html import FigureBlock, Section, TableBlock, write_page
-from auditrl.pages.plots import heatmap, training_curves
+from auditrl.auditworld.job.run import build_world, run_directory
 from auditrl.auditworld.judges import JudgeParams
 from auditrl.auditworld.metrics import evaluate_policy, seed_means
 from auditrl.auditworld.policies import BlindPolicy, ExperimenterPolicy
 from auditrl.auditworld.training import train
 from auditrl.auditworld.world import Policy, World
+from auditrl.configfile import ConfigModel, read_yaml_mapping, validate_file
+from auditrl.pages.html import FigureBlock, Section, TableBlock, write_page
+from auditrl.pages.plots import heatmap, training_curves
 
 MAPPED = ("composite", "false_positive", "audit_quality", "identified")
 FP_DROP = 10.0
@@ -51,7 +51,7 @@ class SweepGrid(ConfigModel):
 class SweepConfig(AuditWorldConfig):
     """The `kind: auditworld_sweep` config file: an AuditWorld config and the grid (analysis is not run)."""
 
-    kind: Literal["auditworld_sweep"] = Field(description="Selects the robustness sweep in `auditrl train`.")  # type: ignore[assignment]
+    kind: Literal["auditworld_sweep"] = Field(description="Selects the robustness sweep in `auditrl train`.")  # type: ignore[assignment]  # narrows the base config's kind
     out_dir: Path = Field(default=Path("runs/auditworld_sweep"), description="Run directory (overridden by `auditrl train --out`).")
     sweep: SweepGrid = Field(description="The pairwise judges' flaw strengths to train against.")
 
@@ -158,8 +158,8 @@ def robustness(cfg: SweepConfig, results: list[dict[str, Any]], design: str, bas
     found = np.array(_grid(cfg, results, design, "identified"))
     below = grid < base["composite"]
     lost = fp < base["false_positive"] - FP_DROP
-    at = lambda mask: [(cfg.sweep.alarm[i], cfg.sweep.credulity[j]) for i, j in zip(*np.nonzero(mask))]  # noqa: E731
-    first = lambda cells: min(cells, key=lambda ac: (ac[0] + ac[1], ac[0]))  # noqa: E731
+    at = lambda mask: [(cfg.sweep.alarm[i], cfg.sweep.credulity[j]) for i, j in zip(*np.nonzero(mask), strict=True)]
+    first = lambda cells: min(cells, key=lambda ac: (ac[0] + ac[1], ac[0]))
     return " ".join(prose(
         "sweep_robustness.txt.j2", base=base, n=grid.size, found_lo=float(np.nanmin(found)), found_hi=float(np.nanmax(found)),
         above_base_id=int((found > base["identified"]).sum()), below=at(below), lost=at(lost),

@@ -15,10 +15,10 @@ from rich.markup import escape
 from rich.table import Table as RichTable
 
 from auditrl.auditworld.job.evaluation import PolicyEvaluation
+from auditrl.auditworld.metrics import HEADLINE, IDENTIFIED, SeedSpread
 from auditrl.configfile import load_yaml
 from auditrl.evaluate.paper import load_paper_reference
 from auditrl.pages.html import TableBlock
-from auditrl.auditworld.metrics import HEADLINE, IDENTIFIED, SeedSpread
 
 SHORT = {IDENTIFIED: "ident. %", "audit_quality": "audit q.", "false_positive": "FP cal.", "realism": "realism", "composite": "composite"}
 """Column titles of the headline metrics."""
