@@ -26,8 +26,8 @@ from transformers import GenerationConfig, PreTrainedModel
 
 from auditrl.behaviors.library import load_behaviors, load_seeds
 from auditrl.train.config import EpisodeSettings, GRPOLMConfig, load_config
-from auditrl.train.generation import Sample, TurnCache, generate_turn
 from auditrl.train.episodes import AuditEpisodeFactory, training_rows
+from auditrl.train.generation import Sample, TurnCache, generate_turn
 from auditrl.train.grpo import build_trainer
 from auditrl.train.policy import load_policy
 from auditrl.train.rollout import ChatSegments, EpisodeRow, run_rollouts

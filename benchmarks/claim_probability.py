@@ -42,25 +42,25 @@ from typing import Annotated, Any
 
 import torch
 import typer
-from transformers import LogitsProcessorList
 from rich.console import Console
 from rich.progress import track
 from rich.table import Table
+from transformers import LogitsProcessorList
 
 from auditrl.atomic import atomic_write_text
-from auditrl.stats import difference_ci, mean_ci
+from auditrl.experiments.small_lm.copy_quote import MARKER, QuoteCopy, reply_tokens
+from auditrl.experiments.small_lm.report_grammar import verdict_token_ids
+from auditrl.experiments.small_lm.settings import load_run_config
 from auditrl.judges.claim_grader import default_grader
 from auditrl.models.precision import describe_cpu
-from auditrl.scaffold.prompt_sets import PROMPT_SETS, openings
-from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
 from auditrl.scaffold.engine import AuditEpisode
+from auditrl.scaffold.prompt_sets import PROMPT_SETS, openings
 from auditrl.scaffold.report import parse_report
+from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
 from auditrl.scaffold.transcript import ToolCallRecord, Transcript
-from auditrl.experiments.small_lm.settings import load_run_config
-from auditrl.experiments.small_lm.copy_quote import MARKER, QuoteCopy, reply_tokens
+from auditrl.stats import difference_ci, mean_ci
 from auditrl.train.outputs import ADAPTER_DIR
 from auditrl.train.policy import load_policy
-from auditrl.experiments.small_lm.report_grammar import verdict_token_ids
 from auditrl.train.sft import TEACHER_TRANSCRIPTS
 
 ADAPTERS: dict[str, str | None] = {"untrained_base": None, "SFT_base": "sft", "SFT_plus_GRPO": "grpo", "GRPO_from_base": "grpo_from_base"}

@@ -39,16 +39,16 @@ from auditrl.behaviors.library import load_behaviors, load_seeds
 from auditrl.evaluate.judging import audit_quality_judge
 from auditrl.evaluate.lm_checks import rollouts_by_third, turn_validity
 from auditrl.evaluate.runner import SuiteConfig, run_suite
-from auditrl.stats import Estimate, difference_ci, mean_ci
 from auditrl.judges.claim_grader import report_outcome
 from auditrl.judges.programmatic import ProgrammaticAuditQualityJudge
 from auditrl.models.roles import resolve_model
+from auditrl.pages.training import write_training_page
 from auditrl.scaffold.runner import open_run
 from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
 from auditrl.scaffold.transcript import Transcript
 from auditrl.scaffold.transcript_keys import AUDIT_QUALITY
+from auditrl.stats import Estimate, difference_ci, mean_ci
 from auditrl.train.config import GRPOLMConfig, load_config
-from auditrl.pages.training import write_training_page
 from auditrl.train.outputs import ADAPTER_DIR
 
 CONFIG = Path(__file__).resolve().parent.parent / "configs" / "experiments" / "small_lm" / "cpu_learn.yaml"

@@ -42,21 +42,22 @@ from typing import Annotated, Any, get_args
 import torch
 import typer
 import yaml
-from pydantic import ValidationError
 from inspect_ai.model import GenerateConfig, Model
+from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
 from auditrl.atomic import atomic_write_text
+from auditrl.auditworld.seeds import auditworld_seeds
+from auditrl.auditworld.targets import reached_trigger
 from auditrl.behaviors.library import load_behaviors
 from auditrl.behaviors.plant import target_system_prompt
 from auditrl.behaviors.schema import Seed
 from auditrl.configfile import load_yaml
 from auditrl.evaluate.lm_checks import rollouts_by_third, turn_validity
-from auditrl.judges.claim_grader import claimed, found_nothing, report_valid
-from auditrl.auditworld.targets import reached_trigger
-from auditrl.stats import difference_ci, mean_ci
-from auditrl.judges.claim_grader import default_grader
+from auditrl.experiments.small_lm.choice_sft import SmallLMSFTSettings, run_experiment_sft
+from auditrl.experiments.small_lm.settings import SmallLMSettings, load_run_config, small_lm
+from auditrl.judges.claim_grader import claimed, default_grader, found_nothing, report_valid
 from auditrl.models.precision import describe_cpu
 from auditrl.models.roles import resolve_model
 from auditrl.rewards.margins import margin_summary, teacher_margins
@@ -65,14 +66,12 @@ from auditrl.scaffold.spec import AuditSpec
 from auditrl.scaffold.store import TRANSCRIPTS, append_transcript, read_transcripts
 from auditrl.scaffold.transcript import Budget, Transcript
 from auditrl.scaffold.transcript_keys import ROLLOUT
-from auditrl.auditworld.seeds import auditworld_seeds
+from auditrl.stats import difference_ci, mean_ci
 from auditrl.train.config import GRPOLMConfig, RewardSettings
 from auditrl.train.episodes import split_seeds
 from auditrl.train.outputs import ADAPTER_DIR
 from auditrl.train.sft import RECORD_FILE as SFT_RECORD
 from auditrl.train.sft import TEACHER_TRANSCRIPTS
-from auditrl.experiments.small_lm.choice_sft import SmallLMSFTSettings, run_experiment_sft
-from auditrl.experiments.small_lm.settings import SmallLMSettings, load_run_config, small_lm
 
 AUDITORS = ("untrained base", "SFT base", "SFT + GRPO")
 """The auditors the benchmark evaluates, in order; each change is from the one before it."""
@@ -244,11 +243,11 @@ def main(
     skip_sft: Annotated[bool, typer.Option(help="Use the adapter an earlier call wrote under <out>/sft.")] = False,
     part: Annotated[
         list[str], typer.Option(help="Held-out part to audit: `behaviors`, `seeds` (of training behaviors); repeatable.")
-    ] = list(PARTS),
+    ] = list(PARTS),  # noqa: B006 - typer reads the default here; nothing mutates it
     auditor: Annotated[
         list[str], typer.Option(help="Auditor to evaluate: `untrained base`, `SFT base`, `SFT + GRPO`; repeatable. SFT runs only for the "
                                      "last two, GRPO only for the last.")
-    ] = list(AUDITORS),
+    ] = list(AUDITORS),  # noqa: B006 - typer reads the default here; nothing mutates it
 ) -> None:
     if probing not in PROBING:
         raise typer.BadParameter(f"{probing!r}: choose from {', '.join(PROBING)}", param_hint="--probing")

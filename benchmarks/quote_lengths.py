@@ -25,13 +25,13 @@ from rich.console import Console
 from rich.table import Table
 
 from auditrl.behaviors.library import load_behaviors
-from auditrl.stats import mean_ci
-from auditrl.models.precision import describe_cpu
-from auditrl.experiments.small_lm.settings import load_run_config
-from auditrl.train.episodes import seed_bank
-from auditrl.train.policy import load_policy
 from auditrl.experiments.small_lm.report_audits import HELD_OUT_PARTS, held_out_rows
 from auditrl.experiments.small_lm.report_choices import ProbedAudit, probed_audits
+from auditrl.experiments.small_lm.settings import load_run_config
+from auditrl.models.precision import describe_cpu
+from auditrl.stats import mean_ci
+from auditrl.train.episodes import seed_bank
+from auditrl.train.policy import load_policy
 from auditrl.train.rollout import ChatSegments
 
 console = Console()

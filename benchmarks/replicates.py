@@ -75,8 +75,8 @@ def training_table(labels: list[str], records: list[dict[str, Any]], caption: st
             continue
         steps = gradient["expected reward by step"]
         last = steps[2 * len(steps) // 3 :]
-        read = lambda key: [s[key] for s in last if s.get(key) is not None]  # noqa: E731
-        fmt = lambda values: f"{mean(values):.3f}" if values else "-"  # noqa: E731  (no audit of that kind trained)
+        read = lambda key: [s[key] for s in last if s.get(key) is not None]  # noqa: B023 - called in this iteration only
+        fmt = lambda values: f"{mean(values):.3f}" if values else "-"  # no audit of that kind trained
         trained, start = gradient["trained audits"], gradient["start's expected reward"]["planted"]
         table.add_row(label, f"{trained['planted']} / {trained['benign']}", fmt([] if start is None else [start]),
                       fmt(read("planted")), fmt(read("benign KL to start")))  # fmt: skip

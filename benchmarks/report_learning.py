@@ -91,24 +91,18 @@ from auditrl.atomic import atomic_write_text
 from auditrl.behaviors.library import load_behaviors
 from auditrl.configfile import load_yaml
 from auditrl.evaluate.lm_checks import rollouts_by_third
-from auditrl.judges.claim_grader import claimed, found_nothing
-from auditrl.stats import auc_change_ci, auc_ci, difference_ci, mean_ci
-from auditrl.judges.claim_grader import default_grader, report_outcome
-from auditrl.models.precision import describe_cpu
-from auditrl.rewards.margins import PAIRED_MARGINS, margin_summary, teacher_margins
-from auditrl.scaffold.prompt_sets import PROMPT_SETS, openings
-from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
-from auditrl.scaffold.transcript import Prediction, Report, Transcript
-from auditrl.scaffold.transcript_keys import CLAIM_PROBABILITY
 from auditrl.experiments.small_lm.choice_gradient import AUDITS_FILE as CHOICE_AUDITS
 from auditrl.experiments.small_lm.choice_gradient import RECORD_FILE as CHOICE_RECORD
 from auditrl.experiments.small_lm.choice_gradient import ChoiceGradientSettings, estimate_label, run_choice_gradient
-from auditrl.train.config import GRPOLMConfig, load_config
+from auditrl.experiments.small_lm.choice_sft import SmallLMSFTSettings, run_experiment_sft
 from auditrl.experiments.small_lm.curriculum import creditable_quote, screen
-from auditrl.train.episodes import seed_bank, training_seeds
-from auditrl.train.outputs import ADAPTER_DIR
-from auditrl.train.policy import load_policy
-from auditrl.experiments.small_lm.report_audits import HELD_OUT_PARTS, audit_parts, benign_audits_seen, reset_rows, held_out_rows
+from auditrl.experiments.small_lm.report_audits import (
+    HELD_OUT_PARTS,
+    audit_parts,
+    benign_audits_seen,
+    held_out_rows,
+    reset_rows,
+)
 from auditrl.experiments.small_lm.report_choices import (
     ChoiceScores,
     ProbedAudit,
@@ -121,11 +115,22 @@ from auditrl.experiments.small_lm.report_choices import (
     score_audits,
     shift_claims,
 )
+from auditrl.experiments.small_lm.settings import load_run_config, small_lm
+from auditrl.judges.claim_grader import claimed, default_grader, found_nothing, report_outcome
+from auditrl.models.precision import describe_cpu
+from auditrl.rewards.margins import PAIRED_MARGINS, margin_summary, teacher_margins
+from auditrl.scaffold.prompt_sets import PROMPT_SETS, openings
+from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
+from auditrl.scaffold.transcript import Prediction, Report, Transcript
+from auditrl.scaffold.transcript_keys import CLAIM_PROBABILITY
+from auditrl.stats import auc_change_ci, auc_ci, difference_ci, mean_ci
+from auditrl.train.config import GRPOLMConfig, load_config
+from auditrl.train.episodes import seed_bank, training_seeds
+from auditrl.train.outputs import ADAPTER_DIR
+from auditrl.train.policy import load_policy
 from auditrl.train.rollout import ChatSegments, EpisodeRow
 from auditrl.train.sft import RECORD_FILE as SFT_RECORD
 from auditrl.train.sft import TEACHER_TRANSCRIPTS as SFT_TEACHER
-from auditrl.experiments.small_lm.choice_sft import SmallLMSFTSettings, run_experiment_sft
-from auditrl.experiments.small_lm.settings import load_run_config, small_lm
 from auditrl.train.teacher import teacher_rollouts
 
 CONFIG = Path(__file__).resolve().parent.parent / "configs" / "experiments" / "small_lm" / "cpu_learn_evidence.yaml"
@@ -274,7 +279,7 @@ def paired_change(after: dict[str, dict[str, Any]], before: dict[str, dict[str, 
     """Per metric, after minus before over the audits both have (discrimination: the change in planted claims minus
     the change in benign claims, and the same for shown)."""
     keys = [k for k in after if k in before]
-    delta = lambda m, ks: [after[k][m] - before[k][m] for k in ks if m in after[k] and m in before[k]]  # noqa: E731
+    delta = lambda m, ks: [after[k][m] - before[k][m] for k in ks if m in after[k] and m in before[k]]
     out: dict[str, Any] = {m: mean_ci(d).model_dump() for m in (*METRICS, EVIDENCE, MADE, *VERDICTS) if (d := delta(m, keys))}
     benign = delta("claim rate, benign", keys)
     shown = delta("claim rate, planted", [k for k in keys if after[k]["group"] == GROUPS[0]])
@@ -283,7 +288,7 @@ def paired_change(after: dict[str, dict[str, Any]], before: dict[str, dict[str, 
     shown_keys = [k for k in keys if after[k]["group"] == GROUPS[0]]
     benign_keys = [k for k in keys if after[k]["group"] == GROUPS[2]]
     if shown_keys and benign_keys:
-        rates = lambda ks, m: ([after[k][m] for k in ks], [before[k][m] for k in ks])  # noqa: E731
+        rates = lambda ks, m: ([after[k][m] for k in ks], [before[k][m] for k in ks])
         out[RANKING] = auc_change_ci(rates(shown_keys, "claim rate, planted"), rates(benign_keys, "claim rate, benign")).model_dump()
     if identified := delta("identification (planted)", shown_keys):
         out[f"identification, {GROUPS[0]}"] = mean_ci(identified).model_dump()
@@ -329,7 +334,7 @@ def exact_evaluation(cfg: GRPOLMConfig, model: Any, tokenizer: Any, audits: list
 
 def scores_file(out: Path, name: str, part: str) -> Path:
     """Where an auditor's exact scores of one part are kept, for its threshold-matched comparisons."""
-    slug = lambda text: re.sub(r"[^A-Za-z0-9+-]+", "_", text).strip("_")  # noqa: E731
+    slug = lambda text: re.sub(r"[^A-Za-z0-9+-]+", "_", text).strip("_")
     return out / SCORES / slug(name) / f"{slug(part)}.json"
 
 
@@ -384,9 +389,9 @@ def main(
     sft_match_lengths: Annotated[bool, typer.Option(help="SFT: weigh clean sentences to the evidence sentences' length distribution.")] = False,
     evaluation: Annotated[str, typer.Option(help="`exact`: every report choice scored; `sampled`: --samples reports sampled per audit.")] = "exact",
     samples: Annotated[int, typer.Option(min=1, help="Reports sampled per held-out audit (sampled evaluation).")] = 4,
-    auditor: Annotated[list[str], typer.Option(help=f"Auditor to evaluate ({', '.join(AUDITORS)}); repeatable.")] = ["untrained base", "SFT base", "SFT + GRPO"],
+    auditor: Annotated[list[str], typer.Option(help=f"Auditor to evaluate ({', '.join(AUDITORS)}); repeatable.")] = ["untrained base", "SFT base", "SFT + GRPO"],  # noqa: B006 - typer reads the default here; nothing mutates it
     checkpoint: Annotated[int | None, typer.Option(min=1, help="Evaluate the GRPO runs' checkpoint of this step instead of their final adapters.")] = None,
-    part: Annotated[list[str], typer.Option(help=f"Held-out part ({', '.join(HELD_OUT_PARTS)}); repeatable.")] = list(HELD_OUT_PARTS),
+    part: Annotated[list[str], typer.Option(help=f"Held-out part ({', '.join(HELD_OUT_PARTS)}); repeatable.")] = list(HELD_OUT_PARTS),  # noqa: B006 - typer reads the default here; nothing mutates it
     seeds: Annotated[int | None, typer.Option(min=1, help="Held-out seeds per behavior to audit (default: all).")] = None,
     family: Annotated[list[str] | None, typer.Option(help="Target family to audit (default: the config's families); repeatable.")] = None,
     made_to_claim: Annotated[bool, typer.Option(help="Sampled evaluation: also audit each planted target with every report made to claim (the choice of evidence alone).")] = False,
@@ -423,7 +428,7 @@ def main(
     record: dict[str, Any] = json.loads(record_file.read_text()) if record_file.exists() else {}
     record |= {"cpu": describe_cpu(), "config": str(config.name), "samples": samples, "grpo_seed": seed}
     record.setdefault("cpu_seconds", {})
-    save = lambda: atomic_write_text(record_file, json.dumps(record, indent=2))  # noqa: E731
+    save = lambda: atomic_write_text(record_file, json.dumps(record, indent=2))
     if "reward_check" not in record:
         started = time.process_time()
         record["reward_check"] = reward_check(cfg)
@@ -463,7 +468,7 @@ def main(
     if (gradient_dir / CHOICE_RECORD).is_file():
         record["choice_gradient"] = json.loads((gradient_dir / CHOICE_RECORD).read_text())
         save()
-    trained = lambda run: run / (f"checkpoints/checkpoint-{checkpoint}" if checkpoint else "") / ADAPTER_DIR  # noqa: E731
+    trained = lambda run: run / (f"checkpoints/checkpoint-{checkpoint}" if checkpoint else "") / ADAPTER_DIR
     adapters = {"untrained base": None, "SFT base": sft_adapter, "GRPO": trained(out / "grpo"), "SFT + GRPO": trained(out / "sft_grpo"),
                 CHOICE_GRADIENT: gradient_dir / ADAPTER_DIR}  # fmt: skip
     held_out = cfg.model_copy(update={"episodes": cfg.episodes.model_copy(update={"families": family})}) if family else cfg
@@ -613,7 +618,7 @@ def training_table(title: str, training: list[dict[str, Any]], caption: str) -> 
                    "quote credited, planted %", "claim cost", "reward"):  # fmt: skip
         table.add_column(column, justify="right")
     for t in training:
-        fmt = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
+        fmt = lambda v: "-" if v is None else f"{v:.2f}"
         table.add_row(t["steps"], str(t["rollouts"]), fmt(t["claims_planted"]), fmt(t["claims_benign"]), fmt(t.get("claim_probability_planted")),
                       fmt(t.get("claim_probability_benign")), fmt(t["forced_claim_reward_planted"]), fmt(t["free_reward_planted"]),
                       f"{fmt(t.get('spread_groups_planted'))} / {fmt(t.get('spread_groups_benign'))}", fmt(t.get("quote_credited_planted")),
@@ -637,7 +642,7 @@ def print_tables(record: dict[str, Any]) -> None:
         by_third = by_third_of("expected reward", "") + by_third_of("planted", "; on planted audits ")
         by_third += by_third_of("benign KL to start", "; benign audits' KL from the SFT base's quote by third ")
         trained, start, best = gradient["trained audits"], gradient["start's expected reward"], gradient["best expected reward"]
-        fmt = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731  (no audit of that kind drawn)
+        fmt = lambda v: "-" if v is None else f"{v:.3f}"  # no audit of that kind drawn
         weight, anchor = gradient["settings"].get("benign_weight", 1.0), gradient["settings"].get("benign_anchor", 0.0)
         console.print(f"{CHOICE_GRADIENT}: {trained['planted']} planted and {trained['benign']} benign training audits trained (of {gradient['audits']}, "
                       f"benign weight {weight:g}, anchor {anchor:g}, {estimate_label(gradient['settings'].get('samples'))}); expected reward on those with a choice to learn, planted / benign: the SFT base's {fmt(start['planted'])} / {fmt(start['benign'])}, "

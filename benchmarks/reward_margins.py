@@ -26,9 +26,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from auditrl.stats import mean_ci
 from auditrl.rewards.margins import REFERENCES, design_rewards, probing_margins, training_probe_sets
 from auditrl.rewards.registry import design_spec
+from auditrl.stats import mean_ci
 
 DESIGNS = ("binary", "binary_strict", "ingroup_pairwise", "reference_pairwise", "reference_pairwise_graded")
 console = Console(width=160)
@@ -54,7 +54,7 @@ def main(
         r = asyncio.run(design_rewards(name, "sim", probes, ref if ref != "-" else "base_like"))
         results[f"{name} vs {ref}"] = r
         p, b = r["planted"], r["benign"]
-        diff = lambda x, y: (d := mean_ci([a - c for a, c in zip(x, y, strict=True)])) and f"{d.mean:+.2f} [{d.lo:+.2f}, {d.hi:+.2f}]"  # noqa: E731
+        diff = lambda x, y: (d := mean_ci([a - c for a, c in zip(x, y, strict=True)])) and f"{d.mean:+.2f} [{d.lo:+.2f}, {d.hi:+.2f}]"
         table.add_row(
             name if ref == "-" else f"{name} vs {ref}",
             *[f"{mean_ci(p[o]).mean:.2f}" for o in ("correct", "nothing", "wrong", "unreadable")],

@@ -18,12 +18,12 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from auditrl.behaviors.library import load_behaviors
 from auditrl.auditworld.base import ImitationInit, RandomInit, build_base
 from auditrl.auditworld.designs import vectorised_names
 from auditrl.auditworld.simulate import simulate
 from auditrl.auditworld.training import TrainConfig, train
 from auditrl.auditworld.world import World, training_batch
+from auditrl.behaviors.library import load_behaviors
 
 FAMILIES = ["steady", "chatty", "pliant", "guarded"]
 

@@ -34,12 +34,12 @@ from rich.table import Table
 
 from auditrl.analysis.assignment import assign_strategies
 from auditrl.analysis.summaries import strategy_summary
-from auditrl.behaviors.library import load_behaviors
-from auditrl.scaffold.store import iter_transcripts
 from auditrl.auditworld.policies import MLPPolicy, baselines
 from auditrl.auditworld.render import render_episodes
 from auditrl.auditworld.simulate import simulate
 from auditrl.auditworld.world import World, training_batch
+from auditrl.behaviors.library import load_behaviors
+from auditrl.scaffold.store import iter_transcripts
 
 FAMILIES = [0, 1, 2, 3]
 GROUP_SIZE = 8

@@ -31,8 +31,8 @@ from auditrl.analysis.assignment import StrategyAssignment, assign_strategies
 from auditrl.analysis.convergence import convergence_table, strategy_convergence
 from auditrl.analysis.summaries import strategy_summary
 from auditrl.auditworld.job.config import load_config
-from auditrl.auditworld.job.run import run_from_config
 from auditrl.auditworld.job.results import AuditWorldResults
+from auditrl.auditworld.job.run import run_from_config
 from auditrl.scaffold.store import TRANSCRIPTS, iter_transcripts
 from auditrl.scaffold.transcript_keys import POLICY
 

@@ -33,13 +33,13 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from auditrl.atomic import atomic_write_text
-from auditrl.judges.claim_grader import claimed
 from auditrl.auditworld.targets import reached_trigger
+from auditrl.experiments.small_lm.settings import load_run_config
+from auditrl.judges.claim_grader import claimed
 from auditrl.models.precision import describe_cpu
 from auditrl.scaffold.prompt_sets import PROMPT_SETS, openings
 from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
 from auditrl.scaffold.transcript import Transcript
-from auditrl.experiments.small_lm.settings import load_run_config
 from auditrl.train.policy import load_policy
 from auditrl.train.sft import TEACHER_TRANSCRIPTS
 
@@ -73,7 +73,7 @@ def cv_auc(x: np.ndarray, y: np.ndarray) -> float | None:
 def main(
     run: Annotated[Path, typer.Option(help="An lm_learning.py output directory.")] = Path("runs/lm-learning"),
     auditor: Annotated[str, typer.Option(help="Evaluation folder whose held-out audits the fitted probe reads.")] = "SFT_base",
-    layer: Annotated[list[int], typer.Option(help="Hidden-state layer (0: embeddings); repeatable.")] = [8, 16, 24, 30],
+    layer: Annotated[list[int], typer.Option(help="Hidden-state layer (0: embeddings); repeatable.")] = [8, 16, 24, 30],  # noqa: B006 - typer reads the default here; nothing mutates it
 ) -> None:
     torch.set_num_threads(1)
     console.print(describe_cpu(), highlight=False)

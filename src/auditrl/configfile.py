@@ -96,7 +96,7 @@ class ConfigModel(BaseModel):
             return data
         problems = []
         for name, field in cls.model_fields.items():
-            key = field.alias if field.alias in data else name
+            key = field.alias if field.alias is not None and field.alias in data else name
             if key in data and (problem := _as_written(field.annotation, data[key])) is not None:
                 problems.append(InitErrorDetails(type=PydanticCustomError("as_written", problem), loc=(key,), input=data[key]))
         if problems:

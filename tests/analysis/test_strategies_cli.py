@@ -33,7 +33,7 @@ def test_strategies_command_tables_json_and_html(tmp_path: Path) -> None:
     names = {f"{a['number']}. {a['name']}" for a in data["codebook"]["archetypes"]}
     shown = [unescape(a) for a in re.findall(r'<span class="archetype">archetype: (.*?)</span>', page)]
     assert shown and set(shown) <= names  # each transcript shown names the archetype it was classified as
-    classified = dict(zip(data["transcript_ids"], data["archetypes"]))
+    classified = dict(zip(data["transcript_ids"], data["archetypes"], strict=True))
     archetype_names = {a["id"]: a["name"] for a in data["codebook"]["archetypes"]}
     listed = re.findall(r"<summary><strong>(\w+)</strong>.*?archetype: (.*?)</span>", page)
     assert len(listed) == len(shown)

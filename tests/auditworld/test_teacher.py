@@ -13,13 +13,13 @@ import json
 import pytest
 
 from auditrl.auditworld.seeds import auditworld_seeds
+from auditrl.auditworld.targets import reached_trigger
 from auditrl.auditworld.teacher import scenario_topics
 from auditrl.auditworld.texts import classify_topic, load_topics
 from auditrl.behaviors.library import load_behaviors
 from auditrl.behaviors.plant import target_system_prompt
 from auditrl.evaluate.lm_checks import turn_validity
 from auditrl.judges.claim_grader import claimed, report_valid
-from auditrl.auditworld.targets import reached_trigger
 from auditrl.models.roles import resolve_model
 from auditrl.scaffold.auditor_loop import run_audit
 from auditrl.scaffold.spec import AuditSpec

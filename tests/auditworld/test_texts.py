@@ -36,7 +36,7 @@ def test_unrelated_text_falls_back_to_casual_chat() -> None:
 def test_an_ordinary_reply_answers_what_the_message_asks() -> None:
     topics = load_topics()
     for i, t in enumerate(topics):
-        for probe, reply in zip(t.probes, t.replies):
+        for probe, reply in zip(t.probes, t.replies, strict=True):
             assert all(answer_text(i, probe, u) == reply for u in (0.0, 0.5, 0.99)), probe
         for answer in t.answers:
             message = f"About {t.phrase}: {' and '.join(answer.asks)}?"

@@ -20,12 +20,12 @@ from statistics import mean
 import pytest
 import yaml
 
-from auditrl.configfile import load_yaml
-from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
-from auditrl.scaffold.transcript_keys import CLAIM_FORCED, PROBED_BY
 from auditrl.auditworld.designs import vectorised_names
+from auditrl.configfile import load_yaml
 from auditrl.experiments.small_lm.report_audits import benign_audits_seen
 from auditrl.experiments.small_lm.report_choices import ChoiceScores, shift_claims
+from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
+from auditrl.scaffold.transcript_keys import CLAIM_FORCED, PROBED_BY
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCHMARKS = ROOT / "benchmarks"

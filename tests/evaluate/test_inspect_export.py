@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 from inspect_ai.log import list_eval_logs, read_eval_log
-from scaffold_fakes import Recorder, call, make_spec, text
 
-from auditrl.scaffold.auditor_loop import run_audit
 from auditrl.evaluate.inspect_export import export_inspect_log, log_file_name, task_name
+from auditrl.scaffold.auditor_loop import run_audit
 from auditrl.scaffold.store import read_run, read_transcripts
 from auditrl.scaffold.transcript import Transcript
 from auditrl.scaffold.transfer import TRANSFER_SEED_ID
+from scaffold_fakes import Recorder, call, make_spec, text
 
 REPORT = '{"no_behavior_found": true, "predictions": [], "summary": "nothing"}'
 

@@ -6,8 +6,7 @@ import json
 
 import pytest
 
-from auditrl.judges.claim_grader import claimed, found_nothing, report_valid
-from auditrl.judges.claim_grader import default_grader
+from auditrl.judges.claim_grader import claimed, default_grader, found_nothing, report_valid
 from auditrl.scaffold.report import parse_report
 from auditrl.scaffold.transcript import Transcript
 

@@ -9,8 +9,8 @@ from rich.console import Console
 from auditrl.evaluate.metrics import SuiteDataError, compute_suite, suite_table, transcript_unit
 from auditrl.evaluate.paper import load_paper_reference
 from auditrl.evaluate.schema import MetricResult, SuiteResult
-from auditrl.stats import Estimate
 from auditrl.scaffold.transcript import Transcript
+from auditrl.stats import Estimate
 
 
 def test_metrics_by_seed_unit(suite_transcripts: list[Transcript]) -> None:

@@ -12,7 +12,6 @@ from typer.testing import CliRunner
 
 from auditrl.behaviors.library import load_behaviors
 from auditrl.cli.transfer import RESULTS, table, transfer
-from auditrl.stats import Estimate, mean_ci
 from auditrl.evaluate.transfer import TransferRow, grade, transfer_table, verdict_of
 from auditrl.judges.client import JudgeClient
 from auditrl.judges.prediction_match import PredictionMatchJudge
@@ -22,6 +21,7 @@ from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
 from auditrl.scaffold.transcript import Prediction, Report, Transcript
 from auditrl.scaffold.transcript_keys import PREDICTION_MATCH
 from auditrl.scaffold.transfer import TRANSFER_SEED_ID
+from auditrl.stats import Estimate, mean_ci
 
 BEHAVIORS = load_behaviors()
 

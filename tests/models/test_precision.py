@@ -12,8 +12,8 @@ import torch
 
 import auditrl.models.local as local
 import auditrl.models.precision as precision
-from auditrl.train.config import PolicySettings
 from auditrl.models.lora import precision_args
+from auditrl.train.config import PolicySettings
 from auditrl.train.policy import load_policy
 
 

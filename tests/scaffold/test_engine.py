@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 from inspect_ai.model import ChatMessageAssistant, ChatMessageSystem, ChatMessageTool, ChatMessageUser, ModelOutput
-from scaffold_fakes import Recorder, call, make_spec, text
 
 from auditrl.scaffold.auditor_loop import run_audit
 from auditrl.scaffold.engine import AuditEpisode
 from auditrl.scaffold.prompt_sets import PROMPT_SETS, openings
 from auditrl.scaffold.spec import AuditSpec
+from scaffold_fakes import Recorder, call, make_spec, text
 
 REPORT = (
     '{"no_behavior_found": false, "predictions": [{"description": "Flatters the user", "confidence": 0.9, '

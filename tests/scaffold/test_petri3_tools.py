@@ -7,12 +7,12 @@ from typing import Any
 import pytest
 from inspect_ai.model import ChatMessageAssistant, ChatMessageSystem, ModelOutput
 from inspect_ai.tool import ToolCall
-from scaffold_fakes import Recorder, make_spec, text, with_usage
 
 from auditrl.scaffold.auditor_loop import run_audit
 from auditrl.scaffold.spec import AuditSpec
 from auditrl.scaffold.tool_sets import TOOL_SETS
 from auditrl.scaffold.tools import auditor_tools
+from scaffold_fakes import Recorder, make_spec, text, with_usage
 
 REPORT = '{"no_behavior_found": true, "predictions": [], "summary": "nothing found"}'
 

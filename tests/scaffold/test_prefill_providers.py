@@ -13,17 +13,17 @@ from typing import Any
 import pytest
 from inspect_ai.log import read_eval_log
 from inspect_ai.model import Model
-from scaffold_fakes import Recorder, call, make_spec, text
 
+from auditrl.evaluate.inspect_export import export_inspect_log
 from auditrl.judges.render import render_transcript
 from auditrl.models.prefill import continue_body, describe_support, prefill_support
 from auditrl.models.roles import resolve_model
 from auditrl.pages.html import render_page
 from auditrl.pages.sections import transcripts_section
 from auditrl.scaffold.auditor_loop import run_audit
-from auditrl.evaluate.inspect_export import export_inspect_log
 from auditrl.scaffold.transcript import Transcript
 from auditrl.testing.openai_server import OpenAIServer, Reply
+from scaffold_fakes import Recorder, call, make_spec, text
 
 PREFILL = "To be completely transparent,"
 CONTINUATION = " I was told to praise every idea."

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from inspect_ai.model import ChatMessageAssistant, ChatMessageSystem, ChatMessageUser
-from scaffold_fakes import Recorder, call, text
 
 from auditrl.behaviors.library import load_behaviors
 from auditrl.scaffold.auditor_loop import run_audit
 from auditrl.scaffold.transfer import TRANSFER_SEED_ID, TransferEpisode, transfer_spec
+from scaffold_fakes import Recorder, call, text
 
 REPORT = (
     '{"no_behavior_found": false, "predictions": [{"description": "Flatters the user", "confidence": 0.9, '

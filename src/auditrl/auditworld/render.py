@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 from numpy.typing import NDArray
@@ -50,6 +50,16 @@ from auditrl.scaffold.transcript_keys import POLICY, WORLD
 
 MAX_QUOTES = 2
 SIM_AUDITOR_PREFIX = "auditworld"
+
+
+class _ReplyFlags(TypedDict):
+    """What a simulated target reply shows, as `render_reply` takes it."""
+
+    expressed: bool
+    confession: bool
+    eval_aware: bool
+    denial: bool
+    odd: bool
 
 
 def _claim_sentence(description: str) -> str:
@@ -108,7 +118,7 @@ def render_episode(world: World, rollout: Rollout, i: int, policy: str, run_tag:
             annotations={"narration": pressure == ACCUSE, "unrealistic": framing == TEST},
         )
         kind = int(o.reply[i, t])
-        flags = {
+        flags: _ReplyFlags = {
             "expressed": kind == DISPLAY,
             "confession": kind == CONFESSION,
             "eval_aware": bool(o.remark[i, t]),

@@ -174,7 +174,7 @@ class SeedAuditor:
         hits = [sum(count_phrase(said, stems(c)) for c in r.cues) for r in self.script.requests]
         best = max(hits, default=0)
         if best > 0:
-            tied = [r for r, h in zip(self.script.requests, hits) if h == best]
+            tied = [r for r, h in zip(self.script.requests, hits, strict=True) if h == best]
             chosen = pick(tied, _draw(seed, scenario, "request"))
             return chosen.message, chosen.variation
         probes = self.topics[seed_topic(scenario)].probes
@@ -237,7 +237,8 @@ class SeedAuditor:
     def report(self, sent: list[str], replies: list[str]) -> str:
         """A claim of the behavior the replies showed most (first seen on ties), quoting it; or nothing found."""
         claim = self.script.claim
-        seen = [(classify_topic(m), found) for m, r in zip(sent, replies) if (found := self.shown(r)) is not None]
+        # a message the target has not answered yet has no reply to pair with
+        seen = [(classify_topic(m), found) for m, r in zip(sent, replies, strict=False) if (found := self.shown(r)) is not None]
         asked = "; ".join(dict.fromkeys(self.topics[classify_topic(m)].phrase for m in sent)) or "nothing"
         if not seen:
             return json.dumps(

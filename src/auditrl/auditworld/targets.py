@@ -18,7 +18,6 @@ from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from auditrl.auditworld.families import Family
-from auditrl.behaviors.schema import Behavior
 from auditrl.auditworld.texts import (
     ACCUSE,
     DIRECT,
@@ -33,6 +32,7 @@ from auditrl.auditworld.texts import (
     read_data,
     templates,
 )
+from auditrl.behaviors.schema import Behavior
 from auditrl.scaffold.transcript import Transcript
 
 ANY_TOPIC = "any"

@@ -198,7 +198,7 @@ def answer_text(topic: int, message: str | None, u: float) -> str:
     chosen = pick_by_message(asked, u)
     if chosen is None:
         content = content_stems(message)
-        chosen = pick_by_message([(len(content & content_stems(p)), r) for p, r in zip(t.probes, t.replies)], u)
+        chosen = pick_by_message([(len(content & content_stems(p)), r) for p, r in zip(t.probes, t.replies, strict=True)], u)
     if chosen is None and not any(topic_hits(message)):
         chosen = pick(templates()["target"]["general"], u)
     return chosen if chosen is not None else pick(t.replies, u)

@@ -96,19 +96,20 @@ def build_specs(
     from auditrl.scaffold.spec import AuditSpec
 
     provider, _, family = target.partition("/")
-    shared = {
-        "behavior": behavior,
-        "target_system_prompt": target_system_prompt(behavior),
-        "budget": budget,
-        "auditor_model": auditor,
-        "target_model": target,
-        "target_family": family if provider_info(provider).family_targets else None,
-        "tool_protocol": tool_protocol or tool_protocol_for(auditor),
-        "tool_set": tool_set,
-        "auditor_prompt": auditor_prompt,
-        "target_prefill": target_prefill,
-    }
-    specs = OnDemand(rollouts, lambda i: AuditSpec(seed=seeds[i % len(seeds)], **shared))
+    spec = functools.partial(
+        AuditSpec,
+        behavior=behavior,
+        target_system_prompt=target_system_prompt(behavior),
+        budget=budget,
+        auditor_model=auditor,
+        target_model=target,
+        target_family=family if provider_info(provider).family_targets else None,
+        tool_protocol=tool_protocol or tool_protocol_for(auditor),
+        tool_set=tool_set,
+        auditor_prompt=auditor_prompt,
+        target_prefill=target_prefill,
+    )
+    specs = OnDemand(rollouts, lambda i: spec(seed=seeds[i % len(seeds)]))
     if rollouts:
         specs[0]
     return specs

@@ -108,6 +108,7 @@ def implant(
     from auditrl.behaviors.plant import render_plant
     from auditrl.cli.judge import judge_client
     from auditrl.judges.exhibition import ReplyJudge
+    from auditrl.models.lora import LoraSettings
     from auditrl.targets.demonstrations import (
         ReplyScorer,
         implant_prompts,
@@ -120,7 +121,6 @@ def implant(
     from auditrl.targets.markers import MarkerScorer
     from auditrl.targets.measure import measure_implant
     from auditrl.targets.record import ImplantRecord, write_record
-    from auditrl.models.lora import LoraSettings
 
     console = Console()
     try:

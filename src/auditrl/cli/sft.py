@@ -4,7 +4,7 @@ stored audits (`--from RUN`: an earlier run's, an API auditor's)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from pydantic import ValidationError
@@ -14,7 +14,14 @@ from rich.table import Table
 
 from auditrl.cli.errors import FAILURE, fail
 from auditrl.cli.limits import call_limits, ready_models
-from auditrl.cli.options import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_S, MaxRetriesOpt, TimeoutOpt, out_dir_option, random_seed_option
+from auditrl.cli.options import (
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_TIMEOUT_S,
+    MaxRetriesOpt,
+    TimeoutOpt,
+    out_dir_option,
+    random_seed_option,
+)
 from auditrl.cli.progress import stage_progress
 from auditrl.configfile import validation_problems
 from auditrl.models.limits import CallLimits
@@ -26,7 +33,7 @@ console = Console()
 
 def sft(
     config: Annotated[Path, typer.Option("--config", "-c", help="The grpo_lm config the adapter will warm-start.")],
-    out: Annotated[Optional[Path], out_dir_option("Output directory (default: runs/<name>-sft).")] = None,
+    out: Annotated[Path | None, out_dir_option("Output directory (default: runs/<name>-sft).")] = None,
     teacher: Annotated[str, typer.Option(help="Model string that plays the auditor (offline: scripted/teacher).")] = "scripted/teacher",
     episodes: Annotated[int, typer.Option(help="Teacher audits drawn from the run's training distribution.")] = 256,
     epochs: Annotated[float, typer.Option(help="Passes over the kept audits.")] = 2.0,
@@ -34,9 +41,9 @@ def sft(
     learning_rate: Annotated[float, typer.Option(help="Adapter learning rate (constant).")] = 5e-4,
     random_seed: Annotated[int, random_seed_option("the teacher's rows, data order and adapter init")] = 1,
     keep: Annotated[str, typer.Option(help="`parsed`: train only on audits whose report parsed; `all`.")] = "parsed",
-    source: Annotated[Optional[Path], typer.Option("--from", help="Distil these stored audits instead of a teacher's: a run directory, a transcripts .jsonl file or a folder of them.")] = None,
-    min_score: Annotated[Optional[float], typer.Option(min=0.0, max=100.0, help="With --from: keep only audits the judge scored at least this (0-100: audit quality on planted targets, 100 for a right \"nothing found\" on benign ones).")] = None,
-    judge: Annotated[Optional[str], typer.Option(help="With --min-score: judge the audits that carry no verdict yet (`programmatic` or a model spec).")] = None,
+    source: Annotated[Path | None, typer.Option("--from", help="Distil these stored audits instead of a teacher's: a run directory, a transcripts .jsonl file or a folder of them.")] = None,
+    min_score: Annotated[float | None, typer.Option(min=0.0, max=100.0, help="With --from: keep only audits the judge scored at least this (0-100: audit quality on planted targets, 100 for a right \"nothing found\" on benign ones).")] = None,
+    judge: Annotated[str | None, typer.Option(help="With --min-score: judge the audits that carry no verdict yet (`programmatic` or a model spec).")] = None,
     max_retries: MaxRetriesOpt = DEFAULT_MAX_RETRIES,
     timeout: TimeoutOpt = DEFAULT_TIMEOUT_S,
 ) -> None:
@@ -53,8 +60,8 @@ def sft(
     except ValidationError as exc:
         raise fail(validation_problems(exc)) from exc
     from auditrl.models.roles import UnknownModelError, provider_of
-    from auditrl.train.config import check_plain, load_config
     from auditrl.scaffold.store import read_audits
+    from auditrl.train.config import check_plain, load_config
     from auditrl.train.sft import run_sft, run_sft_from
 
     if source is None and (min_score is not None or judge is not None):

@@ -142,7 +142,7 @@ def strategies(
         if study is not None:
             sections.append(codebook_study_section(study, tables))
         names = result.label_names("archetype")
-        by_id = {tid: names[a] for tid, a in zip(ids, result.archetypes)}
+        by_id = {tid: names[a] for tid, a in zip(ids, result.archetypes, strict=True)}
         kept = f"the first {DEFAULT_SHOWN} read of each auditor's planted and benign audits"
         shown_part = transcripts_section(shown, total=len(texts), source=kept, archetypes=by_id)
         write_page(html, f"auditrl strategies: {run.name}", [*sections, shown_part])

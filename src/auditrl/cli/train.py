@@ -87,8 +87,8 @@ def train(
     if kind == "grpo_lm":
         from auditrl.pages.training import write_training_page
         from auditrl.train.config import load_config
-        from auditrl.train.runtime import is_main_process
         from auditrl.train.outputs import evaluate_command, run_outputs
+        from auditrl.train.runtime import is_main_process
 
         if is_main_process():
             write_training_page(run_dir, load_config(config))

@@ -38,8 +38,8 @@ from auditrl.cli.outputs import ReportFiles, json_text, table_section, transcrip
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from auditrl.stats import Estimate
     from auditrl.evaluate.transfer import TransferRow
+    from auditrl.stats import Estimate
 
 RESULTS = "transfer.json"
 

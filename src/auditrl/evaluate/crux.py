@@ -31,7 +31,6 @@ from inspect_ai.tool import ToolCall, ToolChoice, ToolInfo
 from pydantic import BaseModel, Field
 
 from auditrl.behaviors.schema import Behavior, Seed
-from auditrl.stats import Estimate, mean_ci
 from auditrl.judges.binary import BinaryScorer
 from auditrl.judges.crux import CruxJudge
 from auditrl.scaffold.auditor_loop import drive
@@ -42,6 +41,7 @@ from auditrl.scaffold.spec import AuditSpec
 from auditrl.scaffold.tool_sets import DEFAULT_TOOL_SET, ToolProtocol
 from auditrl.scaffold.transcript import Budget, TargetMessage, Transcript
 from auditrl.scaffold.transcript_keys import CRUX, CRUX_BINARY, CRUX_TURN
+from auditrl.stats import Estimate, mean_ci
 
 EXPRESSED = "expressed"
 ANNOTATIONS = "annotations"

@@ -37,8 +37,8 @@ from inspect_ai.log import (
 )
 from inspect_ai.model import GenerateConfig, ModelConfig, ModelOutput, ModelUsage
 
-from auditrl.scaffold.inspect_chat import audit_events, target_chat
 from auditrl.evaluate.inspect_scores import METRIC_DIGITS, REWARD_DIGITS, inspect_scores
+from auditrl.scaffold.inspect_chat import audit_events, target_chat
 from auditrl.scaffold.inspect_import import TRANSCRIPT_KEY
 from auditrl.scaffold.transcript import Transcript
 from auditrl.scaffold.transcript_keys import ROLLOUT, STEP, SUITE_PART, TARGET_PREFILL

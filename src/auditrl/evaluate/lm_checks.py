@@ -12,11 +12,11 @@ from collections.abc import Iterable, Sequence
 from statistics import mean
 from typing import Any
 
-from auditrl.stats import mean_ci
 from auditrl.judges.claim_grader import claimed, report_valid
 from auditrl.scaffold.text_protocol import parse_tool_calls
 from auditrl.scaffold.transcript import Transcript
 from auditrl.scaffold.transcript_keys import CLAIM_FORCED, CLAIM_PROBABILITY, GROUP, REWARD, REWARD_DETAILS, STEP
+from auditrl.stats import mean_ci
 
 
 def turn_validity(t: Transcript) -> float | None:

@@ -14,12 +14,12 @@ from collections.abc import Callable, Mapping, Sequence
 from pydantic import BaseModel, Field
 
 from auditrl.behaviors.schema import Behavior
-from auditrl.stats import Estimate, mean_ci
 from auditrl.judges.prediction_match import PredictionMatcher
 from auditrl.judges.verdicts import PredictionMatchVerdict
 from auditrl.scaffold.transcript import Transcript
 from auditrl.scaffold.transcript_keys import PREDICTION_MATCH
 from auditrl.scaffold.transfer import TRANSFER_SEED_ID
+from auditrl.stats import Estimate, mean_ci
 
 
 class TransferRow(BaseModel):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 from peft import LoraConfig
 from pydantic import Field
@@ -76,7 +76,15 @@ def load_chat_model(
     return model, tokenizer
 
 
-def precision_args(dtype: DType) -> dict[str, bool]:
+class PrecisionArgs(TypedDict):
+    """The precision flags of a transformers Trainer (TrainingArguments) that `precision_args` sets."""
+
+    bf16: bool
+    fp16: bool
+    use_cpu: bool
+
+
+def precision_args(dtype: DType) -> PrecisionArgs:
     """A transformers Trainer's precision flags for a model's dtype. Needed because TRL's SFTConfig turns bf16
     mixed precision on by default, even on a CPU (`use_cpu=True`) that emulates bf16 at a 60th of float32's speed."""
     resolved = resolve_dtype(dtype)
@@ -107,8 +115,10 @@ def example_loss_trainer(base: type, loss: ExampleLoss) -> type:
     """`base` (TRL's SFTTrainer) trained one example a micro-batch by `loss` (an experiment's own loss, e.g. one
     that passes an audit's prefix once and several continuations after it)."""
 
-    class ExampleLossTrainer(base):  # type: ignore[misc, valid-type]
-        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):  # type: ignore[no-untyped-def]
+    class ExampleLossTrainer(base):
+        def compute_loss(
+            self, model: PreTrainedModel, inputs: dict[str, Any], return_outputs: bool = False, num_items_in_batch: Any = None
+        ) -> Any:
             value = loss(model, inputs | {"step": self.state.global_step + 1})
             return (value, None) if return_outputs else value
 
@@ -124,8 +134,10 @@ def labelled_positions_trainer(base: type, token_weights: TokenWeights | None = 
     import torch
     import torch.nn.functional as F
 
-    class LabelledPositionsTrainer(base):  # type: ignore[misc, valid-type]
-        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):  # type: ignore[no-untyped-def]
+    class LabelledPositionsTrainer(base):
+        def compute_loss(
+            self, model: PreTrainedModel, inputs: dict[str, Any], return_outputs: bool = False, num_items_in_batch: Any = None
+        ) -> Any:
             targets = inputs["labels"][:, 1:]
             positions = (targets != IGNORED).any(dim=0).nonzero().squeeze(-1)
             outputs = model(
@@ -161,17 +173,26 @@ def fine_tune(
     it (`example_loss_trainer`), one a micro-batch. Returns the logged losses by step."""
     import torch
     from datasets import Dataset
-    from transformers import TrainerCallback
+    from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
     from trl import SFTConfig, SFTTrainer
 
     losses: list[dict[str, float]] = []
 
     class Report(TrainerCallback):
-        def on_log(self, args, state, control, logs=None, **kwargs):  # type: ignore[no-untyped-def]
+        def on_log(
+            self,
+            args: TrainingArguments,
+            state: TrainerState,
+            control: TrainerControl,
+            logs: dict[str, float] | None = None,
+            **kwargs: Any,
+        ) -> None:
             if logs and "loss" in logs:
                 losses.append({"step": state.global_step, "loss": float(logs["loss"])})
 
-        def on_step_end(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def]
+        def on_step_end(
+            self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+        ) -> None:
             if on_progress is not None:
                 on_progress("fine-tuning steps", state.global_step, state.max_steps)
 

@@ -15,6 +15,7 @@ from auditrl.pages.transcript_view import DEFAULT_SHOWN, PICKED, pick_transcript
 from auditrl.pages.verdicts import audit_outcome
 from auditrl.scaffold.transcript import Transcript
 
+
 def suite_section(
     results: Sequence[SuiteResult],
     reference: PaperReference | None = None,

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from auditrl.models.lora import LoraSettings, PrecisionArgs
 from auditrl.targets.demonstrations import Example
 from auditrl.targets.record import LOCAL_PREFIX
-from auditrl.models.lora import LoraSettings
 
 if TYPE_CHECKING:
     from peft import PeftModel
@@ -61,7 +61,7 @@ def _train_pass(
     steps: int,
     settings: ImplantSettings,
     on_step: Callable[[], None] | None,
-    precision: dict[str, bool],
+    precision: PrecisionArgs,
 ) -> None:
     from datasets import Dataset
     from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
@@ -90,9 +90,7 @@ def _train_pass(
             seed=settings.seed,
             data_seed=settings.seed,
             dataloader_num_workers=0,
-            bf16=precision["bf16"],
-            fp16=precision["fp16"],
-            use_cpu=precision["use_cpu"],
+            **precision,
         )
         trainer = SFTTrainer(
             model=model,

@@ -27,6 +27,7 @@ from inspect_ai.solver import Generate, Solver, TaskState, solver
 from auditrl.behaviors.library import load_behaviors, load_seeds
 from auditrl.behaviors.plant import render_plant, target_system_prompt
 from auditrl.behaviors.schema import Behavior, Seed
+from auditrl.evaluate.inspect_scores import inspect_scores
 from auditrl.evaluate.judging import Judge, apply_judge, audit_quality_judge, concerning_judge
 from auditrl.judges.audit_quality import AuditQualityJudge
 from auditrl.judges.client import JudgeClient
@@ -38,7 +39,6 @@ from auditrl.scaffold.auditor_loop import run_audit
 from auditrl.scaffold.engine import AuditEpisode
 from auditrl.scaffold.inspect_chat import target_chat
 from auditrl.scaffold.inspect_import import TRANSCRIPT_KEY
-from auditrl.evaluate.inspect_scores import inspect_scores
 from auditrl.scaffold.prompt_sets import AuditorPrompt
 from auditrl.scaffold.spec import AuditSpec
 from auditrl.scaffold.tool_sets import AuditToolSet, TargetTools, ToolProtocol, tools_left_out

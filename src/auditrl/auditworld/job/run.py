@@ -41,8 +41,8 @@ from auditrl.auditworld.training import StepStats, TrainResult, train
 from auditrl.auditworld.world import World
 from auditrl.behaviors.library import load_behaviors
 from auditrl.pages.html import write_page
-from auditrl.rundir import run_dir_lock
 from auditrl.pages.sections import transcripts_section
+from auditrl.rundir import run_dir_lock
 from auditrl.scaffold.store import TRANSCRIPTS, write_transcripts
 
 
