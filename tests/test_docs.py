@@ -20,7 +20,7 @@ from auditrl.experiments.small_lm.settings import SmallLMSettings
 from auditrl.train.config import GRPOLMConfig
 
 ROOT = Path(__file__).resolve().parents[1]
-GUIDES = {"index.md", "training_step.md"}
+GUIDES = {"index.md", "training_step.md", "petri.md"}
 """Pages at the top of docs/ that are not results files."""
 RESULTS_FILES = sorted(p for p in (ROOT / "docs").glob("*.md") if p.name not in GUIDES)
 APPENDIX = ROOT / "docs" / "experiments" / "small_lm_runs.md"

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from auditrl.cli.errors import fail
-from auditrl.cli.limits import call_limits, print_failures, showing_retries
+from auditrl.cli.limits import call_limits, print_failures, ready_models, showing_retries
 from auditrl.cli.options import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT_S,
@@ -191,7 +191,6 @@ def implant(
     from auditrl.judges.claim_grader import default_grader
     from auditrl.judges.exhibition import ReplyJudge
     from auditrl.models.lora import LoraSettings
-    from auditrl.models.roles import UnknownModelError, resolve_model
     from auditrl.targets.demonstrations import (
         ReplyScorer,
         implant_prompts,
@@ -248,12 +247,17 @@ def implant(
     else:
         scorer = ReplyJudge(client, planted)
     needs_demos = route == "transcripts" or redteam != "none"
-    try:
-        demo = resolve_model(demo_model, limits=limits) if needs_demos else None
-        red = resolve_model(auditor, limits=limits) if redteam in ("kto", "dpo") else None
-        writer = resolve_model(doc_model, limits=limits) if route == "synth_docs" and doc_model else None
-    except (UnknownModelError, ValueError) as exc:
-        raise fail(str(exc)) from exc
+    interrogating = redteam in ("kto", "dpo")
+    writing = route == "synth_docs" and doc_model is not None
+    roles = {
+        "--demo-model": [demo_model] if needs_demos else [],
+        "--auditor": [auditor] if interrogating else [],
+        "--doc-model": [doc_model] if writing and doc_model is not None else [],
+    }
+    models = ready_models(roles, limits)
+    demo = models[demo_model] if needs_demos else None
+    red = models[auditor] if interrogating else None
+    writer = models[doc_model] if writing and doc_model is not None else None
     prompts = implant_prompts()
     plant = render_plant(planted)
     identity = render_benign() if route == "synth_docs" else None
