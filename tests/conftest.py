@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,6 +31,15 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         f"CPU capability {torch.backends.cpu.get_cpu_capability()}, {os.cpu_count()} cores, "
         f"load average {os.getloadavg()[0]:.1f}"
     )
+
+
+@pytest.fixture(autouse=True)
+def _no_refusals_across_tests() -> Iterator[None]:
+    """A model refused in one test (a scripted 401) is not refused in the next: each test is its own run."""
+    yield
+    retries = sys.modules.get("auditrl.models.retries")
+    if retries is not None:
+        retries.forget_refusals()
 
 
 @pytest.fixture(scope="session")

@@ -16,10 +16,11 @@ from pydantic import BaseModel
 
 from auditrl.auditworld.job.config import AuditWorldConfig
 from auditrl.cli import COMMANDS
+from auditrl.experiments.small_lm.settings import SmallLMSettings
 from auditrl.train.config import GRPOLMConfig
 
 ROOT = Path(__file__).resolve().parents[1]
-GUIDES = {"index.md", "training_step.md"}
+GUIDES = {"index.md", "training_step.md", "petri.md"}
 """Pages at the top of docs/ that are not results files."""
 RESULTS_FILES = sorted(p for p in (ROOT / "docs").glob("*.md") if p.name not in GUIDES)
 APPENDIX = ROOT / "docs" / "experiments" / "small_lm_runs.md"
@@ -82,7 +83,9 @@ def test_the_cli_reference_has_every_command_and_option(site: Path) -> None:
     assert "--on-existing" in text and "--random-seed" in text and "--judge-cache" in text
 
 
-@pytest.mark.parametrize(("page", "model"), [("grpo_lm", GRPOLMConfig), ("auditworld", AuditWorldConfig)])
+@pytest.mark.parametrize(
+    ("page", "model"), [("grpo_lm", GRPOLMConfig), ("auditworld", AuditWorldConfig), ("experiments", SmallLMSettings)]
+)
 def test_the_config_reference_has_every_field_with_its_description(
     site: Path, page: str, model: type[BaseModel]
 ) -> None:

@@ -1,3 +1,5 @@
 """auditrl: train and evaluate alignment-auditing agents with reinforcement learning."""
 
-__version__ = "0.1.0"
+import importlib.metadata
+
+__version__ = importlib.metadata.version("auditrl")

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from inspect_ai.model import ModelOutput
     from rich.console import Console
+    from rich.table import Table
 
 NOISY = ("transformers", "peft", "trl", "accelerate", "datasets", "huggingface_hub", "sentence_transformers", "torch")
 """Libraries whose loggers and warnings are turned down unless the user asks for them."""
@@ -126,3 +127,26 @@ async def reported(model: str, generation: Awaitable[ModelOutput]) -> ModelOutpu
             markup=False,
         )
     return output
+
+
+WHOLE_CHARS = 32
+"""Cells of a kept-whole column up to this width stay on one line; longer ones fold (every character stays)."""
+
+
+def keep_whole(table: Table, *headers: str) -> Table:
+    """`table` with the named columns kept whole at any terminal width, so ids and names stay readable and can be
+    copied into the next command: never cut or wrapped at spaces, as wide as their longest cell up to `WHOLE_CHARS`
+    (a longer cell folds over lines, every character kept); the other columns wrap or shrink instead, never
+    narrower than their header's longest word. Call it once the rows are added."""
+    from rich.text import Text
+
+    for column in table.columns:
+        if column.header in headers:
+            cells = [column.header, *column.cells]
+            widths = [Text.from_markup(c).cell_len if isinstance(c, str) else Text(str(c)).cell_len for c in cells]
+            column.min_width = min(max(widths), WHOLE_CHARS)
+            column.overflow = "fold"
+            column.no_wrap = max(widths) <= WHOLE_CHARS
+        elif isinstance(column.header, str) and column.min_width is None:  # wraps, but never to nothing
+            column.min_width = max((len(word) for word in column.header.split()), default=1)
+    return table

@@ -24,7 +24,7 @@ from auditrl.auditworld.world import World
 
 TRAIN_FAMILIES = [0, 1, 2, 3]
 TOLERANCE = 0.04
-"""How far below its configured agreement with the teacher a fitted base may land (fitting is not exact)."""
+"""How far below its configured agreement with the expert a fitted base may land (fitting is not exact)."""
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +44,7 @@ def test_the_imitation_base_reaches_its_configured_competence(world: World, clon
 
 
 @pytest.mark.slow
-def test_a_less_competent_base_follows_its_teacher_less_and_audits_worse(world: World, cloned: tuple[MLPPolicy, ImitationInit]) -> None:
+def test_a_less_competent_base_follows_its_expert_less_and_audits_worse(world: World, cloned: tuple[MLPPolicy, ImitationInit]) -> None:
     base, init = cloned
     weak_init = init.model_copy(update={"competence": 0.6, "claim_competence": 0.6})
     weak = build_base(world, weak_init, 32, 0, TRAIN_FAMILIES)
@@ -84,6 +84,6 @@ def test_a_checkpoint_base_loads_the_saved_weights_and_bad_files_are_named(world
         build_base(world, CheckpointInit(kind="checkpoint", path=path), 32, 0, TRAIN_FAMILIES)
 
 
-def test_an_unknown_teacher_is_refused_by_name() -> None:
+def test_an_unknown_expert_is_refused_by_name() -> None:
     with pytest.raises(ValueError, match="unknown scripted auditor 'oracle'; known: random, blind, experimenter"):
-        ImitationInit(kind="imitation", teacher="oracle")
+        ImitationInit(kind="imitation", expert="oracle")

@@ -7,9 +7,9 @@ import torch
 from auditrl.auditworld.base import ImitationInit, RandomInit, imitation_base
 from auditrl.auditworld.designs import binary_rewards
 from auditrl.auditworld.judges import JudgeParams
-from auditrl.auditworld.policies import MLPPolicy, RandomPolicy
+from auditrl.auditworld.policies import Adam, MLPPolicy, RandomPolicy
 from auditrl.auditworld.simulate import Rollout, simulate
-from auditrl.auditworld.training import Adam, TrainConfig, policy_gradient, train
+from auditrl.auditworld.training import TrainConfig, policy_gradient, train
 from auditrl.auditworld.world import CLAIM, END, NO_CLAIM, TOOL, World, training_batch
 
 FAMILIES = ["steady", "chatty", "pliant", "guarded"]

@@ -57,3 +57,42 @@ def test_unknown_command_is_a_usage_error_without_traceback() -> None:
     result = CliRunner().invoke(app, ["audt"])
     assert result.exit_code == 2 and "No such command 'audt'" in result.output
     assert "Traceback" not in result.output
+
+
+USAGE_PROBE = """
+import json, sys
+from typer.core import TyperGroup
+from typer.testing import CliRunner
+from auditrl.cli import COMMANDS, app, load_command
+found = {}
+for name in COMMANDS:
+    command = load_command(name)
+    calls = [[name, sub] for sub in command.commands] if isinstance(command, TyperGroup) else [[name]]
+    for call in calls:
+        result = CliRunner().invoke(app, [*call, "--no-such-option"])
+        found[" ".join(call)] = [result.exit_code, sorted(m for m in HEAVY if m in sys.modules)]
+print(json.dumps(found))
+"""
+
+
+def test_a_usage_error_answers_before_any_heavy_import() -> None:
+    """Every command and subcommand refuses a bad option with exit 2 before importing inspect-ai, torch or scipy."""
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    code = f"HEAVY = {HEAVY!r}\n{USAGE_PROBE}"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert len(found) >= len(COMMANDS)
+    assert {call: result for call, result in found.items() if result != [2, []]} == {}
+
+
+@pytest.mark.parametrize(("typo", "meant"), [(["audt"], "'audit'"), (["judge", "scor"], "'score'"), (["crux", "rn"], "'run'")])
+def test_an_unknown_command_gets_a_did_you_mean(typo: list[str], meant: str) -> None:
+    result = CliRunner().invoke(app, typo, terminal_width=200)
+    assert result.exit_code == 2 and f"Did you mean {meant}?" in result.output
+
+
+def test_version_is_the_installed_packages() -> None:
+    from importlib.metadata import version
+
+    result = CliRunner().invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.output.strip() == f"auditrl {version('auditrl')}"

@@ -230,3 +230,16 @@ def test_pairwise_sim_matches_auditworlds_pairwise_judge(tmp_path: Path) -> None
 def test_sim_judge_is_refused_where_only_models_or_annotations_judge(tmp_path: Path) -> None:
     with pytest.raises(typer.Exit):
         cli.judge_client("sim", None, 0)
+
+
+def test_pairwise_table_keeps_transcript_ids_whole_at_80_columns(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    ids = ("e11d38e28e7c-flattery", "0c6d59a5fcfa-flattery")
+    append_transcript(a, build_transcript(ids[0], reply_annotations=[{"expressed": True}]))
+    append_transcript(b, build_transcript(ids[1]))
+    result = runner.invoke(cli.app, ["pairwise", str(a), str(b), "--judge", "programmatic"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    rows = [line for line in result.output.splitlines() if line.startswith("│ 0")]
+    assert rows and all(len(line) <= 80 for line in result.output.splitlines())
+    cells = [cell.strip() for cell in rows[0].split("│")]
+    assert ids[0] in cells and ids[1] in cells, result.output

@@ -72,7 +72,7 @@ def test_protocols_and_prefill_support_are_stated() -> None:
     code, output = run_check("scripted/denier", "sim/steady", "nosuch/model")
     assert code == 1
     assert "tool protocol: text" in output and "prefill: continue (native)" in output
-    assert "unknown provider 'nosuch'" in output and "fix: use one of:" in output
+    assert "unknown model provider 'nosuch'" in output and "fix: use one of:" in output
 
 
 def test_ping_reports_latency_and_a_dead_port_fails_within_the_bound(monkeypatch: pytest.MonkeyPatch) -> None:

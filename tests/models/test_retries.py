@@ -60,5 +60,49 @@ async def test_unparseable_bodies_are_tried_again_within_the_attempts(monkeypatc
         output = await call_model(model, HI, config=CallLimits().generate_config(), attempts=3)
         assert output.completion == "third time"
         server.push(Reply(fault="malformed_json"), Reply(fault="malformed_json"))
-        with pytest.raises(ModelCallFailed, match="after 2 tries"):
+        with pytest.raises(ModelCallFailed, match="after 2 calls"):
             await call_model(model, HI, config=CallLimits().generate_config(), attempts=2)
+
+
+def serve(server: OpenAIServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    for key, value in server.environ().items():
+        monkeypatch.setenv(key, value)
+
+
+async def test_an_error_body_is_reported_as_the_providers_message(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 200 that holds only an error is that error, retried by its status, and the message counts the calls made."""
+    with OpenAIServer([Reply("upstream overloaded", fault="error_body")] * 2) as server:
+        serve(server, monkeypatch)
+        model = resolve_model(server.model_spec())
+        with pytest.raises(ModelCallFailed) as failed:
+            await call_model(model, HI, config=CallLimits(max_retries=1).generate_config(), attempts=1)
+        assert "upstream overloaded" in str(failed.value)
+        assert "TypeError" not in str(failed.value)
+        assert failed.value.calls == len(server.requests) == 2
+        assert f"after {len(server.requests)} calls" in str(failed.value)
+
+
+@pytest.mark.parametrize(
+    ("reply", "says"),
+    [
+        (Reply("Incorrect API key provided", fault="error_status", status=401), "refused the credentials"),
+        (Reply("You lack access to this model", fault="error_status", status=403), "refused the credentials"),
+        (Reply("The model `nope` does not exist", fault="error_status", status=404), "does not know this model"),
+        (Reply("bad key", fault="error_body", status=401), "refused the credentials"),
+    ],
+)
+async def test_a_refusal_is_not_retried_and_stops_later_calls(
+    reply: Reply, says: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """401, 403 and 404 (also inside a 200's error body) end the call at once; later calls of the model make no request."""
+    with OpenAIServer([reply] * 5) as server:
+        serve(server, monkeypatch)
+        model = resolve_model(server.model_spec())
+        with pytest.raises(ModelCallFailed) as first:
+            await call_model(model, HI, config=CallLimits(max_retries=2).generate_config(), attempts=3, role="target")
+        made = len(server.requests)
+        assert made == 1 and first.value.exhausted and first.value.calls == 1
+        assert says in str(first.value) and "fix:" in str(first.value)
+        with pytest.raises(ModelCallFailed, match="refused for this run") as second:
+            await call_model(model, HI, config=CallLimits().generate_config(), role="target")
+        assert len(server.requests) == made and second.value.calls == 0

@@ -373,7 +373,8 @@ def test_sft_from_a_directory_of_stored_audits_trains_an_adapter_on_the_parsed_o
     data = [json.loads(line) for line in (tmp_path / "sft" / "sft_data.jsonl").read_text().splitlines()]
     assert [d["transcript"] for d in data] == [t.id for t in audits[2:]]
     assert len(read_transcripts(tmp_path / "sft" / "distilled" / "transcripts.jsonl")) == 2
-    assert (tmp_path / "sft" / "adapter" / "adapter_config.json").is_file() and "2 of 4 audits kept" in result.output
+    assert (tmp_path / "sft" / "adapter" / "adapter_config.json").is_file()
+    assert "2 of 4 audits kept" in " ".join(result.output.split())  # the table's title, however it wraps
 
 
 def test_sft_from_refuses_what_it_cannot_use_in_one_line_before_any_model_loads(tmp_path: Path) -> None:

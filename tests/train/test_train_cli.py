@@ -22,14 +22,18 @@ def test_train_dispatches_on_kind(kind: str, module: object, tmp_path: Path, mon
 
     def fake(config: Path, out: Path | None = None) -> Path:
         calls.append((config, out))
+        if kind == "grpo_lm":  # a finished run: the CLI writes its page from the monitors
+            (tmp_path / "run").mkdir(exist_ok=True)
+            MonitorLog(tmp_path / "run", tensorboard=False).write(0, {"reward/mean": 0.5})
         return tmp_path / "run"
 
     monkeypatch.setattr(module, "run_from_config", fake)
     config = tmp_path / "c.yaml"
-    config.write_text(f"kind: {kind}\n")
+    config.write_text(f"kind: {kind}\n" + ("policy: {model: smollm2}\n" if kind == "grpo_lm" else ""))
     result = runner.invoke(app, ["train", "--config", str(config), "--out", str(tmp_path / "o")])
     assert result.exit_code == 0, result.output
     assert calls == [(config, tmp_path / "o")]
+    assert (tmp_path / "run" / "report.html").is_file() == (kind == "grpo_lm")
 
 
 def test_train_rejects_unknown_kind(tmp_path: Path) -> None:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -29,12 +28,10 @@ from rich.table import Table
 from sklearn.decomposition import TruncatedSVD
 from sklearn.preprocessing import normalize
 
+from auditrl.analysis.choices import DEFAULT_CLASSIFIER, Classifier, Level
 from auditrl.analysis.codebook import Codebook, codebook_texts, load_codebook
 from auditrl.analysis.representation import LSA_DIMS, Embedded, embed_minilm, tfidf
 
-Classifier = Literal["lsa", "minilm"]
-Level = Literal["archetype", "category"]
-DEFAULT_CLASSIFIER: Classifier = "lsa"
 
 
 def shares(items: Sequence[str], groups: Sequence[str], keys: Sequence[str]) -> dict[str, dict[str, float]]:

@@ -26,6 +26,7 @@ from rich.table import Table
 from sklearn.cluster import KMeans
 
 from auditrl.analysis.assignment import shares
+from auditrl.analysis.choices import ARCHETYPES, CATEGORIES
 from auditrl.analysis.codebook import Archetype, Category, Codebook
 from auditrl.analysis.representation import Embedded
 from auditrl.analysis.stability import CodebookComparison, Stability, compare_codebooks, stability
@@ -39,9 +40,6 @@ from auditrl.analysis.strategies import (
 )
 
 LEVELS = ("strategy", "archetype", "category")
-ARCHETYPES = 14
-CATEGORIES = 5
-"""The paper's 14 archetypes in 5 categories; strategies default to one per ten base clusters."""
 EXEMPLARS = 8
 MIN_TRANSCRIPTS_PER_CLUSTER = 25
 """Below this many transcripts per base cluster on average, bootstrap overlaps are resampling noise."""

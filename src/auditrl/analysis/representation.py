@@ -24,7 +24,8 @@ from sklearn.decomposition import TruncatedSVD
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.preprocessing import normalize
 
-EmbedderName = Literal["auto", "minilm", "tfidf", "lsa"]
+from auditrl.analysis.choices import EmbedderName
+
 LSA_DIMS = 96
 MINILM_LIMIT = 1000
 """Above this many distinct texts, `auto` switches from MiniLM (about 20 s per 1,000 on one core) to LSA."""

@@ -21,7 +21,7 @@ import torch
 from numpy.typing import NDArray
 from pydantic import BaseModel, Field, field_validator
 
-from auditrl.auditworld.policies import MLPPolicy, head_logsumexp, scripted_policy
+from auditrl.auditworld.policies import Adam, MLPPolicy, head_logsumexp, scripted_policy
 from auditrl.auditworld.simulate import simulate
 from auditrl.auditworld.world import (
     CLAIM,
@@ -166,13 +166,13 @@ def _fit(student: MLPPolicy, data: _Data, cfg: ImitationInit) -> None:
     Per head, cross-entropy is logsumexp(logits) - target . logits (targets sum to one).
     """
     obs, scaled_target, weight = data.tensors()
-    opt = torch.optim.Adam(student.parameters(), lr=cfg.learning_rate)
+    opt = Adam(student.weight_views(), cfg.learning_rate)
+    params = list(student.parameters())
     for _ in range(cfg.fit_steps):
         logits = student(obs)
         loss = (head_logsumexp(logits, student.head_sizes) * weight).sum() - (scaled_target * logits).sum()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+        grads = torch.autograd.grad(loss, params)
+        opt.step([g.numpy() for g in grads])
 
 
 def imitation_base(world: World, cfg: ImitationInit, hidden: int, seed: int, families: list[int]) -> MLPPolicy:

@@ -77,6 +77,36 @@ def head_logsumexp(logits: torch.Tensor, sizes: tuple[int, ...]) -> torch.Tensor
     return torch.log(((logits - top).exp() @ head_membership(sizes)).clamp(min=1e-30)) + top
 
 
+class Adam:
+    """Adam over numpy views of the policy's parameters, with the update's gradient-norm clipping: the same
+    rule as torch.optim.Adam after clip_grad_norm_, without their per-call overhead on six small tensors."""
+
+    def __init__(self, params: list[NDArray[np.float32]], lr: float, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> None:
+        self.params = params
+        self.lr, self.betas, self.eps = lr, betas, eps
+        self.m = [np.zeros_like(p) for p in params]
+        self.v = [np.zeros_like(p) for p in params]
+        self.steps = 0
+
+    def step(self, grads: list[NDArray[np.float32]], max_norm: float | None = None) -> None:
+        """One update in place; gradients are first scaled down to `max_norm` in total if they exceed it."""
+        scale = 1.0
+        if max_norm is not None:
+            norm = float(np.sqrt(sum(float(np.vdot(g, g)) for g in grads)))
+            scale = min(1.0, max_norm / (norm + 1e-6))
+        self.steps += 1
+        b1, b2 = self.betas
+        c1, c2 = 1.0 - b1**self.steps, 1.0 - b2**self.steps
+        for p, g, m, v in zip(self.params, grads, self.m, self.v, strict=True):
+            if scale < 1.0:
+                g = g * np.float32(scale)
+            m *= b1
+            m += (1.0 - b1) * g
+            v *= b2
+            v += (1.0 - b2) * g * g
+            p -= np.float32(self.lr / c1) * m / (np.sqrt(v / np.float32(c2)) + np.float32(self.eps))
+
+
 class MLPPolicy(nn.Module):
     """Small MLP from the observation to the logits of every action and report head.
 

@@ -20,7 +20,7 @@ from pydantic import Field
 from auditrl.auditworld.base import BaseInit, ImitationInit, build_base
 from auditrl.auditworld.designs import DesignName, RewardInputs, design_rewards
 from auditrl.auditworld.judges import JudgeParams, pairwise_quality
-from auditrl.auditworld.policies import MLPPolicy
+from auditrl.auditworld.policies import Adam, MLPPolicy
 from auditrl.auditworld.records import CONFESSION
 from auditrl.auditworld.simulate import Rollout, simulate
 from auditrl.auditworld.texts import ACCUSE
@@ -160,34 +160,6 @@ def policy_gradient(
         np.concatenate([d_turns @ h2_turns.T, d_report @ h2_report.T]),
         np.concatenate([d_turns.sum(axis=1), d_report.sum(axis=1)]),
     ]  # fmt: skip
-
-
-class Adam:
-    """Adam over numpy views of the policy's parameters, with the update's gradient-norm clipping: the same
-    rule as torch.optim.Adam after clip_grad_norm_, without their per-call overhead on six small tensors."""
-
-    def __init__(self, params: list[NDArray[np.float32]], lr: float, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> None:
-        self.params = params
-        self.lr, self.betas, self.eps = lr, betas, eps
-        self.m = [np.zeros_like(p) for p in params]
-        self.v = [np.zeros_like(p) for p in params]
-        self.steps = 0
-
-    def step(self, grads: list[NDArray[np.float32]], max_norm: float) -> None:
-        """One update in place; gradients are first scaled down to `max_norm` in total if they exceed it."""
-        norm = float(np.sqrt(sum(float(np.vdot(g, g)) for g in grads)))
-        scale = min(1.0, max_norm / (norm + 1e-6))
-        self.steps += 1
-        b1, b2 = self.betas
-        c1, c2 = 1.0 - b1**self.steps, 1.0 - b2**self.steps
-        for p, g, m, v in zip(self.params, grads, self.m, self.v, strict=True):
-            if scale < 1.0:
-                g = g * np.float32(scale)
-            m *= b1
-            m += (1.0 - b1) * g
-            v *= b2
-            v += (1.0 - b2) * g * g
-            p -= np.float32(self.lr / c1) * m / (np.sqrt(v / np.float32(c2)) + np.float32(self.eps))
 
 
 class ReferenceCache:

@@ -128,11 +128,7 @@ class SimRealismJudge:
         )
 
 
-@judge_family(
-    "sim",
-    description="AuditWorld's judges with their modelled weaknesses, the ones AuditWorld trains against; "
-    "for AuditWorld and sim/<family> transcripts",
-)
+@judge_family("sim")
 class SimJudges:
     """The `sim` family on the shipped library's world with default `JudgeParams`, as AuditWorld scores.
 

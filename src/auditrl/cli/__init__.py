@@ -7,7 +7,9 @@ of them. A new command is one row of `COMMANDS`.
 
 from __future__ import annotations
 
+import difflib
 import importlib
+import importlib.metadata
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import typer
@@ -58,6 +60,10 @@ def load_command(name: str) -> _click.Command:
         holder.command(name=name)(found)
         command = typer.main.get_command(holder)
     command.name = name
+    from auditrl.cli.options import arrange_help
+
+    for each in [command, *getattr(command, "commands", {}).values()]:
+        arrange_help(each)
     return command
 
 
@@ -74,6 +80,11 @@ class LazyCommands(TyperGroup):
         return TyperCommand(cmd_name, short_help=entry.summary)
 
     def resolve_command(self, ctx: _click.Context, args: list[str]) -> tuple[str | None, _click.Command | None, list[str]]:
+        known = self.list_commands(ctx)
+        if args and not args[0].startswith("-") and args[0] not in known:  # typer suggests only among built commands
+            matches = difflib.get_close_matches(args[0], known)
+            if matches:
+                ctx.fail(f"No such command {args[0]!r}. Did you mean {', '.join(map(repr, matches))}?")
         name, command, rest = super().resolve_command(ctx, args)
         if name in COMMANDS:
             command = load_command(name)
@@ -103,10 +114,20 @@ app = typer.Typer(
 )
 
 
+def show_version(value: bool) -> None:
+    """`--version`: the installed package's version, then exit."""
+    if value:
+        typer.echo(f"auditrl {importlib.metadata.version('auditrl')}")
+        raise typer.Exit()
+
+
 @app.callback()
 def main(
     verbose: bool = typer.Option(
         False, "--verbose", help="Show what transformers, peft, TRL and the Hub client log and warn (errors only by default)."
+    ),
+    version: bool = typer.Option(
+        False, "--version", callback=show_version, is_eager=True, help="Print the version and exit."
     ),
 ) -> None:
     """Train and evaluate alignment-auditing agents with reinforcement learning."""  # the group's help text

@@ -14,10 +14,9 @@ import functools
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from inspect_ai.model import GenerateConfig
 from pydantic import ValidationError
 from rich.console import Console, Group
 from rich.markup import escape
@@ -29,8 +28,8 @@ from auditrl.behaviors.library import GENERAL, load_behaviors, load_seeds
 from auditrl.behaviors.plant import target_system_prompt
 from auditrl.behaviors.schema import Behavior, Seed
 from auditrl.cli.behaviors import reporting_overrides, unknown_behavior
-from auditrl.cli.errors import FAILURE, fail, warn
-from auditrl.cli.limits import call_limits, opened_run, print_failures, showing_retries
+from auditrl.cli.errors import FAILURE, fail, finish, warn
+from auditrl.cli.limits import call_limits, opened_run, print_failures, ready_models, showing_retries
 from auditrl.cli.options import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT_S,
@@ -51,18 +50,17 @@ from auditrl.cli.options import (
     random_seed_option,
     seed_ids_option,
 )
-from auditrl.evaluate.inspect_export import LOG_SUFFIXES, export_inspect_log, log_file_name, log_path
 from auditrl.models.capabilities import provider_info
-from auditrl.models.prefill import PrefillSupport, describe_support
-from auditrl.models.roles import UnknownModelError, resolve_model, tool_protocol_for
 from auditrl.safe_text import for_terminal
 from auditrl.scaffold.prompt_sets import AuditorPrompt
-from auditrl.scaffold.runner import OnDemand, RunStopped, audit_jobs, run_audits
-from auditrl.scaffold.spec import AuditSpec
 from auditrl.scaffold.store import TRANSCRIPTS, RunError, read_run, read_transcripts
 from auditrl.scaffold.tool_sets import DEFAULT_TOOL_SET, AuditToolSet, ToolProtocol
 from auditrl.scaffold.transcript import Budget, Report, Transcript
 from auditrl.scaffold.transcript_keys import ROLLOUT
+
+if TYPE_CHECKING:  # inspect-ai is imported when an audit runs, so that a usage error answers at once
+    from auditrl.models.prefill import PrefillSupport
+    from auditrl.scaffold.spec import AuditSpec
 
 
 def select_seeds(
@@ -93,6 +91,10 @@ def build_specs(
 ) -> Sequence[AuditSpec]:
     """One spec per rollout, cycling through the seeds in order; made when asked for, so memory does not grow
     with `rollouts`. The first is made here, so a spec that cannot be made fails before anything runs."""
+    from auditrl.models.roles import tool_protocol_for
+    from auditrl.scaffold.runner import OnDemand
+    from auditrl.scaffold.spec import AuditSpec
+
     provider, _, family = target.partition("/")
     spec = functools.partial(
         AuditSpec,
@@ -184,6 +186,12 @@ def audit(
     On a run directory that already has audits, the run resumes: the (seed, rollout) audits it has are
     skipped and failed ones run again (see --on-existing).
     """
+    from inspect_ai.model import GenerateConfig
+
+    from auditrl.evaluate.inspect_export import export_inspect_log
+    from auditrl.models.prefill import describe_support
+    from auditrl.scaffold.runner import RunStopped, audit_jobs, run_audits
+
     console = Console()
     if (behavior is None) == (not benign):
         raise fail("give exactly one of --behavior <id> or --benign")
@@ -200,11 +208,8 @@ def audit(
         raise fail(str(exc)) from exc
     config = GenerateConfig(max_tokens=max_tokens, temperature=temperature)
     limits = call_limits(max_retries, timeout)
-    try:
-        auditor_model = resolve_model(auditor, limits=limits)
-        target_model = resolve_model(target, limits=limits)
-    except (UnknownModelError, ValueError) as exc:
-        raise fail(str(exc)) from exc
+    models = ready_models({"--auditor": [auditor], "--target": [target]}, limits)
+    auditor_model, target_model = models[auditor], models[target]
     run_dir = out or Path("runs") / f"audit-{datetime.now():%Y%m%d-%H%M%S}"
     budget = Budget(max_turns=max_turns, max_tokens=token_budget)
     try:
@@ -253,8 +258,7 @@ def audit(
     else:
         say(f"Export it for Inspect with: [bold]auditrl export {escape(str(run_dir))}[/]")
     say(f"Open it with: [bold]inspect view --log-dir {escape(str(run_dir))}[/]")
-    if failed:
-        raise typer.Exit(code=FAILURE)
+    finish(failed, len(jobs))
 
 
 def export(
@@ -266,6 +270,8 @@ def export(
     A run's log has a fixed name, so exporting again (after `judge score`, say) replaces the log that
     `audit` wrote instead of adding a second copy of the run.
     """
+    from auditrl.evaluate.inspect_export import LOG_SUFFIXES, export_inspect_log, log_file_name, log_path
+
     console = Console()
     if out is not None and out.suffix in LOG_SUFFIXES:
         warn(

@@ -28,7 +28,10 @@ from auditrl.behaviors.schema import Behavior, Seed
 from auditrl.cli.errors import fail
 from auditrl.cli.options import BehaviorsDirOpt, SeedsDirOpt, seed_ids_option
 from auditrl.safe_text import short_repr
+from auditrl.terminal import keep_whole
 
+FIRST_LINE_CHARS = 90
+"""A seed's first line is shown up to here in `seeds list` (the table wraps it; the seed file has the rest)."""
 app = typer.Typer(no_args_is_help=True, help="The behavior library.")
 seeds_app = typer.Typer(no_args_is_help=True, help="Seed banks (Petri format).")
 
@@ -99,7 +102,7 @@ def list_behaviors(
             continue
         table.add_row(escape(b.id), escape(b.name), b.split, str(counts.get(b.id, 0)))
         shown += 1
-    console.print(table)
+    console.print(keep_whole(table, "id"))
     console.print(f"{shown} behavior(s); {counts.get(None, 0)} general seed(s).")
 
 
@@ -155,9 +158,10 @@ def list_seeds(
     table.add_column("id", style="bold", no_wrap=True)
     table.add_column("behavior")
     table.add_column("tags")
-    table.add_column("first line", overflow="ellipsis", no_wrap=True, max_width=80)
+    table.add_column("first line")
     for s in seeds:
         first = next((line for line in s.instructions.splitlines() if line.strip()), "")
+        first = first if len(first) <= FIRST_LINE_CHARS else first[:FIRST_LINE_CHARS].rstrip() + "…"
         table.add_row(escape(s.id), escape(s.behavior or "general"), escape(", ".join(s.tags)), escape(first))
-    console.print(table)
+    console.print(keep_whole(table, "id", "behavior"))
     console.print(f"{len(seeds)} seed(s).")

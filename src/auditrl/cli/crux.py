@@ -10,8 +10,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from auditrl.atomic import atomic_write_text, check_output
-from auditrl.cli.errors import FAILURE, fail, warn
-from auditrl.cli.limits import call_limits, opened_run, print_failures, showing_retries
+from auditrl.cli.errors import FAILURE, fail, finish, warn
+from auditrl.cli.limits import call_limits, opened_run, print_failures, ready_models, showing_retries
 from auditrl.cli.options import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT_S,
@@ -33,6 +33,7 @@ from auditrl.cli.options import (
     random_seed_option,
 )
 from auditrl.cli.outputs import ReportFiles, json_text, table_section, transcripts_part
+from auditrl.terminal import keep_whole
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -78,7 +79,7 @@ def table(rows: list[CruxRow], turns: int) -> Table:
         out.add_column(name, justify="right")
     for r in rows:
         out.add_row(escape(r.auditor), str(r.detection), str(r.cruxes), str(r.continuations), str(r.failed), str(r.abstained))
-    return out
+    return keep_whole(out, "auditor")
 
 
 @app.command()
@@ -176,7 +177,7 @@ def run_cruxes(
     from auditrl.evaluate.crux import continuation_spec, continue_from, crux_table, judge_continuations
     from auditrl.judges.binary import BinaryMatchJudge, BinaryScorer
     from auditrl.judges.programmatic import ProgrammaticBinaryJudge
-    from auditrl.models.roles import UnknownModelError, resolve_model, tool_protocol_for
+    from auditrl.models.roles import tool_protocol_for
     from auditrl.scaffold.runner import AuditJob, RunStopped, run_audits
     from auditrl.scaffold.store import read_transcripts, write_transcripts
     from auditrl.scaffold.transcript_keys import CRUX, CRUX_BINARY
@@ -201,11 +202,9 @@ def run_cruxes(
         if client is None
         else BinaryMatchJudge(client, strict=True, needs_report=False)
     )
-    try:
-        targets = {spec: resolve_model(spec, limits=limits) for spec in {c.source.target_model for c in saved}}
-        auditors = {spec: resolve_model(spec, limits=limits) for spec in auditor}
-    except (UnknownModelError, ValueError) as exc:
-        raise fail(str(exc)) from exc
+    saved_targets = sorted({c.source.target_model for c in saved})
+    models = ready_models({f"{source}: target": saved_targets, "--auditor": auditor}, limits)
+    targets, auditors = models, models
     log = opened_run(out / CONTINUATIONS, on_existing)
 
     def job(name: str, crux: Crux, rollout: int, index: int) -> AuditJob:
@@ -255,3 +254,4 @@ def run_cruxes(
         lambda: [table_section("Crux evaluation", [shown]), transcripts_part(continuations)],
         lambda: json_text(rows),
     )
+    finish(sum(t.status == "error" for t in continuations), len(continuations), "continuation(s)")

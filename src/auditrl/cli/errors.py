@@ -37,3 +37,12 @@ def fail(message: str, code: int = USAGE) -> typer.Exit:
 def warn(message: str) -> None:
     """One warning line on stderr (a deprecated spelling, say): the command goes on."""
     _stderr.print(f"[bold yellow]warning:[/] {escape(' '.join(redact(message).split()))}")
+
+
+def finish(failed: int, total: int, what: str = "audit(s)") -> None:
+    """The exit-code rule every command ends with: 0 when all `total` completed, else 1 with the count.
+
+    Usage and input errors have exited with 2 before any work (`fail`); what completed stays on disk.
+    """
+    if failed:
+        raise fail(f"{failed} of {total} {what} failed (the reasons are listed above; what completed is kept)", FAILURE)

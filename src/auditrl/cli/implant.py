@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from auditrl.cli.errors import fail
-from auditrl.cli.limits import call_limits, print_failures, showing_retries
+from auditrl.cli.limits import call_limits, print_failures, ready_models, showing_retries
 from auditrl.cli.options import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT_S,
@@ -109,7 +109,6 @@ def implant(
     from auditrl.cli.judge import judge_client
     from auditrl.judges.exhibition import ReplyJudge
     from auditrl.models.lora import LoraSettings
-    from auditrl.models.roles import UnknownModelError, resolve_model
     from auditrl.targets.demonstrations import (
         ReplyScorer,
         implant_prompts,
@@ -145,10 +144,7 @@ def implant(
             raise fail(str(exc)) from exc
     else:
         scorer = ReplyJudge(client, planted)
-    try:
-        demo = resolve_model(demo_model, limits=limits)
-    except (UnknownModelError, ValueError) as exc:
-        raise fail(str(exc)) from exc
+    demo = ready_models({"--demo-model": [demo_model]}, limits)[demo_model]
     prompts = implant_prompts()
     plant = render_plant(planted)
     config = GenerateConfig(max_tokens=demo_tokens, temperature=demo_temperature, seed=random_seed)

@@ -13,10 +13,9 @@ import json
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from inspect_ai.model import Model
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import Progress
@@ -39,35 +38,43 @@ from auditrl.cli.options import (
 )
 from auditrl.cli.outputs import ReportFiles, json_text, table_section, transcripts_part
 from auditrl.judges.cache import JudgeCache
-from auditrl.judges.client import JudgeClient
-from auditrl.judges.pairwise import PairwiseJudgeLike, position_bias
 from auditrl.judges.registry import DEFAULT_FAMILY, JudgeFamily, judge_family_names, judge_spec_help, resolve_judges
 from auditrl.judges.verdicts import PairwiseResult
 from auditrl.models.limits import CallLimits
-from auditrl.rewards.designs import GROUP_OF_ONE, IS_REFERENCE, NO_REFERENCE
 from auditrl.rewards.records import RewardDesign, RewardRecord
 from auditrl.rewards.reference import ReferenceStore
 from auditrl.rewards.registry import build_design, design_names, design_spec, designs_help
 from auditrl.scaffold.store import TRANSCRIPTS, RunError, read_run, read_transcripts, scored_copy, write_transcripts
 from auditrl.scaffold.transcript import Transcript
-from auditrl.stats import mean_ci
+from auditrl.terminal import keep_whole
+
+if TYPE_CHECKING:  # inspect-ai and scipy are imported when a command runs, so that a usage error answers at once
+    from inspect_ai.model import Model
+
+    from auditrl.judges.client import JudgeClient
+    from auditrl.judges.pairwise import PairwiseJudgeLike
 
 app = typer.Typer(help="Run judges and reward designs over transcripts.", no_args_is_help=True)
 console = Console()
 PROGRAMMATIC = DEFAULT_FAMILY
-NOT_SCORED_HINTS: dict[str, str] = {
-    GROUP_OF_ONE: "run audit with --seed-id ID --rollouts N for groups",
-    NO_REFERENCE: "give --references transcripts or a store that cover these seeds",
-    IS_REFERENCE: "the references came from the scored transcripts; take them from another run",
-}
-"""What to do about each reason a rollout was not scored, printed after the count."""
+
+
+def not_scored_hint(reason: str) -> str | None:
+    """What to do about a reason a rollout was not scored, printed after the count."""
+    from auditrl.rewards.designs import GROUP_OF_ONE, IS_REFERENCE, NO_REFERENCE
+
+    return {
+        GROUP_OF_ONE: "run audit with --seed-id ID --rollouts N for groups",
+        NO_REFERENCE: "give --references transcripts or a store that cover these seeds",
+        IS_REFERENCE: "the references came from the scored transcripts; take them from another run",
+    }.get(reason)
 
 
 def resolve_judge(spec: str) -> Model:
     """The judge model for a spec string (kept as a seam so tests can script the judge)."""
-    from auditrl.models.roles import resolve_model
+    from auditrl.models.check import ready_model
 
-    return resolve_model(spec)
+    return ready_model(spec)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -88,6 +95,8 @@ def judge_client(
     The other judge families (`sim`, ...) have no client and only the reward-design commands take them
     (see `judges_for`).
     """
+    from auditrl.judges.client import JudgeClient
+
     if spec == PROGRAMMATIC:
         return None
     if spec in judge_family_names():
@@ -167,6 +176,9 @@ def pairwise(
     json_out: JsonOpt = None,
 ) -> None:
     """Compare A[i] with B[i] in both orders; print each result, A's mean share and the position-bias rate."""
+    from auditrl.stats import mean_ci
+    from auditrl.judges.pairwise import position_bias
+
     sources = _source(a_file), _source(b_file)
     a_list, b_list = _read(sources[0]), _read(sources[1])
     if len(a_list) != len(b_list):
@@ -189,7 +201,7 @@ def pairwise(
         share = "abstain" if r.share_a is None else f"{r.share_a:.2f}"
         agree = {"both": "yes" if r.consistent else "no", "neither": "-"}.get(r.orders, f"unchecked: {r.orders} answered")
         table.add_row(str(i), escape(r.a_id), escape(r.b_id), first, second, share, agree)
-    console.print(table)
+    console.print(keep_whole(table, "A id", "B id"))
     shares = [r.share_a for r in results if r.share_a is not None]
     est = mean_ci(shares)
     bias = position_bias(results)
@@ -277,7 +289,7 @@ def _print_unrewarded(records: Sequence[RewardRecord | None]) -> None:
     """Why rollouts have no reward: not scored (with what to do about it) apart from real judge abstentions."""
     reasons = Counter(r.not_scored for r in records if r is not None and r.not_scored)
     for reason, n in sorted(reasons.items()):
-        hint = NOT_SCORED_HINTS.get(reason)
+        hint = not_scored_hint(reason)
         console.print(
             f"[yellow]{n} rollout(s) not scored: {escape(reason)}" + (f" ({escape(hint)})" if hint else "") + "[/yellow]"
         )
@@ -314,6 +326,8 @@ def score(
     `--seed-id ID --rollouts N` to get N rollouts of one seed; a group of 1 is reported as not scored.
     reference_pairwise compares each rollout with the reference of its (behavior, seed, family) from --references.
     """
+    from auditrl.stats import mean_ci
+
     if design not in design_names():
         raise fail(f"unknown reward design {design!r}; choose one of {', '.join(design_names())}")
     source = _source(run)

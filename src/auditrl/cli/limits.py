@@ -1,4 +1,7 @@
-"""How commands apply `--max-retries`/`--timeout` (auditrl.cli.options) and show retries and failures.
+"""How commands apply `--max-retries`/`--timeout` (auditrl.cli.options), check models, show retries and failures.
+
+Every command that calls a model gets its models from `ready_models`, so keys, SDKs and local weights
+are checked (as `auditrl models check` does) before the first audit.
 
 Retries print as they happen (one yellow line each, rate-limit waits included), and a command that
 recorded failures ends with how many failed and why, grouped by reason.
@@ -20,6 +23,8 @@ from auditrl.models.limits import CallLimits
 from auditrl.safe_text import for_terminal
 
 if TYPE_CHECKING:
+    from inspect_ai.model import GenerateConfig, Model
+
     from auditrl.scaffold.runner import RunLog
 
 
@@ -72,3 +77,22 @@ def opened_run(
     if context is not None:  # the command's context closes when the command ends, however it ends
         context.call_on_close(log.close)
     return log
+
+
+def ready_models(
+    roles: Mapping[str, Iterable[str]], limits: CallLimits, config: GenerateConfig | None = None
+) -> dict[str, Model]:
+    """The model of every spec the options in `roles` name (option -> specs), once each passed the checks of
+    `auditrl models check`; the first problem is one line naming the option, and exit 2, before any audit."""
+    from auditrl.models.check import ModelNotReady, ready_model
+
+    models: dict[str, Model] = {}
+    for option, specs in roles.items():
+        for spec in specs:
+            if spec in models:
+                continue
+            try:
+                models[spec] = ready_model(spec, config=config, limits=limits)
+            except ModelNotReady as exc:
+                raise fail(f"{option} {spec}: {exc}") from exc
+    return models

@@ -213,3 +213,50 @@ def undeprecated(command: str, args: Sequence[str]) -> tuple[list[str], list[str
         else:
             out.append(f"{name}{eq}{value}")
     return out, warnings
+
+
+HELP_PANELS: dict[str, str] = {
+    **dict.fromkeys(
+        ("auditor", "target", "production_target", "judge", "realism_judge_spec", "namer", "target_prefill",
+         "demo_model"),
+        "Models",
+    ),  # fmt: skip
+    **dict.fromkeys(
+        ("max_retries", "timeout", "max_tokens", "temperature", "concurrency", "judge_cache", "followups"),
+        "Model calls",
+    ),
+    **dict.fromkeys(
+        ("tool_protocol", "tool_set", "auditor_prompt", "max_turns", "benign_max_turns", "production_max_turns",
+         "token_budget", "rollouts", "random_seed", "seeds_per_behavior", "production_seeds", "plant_prompt"),
+        "Audits",
+    ),  # fmt: skip
+    **dict.fromkeys(("demo_tokens", "demo_prefill", "samples", "demonstrations_file"), "Demonstrations"),
+    **dict.fromkeys(("steps", "anti_confession_steps", "batch_size", "rank", "epochs"), "Training"),
+    **dict.fromkeys(("eval_samples", "eval_prompts", "eval_tokens"), "Evaluation"),
+    **dict.fromkeys(("demo_temperature", "eval_temperature", "learning_rate"), "Rates"),  # long [0.0<=x<=...] types
+    **dict.fromkeys(("behaviors_dir", "seeds_dir", "dimensions", "openings_file"), "Library"),
+    **dict.fromkeys(("out", "on_existing", "html", "json_out", "inspect_log", "reference"), "Output"),
+}
+"""Where a long command's `--help` shows each shared option; options not named here stay under "Options"."""
+LONG_COMMAND_OPTIONS = 12
+"""A command with more options than this groups them into the panels of `HELP_PANELS`."""
+SWITCHES = "Switches"
+"""The panel of a long command's on/off pairs (`--x/--no-x`)."""
+CHOICE_METAVAR_CHARS = 12
+"""A list of choices longer than this is shown by its type (the option's help names them), so names are never cut."""
+
+
+def arrange_help(command: Any) -> None:
+    """Make a command's `--help` readable at 80 columns: long commands group their options into panels, and long
+    lists of choices give way to a short metavar, so no option name is ever cut."""
+    from typer.core import TyperOption
+
+    options = [p for p in command.params if isinstance(p, TyperOption)]
+    for option in options:
+        described = option.type_descriptor
+        if described.is_choice and len("|".join(map(str, described.choices or ()))) > CHOICE_METAVAR_CHARS:
+            option.show_choices = False
+        if len(options) > LONG_COMMAND_OPTIONS and getattr(option, "rich_help_panel", None) is None:
+            # an on/off pair takes two name columns: beside long names and types they would not fit in 80
+            panel = SWITCHES if option.secondary_opts else HELP_PANELS.get(option.name or "")
+            option.rich_help_panel = panel  # type: ignore[attr-defined]

@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from auditrl.cli.errors import FAILURE, fail
-from auditrl.cli.limits import call_limits
+from auditrl.cli.limits import call_limits, ready_models
 from auditrl.cli.options import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT_S,
@@ -26,7 +26,7 @@ from auditrl.cli.progress import stage_progress
 from auditrl.configfile import validation_problems
 from auditrl.models.limits import CallLimits
 from auditrl.scaffold.transcript import Transcript
-from auditrl.train.config import ConfigFileError
+from auditrl.configfile import ConfigFileError
 
 console = Console()
 
@@ -75,6 +75,8 @@ def sft(
         audits = read_audits(source) if source is not None else []
     except (ConfigFileError, UnknownModelError, ValueError) as exc:
         raise fail(str(exc)) from exc
+    if source is None:  # the teacher audits now: its key or weights are checked before the first audit
+        ready_models({"--teacher": [teacher]}, settings.teacher_calls)
     if min_score is not None:
         audits = scored_at_least(audits, min_score, judge, settings.teacher_calls)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 import yaml
@@ -17,15 +17,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from auditrl.analysis.assignment import DEFAULT_CLASSIFIER, Classifier, Level
+from auditrl.analysis.choices import ARCHETYPES, CATEGORIES, DEFAULT_CLASSIFIER, Classifier, EmbedderName, Level
 from auditrl.analysis.codebook import codebook_texts, load_codebook
-from auditrl.analysis.derivation import ARCHETYPES, CATEGORIES, StudyTable, study_codebook, study_tables
-from auditrl.analysis.representation import EmbedderName, embed
-from auditrl.analysis.strategies import cluster_strategies
-from auditrl.analysis.summaries import strategy_summary
 from auditrl.atomic import atomic_write_text, check_output
 from auditrl.cli.errors import fail
-from auditrl.cli.limits import call_limits
+from auditrl.cli.limits import call_limits, ready_models
 from auditrl.cli.options import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT_S,
@@ -35,15 +31,18 @@ from auditrl.cli.options import (
     random_seed_option,
 )
 from auditrl.evaluate.groups import group_of
-from auditrl.pages.html import write_page
-from auditrl.pages.sections import codebook_study_section, strategy_section, transcripts_section
-from auditrl.pages.transcript_view import DEFAULT_SHOWN, pick_transcripts
 from auditrl.scaffold.store import RunError, read_file, transcript_files
 from auditrl.scaffold.transcript import Transcript
+
+if TYPE_CHECKING:  # scikit-learn, scipy and inspect-ai are imported when the command runs: a usage error answers at once
+    from auditrl.analysis.derivation import StudyTable
 
 
 def read_summaries(run: Path, by: str, console: Console) -> tuple[list[str], list[str], list[str], list[Transcript]]:
     """Id, strategy summary and group of every transcript (a later file's copy of an id replaces the earlier), and a few whole ones to show."""
+    from auditrl.analysis.summaries import strategy_summary
+    from auditrl.pages.transcript_view import DEFAULT_SHOWN, pick_transcripts
+
     found: dict[str, tuple[str, str]] = {}
     kept: dict[tuple[str, bool], list[Transcript]] = {}
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console, transient=True) as progress:
@@ -93,6 +92,13 @@ def strategies(
     timeout: TimeoutOpt = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Summarise each transcript's strategy, cluster the summaries, derive a codebook and print shares per group."""
+    from auditrl.analysis.derivation import study_codebook, study_tables
+    from auditrl.analysis.representation import embed
+    from auditrl.analysis.strategies import cluster_strategies
+    from auditrl.pages.html import write_page
+    from auditrl.pages.sections import codebook_study_section, strategy_section, transcripts_section
+    from auditrl.pages.transcript_view import DEFAULT_SHOWN
+
     console = Console()
     try:
         book = load_codebook(codebook)
@@ -110,9 +116,9 @@ def strategies(
             naming = None
             if namer is not None:
                 from auditrl.analysis.llm_naming import LLMNamer
-                from auditrl.models.roles import resolve_model
 
-                naming = LLMNamer(resolve_model(namer, limits=call_limits(max_retries, timeout)), namer)
+                namer_model = ready_models({"--namer": [namer]}, call_limits(max_retries, timeout))[namer]
+                naming = LLMNamer(namer_model, namer)
             with console.status("deriving a codebook, reclassifying, measuring stability"):
                 sizes = {"strategy": strategies_n, "archetype": archetypes, "category": categories}
                 study = study_codebook(result, emb, sizes, naming, bootstraps)

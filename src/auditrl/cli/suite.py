@@ -14,19 +14,18 @@ import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from inspect_ai.model import GenerateConfig
 from rich.console import Console
 from rich.markup import escape
 
 from auditrl.atomic import OutputError, atomic_write_text
 from auditrl.behaviors.schema import Behavior, Seed
 from auditrl.cli.behaviors import load_library
-from auditrl.cli.errors import FAILURE, fail
+from auditrl.cli.errors import FAILURE, fail, finish
 from auditrl.cli.evaluate import openings_option, suite_judges
-from auditrl.cli.limits import call_limits, opened_run, print_failures, showing_retries
+from auditrl.cli.limits import call_limits, opened_run, print_failures, ready_models, showing_retries
 from auditrl.cli.options import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT_S,
@@ -53,19 +52,14 @@ from auditrl.cli.options import (
     random_seed_option,
 )
 from auditrl.cli.outputs import ReportFiles, written
-from auditrl.evaluate.judging import realism_provenance
-from auditrl.evaluate.metrics import SuiteDataError, results_json, suite_table
 from auditrl.evaluate.paper import load_paper_reference
-from auditrl.evaluate.runner import SuiteConfig, run_suite
-from auditrl.evaluate.schema import SuiteResult
-from auditrl.judges.realism import load_openings
-from auditrl.models.roles import UnknownModelError, resolve_model
-from auditrl.pages.html import Section
-from auditrl.pages.sections import suite_section, transcripts_section
-from auditrl.scaffold.runner import Existing, RunLog, RunStopped
 from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
 from auditrl.scaffold.tool_sets import DEFAULT_TOOL_SET
 from auditrl.scaffold.transcript_keys import AUDIT_QUALITY, CONCERNING, REALISM
+
+if TYPE_CHECKING:  # inspect-ai, scipy and the judges are imported when the suite runs: a usage error answers at once
+    from auditrl.evaluate.schema import SuiteResult
+    from auditrl.scaffold.runner import Existing, RunLog
 
 RESULTS = "results.json"
 CONFIG = "config.json"
@@ -147,18 +141,26 @@ def suite(
     as it finishes. Writes <out>/transcripts.jsonl, <out>/results.json and <out>/config.json. A run
     directory with a suite of the same settings in it is resumed (see --on-existing).
     """
+    from inspect_ai.model import GenerateConfig
+
+    from auditrl.evaluate.judging import realism_provenance
+    from auditrl.evaluate.metrics import SuiteDataError, results_json, suite_table
+    from auditrl.evaluate.runner import SuiteConfig, run_suite
+    from auditrl.judges.realism import load_openings
+    from auditrl.pages.html import Section
+    from auditrl.pages.sections import suite_section, transcripts_section
+    from auditrl.scaffold.runner import RunStopped
+
     console = Console()
     run_dir = out or Path("runs") / f"suite-{datetime.now():%Y%m%d-%H%M%S}"
     if production_seeds == 0 and realism_judge_spec is not None:
         raise fail("--realism-judge rates production audits; it needs --production-seeds above 0")
     limits = call_limits(max_retries, timeout)
     generate = GenerateConfig(max_tokens=max_tokens)
-    try:
-        auditor_model = resolve_model(auditor, generate, limits)
-        target_model = resolve_model(target, generate, limits)
-        production_model = resolve_model(production_target, generate, limits) if production_target else None
-    except (UnknownModelError, ValueError) as exc:
-        raise fail(str(exc)) from exc
+    production = [production_target] if production_target else []
+    models = ready_models({"--auditor": [auditor], "--target": [target], "--production-target": production}, limits, generate)
+    auditor_model, target_model = models[auditor], models[target]
+    production_model = models[production_target] if production_target else None
     behaviors, all_seeds = load_library(console, behaviors_dir, seeds_dir)
     held_out, tailored, general = pick_seeds(behaviors, all_seeds, seeds_per_behavior, production_seeds)
     openings = openings_option(openings_file)
@@ -254,8 +256,7 @@ def suite(
 
     reports.write(console, f"auditrl suite: {auditor}", sections, lambda: results_json([result]))
     console.print(f"Export them for inspect view with: auditrl export {escape(str(run_dir))}", highlight=False, soft_wrap=True)
-    if result.errored:  # everything is written; the status tells scripts that audits failed, as `audit` does
-        raise typer.Exit(code=FAILURE)
+    finish(result.errored, result.transcripts)
 
 
 def _comparable(settings: Mapping[str, object], key: str) -> object:

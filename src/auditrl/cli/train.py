@@ -17,8 +17,6 @@ from auditrl.cli.errors import FAILURE, fail
 from auditrl.cli.options import HtmlOpt, JsonOpt, out_dir_option
 from auditrl.cli.outputs import ReportFiles, json_text, table_section
 from auditrl.rundir import RunDirError
-from auditrl.train.config import ConfigFileError, read_kind
-from auditrl.train.finite import NonFiniteTrainingError
 from auditrl.train.monitors import MONITORS_FILE, monitor_table, read_monitors
 
 KINDS = ("auditworld", "auditworld_sweep", "grpo_lm")
@@ -45,6 +43,10 @@ def train(
 ) -> None:
     """Train: `kind: auditworld` runs the AuditWorld job, `kind: auditworld_sweep` its robustness map over
     the pairwise judge's flaws, `kind: grpo_lm` trains a language-model auditor."""
+    from auditrl.configfile import ConfigFileError
+    from auditrl.train.config import read_kind  # torch: imported once the options are read
+    from auditrl.train.finite import NonFiniteTrainingError
+
     try:
         kind = read_kind(config)
     except ConfigFileError as exc:

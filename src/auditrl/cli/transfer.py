@@ -12,8 +12,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from auditrl.atomic import atomic_write_text
-from auditrl.cli.errors import FAILURE, fail
-from auditrl.cli.limits import call_limits, opened_run, print_failures, showing_retries
+from auditrl.cli.errors import FAILURE, fail, finish
+from auditrl.cli.limits import call_limits, opened_run, print_failures, ready_models, showing_retries
 from auditrl.cli.options import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT_S,
@@ -136,7 +136,7 @@ def transfer(
     from auditrl.evaluate.transfer import grade, transfer_table
     from auditrl.judges.prediction_match import PredictionMatcher, PredictionMatchJudge
     from auditrl.judges.programmatic import ProgrammaticPredictionMatchJudge
-    from auditrl.models.roles import UnknownModelError, resolve_model, tool_protocol_for
+    from auditrl.models.roles import tool_protocol_for
     from auditrl.scaffold.runner import RunStopped, audit_jobs, run_audits
     from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts, write_transcripts
     from auditrl.scaffold.transfer import TransferEpisode, transfer_spec
@@ -157,10 +157,7 @@ def transfer(
     client = judge_client(judge, judge_cache, 2, limits)
     matcher = ProgrammaticPredictionMatchJudge() if client is None else PredictionMatchJudge(client)
     config = GenerateConfig(max_tokens=max_tokens, temperature=temperature)
-    try:
-        models = {spec: resolve_model(spec, limits=limits) for spec in {*auditor, *(t for t, _ in pairs)}}
-    except (UnknownModelError, ValueError) as exc:
-        raise fail(str(exc)) from exc
+    models = ready_models({"--auditor": auditor, "--target": [t for t, _ in pairs]}, limits)
     log = opened_run(out / TRANSCRIPTS, on_existing, "transfer", {"behaviors": sorted({b for _, b in pairs})})
     out_file = log.path
     for auditor_spec in auditor:
@@ -215,3 +212,4 @@ def transfer(
         lambda: [table_section("Transfer", [shown]), transcripts_part(transcripts)],
         lambda: json_text(rows),
     )
+    finish(sum(t.status == "error" for t in transcripts), len(transcripts))

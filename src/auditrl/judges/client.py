@@ -30,7 +30,7 @@ from auditrl.judges.cache import CachedResponse, JudgeCache, cache_key
 from auditrl.judges.cost import CostMeter
 from auditrl.judges.prompting import prompt_nonce, render_prompt
 from auditrl.models.limits import CallLimits
-from auditrl.models.retries import ModelCallFailed, call_model
+from auditrl.models.retries import ModelCallFailed, call_model, plural
 
 A = TypeVar("A", bound=BaseModel)
 
@@ -146,7 +146,7 @@ class JudgeClient:
                 self.meter.record_cache_hit()
                 return Answer(value=value, attempts=1, cached=True)
         reason = "no attempt made"
-        attempt = 0
+        attempt = calls = 0
         for attempt in range(1, self.max_retries + 2):
             if attempt > 1:
                 self.meter.record_retry()
@@ -154,7 +154,9 @@ class JudgeClient:
                 text, in_tok, out_tok = await self._generate(messages)
             except ModelCallFailed as exc:
                 self.meter.record_failed_call()
-                reason = f"{MODEL_CALL_FAILED}: {exc}"
+                calls += exc.calls
+                made = plural(calls, "call")
+                reason = f"{MODEL_CALL_FAILED}: judge model {self.model_name} failed after {made}: {exc.reason}"
                 if exc.exhausted:
                     break
                 continue

@@ -9,6 +9,8 @@ from contextvars import ContextVar
 from pydantic import BaseModel
 from rich.table import Table
 
+from auditrl.terminal import keep_whole
+
 UNATTRIBUTED = "unattributed"
 _current_label: ContextVar[str] = ContextVar("auditrl_cost_label", default=UNATTRIBUTED)
 
@@ -84,4 +86,4 @@ class CostMeter:
             table.add_row(
                 label, *map(str, (s.calls, s.cache_hits, s.retries, s.failed_calls, s.abstains, s.input_tokens, s.output_tokens))
             )
-        return table
+        return keep_whole(table, "design")

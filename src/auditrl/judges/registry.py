@@ -29,6 +29,12 @@ if TYPE_CHECKING:
 
 BUILTIN_FAMILY_MODULES: tuple[str, ...] = ("auditrl.judges.programmatic", "auditrl.auditworld.transcript_judges")
 """Modules whose import registers the built-in families (looked up lazily, like inspect-ai's providers)."""
+BUILTIN_FAMILIES: dict[str, str] = {
+    "programmatic": "generic judges reading the ground-truth annotations of any simulated or scripted target",
+    "sim": "AuditWorld's judges with their modelled weaknesses, the ones AuditWorld trains against; "
+    "for AuditWorld and sim/<family> transcripts",
+}
+"""The built-in families' descriptions, kept here so that help text is written without importing their judges."""
 DEFAULT_FAMILY = "programmatic"
 
 
@@ -56,13 +62,19 @@ class FamilyEntry:
 _FAMILIES: dict[str, FamilyEntry] = {}
 
 
-def judge_family(name: str, *, description: str) -> Callable[[F], F]:
-    """Register a judge family under `name` (a spec without `/`, so it never shadows a model spec)."""
+def judge_family(name: str, *, description: str | None = None) -> Callable[[F], F]:
+    """Register a judge family under `name` (a spec without `/`, so it never shadows a model spec).
+
+    A built-in family's description is its entry in `BUILTIN_FAMILIES`; any other family gives one.
+    """
     if "/" in name or not name:
         raise ValueError(f"judge family name {name!r} must be non-empty and contain no '/' (that marks a model spec)")
+    described = description if description is not None else BUILTIN_FAMILIES.get(name)
+    if described is None:
+        raise ValueError(f"judge family {name!r} needs a description")
 
     def register(factory: F) -> F:
-        _FAMILIES[name] = FamilyEntry(name=name, description=description, factory=factory)
+        _FAMILIES[name] = FamilyEntry(name=name, description=described, factory=factory)
         return factory
 
     return register
@@ -81,8 +93,10 @@ def judge_family_names() -> tuple[str, ...]:
 
 
 def judge_spec_help() -> str:
-    """One sentence per family, for CLI help and config descriptions."""
-    families = "; ".join(f"'{n}' ({_families()[n].description})" for n in judge_family_names())
+    """One sentence per family, for CLI help and config descriptions (the built-in families' judges are not imported)."""
+    load_plugins()
+    described = {**BUILTIN_FAMILIES, **{n: e.description for n, e in _FAMILIES.items()}}
+    families = "; ".join(f"'{n}' ({described[n]})" for n in sorted(described))
     return f"A judge model spec (an inspect-ai model string, e.g. anthropic/claude-sonnet-4-0) or a judge family: {families}."
 
 

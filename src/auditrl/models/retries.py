@@ -7,6 +7,11 @@ the same time bound.
 
 inspect-ai reports each retry to its hooks; `retry_notices` routes them to a callback (a command's
 progress display) for the duration of a `with` block.
+
+Some failures no retry can mend: the key is refused (401/403), the model does not exist (404), the
+package or weights a local model needs are missing. Those end the call at once and mark the model as
+refused for the rest of the process (the run), so that no later audit calls it again; each later call
+fails at once with the same line, which names the fix. Every message counts the calls actually made.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from inspect_ai.hooks import Hooks, ModelRetry, hooks
 from inspect_ai.model import ChatMessage, GenerateConfig, Model, ModelOutput
@@ -35,12 +41,32 @@ class ModelCallFailed(RuntimeError):
     """A model call failed on every attempt; the message says why, in one line.
 
     `exhausted` is True when the call's limits were spent (inspect-ai gave up retrying, or the timeout
-    passed), so that calling again at once would only repeat the wait.
+    passed) or the model is refused, so that calling again at once would only repeat the wait or the
+    refusal. `calls` is how many requests were made; `reason` is the last one's failure.
     """
 
-    def __init__(self, message: str, *, exhausted: bool) -> None:
+    def __init__(self, message: str, *, exhausted: bool, calls: int = 0, reason: str = "") -> None:
         super().__init__(message)
         self.exhausted = exhausted
+        self.calls = calls
+        self.reason = reason or message
+
+
+class Refusal(NamedTuple):
+    """Why a model can never answer in this run, and what the user must change."""
+
+    reason: str
+    fix: str
+
+    def describe(self) -> str:
+        return f"{self.reason}; fix: {self.fix}"
+
+
+AUTH_STATUSES = frozenset({401, 403})
+"""The provider refused the credentials or the permission: the same key is refused again."""
+NOT_FOUND = 404
+_refused: dict[str, Refusal] = {}
+"""Models refused in this process, by spec: later calls fail at once instead of asking again."""
 
 
 _STYLE_TAG = re.compile(r"\[/?[a-z][a-z ]*\]")
@@ -56,6 +82,61 @@ def describe_error(exc: BaseException) -> str:
         exc = exc.last_attempt.exception() or exc
     text = redact(" ".join(_STYLE_TAG.sub("", str(exc)).split()))
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def status_code(exc: BaseException) -> int | None:
+    """The HTTP status a provider SDK's error carries (`status_code`, or `code` for some SDKs), if any."""
+    for name in ("status_code", "code"):
+        value = getattr(exc, name, None)
+        if isinstance(value, int) and not isinstance(value, bool) and 100 <= value <= 599:
+            return value
+    return None
+
+
+def provider_message(exc: BaseException) -> str | None:
+    """The message a provider put in its error body (`{"error": {"message": ...}}`, or `{"message": ...}`)."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        body = body["error"]
+    message = body.get("message") if isinstance(body, dict) else None
+    return " ".join(message.split()) if isinstance(message, str) and message.strip() else None
+
+
+def describe_failure(exc: BaseException) -> str:
+    """A provider error as one line: the provider's own message with its status, else `describe_error`."""
+    if isinstance(exc, RetryError) and exc.last_attempt.failed:
+        exc = exc.last_attempt.exception() or exc
+    message = provider_message(exc)
+    if message is None:
+        return describe_error(exc)
+    status = status_code(exc)
+    return redact(f"{message} (HTTP {status})" if status is not None else message)
+
+
+def refusal(exc: BaseException, spec: str) -> Refusal | None:
+    """The refusal an error stands for, None when trying again could succeed."""
+    status = status_code(exc)
+    reason = describe_failure(exc)
+    if status in AUTH_STATUSES:
+        return Refusal(
+            f"the provider refused the credentials or permission ({reason})",
+            f"check the key for {spec} (`auditrl models check {spec}`)",
+        )
+    if status == NOT_FOUND:
+        return Refusal(f"the provider does not know this model ({reason})", f"check the model name in {spec}")
+    if isinstance(exc, (ImportError, FileNotFoundError)):
+        return Refusal(reason, f"install what {spec} needs (`auditrl models check {spec}`)")
+    return None
+
+
+def refused(spec: str) -> Refusal | None:
+    """Why `spec` was refused earlier in this process, if it was."""
+    return _refused.get(spec)
+
+
+def forget_refusals() -> None:
+    """Let refused models be called again (a new run in the same process, or a test)."""
+    _refused.clear()
 
 
 def valid_unicode(output: ModelOutput) -> ModelOutput:
@@ -137,10 +218,15 @@ async def call_model(
 
     inspect-ai has already retried transient errors inside each attempt; the attempts here cover what
     it does not retry. The timeout (`config`'s, else the model's own) is a hard bound on the whole
-    call, because inspect-ai checks it only between its retries and may sleep past it. Raises ModelCallFailed with the role, the
-    model and the last reason.
+    call, because inspect-ai checks it only between its retries and may sleep past it. A refusal (see
+    the module's docstring) ends the call at once. Raises ModelCallFailed with the role, the model,
+    the calls made and the last reason.
     """
     start = time.monotonic()
+    spec = str(model)
+    if (earlier := refused(spec)) is not None:
+        message = f"{role} model {spec} is refused for this run: {earlier.describe()}"
+        raise ModelCallFailed(message, exhausted=True, reason=earlier.describe())
     timeout = config.timeout if config.timeout is not None else model.config.timeout
     deadline = start + timeout if timeout is not None else None
     retries: list[RetryNotice] = []
@@ -173,15 +259,30 @@ async def call_model(
                 exhausted = True
                 break
             except RetryError as exc:  # inspect-ai spent the call's retries already
-                last = describe_error(exc)
+                last = describe_failure(exc)
                 exhausted = True
                 break
-            except Exception as exc:  # noqa: BLE001 - any provider error is retried, then reported
-                last = describe_error(exc)
+            except Exception as exc:  # noqa: BLE001 - any provider error is retried (unless refused), then reported
+                found = refusal(exc, spec)
+                if found is not None:
+                    _refused[spec] = found
+                    last = found.describe()
+                    exhausted = True
+                    break
+                last = describe_failure(exc)
                 continue
             if not output.empty:
                 return valid_unicode(output)
             last = f"the model returned no choices{f' ({output.error})' if output.error else ''}"
     elapsed = time.monotonic() - start
-    tries = tried + len(retries)
-    raise ModelCallFailed(f"{role} model {model} failed after {tries} tries in {elapsed:.0f} s: {last}", exhausted=exhausted)
+    calls = tried + len(retries)
+    raise ModelCallFailed(
+        f"{role} model {spec} failed after {plural(calls, 'call')} in {elapsed:.0f} s: {last}",
+        exhausted=exhausted,
+        calls=calls,
+        reason=last,
+    )
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"

@@ -16,6 +16,7 @@ from inspect_ai.model import GenerateConfig, Model, get_model
 
 import auditrl.providers  # noqa: F401 - registers local/, scripted/, sim/ without the entry point
 from auditrl.models.capabilities import provider_info
+from auditrl.models.error_bodies import watch_error_bodies
 from auditrl.models.limits import CallLimits
 from auditrl.models.secrets import check_no_secret_args
 from auditrl.scaffold.tool_sets import ToolProtocol
@@ -62,7 +63,7 @@ def resolve_model(
     config = config or GenerateConfig()
     if not info.in_process:
         config = (limits or CallLimits()).generate_config().merge(config)
-    return get_model(spec, config=config, **model_args)
+    return watch_error_bodies(get_model(spec, config=config, **model_args))
 
 
 def tool_protocol_for(spec: str, override: ToolProtocol | None = None) -> ToolProtocol:

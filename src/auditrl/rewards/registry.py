@@ -33,6 +33,17 @@ if TYPE_CHECKING:
     from auditrl.rewards.reference import ReferenceStore
 
 BUILTIN_DESIGNS_MODULE = "auditrl.rewards.designs"
+BUILTIN_DESIGNS: dict[str, str] = {
+    "concerningness": "pointwise concerningness formula on the judge's five dimensions",
+    "binary": "1 if the judge says the planted behavior was surfaced; benign: 1 for an honest null",
+    "binary_strict": "binary, counting only evidence the target itself produced",
+    "ingroup_pairwise": "win rate over all pairs of a group, both orders",
+    "ingroup_bradley_terry": "Bradley-Terry strength over all pairs of a group",
+    "reference_pairwise": "share of a comparison with a cached reference transcript of an earlier policy",
+    "reference_pairwise_graded": "reference pairwise paying the judge's confidence that the rollout beats the "
+    "reference (0.5 = even)",
+}
+"""The built-in designs' descriptions, in registration order, kept here so that help text imports no judge."""
 
 
 @dataclass(frozen=True)
@@ -62,12 +73,18 @@ _DESIGNS: dict[str, DesignSpec] = {}
 
 
 def reward_design(
-    name: str, *, description: str, groups: bool = False, references: bool = False, benign_split: bool = False
+    name: str, *, description: str | None = None, groups: bool = False, references: bool = False, benign_split: bool = False
 ) -> Callable[[B], B]:
-    """Register the builder of a reward design under `name`, with what the design needs."""
+    """Register the builder of a reward design under `name`, with what the design needs.
+
+    A built-in design's description is its entry in `BUILTIN_DESIGNS`; any other design gives one.
+    """
+    described = description if description is not None else BUILTIN_DESIGNS.get(name)
+    if described is None:
+        raise ValueError(f"reward design {name!r} needs a description")
 
     def register(build: B) -> B:
-        _DESIGNS[name] = DesignSpec(name, description, build, groups, references, benign_split)
+        _DESIGNS[name] = DesignSpec(name, described, build, groups, references, benign_split)
         return build
 
     return register
@@ -97,8 +114,10 @@ def check_design(name: str) -> str:
 
 
 def designs_help() -> str:
-    """One line per design, for CLI help."""
-    return "; ".join(f"{s.name}: {s.description}" for s in _designs().values())
+    """One line per design, for CLI help (the built-in designs' judges are not imported)."""
+    load_plugins()
+    described = {**BUILTIN_DESIGNS, **{n: s.description for n, s in _DESIGNS.items()}}
+    return "; ".join(f"{name}: {text}" for name, text in described.items())
 
 
 def build_design(

@@ -43,8 +43,8 @@ from auditrl.scaffold.report import parse_report, report_from_object, verify_quo
 from auditrl.scaffold.spec import AuditSpec
 from auditrl.scaffold.text_protocol import parse_tool_calls, render_tools_prompt
 from auditrl.scaffold.tool_calls import TOOL_RUNNERS
-from auditrl.scaffold.tool_sets import AUDIT_TOOL_SETS, DEFAULT_TOOL_SET, TOOL_SETS
-from auditrl.scaffold.tools import InvalidToolCall, auditor_tools, prompt_text, validate_arguments
+from auditrl.scaffold.tool_sets import AUDIT_TOOL_SETS, DEFAULT_TOOL_SET
+from auditrl.scaffold.tools import InvalidToolCall, auditor_tools, prompt_text, tool_guide, validate_arguments
 from auditrl.scaffold.transcript import (
     AuditorMessage,
     Role,
@@ -115,18 +115,19 @@ class AuditEpisode:
 
     def system_prompt(self) -> str:
         """The auditor's system prompt (the scaffold's instructions and the seed)."""
-        guide = TOOL_SETS[self.spec.tool_set].guide
+        guide = tool_guide(self.spec.tool_set, without=self.spec.tools_left_out, allow_prefill=self.spec.allow_prefill)
         return Template(prompt_text(self.prompts.system)).substitute(
             seed_instructions=self.spec.seed.instructions.strip(),
             max_turns=self.spec.budget.max_turns,
-            tool_guide=prompt_text(guide).strip() if guide else "",
+            tool_guide=guide,
         )
 
     def tool_set(self) -> list[ToolInfo]:
         """The auditor's tools in this scaffold: the spec's Petri tool set."""
         if self.spec.tool_set not in AUDIT_TOOL_SETS:
             raise ValueError(f"tool set {self.spec.tool_set!r} is not a Petri audit set ({', '.join(AUDIT_TOOL_SETS)})")
-        return auditor_tools(self.spec.tool_set)
+        spec = self.spec
+        return auditor_tools(spec.tool_set, without=spec.tools_left_out, allow_prefill=spec.allow_prefill)
 
     def no_tool_call_message(self) -> str:
         """What the auditor is told after a reply without any tool call."""

@@ -27,6 +27,10 @@ class AuditSpec(BaseModel):
         default=None, description="How prefills reach the target; None = what its provider is known to do."
     )
     auditor_prompt: AuditorPrompt = Field(default="full", description="Prompt set of the auditor (see PROMPT_SETS).")
+    tools_left_out: tuple[str, ...] = Field(
+        default=(), description="Tools of the set this audit does not offer (Petri 3's enable_rollback, target_tools)."
+    )
+    allow_prefill: bool = Field(default=True, description="False: no tool of the set takes a prefill (enable_prefill).")
     id_key: str | None = Field(
         default=None,
         description="Key the target's message ids are drawn from (transcript.keyed_ids), so the same audit gets the same ids "

@@ -72,6 +72,23 @@ TOOL_SETS: dict[ToolSetName, ToolSet] = {
 `resume`'s `prefill` argument, the other drops it."""
 
 DEFAULT_TOOL_SET: AuditToolSet = "petri2"
+TargetTools = Literal["synthetic", "fixed", "none"]
+"""Petri 3's `target_tools`: the auditor creates the target's tools (`synthetic`), only answers calls to tools
+the target has (`fixed`), or has no tool tools at all (`none`)."""
+TARGET_TOOLS: tuple[TargetTools, ...] = get_args(TargetTools)
+ROLLBACK_TOOLS = ("rollback_conversation", "restart_conversation")
+TOOL_CREATION = ("create_tool", "remove_tool")
+TOOL_RESULTS = ("send_tool_call_result",)
+
+
+def tools_left_out(enable_rollback: bool = True, target_tools: TargetTools = "synthetic") -> tuple[str, ...]:
+    """The tools an audit leaves out of its set, as Petri 3's `enable_rollback` and `target_tools` remove them."""
+    left = ROLLBACK_TOOLS if not enable_rollback else ()
+    if target_tools == "fixed":
+        left += TOOL_CREATION
+    elif target_tools == "none":
+        left += TOOL_CREATION + TOOL_RESULTS
+    return left
 
 
 def prefill_allowed(tool_set: ToolSetName) -> bool:

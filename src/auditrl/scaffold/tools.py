@@ -47,10 +47,11 @@ def prompt_text(name: str) -> str:
 
 
 @functools.cache
-def tool_table(tool_set: ToolSetName = DEFAULT_TOOL_SET) -> dict[str, ToolInfo]:
+def tool_table(tool_set: ToolSetName = DEFAULT_TOOL_SET, allow_prefill: bool = True) -> dict[str, ToolInfo]:
     """The set's tools by name, in a fixed order (the ToolInfos are shared: do not modify them).
 
-    A set without prefill drops the `prefill` argument its file may declare (Petri 3's `resume`)."""
+    A set without prefill, or any set with `allow_prefill` False (Petri 3's `enable_prefill=false`), drops the
+    `prefill` argument its file may declare."""
     spec = TOOL_SETS[tool_set]
     data = load_yaml(prompt_text(spec.file))
     data = data.get("tools", data)
@@ -59,7 +60,7 @@ def tool_table(tool_set: ToolSetName = DEFAULT_TOOL_SET) -> dict[str, ToolInfo]:
     table: dict[str, ToolInfo] = {}
     for name in spec.tools:
         info = ToolInfo(name=name, **data[name])
-        if not prefill_allowed(tool_set) and "prefill" in info.parameters.properties:
+        if not (allow_prefill and prefill_allowed(tool_set)) and "prefill" in info.parameters.properties:
             params = info.parameters.model_copy(deep=True)
             del params.properties["prefill"]
             params.required = [p for p in params.required if p != "prefill"]
@@ -68,9 +69,26 @@ def tool_table(tool_set: ToolSetName = DEFAULT_TOOL_SET) -> dict[str, ToolInfo]:
     return table
 
 
-def auditor_tools(tool_set: ToolSetName = DEFAULT_TOOL_SET) -> list[ToolInfo]:
-    """The set's tools, in a fixed order (a new list each call; the ToolInfos are shared)."""
-    return list(tool_table(tool_set).values())
+def tool_guide(tool_set: ToolSetName, *, without: Sequence[str] = (), allow_prefill: bool = True) -> str:
+    """The set's guide for the auditor, telling only of the tools it is offered.
+
+    A guide is paragraphs and `- ` items; one that names a tool left out (in backticks) is dropped, and without
+    prefill so is every sentence that names `prefill`."""
+    guide = TOOL_SETS[tool_set].guide
+    if not guide:
+        return ""
+    blocks = re.split(r"\n(?=- |\n)", prompt_text(guide).strip())
+    kept = [b for b in blocks if not any(f"`{name}`" in b for name in without)]
+    if not (allow_prefill and prefill_allowed(tool_set)):
+        kept = [" ".join(s for s in re.split(r"(?<=\.) ", b) if "`prefill`" not in s) for b in kept]
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip()
+
+
+def auditor_tools(
+    tool_set: ToolSetName = DEFAULT_TOOL_SET, *, without: Sequence[str] = (), allow_prefill: bool = True
+) -> list[ToolInfo]:
+    """The set's tools but those `without` names, in a fixed order (a new list each call; the ToolInfos are shared)."""
+    return [info for name, info in tool_table(tool_set, allow_prefill).items() if name not in without]
 
 
 def _type_ok(value: Any, types: list[str]) -> Any:

@@ -55,3 +55,25 @@ def audit_dataset(banks: dict[str, list[Seed]], behaviors: Sequence[Behavior], b
     benign = [seed for seed in chain.from_iterable(rounds) if seed is not None][: benign_count(len(planted), benign_share)]
     samples = [sample_of(seed, b) for seed, b in planted] + [sample_of(seed, None) for seed in benign]
     return MemoryDataset(samples, name="auditrl")
+
+
+def seeds_dataset(
+    seeds: Sequence[Seed], library: dict[str, Behavior], behaviors: Sequence[Behavior], benign_share: float
+) -> MemoryDataset:
+    """Samples for seeds given by Petri's `seed_instructions`: a behavior's seed against that behavior's plant, any
+    other seed against each of `behaviors` (none: once, unplanted, as Petri audits); then benign ones for a share
+    of the planted seeds, as `audit_dataset` takes them."""
+    planted: list[tuple[Seed, Behavior]] = []
+    unplanted: list[Seed] = []
+    for seed in seeds:
+        if seed.behavior is not None:
+            planted.append((seed, library[seed.behavior]))
+        elif behaviors:
+            planted += [(seed, b) for b in behaviors]
+        else:
+            unplanted.append(seed)
+    once = list(dict.fromkeys(seed.id for seed, _ in planted))
+    by_id = {seed.id: seed for seed, _ in planted}
+    benign = [by_id[i] for i in once][: benign_count(len(planted), benign_share)]
+    samples = [sample_of(seed, b) for seed, b in planted] + [sample_of(seed, None) for seed in [*benign, *unplanted]]
+    return MemoryDataset(samples, name="auditrl")

@@ -31,7 +31,16 @@ from multiprocessing.process import BaseProcess
 from typing import Any, Literal
 
 Fault = Literal[
-    "rate_limit", "server_error", "hang", "truncated_json", "malformed_json", "malformed_tool_call", "disconnect", "echo_key"
+    "rate_limit",
+    "server_error",
+    "hang",
+    "truncated_json",
+    "malformed_json",
+    "malformed_tool_call",
+    "disconnect",
+    "echo_key",
+    "error_status",
+    "error_body",
 ]
 PrefillMode = Literal["continue", "ignore"]
 
@@ -52,7 +61,10 @@ class Reply:
     `server_error` (500), `hang` (no answer until the server stops), `truncated_json` (a 200 whose body
     is cut in half), `malformed_json` (a 200 whose body is not JSON), `malformed_tool_call` (a tool call
     whose arguments are not valid JSON), `disconnect` (the connection closes mid-body), `echo_key` (an error
-    with status `status` whose message quotes the API key the request carried, as some servers' 401s do).
+    with status `status` (default 401) whose message quotes the API key the request carried, as some servers'
+    401s do), `error_status` (an error with status `status` (default 500) and `text` as its message: a 401,
+    403 or 404 as APIs send them), `error_body` (a 200 whose body is only `{"error": {"message": text}}`, with
+    `"code": status` when `status` is set, as some routers answer).
     """
 
     text: str = ""
@@ -61,7 +73,7 @@ class Reply:
     fault: Fault | None = None
     retry_after_s: float = 1.0
     finish_reason: str | None = None
-    status: int = 401
+    status: int | None = None
 
 
 @dataclass(frozen=True)
@@ -377,7 +389,12 @@ class _Handler(BaseHTTPRequestHandler):
             case "echo_key":
                 key = self.headers.get("Authorization", "").removeprefix("Bearer ")
                 body = {"error": {"message": f"Incorrect API key provided: {key}. Check the key you sent.", "type": "auth"}}
-                self._send_json(reply.status, json.dumps(body).encode())
+                self._send_json(reply.status or 401, json.dumps(body).encode())
+            case "error_status":
+                self._send_json(reply.status or 500, json.dumps({"error": {"message": reply.text, "type": "error"}}).encode())
+            case "error_body":
+                code = {} if reply.status is None else {"code": reply.status}
+                self._send_json(200, json.dumps({"error": {"message": reply.text, **code}}).encode())
             case "malformed_tool_call":
                 self._send_json(200, json.dumps(completion_body(reply, model, malformed_tool_call=True)).encode())
             case _:

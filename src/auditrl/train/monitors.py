@@ -22,6 +22,7 @@ import numpy as np
 from rich.table import Table
 
 from auditrl.configfile import load_yaml, read_user_text
+from auditrl.judges.claims import firm_claim
 from auditrl.scaffold.transcript import Transcript
 from auditrl.scaffold.transcript_keys import CLAIM_FORCED, ORDER_DISAGREEMENT
 
@@ -31,7 +32,7 @@ METRICS: dict[str, str] = {
     "reward/mean": "mean reward over judged rollouts",
     "reward/std": "reward standard deviation",
     "reward/failed_share": "share of rollouts whose judging failed (reward None)",
-    "calibration/false_positive_rate": "benign targets reported as having a hidden behavior (claim exploration's forced claims left out)",
+    "calibration/false_positive_rate": "benign targets firmly claimed to have a hidden behavior (auditrl.judges.claims; claim exploration's forced claims left out)",
     "reports/unverifiable_quote_share": "reports citing at least one quote the target never said",
     "reports/missing_share": "rollouts that ended without a parsed report",
     "auditor/marker_message_share": "auditor messages with a confrontation/pressure marker",
@@ -95,9 +96,7 @@ def step_metrics(
         "reward/mean": float(judged.mean()) if judged.size else None,
         "reward/std": float(judged.std()) if judged.size else None,
         "reward/failed_share": _share(len(rewards) - judged.size, len(rewards)),
-        "calibration/false_positive_rate": _share(
-            sum(not r.no_behavior_found for r in benign_reports), len(benign_reports)
-        ),
+        "calibration/false_positive_rate": _share(sum(firm_claim(r) for r in benign_reports), len(benign_reports)),
         "reports/unverifiable_quote_share": _share(sum(r.unverified_quotes > 0 for r in reports), len(reports)),
         "reports/missing_share": _share(len(transcripts) - len(reports), len(transcripts)),
         "auditor/marker_message_share": _share(sum(h > 0 for h in hits_per_message), len(messages)),
