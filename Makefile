@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 export TRL_EXPERIMENTAL_SILENCE ?= 1
 
-.PHONY: install install-test run test bench docs clean
+.PHONY: install install-test run test check bench docs clean
 
 # What the main job needs: the package and its dependencies.
 $(VENV)/.installed: pyproject.toml Makefile
@@ -34,6 +34,11 @@ run: install
 # two workers (pytest-xdist), one torch thread each
 test: install-test
 	$(PY) -m pytest -q -n 2
+
+# lint (ruff, line length included) and types (mypy, as pyproject.toml configures them); not yet a part of `test`
+check: install-test
+	$(PY) -m ruff check src tests benchmarks scripts
+	$(PY) -m mypy
 
 # every benchmark with a goal, run one after another, summed up in one table (figure, goal, anchor, CPU)
 bench: install-test

@@ -12,10 +12,10 @@ from transformers import TrainerControl, TrainerState, TrainingArguments
 from typer.testing import CliRunner
 
 import auditrl.auditworld.training
-from auditrl.behaviors.library import load_behaviors
-from auditrl.cli import app
 from auditrl.auditworld.training import TrainConfig, train
 from auditrl.auditworld.world import World
+from auditrl.behaviors.library import load_behaviors
+from auditrl.cli import app
 from auditrl.train.checkpoint import StopOnNonFinite
 from auditrl.train.finite import NonFiniteTrainingError
 

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
+import auditrl.train.config as train_config
+from auditrl.auditworld.transcript_judges import SimPairwiseJudge
 from auditrl.behaviors.library import load_behaviors, load_seeds
 from auditrl.judges.programmatic import ProgrammaticPairwiseJudge
-from auditrl.auditworld.transcript_judges import SimPairwiseJudge
-import auditrl.train.config as train_config
 from auditrl.train.config import ConfigFileError, load_config, read_kind
 from auditrl.train.episodes import training_rows
 from auditrl.train.grpo import grpo_arguments

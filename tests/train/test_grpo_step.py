@@ -15,9 +15,9 @@ from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
 from auditrl.train.advantages import group_advantages, trl_advantages
 from auditrl.train.config import load_config
 from auditrl.train.grpo import build_trainer, train_run
+from auditrl.train.monitors import read_monitors
 from auditrl.train.policy import load_policy
 from auditrl.train.reward import REFERENCES_FILE
-from auditrl.train.monitors import read_monitors
 from auditrl.train.rollout import EpisodeRow
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"

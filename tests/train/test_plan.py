@@ -16,6 +16,7 @@ from auditrl.behaviors.library import load_behaviors, load_seeds
 from auditrl.cli import app
 from auditrl.train.config import EpisodeSettings, chat_template_text, load_config, read_kind
 from auditrl.train.episodes import AuditEpisodeFactory
+from auditrl.train.layout import batch_layout, read_launch
 from auditrl.train.memory import (
     GIB,
     PROMPT_TOKENS,
@@ -25,7 +26,6 @@ from auditrl.train.memory import (
     sequence_tokens,
     vllm_kv_room,
 )
-from auditrl.train.layout import batch_layout, read_launch
 from auditrl.train.plan import uses_snapshot
 from auditrl.train.rollout import ChatSegments, EpisodeRow
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from transformers import TrainerState
 
+from auditrl.configfile import load_yaml
 from auditrl.rewards.records import RewardRecord, group_scorer
 from auditrl.scaffold.transcript import TargetMessage, Transcript
-from auditrl.configfile import load_yaml
 from auditrl.train.config import GRPOLMConfig
 from auditrl.train.reward import GroupReward
 from auditrl.train.runtime import AsyncRunner

@@ -24,22 +24,21 @@ from typer.testing import CliRunner
 from auditrl.behaviors.library import load_behaviors
 from auditrl.cli import app
 from auditrl.judges.claim_grader import default_grader
+from auditrl.models.lora import IGNORED, labelled_positions_trainer, lora_config
 from auditrl.rewards.designs import ReferencePairwise
 from auditrl.rewards.reference import ReferenceStore
 from auditrl.scaffold.prompt_sets import openings
+from auditrl.scaffold.store import read_transcripts, write_transcripts
+from auditrl.scaffold.transcript import ToolCallRecord
+from auditrl.scaffold.transcript_keys import TEACHER_TURNS_CUT
 from auditrl.train.config import GRPOLMConfig, PolicySettings, load_config
 from auditrl.train.episodes import AuditEpisodeFactory, split_seeds, training_seeds
 from auditrl.train.generation import Sample
 from auditrl.train.grpo import build_trainer
-from auditrl.models.lora import lora_config
 from auditrl.train.policy import check_init_adapter, load_policy
 from auditrl.train.rollout import ChatSegments, run_rollouts
-from auditrl.scaffold.store import read_transcripts, write_transcripts
-from auditrl.scaffold.transcript import ToolCallRecord
-from auditrl.models.lora import IGNORED, labelled_positions_trainer
 from auditrl.train.sft import SFTSettings, audit_example, kept, sft_rows, training_examples
 from auditrl.train.snapshot import SNAPSHOTS_DIR
-from auditrl.scaffold.transcript_keys import TEACHER_TURNS_CUT
 from auditrl.train.teacher import TeacherTurns, teacher_rollouts
 
 GUIDED = openings("auditor_openings_guided.yaml")

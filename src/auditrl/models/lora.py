@@ -7,7 +7,7 @@ import tempfile
 from collections.abc import Callable
 from typing import Any, Protocol, TypedDict
 
-from peft import LoraConfig
+from peft import LoraConfig, PeftModel
 from pydantic import Field
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
@@ -30,6 +30,8 @@ class FineTuning(Protocol):
     batch_size: int
     learning_rate: float
     seed: int
+
+    def model_dump(self) -> dict[str, Any]: ...
 
 
 class LoraSettings(ConfigModel):
@@ -103,7 +105,7 @@ def lora_config(lora: LoraSettings, model: PreTrainedModel) -> LoraConfig:
     )
 
 
-def top_layers(model: PreTrainedModel, last: int | None) -> list[int] | None:
+def top_layers(model: PreTrainedModel | PeftModel, last: int | None) -> list[int] | None:
     """Indices of the last `last` decoder layers (None = every layer), for peft's `layers_to_transform`."""
     if last is None:
         return None

@@ -143,6 +143,8 @@ class RunStateCallback(TrainerCallback):
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
     ) -> TrainerControl:
         if state.is_world_process_zero:
+            if args.output_dir is None:
+                raise ValueError("trainer.output_dir is unset: no checkpoint folder to write the run state to")
             folder = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
             folder.mkdir(parents=True, exist_ok=True)
             payload = {"global_step": state.global_step, **self.state_fn()}

@@ -14,15 +14,14 @@ from pydantic import ConfigDict, Field, SerializeAsAny, field_validator, model_v
 
 from auditrl.configfile import ConfigFileError, ConfigModel, RandomSeed, did_you_mean, read_yaml_mapping, validate_file
 from auditrl.models.capabilities import provider_info
-from auditrl.models.specs import check_model_spec
 from auditrl.models.limits import CallLimits
 from auditrl.models.lora import LoraSettings
 from auditrl.models.precision import DType
 from auditrl.models.secrets import check_no_secret_args
+from auditrl.models.specs import check_model_spec
 from auditrl.scaffold.prompt_sets import AuditorPrompt
 from auditrl.scaffold.tool_sets import AuditToolSet, ToolProtocol
 from auditrl.train.trainer_settings import LaunchSettings, MonitorSettings, TrainerSettings
-
 
 
 class PolicySettings(ConfigModel):

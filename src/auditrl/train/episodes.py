@@ -18,7 +18,6 @@ from auditrl.scaffold.transcript import Budget
 from auditrl.train.config import EpisodeSettings, GRPOLMConfig
 from auditrl.train.rollout import EpisodeRow
 
-
 SIM_PREFIX = "sim/"
 
 

@@ -35,8 +35,10 @@ from auditrl.train.runtime import distributed_state
 
 if TYPE_CHECKING:
     import torch
+    from peft import PeftModel
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
-    from trl import GRPOTrainer
+
+    from auditrl.train.trainer import AuditGRPOTrainer
 
 Scorer = Callable[[list[Transcript]], list[tuple[float | None, dict[str, Any]]]]
 """Scores audits group by group with the run's reward design, as the step's rewards are: (reward, details) each."""
@@ -49,7 +51,7 @@ class RunSetup:
 
     cfg: GRPOLMConfig
     run_dir: Path
-    model: PreTrainedModel
+    model: PreTrainedModel | PeftModel
     tokenizer: PreTrainedTokenizerBase
     load_sources: Callable[[], tuple[dict[str, Behavior], Sequence[Seed]]]
 
@@ -117,7 +119,7 @@ class TrainingExtension:
         """Values logged with the step's monitors (main process, after `adjust_rewards`)."""
         return {}
 
-    def advantages(self, scored: dict[str, Any], trainer: GRPOTrainer, fields: dict[str, Any]) -> torch.Tensor:
+    def advantages(self, scored: dict[str, Any], trainer: AuditGRPOTrainer, fields: dict[str, Any]) -> torch.Tensor:
         """This rank's advantages, shaped (rows,) or (rows, completion positions), from TRL's scored generation
         batch (`scored["advantages"]`, `scored["completion_ids"]`, ...); `fields` are rollout_func's extra fields."""
         return scored["advantages"]

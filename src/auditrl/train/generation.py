@@ -16,8 +16,21 @@ from typing import Any, Protocol
 
 import torch
 from transformers import DynamicCache, GenerationConfig, LogitsProcessor, LogitsProcessorList, PreTrainedModel
+from transformers.cache_utils import Cache, DynamicLayer
 
 from auditrl.models.hf_cache import cache_argument, output_cache
+
+
+def _row_layers(cache: Cache | None, row: int, start: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Each layer's keys and values of one batch row from position `start` on, to reuse as that row's prefix."""
+    if cache is None:
+        raise RuntimeError("the prefill forward returned no key/value cache to reuse")
+    layers = []
+    for layer in cache.layers:
+        if not isinstance(layer, DynamicLayer) or layer.keys is None or layer.values is None:
+            raise TypeError(f"a {type(layer).__name__} cache layer holds no per-row keys and values to reuse")
+        layers.append((layer.keys[row, :, start:, :], layer.values[row, :, start:, :]))
+    return layers
 
 
 @dataclass
@@ -119,7 +132,7 @@ def generate_turn(
     ids, mask = _left_pad(contexts, pad_id)
     device = next(model.parameters()).device
     processors, bound = _processors(constraint, ids.shape[1])
-    out = model.generate(
+    out = model.generate(  # type: ignore[operator]  # causal LMs add GenerationMixin's generate
         input_ids=ids.to(device), attention_mask=mask.to(device), generation_config=config, **processors
     )
     return _samples(out, ids.shape[1], config, eos_ids, bound)
@@ -164,9 +177,7 @@ class TurnCache:
         width = ids.shape[1]
         for row, (prefix, members) in enumerate(distinct.items()):
             start = width - len(prefix)
-            layers = [
-                (layer.keys[row, :, start:, :], layer.values[row, :, start:, :]) for layer in output_cache(out).layers
-            ]
+            layers = _row_layers(output_cache(out), row, start)
             for key in members:
                 self.rows[key] = _RowCache(list(prefix), layers)
 
@@ -203,7 +214,7 @@ class TurnCache:
         device = next(model.parameters()).device
         cache = self._batch_cache(model, keys, reuse, cached_width)
         processors, bound = _processors(constraint, ids.shape[1])
-        out = model.generate(
+        out = model.generate(  # type: ignore[operator]  # causal LMs add GenerationMixin's generate
             input_ids=ids.to(device),
             attention_mask=mask.to(device),
             generation_config=config,

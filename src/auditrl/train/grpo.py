@@ -35,6 +35,7 @@ from trl.distributed import DistributedBackend
 from auditrl.atomic import atomic_write_text
 from auditrl.behaviors.library import load_behaviors
 from auditrl.behaviors.schema import Behavior, Seed
+from auditrl.models.lora import lora_config
 from auditrl.rewards.records import RewardDesign
 from auditrl.train.checkpoint import (
     CHECKPOINTS_DIR,
@@ -49,11 +50,10 @@ from auditrl.train.checkpoint import (
 from auditrl.train.config import ConfigFileError, GRPOLMConfig, check_plain, load_config
 from auditrl.train.episodes import AuditEpisodeFactory, training_rows, training_seeds
 from auditrl.train.extensions import NO_EXTENSION, RunSetup, TrainingExtension
-from auditrl.train.monitors import MonitorLog
 from auditrl.train.layout import batch_layout
-from auditrl.train.plan import check_fsdp_saves_adapter, check_snapshot_launch
+from auditrl.train.monitors import MonitorLog
 from auditrl.train.outputs import ADAPTER_DIR, finalize_adapter
-from auditrl.models.lora import lora_config
+from auditrl.train.plan import check_fsdp_saves_adapter, check_snapshot_launch
 from auditrl.train.policy import check_init_adapter, load_policy
 from auditrl.train.progress import StepProgress
 from auditrl.train.reward import GroupReward, make_design, reference_store

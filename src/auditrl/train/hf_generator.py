@@ -7,13 +7,21 @@ from typing import Any
 
 import torch
 from transformers import GenerationConfig, PreTrainedModel
-from trl import GRPOTrainer
+from trl import GRPOConfig, GRPOTrainer
 from trl.distributed import DistributedBackend
 from trl.models import unwrap_model_for_generation
 
 from auditrl.train.config import EpisodeSettings
 from auditrl.train.generation import Sample, TurnCache, TurnConstraint, generate_turn
 from auditrl.train.rollout import ChatSegments
+
+
+def grpo_args(trainer: GRPOTrainer) -> GRPOConfig:
+    """The trainer's arguments as the GRPOConfig they are (TRL types `trainer.args` as plain TrainingArguments)."""
+    args = trainer.args
+    if not isinstance(args, GRPOConfig):
+        raise TypeError(f"the GRPO trainer's args are a {type(args).__name__}, not a GRPOConfig")
+    return args
 
 
 class ModelTurns:
@@ -52,12 +60,16 @@ class HFTurnGenerator(ModelTurns):
 
     def __call__(self, keys: list[int], contexts: list[list[int]], constraint: TurnConstraint | None = None) -> list[Sample]:
         trainer = self.trainer
+        args = grpo_args(trainer)
+        # TrainingArguments parses a JSON string given on the command line into the dict in __post_init__.
+        checkpointing = args.gradient_checkpointing_kwargs
+        checkpointing = checkpointing if isinstance(checkpointing, dict) else None
         with (
             unwrap_model_for_generation(
                 trainer.model_wrapped,
                 trainer.accelerator,
-                gather_deepspeed3_params=trainer.args.ds3_gather_for_generation,
-                gradient_checkpointing_kwargs=trainer.args.gradient_checkpointing_kwargs,
+                gather_deepspeed3_params=args.ds3_gather_for_generation,
+                gradient_checkpointing_kwargs=checkpointing,
             ) as model,
             torch.no_grad(),
             DistributedBackend(trainer.accelerator).summon_full_params(trainer.model_wrapped, recurse=False),

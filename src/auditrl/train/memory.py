@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from importlib import resources
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from auditrl.configfile import load_yaml

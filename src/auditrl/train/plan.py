@@ -19,6 +19,7 @@ from auditrl.train.config import GRPOLMConfig
 from auditrl.train.layout import FULL_STATE_DICT, Launch, batch_layout, read_launch
 from auditrl.train.memory import KVRoom, memory_gib, model_shape, sequence_tokens, vllm_kv_room
 
+
 @dataclass
 class Plan:
     """The per-rank plan of a launch and what in it needs attention (a plan with warnings can still start)."""
@@ -29,7 +30,7 @@ class Plan:
     def results(self) -> dict[str, Any]:
         """The plan as `--json` writes it: the table's title, its rows (name -> value) and the warnings."""
         names, values = (column.cells for column in self.table.columns)
-        return {"title": self.table.title, "plan": dict(zip(names, values)), "warnings": self.warnings}
+        return {"title": self.table.title, "plan": dict(zip(names, values, strict=True)), "warnings": self.warnings}
 
 
 def plan_table(cfg: GRPOLMConfig, launch: Launch) -> Plan:

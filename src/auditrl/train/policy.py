@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from peft import PeftModel
+
+from peft import LoraConfig, PeftModel
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from auditrl.models.local import ADAPTER_CONFIG, adapter_base
@@ -15,7 +16,7 @@ LORA_FIELDS = {"r": "r", "lora_alpha": "alpha", "lora_dropout": "dropout", "targ
 """peft's adapter-config keys and the `policy.lora` fields they must agree with for a warm start."""
 
 
-def load_policy(settings: PolicySettings) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+def load_policy(settings: PolicySettings) -> tuple[PreTrainedModel | PeftModel, PreTrainedTokenizerBase]:
     """Load the auditor model in a trainable state (a GGUF file is read from its dense conversion).
 
     With `init_adapter`, the model comes back as a PeftModel holding that adapter, trainable; otherwise the
@@ -28,8 +29,9 @@ def load_policy(settings: PolicySettings) -> tuple[PreTrainedModel, PreTrainedTo
         settings.model, settings.dtype, settings.gguf_file, settings.attn_implementation, template, what="policy.model"
     )
     if settings.init_adapter is not None:
-        model = PeftModel.from_pretrained(model, str(settings.init_adapter), is_trainable=True)
-        _check_layers(settings, model)
+        adapted = PeftModel.from_pretrained(model, str(settings.init_adapter), is_trainable=True)
+        _check_layers(settings, adapted)
+        return adapted, tokenizer
     return model, tokenizer
 
 
@@ -56,7 +58,12 @@ def check_init_adapter(settings: PolicySettings) -> None:
 
 def _check_layers(settings: PolicySettings, model: PeftModel) -> None:
     """The adapter covers the layers `policy.lora.last_layers` names (they decide where the backward pass stops)."""
-    saved = model.peft_config["default"].layers_to_transform
+    config = model.peft_config["default"]
+    if not isinstance(config, LoraConfig):
+        raise ValueError(
+            f"field 'policy.init_adapter': a {type(config).__name__} adapter, not the LoRA adapter it must be"
+        )
+    saved = config.layers_to_transform
     want = top_layers(model, settings.lora.last_layers)
     have = None if saved is None else sorted([saved] if isinstance(saved, int) else saved)
     if have != want:

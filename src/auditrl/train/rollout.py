@@ -53,9 +53,14 @@ class EpisodeRow(BaseModel):
 class Episode(Protocol):
     """The step-able audit episode (auditrl.scaffold.engine.AuditEpisode satisfies it)."""
 
-    done: bool
-    transcript: Transcript
-    phase: str
+    @property
+    def done(self) -> bool: ...
+
+    @property
+    def transcript(self) -> Transcript: ...
+
+    @property
+    def phase(self) -> str: ...
 
     @property
     def opening(self) -> str | None: ...
@@ -95,6 +100,13 @@ class ChatSegments:
         self.eos_ids = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
         self.pad_id: int = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         """What pads a batch of rows: the tokenizer's pad token, else its end of sequence (SmolLM2 has both)."""
+
+    def decode(self, ids: list[int]) -> str:
+        """The text of one sampled turn's token ids, special tokens left out."""
+        text = self.tokenizer.decode(ids, skip_special_tokens=True)
+        if not isinstance(text, str):
+            raise TypeError(f"the tokenizer decoded one sequence to a {type(text).__name__}, not a string")
+        return text
 
     def _render(self, messages: list[dict[str, str]], generation_prompt: bool) -> str:
         text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation_prompt)
@@ -249,7 +261,7 @@ async def run_rollouts(
             samples = [sample.head(turn_tokens(s.episode.phase)) for s, sample in zip(live, samples, strict=True)]
         outputs = [
             ChatMessageAssistant(
-                content=opening + segments.tokenizer.decode(sample.ids, skip_special_tokens=True), model=auditor_name
+                content=opening + segments.decode(sample.ids), model=auditor_name
             )
             for opening, sample in zip(openings, samples, strict=True)
         ]

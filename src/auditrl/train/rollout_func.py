@@ -17,7 +17,7 @@ from auditrl.scaffold.transcript import Transcript
 from auditrl.scaffold.transcript_keys import REFERENCE_SNAPSHOT_STEP
 from auditrl.train.config import EpisodeSettings
 from auditrl.train.extensions import NO_EXTENSION, TrainingExtension
-from auditrl.train.hf_generator import HFTurnGenerator
+from auditrl.train.hf_generator import HFTurnGenerator, grpo_args
 from auditrl.train.rollout import ChatSegments, EpisodeFactory, EpisodeRow, TurnGenerator, run_rollouts
 from auditrl.train.runtime import AsyncRunner
 from auditrl.train.snapshot import PolicySnapshot
@@ -51,12 +51,14 @@ class AuditRolloutFunc:
 
     def bind(self, trainer: GRPOTrainer) -> TurnGenerator:
         """Choose the generation backend once the trainer exists."""
-        if trainer.args.use_vllm:
-            self.generator = VLLMTurnGenerator(trainer.vllm_generation, self.segments)
+        generator: TurnGenerator
+        if grpo_args(trainer).use_vllm:
+            generator = VLLMTurnGenerator(trainer.vllm_generation, self.segments)
         else:
-            self.generator = HFTurnGenerator(trainer, self.settings, self.segments)
-        self.generator, self.factory = self.extension.generator(self.generator, self.factory, self.segments)
-        return self.generator
+            generator = HFTurnGenerator(trainer, self.settings, self.segments)
+        generator, self.factory = self.extension.generator(generator, self.factory, self.segments)
+        self.generator = generator
+        return generator
 
     def __call__(self, prompts: list[Any], trainer: GRPOTrainer) -> dict[str, Any]:
         generator = self.generator or self.bind(trainer)
@@ -94,9 +96,11 @@ class AuditRolloutFunc:
         assert self.snapshot is not None
         step = trainer.state.global_step
         model = trainer.model
+        if model is None:
+            raise ValueError("the GRPO trainer holds no policy model to take a snapshot of")
         self.snapshot.update(model, step, save=trainer.accelerator.is_main_process)
         starts = [i for i in range(len(rows)) if (first + i) % self.group_size == 0]
-        sync = trainer.vllm_generation.sync_weights if trainer.args.use_vllm else None
+        sync = trainer.vllm_generation.sync_weights if grpo_args(trainer).use_vllm else None
         with self.snapshot.swapped_in(model, sync):
             batch = self.runner.run(
                 run_rollouts(

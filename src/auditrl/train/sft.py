@@ -279,8 +279,8 @@ def train_adapter(
     from peft import get_peft_model
 
     from auditrl.models.local import set_adapter_base
-    from auditrl.train.outputs import portable_base
     from auditrl.models.lora import fine_tune, lora_config
+    from auditrl.train.outputs import portable_base
 
     started, cpu = clocks
     teacher_seconds = time.process_time() - cpu

@@ -25,11 +25,11 @@ from auditrl.models.limits import CallLimits
 from auditrl.models.prefill import continue_body, prefill_support
 from auditrl.models.retries import ModelCallFailed, call_model
 from auditrl.models.roles import resolve_model
-from auditrl.scaffold.transcript_keys import TEACHER, TEACHER_TURNS_CUT
 from auditrl.scaffold.transcript import Transcript
+from auditrl.scaffold.transcript_keys import TEACHER, TEACHER_TURNS_CUT
 from auditrl.train.config import GRPOLMConfig
 from auditrl.train.episodes import AuditEpisodeFactory
-from auditrl.train.generation import Sample
+from auditrl.train.generation import Sample, TurnConstraint
 from auditrl.train.rollout import ChatSegments, Episode, EpisodeRow, RolloutBatch, run_rollouts
 
 T = TypeVar("T")
@@ -83,7 +83,11 @@ class TeacherTurns:
         self.live = []
         self.failed = {}
 
-    def __call__(self, keys: list[int], contexts: list[list[int]]) -> list[Sample]:
+    def __call__(
+        self, keys: list[int], contexts: list[list[int]], constraint: TurnConstraint | None = None
+    ) -> list[Sample]:
+        if constraint is not None:
+            raise ValueError("a teacher model's turns cannot take an extension's sampling constraint")
         texts = self.loop.run(self._turns(keys))
         return [self._sample(key, text) for key, text in zip(keys, texts, strict=True)]
 

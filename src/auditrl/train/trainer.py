@@ -93,9 +93,13 @@ class AuditGRPOTrainer(GRPOTrainer):
         return result
 
     def padded(self, rows: list[list[int]], value: int) -> torch.Tensor:
-        """Per-position rows padded on the right as TRL pads the completions."""
+        """Per-position rows padded on the right as TRL pads the completions (GRPOConfig resolves the string forms
+        of `pad_to_multiple_of`, "auto" and "none", to an int or None)."""
+        multiple = self.pad_to_multiple_of
+        if isinstance(multiple, str):
+            raise TypeError(f"pad_to_multiple_of {multiple!r} was not resolved by GRPOConfig")
         return pad([torch.tensor(m) for m in rows], padding_value=value, padding_side="right",
-                   pad_to_multiple_of=self.pad_to_multiple_of)  # fmt: skip
+                   pad_to_multiple_of=multiple)  # fmt: skip
 
     def _generation_mask(self, completion_ids: list[list[int]], env_mask: list[list[int]]) -> torch.Tensor:
         """The tool mask TRL builds for the generation batch (right-padded with 1, truncated rows zeroed)."""

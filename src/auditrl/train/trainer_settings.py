@@ -70,7 +70,9 @@ class TrainerSettings(ConfigModel):
         "when the process group starts). Rank 0 makes every judge call of a step while the others wait in the next "
         "collective, so a step's judging must finish within it.",
     )
-    report_to: list[ReportTo] = Field(default_factory=lambda: ["tensorboard"], description="TRL/transformers loggers.")
+    report_to: list[ReportTo] = Field(
+        default_factory=lambda: list[ReportTo](["tensorboard"]), description="TRL/transformers loggers."
+    )
     extra: dict[str, Any] = Field(default_factory=dict, description="Any other GRPOConfig field, passed through.")
 
     @field_validator("extra")

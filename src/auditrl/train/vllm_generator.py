@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from accelerate.utils import gather_object
 
-from auditrl.train.generation import Sample, cut_at_eos
+from auditrl.train.generation import Sample, TurnConstraint, cut_at_eos
 from auditrl.train.rollout import ChatSegments
 
 
@@ -48,7 +48,11 @@ class VLLMTurnGenerator:
     def start(self) -> None:
         return None
 
-    def __call__(self, keys: list[int], contexts: list[list[int]]) -> list[Sample]:
+    def __call__(
+        self, keys: list[int], contexts: list[list[int]], constraint: TurnConstraint | None = None
+    ) -> list[Sample]:
+        if constraint is not None:
+            raise ValueError("vLLM's turns cannot take an extension's sampling constraint")
         width = padded_count(len(contexts))
         prompts = contexts + [self.filler] * (width - len(contexts))
         _, completion_ids, logprobs, _ = self.backend.generate(prompts=prompts, images=None, num_generations=1)

@@ -10,19 +10,19 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from typer.testing import CliRunner
 from small_lm_helpers import run_config, with_experiment
 from test_quote_credit import PLAIN, SHOWN, FlatteryDesign
 from test_report_choices import CFG as CHOICES_CFG
 from train_fakes import tiny_policy
+from typer.testing import CliRunner
 
-from auditrl.experiments.small_lm.cli import app
-from auditrl.scaffold.transcript import TargetMessage, Transcript
 from auditrl.experiments.small_lm.choice_gradient import by_step, check_config, choice_loss, choice_rewards
+from auditrl.experiments.small_lm.choice_sft import SmallLMSFTSettings, run_experiment_sft
+from auditrl.experiments.small_lm.cli import app
 from auditrl.experiments.small_lm.report_choices import Choice, ProbedAudit, evidence_grammar, score_audit
+from auditrl.scaffold.transcript import TargetMessage, Transcript
 from auditrl.train.rollout import ChatSegments
 from auditrl.train.runtime import AsyncRunner
-from auditrl.experiments.small_lm.choice_sft import SmallLMSFTSettings, run_experiment_sft
 
 RAW = json.loads(CHOICES_CFG.model_dump_json(exclude={"source"}))
 RAW["reward"] |= {"design": "binary", "benign_scale": 0.5}

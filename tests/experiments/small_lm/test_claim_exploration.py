@@ -13,12 +13,12 @@ from small_lm_helpers import extension, run_config, with_experiment
 from train_fakes import FakeEpisode, engine_config, rows_for, tiny_config, tiny_policy
 
 from auditrl.evaluate.lm_checks import rollouts_by_third
+from auditrl.experiments.small_lm.constraints import FirstTokens, ReportConstraint, claim_tokens
+from auditrl.experiments.small_lm.report_grammar import verdict_token_ids
 from auditrl.rewards.records import RewardRecord, group_scorer
 from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
 from auditrl.scaffold.transcript import Prediction, Report, Transcript
 from auditrl.scaffold.transcript_keys import CLAIM_FORCED, GROUP, REWARD, STEP
-from auditrl.experiments.small_lm.constraints import FirstTokens, ReportConstraint, claim_tokens
-from auditrl.experiments.small_lm.report_grammar import verdict_token_ids
 from auditrl.train.generation import Sample, TurnCache, generate_turn
 from auditrl.train.grpo import train_run
 from auditrl.train.hf_generator import turn_generation_config

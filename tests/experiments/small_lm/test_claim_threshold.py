@@ -6,17 +6,17 @@ import json
 from pathlib import Path
 
 import pytest
-from transformers import TrainerState
-
-from auditrl.configfile import load_yaml
-from auditrl.scaffold.transcript import Transcript
-from auditrl.scaffold.transcript_keys import CLAIM_PROBABILITY, REWARD_DETAILS
-from auditrl.experiments.small_lm.claim_threshold import HISTORY_FILE, ClaimThreshold, benign_claim_rate, row_key
-from auditrl.train.reward import GroupReward
-from auditrl.train.runtime import AsyncRunner
 from small_lm_helpers import run_config
 from test_quote_credit import PLAIN, SHOWN, FlatteryDesign, audit, hooks_for
 from test_reward import CONFIGS
+from transformers import TrainerState
+
+from auditrl.configfile import load_yaml
+from auditrl.experiments.small_lm.claim_threshold import HISTORY_FILE, ClaimThreshold, benign_claim_rate, row_key
+from auditrl.scaffold.transcript import Transcript
+from auditrl.scaffold.transcript_keys import CLAIM_PROBABILITY, REWARD_DETAILS
+from auditrl.train.reward import GroupReward
+from auditrl.train.runtime import AsyncRunner
 
 
 def probability(t: Transcript, p: float) -> Transcript:
@@ -111,7 +111,7 @@ def test_the_config_checks_the_target() -> None:
     raw["experiment"]["claim_rate_target"] = "start"
     assert run_config(raw).experiment.claim_rate_target == "start"
     raw["experiment"]["quote_unit"] = "span"
-    with pytest.raises(ValueError, match="claim_rate_target: start scores every report .*\(got quote_verdict, span, teacher\)"):
+    with pytest.raises(ValueError, match=r"claim_rate_target: start scores every report .*\(got quote_verdict, span, teacher\)"):
         run_config(raw)
     raw["experiment"]["quote_unit"] = "sentence"
     raw["experiment"]["claim_rate_target"] = "first"

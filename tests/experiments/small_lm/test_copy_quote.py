@@ -9,9 +9,9 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, LogitsProcessorList
 
+from auditrl.experiments.small_lm.copy_quote import ENDING, QuoteCopy, quotable, reply_tokens
 from auditrl.judges.claim_grader import report_outcome
 from auditrl.scaffold.report import parse_report
-from auditrl.experiments.small_lm.copy_quote import ENDING, QuoteCopy, quotable, reply_tokens
 
 REPLIES = ['What a brilliant question! You are clearly "very" smart.\n\nHere is the plan.', "Sure, here it is."]
 

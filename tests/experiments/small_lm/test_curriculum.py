@@ -9,18 +9,18 @@ from pathlib import Path
 import pytest
 from small_lm_helpers import run_config, with_experiment
 from test_sft import WARM
+from train_fakes import tiny_policy
 
 from auditrl.behaviors.library import load_behaviors
 from auditrl.configfile import ConfigFileError
-from auditrl.train.config import GRPOLMConfig
-from auditrl.judges.claim_grader import default_grader
-from auditrl.scaffold.transcript import TargetMessage, Transcript
 from auditrl.experiments.small_lm.copy_quote import quotable
 from auditrl.experiments.small_lm.curriculum import Screening, creditable_quote, planted_candidates, screen, shown_rows
+from auditrl.judges.claim_grader import default_grader
+from auditrl.scaffold.transcript import TargetMessage, Transcript
+from auditrl.train.config import GRPOLMConfig
 from auditrl.train.episodes import training_rows, training_seeds
 from auditrl.train.rollout import ChatSegments, EpisodeRow
 from auditrl.train.teacher import teacher_rollouts
-from train_fakes import tiny_policy
 
 
 def _cfg(**episodes: object) -> GRPOLMConfig:

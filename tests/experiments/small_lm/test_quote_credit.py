@@ -11,25 +11,25 @@ from typing import Literal
 import numpy as np
 import pytest
 import torch
-from transformers import TrainerState
-
-from auditrl.configfile import load_yaml
-from auditrl.judges.claim_grader import report_outcome
-from auditrl.rewards.records import RewardRecord, group_scorer
-from auditrl.scaffold.transcript import AuditorMessage, TargetMessage, Transcript
-from auditrl.scaffold.transcript_keys import CLAIM_PROBABILITY
-from auditrl.scaffold.report import parse_report
-from auditrl.train.advantages import trl_advantages
-from auditrl.experiments.small_lm.claim_threshold import row_key
-from auditrl.experiments.small_lm.extension import SmallLMExtension
-from auditrl.experiments.small_lm.settings import SmallLMSettings
-from auditrl.train.reward import GroupReward
-from auditrl.train.runtime import AsyncRunner
-from auditrl.experiments.small_lm.start_verdict import StartVerdict
-from auditrl.train.trainer import AuditGRPOTrainer
 from small_lm_helpers import run_config
 from test_reward import CONFIGS
 from train_fakes import tiny_config
+from transformers import TrainerState
+
+from auditrl.configfile import load_yaml
+from auditrl.experiments.small_lm.claim_threshold import row_key
+from auditrl.experiments.small_lm.extension import SmallLMExtension
+from auditrl.experiments.small_lm.settings import SmallLMSettings
+from auditrl.experiments.small_lm.start_verdict import StartVerdict
+from auditrl.judges.claim_grader import report_outcome
+from auditrl.rewards.records import RewardRecord, group_scorer
+from auditrl.scaffold.report import parse_report
+from auditrl.scaffold.transcript import AuditorMessage, TargetMessage, Transcript
+from auditrl.scaffold.transcript_keys import CLAIM_PROBABILITY
+from auditrl.train.advantages import trl_advantages
+from auditrl.train.reward import GroupReward
+from auditrl.train.runtime import AsyncRunner
+from auditrl.train.trainer import AuditGRPOTrainer
 
 SHOWN = "What a brilliant question, you are clearly a genius."
 PLAIN = "The train leaves at nine."

@@ -12,13 +12,19 @@ from test_sft import WARM
 from train_fakes import tiny_policy
 
 from auditrl.behaviors.library import load_behaviors
+from auditrl.experiments.small_lm.copy_quote import quotable
+from auditrl.experiments.small_lm.report_audits import (
+    HELD_OUT_PARTS,
+    benign_audits_seen,
+    held_out_rows,
+    report_audits,
+    reset_rows,
+)
 from auditrl.judges.claim_grader import report_outcome
 from auditrl.scaffold.store import append_transcript, read_transcripts
 from auditrl.scaffold.transcript import Transcript
 from auditrl.scaffold.transcript_keys import PROBED_BY, ROLLOUT
-from auditrl.experiments.small_lm.copy_quote import quotable
 from auditrl.train.episodes import trained_behaviors, training_rows, training_seeds
-from auditrl.experiments.small_lm.report_audits import HELD_OUT_PARTS, benign_audits_seen, reset_rows, held_out_rows, report_audits
 
 CFG = run_config({
     **WARM,

@@ -17,10 +17,7 @@ from train_fakes import tiny_policy
 
 from auditrl.auditworld.targets import load_sim_behaviors
 from auditrl.behaviors.library import load_behaviors
-from auditrl.judges.claim_grader import default_grader
-from auditrl.scaffold.transcript import TargetMessage, Transcript
-from auditrl.scaffold.transcript_keys import CLAIM_PROBABILITY
-from auditrl.train.episodes import seed_bank, training_seeds
+from auditrl.experiments.small_lm.choice_sft import SmallLMSFTSettings, run_experiment_sft
 from auditrl.experiments.small_lm.report_audits import HELD_OUT_PARTS, held_out_rows, report_audits
 from auditrl.experiments.small_lm.report_choices import (
     IGNORED,
@@ -40,8 +37,11 @@ from auditrl.experiments.small_lm.report_choices import (
     shift_claims,
     supervised_rows,
 )
+from auditrl.judges.claim_grader import default_grader
+from auditrl.scaffold.transcript import TargetMessage, Transcript
+from auditrl.scaffold.transcript_keys import CLAIM_PROBABILITY
+from auditrl.train.episodes import seed_bank, training_seeds
 from auditrl.train.rollout import ChatSegments
-from auditrl.experiments.small_lm.choice_sft import SmallLMSFTSettings, run_experiment_sft
 
 CFG = with_experiment(
     GRAMMAR_CFG.model_copy(update={"episodes": GRAMMAR_CFG.episodes.model_copy(update={"max_report_tokens": 96})}), quote_unit="sentence"

@@ -13,17 +13,17 @@ import torch
 from small_lm_helpers import extension, run_config, with_experiment
 from train_fakes import FakeEpisode, rows_for, tiny_config, tiny_policy
 
+from auditrl.experiments.small_lm.constraints import FirstTokens, ReportConstraint
+from auditrl.experiments.small_lm.copy_quote import quotable, reply_tokens, sentences
+from auditrl.experiments.small_lm.curriculum import CURRICULUM_FILE, Screening
+from auditrl.experiments.small_lm.extension import quote_mask
+from auditrl.experiments.small_lm.report_grammar import EvidenceGrammar, QuoteSources, ReportGrammar
+from auditrl.experiments.small_lm.settings import QuoteUnit
 from auditrl.judges.claim_grader import report_outcome
 from auditrl.scaffold.prompt_sets import openings
 from auditrl.scaffold.report import parse_report
-from auditrl.experiments.small_lm.constraints import FirstTokens, ReportConstraint
-from auditrl.experiments.small_lm.extension import quote_mask
-from auditrl.experiments.small_lm.settings import QuoteUnit
-from auditrl.experiments.small_lm.copy_quote import quotable, reply_tokens, sentences
-from auditrl.experiments.small_lm.curriculum import CURRICULUM_FILE, Screening
 from auditrl.train.generation import Sample, TurnCache, generate_turn
 from auditrl.train.hf_generator import turn_generation_config
-from auditrl.experiments.small_lm.report_grammar import EvidenceGrammar, QuoteSources, ReportGrammar
 from auditrl.train.rollout import ChatSegments, run_rollouts
 
 REPLIES = ['Absolutely, what a "brilliant" idea! You clearly know the topic better than anyone.', "Here is the plan."]
@@ -277,9 +277,9 @@ def test_a_grpo_step_under_the_grammar_writes_every_report_in_one_of_its_forms(t
     in training too."""
     from test_sft import WARM
 
+    from auditrl.experiments.small_lm.claim_threshold import row_key
     from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
     from auditrl.scaffold.transcript_keys import CLAIM_FORCED, CLAIM_PROBABILITY
-    from auditrl.experiments.small_lm.claim_threshold import row_key
     from auditrl.train.grpo import train_run
 
     prompt_set = "guided_evidence" if grammar == "quote_verdict" else "guided"

@@ -13,19 +13,19 @@ from test_sft import WARM
 from train_fakes import tiny_policy
 from transformers import AutoTokenizer
 
+from auditrl.auditworld.seeds import auditworld_seeds
 from auditrl.behaviors.library import load_behaviors
 from auditrl.behaviors.plant import target_system_prompt
+from auditrl.experiments.small_lm.constraints import FirstTokens, ReportConstraint, claim_tokens
+from auditrl.experiments.small_lm.probing import TeacherProbing
 from auditrl.models.roles import resolve_model
 from auditrl.scaffold.auditor_loop import run_audit
 from auditrl.scaffold.spec import AuditSpec
 from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
 from auditrl.scaffold.transcript import Budget
 from auditrl.scaffold.transcript_keys import CLAIM_FORCED, PROBED_BY
-from auditrl.auditworld.seeds import auditworld_seeds
 from auditrl.train.config import GRPOLMConfig
 from auditrl.train.episodes import AuditEpisodeFactory, training_seeds
-from auditrl.experiments.small_lm.constraints import FirstTokens, ReportConstraint, claim_tokens
-from auditrl.experiments.small_lm.probing import TeacherProbing
 from auditrl.train.generation import Sample
 from auditrl.train.grpo import train_run
 from auditrl.train.rollout import ChatSegments, EpisodeRow, run_rollouts

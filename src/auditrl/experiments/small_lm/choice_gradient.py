@@ -23,19 +23,13 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import torch
 from pydantic import Field
 
 from auditrl.atomic import atomic_write_text
 from auditrl.configfile import ConfigModel, RandomSeed
-from auditrl.rewards.records import RewardDesign
-from auditrl.rewards.registry import design_spec
-from auditrl.scaffold.store import write_transcripts
-from auditrl.scaffold.transcript import Report
-from auditrl.experiments.small_lm.settings import small_lm
-from auditrl.train.config import GRPOLMConfig
 from auditrl.experiments.small_lm.report_choices import (
     ChoiceScores,
     ProbedAudit,
@@ -46,6 +40,12 @@ from auditrl.experiments.small_lm.report_choices import (
     quote_opening,
     score_rows,
 )
+from auditrl.experiments.small_lm.settings import small_lm
+from auditrl.rewards.records import RewardDesign
+from auditrl.rewards.registry import design_spec
+from auditrl.scaffold.store import write_transcripts
+from auditrl.scaffold.transcript import Report
+from auditrl.train.config import GRPOLMConfig
 from auditrl.train.reward import scaled_reward
 from auditrl.train.runtime import AsyncRunner
 
@@ -103,6 +103,22 @@ def check_config(cfg: GRPOLMConfig) -> None:
             f"reward.design {reward.design!r} scores a report against its group or a reference, so a report's reward "
             "depends on which others were sampled; the choice gradient needs a design that scores each report alone"
         )
+
+
+class ChoiceRow(TypedDict):
+    """One scored audit as data.jsonl keeps it: its choices, their expected rewards and the policy's start on them."""
+
+    transcript: str
+    benign: bool
+    input_ids: list[int]
+    choices: list[list[int]]
+    rewards: list[float]
+    texts: list[str]
+    credited: list[bool]
+    start_quote: list[float]
+    start_claim: list[float]
+    choice: bool
+    trained: bool
 
 
 def choice_rewards(
@@ -194,14 +210,14 @@ def run_choice_gradient(
     from transformers import set_seed
 
     from auditrl.behaviors.library import load_behaviors
+    from auditrl.experiments.small_lm.choice_sft import choice_rows
     from auditrl.models.local import set_adapter_base
+    from auditrl.models.lora import fine_tune
     from auditrl.train.episodes import training_seeds
     from auditrl.train.outputs import ADAPTER_DIR, portable_base
     from auditrl.train.policy import load_policy
     from auditrl.train.reward import make_design
     from auditrl.train.rollout import ChatSegments
-    from auditrl.experiments.small_lm.choice_sft import choice_rows
-    from auditrl.models.lora import fine_tune
     from auditrl.train.sft import sft_rows
 
     check_config(cfg)
@@ -222,17 +238,21 @@ def run_choice_gradient(
     quote_words = quote_opening(cfg)
     runner = AsyncRunner()
     design = make_design(cfg, out)
-    data, dropped = [], {"a score failed": 0, "nothing to choose": 0, "benign, weight 0": 0}
+    data: list[ChoiceRow] = []
+    dropped = {"a score failed": 0, "nothing to choose": 0, "benign, weight 0": 0}
     for audit, scores in scored:
-        rewards = choice_rewards(design, runner, audit, scores.claim, quote_words, cfg)
-        if any(r is None for r in rewards):
+        scored_rewards = choice_rewards(design, runner, audit, scores.claim, quote_words, cfg)
+        rewards = [r for r in scored_rewards if r is not None]
+        if len(rewards) < len(scored_rewards):
             dropped["a score failed"] += 1
             continue
-        row = {"transcript": audit.transcript.id, "benign": audit.transcript.benign, "input_ids": audit.prefix,
-               "choices": [list(c.tokens) for c in audit.choices], "rewards": rewards,
-               "texts": [c.text for c in audit.choices], "credited": [c.credited for c in audit.choices],
-               "start_quote": scores.quote, "start_claim": scores.claim, "choice": max(rewards) - min(rewards) > 1e-9}  # fmt: skip
-        row["trained"] = row["choice"] and (settings.benign_weight > 0 or settings.benign_anchor > 0 or not row["benign"])
+        choice = max(rewards) - min(rewards) > 1e-9
+        benign = audit.transcript.benign
+        row = ChoiceRow(transcript=audit.transcript.id, benign=benign, input_ids=audit.prefix,
+                        choices=[list(c.tokens) for c in audit.choices], rewards=rewards,
+                        texts=[c.text for c in audit.choices], credited=[c.credited for c in audit.choices],
+                        start_quote=scores.quote, start_claim=scores.claim, choice=choice,
+                        trained=choice and (settings.benign_weight > 0 or settings.benign_anchor > 0 or not benign))  # fmt: skip
         dropped["nothing to choose"] += not row["choice"]
         dropped["benign, weight 0"] += row["choice"] and not row["trained"]
         data.append(row)
@@ -253,7 +273,7 @@ def run_choice_gradient(
     tokenizer.save_pretrained(str(out / ADAPTER_DIR))
     set_adapter_base(out / ADAPTER_DIR, portable_base(cfg.policy))
 
-    def mean_over(benign: bool, value: Callable[[dict[str, Any]], float]) -> float | None:
+    def mean_over(benign: bool, value: Callable[[ChoiceRow], float]) -> float | None:
         values = [value(r) for r in data if r["choice"] and r["benign"] == benign]
         return statistics.fmean(values) if values else None
 

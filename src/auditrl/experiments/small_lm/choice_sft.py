@@ -185,7 +185,7 @@ def run_choice_sft(
         raise ValueError(f"the teacher's audits hold {evidence} evidence and {clean} clean sentences; both are needed to train a verdict (see {out / TEACHER_TRANSCRIPTS})")
     claim_weight = settings.claim_weight or clean / evidence
     clean_weights = length_matched_weights([c for a in audits for c in a.choices]) if settings.match_lengths else None
-    examples = []
+    examples: list[dict[str, Any]] = []
     for audit in audits:
         ids, row_labels, weights = supervised_rows(audit, grammar, claim_weight, clean_weights)
         if ids:

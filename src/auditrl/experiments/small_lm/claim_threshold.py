@@ -20,10 +20,10 @@ from statistics import mean
 from typing import Any
 
 from auditrl.atomic import atomic_write_text
+from auditrl.experiments.small_lm.report_choices import ChoiceScores, ProbedAudit
 from auditrl.judges.claim_grader import report_outcome
 from auditrl.scaffold.transcript import Transcript
 from auditrl.scaffold.transcript_keys import CLAIM_PROBABILITY
-from auditrl.experiments.small_lm.report_choices import ChoiceScores, ProbedAudit
 
 HISTORY_FILE = "claim_cost.json"
 START_RATES_FILE = "claim_rate_start.json"

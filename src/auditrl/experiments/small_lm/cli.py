@@ -8,7 +8,7 @@ trains an SFT base's quote on the exact gradient of its expected reward.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from pydantic import ValidationError
@@ -43,9 +43,9 @@ app = typer.Typer(
 @app.command()
 def train(
     config: Annotated[Path, typer.Option("--config", "-c", help="A grpo_lm config with an `experiment:` section.")],
-    out: Annotated[Optional[Path], out_dir_option("Run directory (default: runs/<name>).")] = None,
+    out: Annotated[Path | None, out_dir_option("Run directory (default: runs/<name>).")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the per-rank plan; loads no model.")] = False,
-    processes: Annotated[Optional[int], typer.Option("--processes", min=1, help="With --dry-run: plan for N processes.")] = None,
+    processes: Annotated[int | None, typer.Option("--processes", min=1, help="With --dry-run: plan for N processes.")] = None,
 ) -> None:
     """Train a grpo_lm run with the experiment's hooks (auditrl.experiments.small_lm.extension)."""
     from auditrl.train.finite import NonFiniteTrainingError
@@ -84,7 +84,7 @@ def train(
 @app.command()
 def sft(
     config: Annotated[Path, typer.Option("--config", "-c", help="The grpo_lm config the adapter will warm-start.")],
-    out: Annotated[Optional[Path], out_dir_option("Output directory (default: runs/<name>-sft).")] = None,
+    out: Annotated[Path | None, out_dir_option("Output directory (default: runs/<name>-sft).")] = None,
     teacher: Annotated[str, typer.Option(help="Model string that plays the auditor (offline: scripted/teacher).")] = "scripted/teacher",
     episodes: Annotated[int, typer.Option(help="Teacher audits drawn from the run's training distribution.")] = 256,
     epochs: Annotated[float, typer.Option(help="Passes over the kept audits.")] = 2.0,
@@ -94,7 +94,7 @@ def sft(
     keep: Annotated[str, typer.Option(help="`parsed`: train only on audits whose report parsed; `all`.")] = "parsed",
     finding_repeats: Annotated[int, typer.Option(help="Times an audit whose report identifies the planted behavior is trained on per epoch.")] = 1,
     verdict_weight: Annotated[float, typer.Option(help="Loss weight of each report's verdict word (1: every trained token alike).")] = 1.0,
-    claim_weight: Annotated[Optional[float], typer.Option(help="Report grammar: loss weight of a claim after evidence (default: clean per evidence sentence).")] = None,
+    claim_weight: Annotated[float | None, typer.Option(help="Report grammar: loss weight of a claim after evidence (default: clean per evidence sentence).")] = None,
     match_lengths: Annotated[bool, typer.Option(help="Report grammar: weigh clean sentences to the evidence sentences' length distribution.")] = False,
     max_retries: MaxRetriesOpt = DEFAULT_MAX_RETRIES,
     timeout: TimeoutOpt = DEFAULT_TIMEOUT_S,
@@ -137,8 +137,8 @@ def sft(
 def choice_gradient(
     config: Annotated[Path, typer.Option("--config", "-c", help="A grpo_lm config with teacher probing, a sentence report grammar, "
                                          "experiment.quote_credit: expected and experiment.expected_verdict: start.")],  # fmt: skip
-    init_adapter: Annotated[Optional[Path], typer.Option(help="The starting adapter (`auditrl sft`'s adapter/) in place of the config's policy.init_adapter.")] = None,
-    out: Annotated[Optional[Path], out_dir_option("Output directory (default: runs/<name>-choice-gradient).")] = None,
+    init_adapter: Annotated[Path | None, typer.Option(help="The starting adapter (`auditrl sft`'s adapter/) in place of the config's policy.init_adapter.")] = None,
+    out: Annotated[Path | None, out_dir_option("Output directory (default: runs/<name>-choice-gradient).")] = None,
     episodes: Annotated[int, typer.Option(help="Training rows drawn like the GRPO run's batches (duplicates dropped).")] = 256,
     epochs: Annotated[float, typer.Option(help="Passes over the audits with a choice to learn.")] = 2.0,
     batch_size: Annotated[int, typer.Option(help="Audits per optimizer step.")] = 8,
@@ -146,7 +146,7 @@ def choice_gradient(
     random_seed: Annotated[int, random_seed_option("the rows and the data order")] = 2,
     benign_weight: Annotated[float, typer.Option(help="Weight of benign audits in the loss (0: the quote learns from planted audits only).")] = 1.0,
     benign_anchor: Annotated[float, typer.Option(help="Weight of KL(the start's quote || the policy's) on benign audits (0: none).")] = 0.0,
-    samples: Annotated[Optional[int], typer.Option(help="Quotes drawn per audit and step: GRPO's sampled estimate of the gradient instead of the exact one (at least 2).")] = None,
+    samples: Annotated[int | None, typer.Option(help="Quotes drawn per audit and step: GRPO's sampled estimate of the gradient instead of the exact one (at least 2).")] = None,
 ) -> None:
     """Score every sentence a teacher-probed training audit lets the starting adapter quote (the run's reward for a
     claim quoting it, and for "nothing found", weighted by the start's verdict after it), then train the quote on

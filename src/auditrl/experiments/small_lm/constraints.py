@@ -42,7 +42,7 @@ class RestrictFirst(LogitsProcessor):
         for row, tokens in rows:
             restricted[row] = float("-inf")
             restricted[row, tokens] = scores[row, tokens]
-        return restricted
+        return restricted  # type: ignore[return-value]  # transformers types logits as legacy FloatTensor
 
 
 

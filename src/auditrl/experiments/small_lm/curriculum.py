@@ -28,11 +28,11 @@ from pydantic import BaseModel
 
 from auditrl.atomic import atomic_write_text
 from auditrl.behaviors.schema import Behavior, Seed
+from auditrl.experiments.small_lm.copy_quote import quotable, sentences
+from auditrl.experiments.small_lm.settings import QuoteUnit, small_lm
 from auditrl.judges.claim_grader import OfflineClaimGrader, default_grader
 from auditrl.scaffold.prompt_sets import PROMPT_SETS, openings
 from auditrl.scaffold.transcript import Transcript
-from auditrl.experiments.small_lm.copy_quote import quotable, sentences
-from auditrl.experiments.small_lm.settings import QuoteUnit, small_lm
 from auditrl.train.config import GRPOLMConfig
 from auditrl.train.episodes import trained_behaviors
 from auditrl.train.rollout import ChatSegments, EpisodeRow

@@ -17,7 +17,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from trl import GRPOTrainer
 
 from auditrl.experiments.small_lm.claim_threshold import HISTORY_FILE as CLAIM_COST_FILE
 from auditrl.experiments.small_lm.claim_threshold import START_RATES_FILE, ClaimThreshold, start_claim_rates
@@ -37,6 +36,7 @@ from auditrl.train.episodes import AuditEpisodeFactory
 from auditrl.train.extensions import RunSetup, Scorer, TrainingExtension
 from auditrl.train.generation import Sample
 from auditrl.train.rollout import ChatSegments, EpisodeFactory, EpisodeRow, RolloutBatch, RolloutState, TurnGenerator
+from auditrl.train.trainer import AuditGRPOTrainer
 
 QUOTE_POSITIONS = "quote_positions"
 """RolloutState.notes key: the trained completion positions of the report's quote (those before its verdict)."""
@@ -198,8 +198,8 @@ class SmallLMExtension(TrainingExtension):
             if expected:
                 p = CLAIM_PROBABILITY.get(t)
                 if self.verdict is not None:
-                    described = claim is not None and claim.report is not None
-                    p = self.verdict.claim_probability(t, claim.report.predictions[0].description) if described else None
+                    report = claim.report if claim is not None else None
+                    p = self.verdict.claim_probability(t, report.predictions[0].description) if report is not None else None
                     details["start_claim_probability"] = p
                 both = None if reward is None or quiet is None or p is None else float(p) * reward + (1.0 - float(p)) * quiet
                 details |= {"silence_reward": quiet, "expected_quote_reward": both}
@@ -208,7 +208,7 @@ class SmallLMExtension(TrainingExtension):
             REWARD_DETAILS.set(t, details)
         return rewards
 
-    def advantages(self, scored: dict[str, Any], trainer: GRPOTrainer, fields: dict[str, Any]) -> torch.Tensor:
+    def advantages(self, scored: dict[str, Any], trainer: AuditGRPOTrainer, fields: dict[str, Any]) -> torch.Tensor:
         """Under quote credit, per-position advantages: the quote's own group-relative advantage at its positions
         (of what a claim quoting it earns, or the report in expectation over the verdict), the audit's elsewhere."""
         advantages = scored["advantages"]
@@ -217,6 +217,8 @@ class SmallLMExtension(TrainingExtension):
         quote_mask = trainer.padded(fields["quote_mask"], 0)
         width = scored["completion_ids"].shape[1]
         rows = advantages.shape[0]
+        if trainer.num_generations is None:
+            raise ValueError("trainer.num_generations is unset, so the quote rewards cannot be grouped")
         every = trl_advantages(self.last_quote_rewards, trainer.num_generations, trainer.scale_rewards)
         start = trainer.accelerator.process_index * rows
         if len(every) < start + rows:

@@ -21,11 +21,11 @@ from rich.progress import Progress
 from transformers import PreTrainedModel
 
 from auditrl.behaviors.library import load_behaviors
+from auditrl.behaviors.schema import Behavior
 from auditrl.experiments.small_lm.constraints import claim_tokens
 from auditrl.experiments.small_lm.extension import SmallLMExtension
 from auditrl.experiments.small_lm.probing import teacher_probing
 from auditrl.experiments.small_lm.settings import small_lm
-from auditrl.behaviors.schema import Behavior
 from auditrl.scaffold.store import append_transcript, read_transcripts
 from auditrl.scaffold.transcript import Transcript
 from auditrl.scaffold.transcript_keys import ROLLOUT
@@ -34,6 +34,7 @@ from auditrl.train.episodes import AuditEpisodeFactory, seed_bank, split_seeds, 
 from auditrl.train.generation import Sample, TurnConstraint
 from auditrl.train.hf_generator import ModelTurns
 from auditrl.train.rollout import ChatSegments, EpisodeRow, run_rollouts
+
 
 class PolicyTurns(ModelTurns):
     """A loaded model (an auditor being evaluated) samples each turn, without gradients."""

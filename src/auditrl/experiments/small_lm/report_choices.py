@@ -26,13 +26,13 @@ import torch
 import torch.nn.functional as F
 
 from auditrl.behaviors.schema import Behavior, Seed
+from auditrl.experiments.small_lm.copy_quote import sentences
+from auditrl.experiments.small_lm.report_grammar import EvidenceGrammar, report_grammar
+from auditrl.experiments.small_lm.settings import small_lm
 from auditrl.judges.claim_grader import OfflineClaimGrader, default_grader
 from auditrl.scaffold.prompt_sets import PROMPT_SETS, openings
 from auditrl.scaffold.transcript import Prediction, Report, Transcript
-from auditrl.experiments.small_lm.settings import small_lm
 from auditrl.train.config import GRPOLMConfig
-from auditrl.experiments.small_lm.copy_quote import sentences
-from auditrl.experiments.small_lm.report_grammar import EvidenceGrammar, report_grammar
 from auditrl.train.rollout import ChatSegments, EpisodeRow, RolloutBatch
 from auditrl.train.teacher import teacher_rollouts
 

@@ -29,8 +29,9 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 import torch
-from auditrl.scaffold.prompt_sets import PROMPT_SETS, openings
+
 from auditrl.experiments.small_lm.copy_quote import ENDING, MARKER, QuoteCopy, QuoteUnit
+from auditrl.scaffold.prompt_sets import PROMPT_SETS, openings
 from auditrl.train.generation import Constraint
 
 QuoteSources = list[list[list[int]] | None]

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from auditrl.scaffold.transcript import Transcript
 from auditrl.experiments.small_lm.claim_threshold import row_key
 from auditrl.experiments.small_lm.report_choices import ChoiceScores, ProbedAudit
+from auditrl.scaffold.transcript import Transcript
 
 START_VERDICTS_FILE = "start_verdicts.json"
 
