@@ -81,7 +81,7 @@ def auditor_chat(t: Transcript) -> list[dict[str, str]]:
             results.append((call, m.content, m.error))
             continue
         if results:
-            chat += [{"role": "user", "content": r.text} for r in AuditEpisode._result_messages(results, native=False)]
+            chat += [{"role": "user", "content": r.text} for r in AuditEpisode.result_messages(results, native=False)]
             results = []
         if m is not None:
             chat.append({"role": m.role, "content": m.content})
