@@ -71,7 +71,7 @@ console = Console(width=120)
 
 def auditor_chat(t: Transcript) -> list[dict[str, str]]:
     """The auditor's conversation before its report, as the engine sent it with the text tool protocol (each turn's
-    tool results joined into one user message by the engine's own `_result_messages`)."""
+    tool results joined into one user message by the engine's own `result_messages`)."""
     calls = {c.id: c for m in t.auditor_messages for c in m.tool_calls}
     chat: list[dict[str, str]] = []
     results: list[tuple[ToolCallRecord, str, str | None]] = []
@@ -81,7 +81,7 @@ def auditor_chat(t: Transcript) -> list[dict[str, str]]:
             results.append((call, m.content, m.error))
             continue
         if results:
-            chat += [{"role": "user", "content": r.text} for r in AuditEpisode._result_messages(results, native=False)]
+            chat += [{"role": "user", "content": r.text} for r in AuditEpisode.result_messages(results, native=False)]
             results = []
         if m is not None:
             chat.append({"role": m.role, "content": m.content})

@@ -437,7 +437,8 @@ def test_report_learning(tmp_path: Path, tiny_local_model: Path) -> None:
     verdicts = [v for u in exact.values() for k, v in u.items() if k.startswith("verdict on clean sentences")]
     assert verdicts and all(0.0 <= v <= 100.0 for v in verdicts)  # the verdict read after every clean sentence, quoted or not
     # the SFT base's quote trained by the exact gradient of its expected reward, for the SFT base's verdict
-    raw["reward"] |= {"benign_scale": 0.5, "quote_credit": "expected", "expected_verdict": "start"}
+    raw["reward"] |= {"benign_scale": 0.5}
+    raw["experiment"] |= {"quote_credit": "expected", "expected_verdict": "start"}
     raw["trainer"]["scale_rewards"] = "batch"
     sft_config.write_text(yaml.safe_dump(raw))
     gradient = ("--sft-config", str(sft_config), "--reset-rows", "4", "--gradient-episodes", "6", "--gradient-epochs", "1")
