@@ -33,7 +33,6 @@ from auditrl.analysis.codebook import Codebook, codebook_texts, load_codebook
 from auditrl.analysis.representation import LSA_DIMS, Embedded, embed_minilm, tfidf
 
 
-
 def shares(items: Sequence[str], groups: Sequence[str], keys: Sequence[str]) -> dict[str, dict[str, float]]:
     """Share of each key among the items of each group (groups in order of appearance, every key present)."""
     if len(groups) != len(items):

@@ -216,7 +216,14 @@ def evaluate(
     transcripts.scored-suite.jsonl, which later runs read back, so nothing is judged twice.
     """
     from auditrl.evaluate.judging import realism_provenance
-    from auditrl.evaluate.metrics import SuiteDataError, compute_suite, results_json, seed_unit, suite_table, transcript_unit
+    from auditrl.evaluate.metrics import (
+        SuiteDataError,
+        compute_suite,
+        results_json,
+        seed_unit,
+        suite_table,
+        transcript_unit,
+    )
     from auditrl.judges.realism import seed_texts
     from auditrl.pages.sections import suite_section, transcripts_section
 

@@ -176,8 +176,8 @@ def pairwise(
     json_out: JsonOpt = None,
 ) -> None:
     """Compare A[i] with B[i] in both orders; print each result, A's mean share and the position-bias rate."""
-    from auditrl.stats import mean_ci
     from auditrl.judges.pairwise import position_bias
+    from auditrl.stats import mean_ci
 
     sources = _source(a_file), _source(b_file)
     a_list, b_list = _read(sources[0]), _read(sources[1])

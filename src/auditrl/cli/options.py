@@ -259,4 +259,4 @@ def arrange_help(command: Any) -> None:
         if len(options) > LONG_COMMAND_OPTIONS and getattr(option, "rich_help_panel", None) is None:
             # an on/off pair takes two name columns: beside long names and types they would not fit in 80
             panel = SWITCHES if option.secondary_opts else HELP_PANELS.get(option.name or "")
-            option.rich_help_panel = panel  # type: ignore[attr-defined]
+            option.rich_help_panel = panel

@@ -23,10 +23,9 @@ from auditrl.cli.options import (
     random_seed_option,
 )
 from auditrl.cli.progress import stage_progress
-from auditrl.configfile import validation_problems
+from auditrl.configfile import ConfigFileError, validation_problems
 from auditrl.models.limits import CallLimits
 from auditrl.scaffold.transcript import Transcript
-from auditrl.configfile import ConfigFileError
 
 console = Console()
 

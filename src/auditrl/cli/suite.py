@@ -157,8 +157,10 @@ def suite(
         raise fail("--realism-judge rates production audits; it needs --production-seeds above 0")
     limits = call_limits(max_retries, timeout)
     generate = GenerateConfig(max_tokens=max_tokens)
-    production = [production_target] if production_target else []
-    models = ready_models({"--auditor": [auditor], "--target": [target], "--production-target": production}, limits, generate)
+    extra_target = [production_target] if production_target else []
+    models = ready_models(
+        {"--auditor": [auditor], "--target": [target], "--production-target": extra_target}, limits, generate
+    )
     auditor_model, target_model = models[auditor], models[target]
     production_model = models[production_target] if production_target else None
     behaviors, all_seeds = load_library(console, behaviors_dir, seeds_dir)

@@ -54,7 +54,7 @@ def watch_error_bodies(model: Model) -> Model:
     """`model` with the hook on its provider's HTTP client, where it has one (httpx-based SDKs); idempotent."""
     client = getattr(getattr(getattr(model, "api", None), "client", None), "_client", None)
     hooks = getattr(client, "event_hooks", None)
-    if isinstance(hooks, dict) and not getattr(client, _HOOKED, False):
+    if client is not None and isinstance(hooks, dict) and not getattr(client, _HOOKED, False):
         hooks.setdefault("response", []).append(_give_error_status)
         client.event_hooks = hooks
         setattr(client, _HOOKED, True)

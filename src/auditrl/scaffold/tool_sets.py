@@ -83,7 +83,7 @@ TOOL_RESULTS = ("send_tool_call_result",)
 
 def tools_left_out(enable_rollback: bool = True, target_tools: TargetTools = "synthetic") -> tuple[str, ...]:
     """The tools an audit leaves out of its set, as Petri 3's `enable_rollback` and `target_tools` remove them."""
-    left = ROLLBACK_TOOLS if not enable_rollback else ()
+    left: tuple[str, ...] = ROLLBACK_TOOLS if not enable_rollback else ()
     if target_tools == "fixed":
         left += TOOL_CREATION
     elif target_tools == "none":
