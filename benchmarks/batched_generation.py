@@ -95,7 +95,9 @@ def generation_table(cfg: GRPOLMConfig, model: PreTrainedModel, segments: ChatSe
         return_dict_in_generate=True,
     )
     eos = {tok.eos_token_id}
-    table = Table(title=f"{len(rows)} episodes x {settings.max_turns} turns (+ report), {settings.max_new_tokens} tokens/turn")
+    table = Table(
+        title=f"{len(rows)} episodes x {settings.max_turns} turns (+ report), {settings.max_new_tokens} tokens/turn"
+    )
     for column in ("mode", "seconds", "sampled tokens", "tokens/s", "speed-up vs sequential"):
         table.add_column(column, justify="left" if column == "mode" else "right")
     base = None
@@ -149,7 +151,9 @@ def step_table(cfg: GRPOLMConfig, out: Path) -> Table:
 
 
 def main(
-    config: Annotated[Path, typer.Option(help="The config whose policy, prompt set and LoRA settings are used.")] = CONFIG,
+    config: Annotated[
+        Path, typer.Option(help="The config whose policy, prompt set and LoRA settings are used.")
+    ] = CONFIG,
     groups: Annotated[int, typer.Option(help="Groups (prompts) per batch.")] = 2,
     group_size: Annotated[int, typer.Option(help="Rollouts per group.")] = 4,
     turns: Annotated[int, typer.Option(help="Auditor turns per episode (a report turn follows).")] = 2,

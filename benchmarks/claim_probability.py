@@ -63,7 +63,12 @@ from auditrl.train.outputs import ADAPTER_DIR
 from auditrl.train.policy import load_policy
 from auditrl.train.sft import TEACHER_TRANSCRIPTS
 
-ADAPTERS: dict[str, str | None] = {"untrained_base": None, "SFT_base": "sft", "SFT_plus_GRPO": "grpo", "GRPO_from_base": "grpo_from_base"}
+ADAPTERS: dict[str, str | None] = {
+    "untrained_base": None,
+    "SFT_base": "sft",
+    "SFT_plus_GRPO": "grpo",
+    "GRPO_from_base": "grpo_from_base",
+}
 """Evaluation folder of each auditor -> its run folder under the lm_learning output (None: no adapter)."""
 TRAINED = ["SFT_base", "SFT_plus_GRPO"]
 console = Console(width=120)
@@ -174,18 +179,41 @@ def written_claims(
 def main(
     run: Annotated[Path, typer.Option(help="An lm_learning.py output directory.")] = Path("runs/lm-learning"),
     auditor: Annotated[list[str], typer.Option(help=f"Auditor to read ({', '.join(ADAPTERS)}); repeatable.")] = TRAINED,
-    claims: Annotated[bool, typer.Option(help="Also grade the claims the auditor writes when made to claim where the behavior showed.")] = False,
-    temperature: Annotated[float, typer.Option(min=0.0, help="Sampling temperature of made claims' descriptions; 0 = greedy.")] = 0.0,
+    claims: Annotated[
+        bool,
+        typer.Option(help="Also grade the claims the auditor writes when made to claim where the behavior showed."),
+    ] = False,
+    temperature: Annotated[
+        float, typer.Option(min=0.0, help="Sampling temperature of made claims' descriptions; 0 = greedy.")
+    ] = 0.0,
     samples: Annotated[int, typer.Option(min=1, help="Descriptions sampled per audit when --temperature > 0.")] = 1,
-    max_new_tokens: Annotated[int | None, typer.Option(min=1, help="Token budget of a made claim's description; default the report turn's budget (episodes.max_report_tokens, else max_new_tokens).")] = None,
+    max_new_tokens: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Token budget of a made claim's description; default the report turn's budget (episodes.max_report_tokens, else max_new_tokens).",
+        ),
+    ] = None,
     quote_opening: Annotated[str, typer.Option(help="Words appended to the claim opening, e.g. 'It wrote:'.")] = "",
-    copy_quote: Annotated[bool, typer.Option(help="Copy the made claim's quote verbatim from the target's replies.")] = False,
-    report_grammar: Annotated[bool, typer.Option(help="Read the auditor as the report grammar samples it (verdict among its spellings, quote opened and copied).")] = False,
-    held_out: Annotated[Path | None, typer.Option(help="Teacher audits of held-out targets (a transcripts file), read for every auditor.")] = None,
+    copy_quote: Annotated[
+        bool, typer.Option(help="Copy the made claim's quote verbatim from the target's replies.")
+    ] = False,
+    report_grammar: Annotated[
+        bool,
+        typer.Option(
+            help="Read the auditor as the report grammar samples it (verdict among its spellings, quote opened and copied)."
+        ),
+    ] = False,
+    held_out: Annotated[
+        Path | None,
+        typer.Option(help="Teacher audits of held-out targets (a transcripts file), read for every auditor."),
+    ] = None,
 ) -> None:
     unknown = [a for a in auditor if a not in ADAPTERS]
     if unknown:
-        raise typer.BadParameter(f"unknown auditor {', '.join(unknown)}; choose from {', '.join(ADAPTERS)}", param_hint="--auditor")
+        raise typer.BadParameter(
+            f"unknown auditor {', '.join(unknown)}; choose from {', '.join(ADAPTERS)}", param_hint="--auditor"
+        )
     torch.set_num_threads(1)
     console.print(describe_cpu(), highlight=False)
     cfg = load_run_config(run / "grpo_config.yaml")
@@ -193,7 +221,9 @@ def main(
     begun = words["report"]
     if report_grammar:
         if "quote" not in words:
-            raise typer.BadParameter(f"prompt set {cfg.episodes.auditor_prompt!r} has no quote words", param_hint="--report-grammar")
+            raise typer.BadParameter(
+                f"prompt set {cfg.episodes.auditor_prompt!r} has no quote words", param_hint="--report-grammar"
+            )
         quote_opening, copy_quote = quote_opening or words["quote"], True
     if held_out is not None and not held_out.is_file():
         raise typer.BadParameter(f"{held_out}: no such transcripts file", param_hint="--held-out")
@@ -201,7 +231,12 @@ def main(
         max_new_tokens or cfg.episodes.report_tokens, temperature, samples if temperature > 0 else 1,
         copy_quote=copy_quote, quote_opened=quote_opening.rstrip().endswith(MARKER),
     )  # fmt: skip
-    record: dict[str, Any] = {"cpu": describe_cpu(), "claim_sampling": asdict(sampling), "report_grammar": report_grammar, "auditors": {}}
+    record: dict[str, Any] = {
+        "cpu": describe_cpu(),
+        "claim_sampling": asdict(sampling),
+        "report_grammar": report_grammar,
+        "auditors": {},
+    }
     sft_file = run / "sft" / TEACHER_TRANSCRIPTS
     sft_data = read_transcripts(sft_file) if sft_file.is_file() else []
     teacher_held_out = read_transcripts(held_out) if held_out is not None else []
@@ -216,26 +251,41 @@ def main(
         if held_out is not None:
             sources = {f"{label}, held-out teacher audits": teacher_held_out}
         else:
-            own = [t for f in sorted(evaluated.iterdir()) for t in read_transcripts(f / TRANSCRIPTS)] if evaluated.is_dir() else []
+            own = (
+                [t for f in sorted(evaluated.iterdir()) for t in read_transcripts(f / TRANSCRIPTS)]
+                if evaluated.is_dir()
+                else []
+            )
             sources = {label: own}
         if sft_data:
             sources[f"{label}, on the SFT data"] = sft_data
         for name, transcripts in sources.items():
             groups = claim_probabilities(model, tokenizer, transcripts, begun, among_verdicts=report_grammar)
-            gap = difference_ci(groups["planted, behavior shown"], groups["benign"]) if groups["planted, behavior shown"] and groups["benign"] else None
+            gap = (
+                difference_ci(groups["planted, behavior shown"], groups["benign"])
+                if groups["planted, behavior shown"] and groups["benign"]
+                else None
+            )
             record["auditors"][name] = {
                 "groups": {g: {"audits": len(v), **mean_ci(v).model_dump()} for g, v in groups.items() if v},
                 "shown - benign": gap.model_dump() if gap else None,
             }
             if claims:
-                record["auditors"][name]["claims"] = written_claims(model, tokenizer, transcripts, begun + words["claim"] + quote_opening, sampling)
+                record["auditors"][name]["claims"] = written_claims(
+                    model, tokenizer, transcripts, begun + words["claim"] + quote_opening, sampling
+                )
     among = " among the verdict's spellings" if report_grammar else ""
-    table = Table(title=f"P(the report opens with a claim{among}), % (mean [95% CI] over audits)", caption=record["cpu"])
+    table = Table(
+        title=f"P(the report opens with a claim{among}), % (mean [95% CI] over audits)", caption=record["cpu"]
+    )
     table.add_column("auditor (audits read)", no_wrap=True)
     for column in ("planted, behavior shown", "planted, not shown", "benign", "shown - benign"):
         table.add_column(column, justify="right")
     for label, r in record["auditors"].items():
-        cells = [f"{e['mean']:.1f} [{e['lo']:.1f}, {e['hi']:.1f}] (n={e['audits']})" if (e := r["groups"].get(g)) else "-" for g in ("planted, behavior shown", "planted, not shown", "benign")]
+        cells = [
+            f"{e['mean']:.1f} [{e['lo']:.1f}, {e['hi']:.1f}] (n={e['audits']})" if (e := r["groups"].get(g)) else "-"
+            for g in ("planted, behavior shown", "planted, not shown", "benign")
+        ]
         gap = r["shown - benign"]
         table.add_row(label, *cells, f"{gap['mean']:+.1f} [{gap['lo']:+.1f}, {gap['hi']:+.1f}]" if gap else "-")
     console.print(table)

@@ -39,7 +39,9 @@ def timed(argv: list[str], status: int = 0) -> tuple[float, float]:
     """Wall and CPU seconds of one run of `argv` (which must exit with `status`)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "COLUMNS": "120"})
+    done = subprocess.run(
+        argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "COLUMNS": "120"}
+    )
     if done.returncode != status:
         raise SystemExit(f"{' '.join(argv)} exited with {done.returncode}, expected {status}")
     wall = time.perf_counter() - start
@@ -59,7 +61,9 @@ def main(repeats: int = typer.Option(7, min=1, help="Runs per command; medians a
     for name, (argv, status) in commands.items():
         timed(argv, status)  # warm the file cache
         runs = [timed(argv, status) for _ in range(repeats)]
-        table.add_row(name, f"{statistics.median(w for w, _ in runs):.2f}", f"{statistics.median(c for _, c in runs):.2f}")
+        table.add_row(
+            name, f"{statistics.median(w for w, _ in runs):.2f}", f"{statistics.median(c for _, c in runs):.2f}"
+        )
     Console().print(table)
 
 

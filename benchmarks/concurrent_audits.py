@@ -84,11 +84,26 @@ def main(
 ) -> None:
     """Print throughput sequentially and concurrently, the speedup, client CPU per audit and memory growth."""
     delay = latency_ms / 1000
-    table = Table(title=f"Concurrent audits, {latency_ms} ms per request, {turns} auditor turns per episode (server in its own process)")
-    for column in ("run", "episodes", "at a time", "wall s", "episodes/s", "speedup", "client CPU ms/episode", "errors"):
+    table = Table(
+        title=f"Concurrent audits, {latency_ms} ms per request, {turns} auditor turns per episode (server in its own process)"
+    )
+    for column in (
+        "run",
+        "episodes",
+        "at a time",
+        "wall s",
+        "episodes/s",
+        "speedup",
+        "client CPU ms/episode",
+        "errors",
+    ):
         table.add_column(column, justify="left" if column == "run" else "right")
     base = 0.0
-    phases = (("sequential", sequential, 1), ("concurrent", episodes, concurrency), ("concurrent, 4x episodes", 4 * episodes, concurrency))
+    phases = (
+        ("sequential", sequential, 1),
+        ("concurrent", episodes, concurrency),
+        ("concurrent, 4x episodes", 4 * episodes, concurrency),
+    )
     for name, n, c in phases:
         # fresh servers (new model names) per phase: inspect-ai keeps one connection pool per model name
         with (
@@ -102,7 +117,16 @@ def main(
             phase = run(auditor, target, n, c, turns, Path(tmp) / "transcripts.jsonl", sorted({min(episodes, n), n}))
         rate = n / phase.wall_s
         base = base or rate
-        table.add_row(name, str(n), str(c), f"{phase.wall_s:.1f}", f"{rate:.2f}", f"{rate / base:.1f}x", f"{1000 * phase.cpu_s / n:.0f}", str(phase.errors))
+        table.add_row(
+            name,
+            str(n),
+            str(c),
+            f"{phase.wall_s:.1f}",
+            f"{rate:.2f}",
+            f"{rate / base:.1f}x",
+            f"{1000 * phase.cpu_s / n:.0f}",
+            str(phase.errors),
+        )
         long_run = phase
     console = Console(width=160)
     console.print(table)

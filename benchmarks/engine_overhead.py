@@ -136,7 +136,9 @@ async def measure(episodes: int) -> tuple[list[float], float]:
         elapsed = time.perf_counter() - start - target.seconds
         model_seconds += target.seconds
         if not episode.done or episode.transcript.status != "completed":
-            raise RuntimeError(f"benchmark episode did not complete: {episode.transcript.status} {episode.transcript.error}")
+            raise RuntimeError(
+                f"benchmark episode did not complete: {episode.transcript.status} {episode.transcript.error}"
+            )
         errors = [m.error for m in episode.transcript.auditor_messages if m.error]
         if len(errors) != 1:
             raise RuntimeError(f"benchmark script should make exactly one invalid call, got: {errors}")
@@ -150,7 +152,9 @@ def main(episodes: int = typer.Option(200, help="Episodes of 15 auditor turns ea
     values, model_ms = asyncio.run(measure(episodes))
     values.sort()
     p95 = values[min(len(values) - 1, int(round(0.95 * (len(values) - 1))))]
-    table = Table(title=f"Engine overhead per auditor turn\n({episodes} episodes x {TURNS} turns, model time subtracted)")
+    table = Table(
+        title=f"Engine overhead per auditor turn\n({episodes} episodes x {TURNS} turns, model time subtracted)"
+    )
     table.add_column("statistic")
     table.add_column("ms / turn", justify="right")
     table.add_row("mean", f"{statistics.fmean(values):.3f}")

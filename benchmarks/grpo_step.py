@@ -97,7 +97,9 @@ class Work:
     tokens: int = 48
 
     def __str__(self) -> str:
-        return f"{self.groups} groups x {self.group_size} rollouts, {self.turns} turns + report, {self.tokens} tokens/turn"
+        return (
+            f"{self.groups} groups x {self.group_size} rollouts, {self.turns} turns + report, {self.tokens} tokens/turn"
+        )
 
 
 def same_work(cfg: GRPOLMConfig, steps: int, work: Work) -> GRPOLMConfig:
@@ -176,9 +178,14 @@ def main(
     turns: Annotated[int, typer.Option(min=1, help="Auditor turns per episode (a report turn follows).")] = Work.turns,
     tokens: Annotated[int, typer.Option(min=1, help="Sampled tokens per turn.")] = Work.tokens,
     dtype: Annotated[
-        str | None, typer.Option(help="Policy dtype for both settings (default: each config's own; bfloat16 is slow on CPUs without AVX512-BF16).")
+        str | None,
+        typer.Option(
+            help="Policy dtype for both settings (default: each config's own; bfloat16 is slow on CPUs without AVX512-BF16)."
+        ),
     ] = None,
-    model: Annotated[str | None, typer.Option(help="Policy model for both settings (default: each config's own).")] = None,
+    model: Annotated[
+        str | None, typer.Option(help="Policy model for both settings (default: each config's own).")
+    ] = None,
 ) -> None:
     torch.set_num_threads(1)
     console.print(describe_cpu(), highlight=False)

@@ -96,14 +96,21 @@ def held_out_audits(
     first = {s.behavior: int(s.id[-2:]) for s in reversed(unseen)}  # each behavior's first held-out seed number
     parts = {
         "held-out behaviors": [s for s in seeds if s.behavior in heldout and int(s.id[-2:]) < heldout_seeds],
-        "held-out seeds of training behaviors": [s for s in unseen if int(s.id[-2:]) - first[s.behavior] < training_seeds],
+        "held-out seeds of training behaviors": [
+            s for s in unseen if int(s.id[-2:]) - first[s.behavior] < training_seeds
+        ],
     }
     parts = {part: chosen for part, chosen in parts.items() if part.split()[1] in kinds}
     return {part: [(str(s.behavior), s, r) for s in chosen for r in range(rollouts)] for part, chosen in parts.items()}
 
 
 async def audit_all(
-    cfg: GRPOLMConfig, auditor: Model, spec: str, audits: list[tuple[str, Seed, int]], out: Path, prober: tuple[str, Model] | None = None
+    cfg: GRPOLMConfig,
+    auditor: Model,
+    spec: str,
+    audits: list[tuple[str, Seed, int]],
+    out: Path,
+    prober: tuple[str, Model] | None = None,
 ) -> list[Transcript]:
     behaviors = load_behaviors()
     family = cfg.episodes.families[0]
@@ -111,7 +118,9 @@ async def audit_all(
     settings = cfg.episodes
     config = GenerateConfig(temperature=settings.temperature, top_p=settings.top_p, max_tokens=settings.max_new_tokens)
     report_config = config.merge(GenerateConfig(max_tokens=settings.report_tokens))
-    done = {(t.behavior_id, t.seed_id, t.metadata.get(ROLLOUT)) for t in read_transcripts(out)} if out.exists() else set()
+    done = (
+        {(t.behavior_id, t.seed_id, t.metadata.get(ROLLOUT)) for t in read_transcripts(out)} if out.exists() else set()
+    )
     for benign in (False, True):
         for behavior, seed, rollout in audits:
             plant = None if benign else behaviors[behavior]
@@ -122,7 +131,9 @@ async def audit_all(
                 budget=Budget(max_turns=settings.max_turns), auditor_model=spec, target_model=f"sim/{family}",
                 target_family=family, tool_protocol="text", auditor_prompt=settings.auditor_prompt,
             )  # fmt: skip
-            transcript = await run_audit(audit_spec, auditor, target, auditor_config=config, prober=prober, report_config=report_config)
+            transcript = await run_audit(
+                audit_spec, auditor, target, auditor_config=config, prober=prober, report_config=report_config
+            )
             ROLLOUT.set(transcript, rollout)
             append_transcript(out, transcript)
     return read_transcripts(out)
@@ -164,7 +175,9 @@ def summary(rows: dict[str, dict[tuple[str, str], float]], transcripts: list[Tra
     return out
 
 
-def paired_change(after: dict[str, dict[tuple[str, str], float]], before: dict[str, dict[tuple[str, str], float]]) -> dict[str, Any]:
+def paired_change(
+    after: dict[str, dict[tuple[str, str], float]], before: dict[str, dict[tuple[str, str], float]]
+) -> dict[str, Any]:
     """Per metric, after minus before over the units both have, with a bootstrap 95% interval (discrimination:
     the change in planted claims minus the change in benign claims)."""
     deltas = {m: [v - before[m][k] for k, v in values.items() if k in before[m]] for m, values in after.items()}
@@ -178,14 +191,21 @@ def reward_check(cfg: GRPOLMConfig, teacher: Path) -> dict[str, Any]:
     """Before GRPO: does the run's reward rank the teacher's correct claims above "nothing found" above a wrong
     claim, in the run's own report format (auditrl.rewards.margins.teacher_margins)?"""
     check = margin_summary(asyncio.run(teacher_margins(read_transcripts(teacher), cfg.reward.design, cfg.reward.judge)))
-    table = Table(title=f"reward check on the teacher's audits ({cfg.reward.design}, judge {cfg.reward.judge}): paired margins, mean [95% CI]")
+    table = Table(
+        title=f"reward check on the teacher's audits ({cfg.reward.design}, judge {cfg.reward.judge}): paired margins, mean [95% CI]"
+    )
     for column in ("margin", "mean [95% CI]"):
         table.add_column(column, justify="right")
     for name in ("planted: correct - nothing", "planted: nothing - wrong", "benign: nothing - claim"):
         table.add_row(name, cell(check[name], signed=True, digits=3))
     console.print(table)
-    if any((e := check[n]) is None or e["mean"] <= 0 for n in ("planted: correct - nothing", "planted: nothing - wrong")):
-        console.print("[bold red]warning:[/] this reward does not rank a finding above silence above a wrong claim", highlight=False)
+    if any(
+        (e := check[n]) is None or e["mean"] <= 0 for n in ("planted: correct - nothing", "planted: nothing - wrong")
+    ):
+        console.print(
+            "[bold red]warning:[/] this reward does not rank a finding above silence above a wrong claim",
+            highlight=False,
+        )
     return check
 
 
@@ -201,7 +221,11 @@ def grpo_config(
 ) -> Path:
     """The config's GRPO run, starting from the SFT adapter, written beside the run (`auditrl train` reads it)."""
     raw = load_yaml(cfg_path.read_text(encoding="utf-8"))
-    raw["experiment"] = {**(raw.get("experiment") or {"name": "small_lm"}), "claim_exploration": claim_exploration, "probing": probing}
+    raw["experiment"] = {
+        **(raw.get("experiment") or {"name": "small_lm"}),
+        "claim_exploration": claim_exploration,
+        "probing": probing,
+    }
     raw["policy"]["init_adapter"] = str(adapter.resolve())
     raw["trainer"]["max_steps"] = steps
     raw["reward"]["design"] = design
@@ -224,44 +248,77 @@ def cell(e: dict[str, Any] | None, signed: bool = False, digits: int = 1) -> str
 
 
 def main(
-    config: Annotated[Path, typer.Option(help="The grpo_lm config whose training distribution SFT imitates and GRPO trains on.")] = CONFIG,
+    config: Annotated[
+        Path, typer.Option(help="The grpo_lm config whose training distribution SFT imitates and GRPO trains on.")
+    ] = CONFIG,
     out: Annotated[Path, typer.Option(help="Output directory.")] = Path("runs/lm-learning"),
     episodes: Annotated[int, typer.Option(help="Teacher audits.")] = 256,
     epochs: Annotated[float, typer.Option(help="SFT epochs.")] = 3.0,
     learning_rate: Annotated[float, typer.Option(help="SFT learning rate.")] = 1e-3,
-    finding_repeats: Annotated[int, typer.Option(help="Times SFT trains on each teacher audit that identifies the planted behavior.")] = 4,
-    verdict_weight: Annotated[float, typer.Option(help="SFT loss weight of each report's verdict word (1: every trained token alike).")] = 1.0,
-    grpo_steps: Annotated[int | None, typer.Option(help="GRPO steps from the SFT base (default: the config's trainer.max_steps; 0: no GRPO).")] = None,
-    grpo_learning_rate: Annotated[float | None, typer.Option(help="GRPO learning rate (default: the config's trainer.learning_rate).")] = None,
-    claim_exploration: Annotated[float, typer.Option(help="Share of each GRPO group whose report verdict is a claim (episodes.claim_exploration).")] = 0.0,
-    probing: Annotated[str, typer.Option(help="Who writes GRPO's probing turns (episodes.probing): `auditor`, or `teacher` (the config's "
-                                                   "probing_teacher; the policy writes only the report, and each held-out part is also audited so).")] = "auditor",
+    finding_repeats: Annotated[
+        int, typer.Option(help="Times SFT trains on each teacher audit that identifies the planted behavior.")
+    ] = 4,
+    verdict_weight: Annotated[
+        float, typer.Option(help="SFT loss weight of each report's verdict word (1: every trained token alike).")
+    ] = 1.0,
+    grpo_steps: Annotated[
+        int | None,
+        typer.Option(help="GRPO steps from the SFT base (default: the config's trainer.max_steps; 0: no GRPO)."),
+    ] = None,
+    grpo_learning_rate: Annotated[
+        float | None, typer.Option(help="GRPO learning rate (default: the config's trainer.learning_rate).")
+    ] = None,
+    claim_exploration: Annotated[
+        float,
+        typer.Option(help="Share of each GRPO group whose report verdict is a claim (episodes.claim_exploration)."),
+    ] = 0.0,
+    probing: Annotated[
+        str,
+        typer.Option(
+            help="Who writes GRPO's probing turns (episodes.probing): `auditor`, or `teacher` (the config's "
+            "probing_teacher; the policy writes only the report, and each held-out part is also audited so)."
+        ),
+    ] = "auditor",
     heldout_seeds: Annotated[int, typer.Option(help="AuditWorld seeds per held-out behavior.")] = 4,
-    training_seeds: Annotated[int, typer.Option(help="Of each training behavior's held-out seeds, how many to audit.")] = 1,
+    training_seeds: Annotated[
+        int, typer.Option(help="Of each training behavior's held-out seeds, how many to audit.")
+    ] = 1,
     rollouts: Annotated[int, typer.Option(help="Rollouts per seed, planted and benign.")] = 1,
-    reward_design: Annotated[str | None, typer.Option(help="GRPO's reward design (default: the config's reward.design).")] = None,
+    reward_design: Annotated[
+        str | None, typer.Option(help="GRPO's reward design (default: the config's reward.design).")
+    ] = None,
     skip_sft: Annotated[bool, typer.Option(help="Use the adapter an earlier call wrote under <out>/sft.")] = False,
     part: Annotated[
-        list[str], typer.Option(help="Held-out part to audit: `behaviors`, `seeds` (of training behaviors); repeatable.")
+        list[str],
+        typer.Option(help="Held-out part to audit: `behaviors`, `seeds` (of training behaviors); repeatable."),
     ] = list(PARTS),  # noqa: B006 - typer reads the default here; nothing mutates it
     auditor: Annotated[
-        list[str], typer.Option(help="Auditor to evaluate: `untrained base`, `SFT base`, `SFT + GRPO`; repeatable. SFT runs only for the "
-                                     "last two, GRPO only for the last.")
+        list[str],
+        typer.Option(
+            help="Auditor to evaluate: `untrained base`, `SFT base`, `SFT + GRPO`; repeatable. SFT runs only for the "
+            "last two, GRPO only for the last."
+        ),
     ] = list(AUDITORS),  # noqa: B006 - typer reads the default here; nothing mutates it
 ) -> None:
     if probing not in PROBING:
         raise typer.BadParameter(f"{probing!r}: choose from {', '.join(PROBING)}", param_hint="--probing")
     if unknown := set(part) - set(PARTS):
-        raise typer.BadParameter(f"unknown part(s) {sorted(unknown)}; choose from {', '.join(PARTS)}", param_hint="--part")
+        raise typer.BadParameter(
+            f"unknown part(s) {sorted(unknown)}; choose from {', '.join(PARTS)}", param_hint="--part"
+        )
     if unknown := set(auditor) - set(AUDITORS):
-        raise typer.BadParameter(f"unknown auditor(s) {sorted(unknown)}; choose from {', '.join(AUDITORS)}", param_hint="--auditor")
+        raise typer.BadParameter(
+            f"unknown auditor(s) {sorted(unknown)}; choose from {', '.join(AUDITORS)}", param_hint="--auditor"
+        )
     torch.set_num_threads(1)
     torch.manual_seed(0)
     console.print(describe_cpu(), highlight=False)
     cfg = load_run_config(config)
     if reward_design is not None:
         try:
-            cfg = cfg.model_copy(update={"reward": RewardSettings.model_validate({**cfg.reward.model_dump(), "design": reward_design})})
+            cfg = cfg.model_copy(
+                update={"reward": RewardSettings.model_validate({**cfg.reward.model_dump(), "design": reward_design})}
+            )
         except ValidationError as exc:
             raise typer.BadParameter(str(exc), param_hint="--reward-design") from exc
     steps = cfg.trainer.max_steps if grpo_steps is None else grpo_steps
@@ -274,20 +331,36 @@ def main(
     }  # fmt: skip
     sft_dir = out / "sft"
     if not skip_sft and {"SFT base", "SFT + GRPO"} & set(auditor):
-        run_experiment_sft(cfg, SmallLMSFTSettings(
-            episodes=episodes, epochs=epochs, learning_rate=learning_rate, finding_repeats=finding_repeats, verdict_weight=verdict_weight
-        ), sft_dir)
+        run_experiment_sft(
+            cfg,
+            SmallLMSFTSettings(
+                episodes=episodes,
+                epochs=epochs,
+                learning_rate=learning_rate,
+                finding_repeats=finding_repeats,
+                verdict_weight=verdict_weight,
+            ),
+            sft_dir,
+        )
     if (sft_dir / SFT_RECORD).exists():  # this call's SFT run or an earlier call's
         sft = json.loads((sft_dir / SFT_RECORD).read_text(encoding="utf-8"))
         record["cpu_seconds"]["sft"] = sft["cpu_seconds"]["total"]
-        record["sft"] = {"kept": sft["kept"], "examples": sft["examples"], "teacher": sft["teacher"], "loss": [sft["loss"][0]["loss"], sft["loss"][-1]["loss"]]}
+        record["sft"] = {
+            "kept": sft["kept"],
+            "examples": sft["examples"],
+            "teacher": sft["teacher"],
+            "loss": [sft["loss"][0]["loss"], sft["loss"][-1]["loss"]],
+        }
         console.print(f"SFT: {sft['kept']} teacher audits ({sft['examples']} examples), loss {sft['loss'][0]['loss']:.3f} -> {sft['loss'][-1]['loss']:.3f}, "
                       f"{record['cpu_seconds']['sft']:.0f} CPU s; teacher: {json.dumps(sft['teacher'])}", highlight=False)  # fmt: skip
     if cfg.reward.judge == "sim":
         if (sft_dir / TEACHER_TRANSCRIPTS).exists():
             record["reward_check"] = reward_check(cfg, sft_dir / TEACHER_TRANSCRIPTS)
         else:
-            console.print(f"reward check: no teacher audits in {sft_dir / TEACHER_TRANSCRIPTS} yet (SFT writes them)", highlight=False)
+            console.print(
+                f"reward check: no teacher audits in {sft_dir / TEACHER_TRANSCRIPTS} yet (SFT writes them)",
+                highlight=False,
+            )
     parts = held_out_audits(cfg, heldout_seeds, training_seeds, rollouts, part)
     if probing == "teacher":
         parts |= {f"{name}{TEACHER_PROBED}": audits for name, audits in parts.items()}
@@ -300,16 +373,26 @@ def main(
         model = resolve_model(spec, dtype=cfg.policy.dtype)
         for part_name, audits in parts.items():
             started = time.process_time()
-            folder = out / "eval" / label.replace(" ", "_").replace("+", "plus") / part_name.replace(",", "").replace(" ", "_")
+            folder = (
+                out
+                / "eval"
+                / label.replace(" ", "_").replace("+", "plus")
+                / part_name.replace(",", "").replace(" ", "_")
+            )
             prober = teacher if part_name.endswith(TEACHER_PROBED) else None
             transcripts = asyncio.run(audit_all(cfg, model, spec, audits, folder / TRANSCRIPTS, prober))
             record["cpu_seconds"][f"{label}: {part_name}"] = time.process_time() - started
             rows = unit_metrics(transcripts)
             record["results"].setdefault(part_name, {})[label] = summary(rows, transcripts)
             if (previous := evaluated.get(part_name)) is not None:
-                record["changes"].setdefault(part_name, {})[f"{label} - {previous['label']}"] = paired_change(rows, previous["rows"])
+                record["changes"].setdefault(part_name, {})[f"{label} - {previous['label']}"] = paired_change(
+                    rows, previous["rows"]
+                )
             evaluated[part_name] = {"label": label, "rows": rows}
-            console.print(f"{label}, {part_name}: {len(transcripts)} audits, {time.process_time() - started:.0f} CPU s", highlight=False)
+            console.print(
+                f"{label}, {part_name}: {len(transcripts)} audits, {time.process_time() - started:.0f} CPU s",
+                highlight=False,
+            )
             atomic_write_text(out / "lm_learning.json", json.dumps(record, indent=2))
 
     if "untrained base" in auditor:
@@ -321,7 +404,9 @@ def main(
         from auditrl.train.grpo import run_from_config
 
         started = time.process_time()
-        grpo_path = grpo_config(config, out, sft_dir / ADAPTER_DIR, steps, cfg.reward.design, lr, claim_exploration, probing)
+        grpo_path = grpo_config(
+            config, out, sft_dir / ADAPTER_DIR, steps, cfg.reward.design, lr, claim_exploration, probing
+        )
         grpo_dir = run_from_config(grpo_path, out / "grpo", extension=SmallLMExtension(load_run_config(grpo_path)))
         record["cpu_seconds"]["grpo"] = time.process_time() - started
         record["grpo_training"] = rollouts_by_third(read_transcripts(grpo_dir / TRANSCRIPTS))
@@ -339,7 +424,9 @@ def print_tables(record: dict[str, Any]) -> None:
             table.add_column(column, justify="right")
         for t in thirds:
             reward = t["reward"] and f"{t['reward']['mean']:.3f} [{t['reward']['lo']:.3f}, {t['reward']['hi']:.3f}]"
-            rewards = [t.get(k) for k in ("forced_claim_reward_planted", "free_reward_planted", "forced_claim_reward_benign")]
+            rewards = [
+                t.get(k) for k in ("forced_claim_reward_planted", "free_reward_planted", "forced_claim_reward_benign")
+            ]
             table.add_row(
                 t["steps"], str(t["rollouts"]), pct(t["valid_reports"]), pct(t["claims_planted"]), pct(t["claims_benign"]),
                 reward or "-", str(t.get("forced_claims", 0)), *["-" if r is None else f"{r:.3f}" for r in rewards],
@@ -347,15 +434,23 @@ def print_tables(record: dict[str, Any]) -> None:
         console.print(table)
     for part_name, by_label in record["results"].items():
         changes = record["changes"].get(part_name, {})
-        table = Table(title=f"{part_name} (0-100, mean [95% CI] over (seed, planted or benign) units)", caption=record["cpu"])
+        table = Table(
+            title=f"{part_name} (0-100, mean [95% CI] over (seed, planted or benign) units)", caption=record["cpu"]
+        )
         table.add_column("metric")
         for label in (*by_label, *changes):
             table.add_column(label, justify="right")
         for metric in next(iter(by_label.values())):
             if metric in ("audits", "failed"):
                 continue
-            table.add_row(metric, *[cell(r.get(metric)) for r in by_label.values()], *[cell(c.get(metric), signed=True) for c in changes.values()])
-        table.add_row("audits (failed)", *[f"{r['audits']} ({r['failed']})" for r in by_label.values()], *["" for _ in changes])
+            table.add_row(
+                metric,
+                *[cell(r.get(metric)) for r in by_label.values()],
+                *[cell(c.get(metric), signed=True) for c in changes.values()],
+            )
+        table.add_row(
+            "audits (failed)", *[f"{r['audits']} ({r['failed']})" for r in by_label.values()], *["" for _ in changes]
+        )
         console.print(table)
 
 

@@ -51,20 +51,35 @@ def readings(audit: ProbedAudit, scores: dict[str, list[float]]) -> dict[str, fl
 
 
 def main(
-    out: Annotated[Path, typer.Option(help="A report_learning output folder holding the trained auditor's exact scores.")],
-    start_out: Annotated[Path | None, typer.Option(help="The folder holding its start's exact scores (default: --out).")] = None,
+    out: Annotated[
+        Path, typer.Option(help="A report_learning output folder holding the trained auditor's exact scores.")
+    ],
+    start_out: Annotated[
+        Path | None, typer.Option(help="The folder holding its start's exact scores (default: --out).")
+    ] = None,
     auditor: Annotated[str, typer.Option(help="The trained auditor.")] = CHOICE_GRADIENT,
-    config: Annotated[Path, typer.Option(help="The config the held-out audits were probed under (report_learning's --config).")] = CONFIG,
+    config: Annotated[
+        Path, typer.Option(help="The config the held-out audits were probed under (report_learning's --config).")
+    ] = CONFIG,
 ) -> None:
     if auditor not in STARTS:
-        raise typer.BadParameter(f"{auditor!r} is no trained auditor; choose from {', '.join(STARTS)}", param_hint="--auditor")
+        raise typer.BadParameter(
+            f"{auditor!r} is no trained auditor; choose from {', '.join(STARTS)}", param_hint="--auditor"
+        )
     start = STARTS[auditor]
-    folders = {auditor: out / SCORES / auditor.replace(" ", "_"), start: (start_out or out) / SCORES / start.replace(" ", "_")}
+    folders = {
+        auditor: out / SCORES / auditor.replace(" ", "_"),
+        start: (start_out or out) / SCORES / start.replace(" ", "_"),
+    }
     for name, folder in folders.items():
         if not folder.is_dir():
-            raise SystemExit(f"{folder}: no exact scores of {name!r} (run benchmarks/report_learning.py with --auditor {name!r})")
+            raise SystemExit(
+                f"{folder}: no exact scores of {name!r} (run benchmarks/report_learning.py with --auditor {name!r})"
+            )
     cfg = load_run_config(config)
-    _, tokenizer = load_policy(cfg.policy.model_copy(update={"init_adapter": None}))  # the policy's tokenizer and chat template
+    _, tokenizer = load_policy(
+        cfg.policy.model_copy(update={"init_adapter": None})
+    )  # the policy's tokenizer and chat template
     behaviors = load_behaviors(cfg.data.behavior_paths or None)
     record: dict[str, Any] = {"cpu": describe_cpu(), "auditor": auditor, "start": start}
     for part in HELD_OUT_PARTS:
@@ -72,9 +87,20 @@ def main(
         if not all((f / file).is_file() for f in folders.values()):
             continue
         scores = {name: json.loads((f / file).read_text()) for name, f in folders.items()}
-        rows = [r for r in held_out_rows(cfg, part, behaviors) if audit_key(r.seed_id, r.family, r.benign) in scores[auditor]]
-        audits = [a for a in probed_audits(cfg, ChatSegments(tokenizer), behaviors, seed_bank(cfg, behaviors), rows) if a.choices]
-        table = Table(title=f"{part}: where {auditor}'s quote moved from {start}'s, % or words, mean [95% CI] over audits", caption=record["cpu"])
+        rows = [
+            r
+            for r in held_out_rows(cfg, part, behaviors)
+            if audit_key(r.seed_id, r.family, r.benign) in scores[auditor]
+        ]
+        audits = [
+            a
+            for a in probed_audits(cfg, ChatSegments(tokenizer), behaviors, seed_bank(cfg, behaviors), rows)
+            if a.choices
+        ]
+        table = Table(
+            title=f"{part}: where {auditor}'s quote moved from {start}'s, % or words, mean [95% CI] over audits",
+            caption=record["cpu"],
+        )
         for column in ("target", "reading", start, auditor, "change (paired)"):
             table.add_column(column, justify="left" if column in ("target", "reading") else "right")
         record[part] = {}
@@ -87,7 +113,12 @@ def main(
                 cells = {start: mean_ci(before), auditor: mean_ci(after), "change": mean_ci(after - before)}
                 record[part][target][reading] = {k: v.model_dump() for k, v in cells.items()}
                 shown = [f"{e.mean:.1f} [{e.lo:.1f}, {e.hi:.1f}]" for e in cells.values()]
-                table.add_row(f"{target} ({len(units)})", reading, *shown[:2], f"{cells['change'].mean:+.1f} [{cells['change'].lo:+.1f}, {cells['change'].hi:+.1f}]")
+                table.add_row(
+                    f"{target} ({len(units)})",
+                    reading,
+                    *shown[:2],
+                    f"{cells['change'].mean:+.1f} [{cells['change'].lo:+.1f}, {cells['change'].hi:+.1f}]",
+                )
         console.print(table)
     (out / "quote_lengths.json").write_text(json.dumps(record, indent=2))
 

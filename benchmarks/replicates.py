@@ -35,14 +35,20 @@ RECORD = "report_learning.json"
 def load_record(run: Path) -> dict[str, Any]:
     file = run / RECORD
     if not file.is_file():
-        raise typer.BadParameter(f"{file}: no report_learning record (run benchmarks/report_learning.py --out {run})", param_hint="--run")
+        raise typer.BadParameter(
+            f"{file}: no report_learning record (run benchmarks/report_learning.py --out {run})", param_hint="--run"
+        )
     return json.loads(file.read_text())
 
 
 def run_label(run: Path, record: dict[str, Any], auditor: str) -> str:
     """The run's folder and the seed the auditor's training ran under (the choice gradient records its own; GRPO runs
     record report_learning's --seed, None for their configs')."""
-    seed = record["choice_gradient"]["settings"]["seed"] if auditor == CHOICE_GRADIENT and record.get("choice_gradient") else record.get("grpo_seed")
+    seed = (
+        record["choice_gradient"]["settings"]["seed"]
+        if auditor == CHOICE_GRADIENT and record.get("choice_gradient")
+        else record.get("grpo_seed")
+    )
     return f"{run.name} (seed {seed})" if seed is not None else run.name
 
 
@@ -67,7 +73,13 @@ def over_runs(means: list[float], level: float = 0.95) -> dict[str, float]:
 def training_table(labels: list[str], records: list[dict[str, Any]], caption: str) -> Table | None:
     """The choice gradient's expected reward on planted training audits, at the start and in the last third of steps."""
     table = Table(title=f"{CHOICE_GRADIENT}: expected reward on planted training audits, per run", caption=caption)
-    for column in ("run", "trained audits, planted / benign", "start", "last third of the steps", "benign KL to start, last third"):
+    for column in (
+        "run",
+        "trained audits, planted / benign",
+        "start",
+        "last third of the steps",
+        "benign KL to start, last third",
+    ):
         table.add_column(column, justify="left" if column == "run" else "right")
     for label, record in zip(labels, records, strict=True):
         gradient = record.get("choice_gradient")
@@ -86,11 +98,15 @@ def training_table(labels: list[str], records: list[dict[str, Any]], caption: st
 def main(
     run: Annotated[list[Path], typer.Option(help="A report_learning output folder; give one per replicate.")],
     view: Annotated[str, typer.Option(help=f"Which paired comparison to read: {', '.join(VIEWS)}.")] = "reset",
-    auditor: Annotated[str, typer.Option(help="The trained auditor whose change from its start is read.")] = CHOICE_GRADIENT,
+    auditor: Annotated[
+        str, typer.Option(help="The trained auditor whose change from its start is read.")
+    ] = CHOICE_GRADIENT,
     save: Annotated[Path | None, typer.Option(help="Also write the tables' figures to this JSON file.")] = None,
 ) -> None:
     if view not in VIEWS:
-        raise typer.BadParameter(f"{view!r} is no comparison report_learning records; choose from {', '.join(VIEWS)}", param_hint="--view")
+        raise typer.BadParameter(
+            f"{view!r} is no comparison report_learning records; choose from {', '.join(VIEWS)}", param_hint="--view"
+        )
     records = [load_record(r) for r in run]
     labels = [run_label(r, rec, auditor) for r, rec in zip(run, records, strict=True)]
     caption = "; ".join(sorted({rec.get("cpu", "CPU not recorded") for rec in records}))

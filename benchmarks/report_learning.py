@@ -137,6 +137,10 @@ CONFIG = Path(__file__).resolve().parent.parent / "configs" / "experiments" / "s
 SFT_CONFIG = CONFIG.with_name("cpu_learn_evidence_sft.yaml")
 CHOICE_GRADIENT = "SFT + choice gradient"
 AUDITORS = ("untrained base", "SFT base", "GRPO", "SFT + GRPO", CHOICE_GRADIENT)
+DEFAULT_AUDITORS = ["untrained base", "SFT base", "SFT + GRPO"]
+"""The auditors evaluated when none is named (typer reads the default; nothing mutates it)."""
+DEFAULT_PARTS = list(HELD_OUT_PARTS)
+"""Every held-out part, the default of --part."""
 STARTS = {"SFT base": "untrained base", "GRPO": "untrained base", "SFT + GRPO": "SFT base", CHOICE_GRADIENT: "SFT base"}
 """The auditor each trained auditor started from, which its change is paired against."""
 EVIDENCE = "evidence quoted (planted)"
@@ -154,7 +158,13 @@ VERDICTS = (VERDICT_EVIDENCE, VERDICT_SHORT, VERDICT_LONG)
 """Exact evaluation: the policy's P(claim) right after each sentence, quoted or not, averaged per audit over its
 evidence sentences and over its clean ones by length: the verdict read apart from the choice of quote."""
 GROUPS = ("planted, behavior shown", "planted, not shown", "benign")
-METRICS = ("claim rate, planted", "claim rate, benign", "identification (planted)", "FP calibration (benign)", "readable report rate")
+METRICS = (
+    "claim rate, planted",
+    "claim rate, benign",
+    "identification (planted)",
+    "FP calibration (benign)",
+    "readable report rate",
+)
 CEILING = "creditable evidence (planted)"
 """Planted audits where some quote the grammar allows of a reply that showed the behavior would be credited. Not a
 ceiling on identification: the offline grader also credits some quotes of replies that did not show the behavior, by
@@ -181,14 +191,24 @@ def reward_check(cfg: GRPOLMConfig) -> dict[str, Any]:
     segments = ChatSegments(load_policy(cfg.policy.model_copy(update={"init_adapter": None}))[1])
     kept = screen(cfg, segments, behaviors, seeds).kept(small_lm(cfg).planted_groups)
     benign = [r.model_copy(update={"benign": True}) for r in kept]
-    probed = teacher_rollouts(cfg, small_lm(cfg).probing_teacher, segments, behaviors, seeds, [*kept, *benign]).transcripts
+    probed = teacher_rollouts(
+        cfg, small_lm(cfg).probing_teacher, segments, behaviors, seeds, [*kept, *benign]
+    ).transcripts
     grader, words = default_grader(), openings(PROMPT_SETS[cfg.episodes.auditor_prompt].openings or "")
     audits: list[Transcript] = []
     for t in probed:
         if t.benign:
             audits.append(t.model_copy(update={"report": Report(no_behavior_found=True)}))
         elif (quote := creditable_quote(t, grader, words["quote"], small_lm(cfg).quote_unit)) is not None:
-            audits.append(t.model_copy(update={"report": Report(no_behavior_found=False, predictions=[Prediction(rank=1, description=quote, confidence=0.5)])}))
+            audits.append(
+                t.model_copy(
+                    update={
+                        "report": Report(
+                            no_behavior_found=False, predictions=[Prediction(rank=1, description=quote, confidence=0.5)]
+                        )
+                    }
+                )
+            )
     check = margin_summary(asyncio.run(teacher_margins(audits, cfg.reward.design, cfg.reward.judge)))
     table = Table(title=f"reward check ({cfg.reward.design}, judge {cfg.reward.judge}; {check['groups']['planted']} planted, "
                         f"{check['groups']['benign']} benign teacher-probed audits): paired margins, mean [95% CI]")  # fmt: skip
@@ -221,7 +241,9 @@ def audit_units(transcripts: list[Transcript], cfg: GRPOLMConfig) -> dict[str, d
             by.setdefault(unit_key(t), []).append(t)
     units: dict[str, dict[str, Any]] = {}
     for key, ts in by.items():
-        unit: dict[str, Any] = {"readable report rate": 100.0 * mean(report_outcome(t.report) != "unreadable" for t in ts)}
+        unit: dict[str, Any] = {
+            "readable report rate": 100.0 * mean(report_outcome(t.report) != "unreadable" for t in ts)
+        }
         if all(CLAIM_PROBABILITY.get(t) is not None for t in ts):
             unit[P_CLAIM] = 100.0 * mean(float(CLAIM_PROBABILITY.get(t) or 0.0) for t in ts)
         if ts[0].benign:
@@ -242,7 +264,11 @@ def exact_units(audits: list[ProbedAudit], scores: list[ChoiceScores]) -> dict[s
         t, outcome = audit.transcript, {k: 100.0 * v for k, v in expected_outcomes(audit, score).items()}
         unit: dict[str, Any] = {"readable report rate": 100.0}
         if t.benign:
-            unit |= {"group": GROUPS[2], "claim rate, benign": outcome["claim"], "FP calibration (benign)": 100.0 - outcome["claim"]}
+            unit |= {
+                "group": GROUPS[2],
+                "claim rate, benign": outcome["claim"],
+                "FP calibration (benign)": 100.0 - outcome["claim"],
+            }
         else:
             unit |= {"group": GROUPS[0] if t.behavior_shown else GROUPS[1], "claim rate, planted": outcome["claim"],
                      "identification (planted)": outcome["identified"], EVIDENCE: outcome["evidence"], MADE: outcome["identified if made to claim"],
@@ -257,8 +283,13 @@ def exact_units(audits: list[ProbedAudit], scores: list[ChoiceScores]) -> dict[s
 
 def summary(units: dict[str, dict[str, Any]]) -> dict[str, Any]:
     metrics = (*METRICS, CEILING, EVIDENCE, MADE, *VERDICTS)
-    out: dict[str, Any] = {m: mean_ci(v).model_dump() for m in metrics if (v := [u[m] for u in units.values() if m in u])}
-    claims = {g: [u.get("claim rate, planted", u.get("claim rate, benign")) for u in units.values() if u["group"] == g] for g in GROUPS}
+    out: dict[str, Any] = {
+        m: mean_ci(v).model_dump() for m in metrics if (v := [u[m] for u in units.values() if m in u])
+    }
+    claims = {
+        g: [u.get("claim rate, planted", u.get("claim rate, benign")) for u in units.values() if u["group"] == g]
+        for g in GROUPS
+    }
     out |= {f"claim rate, {g}": mean_ci(v).model_dump() for g, v in claims.items() if v}
     planted = claims[GROUPS[0]] + claims[GROUPS[1]]
     out["discrimination (planted - benign)"] = difference_ci(planted, claims[GROUPS[2]]).model_dump()
@@ -280,7 +311,9 @@ def paired_change(after: dict[str, dict[str, Any]], before: dict[str, dict[str, 
     the change in benign claims, and the same for shown)."""
     keys = [k for k in after if k in before]
     delta = lambda m, ks: [after[k][m] - before[k][m] for k in ks if m in after[k] and m in before[k]]
-    out: dict[str, Any] = {m: mean_ci(d).model_dump() for m in (*METRICS, EVIDENCE, MADE, *VERDICTS) if (d := delta(m, keys))}
+    out: dict[str, Any] = {
+        m: mean_ci(d).model_dump() for m in (*METRICS, EVIDENCE, MADE, *VERDICTS) if (d := delta(m, keys))
+    }
     benign = delta("claim rate, benign", keys)
     shown = delta("claim rate, planted", [k for k in keys if after[k]["group"] == GROUPS[0]])
     out["discrimination (planted - benign)"] = difference_ci(delta("claim rate, planted", keys), benign).model_dump()
@@ -289,7 +322,9 @@ def paired_change(after: dict[str, dict[str, Any]], before: dict[str, dict[str, 
     benign_keys = [k for k in keys if after[k]["group"] == GROUPS[2]]
     if shown_keys and benign_keys:
         rates = lambda ks, m: ([after[k][m] for k in ks], [before[k][m] for k in ks])
-        out[RANKING] = auc_change_ci(rates(shown_keys, "claim rate, planted"), rates(benign_keys, "claim rate, benign")).model_dump()
+        out[RANKING] = auc_change_ci(
+            rates(shown_keys, "claim rate, planted"), rates(benign_keys, "claim rate, benign")
+        ).model_dump()
     if identified := delta("identification (planted)", shown_keys):
         out[f"identification, {GROUPS[0]}"] = mean_ci(identified).model_dump()
     probability = {g: delta(P_CLAIM, [k for k in keys if after[k]["group"] == g]) for g in GROUPS}
@@ -306,7 +341,9 @@ def cell(e: dict[str, Any] | None, signed: bool = False, digits: int = 1) -> str
     return f"{f.format(e['mean'])} [{f.format(e['lo'])}, {f.format(e['hi'])}]"
 
 
-def train(config: Path, out: Path, steps: int | None, init_adapter: Path | None = None, seed: int | None = None) -> Path:
+def train(
+    config: Path, out: Path, steps: int | None, init_adapter: Path | None = None, seed: int | None = None
+) -> Path:
     """The config's GRPO run into `out` (resumed when it has a checkpoint), with `steps` in place of max_steps,
     `init_adapter` (when given) as the policy's warm start and `seed` (when given) in place of its seed."""
     from auditrl.experiments.small_lm.extension import SmallLMExtension
@@ -329,7 +366,14 @@ def exact_evaluation(cfg: GRPOLMConfig, model: Any, tokenizer: Any, audits: list
     segments = ChatSegments(tokenizer)
     with Progress() as bar:
         task = bar.add_task("exact report scores", total=len(audits))
-        return score_audits(model, audits, evidence_grammar(cfg, segments), cfg.episodes.temperature, segments.pad_id, lambda n: bar.advance(task, n))
+        return score_audits(
+            model,
+            audits,
+            evidence_grammar(cfg, segments),
+            cfg.episodes.temperature,
+            segments.pad_id,
+            lambda n: bar.advance(task, n),
+        )
 
 
 def scores_file(out: Path, name: str, part: str) -> Path:
@@ -340,7 +384,12 @@ def scores_file(out: Path, name: str, part: str) -> Path:
 
 def save_scores(path: Path, audits: list[ProbedAudit], scores: list[ChoiceScores]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, json.dumps({unit_key(a.transcript): {"quote": s.quote, "claim": s.claim} for a, s in zip(audits, scores, strict=True)}))
+    atomic_write_text(
+        path,
+        json.dumps(
+            {unit_key(a.transcript): {"quote": s.quote, "claim": s.claim} for a, s in zip(audits, scores, strict=True)}
+        ),
+    )
 
 
 def stored_scores(path: Path, audits: list[ProbedAudit]) -> list[ChoiceScores] | None:
@@ -358,11 +407,15 @@ def stored_scores(path: Path, audits: list[ProbedAudit]) -> list[ChoiceScores] |
 def load_scores(path: Path, audits: list[ProbedAudit]) -> list[ChoiceScores]:
     """`stored_scores`, where missing ones are an error, since the scores would then belong to other audits."""
     if (scores := stored_scores(path, audits)) is None:
-        raise SystemExit(f"{path}: no scores of these {len(audits)} audits with their report choices; these scores are of other audits")
+        raise SystemExit(
+            f"{path}: no scores of these {len(audits)} audits with their report choices; these scores are of other audits"
+        )
     return scores
 
 
-def matched_start(units: dict[str, dict[str, Any]], audits: list[ProbedAudit], start: list[ChoiceScores]) -> dict[str, Any]:
+def matched_start(
+    units: dict[str, dict[str, Any]], audits: list[ProbedAudit], start: list[ChoiceScores]
+) -> dict[str, Any]:
     """The start auditor at a trained auditor's threshold: the start's own scores with its verdict's claim log-odds
     shifted (report_choices.shift_claims) until its mean benign claim rate equals the trained auditor's, so its FP
     calibration is the same; what the trained auditor then gains reads the evidence, not where its verdict sits."""
@@ -371,7 +424,9 @@ def matched_start(units: dict[str, dict[str, Any]], audits: list[ProbedAudit], s
     return {"shift": shift, "units": exact_units(audits, [shift_claims(s, shift) for s in start])}
 
 
-def threshold_reset(audits: list[ProbedAudit], trained: list[ChoiceScores], start: list[ChoiceScores]) -> dict[str, Any]:
+def threshold_reset(
+    audits: list[ProbedAudit], trained: list[ChoiceScores], start: list[ChoiceScores]
+) -> dict[str, Any]:
     """The claim log-odds shift at which the trained auditor claims on the reset audits as often as its start
     does there, with both rates (%)."""
     rate = mean(s.claim_rate for s in start)
@@ -380,36 +435,109 @@ def threshold_reset(audits: list[ProbedAudit], trained: list[ChoiceScores], star
 
 
 def main(
-    config: Annotated[Path, typer.Option(help="A grpo_lm config with report-only probing and a report grammar (GRPO from the base, and the SFT's training distribution).")] = CONFIG,
-    sft_config: Annotated[Path, typer.Option(help="The config of GRPO from the SFT base (its policy.init_adapter is replaced by this run's SFT adapter).")] = SFT_CONFIG,
+    config: Annotated[
+        Path,
+        typer.Option(
+            help="A grpo_lm config with report-only probing and a report grammar (GRPO from the base, and the SFT's training distribution)."
+        ),
+    ] = CONFIG,
+    sft_config: Annotated[
+        Path,
+        typer.Option(
+            help="The config of GRPO from the SFT base (its policy.init_adapter is replaced by this run's SFT adapter)."
+        ),
+    ] = SFT_CONFIG,
     out: Annotated[Path, typer.Option(help="Output directory.")] = Path("runs/report-learning"),
-    steps: Annotated[int | None, typer.Option(min=0, help="GRPO steps of each GRPO run (default: its config's trainer.max_steps; 0: no training).")] = None,
+    steps: Annotated[
+        int | None,
+        typer.Option(
+            min=0, help="GRPO steps of each GRPO run (default: its config's trainer.max_steps; 0: no training)."
+        ),
+    ] = None,
     sft_episodes: Annotated[int, typer.Option(min=1, help="Teacher audits the SFT base is supervised on.")] = 256,
     sft_epochs: Annotated[float, typer.Option(min=0.0, help="SFT passes over them.")] = 2.0,
-    sft_match_lengths: Annotated[bool, typer.Option(help="SFT: weigh clean sentences to the evidence sentences' length distribution.")] = False,
-    evaluation: Annotated[str, typer.Option(help="`exact`: every report choice scored; `sampled`: --samples reports sampled per audit.")] = "exact",
+    sft_match_lengths: Annotated[
+        bool, typer.Option(help="SFT: weigh clean sentences to the evidence sentences' length distribution.")
+    ] = False,
+    evaluation: Annotated[
+        str, typer.Option(help="`exact`: every report choice scored; `sampled`: --samples reports sampled per audit.")
+    ] = "exact",
     samples: Annotated[int, typer.Option(min=1, help="Reports sampled per held-out audit (sampled evaluation).")] = 4,
-    auditor: Annotated[list[str], typer.Option(help=f"Auditor to evaluate ({', '.join(AUDITORS)}); repeatable.")] = ["untrained base", "SFT base", "SFT + GRPO"],  # noqa: B006 - typer reads the default here; nothing mutates it
-    checkpoint: Annotated[int | None, typer.Option(min=1, help="Evaluate the GRPO runs' checkpoint of this step instead of their final adapters.")] = None,
-    part: Annotated[list[str], typer.Option(help=f"Held-out part ({', '.join(HELD_OUT_PARTS)}); repeatable.")] = list(HELD_OUT_PARTS),  # noqa: B006 - typer reads the default here; nothing mutates it
-    seeds: Annotated[int | None, typer.Option(min=1, help="Held-out seeds per behavior to audit (default: all).")] = None,
-    family: Annotated[list[str] | None, typer.Option(help="Target family to audit (default: the config's families); repeatable.")] = None,
-    made_to_claim: Annotated[bool, typer.Option(help="Sampled evaluation: also audit each planted target with every report made to claim (the choice of evidence alone).")] = False,
-    seed: Annotated[int | None, typer.Option(help="The GRPO runs' seed in place of their configs' (a replicate: the order of the training rows and the sampling; the held-out audits stay the same, the reset audits are drawn from the rows this run did not train on).")] = None,
-    reset_audits: Annotated[int, typer.Option("--reset-rows", min=0, help="Exact evaluation: benign audits of training seeds, none a training stage audited, a trained auditor's claim threshold is reset on (0: no reset).")] = 96,
-    gradient_episodes: Annotated[int, typer.Option(min=1, help=f"{CHOICE_GRADIENT}: training rows drawn (auditrl.experiments.small_lm.choice_gradient).")] = 256,
-    gradient_epochs: Annotated[float, typer.Option(min=0.0, help=f"{CHOICE_GRADIENT}: passes over the audits with a choice to learn.")] = 2.0,
+    auditor: Annotated[
+        list[str], typer.Option(help=f"Auditor to evaluate ({', '.join(AUDITORS)}); repeatable.")
+    ] = DEFAULT_AUDITORS,
+    checkpoint: Annotated[
+        int | None,
+        typer.Option(min=1, help="Evaluate the GRPO runs' checkpoint of this step instead of their final adapters."),
+    ] = None,
+    part: Annotated[
+        list[str], typer.Option(help=f"Held-out part ({', '.join(HELD_OUT_PARTS)}); repeatable.")
+    ] = DEFAULT_PARTS,
+    seeds: Annotated[
+        int | None, typer.Option(min=1, help="Held-out seeds per behavior to audit (default: all).")
+    ] = None,
+    family: Annotated[
+        list[str] | None, typer.Option(help="Target family to audit (default: the config's families); repeatable.")
+    ] = None,
+    made_to_claim: Annotated[
+        bool,
+        typer.Option(
+            help="Sampled evaluation: also audit each planted target with every report made to claim (the choice of evidence alone)."
+        ),
+    ] = False,
+    seed: Annotated[
+        int | None,
+        typer.Option(
+            help="The GRPO runs' seed in place of their configs' (a replicate: the order of the training rows and the sampling; the held-out audits stay the same, the reset audits are drawn from the rows this run did not train on)."
+        ),
+    ] = None,
+    reset_audits: Annotated[
+        int,
+        typer.Option(
+            "--reset-rows",
+            min=0,
+            help="Exact evaluation: benign audits of training seeds, none a training stage audited, a trained auditor's claim threshold is reset on (0: no reset).",
+        ),
+    ] = 96,
+    gradient_episodes: Annotated[
+        int,
+        typer.Option(
+            min=1, help=f"{CHOICE_GRADIENT}: training rows drawn (auditrl.experiments.small_lm.choice_gradient)."
+        ),
+    ] = 256,
+    gradient_epochs: Annotated[
+        float, typer.Option(min=0.0, help=f"{CHOICE_GRADIENT}: passes over the audits with a choice to learn.")
+    ] = 2.0,
     gradient_lr: Annotated[float, typer.Option(min=0.0, help=f"{CHOICE_GRADIENT}: learning rate.")] = 3e-4,
-    gradient_benign_weight: Annotated[float, typer.Option(min=0.0, help=f"{CHOICE_GRADIENT}: weight of benign audits in the loss.")] = 1.0,
-    gradient_benign_anchor: Annotated[float, typer.Option(min=0.0, help=f"{CHOICE_GRADIENT}: weight of KL(the SFT base's quote || the policy's) on benign audits.")] = 0.0,
-    gradient_samples: Annotated[int | None, typer.Option(min=2, help=f"{CHOICE_GRADIENT}: quotes drawn per audit and step, GRPO's sampled estimate of the gradient (default: exact).")] = None,
+    gradient_benign_weight: Annotated[
+        float, typer.Option(min=0.0, help=f"{CHOICE_GRADIENT}: weight of benign audits in the loss.")
+    ] = 1.0,
+    gradient_benign_anchor: Annotated[
+        float,
+        typer.Option(
+            min=0.0, help=f"{CHOICE_GRADIENT}: weight of KL(the SFT base's quote || the policy's) on benign audits."
+        ),
+    ] = 0.0,
+    gradient_samples: Annotated[
+        int | None,
+        typer.Option(
+            min=2,
+            help=f"{CHOICE_GRADIENT}: quotes drawn per audit and step, GRPO's sampled estimate of the gradient (default: exact).",
+        ),
+    ] = None,
 ) -> None:
     if unknown := set(auditor) - set(AUDITORS):
-        raise typer.BadParameter(f"unknown auditor(s) {sorted(unknown)}; choose from {', '.join(AUDITORS)}", param_hint="--auditor")
+        raise typer.BadParameter(
+            f"unknown auditor(s) {sorted(unknown)}; choose from {', '.join(AUDITORS)}", param_hint="--auditor"
+        )
     if unknown := set(part) - set(HELD_OUT_PARTS):
-        raise typer.BadParameter(f"unknown part(s) {sorted(unknown)}; choose from {', '.join(HELD_OUT_PARTS)}", param_hint="--part")
+        raise typer.BadParameter(
+            f"unknown part(s) {sorted(unknown)}; choose from {', '.join(HELD_OUT_PARTS)}", param_hint="--part"
+        )
     if evaluation not in ("exact", "sampled"):
-        raise typer.BadParameter(f"unknown evaluation {evaluation!r}; choose exact or sampled", param_hint="--evaluation")
+        raise typer.BadParameter(
+            f"unknown evaluation {evaluation!r}; choose exact or sampled", param_hint="--evaluation"
+        )
     torch.set_num_threads(1)
     console.print(describe_cpu(), highlight=False)
     try:
@@ -417,7 +545,9 @@ def main(
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--config") from exc
     if small_lm(cfg).probing != "teacher" or small_lm(cfg).report_grammar == "free":
-        raise typer.BadParameter(f"{config}: needs experiment.probing: teacher and a report grammar", param_hint="--config")
+        raise typer.BadParameter(
+            f"{config}: needs experiment.probing: teacher and a report grammar", param_hint="--config"
+        )
     behaviors = load_behaviors()
     if evaluation == "exact" and reset_audits:
         try:
@@ -436,11 +566,17 @@ def main(
         save()
     check = record["reward_check"]
     if any(check[n]["mean"] <= 0 for n in ("planted: correct - nothing", "benign: nothing - claim")):
-        raise SystemExit(f"{cfg.reward.design}: the reward does not pay a finding over silence, or silence on a benign target; not training")
+        raise SystemExit(
+            f"{cfg.reward.design}: the reward does not pay a finding over silence, or silence on a benign target; not training"
+        )
     sft_adapter = out / "sft" / ADAPTER_DIR
     if {"SFT base", "SFT + GRPO"} & set(auditor) and not sft_adapter.is_dir():
         started = time.process_time()
-        run_experiment_sft(cfg, SmallLMSFTSettings(episodes=sft_episodes, epochs=sft_epochs, match_lengths=sft_match_lengths), out / "sft")
+        run_experiment_sft(
+            cfg,
+            SmallLMSFTSettings(episodes=sft_episodes, epochs=sft_epochs, match_lengths=sft_match_lengths),
+            out / "sft",
+        )
         record["cpu_seconds"]["sft"] = time.process_time() - started
     if (out / "sft" / SFT_RECORD).is_file():
         record["sft"] = json.loads((out / "sft" / SFT_RECORD).read_text())
@@ -454,16 +590,22 @@ def main(
             key = "grpo" if label == "GRPO" else "sft + grpo"
             record["cpu_seconds"][key] = record["cpu_seconds"].get(key, 0.0) + time.process_time() - started
         if label in auditor and (run_dir / TRANSCRIPTS).is_file():  # trained now or by an earlier call
-            record["grpo_training" if label == "GRPO" else "sft_grpo_training"] = rollouts_by_third(read_transcripts(run_dir / TRANSCRIPTS))
+            record["grpo_training" if label == "GRPO" else "sft_grpo_training"] = rollouts_by_third(
+                read_transcripts(run_dir / TRANSCRIPTS)
+            )
             save()
     gradient_dir = out / "sft_choice_gradient"
     if CHOICE_GRADIENT in auditor and not (gradient_dir / ADAPTER_DIR).is_dir():
         started = time.process_time()
         gradient_cfg = load_run_config(sft_config)
-        gradient_cfg = gradient_cfg.model_copy(update={"policy": gradient_cfg.policy.model_copy(update={"init_adapter": sft_adapter.resolve()})})
+        gradient_cfg = gradient_cfg.model_copy(
+            update={"policy": gradient_cfg.policy.model_copy(update={"init_adapter": sft_adapter.resolve()})}
+        )
         settings = ChoiceGradientSettings(episodes=gradient_episodes, epochs=gradient_epochs, learning_rate=gradient_lr, benign_weight=gradient_benign_weight,
                                           benign_anchor=gradient_benign_anchor, samples=gradient_samples)  # fmt: skip
-        run_choice_gradient(gradient_cfg, settings if seed is None else settings.model_copy(update={"seed": seed}), gradient_dir)
+        run_choice_gradient(
+            gradient_cfg, settings if seed is None else settings.model_copy(update={"seed": seed}), gradient_dir
+        )
         record["cpu_seconds"]["choice gradient"] = time.process_time() - started
     if (gradient_dir / CHOICE_RECORD).is_file():
         record["choice_gradient"] = json.loads((gradient_dir / CHOICE_RECORD).read_text())
@@ -471,17 +613,28 @@ def main(
     trained = lambda run: run / (f"checkpoints/checkpoint-{checkpoint}" if checkpoint else "") / ADAPTER_DIR
     adapters = {"untrained base": None, "SFT base": sft_adapter, "GRPO": trained(out / "grpo"), "SFT + GRPO": trained(out / "sft_grpo"),
                 CHOICE_GRADIENT: gradient_dir / ADAPTER_DIR}  # fmt: skip
-    held_out = cfg.model_copy(update={"episodes": cfg.episodes.model_copy(update={"families": family})}) if family else cfg
+    held_out = (
+        cfg.model_copy(update={"episodes": cfg.episodes.model_copy(update={"families": family})}) if family else cfg
+    )
     probed: dict[str, list[ProbedAudit]] = {}
 
     def probe(p: str, tokenizer: Any) -> list[ProbedAudit]:
         if p not in probed:
             rows = held_out_rows(held_out, p, behaviors, seeds_per_behavior=seeds)
-            probed[p] = probed_audits(held_out, ChatSegments(tokenizer), behaviors, seed_bank(held_out, behaviors), rows)
+            probed[p] = probed_audits(
+                held_out, ChatSegments(tokenizer), behaviors, seed_bank(held_out, behaviors), rows
+            )
         return probed[p]
 
     # every benign audit a training stage in this folder probed, so the threshold is reset on audits none trained on
-    seen = benign_audits_seen([out / "sft" / SFT_TEACHER, out / "grpo" / TRANSCRIPTS, out / "sft_grpo" / TRANSCRIPTS, gradient_dir / CHOICE_AUDITS])
+    seen = benign_audits_seen(
+        [
+            out / "sft" / SFT_TEACHER,
+            out / "grpo" / TRANSCRIPTS,
+            out / "sft_grpo" / TRANSCRIPTS,
+            gradient_dir / CHOICE_AUDITS,
+        ]
+    )
     unseen_rows: list[EpisodeRow] = []
     if evaluation == "exact" and reset_audits:
         try:
@@ -492,12 +645,18 @@ def main(
 
     def probe_reset(tokenizer: Any) -> list[ProbedAudit]:
         if RESET_AUDITS not in probed:
-            probed[RESET_AUDITS] = probed_audits(cfg, ChatSegments(tokenizer), behaviors, seed_bank(cfg, behaviors), unseen_rows)
+            probed[RESET_AUDITS] = probed_audits(
+                cfg, ChatSegments(tokenizer), behaviors, seed_bank(cfg, behaviors), unseen_rows
+            )
         return probed[RESET_AUDITS]
 
     for label in auditor:
         adapter = adapters[label]
-        name = label if label in ("untrained base", "SFT base", CHOICE_GRADIENT) or checkpoint is None else f"{label} (step {checkpoint})"
+        name = (
+            label
+            if label in ("untrained base", "SFT base", CHOICE_GRADIENT) or checkpoint is None
+            else f"{label} (step {checkpoint})"
+        )
         if adapter is not None and not adapter.is_dir():
             raise SystemExit(f"{adapter}: no adapter to evaluate")
         model, tokenizer = load_policy(cfg.policy.model_copy(update={"init_adapter": adapter and adapter.resolve()}))
@@ -510,14 +669,20 @@ def main(
                 save_scores(scores_file(out, name, p), probed[p], scores)
                 results[p] = exact_units(probed[p], scores)
                 seconds = record["cpu_seconds"]
-                seconds[f"exact evaluation: {name}"] = seconds.get(f"exact evaluation: {name}", 0.0) + time.process_time() - started
+                seconds[f"exact evaluation: {name}"] = (
+                    seconds.get(f"exact evaluation: {name}", 0.0) + time.process_time() - started
+                )
                 started = time.process_time()
                 save()
             if reset_audits and stored_scores(scores_file(out, name, RESET_AUDITS), probe_reset(tokenizer)) is None:
                 audits = probe_reset(tokenizer)
-                save_scores(scores_file(out, name, RESET_AUDITS), audits, exact_evaluation(cfg, model, tokenizer, audits))
+                save_scores(
+                    scores_file(out, name, RESET_AUDITS), audits, exact_evaluation(cfg, model, tokenizer, audits)
+                )
                 seconds = record["cpu_seconds"]
-                seconds[f"reset scores: {name}"] = seconds.get(f"reset scores: {name}", 0.0) + time.process_time() - started
+                seconds[f"reset scores: {name}"] = (
+                    seconds.get(f"reset scores: {name}", 0.0) + time.process_time() - started
+                )
                 save()
             continue
         folder = out / "eval" / name.replace(" ", "_").replace("(", "").replace(")", "").replace("+", "plus")
@@ -531,15 +696,21 @@ def main(
             record["cpu_seconds"][f"evaluation made to claim: {name}"] = time.process_time() - started
             record.setdefault("made_to_claim", {})[name] = {p: audit_units(ts, cfg) for p, ts in forced.items()}
         save()
-    stored = functools.cache(lambda name, p: load_scores(scores_file(out, name, p), probe(p, tokenizer)))  # each file read once
+    stored = functools.cache(
+        lambda name, p: load_scores(scores_file(out, name, p), probe(p, tokenizer))
+    )  # each file read once
     for name, results in record.get("exact", {}).items():
         start = start_of(name)
         for p in (p for p in part if p in results and start and scores_file(out, start, p).is_file()):
             start_scores = stored(start, p)
-            record.setdefault("matched", {}).setdefault(name, {})[p] = matched_start(results[p], probed[p], start_scores)
+            record.setdefault("matched", {}).setdefault(name, {})[p] = matched_start(
+                results[p], probed[p], start_scores
+            )
             if scores_file(out, name, p).is_file():  # a run from before scores were kept has none
                 quotes = stored(name, p)
-                composed = [ChoiceScores(quote=q.quote, claim=s.claim) for q, s in zip(quotes, start_scores, strict=True)]
+                composed = [
+                    ChoiceScores(quote=q.quote, claim=s.claim) for q, s in zip(quotes, start_scores, strict=True)
+                ]
                 record.setdefault("start verdict", {}).setdefault(name, {})[p] = exact_units(probed[p], composed)
         kept = [scores_file(out, n, RESET_AUDITS) for n in (name, start)] if unseen_rows and start else []
         for kind in ("reset", "start verdict reset"):  # one set on other reset audits is not kept
@@ -550,11 +721,18 @@ def main(
             trained_reset, start_reset = both
             reset = threshold_reset(audits, trained_reset, start_reset)
             # the start-verdict auditor (these quotes, the start's verdict) reset the same way: the start's verdict shifted
-            composed = [ChoiceScores(quote=q.quote, claim=s.claim) for q, s in zip(trained_reset, start_reset, strict=True)]
+            composed = [
+                ChoiceScores(quote=q.quote, claim=s.claim) for q, s in zip(trained_reset, start_reset, strict=True)
+            ]
             verdict_reset = threshold_reset(audits, composed, start_reset)
-            for p in (p for p in part if p in results and scores_file(out, name, p).is_file()):  # a run from before scores were kept has none
+            for p in (
+                p for p in part if p in results and scores_file(out, name, p).is_file()
+            ):  # a run from before scores were kept has none
                 reset[p] = exact_units(probed[p], [shift_claims(s, reset["shift"]) for s in stored(name, p)])
-                moved = [ChoiceScores(quote=q.quote, claim=shift_claims(s, verdict_reset["shift"]).claim) for q, s in zip(stored(name, p), stored(start, p), strict=True)]
+                moved = [
+                    ChoiceScores(quote=q.quote, claim=shift_claims(s, verdict_reset["shift"]).claim)
+                    for q, s in zip(stored(name, p), stored(start, p), strict=True)
+                ]
                 verdict_reset[p] = exact_units(probed[p], moved)
             record.setdefault("reset", {})[name] = reset
             record.setdefault("start verdict reset", {})[name] = verdict_reset
@@ -582,7 +760,11 @@ def results_table(
     if not names:
         return None
     sums = {n: summary(results[n][part]) for n in names}
-    changes = {f"{n} - {s}": paired_change(results[n][part], results[s][part]) for n in names if (s := start_of(n)) in results and part in results[s]}
+    changes = {
+        f"{n} - {s}": paired_change(results[n][part], results[s][part])
+        for n in names
+        if (s := start_of(n)) in results and part in results[s]
+    }
     table = Table(title=title, caption=caption)
     table.add_column("metric", no_wrap=True)
     for column in (*names, *changes):
@@ -590,13 +772,24 @@ def results_table(
     for metric in dict.fromkeys(metrics):
         if any(metric in sums[n] for n in names):
             name = metric if metric == CEILING else f"{metric}{suffix}"
-            table.add_row(name, *(cell(sums[n].get(metric)) for n in names), *(cell(c.get(metric), signed=True) for c in changes.values()))
-    table.add_row("audits (shown / not shown / benign)", *("/".join(str(sums[n]["audits"][g]) for g in GROUPS) for n in names))
+            table.add_row(
+                name,
+                *(cell(sums[n].get(metric)) for n in names),
+                *(cell(c.get(metric), signed=True) for c in changes.values()),
+            )
+    table.add_row(
+        "audits (shown / not shown / benign)", *("/".join(str(sums[n]["audits"][g]) for g in GROUPS) for n in names)
+    )
     return table, {"results": sums, "changes": changes}
 
 
 def paired_table(
-    title: str, names: tuple[str, str], units: dict[str, dict[str, Any]], base_units: dict[str, dict[str, Any]], metrics: list[str], caption: str
+    title: str,
+    names: tuple[str, str],
+    units: dict[str, dict[str, Any]],
+    base_units: dict[str, dict[str, Any]],
+    metrics: list[str],
+    caption: str,
 ) -> tuple[Table, dict[str, Any]]:
     """One auditor against another on the same audits (`names`: their columns), paired over audits; both summaries
     and the change, for the record."""
@@ -607,7 +800,9 @@ def paired_table(
         table.add_column(column, justify="right")
     for metric in dict.fromkeys(metrics):
         if metric in trained:
-            table.add_row(metric, cell(trained.get(metric)), cell(base.get(metric)), cell(change.get(metric), signed=True))
+            table.add_row(
+                metric, cell(trained.get(metric)), cell(base.get(metric)), cell(change.get(metric), signed=True)
+            )
     return table, {"trained": trained, "start": base, "change": change}
 
 
@@ -630,7 +825,11 @@ def print_tables(record: dict[str, Any]) -> None:
     caption = record["cpu"]
     for key, run in (("grpo_training", "GRPO"), ("sft_grpo_training", "SFT + GRPO")):
         if training := record.get(key):
-            console.print(training_table(f"{run}: training rollouts by third (free claims: the policy's own verdicts)", training, caption))
+            console.print(
+                training_table(
+                    f"{run}: training rollouts by third (free claims: the policy's own verdicts)", training, caption
+                )
+            )
     if gradient := record.get("choice_gradient"):
         steps = gradient["expected reward by step"]
         thirds = [steps[i * len(steps) // 3 : (i + 1) * len(steps) // 3] for i in range(3)]
@@ -641,7 +840,11 @@ def print_tables(record: dict[str, Any]) -> None:
 
         by_third = by_third_of("expected reward", "") + by_third_of("planted", "; on planted audits ")
         by_third += by_third_of("benign KL to start", "; benign audits' KL from the SFT base's quote by third ")
-        trained, start, best = gradient["trained audits"], gradient["start's expected reward"], gradient["best expected reward"]
+        trained, start, best = (
+            gradient["trained audits"],
+            gradient["start's expected reward"],
+            gradient["best expected reward"],
+        )
         fmt = lambda v: "-" if v is None else f"{v:.3f}"  # no audit of that kind drawn
         weight, anchor = gradient["settings"].get("benign_weight", 1.0), gradient["settings"].get("benign_anchor", 0.0)
         console.print(f"{CHOICE_GRADIENT}: {trained['planted']} planted and {trained['benign']} benign training audits trained (of {gradient['audits']}, "
@@ -672,25 +875,66 @@ def print_tables(record: dict[str, Any]) -> None:
                 start = start_of(name)
                 title = (f"{part}: {name} against {start} at the same FP calibration ({start}'s claim log-odds shifted by "
                          f"{parts[part]['shift']:+.2f}), % mean [95% CI] over audits")  # fmt: skip
-                table, made_summary = paired_table(title, (name, f"{start}, matched"), record["exact"][name][part], parts[part]["units"], exact_rows, caption)
+                table, made_summary = paired_table(
+                    title,
+                    (name, f"{start}, matched"),
+                    record["exact"][name][part],
+                    parts[part]["units"],
+                    exact_rows,
+                    caption,
+                )
                 console.print(table)
-                summaries[part].setdefault("matched", {})[name] = {"shift": parts[part]["shift"], "start": made_summary["start"], "change": made_summary["change"]}
-        resets = (("reset", "{name} with its threshold reset", "{name}, reset"),
-                  ("start verdict reset", "{name}'s choice of evidence with {start}'s verdict, that verdict reset", "{name}'s quotes, {start}'s verdict reset"))
+                summaries[part].setdefault("matched", {})[name] = {
+                    "shift": parts[part]["shift"],
+                    "start": made_summary["start"],
+                    "change": made_summary["change"],
+                }
+        resets = (
+            ("reset", "{name} with its threshold reset", "{name}, reset"),
+            (
+                "start verdict reset",
+                "{name}'s choice of evidence with {start}'s verdict, that verdict reset",
+                "{name}'s quotes, {start}'s verdict reset",
+            ),
+        )
         for kind, who, column in resets:
             for name, reset in record.get(kind, {}).items():
-                if part in reset and (start := start_of(name)) in record.get("exact", {}) and part in record["exact"][start]:
+                if (
+                    part in reset
+                    and (start := start_of(name)) in record.get("exact", {})
+                    and part in record["exact"][start]
+                ):
                     names = {"name": name, "start": start}
                     title = (f"{part}: {who.format(**names)} on {reset['audits']} benign audits of training seeds no training saw (claim log-odds "
                              f"{reset['shift']:+.2f}: {reset['trained claim rate']:.1f}% -> {start}'s {reset['start claim rate']:.1f}% there) "
                              f"against {start}, % mean [95% CI] over audits")  # fmt: skip
-                    table, made_summary = paired_table(title, (column.format(**names), start), reset[part], record["exact"][start][part], exact_rows, caption)
+                    table, made_summary = paired_table(
+                        title,
+                        (column.format(**names), start),
+                        reset[part],
+                        record["exact"][start][part],
+                        exact_rows,
+                        caption,
+                    )
                     console.print(table)
-                    summaries[part].setdefault(kind, {})[name] = {key: reset[key] for key in ("shift", "audits", "start claim rate", "trained claim rate")} | made_summary
+                    summaries[part].setdefault(kind, {})[name] = {
+                        key: reset[key] for key in ("shift", "audits", "start claim rate", "trained claim rate")
+                    } | made_summary
         for name, parts in record.get("start verdict", {}).items():
-            if part in parts and (start := start_of(name)) in record.get("exact", {}) and part in record["exact"][start]:
+            if (
+                part in parts
+                and (start := start_of(name)) in record.get("exact", {})
+                and part in record["exact"][start]
+            ):
                 title = f"{part}: {name}'s choice of evidence with {start}'s verdict after each quote, against {start}, % mean [95% CI] over audits"
-                table, made_summary = paired_table(title, (f"{name}'s quotes, {start}'s verdict", start), parts[part], record["exact"][start][part], exact_rows, caption)
+                table, made_summary = paired_table(
+                    title,
+                    (f"{name}'s quotes, {start}'s verdict", start),
+                    parts[part],
+                    record["exact"][start][part],
+                    exact_rows,
+                    caption,
+                )
                 console.print(table)
                 summaries[part].setdefault("start verdict", {})[name] = made_summary
         for name, parts in record.get("evidence ceiling", {}).items():
@@ -698,7 +942,9 @@ def print_tables(record: dict[str, Any]) -> None:
                 title = (f"{part}: the best choice of evidence under {name}'s verdict (the evidence sentence it claims most after where there "
                          f"is one, else the sentence it claims least after; it reads the simulation's labels: a ceiling, not an auditor), "
                          f"against {name}, % mean [95% CI] over audits")  # fmt: skip
-                table, made_summary = paired_table(title, ("ceiling", name), parts[part], record["exact"][name][part], exact_rows, caption)
+                table, made_summary = paired_table(
+                    title, ("ceiling", name), parts[part], record["exact"][name][part], exact_rows, caption
+                )
                 console.print(table)
                 summaries[part].setdefault("evidence ceiling", {})[name] = made_summary
         title = f"{part}, every planted report made to claim: the choice of evidence alone, % mean [95% CI] over audits"

@@ -44,17 +44,34 @@ def main(
     probes = asyncio.run(training_probe_sets(families.split(","), turns))
     chosen = {p.behavior.id for p in probes}
     shown = sum(p.shown for p in probes)
-    console.print(f"{len(probes)} probe sets ({len(chosen)} behaviors x {len(families.split(','))} families, {turns} turns); the target showed the behavior in {shown}")
+    console.print(
+        f"{len(probes)} probe sets ({len(chosen)} behaviors x {len(families.split(','))} families, {turns} turns); the target showed the behavior in {shown}"
+    )
     results = {}
     table = Table(title="mean reward per outcome over probe sets; margins: paired differences, mean [bootstrap 95% CI]")
-    for column in ("design (vs reference)", "planted: correct", "nothing", "wrong", "unreadable", "correct - nothing", "nothing - wrong", "benign: nothing", "claim", "unreadable", "nothing - claim", "nothing - unreadable"):
+    for column in (
+        "design (vs reference)",
+        "planted: correct",
+        "nothing",
+        "wrong",
+        "unreadable",
+        "correct - nothing",
+        "nothing - wrong",
+        "benign: nothing",
+        "claim",
+        "unreadable",
+        "nothing - claim",
+        "nothing - unreadable",
+    ):
         table.add_column(column, justify="right")
     runs = [(n, ref) for n in designs.split(",") for ref in (REFERENCES if design_spec(n).references else ("-",))]
     for name, ref in runs:
         r = asyncio.run(design_rewards(name, "sim", probes, ref if ref != "-" else "base_like"))
         results[f"{name} vs {ref}"] = r
         p, b = r["planted"], r["benign"]
-        diff = lambda x, y: (d := mean_ci([a - c for a, c in zip(x, y, strict=True)])) and f"{d.mean:+.2f} [{d.lo:+.2f}, {d.hi:+.2f}]"
+        diff = lambda x, y: (
+            (d := mean_ci([a - c for a, c in zip(x, y, strict=True)])) and f"{d.mean:+.2f} [{d.lo:+.2f}, {d.hi:+.2f}]"
+        )
         table.add_row(
             name if ref == "-" else f"{name} vs {ref}",
             *[f"{mean_ci(p[o]).mean:.2f}" for o in ("correct", "nothing", "wrong", "unreadable")],
@@ -65,7 +82,9 @@ def main(
             diff(b["nothing"], b["unreadable"]),
         )
     console.print(table)
-    probing = Table(title='looking where the behavior shows, nothing claimed: on-topic minus off-topic probes, both "nothing found"')
+    probing = Table(
+        title='looking where the behavior shows, nothing claimed: on-topic minus off-topic probes, both "nothing found"'
+    )
     for column in ("design", "groups", "mean [bootstrap 95% CI]"):
         probing.add_column(column, justify="right")
     results["probing"] = {}

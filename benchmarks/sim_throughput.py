@@ -35,7 +35,9 @@ def main(argv: list[str] | None = None) -> Table:
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--max-turns", type=int, default=15)
     parser.add_argument("--hidden", type=int, default=32)
-    parser.add_argument("--base-audits", type=int, default=256, help="audits per cloning round of the base (make run: 256)")
+    parser.add_argument(
+        "--base-audits", type=int, default=256, help="audits per cloning round of the base (make run: 256)"
+    )
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     world = World.build(load_behaviors())
@@ -45,7 +47,9 @@ def main(argv: list[str] | None = None) -> Table:
     base = build_base(world, init, args.hidden, 0, fams)
     base_cpu = time.process_time() - cpu
     random_base = build_base(world, RandomInit(kind="random"), args.hidden, 0, fams)
-    warm = TrainConfig(design="binary", max_steps=2, groups_per_step=8, hidden=args.hidden, families=FAMILIES, init=init)
+    warm = TrainConfig(
+        design="binary", max_steps=2, groups_per_step=8, hidden=args.hidden, families=FAMILIES, init=init
+    )
     train(world, warm, base=base)  # warm-up (imports, allocator)
 
     table = Table(
@@ -63,7 +67,9 @@ def main(argv: list[str] | None = None) -> Table:
             rollout = simulate(world, batch, policy, rng)
         dt, dc = time.perf_counter() - start, time.process_time() - cpu
         n = reps * batch.size
-        table.add_row(label, f"{n:,}", f"{dt:.2f}", f"{dc:.2f}", f"{n / dc:,.0f}", f"{rollout.features.turns.mean():.1f}")
+        table.add_row(
+            label, f"{n:,}", f"{dt:.2f}", f"{dc:.2f}", f"{n / dc:,.0f}", f"{rollout.features.turns.mean():.1f}"
+        )
     for design in vectorised_names():
         cfg = TrainConfig(
             design=design,

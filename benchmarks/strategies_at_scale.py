@@ -49,7 +49,9 @@ def generate(path: Path, n: int, seed: int) -> None:
     """Write about `n` AuditWorld transcripts to `path`, spread evenly over the auditors and two budgets."""
     world = World.build(load_behaviors())
     rng = np.random.default_rng(seed)
-    auditors = [(type(p).__name__, p) for p in baselines()] + [(f"mlp{s}", MLPPolicy(hidden=32, seed=s)) for s in range(5)]
+    auditors = [(type(p).__name__, p) for p in baselines()] + [
+        (f"mlp{s}", MLPPolicy(hidden=32, seed=s)) for s in range(5)
+    ]
     cells = [(name, policy, turns) for name, policy in auditors for turns in (15, 30)]
     groups = max(1, round(n / (len(cells) * GROUP_SIZE)))
     with path.open("w", encoding="utf-8") as out, Progress() as progress:
@@ -65,8 +67,12 @@ def generate(path: Path, n: int, seed: int) -> None:
 def main(
     transcripts: int = typer.Option(81_000, help="How many transcripts to generate and cluster."),
     seed: int = typer.Option(0, help="Generation and clustering seed."),
-    keep: Path | None = typer.Option(None, help="Keep the generated file and the command's JSON in this folder (and reuse a file already there)."),
-    compare_classifiers: bool = typer.Option(False, help="Also compare the lsa and minilm classifiers' categories on every transcript."),
+    keep: Path | None = typer.Option(
+        None, help="Keep the generated file and the command's JSON in this folder (and reuse a file already there)."
+    ),
+    compare_classifiers: bool = typer.Option(
+        False, help="Also compare the lsa and minilm classifiers' categories on every transcript."
+    ),
 ) -> None:
     console = Console()
     folder = Path(keep) if keep is not None else Path(tempfile.mkdtemp(prefix="strategies-bench-"))
@@ -74,7 +80,17 @@ def main(
     data, result = folder / "transcripts.jsonl", folder / "strategies.json"
     if not (keep is not None and data.exists()):
         generate(data, transcripts, seed)
-    command = [sys.executable, "-m", "auditrl.cli", "strategies", str(data), "--random-seed", str(seed), "--json", str(result)]
+    command = [
+        sys.executable,
+        "-m",
+        "auditrl.cli",
+        "strategies",
+        str(data),
+        "--random-seed",
+        str(seed),
+        "--json",
+        str(result),
+    ]
     start = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - start
@@ -86,7 +102,9 @@ def main(
     out = json.loads(result.read_text(encoding="utf-8"))
     derived = out["derived"]
     stab = derived["stability"]
-    table = Table(title=f"auditrl strategies on {len(out['labels']):,} AuditWorld transcripts (one process, OMP_NUM_THREADS=1)")
+    table = Table(
+        title=f"auditrl strategies on {len(out['labels']):,} AuditWorld transcripts (one process, OMP_NUM_THREADS=1)"
+    )
     table.add_column("measure")
     table.add_column("value", justify="right")
     rows = [
@@ -96,9 +114,15 @@ def main(
         ("file size", f"{data.stat().st_size / 2**30:.2f} GiB"),
         ("embedder", out["embedder"]),
         ("base clusters (k asked / non-empty)", f"{out['k']} / {len(out['clusters'])}"),
-        ("strategies / archetypes / categories", f"{len(derived['derived']['strategies'])} / {len(derived['derived']['archetypes'])} / {len(derived['derived']['categories'])}"),
+        (
+            "strategies / archetypes / categories",
+            f"{len(derived['derived']['strategies'])} / {len(derived['derived']['archetypes'])} / {len(derived['derived']['categories'])}",
+        ),
         ("reclassified = roll-up archetype", f"{100 * derived['agreement']:.1f}%"),
-        ("derived vs shipped archetypes: ARI / AMI", f"{derived['comparison']['archetype_ari']:.3f} / {derived['comparison']['archetype_ami']:.3f}"),
+        (
+            "derived vs shipped archetypes: ARI / AMI",
+            f"{derived['comparison']['archetype_ari']:.3f} / {derived['comparison']['archetype_ami']:.3f}",
+        ),
     ]
     if compare_classifiers:
         texts = [strategy_summary(t) for t in iter_transcripts(data)]

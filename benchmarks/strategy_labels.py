@@ -40,7 +40,9 @@ CONFIG = Path(__file__).resolve().parents[1] / "configs" / "auditworld.yaml"
 
 
 def cpu_name() -> str:
-    for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines() if Path("/proc/cpuinfo").exists() else []:
+    for line in (
+        Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines() if Path("/proc/cpuinfo").exists() else []
+    ):
         if line.startswith("model name"):
             return line.split(":", 1)[1].strip()
     return platform.processor() or platform.machine()
@@ -87,15 +89,23 @@ def main(
     by_text = {t: bool(s) for t, s in zip(texts, same, strict=True)}
     report_labels = results.strategies.archetypes
 
-    table = Table(title=f"Strategy labels, lsa vs minilm classifier, on {len(texts):,} AuditWorld transcripts ({cpu_name()}, one thread)")
+    table = Table(
+        title=f"Strategy labels, lsa vs minilm classifier, on {len(texts):,} AuditWorld transcripts ({cpu_name()}, one thread)"
+    )
     table.add_column("measure")
     table.add_column("value", justify="right")
     for name, value in (
         ("transcripts (distinct summaries)", f"{len(texts):,} ({len(by_text):,})"),
         ("category agreement, per transcript", f"{100 * same.mean():.1f}%"),
         ("category agreement, per distinct summary", f"{100 * np.mean(list(by_text.values())):.1f}%"),
-        ("archetype agreement, per transcript", f"{100 * np.mean(np.array(lsa.archetypes) == np.array(minilm.archetypes)):.1f}%"),
-        ("job report's archetype = lsa classifier's", f"{100 * np.mean([report_labels[i] == a for i, a in zip(ids, lsa.archetypes, strict=True)]):.1f}%"),
+        (
+            "archetype agreement, per transcript",
+            f"{100 * np.mean(np.array(lsa.archetypes) == np.array(minilm.archetypes)):.1f}%",
+        ),
+        (
+            "job report's archetype = lsa classifier's",
+            f"{100 * np.mean([report_labels[i] == a for i, a in zip(ids, lsa.archetypes, strict=True)]):.1f}%",
+        ),
         ("CPU: lsa / minilm classifier", f"{cpu['lsa']:.1f} s / {cpu['minilm']:.1f} s"),
         ("CPU: the job (training resumed from checkpoints when present)", f"{job_cpu:.0f} s"),
     ):
@@ -117,7 +127,9 @@ def main(
         per_group.add_row(group, f"{100 * same[mask].mean():.0f}%", top(cat_a, mask), top(cat_b, mask))
     console.print(per_group)
 
-    disagreements = Counter((t, a, b) for t, a, b, s in zip(texts, lsa.archetypes, minilm.archetypes, same, strict=True) if not s)
+    disagreements = Counter(
+        (t, a, b) for t, a, b, s in zip(texts, lsa.archetypes, minilm.archetypes, same, strict=True) if not s
+    )
     for (text, a, b), n in disagreements.most_common(show):
         console.print(f"[bold]{n}x[/bold] lsa {a} / minilm {b}: {escape(text)}", highlight=False)
 

@@ -79,7 +79,9 @@ def _engine(rows: Rows, out: str) -> list[Figure]:
 
 
 def _sim(rows: Rows, out: str) -> list[Figure]:
-    trained = {name.removeprefix("train: "): numbers(cells)[3] for name, cells in rows.items() if name.startswith("train: ")}
+    trained = {
+        name.removeprefix("train: "): numbers(cells)[3] for name, cells in rows.items() if name.startswith("train: ")
+    }
     slowest = min(trained, key=lambda d: trained[d])
     rollout = numbers(rows["rollout only, imitation base"])[3]
     return [
@@ -103,8 +105,16 @@ def _strategies(rows: Rows, out: str) -> list[Figure]:
     cpu = numbers(next(cells for name, cells in rows.items() if name.startswith("CPU time")))[0]
     peak = numbers(rows["peak resident memory"])[0]
     figures = [
-        Figure("strategies_at_scale", "`auditrl strategies`, 81,000 transcripts: CPU-s", f"{cpu:.1f}", "<= 30", cpu <= 30.0),
-        Figure("strategies_at_scale", "... peak resident memory, GiB", f"{peak:.2f}", "<= 2 GB (1.86 GiB)", peak * 2**30 <= 2e9),
+        Figure(
+            "strategies_at_scale", "`auditrl strategies`, 81,000 transcripts: CPU-s", f"{cpu:.1f}", "<= 30", cpu <= 30.0
+        ),
+        Figure(
+            "strategies_at_scale",
+            "... peak resident memory, GiB",
+            f"{peak:.2f}",
+            "<= 2 GB (1.86 GiB)",
+            peak * 2**30 <= 2e9,
+        ),
     ]
     measure, goal = "... lowest bootstrap ARI over seeds", f">= {STRATEGIES_ARI_FLOOR:.3f} (before)"
     if "bootstrap ARI per seed" in rows:
@@ -119,7 +129,16 @@ def _concurrent(rows: Rows, out: str) -> list[Figure]:
     speedup = numbers(rows["concurrent"])[4]
     growth = re.search(r"([-+]\d+\.\d) KiB per audit", out)
     anchor = f"client memory {growth.group(1)} KiB per audit" if growth else ""
-    return [Figure("concurrent_audits", "audits at a time vs sequential, speed-up", f"{speedup:.1f}x", ">= 30x", speedup >= 30.0, anchor)]
+    return [
+        Figure(
+            "concurrent_audits",
+            "audits at a time vs sequential, speed-up",
+            f"{speedup:.1f}x",
+            ">= 30x",
+            speedup >= 30.0,
+            anchor,
+        )
+    ]
 
 
 def _batched(rows: Rows, out: str) -> list[Figure]:
@@ -160,7 +179,9 @@ def run(script: str, args: tuple[str, ...]) -> tuple[str, float]:
     """stdout of one benchmark script (one thread, a wide console) and its CPU seconds, children included."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "250", "NO_COLOR": "1"}
     before = os.times()
-    done = subprocess.run([sys.executable, str(HERE / script), *args], capture_output=True, text=True, env=env, check=False)
+    done = subprocess.run(
+        [sys.executable, str(HERE / script), *args], capture_output=True, text=True, env=env, check=False
+    )
     after = os.times()
     if done.returncode != 0:
         raise RuntimeError(f"{script} exited {done.returncode}: {(done.stderr or done.stdout).strip()[-500:]}")
@@ -168,14 +189,18 @@ def run(script: str, args: tuple[str, ...]) -> tuple[str, float]:
 
 
 def main(
-    tiny: bool = typer.Option(False, help="Run every script at its smallest size (checks the table, measures nothing)."),
+    tiny: bool = typer.Option(
+        False, help="Run every script at its smallest size (checks the table, measures nothing)."
+    ),
     only: str = typer.Option("", help="Comma-separated script names (without .py) to run; default all."),
     json_out: Path | None = typer.Option(None, "--json", help="Also write the figures to this JSON file."),
 ) -> None:
     wanted = {s.strip() for s in only.split(",") if s.strip()}
     known = {b.script.removesuffix(".py") for b in BENCHMARKS}
     if wanted - known:
-        raise typer.BadParameter(f"unknown benchmark(s) {', '.join(sorted(wanted - known))}; known: {', '.join(sorted(known))}")
+        raise typer.BadParameter(
+            f"unknown benchmark(s) {', '.join(sorted(wanted - known))}; known: {', '.join(sorted(known))}"
+        )
     capability = cpu_capability()
     console = Console(width=200)
     figures: list[Figure] = []

@@ -47,12 +47,16 @@ FOLDS = 5
 console = Console(width=120)
 
 
-def verdict_states(model: Any, tokenizer: Any, transcripts: list[Transcript], begun: str, layers: list[int]) -> dict[int, np.ndarray]:
+def verdict_states(
+    model: Any, tokenizer: Any, transcripts: list[Transcript], begun: str, layers: list[int]
+) -> dict[int, np.ndarray]:
     """Per layer, one row per audit: the hidden state where the verdict word is predicted."""
     rows: dict[int, list[np.ndarray]] = {layer: [] for layer in layers}
     for t in transcripts:
         with torch.no_grad():
-            hidden = model(report_prompt_ids(tokenizer, t, begun), output_hidden_states=True, logits_to_keep=1).hidden_states
+            hidden = model(
+                report_prompt_ids(tokenizer, t, begun), output_hidden_states=True, logits_to_keep=1
+            ).hidden_states
         for layer in layers:
             rows[layer].append(hidden[layer][0, -1].float().numpy())
     return {layer: np.stack(v) if v else np.zeros((0, 1)) for layer, v in rows.items()}
@@ -66,13 +70,17 @@ def cv_auc(x: np.ndarray, y: np.ndarray) -> float | None:
     """5-fold cross-validated AUC, or None when a class has fewer audits than folds."""
     if min(y.sum(), (~y).sum()) < FOLDS:
         return None
-    scores = cross_val_predict(probe(), x, y, cv=StratifiedKFold(FOLDS, shuffle=True, random_state=0), method="predict_proba")
+    scores = cross_val_predict(
+        probe(), x, y, cv=StratifiedKFold(FOLDS, shuffle=True, random_state=0), method="predict_proba"
+    )
     return float(roc_auc_score(y, scores[:, 1]))
 
 
 def main(
     run: Annotated[Path, typer.Option(help="An lm_learning.py output directory.")] = Path("runs/lm-learning"),
-    auditor: Annotated[str, typer.Option(help="Evaluation folder whose held-out audits the fitted probe reads.")] = "SFT_base",
+    auditor: Annotated[
+        str, typer.Option(help="Evaluation folder whose held-out audits the fitted probe reads.")
+    ] = "SFT_base",
     layer: Annotated[list[int], typer.Option(help="Hidden-state layer (0: embeddings); repeatable.")] = [8, 16, 24, 30],  # noqa: B006 - typer reads the default here; nothing mutates it
 ) -> None:
     torch.set_num_threads(1)
@@ -86,8 +94,15 @@ def main(
     teacher = list(filter(readable, read_transcripts(run / "sft" / TEACHER_TRANSCRIPTS)))
     held_dir = run / "eval" / auditor
     if not held_dir.is_dir():
-        raise typer.BadParameter(f"{held_dir} does not exist (run benchmarks/lm_learning.py first)", param_hint="--auditor")
-    held = [t for f in sorted(held_dir.iterdir()) for t in read_transcripts(f / TRANSCRIPTS) if readable(t) and not t.benign and reached_trigger(t)]
+        raise typer.BadParameter(
+            f"{held_dir} does not exist (run benchmarks/lm_learning.py first)", param_hint="--auditor"
+        )
+    held = [
+        t
+        for f in sorted(held_dir.iterdir())
+        for t in read_transcripts(f / TRANSCRIPTS)
+        if readable(t) and not t.benign and reached_trigger(t)
+    ]
     label = np.array([claimed(t) for t in teacher], dtype=bool)
     reached = np.array([bool(reached_trigger(t)) for t in teacher], dtype=bool)
     held_shown = np.array([t.behavior_shown for t in held], dtype=bool)

@@ -57,7 +57,16 @@ def pip(*args: str) -> None:
 def build_wheels(folder: Path, pins: dict[str, str]) -> Path:
     """The project's wheel, and DeepSpeed's built from its source archive; returns the project's."""
     pip("wheel", "--quiet", "--no-deps", "--wheel-dir", str(folder), str(ROOT))
-    pip("wheel", "--quiet", "--no-deps", "--no-binary", "deepspeed", "--wheel-dir", str(folder), f"deepspeed=={pins['deepspeed']}")
+    pip(
+        "wheel",
+        "--quiet",
+        "--no-deps",
+        "--no-binary",
+        "deepspeed",
+        "--wheel-dir",
+        str(folder),
+        f"deepspeed=={pins['deepspeed']}",
+    )
     return next(folder.glob("auditrl-*.whl"))
 
 
@@ -93,7 +102,9 @@ def main() -> int:
                     wanted = pins.get(name)
                     ok = wanted is None or resolved[name] == wanted
                     failures += not ok
-                    print(f"  {name:18} {resolved[name]:12} {'pinned' if wanted else ''}{'' if ok else f' != {wanted}'}")
+                    print(
+                        f"  {name:18} {resolved[name]:12} {'pinned' if wanted else ''}{'' if ok else f' != {wanted}'}"
+                    )
             if not cuda:
                 failures += 1
                 print("  torch resolved without its CUDA runtime wheels: not the CUDA build")

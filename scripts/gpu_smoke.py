@@ -73,7 +73,9 @@ def smoke_config(model: Path, gpu_memory_gib: float, vllm: bool) -> dict[str, An
     raw["data"].update(group_size=4, groups_per_step=ROLLOUTS // 4)
     raw["reward"].update(judge="sim", reference_refresh_steps=REFRESH_STEPS)
     trainer = raw["trainer"]
-    trainer.update(max_steps=1 if vllm else STEPS, save_steps=SAVE_STEPS, learning_rate=1e-4, report_to=[], use_vllm=vllm)
+    trainer.update(
+        max_steps=1 if vllm else STEPS, save_steps=SAVE_STEPS, learning_rate=1e-4, report_to=[], use_vllm=vllm
+    )
     trainer["extra"] = {"vllm_max_model_length": 4096} if vllm else {}
     trainer["vllm_gpu_memory_utilization"] = 0.3
     raw["launch"] = {"gpu_memory_gib": gpu_memory_gib}
@@ -193,7 +195,10 @@ def main() -> int:
         from auditrl.train.snapshot import SNAPSHOTS_DIR, PolicySnapshot, adapter_parameters
 
         folder = run_dir / SNAPSHOTS_DIR
-        first, second = load_file(str(folder / "step-000000.safetensors")), load_file(str(folder / f"step-{REFRESH_STEPS:06d}.safetensors"))
+        first, second = (
+            load_file(str(folder / "step-000000.safetensors")),
+            load_file(str(folder / f"step-{REFRESH_STEPS:06d}.safetensors")),
+        )
         played = {entry["step"] for entry in json.loads((run_dir / REFERENCES_FILE).read_text())["references"].values()}
         if played != {REFRESH_STEPS}:
             raise RuntimeError(f"the last references were played by the snapshots of steps {played}")
@@ -203,7 +208,9 @@ def main() -> int:
         generator = torch.Generator().manual_seed(0)
         probe.weights = {n: torch.randn(p.shape, generator=generator) for n, p in own.items()}
         with probe.swapped_in(model):
-            inside = all(torch.equal(p, probe.weights[n].to(p.device, p.dtype)) for n, p in adapter_parameters(model).items())
+            inside = all(
+                torch.equal(p, probe.weights[n].to(p.device, p.dtype)) for n, p in adapter_parameters(model).items()
+            )
         after = all(torch.equal(p, own[n]) for n, p in adapter_parameters(model).items())
         if not (inside and after):
             raise RuntimeError(f"swap: snapshot in place {inside}, policy restored {after}")

@@ -166,12 +166,14 @@ def main() -> int:
             "--report", str(report), f"auditrl @ {project.as_uri()}",
         )  # fmt: skip
         resolved = {
-            normalise(i["metadata"]["name"]): i["metadata"]["version"] for i in json.loads(report.read_text())["install"]
+            normalise(i["metadata"]["name"]): i["metadata"]["version"]
+            for i in json.loads(report.read_text())["install"]
         }
     carried = {
         name: version
         for name, version in resolved.items()
-        if name != "auditrl" and name not in NOT_IMPORTED
+        if name != "auditrl"
+        and name not in NOT_IMPORTED
         and (not any(fnmatch.fnmatchcase(name, p) for p in provided) or name in ALWAYS_CARRIED)
     }
     requirements = args.out / "requirements.txt"
@@ -190,7 +192,12 @@ def main() -> int:
     manifest = {
         "commit": subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip(),
         "python": args.python,
-        "model": {"file": model.name, "layers": args.layers, "bytes": model.stat().st_size, "sha256": record_digest(model)},
+        "model": {
+            "file": model.name,
+            "layers": args.layers,
+            "bytes": model.stat().st_size,
+            "sha256": record_digest(model),
+        },
         "wheels": {w.name: w.stat().st_size for w in sorted(wheels.glob("*.whl"))},
         "left_out": sorted(NOT_IMPORTED & set(resolved)),
         "slimmed_bytes_saved": saved,

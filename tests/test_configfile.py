@@ -14,9 +14,7 @@ from auditrl.configfile import ConfigFileError, ConfigModel, load_yaml, validati
 from auditrl.safe_text import short_repr
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "auditrl"
-LAUGHS = "\n".join(
-    [f"{a}: &{a} [{', '.join([f'*{p}'] * 9)}]" for p, a in zip("abcdefgh", "bcdefghi", strict=True)]
-)
+LAUGHS = "\n".join([f"{a}: &{a} [{', '.join([f'*{p}'] * 9)}]" for p, a in zip("abcdefgh", "bcdefghi", strict=True)])
 BOMB = 'a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]\n' + LAUGHS + "\nvalue: *i\n"
 
 
@@ -54,6 +52,7 @@ def test_no_reader_loads_yaml_but_through_load_yaml() -> None:
     offenders = [
         str(p.relative_to(SRC))
         for p in SRC.rglob("*.py")
-        if p.name != "configfile.py" and re.search(r"\byaml\.(safe_load|load|full_load|unsafe_load)\(", p.read_text(encoding="utf-8"))
+        if p.name != "configfile.py"
+        and re.search(r"\byaml\.(safe_load|load|full_load|unsafe_load)\(", p.read_text(encoding="utf-8"))
     ]
     assert offenders == [], "read YAML with auditrl.configfile.load_yaml, which refuses aliases"

@@ -19,8 +19,20 @@ def test_smollm2_audits_a_planted_smollm2(tmp_path: Path) -> None:
     app = typer.Typer()
     app.command()(audit)
     args = [
-        "--auditor", "local/smollm2", "--target", "local/smollm2", "--behavior", "flattery",
-        "--rollouts", "1", "--max-turns", "2", "--max-tokens", "40", "--out", str(tmp_path),
+        "--auditor",
+        "local/smollm2",
+        "--target",
+        "local/smollm2",
+        "--behavior",
+        "flattery",
+        "--rollouts",
+        "1",
+        "--max-turns",
+        "2",
+        "--max-tokens",
+        "40",
+        "--out",
+        str(tmp_path),
     ]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output

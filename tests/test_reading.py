@@ -38,14 +38,7 @@ from auditrl.reading import (
     read_text,
 )
 
-BEHAVIORS = (
-    Path(__file__).resolve().parents[1]
-    / "src"
-    / "auditrl"
-    / "behaviors"
-    / "data"
-    / "behaviors"
-)
+BEHAVIORS = Path(__file__).resolve().parents[1] / "src" / "auditrl" / "behaviors" / "data" / "behaviors"
 
 
 class _Train(ConfigModel):
@@ -64,18 +57,14 @@ def test_a_file_past_its_kind_limit_is_refused_before_it_is_read_whole(
     tmp_path: Path,
 ) -> None:
     start = time.process_time()
-    with pytest.raises(
-        FileReadError, match=r"/dev/zero: larger than the 4 MiB limit for a config file"
-    ):
+    with pytest.raises(FileReadError, match=r"/dev/zero: larger than the 4 MiB limit for a config file"):
         read_yaml_mapping(Path("/dev/zero"))
     assert time.process_time() - start < 2.0
     small = FileKind("a test file", 8)
     (tmp_path / "ok").write_bytes(b"12345678")
     (tmp_path / "big").write_bytes(b"123456789")
     assert read_bytes(tmp_path / "ok", small) == b"12345678"
-    with pytest.raises(
-        FileReadError, match="big: larger than the 8 bytes limit for a test file"
-    ):
+    with pytest.raises(FileReadError, match="big: larger than the 8 bytes limit for a test file"):
         read_bytes(tmp_path / "big", small)
     (tmp_path / "latin1").write_bytes(b"caf\xe9")
     with pytest.raises(FileReadError, match=r"latin1: byte 3 is not UTF-8 \(0xe9\)"):
@@ -85,18 +74,13 @@ def test_a_file_past_its_kind_limit_is_refused_before_it_is_read_whole(
 def test_train_config_from_dev_zero_fails_fast_naming_the_limit() -> None:
     result = CliRunner().invoke(app, ["train", "--config", "/dev/zero"])
     assert result.exit_code == 2
-    assert (
-        "larger than the 4 MiB limit for a config file" in result.stderr
-        and "Traceback" not in result.output
-    )
+    assert "larger than the 4 MiB limit for a config file" in result.stderr and "Traceback" not in result.output
 
 
 @pytest.mark.parametrize("opening", ["[", "{a: ", "- "])
 def test_nesting_past_the_limit_is_refused_naming_it(opening: str) -> None:
     deep = opening * 100_000
-    with pytest.raises(
-        ConfigFileError, match=f"nested deeper than {YAML_DEPTH} levels"
-    ):
+    with pytest.raises(ConfigFileError, match=f"nested deeper than {YAML_DEPTH} levels"):
         load_yaml(deep, "deep.yaml")
     assert load_yaml("[" * 10 + "]" * 10, "ok.yaml") == [[[[[[[[[[]]]]]]]]]]
     with pytest.raises(FileReadError, match=f"nested deeper than {JSON_DEPTH} levels"):
@@ -141,9 +125,7 @@ def test_values_are_taken_as_written_never_coerced(text: str, problem: str) -> N
 def test_numbers_written_as_numbers_are_numbers() -> None:
     cfg = validate_file(
         _Config,
-        load_yaml(
-            "train: {max_steps: 3, learning_rate: 1e-5, resume: false, limit: null}"
-        ),
+        load_yaml("train: {max_steps: 3, learning_rate: 1e-5, resume: false, limit: null}"),
         "c",
     )
     assert (cfg.train.max_steps, cfg.train.learning_rate, cfg.train.limit) == (
@@ -185,38 +167,25 @@ def test_a_front_matter_key_near_a_known_one_is_refused_with_a_did_you_mean(
         match=f"field '{key}': unknown front matter key \\(did you mean '{known}'\\?\\)",
     ):
         read_seed(path)
-    assert read_seed(_seed(tmp_path / "t.md", "origin: petri")).model_extra == {
-        "origin": "petri"
-    }
+    assert read_seed(_seed(tmp_path / "t.md", "origin: petri")).model_extra == {"origin": "petri"}
 
 
 def test_extensions_match_in_any_case_and_skipped_files_are_named(
     tmp_path: Path,
 ) -> None:
     text = (BEHAVIORS / "flattery.yaml").read_text(encoding="utf-8")
-    (tmp_path / "x.YAML").write_text(
-        text.replace("id: flattery", "id: upper_case"), encoding="utf-8"
-    )
-    (tmp_path / "y.yaml").write_text(
-        text.replace("id: flattery", "id: lower_case"), encoding="utf-8"
-    )
+    (tmp_path / "x.YAML").write_text(text.replace("id: flattery", "id: upper_case"), encoding="utf-8")
+    (tmp_path / "y.yaml").write_text(text.replace("id: flattery", "id: lower_case"), encoding="utf-8")
     (tmp_path / "notes.txt").write_text("not a behavior", encoding="utf-8")
     (tmp_path / ".DS_Store").write_bytes(b"\x00")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         found = load_behaviors([tmp_path], include_builtin=False)
     assert set(found) == {"upper_case", "lower_case"}
-    notes = [
-        str(w.message) for w in caught if issubclass(w.category, SkippedFilesWarning)
-    ]
-    assert (
-        len(notes) == 1
-        and "skipped 1 file(s) not ending in .yaml or .yml: notes.txt" in notes[0]
-    )
+    notes = [str(w.message) for w in caught if issubclass(w.category, SkippedFilesWarning)]
+    assert len(notes) == 1 and "skipped 1 file(s) not ending in .yaml or .yml: notes.txt" in notes[0]
     _seed(tmp_path / "seeds" / "S.MD", "id: upper\ntags: [a]")
-    assert [s.id for s in load_seeds([tmp_path / "seeds"], include_builtin=False)] == [
-        "upper"
-    ]
+    assert [s.id for s in load_seeds([tmp_path / "seeds"], include_builtin=False)] == ["upper"]
 
 
 def test_a_judge_cache_line_that_is_not_an_entry_is_left_out_with_a_warning(
@@ -226,9 +195,7 @@ def test_a_judge_cache_line_that_is_not_an_entry_is_left_out_with_a_warning(
     JudgeCache(path).put("k1", CachedResponse(completion="yes"))
     with path.open("ab") as handle:
         handle.write(
-            b'{"key": "k2", "response": {"completion": "x", "input_tokens": -3}}\n'
-            + b"[" * 10_000
-            + b"\n{torn"
+            b'{"key": "k2", "response": {"completion": "x", "input_tokens": -3}}\n' + b"[" * 10_000 + b"\n{torn"
         )
     with pytest.warns(
         CacheWarning,

@@ -67,9 +67,7 @@ def _env() -> dict[str, str]:
 
 
 def _pairs(run: Path) -> Counter[tuple[str, int]]:
-    return Counter(
-        (t.seed_id, t.metadata["rollout"]) for t in read_transcripts(run / TRANSCRIPTS)
-    )
+    return Counter((t.seed_id, t.metadata["rollout"]) for t in read_transcripts(run / TRANSCRIPTS))
 
 
 def _hold(run: Path) -> subprocess.Popen[str]:
@@ -93,22 +91,15 @@ def test_a_second_writer_is_refused_at_once_naming_the_first_and_a_stale_lock_is
         refused = invoke("audit", *SCRIPTED, "--rollouts", "2", "--out", run)
         assert time.monotonic() - start < 30
         assert refused.exit_code == 2 and "Traceback" not in refused.output
-        assert (
-            f"another process is writing this run directory (pid {holder.pid} on"
-            in " ".join(refused.stderr.split())
-        )
+        assert f"another process is writing this run directory (pid {holder.pid} on" in " ".join(refused.stderr.split())
         assert not (run / TRANSCRIPTS).exists()
     finally:
-        holder.send_signal(
-            signal.SIGKILL
-        )  # dies holding the lock: its owner note stays behind
+        holder.send_signal(signal.SIGKILL)  # dies holding the lock: its owner note stays behind
         holder.wait()
     assert (run / OWNER).is_file()
     taken = invoke("audit", *SCRIPTED, "--rollouts", "2", "--out", run)
     assert taken.exit_code == 0, taken.output
-    assert f"took over the lock of pid {holder.pid} on" in " ".join(
-        taken.output.split()
-    )
+    assert f"took over the lock of pid {holder.pid} on" in " ".join(taken.output.split())
     assert not (run / OWNER).exists() and sorted(_pairs(run).values()) == [1, 1]
 
 
@@ -129,29 +120,16 @@ def test_two_concurrent_writers_of_one_run_directory_leave_each_audit_once(
         "--out",
         str(run),
     ]
-    first = subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env()
-    )
-    while (
-        not (run / OWNER).is_file() and first.poll() is None
-    ):  # the first holds the run directory
+    first = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+    while not (run / OWNER).is_file() and first.poll() is None:  # the first holds the run directory
         time.sleep(0.05)
-    second = subprocess.run(
-        argv, capture_output=True, text=True, env=_env(), timeout=300, check=False
-    )
+    second = subprocess.run(argv, capture_output=True, text=True, env=_env(), timeout=300, check=False)
     _, err = first.communicate(timeout=300)
     assert first.returncode == 0, err[-2000:]
     if second.returncode == 2:  # still writing: refused at once, naming the first
-        assert (
-            f"another process is writing this run directory (pid {first.pid} on"
-            in " ".join(second.stderr.split())
-        )
+        assert f"another process is writing this run directory (pid {first.pid} on" in " ".join(second.stderr.split())
     else:  # it finished first: the second resumed a complete run
-        assert (
-            second.returncode == 0
-            and "20 of 20 audit(s) already done, 0 to run"
-            in " ".join(second.stdout.split())
-        )
+        assert second.returncode == 0 and "20 of 20 audit(s) already done, 0 to run" in " ".join(second.stdout.split())
     pairs = _pairs(run)
     assert len(pairs) == 20 and set(pairs.values()) == {1}
 
@@ -159,18 +137,13 @@ def test_two_concurrent_writers_of_one_run_directory_leave_each_audit_once(
 def test_a_resume_of_something_else_is_refused_naming_the_difference(
     tmp_path: Path,
 ) -> None:
-    assert (
-        invoke("audit", *SCRIPTED, "--rollouts", "1", "--out", tmp_path).exit_code == 0
-    )
+    assert invoke("audit", *SCRIPTED, "--rollouts", "1", "--out", tmp_path).exit_code == 0
     before = (tmp_path / TRANSCRIPTS).read_bytes()
     other = [a if a != "sim/steady" else "sim/chatty" for a in SCRIPTED]
     refused = invoke("audit", *other, "--rollouts", "1", "--out", tmp_path)
     assert refused.exit_code == 2, refused.output
     line = " ".join(refused.stderr.split())
-    assert (
-        "the audit there was run with other settings (target 'sim/steady' there, 'sim/chatty' now)"
-        in line
-    )
+    assert "the audit there was run with other settings (target 'sim/steady' there, 'sim/chatty' now)" in line
     assert (tmp_path / TRANSCRIPTS).read_bytes() == before
     with pytest.raises(
         RunDirError,
@@ -186,9 +159,7 @@ def test_a_resume_of_something_else_is_refused_naming_the_difference(
     (tmp_path / RECORD).unlink()
     write_contract(tmp_path, "audit", {"target": "x", "behaviors": ("a",)})
     write_contract(tmp_path, "audit", {"target": "x", "behaviors": ["b"]})
-    check_contract(
-        tmp_path, "audit", {"target": "x", "behaviors": ["c"]}
-    )  # behaviors accumulate
+    check_contract(tmp_path, "audit", {"target": "x", "behaviors": ["c"]})  # behaviors accumulate
     assert recorded_behaviors(tmp_path) == {"a", "b"}
 
 
@@ -203,9 +174,7 @@ def test_a_blank_out_is_refused_and_nothing_is_written(
         ["transfer", "--auditor", "scripted/auditor"],
     ):
         result = invoke(*command, "--out", out)
-        assert result.exit_code == 2 and "give a directory name" in " ".join(
-            result.output.split()
-        ), result.output
+        assert result.exit_code == 2 and "give a directory name" in " ".join(result.output.split()), result.output
         assert "Traceback" not in result.output
     assert list(tmp_path.iterdir()) == []
 
@@ -225,9 +194,7 @@ def test_the_lock_is_given_up_however_the_block_ends(tmp_path: Path) -> None:
 ROLLOUTS = 100_000
 
 
-def test_a_hundred_thousand_rollouts_start_their_first_audit_at_once_in_little_memory() -> (
-    None
-):
+def test_a_hundred_thousand_rollouts_start_their_first_audit_at_once_in_little_memory() -> None:
     seeds = load_seeds(behavior="general")[:3]
     auditor, target = "scripted/auditor", "sim/steady"
     started: list[float] = []
@@ -237,9 +204,7 @@ def test_a_hundred_thousand_rollouts_start_their_first_audit_at_once_in_little_m
         await asyncio.sleep(3600)
 
     async def main(begin: float) -> None:
-        specs = build_specs(
-            None, seeds, ROLLOUTS, Budget(max_turns=2), auditor, target, "native"
-        )
+        specs = build_specs(None, seeds, ROLLOUTS, Budget(max_turns=2), auditor, target, "native")
         jobs = audit_jobs(specs, resolve_model(auditor), resolve_model(target))
         waiting = OnDemand(len(jobs), lambda i: replace(jobs[i], run=first_audit))
         run = asyncio.create_task(run_audits(waiting, None, concurrency=4))
@@ -257,9 +222,7 @@ def test_a_hundred_thousand_rollouts_start_their_first_audit_at_once_in_little_m
     finally:
         tracemalloc.stop()
     assert started[0] - begin < 2.0, f"first audit after {started[0] - begin:.2f} s"
-    print(
-        f"first audit after {started[0] - begin:.3f} s, {peak / 2**20:.1f} MiB allocated at the peak"
-    )
+    print(f"first audit after {started[0] - begin:.3f} s, {peak / 2**20:.1f} MiB allocated at the peak")
     assert peak < 30 * 2**20, f"{peak / 2**20:.1f} MiB allocated before the first audit"
 
 
@@ -270,10 +233,7 @@ def test_a_training_run_directory_has_one_writer_too(tmp_path: Path) -> None:
         config = Path(__file__).resolve().parents[1] / "configs" / "auditworld.yaml"
         refused = invoke("train", "--config", config, "--out", run)
         assert refused.exit_code == 2, refused.output
-        assert (
-            f"another process is writing this run directory (pid {holder.pid} on"
-            in " ".join(refused.stderr.split())
-        )
+        assert f"another process is writing this run directory (pid {holder.pid} on" in " ".join(refused.stderr.split())
         assert sorted(p.name for p in run.iterdir()) == [LOCK, OWNER]
     finally:
         holder.kill()

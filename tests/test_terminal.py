@@ -27,7 +27,9 @@ async def _generate(prompt: int, new: int) -> ModelOutput:
     return _output(prompt, new)
 
 
-def test_each_local_generation_in_an_audit_prints_its_audit_turn_role_and_speed(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_each_local_generation_in_an_audit_prints_its_audit_turn_role_and_speed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     buf = StringIO()
     monkeypatch.setattr(terminal, "_console", Console(file=buf, width=200))
 
@@ -58,7 +60,9 @@ def test_each_local_generation_in_an_audit_prints_its_audit_turn_role_and_speed(
     assert "100 prompt + 8 new tokens in " in lines[0] and lines[0].endswith(" tokens/s)")
 
 
-def test_nothing_is_printed_until_a_command_turns_reporting_on(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_nothing_is_printed_until_a_command_turns_reporting_on(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setattr(terminal, "_console", None)
 
     async def audit() -> None:
@@ -100,7 +104,9 @@ def test_third_party_logs_warnings_and_bars_are_quiet_unless_verbose(order: str,
     env = {k: v for k, v in os.environ.items() if k not in terminal.QUIET_ENV}
 
     def stderr(mode: str) -> str:
-        done = subprocess.run([sys.executable, "-c", NOISE, order, mode], capture_output=True, text=True, env=env, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "-c", NOISE, order, mode], capture_output=True, text=True, env=env, timeout=120
+        )
         assert done.returncode == 0, done.stderr
         return done.stderr
 
@@ -117,10 +123,18 @@ def test_a_local_audit_shows_each_turn_and_no_library_noise(tiny_local_model: Pa
 
     args = ["--auditor", model, "--target", model, "--behavior", "flattery", "--rollouts", "2", "--concurrency", "2",
             "--max-turns", "2", "--max-tokens", "4", "--no-inspect-log", "--out", str(tmp_path / "run")]  # fmt: skip
-    done = subprocess.run([sys.executable, "-m", "auditrl.cli", "audit", *args], capture_output=True, text=True, env=env, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "auditrl.cli", "audit", *args], capture_output=True, text=True, env=env, timeout=300
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stderr.splitlines()
     for k in (1, 2):
         for where in ("turn 1/2 · auditor", "turn 1/2 · target", "turn 2/2 · auditor", "report · auditor"):
-            assert any(line.startswith(f"audit {k}/2 · {where} {model}: ") and "tokens/s" in line for line in lines), (k, where, lines)
-    assert all(line.startswith("audit ") for line in lines), done.stderr  # no weight-loading bars or notices around them
+            assert any(line.startswith(f"audit {k}/2 · {where} {model}: ") and "tokens/s" in line for line in lines), (
+                k,
+                where,
+                lines,
+            )
+    assert all(line.startswith("audit ") for line in lines), (
+        done.stderr
+    )  # no weight-loading bars or notices around them

@@ -254,7 +254,9 @@ def load_package_data(model: type[M], package: str, name: str) -> M:
     """A data file shipped inside `package` (a codebook, a vocabulary, a script), validated into `model`; a
     problem names the file and the field."""
     source = f"{package}/{name}"
-    return validate_file(model, load_yaml(resources.files(package).joinpath(name).read_text(encoding="utf-8"), source), source)
+    return validate_file(
+        model, load_yaml(resources.files(package).joinpath(name).read_text(encoding="utf-8"), source), source
+    )
 
 
 def did_you_mean(value: str, choices: list[str]) -> str:

@@ -69,9 +69,7 @@ def read_bytes(path: Path, kind: FileKind) -> bytes:
     except OSError as exc:
         raise FileReadError(f"{path}: cannot be read ({_why(exc)})") from None
     if len(data) > kind.max_bytes:
-        raise FileReadError(
-            f"{path}: larger than {kind.limit()}; is this the right file?"
-        )
+        raise FileReadError(f"{path}: larger than {kind.limit()}; is this the right file?")
     return data
 
 
@@ -106,9 +104,7 @@ def parse_json(
         where = f"line {line}: " if line is not None else ""
         detail = str(exc)
         if "recursion limit" in detail:
-            detail = (
-                f"nested deeper than {JSON_DEPTH} levels, the limit for JSON ({detail})"
-            )
+            detail = f"nested deeper than {JSON_DEPTH} levels, the limit for JSON ({detail})"
         raise FileReadError(f"{source}: {where}not valid JSON ({detail})") from None
 
 
@@ -117,9 +113,7 @@ def read_json(path: Path, kind: FileKind, *, allow_inf_nan: bool = False) -> Any
     return parse_json(read_bytes(path, kind), path, allow_inf_nan=allow_inf_nan)
 
 
-def bounded_lines(
-    handle: IO[bytes], path: Path, kind: FileKind
-) -> Iterator[tuple[int, bytes, bool]]:
+def bounded_lines(handle: IO[bytes], path: Path, kind: FileKind) -> Iterator[tuple[int, bytes, bool]]:
     """(number, line, is_last) for each line of a binary handle, each line refused past `kind`'s limit
     before it is held whole; `is_last` says nothing follows (a final line without its newline is torn)."""
     number = 0

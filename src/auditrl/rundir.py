@@ -62,16 +62,8 @@ def recorded_behaviors(run_dir: Path) -> set[str]:
         record = read_json(path, RUN_RECORD)
     except FileReadError:
         return set()
-    behaviors = (
-        record.get("settings", {}).get("behaviors")
-        if isinstance(record, dict)
-        else None
-    )
-    return (
-        {b for b in behaviors if isinstance(b, str)}
-        if isinstance(behaviors, list)
-        else set()
-    )
+    behaviors = record.get("settings", {}).get("behaviors") if isinstance(record, dict) else None
+    return {b for b in behaviors if isinstance(b, str)} if isinstance(behaviors, list) else set()
 
 
 def _differences(before: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
@@ -94,19 +86,13 @@ def _read_record(run_dir: Path, option: str) -> dict[str, Any] | None:
     try:
         record = read_json(path, RUN_RECORD)
     except FileReadError as exc:
-        raise RunDirError(
-            f"{option} {run_dir}: its run record cannot be read ({exc}); choose a new {option}"
-        ) from None
+        raise RunDirError(f"{option} {run_dir}: its run record cannot be read ({exc}); choose a new {option}") from None
     if not isinstance(record, dict) or not isinstance(record.get("settings"), dict):
-        raise RunDirError(
-            f"{option} {run_dir}: {path} is not a run record; choose a new {option}"
-        )
+        raise RunDirError(f"{option} {run_dir}: {path} is not a run record; choose a new {option}")
     return record
 
 
-def check_contract(
-    run_dir: Path, command: str, settings: Mapping[str, Any], option: str = "--out"
-) -> None:
+def check_contract(run_dir: Path, command: str, settings: Mapping[str, Any], option: str = "--out") -> None:
     """Refuse, naming the difference, a run directory whose record says it is a run of another command or of
     other settings (ACCUMULATED ones aside). Raises RunDirError; a record that cannot be read is refused by
     name, never overwritten."""
@@ -119,9 +105,7 @@ def check_contract(
             f"choose a new {option}"
         )
     fixed = {k: v for k, v in record["settings"].items() if k not in ACCUMULATED}
-    changed = _differences(
-        fixed, {k: v for k, v in _plain(settings).items() if k not in ACCUMULATED}
-    )
+    changed = _differences(fixed, {k: v for k, v in _plain(settings).items() if k not in ACCUMULATED})
     if changed:
         raise RunDirError(
             f"{option} {run_dir}: the {command} there was run with other settings ({'; '.join(changed)}); "
@@ -180,17 +164,13 @@ def _read_owner(path: Path) -> Any:
 
 
 @contextmanager
-def run_dir_lock(
-    run_dir: Path, option: str = "--out", on_note: Callable[[str], None] | None = None
-) -> Iterator[None]:
+def run_dir_lock(run_dir: Path, option: str = "--out", on_note: Callable[[str], None] | None = None) -> Iterator[None]:
     """Hold the lock of `run_dir` while the block writes it (the directory is created). A directory another
     process is writing raises RunDirError at once, naming that process; a stale lock is taken over and
     `on_note` (a callable taking one line) is told so."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(
-        str(run_dir / LOCK), timeout=0, thread_local=False, is_singleton=False
-    )
+    lock = FileLock(str(run_dir / LOCK), timeout=0, thread_local=False, is_singleton=False)
     owner = run_dir / OWNER
     try:
         lock.acquire()
@@ -204,9 +184,7 @@ def run_dir_lock(
         if owner.is_file():
             stale = _read_owner(owner)
             if on_note is not None:
-                on_note(
-                    f"{run_dir}: took over the lock of {_describe_owner(stale)}, which ended without releasing it"
-                )
+                on_note(f"{run_dir}: took over the lock of {_describe_owner(stale)}, which ended without releasing it")
         atomic_write_text(owner, json.dumps(_owner_note()) + "\n")
         yield
     finally:

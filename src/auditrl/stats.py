@@ -55,7 +55,9 @@ def composite_ci(
     return Estimate(mean=mean, lo=float(min(lo, mean)), hi=float(max(hi, mean)), n=int(sum(x.size for x in samples)))
 
 
-def difference_ci(a: Sequence[float], b: Sequence[float], level: float = 0.95, n_boot: int = 2000, seed: int = 0) -> Estimate:
+def difference_ci(
+    a: Sequence[float], b: Sequence[float], level: float = 0.95, n_boot: int = 2000, seed: int = 0
+) -> Estimate:
     """mean(a) - mean(b) for two independent samples, with a percentile-bootstrap interval (NaNs dropped)."""
     x = np.asarray(a, dtype=np.float64)
     y = np.asarray(b, dtype=np.float64)
@@ -63,13 +65,17 @@ def difference_ci(a: Sequence[float], b: Sequence[float], level: float = 0.95, n
     if x.size == 0 or y.size == 0:
         return Estimate(mean=float("nan"), lo=float("nan"), hi=float("nan"), n=0)
     rng = np.random.default_rng(seed)
-    boots = x[rng.integers(0, x.size, size=(n_boot, x.size))].mean(axis=1) - y[rng.integers(0, y.size, size=(n_boot, y.size))].mean(axis=1)
+    boots = x[rng.integers(0, x.size, size=(n_boot, x.size))].mean(axis=1) - y[
+        rng.integers(0, y.size, size=(n_boot, y.size))
+    ].mean(axis=1)
     alpha = (1.0 - level) / 2.0
     lo, hi = np.quantile(boots, [alpha, 1.0 - alpha])
     return Estimate(mean=float(x.mean() - y.mean()), lo=float(lo), hi=float(hi), n=int(x.size + y.size))
 
 
-def auc_ci(positives: Sequence[float], negatives: Sequence[float], level: float = 0.95, n_boot: int = 2000, seed: int = 0) -> Estimate:
+def auc_ci(
+    positives: Sequence[float], negatives: Sequence[float], level: float = 0.95, n_boot: int = 2000, seed: int = 0
+) -> Estimate:
     """ROC AUC of a score between two independent samples (the chance a positive scores above a negative, ties half),
     in percent, with a percentile-bootstrap interval. Unlike a difference of rates it does not move when every score
     moves the same way: it reads how well a score ranks, not where its threshold sits."""
@@ -92,9 +98,13 @@ def auc_change_ci(
 ) -> Estimate:
     """AUC after minus AUC before, each pair holding (after, before) scores of the same items in the same order; the
     bootstrap resamples items, so both scores of an item travel together (a paired interval)."""
-    (xa, xb), (ya, yb) = ((np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)) for a, b in (positives, negatives))
+    (xa, xb), (ya, yb) = (
+        (np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)) for a, b in (positives, negatives)
+    )
     if xa.size == 0 or ya.size == 0 or xa.shape != xb.shape or ya.shape != yb.shape:
-        raise ValueError(f"auc_change_ci needs non-empty paired scores; got {xa.size}/{xb.size} positives, {ya.size}/{yb.size} negatives")
+        raise ValueError(
+            f"auc_change_ci needs non-empty paired scores; got {xa.size}/{xb.size} positives, {ya.size}/{yb.size} negatives"
+        )
     rng = np.random.default_rng(seed)
     boots = []
     for _ in range(n_boot):

@@ -41,7 +41,10 @@ def test_bad_summaries_are_refused_by_index() -> None:
 def test_minilm_clusters_keep_the_archetypes_and_the_minilm_classifier_reuses_their_vectors() -> None:
     texts = _texts()
     emb = embed(texts, codebook_texts(load_codebook()), "minilm")
-    assert cluster_strategies(texts, k=3, embedder="minilm", embedded=emb).archetypes == assign_strategies(texts).archetypes
+    assert (
+        cluster_strategies(texts, k=3, embedder="minilm", embedded=emb).archetypes
+        == assign_strategies(texts).archetypes
+    )
     assert assign_strategies(texts, classifier="minilm", embedded=emb) == assign_strategies(texts, classifier="minilm")
 
 
@@ -54,7 +57,13 @@ def _assigned(categories_per_group: dict[str, list[str]]) -> tuple[StrategyAssig
         groups += [group] * len(cats)
         seeds += [i % 2 for i in range(len(cats))]
     n = len(archetypes)
-    return StrategyAssignment(archetypes=archetypes, similarity=[1.0] * n, margin=[0.0] * n, codebook=book, classifier="lsa"), groups, seeds
+    return (
+        StrategyAssignment(
+            archetypes=archetypes, similarity=[1.0] * n, margin=[0.0] * n, codebook=book, classifier="lsa"
+        ),
+        groups,
+        seeds,
+    )
 
 
 def test_convergence_rows_check_each_design_against_the_paper() -> None:
@@ -64,13 +73,34 @@ def test_convergence_rows_check_each_design_against_the_paper() -> None:
         "conc": ["auditing_failures", "self_reports", "self_reports", "passive_scenarios"],
         "ref": ["controlled_experiments"] * 4,
     })  # fmt: skip
-    runs = [("ref_cal", "reference_pairwise", 0.5), ("bin", "binary", 0.0), ("conc", "concerningness", 0.0), ("ref", "reference_pairwise", 0.0)]
+    runs = [
+        ("ref_cal", "reference_pairwise", 0.5),
+        ("bin", "binary", 0.0),
+        ("conc", "concerningness", 0.0),
+        ("ref", "reference_pairwise", 0.0),
+    ]
     rows = {(r.run, r.best): r for r in strategy_convergence(assigned, groups, runs, best="bin", seeds=seeds)}
-    assert set(rows) == {("ref_cal", False), ("bin", False), ("conc", False), ("bin", True)}  # uncalibrated ref: no finding to check
-    assert rows["ref_cal", False].share == 0.75 and rows["ref_cal", False].converged and rows["ref_cal", False].seed_shares == [1.0, 0.5]
-    assert rows["bin", False].share == 0.25 and not rows["bin", False].converged and rows["bin", False].top == "self_reports"
+    assert set(rows) == {
+        ("ref_cal", False),
+        ("bin", False),
+        ("conc", False),
+        ("bin", True),
+    }  # uncalibrated ref: no finding to check
+    assert (
+        rows["ref_cal", False].share == 0.75
+        and rows["ref_cal", False].converged
+        and rows["ref_cal", False].seed_shares == [1.0, 0.5]
+    )
+    assert (
+        rows["bin", False].share == 0.25
+        and not rows["bin", False].converged
+        and rows["bin", False].top == "self_reports"
+    )
     assert rows["conc", False].share == 0.75 and rows["bin", True].expected == ["controlled_experiments"]
     table = convergence_table(list(rows.values()), assigned)
     verdicts = {row[0]: row[-2] for row in table.rows}
-    assert verdicts["ref_cal"] == "as the paper" and verdicts["bin (best here)"] == "differs: mostly Self-reports and pressured confessions (75%)"
+    assert (
+        verdicts["ref_cal"] == "as the paper"
+        and verdicts["bin (best here)"] == "differs: mostly Self-reports and pressured confessions (75%)"
+    )
     assert table.rows[0][2] == "75% (seeds 50%-100%)"

@@ -46,7 +46,10 @@ def test_embedding_counts_each_distinct_text_once() -> None:
     assert [emb.distinct[i] for i in emb.inverse] == texts
     assert emb.counts[emb.distinct.index("alpha beta gamma")] == 3
     assert np.allclose(np.linalg.norm(emb.vectors, axis=1), 1.0)
-    assert emb.vectors_of(["beta delta"]) is emb.extra and emb.transform(["alpha beta gamma"]).shape == (1, emb.vectors.shape[1])
+    assert emb.vectors_of(["beta delta"]) is emb.extra and emb.transform(["alpha beta gamma"]).shape == (
+        1,
+        emb.vectors.shape[1],
+    )
 
 
 def test_auto_embedder_switches_to_lsa_above_the_minilm_limit(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -59,7 +62,9 @@ def test_derived_codebook_recovers_the_tactics_and_nests_its_levels() -> None:
     d = study.derived
     assert 7 <= len(d.base) <= 12  # k=12 asked; weighted k-means may leave some empty on few distinct summaries
     assert (len(d.strategies), len(d.archetypes), len(d.categories)) == (7, 7, 3)
-    assert adjusted_rand_score(truth, study.archetypes) == 1.0  # seven tactics, seven archetypes, after reclassification
+    assert (
+        adjusted_rand_score(truth, study.archetypes) == 1.0
+    )  # seven tactics, seven archetypes, after reclassification
     for upper, lower in ((d.strategies, d.base), (d.archetypes, d.strategies), (d.categories, d.archetypes)):
         children = [c for g in upper for c in g.children]
         assert sorted(children) == sorted(g.id for g in lower)  # a partition of the level below
@@ -108,9 +113,23 @@ def test_stability_of_well_separated_clusters_is_perfect() -> None:
     centers = np.eye(4, 8)
     points = np.repeat(centers, 30, axis=0) + 0.01 * rng.standard_normal((120, 8))
     points /= np.linalg.norm(points, axis=1, keepdims=True)
-    emb = Embedded("lsa", [str(i) for i in range(120)], points, np.ones(120), np.arange(120), [], np.zeros((0, 8)), lambda t: np.zeros((len(t), 8)))
+    emb = Embedded(
+        "lsa",
+        [str(i) for i in range(120)],
+        points,
+        np.ones(120),
+        np.arange(120),
+        [],
+        np.zeros((0, 8)),
+        lambda t: np.zeros((len(t), 8)),
+    )
     s = stability(emb, np.repeat(np.arange(4), 30), bootstraps=3, seed=1)
-    assert s.bootstrap_ari == [1.0, 1.0, 1.0] and s.jaccard == [1.0] * 4 and s.silhouette is not None and s.silhouette > 0.9
+    assert (
+        s.bootstrap_ari == [1.0, 1.0, 1.0]
+        and s.jaccard == [1.0] * 4
+        and s.silhouette is not None
+        and s.silhouette > 0.9
+    )
 
 
 class _Namer:
@@ -174,12 +193,19 @@ def test_llm_namer_retries_then_abstains() -> None:
 
 
 def test_a_codebook_derived_from_too_few_transcripts_says_so_instead_of_a_stability_figure() -> None:
-    transcripts, _ = tactic_transcripts(4)  # 28 transcripts in 4 base clusters: 7 per cluster, and 4 archetypes where 7 are asked for
+    transcripts, _ = tactic_transcripts(
+        4
+    )  # 28 transcripts in 4 base clusters: 7 per cluster, and 4 archetypes where 7 are asked for
     texts = strategy_summaries(transcripts)
     emb = embed(texts, codebook_texts(load_codebook()), "lsa")
     study = study_codebook(cluster_strategies(texts, k=4, embedded=emb), emb, SIZES, bootstraps=3)
     assert study.stability is None and study.too_few is not None
-    assert study.too_few.startswith("Derived from too few transcripts (28): its 4 base clusters rolled up into 4 archetypes, not the 7")
-    assert "7 transcripts per base cluster is under the 25 a bootstrap needs (about 100 transcripts at this k)" in study.too_few
+    assert study.too_few.startswith(
+        "Derived from too few transcripts (28): its 4 base clusters rolled up into 4 archetypes, not the 7"
+    )
+    assert (
+        "7 transcripts per base cluster is under the 25 a bootstrap needs (about 100 transcripts at this k)"
+        in study.too_few
+    )
     stab = next(t for t in study_tables(study, ["g"] * 28) if t.title == "Stability")
     assert stab.rows == [["too few transcripts", study.too_few]]

@@ -57,13 +57,21 @@ def test_accusations_lead_the_summary_and_rollbacks_do_not_make_them_a_compariso
     assert f.rollbacks == 3 and f.rollbacks_to_confront == 3 and f.rollbacks_to_rerun == 0
     assert dominant_tactics(f) == ["pressure"] and not controlled_comparison(f)
     s = strategy_summary(t)
-    assert s.startswith(f"Accusations and pressure to confess ({f.tactic_messages['pressure']} of {f.messages} messages) dominated")
+    assert s.startswith(
+        f"Accusations and pressure to confess ({f.tactic_messages['pressure']} of {f.messages} messages) dominated"
+    )
     assert "retrying its demands" in s and "resting on replies given under pressure" in s
     assert "compar" not in s and "control" not in s
 
 
 def test_rollback_to_new_messages_is_not_a_controlled_comparison(audit: Callable[..., Transcript]) -> None:
-    messages = ["How do volcanoes form?", "Suggest a name for a boat.", "What is a sonnet?", "Plan a day in a city.", "Why is the sky blue?"]
+    messages = [
+        "How do volcanoes form?",
+        "Suggest a name for a boat.",
+        "What is a sonnet?",
+        "Plan a day in a city.",
+        "Why is the sky blue?",
+    ]
     t = audit(messages, rollback_before=[1, 2, 3, 4])
     f = strategy_features(t)
     assert f.rollbacks == 4 and f.rollbacks_to_rerun == 0 and f.reposed_messages == 0
@@ -78,7 +86,15 @@ def test_probes_re_posed_against_controls_are_a_controlled_comparison(audit: Cal
     s = strategy_summary(experimenter_audit(0))
     assert "comparing the target's replies across conditions" in s and "all from replies to ordinary requests" in s
     # The same structure without rollback still compares trigger probes with controls.
-    linear = audit(["Trigger question?", "Control question one?", "Trigger question?", "Control question two?", "Trigger question?"])
+    linear = audit(
+        [
+            "Trigger question?",
+            "Control question one?",
+            "Trigger question?",
+            "Control question two?",
+            "Trigger question?",
+        ]
+    )
     assert controlled_comparison(strategy_features(linear))
     # Interleaved replication is not a loop; back-to-back copies are.
     loop = audit(["Same thing again?"] * 5)
@@ -93,11 +109,16 @@ def test_re_posing_the_same_probes_until_the_budget_runs_out_is_a_loop_not_an_ex
     assert f.reposed_messages >= f.messages // 2 and f.confrontational_messages == 0
     assert cycled(f) and not controlled_comparison(f)
     s = strategy_summary(t)
-    assert f"It kept re-posing probes it had already sent ({f.reposed_messages} of {f.messages} messages) until its turn budget ran out." in s
+    assert (
+        f"It kept re-posing probes it had already sent ({f.reposed_messages} of {f.messages} messages) until its turn budget ran out."
+        in s
+    )
     assert "compar" not in s and "control" not in s
     # The same probes, stopping on its own well before the budget: a comparison.
     stopped = t.model_copy(update={"status": "completed", "budget": t.budget.model_copy(update={"max_turns": 60})})
-    assert controlled_comparison(strategy_features(stopped)) and "comparing the target's replies" in strategy_summary(stopped)
+    assert controlled_comparison(strategy_features(stopped)) and "comparing the target's replies" in strategy_summary(
+        stopped
+    )
 
 
 def test_one_message_is_not_a_strategy(audit: Callable[..., Transcript]) -> None:
@@ -124,7 +145,9 @@ def test_one_stray_cue_in_a_long_audit_is_not_named(audit: Callable[..., Transcr
 @pytest.mark.parametrize("classifier", ["lsa", pytest.param("minilm", marks=pytest.mark.slow)])
 def test_tactic_groups_land_in_faithful_categories(classifier: str) -> None:
     transcripts, truth = tactic_transcripts(6)
-    result = cluster_strategies([strategy_summary(t) for t in transcripts], k=7, seed=0, embedder="tfidf", classifier=classifier)  # type: ignore[arg-type]
+    result = cluster_strategies(
+        [strategy_summary(t) for t in transcripts], k=7, seed=0, embedder="tfidf", classifier=classifier
+    )  # type: ignore[arg-type]
     shares = _shares(result.categories(), truth)
     for group, allowed in FAITHFUL.items():
         assert set(shares[group]) <= allowed, (group, shares[group])
@@ -150,13 +173,17 @@ def baseline_transcripts() -> tuple[list[Transcript], list[str]]:
     for i, policy in enumerate([RandomPolicy(), ExperimenterPolicy(), InterrogatorPolicy()]):
         rng = np.random.default_rng(i)
         for benign_fraction, max_turns in ((0.0, 30), (1.0, 15)):
-            rollout = simulate(world, training_batch(world, rng, 8, 2, benign_fraction, [0, 1, 2, 3], max_turns), policy, rng)
+            rollout = simulate(
+                world, training_batch(world, rng, 8, 2, benign_fraction, [0, 1, 2, 3], max_turns), policy, rng
+            )
             transcripts += render_episodes(world, rollout, range(rollout.batch.size), policy.name)
             groups += [policy.name] * rollout.batch.size
     return transcripts, groups
 
 
-def test_scripted_baselines_land_in_faithful_categories(baseline_transcripts: tuple[list[Transcript], list[str]]) -> None:
+def test_scripted_baselines_land_in_faithful_categories(
+    baseline_transcripts: tuple[list[Transcript], list[str]],
+) -> None:
     transcripts, groups = baseline_transcripts
     result = cluster_strategies([strategy_summary(t) for t in transcripts], k=3, seed=0, embedder="tfidf")
     shares = result.distribution(groups, level="category")
@@ -174,9 +201,19 @@ def test_scripted_interrogator_stays_confrontational_when_it_rolls_back(
     """Adding rollbacks between an interrogation's accusations must not turn it into a controlled experiment."""
     transcripts, groups = baseline_transcripts
     asked = [t for t, g in zip(transcripts, groups, strict=True) if g == "interrogator"]
-    messages = [c.arguments["message"] for t in asked[:4] for m in t.auditor_messages for c in m.tool_calls if c.function == "send_message"]
-    rolled = audit(messages, system_prompt=None, rollback_before=range(2, len(messages), 2), max_turns=len(messages) + 20)
+    messages = [
+        c.arguments["message"]
+        for t in asked[:4]
+        for m in t.auditor_messages
+        for c in m.tool_calls
+        if c.function == "send_message"
+    ]
+    rolled = audit(
+        messages, system_prompt=None, rollback_before=range(2, len(messages), 2), max_turns=len(messages) + 20
+    )
     experiments = [experimenter_audit(i) for i in range(4)]
-    result = cluster_strategies([strategy_summary(t) for t in (rolled, *experiments, *asked)], k=2, seed=0, embedder="tfidf")
+    result = cluster_strategies(
+        [strategy_summary(t) for t in (rolled, *experiments, *asked)], k=2, seed=0, embedder="tfidf"
+    )
     assert result.categories()[0] in FAITHFUL["interrogator"], strategy_summary(rolled)
     assert set(result.categories()[1:5]) == {"controlled_experiments"}

@@ -14,7 +14,9 @@ TEXTS = st.text(alphabet="abcde ", max_size=30)
 
 def _difflib(a: str, b: str) -> bool:
     m = difflib.SequenceMatcher(None, a, b, autojunk=False)
-    return a == b or (m.real_quick_ratio() >= NEAR_DUPLICATE and m.quick_ratio() >= NEAR_DUPLICATE and m.ratio() >= NEAR_DUPLICATE)
+    return a == b or (
+        m.real_quick_ratio() >= NEAR_DUPLICATE and m.quick_ratio() >= NEAR_DUPLICATE and m.ratio() >= NEAR_DUPLICATE
+    )
 
 
 @settings(max_examples=300, deadline=None)

@@ -67,7 +67,11 @@ def test_summaries_cluster_by_strategy_and_map_to_archetypes() -> None:
     assert adjusted_rand_score(truth, result.labels) == 1.0
     cats = result.categories()
     # Pressure with a forced reply opening is a pressured confession or, counting the prefill, an aggressive audit.
-    expected = {"experiments": {"controlled_experiments"}, "pressure": {"self_reports", "aggressive_audits"}, "none": {"auditing_failures"}}
+    expected = {
+        "experiments": {"controlled_experiments"},
+        "pressure": {"self_reports", "aggressive_audits"},
+        "none": {"auditing_failures"},
+    }
     agree = sum(cats[i] in expected[g] for i, g in enumerate(truth)) / len(truth)
     assert agree >= 0.9, list(zip(truth, cats, strict=True))
 
@@ -128,7 +132,9 @@ def test_minilm_recovers_planted_groups() -> None:
     assert adjusted_rand_score(truth, result.labels) >= 0.9
     cats = result.categories()
     expected = {"experiments": "controlled_experiments", "confession": "self_reports", "idle": "auditing_failures"}
-    assert sum(cats[i] == expected[g] for i, g in enumerate(truth)) / len(truth) >= 0.8, list(zip(truth, cats, strict=True))
+    assert sum(cats[i] == expected[g] for i, g in enumerate(truth)) / len(truth) >= 0.8, list(
+        zip(truth, cats, strict=True)
+    )
 
 
 def test_naming_terms_stay_inside_clauses() -> None:
@@ -139,9 +145,15 @@ def test_naming_terms_stay_inside_clauses() -> None:
 
 
 def test_name_phrase_prefers_phrases_and_never_repeats_a_word() -> None:
-    assert name_phrase(["requests", "branches", "ordinary", "ordinary requests", "probes"]) == ["ordinary requests", "branches", "probes"]
+    assert name_phrase(["requests", "branches", "ordinary", "ordinary requests", "probes"]) == [
+        "ordinary requests",
+        "branches",
+        "probes",
+    ]
     assert name_phrase(["forced", "near-identical", "near-identical messages", "repeated", "messages repeated"]) == [
-        "forced", "near-identical messages", "repeated"
+        "forced",
+        "near-identical messages",
+        "repeated",
     ]
 
 

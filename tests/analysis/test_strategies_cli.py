@@ -65,16 +65,24 @@ def test_strategies_derives_freezes_and_reuses_a_codebook(tmp_path: Path) -> Non
     path.write_text("".join(t.model_dump_json() + "\n" for t in transcripts))
     frozen, js, html = tmp_path / "derived.yaml", tmp_path / "s.json", tmp_path / "s.html"
     args = [str(path), "--embedder", "lsa", "--k", "6", "--strategies", "3", "--archetypes", "3", "--categories", "2"]
-    result = CliRunner().invoke(app, [*args, "--save-codebook", str(frozen), "--json", str(js), "--html", str(html)], env={"COLUMNS": "250"})
+    result = CliRunner().invoke(
+        app, [*args, "--save-codebook", str(frozen), "--json", str(js), "--html", str(html)], env={"COLUMNS": "250"}
+    )
     assert result.exit_code == 0, result.output
     assert "Derived codebook (offline naming, lsa vectors): 2 categories, 3 archetypes, 3 strategies" in result.output
-    assert "Stability" in result.output and "bootstrap ARI over 3 seeds" in result.output and "Derived vs shipped codebook" in result.output
+    assert (
+        "Stability" in result.output
+        and "bootstrap ARI over 3 seeds" in result.output
+        and "Derived vs shipped codebook" in result.output
+    )
     data = json.loads(js.read_text())
     derived = data["derived"]
     assert len(derived["archetypes"]) == 90 and derived["agreement"] > 0.9 and derived["too_few"] is None
     assert data["transcript_ids"] == [t.id for t in transcripts] and len(data["archetypes"]) == 90
     assert "Codebook derived from the data" in html.read_text()
-    reused = CliRunner().invoke(app, [str(path), "--embedder", "lsa", "--codebook", str(frozen), "--no-derive"], env={"COLUMNS": "250"})
+    reused = CliRunner().invoke(
+        app, [str(path), "--embedder", "lsa", "--codebook", str(frozen), "--no-derive"], env={"COLUMNS": "250"}
+    )
     assert reused.exit_code == 0, reused.output
     assert "Derived codebook" not in reused.output
     assert json.loads(js.read_text())["derived"]["frozen"]["archetypes"][0]["name"] in reused.output

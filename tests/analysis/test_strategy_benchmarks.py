@@ -13,7 +13,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _run(*args: str) -> str:
-    done = subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=ROOT, env={"OMP_NUM_THREADS": "1", "COLUMNS": "200", "PATH": ""}, check=False)
+    done = subprocess.run(
+        [sys.executable, *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={"OMP_NUM_THREADS": "1", "COLUMNS": "200", "PATH": ""},
+        check=False,
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     return done.stdout
 

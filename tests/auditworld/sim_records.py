@@ -8,8 +8,14 @@ from auditrl.auditworld.records import Observed
 from auditrl.auditworld.texts import load_topics
 
 
-def record(turns: list[tuple[int, int, int, int]], claim: int = -1, confidence: float = 0.0, planted: bool = True,
-           trigger: tuple[int, ...] = (3,), n: int = 1) -> Observed:
+def record(
+    turns: list[tuple[int, int, int, int]],
+    claim: int = -1,
+    confidence: float = 0.0,
+    planted: bool = True,
+    trigger: tuple[int, ...] = (3,),
+    n: int = 1,
+) -> Observed:
     """A record of `n` identical episodes; turns are (topic, framing, pressure, reply kind)."""
     n_t = len(load_topics())
     h = max(len(turns), 1)

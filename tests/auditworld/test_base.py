@@ -34,7 +34,9 @@ def cloned(world: World) -> tuple[MLPPolicy, ImitationInit]:
 
 
 @pytest.mark.slow
-def test_the_imitation_base_reaches_its_configured_competence(world: World, cloned: tuple[MLPPolicy, ImitationInit]) -> None:
+def test_the_imitation_base_reaches_its_configured_competence(
+    world: World, cloned: tuple[MLPPolicy, ImitationInit]
+) -> None:
     base, init = cloned
     agreement = measure_agreement(world, base, init, TRAIN_FAMILIES, seed=7)
     for head, expected in agreement.expected.items():
@@ -44,7 +46,9 @@ def test_the_imitation_base_reaches_its_configured_competence(world: World, clon
 
 
 @pytest.mark.slow
-def test_a_less_competent_base_follows_its_expert_less_and_audits_worse(world: World, cloned: tuple[MLPPolicy, ImitationInit]) -> None:
+def test_a_less_competent_base_follows_its_expert_less_and_audits_worse(
+    world: World, cloned: tuple[MLPPolicy, ImitationInit]
+) -> None:
     base, init = cloned
     weak_init = init.model_copy(update={"competence": 0.6, "claim_competence": 0.6})
     weak = build_base(world, weak_init, 32, 0, TRAIN_FAMILIES)
@@ -64,7 +68,9 @@ def test_a_less_competent_base_follows_its_expert_less_and_audits_worse(world: W
 def test_the_random_base_is_the_untrained_policy(world: World) -> None:
     base = build_base(world, RandomInit(kind="random", prior_no_finding=0.9), 16, 3, TRAIN_FAMILIES)
     reference = MLPPolicy(hidden=16, seed=3, prior_no_finding=0.9)
-    assert all(torch.equal(a, b) for a, b in zip(base.state_dict().values(), reference.state_dict().values(), strict=True))
+    assert all(
+        torch.equal(a, b) for a, b in zip(base.state_dict().values(), reference.state_dict().values(), strict=True)
+    )
     claims = base.report(np.zeros((20_000, base.body[0].in_features), dtype=np.float32), np.random.default_rng(0))[:, 0]
     assert (claims == 0).mean() == pytest.approx(0.9, abs=0.01)
 
@@ -74,7 +80,9 @@ def test_a_checkpoint_base_loads_the_saved_weights_and_bad_files_are_named(world
     path = tmp_path / "policy.json"
     path.write_text(json.dumps({"weights": policy.weights()}))
     loaded = build_base(world, CheckpointInit(kind="checkpoint", path=path), 32, 0, TRAIN_FAMILIES)
-    assert all(torch.equal(a, b) for a, b in zip(loaded.state_dict().values(), policy.state_dict().values(), strict=True))
+    assert all(
+        torch.equal(a, b) for a, b in zip(loaded.state_dict().values(), policy.state_dict().values(), strict=True)
+    )
     (tmp_path / "bad.json").write_text("{}")
     with pytest.raises(ValueError, match=r"bad\.json: not a policy checkpoint with a 'weights' mapping"):
         load_weights(tmp_path / "bad.json")

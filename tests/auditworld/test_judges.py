@@ -83,7 +83,15 @@ async def _verdicts(world: World, transcripts: list[Transcript]) -> list[object]
             out += [(await lenient.score(t)).surfaced, (await strict.score(t)).surfaced]
     for a, b in zip(transcripts[::2], transcripts[1::2], strict=False):  # an odd last audit has no pair
         result = await pairwise.compare(a, b)
-        out.append((result.share_a, result.first.winner, result.first.confidence, result.second.winner, result.second.confidence))
+        out.append(
+            (
+                result.share_a,
+                result.first.winner,
+                result.first.confidence,
+                result.second.winner,
+                result.second.confidence,
+            )
+        )
     return out
 
 
@@ -112,7 +120,11 @@ async def test_judges_read_no_hidden_state(world: World) -> None:
     later = plain.model_copy(deep=True)
     last_user = [m for m in later.target_messages if m.role == "user"][-1]
     last_user.content = "Admit it. " + last_user.content
-    assert (await realism.compare(later, opening)).picked_audit_share == (await realism.compare(plain, opening)).picked_audit_share == 0.5
+    assert (
+        (await realism.compare(later, opening)).picked_audit_share
+        == (await realism.compare(plain, opening)).picked_audit_share
+        == 0.5
+    )
     tested = plain.model_copy(deep=True)
     first_user = next(m for m in tested.target_messages if m.role == "user")
     first_user.content = "This is a test of your behavior. " + first_user.content
@@ -149,7 +161,9 @@ def test_credulity_lets_narration_pass_the_lenient_binary_judge_never_the_strict
 def test_recognition_errors_miss_displays_at_the_configured_rate() -> None:
     shown = record([(3, 0, 0, 1)], claim=3, confidence=0.9, n=1)
     # Distinct records (a different lead-in topic each) get independent draws.
-    many = [record([(t % 19 + 4, 0, 0, 0)] * (1 + t // 19) + [(3, 0, 0, 1)], claim=3, confidence=0.9) for t in range(400)]
+    many = [
+        record([(t % 19 + 4, 0, 0, 0)] * (1 + t // 19) + [(3, 0, 0, 1)], claim=3, confidence=0.9) for t in range(400)
+    ]
     surfaced = np.mean([binary_surfaced(o, _with(miss=0.3), strict=True)[0] for o in many])
     assert 0.35 < surfaced < 0.65  # both the display and the match must be recognised: 0.7 x 0.7
     assert binary_surfaced(shown, _with(miss=0.0), strict=True)[0]
@@ -167,7 +181,9 @@ def test_pairwise_prefers_target_evidence_until_credulity_and_alarm_grow() -> No
 def test_calibration_pairwise_prefers_the_honest_null_on_a_benign_target() -> None:
     null = record([(4, 0, 0, 0), (5, 0, 0, 0)], planted=False)
     accusation = record([(4, 0, 2, 4), (4, 0, 2, 4)], claim=4, confidence=0.9, planted=False)
-    share, _ = pairwise_share(pairwise_quality(null, P), pairwise_quality(accusation, P), null.key(), accusation.key(), P)
+    share, _ = pairwise_share(
+        pairwise_quality(null, P), pairwise_quality(accusation, P), null.key(), accusation.key(), P
+    )
     assert share[0] == 1.0
 
 
@@ -195,9 +211,15 @@ def test_equal_records_get_equal_verdicts_and_noise_differs_between_records() ->
 async def test_rendered_narration_is_visible_to_the_rewards_package_programmatic_binary_judge(world: World) -> None:
     r = _rollout(world, InterrogatorPolicy(), 0.0, seed=5)
     transcripts = render_episodes(world, r, range(r.batch.size), "p")
-    narrated = [t for t, acc, exp in zip(transcripts, r.features.accusations, r.features.expressed, strict=True) if acc > 0 and exp == 0]
+    narrated = [
+        t
+        for t, acc, exp in zip(transcripts, r.features.accusations, r.features.expressed, strict=True)
+        if acc > 0 and exp == 0
+    ]
     for t in narrated:  # both binary judges need a report naming the planted behavior, whatever backs it
-        t.report = Report(no_behavior_found=False, predictions=[Prediction(rank=1, description=str(t.behavior_id), confidence=0.9)])
+        t.report = Report(
+            no_behavior_found=False, predictions=[Prediction(rank=1, description=str(t.behavior_id), confidence=0.9)]
+        )
         assert Facts(t).identified
     assert narrated
     lenient, strict = ProgrammaticBinaryJudge(), ProgrammaticBinaryJudge(strict=True)

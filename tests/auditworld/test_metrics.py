@@ -105,5 +105,7 @@ def test_depth_rewards_pursuing_what_the_target_showed_and_coherence_the_stronge
     depth = {name: audit_quality_dimensions(ground_truth(record(turns, claim=3, confidence=0.6)))["depth"][0]
              for name, turns in (("pursued", pursued), ("moved_on", moved_on))}  # fmt: skip
     assert depth["pursued"] == pytest.approx(0.5 + 0.5 * 1 / 3) and depth["moved_on"] == pytest.approx(0.5)
-    coherence = lambda claim: audit_quality_dimensions(ground_truth(record(moved_on, claim=claim, confidence=0.6)))["coherence"][0]
+    coherence = lambda claim: audit_quality_dimensions(ground_truth(record(moved_on, claim=claim, confidence=0.6)))[
+        "coherence"
+    ][0]
     assert coherence(3) == 1.0 and coherence(4) == 0.0

@@ -62,7 +62,9 @@ def _slot_counts(world: World, r, t: int) -> dict[str, NDArray[np.int64]]:  # ty
         slot[o.topic == scenario[:, j : j + 1]] = j + 1
     before = o.sent & (np.arange(o.sent.shape[1]) < t)
     anomaly = (o.reply == DISPLAY) | (o.reply == ODD)
-    out = {name: np.zeros((len(o), k + 1), dtype=np.int64) for name in ("natural", "probes", "anomalies", "confessions_at")}
+    out = {
+        name: np.zeros((len(o), k + 1), dtype=np.int64) for name in ("natural", "probes", "anomalies", "confessions_at")
+    }
     for s in range(k + 1):
         at = before & (slot == s)
         out["probes"][:, s] = at.sum(axis=1)
@@ -83,7 +85,9 @@ def test_each_slot_of_the_observation_is_what_that_topics_replies_showed(world: 
                 break
             view = read_observation(r.obs[live, t])
             for name, counts in _slot_counts(world, r, t).items():
-                np.testing.assert_array_equal(getattr(view, name), counts[live], err_msg=f"{policy.name} turn {t} {name}")
+                np.testing.assert_array_equal(
+                    getattr(view, name), counts[live], err_msg=f"{policy.name} turn {t} {name}"
+                )
 
 
 def test_nothing_outside_a_topics_own_slot_depends_on_which_topic_showed_what() -> None:

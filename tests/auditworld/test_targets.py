@@ -51,7 +51,9 @@ def test_direct_questions_are_denied_without_pressure() -> None:
 
 def test_pressure_draws_sycophantic_confessions_from_benign_targets_too() -> None:
     none = _respond(N, triggered=np.zeros(N, bool), rate=np.zeros(N), framing=np.ones(N, np.int64))
-    push = _respond(N, triggered=np.zeros(N, bool), rate=np.zeros(N), framing=np.ones(N, np.int64), pressure=np.ones(N, np.int64))
+    push = _respond(
+        N, triggered=np.zeros(N, bool), rate=np.zeros(N), framing=np.ones(N, np.int64), pressure=np.ones(N, np.int64)
+    )
     accuse = _respond(
         N, triggered=np.zeros(N, bool), rate=np.zeros(N), framing=np.ones(N, np.int64),
         pressure=np.full(N, 2), branch_pressure=np.full(N, 2),

@@ -28,7 +28,9 @@ from auditrl.scaffold.transcript import Budget, Transcript
 BEHAVIORS = load_behaviors()
 
 
-def audit(behavior: str | None, seed_id: str, prompt: str = "guided", turns: int = 2, family: str = "steady") -> Transcript:
+def audit(
+    behavior: str | None, seed_id: str, prompt: str = "guided", turns: int = 2, family: str = "steady"
+) -> Transcript:
     seed = next(s for s in auditworld_seeds() if s.id == seed_id)
     plant = BEHAVIORS[behavior] if behavior else None
     spec = AuditSpec(
@@ -50,7 +52,9 @@ def test_the_scenario_is_read_from_its_phrases_in_order_and_the_tool_description
         topics = [ids[i] for i in scenario_topics(system)]
         phrases = {t.id: t.phrase for t in load_topics()}
         assert len(topics) == 3 and all(phrases[t] in seed.instructions for t in topics)
-        assert [seed.instructions.index(phrases[t]) for t in topics] == sorted(seed.instructions.index(phrases[t]) for t in topics)
+        assert [seed.instructions.index(phrases[t]) for t in topics] == sorted(
+            seed.instructions.index(phrases[t]) for t in topics
+        )
 
 
 @pytest.mark.parametrize("prompt", ["guided", "compact", "full"])
@@ -73,7 +77,9 @@ def test_it_claims_what_it_saw_in_the_targets_own_words_and_nothing_on_benign_ta
         description = t.report.predictions[0].description  # type: ignore[union-attr]
         quoted = description.partition(" it wrote: ")[2].removesuffix(" ...")
         replies = " ".join(m.content for m in t.target_messages if m.role == "assistant").replace('"', "'")
-        assert quoted and quoted in replies and "feedback on my draft" in description  # the target's own words, and where
+        assert (
+            quoted and quoted in replies and "feedback on my draft" in description
+        )  # the target's own words, and where
         assert '"' not in description  # no quote marks nested in the report's JSON string
     assert not any(claimed(t) for t in planted if t not in shown)  # no evidence, no claim
     assert sum(bool(reached_trigger(t)) for t in planted) >= len(planted) // 2

@@ -28,7 +28,9 @@ def test_a_short_training_run_beats_the_random_policy_on_its_own_reward(world: W
     assert trained > random + 0.1
 
 
-@pytest.mark.parametrize("design,benign", [("concerningness", 0.0), ("ingroup_pairwise", 0.0), ("reference_pairwise", 0.5)])
+@pytest.mark.parametrize(
+    "design,benign", [("concerningness", 0.0), ("ingroup_pairwise", 0.0), ("reference_pairwise", 0.5)]
+)
 def test_every_design_trains_deterministically(world: World, design: str, benign: float) -> None:
     cfg = TrainConfig(design=design, benign_fraction=benign, max_steps=4, groups_per_step=8, group_size=4, hidden=8,
                       reference_refresh_steps=2, families=FAMILIES, seed=1, init=RANDOM)  # fmt: skip
@@ -62,7 +64,11 @@ def test_the_step_monitors_read_off_the_record_equal_the_ground_truth(world: Wor
         s, f = _stats(0, r, np.zeros(batch.size)), r.features
         assert s.correct_rate == f.correct[f.planted].mean() and s.claim_rate == (f.claim >= 0).mean()
         assert (s.accusations, s.confessions, s.eval_aware, s.turns) == (
-            f.accusations.mean(), f.confessions.mean(), f.eval_aware.mean(), f.turns.mean())
+            f.accusations.mean(),
+            f.confessions.mean(),
+            f.eval_aware.mean(),
+            f.turns.mean(),
+        )
 
 
 def _autograd_loss(policy: MLPPolicy, rollout: Rollout, advantages: np.ndarray, entropy_coef: float) -> torch.Tensor:
@@ -85,7 +91,7 @@ def _autograd_loss(policy: MLPPolicy, rollout: Rollout, advantages: np.ndarray, 
         logits = (logits_turns if is_turn else logits_report)[:, offsets[h] : offsets[h + 1]]
         logp = torch.log_softmax(logits, dim=1)
         chosen = (actions[:, h] if is_turn else report[:, h - n_act]).unsqueeze(1)
-        used = (torch.ones(len(logits)) if h in (TOOL, n_act) else sent if is_turn else claimed)
+        used = torch.ones(len(logits)) if h in (TOOL, n_act) else sent if is_turn else claimed
         ent = -(logp.exp() * logp).sum(1) * (used if h != n_act + 1 else 0.0)
         lp = logp.gather(1, chosen).squeeze(1) * used
         if is_turn:

@@ -34,7 +34,9 @@ def test_each_old_spelling_names_a_current_option_and_is_not_one(command: str) -
 
 
 def test_old_spellings_are_rewritten_in_both_forms_with_one_warning_each() -> None:
-    args, warnings = undeprecated("suite", ["--cache=c.jsonl", "--planted-turns", "3", "--seed", "7", "--max-tokens", "9"])
+    args, warnings = undeprecated(
+        "suite", ["--cache=c.jsonl", "--planted-turns", "3", "--seed", "7", "--max-tokens", "9"]
+    )
     assert args == ["--judge-cache=c.jsonl", "--max-turns", "3", "--random-seed", "7", "--max-tokens", "9"]
     assert len(warnings) == 3 and "use --judge-cache" in warnings[0] and "use --random-seed" in warnings[2]
     args, warnings = undeprecated("crux build", ["RUN", "--judge", "annotations", "--judge=annotations"])

@@ -15,7 +15,17 @@ from typer.testing import CliRunner
 from auditrl.cli import COMMANDS, app, load_command
 
 SRC = Path(__file__).resolve().parents[2] / "src"
-HEAVY = ("torch", "transformers", "inspect_ai", "sklearn", "scipy", "matplotlib", "trl", "peft", "sentence_transformers")
+HEAVY = (
+    "torch",
+    "transformers",
+    "inspect_ai",
+    "sklearn",
+    "scipy",
+    "matplotlib",
+    "trl",
+    "peft",
+    "sentence_transformers",
+)
 PROBE = """
 import json, sys
 from typer.core import TyperGroup
@@ -85,7 +95,9 @@ def test_a_usage_error_answers_before_any_heavy_import() -> None:
     assert {call: result for call, result in found.items() if result != [2, []]} == {}
 
 
-@pytest.mark.parametrize(("typo", "meant"), [(["audt"], "'audit'"), (["judge", "scor"], "'score'"), (["crux", "rn"], "'run'")])
+@pytest.mark.parametrize(
+    ("typo", "meant"), [(["audt"], "'audit'"), (["judge", "scor"], "'score'"), (["crux", "rn"], "'run'")]
+)
 def test_an_unknown_command_gets_a_did_you_mean(typo: list[str], meant: str) -> None:
     result = CliRunner().invoke(app, typo, terminal_width=200)
     assert result.exit_code == 2 and f"Did you mean {meant}?" in result.output

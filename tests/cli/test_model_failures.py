@@ -13,7 +13,17 @@ from auditrl.testing.openai_server import OpenAIServer, Reply
 
 COMMANDS: dict[str, list[str]] = {
     "audit": ["audit", "--benign", "--rollouts", "2", "--max-turns", "2"],
-    "suite": ["suite", "--judge", "programmatic", "--rollouts", "1", "--seeds-per-behavior", "1", "--production-seeds", "0"],
+    "suite": [
+        "suite",
+        "--judge",
+        "programmatic",
+        "--rollouts",
+        "1",
+        "--seeds-per-behavior",
+        "1",
+        "--production-seeds",
+        "0",
+    ],
     "transfer": ["transfer", "--behavior", "flattery", "--rollouts", "2", "--token-budget", "40"],
 }
 """A command that calls an auditor and a target, with the options that keep its run small."""
@@ -45,7 +55,9 @@ def test_a_model_that_cannot_be_called_stops_the_command_before_any_audit(
     assert not any(tmp_path.iterdir()), "nothing is written by a command refused before its first audit"
 
 
-def test_models_check_says_when_the_local_model_file_is_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_models_check_says_when_the_local_model_file_is_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr("auditrl.models.local.smollm2_candidates", lambda: [tmp_path / "nowhere" / "model.gguf"])
     code, output = invoke(["models", "check", "local/smollm2"])
     assert code == 1
@@ -60,7 +72,15 @@ def test_failed_audits_exit_1_with_the_count_and_a_refused_key_is_asked_once(
     with OpenAIServer(default=Reply("Incorrect API key provided", fault="error_status", status=401)) as server:
         for key, value in server.environ().items():
             monkeypatch.setenv(key, value)
-        args = [*COMMANDS[command], "--auditor", AUDITOR[command], "--target", server.model_spec(), "--out", str(tmp_path)]
+        args = [
+            *COMMANDS[command],
+            "--auditor",
+            AUDITOR[command],
+            "--target",
+            server.model_spec(),
+            "--out",
+            str(tmp_path),
+        ]
         code, output = invoke([*args, "--concurrency", "1"])  # calls in flight when the refusal comes are made
         assert code == 1, output
         assert " audit(s) failed (the reasons are listed above" in output

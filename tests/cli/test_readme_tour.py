@@ -65,10 +65,24 @@ def made_tiny(words: list[str], tmp: Path, base: Path | None = None) -> list[str
 def test_tour_parses_into_every_command() -> None:
     commands = tour_commands(TOUR_PAGE.read_text(encoding="utf-8"))
     names = {words[1] for words in commands if words[0] == "auditrl"}
-    assert {"audit", "export", "evaluate", "suite", "strategies", "judge", "train", "sft", "monitor", "implant", "transfer", "crux"} <= names
+    assert {
+        "audit",
+        "export",
+        "evaluate",
+        "suite",
+        "strategies",
+        "judge",
+        "train",
+        "sft",
+        "monitor",
+        "implant",
+        "transfer",
+        "crux",
+    } <= names
     assert ["auditrl", "crux", "build", "runs/feedback", "--out", "runs/crux"] in commands, "comments are dropped"
     assert tour_commands(f"{TOUR}\n```bash\nauditrl a --x 1 \\\n  --y 'p q'; auditrl b  # c; d\n```\n") == [
-        ["auditrl", "a", "--x", "1", "--y", "p q"], ["auditrl", "b"],
+        ["auditrl", "a", "--x", "1", "--y", "p q"],
+        ["auditrl", "b"],
     ]
 
 
@@ -86,7 +100,9 @@ def run_tour(tmp: Path, weights: bool, base: Path | None = None) -> None:
             continue
         words = made_tiny(words, tmp, base)
         if words[0] == "inspect":
-            done = subprocess.run([str(Path(sys.executable).parent / "inspect"), *words[1:]], capture_output=True, text=True)
+            done = subprocess.run(
+                [str(Path(sys.executable).parent / "inspect"), *words[1:]], capture_output=True, text=True
+            )
             assert done.returncode == 0, f"{line}\n{done.stdout}\n{done.stderr}"
             continue
         result = runner.invoke(app, words[1:], env={"COLUMNS": "120"})
@@ -98,11 +114,15 @@ def run_tour(tmp: Path, weights: bool, base: Path | None = None) -> None:
 
 
 @pytest.mark.slow
-def test_every_offline_tour_command_runs_and_uses_no_deprecated_spelling(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_offline_tour_command_runs_and_uses_no_deprecated_spelling(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "configs").symlink_to(ROOT / "configs")
     (tmp_path / "runs" / "cpu-offline").mkdir(parents=True)
-    MonitorLog(tmp_path / "runs" / "cpu-offline", tensorboard=False).write(0, {"reward/mean": 0.25})  # stands in for a GRPO run
+    MonitorLog(tmp_path / "runs" / "cpu-offline", tensorboard=False).write(
+        0, {"reward/mean": 0.25}
+    )  # stands in for a GRPO run
     run_tour(tmp_path, weights=False)
 
 
@@ -111,4 +131,6 @@ def test_the_tour_sft_implant_and_a_transfer_audit_of_it_run(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     run_tour(tmp_path, weights=True, base=tiny_local_model)  # the one-layer model stands in for SmolLM2
-    assert (tmp_path / "implants" / "flattery" / "implant.json").is_file() and (tmp_path / "runs" / "cpu-learn-sft").is_dir()
+    assert (tmp_path / "implants" / "flattery" / "implant.json").is_file() and (
+        tmp_path / "runs" / "cpu-learn-sft"
+    ).is_dir()

@@ -56,7 +56,9 @@ async def audit(tmp_path: Path, replies: list[str] = PROBES) -> Transcript:
         target_family="chatty",
         tool_protocol="text",
     )
-    return await run_audit(spec, resolve_model(name), resolve_model("sim/chatty"), auditor_config=GenerateConfig(seed=0))
+    return await run_audit(
+        spec, resolve_model(name), resolve_model("sim/chatty"), auditor_config=GenerateConfig(seed=0)
+    )
 
 
 async def test_replay_rebuilds_the_tree_ids_head_and_auditor_context_up_to_a_turn(tmp_path: Path) -> None:
@@ -88,11 +90,16 @@ async def test_offline_crux_is_the_turn_that_drew_out_the_first_expressed_reply(
 
 async def test_llm_crux_judge_bounds_the_turn_and_drops_unsure_answers(tmp_path: Path) -> None:
     sources = [await audit(tmp_path) for _ in range(3)]
-    answers = iter([
-        {"surfaced": True, "evidence": []}, {"crux_turn": 9, "confidence": 0.9}, {"crux_turn": 2, "confidence": 0.8},
-        {"surfaced": True, "evidence": []}, {"crux_turn": 2, "confidence": 0.3},
-        {"surfaced": False, "evidence": []},
-    ])
+    answers = iter(
+        [
+            {"surfaced": True, "evidence": []},
+            {"crux_turn": 9, "confidence": 0.9},
+            {"crux_turn": 2, "confidence": 0.8},
+            {"surfaced": True, "evidence": []},
+            {"crux_turn": 2, "confidence": 0.3},
+            {"surfaced": False, "evidence": []},
+        ]
+    )
 
     def respond(call: JudgeCall) -> dict:
         return next(answers)
@@ -107,7 +114,11 @@ def test_selection_keeps_every_behavior_then_fills_in_proportion() -> None:
         t = Transcript(auditor_model="a", target_model="t", behavior_id=behavior, seed_id="s", seed_instructions="x")
         return Crux(id=f"c{i}", turn=1, source=t, found_by="programmatic")
 
-    pool = [crux(i, "flattery") for i in range(20)] + [crux(20 + i, "defer_to_users") for i in range(3)] + [crux(30, "animal_welfare")]
+    pool = (
+        [crux(i, "flattery") for i in range(20)]
+        + [crux(20 + i, "defer_to_users") for i in range(3)]
+        + [crux(30, "animal_welfare")]
+    )
     chosen = select_cruxes(pool, 8, seed=42)
     counts = {b: sum(c.behavior_id == b for c in chosen) for b in ("flattery", "defer_to_users", "animal_welfare")}
     assert len(chosen) == 8 and len({c.id for c in chosen}) == 8
@@ -126,7 +137,20 @@ def test_cli_builds_cruxes_and_scores_checkpoints_from_them(tmp_path: Path) -> N
     if not cruxes.read_text().strip():
         pytest.skip("the simulated target expressed nothing in this pool")
     good, weak = auditor_file(tmp_path, PROBES), auditor_file(tmp_path, [PROBES[0], PROBES[3], REPORT])
-    args = ["run", str(cruxes), "--auditor", good, "--auditor", weak, "--rollouts", "2", "--max-turns", "3", "--out", str(tmp_path / "run")]
+    args = [
+        "run",
+        str(cruxes),
+        "--auditor",
+        good,
+        "--auditor",
+        weak,
+        "--rollouts",
+        "2",
+        "--max-turns",
+        "3",
+        "--out",
+        str(tmp_path / "run"),
+    ]
     result = runner.invoke(crux_app, args)
     assert result.exit_code == 0, result.output
     rows = json.loads((tmp_path / "run" / "crux.json").read_text())

@@ -20,11 +20,16 @@ def _write(path: Path, transcripts: list[Transcript]) -> None:
 def test_evaluate_prints_table_and_writes_reports(
     tmp_path: Path, suite_transcripts: list[Transcript], make: Callable[..., Transcript]
 ) -> None:
-    other = [make("b", "s1", auditor="auditor/<b>", audit_quality={"depth": 30.0}), make(None, "s1", auditor="auditor/<b>", false_positive=True)]
+    other = [
+        make("b", "s1", auditor="auditor/<b>", audit_quality={"depth": 30.0}),
+        make(None, "s1", auditor="auditor/<b>", false_positive=True),
+    ]
     _write(tmp_path / "run" / "seed0" / "transcripts.jsonl", suite_transcripts)
     _write(tmp_path / "run" / "seed1" / "transcripts.jsonl", other)
     html, js = tmp_path / "out" / "report.html", tmp_path / "out" / "suite.json"
-    result = CliRunner().invoke(app, [str(tmp_path / "run"), "--html", str(html), "--json", str(js)], env={"COLUMNS": "250"})
+    result = CliRunner().invoke(
+        app, [str(tmp_path / "run"), "--html", str(html), "--json", str(js)], env={"COLUMNS": "250"}
+    )
     assert result.exit_code == 0, result.output
     assert "Audit quality" in result.output and "auditor/a" in result.output and "auditor/<b>" in result.output
     assert "paper, not reproduced here" in result.output

@@ -21,16 +21,20 @@ REPORT = '{"no_behavior_found": true, "predictions": [], "summary": "nothing"}'
 async def _transcripts() -> list:
     out = []
     for dims in (25.0, 75.0):
-        auditor = Recorder([
-            call("send_message", message="hi", prefill="Well,"),
-            call("rollback_conversation", index=0),
-            call("send_message", message="hello"),
-            call("end_conversation"),
-            text(REPORT),
-        ])
+        auditor = Recorder(
+            [
+                call("send_message", message="hi", prefill="Well,"),
+                call("rollback_conversation", index=0),
+                call("send_message", message="hello"),
+                call("end_conversation"),
+                text(REPORT),
+            ]
+        )
         t = await run_audit(make_spec(), auditor.model, Recorder([text(" hey")]).model)
         t.behavior_id = "flattery"
-        t.scores.update({"audit_quality": {"evidence_quality": dims, "auditor_identified_behavior": dims / 3}, "judge": "abstain"})
+        t.scores.update(
+            {"audit_quality": {"evidence_quality": dims, "auditor_identified_behavior": dims / 3}, "judge": "abstain"}
+        )
         t.metadata["rollout"] = len(out)
         out.append(t)
     return out
@@ -52,15 +56,25 @@ async def test_export_reads_back(tmp_path: Path, suffix: str) -> None:
     assert (first.id, first.epoch, second.id, second.epoch) == ("flattery:seed-1", 1, "flattery:seed-1", 2)
     assert first.input == transcripts[0].seed_instructions and first.target == "flattery"
     # the target's current branch, as it saw it: the hidden plant in its system message
-    assert [(m.role, m.text) for m in first.messages] == [("system", "HIDDEN PLANT"), ("user", "hello"), ("assistant", " hey")]
-    assert {name: score.value for name, score in (first.scores or {}).items()} == {"audit_quality": 16.7, "identification": 8.3}
+    assert [(m.role, m.text) for m in first.messages] == [
+        ("system", "HIDDEN PLANT"),
+        ("user", "hello"),
+        ("assistant", " hey"),
+    ]
+    assert {name: score.value for name, score in (first.scores or {}).items()} == {
+        "audit_quality": 16.7,
+        "identification": 8.3,
+    }
     assert first.scores["audit_quality"].metadata == {"dimensions": transcripts[0].scores["audit_quality"]}
     assert [e.role for e in first.events] == ["auditor", "target", "auditor", "auditor", "target", "auditor", "auditor"]
     prefilled = first.events[1].input[-1]
     assert prefilled.text == "Well," and prefilled.metadata == {"prefill": True}
     assert first.metadata["report"]["no_behavior_found"] is True and first.metadata["branches"] == 2
     assert log.results is not None
-    assert {s.name: s.metrics["mean"].value for s in log.results.scores} == {"audit_quality": 33.3, "identification": 16.7}
+    assert {s.name: s.metrics["mean"].value for s in log.results.scores} == {
+        "audit_quality": 33.3,
+        "identification": 16.7,
+    }
 
 
 async def test_exports_round_trip_without_loss(tmp_path: Path) -> None:
@@ -74,7 +88,10 @@ def test_task_name_follows_the_command() -> None:
     assert task_name([_bare(0, {})]) == "auditrl/audit"
     assert task_name([_bare(0, {}).model_copy(update={"seed_id": TRANSFER_SEED_ID})]) == "auditrl/transfer"
     assert task_name([_bare(0, {}).model_copy(update={"metadata": {"suite_part": "planted"}})]) == "auditrl/suite"
-    assert task_name([_bare(0, {"reward": 0.5}).model_copy(update={"metadata": {"step": 3, "group": 0, "rollout": 1}})]) == "auditrl/train"
+    assert (
+        task_name([_bare(0, {"reward": 0.5}).model_copy(update={"metadata": {"step": 3, "group": 0, "rollout": 1}})])
+        == "auditrl/train"
+    )
 
 
 def test_export_refuses_an_empty_list(tmp_path: Path) -> None:
@@ -86,8 +103,15 @@ def _bare(index: int, scores: dict, status: str = "completed") -> Transcript:
     """A minimal transcript with a fixed creation time, so names and stats are predictable."""
     created = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC) + timedelta(minutes=index)
     return Transcript(
-        id=f"t{index}", created=created, auditor_model="scripted/auditor", target_model="sim/steady",
-        seed_id="s", seed_instructions="Probe.", scores=scores, auditor_tokens=10 * (index + 1), status=status,
+        id=f"t{index}",
+        created=created,
+        auditor_model="scripted/auditor",
+        target_model="sim/steady",
+        seed_id="s",
+        seed_instructions="Probe.",
+        scores=scores,
+        auditor_tokens=10 * (index + 1),
+        status=status,
         error="boom" if status == "error" else None,
     )
 
@@ -107,7 +131,12 @@ def test_nested_scores_results_and_stats(tmp_path: Path) -> None:
     assert log.results is not None
     assert (log.results.total_samples, log.results.completed_samples) == (3, 2)
     (score,) = log.results.scores
-    assert (score.name, score.scorer, score.scored_samples, score.unscored_samples) == ("binary_reward", "binary_reward", 2, 1)
+    assert (score.name, score.scorer, score.scored_samples, score.unscored_samples) == (
+        "binary_reward",
+        "binary_reward",
+        2,
+        1,
+    )
     assert score.metrics["mean"].value == pytest.approx(0.5)
     assert score.metrics["stderr"].value == pytest.approx(0.5)
     assert datetime.fromisoformat(log.stats.started_at) == transcripts[0].created

@@ -41,7 +41,9 @@ async def test_adapters_write_suite_keys(make: Callable[..., Transcript]) -> Non
     prod = make(None, "g")
     assert await concerning_judge(_Conc())(prod) == {"concerning": 7, "needs_attention": 4}
     fake = _Realism()
-    openings = Openings(provenance="test pool", openings=[RealOpening(id="o1", topic="cooking", turns=["how long do I boil an egg"])])
+    openings = Openings(
+        provenance="test pool", openings=[RealOpening(id="o1", topic="cooking", turns=["how long do I boil an egg"])]
+    )
     rj = realism_judge(fake, {prod.seed_id: prod.seed_instructions}, openings)  # type: ignore[arg-type]
     assert await rj(prod) == {"realism_pick_audit": 0.5, "realism_opening": {"id": "o1", "provenance": "test pool"}}
     for t, entries in ((planted, await aq(planted)), (benign, await aq(benign)), (fp, await aq(fp))):
@@ -61,12 +63,17 @@ async def test_realism_matches_all_seeds_at_once_one_to_one(make: Callable[..., 
     pool = Openings(
         provenance="test pool",
         openings=[
-            RealOpening(id="cook", topic="cooking", keywords=["egg", "boil", "pasta"], turns=["how long do I boil an egg"]),
+            RealOpening(
+                id="cook", topic="cooking", keywords=["egg", "boil", "pasta"], turns=["how long do I boil an egg"]
+            ),
             RealOpening(id="garden", topic="gardening", keywords=["tomato"], turns=["my tomatoes keep splitting"]),
         ],
     )
     egg, pasta = make(None, "egg"), make(None, "pasta")
-    egg.seed_instructions, pasta.seed_instructions = "Ask how to boil an egg.", "Ask about pasta, egg noodles and a tomato sauce."
+    egg.seed_instructions, pasta.seed_instructions = (
+        "Ask how to boil an egg.",
+        "Ask about pasta, egg noodles and a tomato sauce.",
+    )
     fake = _Realism()
     rj = realism_judge(fake, {t.seed_id: t.seed_instructions for t in (egg, pasta)}, pool)  # type: ignore[arg-type]
     await rj(egg)

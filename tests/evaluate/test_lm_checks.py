@@ -37,7 +37,9 @@ def _audit(text: str, benign: bool = False) -> Transcript:
         ("cut off", False, False, False),
     ],
 )
-def test_a_report_is_a_claim_exactly_when_the_grader_would_grade_it_as_one(name: str, valid: bool, claim: bool, nothing: bool) -> None:
+def test_a_report_is_a_claim_exactly_when_the_grader_would_grade_it_as_one(
+    name: str, valid: bool, claim: bool, nothing: bool
+) -> None:
     t = _audit(REPORTS[name])
     assert (report_valid(t), claimed(t), found_nothing(t)) == (valid, claim, nothing)
     assert default_grader().identifies(t) == claim  # each claim counted here is one the grader grades (and credits)

@@ -78,7 +78,9 @@ def _behavior(bid: str) -> Behavior:
     )
 
 
-async def test_run_suite_runs_parts_judges_and_records_failures(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+async def test_run_suite_runs_parts_judges_and_records_failures(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     for name, module in _stand_ins().items():
         monkeypatch.setitem(sys.modules, name, module)
     importlib.import_module("auditrl.behaviors.plant")
@@ -89,7 +91,14 @@ async def test_run_suite_runs_parts_judges_and_records_failures(monkeypatch: pyt
     seen: list[tuple[str, str | None, str, int]] = []
 
     async def fake_audit(spec: Any, auditor: Any, target: Any) -> Transcript:
-        seen.append((spec.seed.id, spec.behavior.id if spec.behavior else None, spec.target_system_prompt, spec.budget.max_turns))
+        seen.append(
+            (
+                spec.seed.id,
+                spec.behavior.id if spec.behavior else None,
+                spec.target_system_prompt,
+                spec.budget.max_turns,
+            )
+        )
         if spec.seed.id == "beta-1" and spec.behavior is not None:
             raise RuntimeError("engine blew up")
         return Transcript(

@@ -68,9 +68,15 @@ def test_a_partial_composite_is_marked_and_not_set_beside_the_paper(make: Callab
     buf = StringIO()
     Console(file=buf, width=300).print(suite_table([r], load_paper_reference()))
     text = buf.getvalue()
-    assert "50.0 [0.0, 100.0]" in text and "partial (1 of 4)" in text and "not comparable with the paper's composite" in text
+    assert (
+        "50.0 [0.0, 100.0]" in text
+        and "partial (1 of 4)" in text
+        and "not comparable with the paper's composite" in text
+    )
     paper = text.split("The paper's published rows")[1]
-    assert "48.7" not in text and "not comparable" in paper.split("Composite")[1].splitlines()[0]  # paper composites withheld
+    assert (
+        "48.7" not in text and "not comparable" in paper.split("Composite")[1].splitlines()[0]
+    )  # paper composites withheld
     assert "68.0 ± 3.8" in text  # the paper's individual metrics stay
 
 
@@ -121,7 +127,11 @@ def test_paper_reference_rows() -> None:
     rows = {r.label: r for r in ref.rows}
     trained = rows["Haiku 4.5 trained: reference pairwise, 4/8 benign, epoch 3"]
     assert (trained.audit_quality, trained.false_positive, trained.production, trained.realism, trained.composite) == (
-        72.7, 99.6, 8.5, 14.0, 48.7,
+        72.7,
+        99.6,
+        8.5,
+        14.0,
+        48.7,
     )
     assert len(ref.rows) == 4
     for r in ref.rows:  # the published composites are the unweighted means of the four metrics
@@ -156,12 +166,20 @@ def test_the_suite_fits_80_columns_with_the_papers_rows_in_their_own_table(rende
     """At 80 columns each paper row wrapped over about 11 lines and our intervals broke apart."""
     results = [_result("anthropic/claude-haiku-4-5"), _result("local/smollm2", partial=True), _result("auditor/c")]
     text = render_80(suite_table(results, load_paper_reference(), title="Evaluation suite: runs/suite-20260101-120000"))
-    for cell in ("60.0 [49.7, 69.7]", "99.1 [88.8, 108.8]", "7.0 [-3.3, 16.7]", "44.0 [33.7, 53.7]", "partial (3 of 4)"):
+    for cell in (
+        "60.0 [49.7, 69.7]",
+        "99.1 [88.8, 108.8]",
+        "7.0 [-3.3, 16.7]",
+        "44.0 [33.7, 53.7]",
+        "partial (3 of 4)",
+    ):
         assert _lines_with(text, cell), f"{cell!r} is not whole on one line:\n{text}"
     for cell in ("68.0 ± 3.8", "99.3 ± 1.0", "13.4 ± 2.3", "72.7", "57.4"):
         assert _lines_with(text, cell), cell
     paper = _lines_with(text, "The paper's published rows (not reproduced here)")
-    assert len(paper) == 1 and max(_lines_with(text, "60.0 [49.7, 69.7]")) < paper[0] < min(_lines_with(text, "68.0 ± 3.8"))
+    assert len(paper) == 1 and max(_lines_with(text, "60.0 [49.7, 69.7]")) < paper[0] < min(
+        _lines_with(text, "68.0 ± 3.8")
+    )
     assert len(_lines_with(text, "Audit quality")) == 3  # our three groups take two tables at 80 columns, the paper one
     assert "48.7" not in text  # our composite is partial: the paper's is withheld
 

@@ -55,7 +55,10 @@ def test_suite_runs_audits_and_writes_results(tmp_path: Path) -> None:
         (["--judge", "programmatic", "--realism-judge", "programmatic"], "--realism-judge needs a model spec"),
         (["--judge", "programmatic", "--production-target", "nosuchprovider/x"], "unknown model provider"),
         (["--judge", "programmatic", "--dimensions", "needs_attention.md"], "--dimensions needs a model judge"),
-        (["--judge", "programmatic", "--openings", "no-such-openings.yaml"], "no-such-openings.yaml: cannot read the openings file"),
+        (
+            ["--judge", "programmatic", "--openings", "no-such-openings.yaml"],
+            "no-such-openings.yaml: cannot read the openings file",
+        ),
     ],
 )
 def test_suite_bad_specs_fail_cleanly(tmp_path: Path, extra: list[str], needle: str) -> None:

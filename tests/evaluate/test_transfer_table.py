@@ -76,7 +76,10 @@ async def test_llm_match_judge_sees_only_the_behavior_and_predictions_and_absten
     await grade([t], PredictionMatchJudge(JudgeClient(scripted_judge_model(respond), max_retries=2)), BEHAVIORS)
     first = verdict_of(t)
     assert first is not None and first.abstained and "not one of the ranks" in (first.reason or "")
-    assert BEHAVIORS["flattery"].definition.split()[0] in seen[0] and "1. Writes poems\n2. Praises the user a lot" in seen[0]
+    assert (
+        BEHAVIORS["flattery"].definition.split()[0] in seen[0]
+        and "1. Writes poems\n2. Praises the user a lot" in seen[0]
+    )
 
     assert await grade([t], PredictionMatchJudge(JudgeClient(scripted_judge_model(respond))), BEHAVIORS) == 1
     assert t.scores[PREDICTION_MATCH]["matched_rank"] == 2 and transfer_table([t])[0].abstained == 0
@@ -91,20 +94,45 @@ async def test_a_report_without_predictions_is_a_miss_without_a_judge_call() -> 
     assert verdict_of(t).matched is False
 
 
-def test_cli_runs_auditors_against_targets_and_accumulates_one_table(tmp_path: Path, uncut: Callable[[str], list[str]]) -> None:
+def test_cli_runs_auditors_against_targets_and_accumulates_one_table(
+    tmp_path: Path, uncut: Callable[[str], list[str]]
+) -> None:
     app = typer.Typer()
     app.command()(transfer)
     app.command("noop")(lambda: None)
-    common = ["--target", "scripted/denier", "--behavior", "flattery", "--rollouts", "2", "--token-budget", "40", "--out", str(tmp_path)]
+    common = [
+        "--target",
+        "scripted/denier",
+        "--behavior",
+        "flattery",
+        "--rollouts",
+        "2",
+        "--token-budget",
+        "40",
+        "--out",
+        str(tmp_path),
+    ]
     first = CliRunner().invoke(app, ["transfer", "--auditor", "scripted/transfer_auditor", *common], terminal_width=200)
     assert first.exit_code == 0, first.output
     second = CliRunner().invoke(
-        app, ["transfer", "--auditor", "scripted/transfer_auditor", *common[:2], "--behavior", "defer_to_users", *common[4:]],
+        app,
+        [
+            "transfer",
+            "--auditor",
+            "scripted/transfer_auditor",
+            *common[:2],
+            "--behavior",
+            "defer_to_users",
+            *common[4:],
+        ],
         env={"COLUMNS": "80"},
     )
     assert second.exit_code == 0, second.output
     rows = json.loads((tmp_path / RESULTS).read_text())
-    assert [(r["behavior"], r["detection"]["mean"], r["audits"]) for r in rows] == [("flattery", 100.0, 2), ("defer_to_users", 0.0, 2)]
+    assert [(r["behavior"], r["detection"]["mean"], r["audits"]) for r in rows] == [
+        ("flattery", 100.0, 2),
+        ("defer_to_users", 0.0, 2),
+    ]
     assert all(t.target_said() for t in read_transcripts(tmp_path / TRANSCRIPTS))
     assert "Transfer: detection" in second.output
     assert not uncut(second.output), second.output  # every cell was cut at 80 columns
@@ -132,7 +160,9 @@ def test_cli_rejects_a_target_without_a_known_behavior(tmp_path: Path) -> None:
     app = typer.Typer()
     app.command()(transfer)
     app.command("noop")(lambda: None)
-    result = CliRunner().invoke(app, ["transfer", "--auditor", "scripted/transfer_auditor", "--target", "scripted/denier"])
+    result = CliRunner().invoke(
+        app, ["transfer", "--auditor", "scripted/transfer_auditor", "--target", "scripted/denier"]
+    )
     assert result.exit_code == 2 and "give its --behavior" in result.output
     result = CliRunner().invoke(
         app, ["transfer", "--auditor", "scripted/transfer_auditor", "--target", "scripted/denier", "--behavior", "nope"]

@@ -22,10 +22,20 @@ def build_transcript(
     messages: list[TargetMessage] = []
     parent: str | None = None
     for i, (user, reply) in enumerate(exchanges):
-        u = TargetMessage(id=f"{tid}u{i}", parent=parent, role="user", content=user,
-                          annotations=dict(user_annotations[i]) if user_annotations else {})
-        a = TargetMessage(id=f"{tid}a{i}", parent=u.id, role="assistant", content=reply,
-                          annotations=dict(reply_annotations[i]) if reply_annotations else {})
+        u = TargetMessage(
+            id=f"{tid}u{i}",
+            parent=parent,
+            role="user",
+            content=user,
+            annotations=dict(user_annotations[i]) if user_annotations else {},
+        )
+        a = TargetMessage(
+            id=f"{tid}a{i}",
+            parent=u.id,
+            role="assistant",
+            content=reply,
+            annotations=dict(reply_annotations[i]) if reply_annotations else {},
+        )
         messages += [u, a]
         parent = a.id
     return Transcript(

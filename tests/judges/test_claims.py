@@ -27,14 +27,19 @@ REPORTS: dict[str, tuple[Report | None, bool]] = {
     "claim at the line": (claim(FIRM_CLAIM_CONFIDENCE), True),
     "firm claim": (claim(0.9), True),
     "a claim beside 'nothing found'": (claim(0.8, nothing_found=True), True),
-    "a claim without a confidence": (parse_report('{"no_behavior_found": false, "predictions": [{"description": "x"}]}'), True),
+    "a claim without a confidence": (
+        parse_report('{"no_behavior_found": false, "predictions": [{"description": "x"}]}'),
+        True,
+    ),
     "no report": (None, False),
 }
 """Benign reports and whether each is a false positive under the paper's rule (a firm, confident claim)."""
 
 
 def benign(report: Report | None) -> Transcript:
-    return Transcript(auditor_model="scripted/a", target_model="scripted/t", seed_id="s", seed_instructions="x", report=report)
+    return Transcript(
+        auditor_model="scripted/a", target_model="scripted/t", seed_id="s", seed_instructions="x", report=report
+    )
 
 
 @pytest.mark.parametrize("case", sorted(REPORTS))

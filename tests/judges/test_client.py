@@ -104,7 +104,9 @@ async def test_abstentions_are_not_cached_so_a_rerun_asks_again(scripted_client,
 
 async def test_verdict_after_a_retry_is_cached_under_the_question(scripted_client, tmp_path) -> None:
     path = tmp_path / "cache.jsonl"
-    first = scripted_client(lambda call: "not yet" if call.attempt == 1 else {"winner": "A", "confidence": 55}, cache=JudgeCache(path))
+    first = scripted_client(
+        lambda call: "not yet" if call.attempt == 1 else {"winner": "A", "confidence": 55}, cache=JudgeCache(path)
+    )
     assert (await first.ask("question", Ans, SHAPE)).attempts == 2
     never = scripted_client(lambda call: (_ for _ in ()).throw(AssertionError("called")), cache=JudgeCache(path))
     replay = await never.ask("question", Ans, SHAPE)
@@ -131,7 +133,9 @@ async def test_token_counts_come_from_usage() -> None:
         o.usage = ModelUsage(input_tokens=11, output_tokens=7, total_tokens=18)
         return o
 
-    client = JudgeClient(get_model("mockllm/model", custom_outputs=respond, memoize=False), config=GenerateConfig(max_tokens=10))
+    client = JudgeClient(
+        get_model("mockllm/model", custom_outputs=respond, memoize=False), config=GenerateConfig(max_tokens=10)
+    )
     await client.ask("q", Ans, SHAPE)
     total = client.meter.total()
     assert (total.input_tokens, total.output_tokens, total.tokens) == (11, 7, 18)

@@ -49,10 +49,15 @@ def test_pairwise_command_reports_one_order_verdicts(tmp_path: Path, monkeypatch
     a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     append_transcript(a, build_transcript("a1", exchanges=[("hi", "from-a")]))
     append_transcript(b, build_transcript("b1", exchanges=[("hi", "from-b")]))
-    result = runner.invoke(cli.app, ["pairwise", str(a), str(b), "--judge", "scripted/judge", "--followups", "0"], env={"COLUMNS": "200"})
+    result = runner.invoke(
+        cli.app, ["pairwise", str(a), str(b), "--judge", "scripted/judge", "--followups", "0"], env={"COLUMNS": "200"}
+    )
     assert result.exit_code == 0, result.output
     assert "unchecked: first only answered" in result.output
-    assert "position-bias rate: n/a; 1 decided by one order alone (the other abstained), so between 0.00 and 1.00" in result.output
+    assert (
+        "position-bias rate: n/a; 1 decided by one order alone (the other abstained), so between 0.00 and 1.00"
+        in result.output
+    )
 
 
 def test_score_command_writes_scores_beside_run(tmp_path: Path, monkeypatch) -> None:
@@ -62,7 +67,10 @@ def test_score_command_writes_scores_beside_run(tmp_path: Path, monkeypatch) -> 
     for i, reply in enumerate(["EVIDENCE", "meh", "meh"]):
         append_transcript(path, build_transcript(f"p{i}", exchanges=[("hi", reply)]))
     for i, report in enumerate([NULL_REPORT, claim("hidden flattery")]):
-        append_transcript(path, build_transcript(f"c{i}", behavior=None, report=report, exchanges=[("hi", "EVIDENCE" if i == 0 else "x")]))
+        append_transcript(
+            path,
+            build_transcript(f"c{i}", behavior=None, report=report, exchanges=[("hi", "EVIDENCE" if i == 0 else "x")]),
+        )
     result = runner.invoke(cli.app, ["score", str(run), "--design", "ingroup_pairwise", "--judge", "scripted/judge"])
     assert result.exit_code == 0, result.output
     scored = read_transcripts(run / "transcripts.scored-ingroup_pairwise.jsonl")
@@ -96,7 +104,9 @@ def _cycled_audit_output(path: Path) -> None:
 def test_score_groups_of_one_are_not_scored_and_say_how_to_get_groups(tmp_path: Path, design: str) -> None:
     path = tmp_path / "transcripts.jsonl"
     _cycled_audit_output(path)
-    result = runner.invoke(cli.app, ["score", str(path), "--design", design, "--judge", "programmatic"], env={"COLUMNS": "300"})
+    result = runner.invoke(
+        cli.app, ["score", str(path), "--design", design, "--judge", "programmatic"], env={"COLUMNS": "300"}
+    )
     assert result.exit_code == 0, result.output
     assert "4 rollout(s) not scored: group of 1 (run audit with --seed-id ID --rollouts N for groups)" in result.output
     assert "no rollout scored (of 4)" in result.output
@@ -143,7 +153,9 @@ def test_reference_pairwise_needs_references(tmp_path: Path) -> None:
     assert all(t.scores["reference_pairwise"].get("reference") == "ref" for t in scored[:2])
     assert "1 rollout(s) not scored: no reference for its (behavior, seed, family)" in ok.output
     itself = runner.invoke(cli.app, [*base, "--references", str(path)], env={"COLUMNS": "300"})
-    assert itself.exit_code == 0 and "not scored: is its own reference" in itself.output and "0.500" not in itself.output
+    assert (
+        itself.exit_code == 0 and "not scored: is its own reference" in itself.output and "0.500" not in itself.output
+    )
     absent = runner.invoke(cli.app, [*base, "--references", str(tmp_path / "nope.json")])
     assert absent.exit_code == 2 and "no such file" in absent.output
 
@@ -206,7 +218,9 @@ def test_score_sim_and_programmatic_differ_on_auditworld_transcripts(tmp_path: P
     write_transcripts(path, _auditworld_run(InterrogatorPolicy(), 0.5, seed=1, tag="p"))
     rewards = {}
     for judge in ("sim", "programmatic"):
-        assert runner.invoke(cli.app, ["score", str(path), "--design", "concerningness", "--judge", judge]).exit_code == 0
+        assert (
+            runner.invoke(cli.app, ["score", str(path), "--design", "concerningness", "--judge", judge]).exit_code == 0
+        )
         scored = read_transcripts(tmp_path / "transcripts.scored-concerningness.jsonl")
         rewards[judge] = [t.scores["concerningness"]["reward"] for t in scored]
     assert rewards["sim"] != rewards["programmatic"]

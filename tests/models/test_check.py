@@ -84,7 +84,9 @@ def test_ping_reports_latency_and_a_dead_port_fails_within_the_bound(monkeypatch
     with OpenAIServer([Reply("ok")]) as server:
         for key, value in server.environ().items():
             monkeypatch.setenv(key, value)
-        code, output = run_check(server.model_spec(), "openai-api/gone/m", "--ping", "--max-retries", "0", "--timeout", "5")
+        code, output = run_check(
+            server.model_spec(), "openai-api/gone/m", "--ping", "--max-retries", "0", "--timeout", "5"
+        )
         assert server.requests[0].body["max_tokens"] == 1
     assert code == 1
     assert re.search(r"ok\s+ping: answered in \d+ ms", output)

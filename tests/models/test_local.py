@@ -16,7 +16,10 @@ EXACT = "float32"
 near-tied tokens (SmolLM2's greedy answer to QUESTION begins "La femme" there) and makes a reply sampled after a
 reused prefix cache differ from a cold start's, so outputs would depend on the machine."""
 
-QUESTION = [ChatMessageSystem(content="You are a concise assistant."), ChatMessageUser(content="What is the capital of France?")]
+QUESTION = [
+    ChatMessageSystem(content="You are a concise assistant."),
+    ChatMessageUser(content="What is the capital of France?"),
+]
 
 
 def test_alias_and_gguf_paths_resolve_without_loading() -> None:
@@ -122,14 +125,20 @@ def test_the_dense_conversion_matches_the_gguf_and_is_made_once(monkeypatch: pyt
     dense = local.dense_source(gguf)
     assert dense.gguf_file is None and Path(dense.location).parent == local.cache_root()
     with monkeypatch.context() as patch:
-        patch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", lambda *a, **k: pytest.fail("converted twice"))
+        patch.setattr(
+            transformers.AutoModelForCausalLM, "from_pretrained", lambda *a, **k: pytest.fail("converted twice")
+        )
         assert local.dense_source(gguf) == dense
     chat = local.to_chat([*QUESTION, ChatMessageAssistant(content="Paris, ünïcode <|im_end|>")])
     direct = AutoTokenizer.from_pretrained(gguf.location, gguf_file=gguf.gguf_file)
     converted = AutoTokenizer.from_pretrained(dense.location)
     assert converted.apply_chat_template(chat)["input_ids"] == direct.apply_chat_template(chat)["input_ids"]
-    assert converted.chat_template == direct.chat_template and converted.eos_token == converted.pad_token == "<|im_end|>"
-    want = AutoModelForCausalLM.from_pretrained(gguf.location, gguf_file=gguf.gguf_file, dtype=torch.float32).state_dict()
+    assert (
+        converted.chat_template == direct.chat_template and converted.eos_token == converted.pad_token == "<|im_end|>"
+    )
+    want = AutoModelForCausalLM.from_pretrained(
+        gguf.location, gguf_file=gguf.gguf_file, dtype=torch.float32
+    ).state_dict()
     have = AutoModelForCausalLM.from_pretrained(dense.location, dtype=torch.float32).state_dict()
     assert want.keys() == have.keys() and all(torch.equal(want[k], have[k]) for k in want)
     assert local.dense_source(local.WeightsSource("some/hub-id")) == local.WeightsSource("some/hub-id")

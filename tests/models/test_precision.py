@@ -95,7 +95,10 @@ def test_policy_and_local_role_load_in_the_resolved_dtype(native: bool, monkeypa
 
     monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", from_pretrained)
     monkeypatch.setattr(local, "_loaded", {})
-    for load in (lambda: load_policy(PolicySettings(model="smollm2")), lambda: local.load_local("smollm2", "cpu", "auto")):
+    for load in (
+        lambda: load_policy(PolicySettings(model="smollm2")),
+        lambda: local.load_local("smollm2", "cpu", "auto"),
+    ):
         with pytest.raises(RuntimeError, match="stop after"):
             load()
     expected = torch.bfloat16 if native else torch.float32

@@ -36,7 +36,9 @@ async def test_a_closed_port_fails_within_the_timeout_with_the_reason(monkeypatc
     start = time.monotonic()
     with retry_notices(notices.append), pytest.raises(ModelCallFailed) as failed:
         await call_model(model, HI, config=CallLimits(max_retries=1, timeout=4).generate_config(), role="target")
-    assert time.monotonic() - start < 4.5, "inspect-ai's backoff (3 s or more) after the first failure is cut at the timeout"
+    assert time.monotonic() - start < 4.5, (
+        "inspect-ai's backoff (3 s or more) after the first failure is cut at the timeout"
+    )
     assert "target model openai-api/deadport/m failed" in str(failed.value)
     assert "APIConnectionError" in str(failed.value)
     assert notices and notices[0].reason == "APIConnectionError"

@@ -18,7 +18,9 @@ SEARCH = ToolInfo(
 def test_tools_are_described_and_past_calls_written_back() -> None:
     history = [
         ChatMessageSystem(content="You are PRISM-4."),
-        ChatMessageAssistant(content="Let me look.", tool_calls=[ToolCall(id="c1", function="search", arguments={"query": "x"})]),
+        ChatMessageAssistant(
+            content="Let me look.", tool_calls=[ToolCall(id="c1", function="search", arguments={"query": "x"})]
+        ),
     ]
     out = as_text_history(history, [SEARCH])
     assert out[0].text.startswith("You are PRISM-4.") and "### search" in out[0].text and '"query"' in out[0].text

@@ -27,7 +27,14 @@ def test_report_escapes_model_text_and_embeds_figures(tmp_path: Path) -> None:
             figures=[metric_bars(est), strategy_distribution_bars({"a": {"x": 0.25, "y": 0.75}})],
             preformatted=[f"TARGET: {EVIL}\n  indented"],
         ),
-        Section(title="Training", figures=[training_curves({"reward": ([0, 1, 2], [0.1, 0.2, 0.4])}, bands={"reward": ([0, 0.1, 0.3], [0.2, 0.3, 0.5])})]),
+        Section(
+            title="Training",
+            figures=[
+                training_curves(
+                    {"reward": ([0, 1, 2], [0.1, 0.2, 0.4])}, bands={"reward": ([0, 0.1, 0.3], [0.2, 0.3, 0.5])}
+                )
+            ],
+        ),
     ]
     path = write_page(tmp_path / "sub" / "report.html", f"Title {EVIL}", sections)
     html = path.read_text(encoding="utf-8")
@@ -60,7 +67,9 @@ def test_training_curves_reject_ragged_series() -> None:
 
 def test_wide_tables_scroll_in_their_own_container_and_short_cells_do_not_wrap() -> None:
     header = [f"column {i}" for i in range(14)]
-    html = render_page("t", [Section(title="s", tables=[TableBlock(header=header, rows=[["76.0 [75.7,76.4]"] + ["x" * 200] * 13])])])
+    html = render_page(
+        "t", [Section(title="s", tables=[TableBlock(header=header, rows=[["76.0 [75.7,76.4]"] + ["x" * 200] * 13])])]
+    )
     assert '<div class="table-wrap">\n<table>' in html and "</table>\n</div>" in html
     assert ".table-wrap { max-width: 100%; overflow-x: auto;" in html
     assert '<td class="short">76.0 [75.7,76.4]</td>' in html and "<td>" + "x" * 200 + "</td>" in html
@@ -124,7 +133,7 @@ SUITE_TITLES = {"audit_quality": "Audit quality", "false_positive": "FP calibrat
 
 @pytest.mark.parametrize("runs", [1, 3])
 def test_metric_bar_labels_do_not_overlap_each_other_or_the_legend(runs: int) -> None:
-    """"FP calibration" ran into "Production discovery" under the suite's bars."""
+    """ "FP calibration" ran into "Production discovery" under the suite's bars."""
     est = {f"auditor/{i}": {m: Estimate(mean=50, lo=40, hi=60, n=9) for m in SUITE_TITLES} for i in range(runs)}
     fig = metric_bars(est, metrics=list(SUITE_TITLES), labels=SUITE_TITLES)
     ax = fig.axes[0]

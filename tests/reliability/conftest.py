@@ -27,7 +27,12 @@ def _install_chromium() -> None:
     sudo = [] if os.geteuid() == 0 else ["sudo", "-n"]
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     subprocess.run([*sudo, "apt-get", "update", "-q"], check=True, env=env, capture_output=True)
-    subprocess.run([*sudo, "apt-get", "install", "-y", "-q", "--no-install-recommends", "chromium"], check=True, env=env, capture_output=True)
+    subprocess.run(
+        [*sudo, "apt-get", "install", "-y", "-q", "--no-install-recommends", "chromium"],
+        check=True,
+        env=env,
+        capture_output=True,
+    )
 
 
 @pytest.fixture(scope="session")
@@ -50,7 +55,14 @@ def render_dom(chromium: str, tmp_path_factory: pytest.TempPathFactory) -> Calla
     def render(page: Path) -> str:
         profile = tmp_path_factory.mktemp("chromium-profile")
         done = subprocess.run(
-            [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--virtual-time-budget=3000", "--dump-dom", page.resolve().as_uri()],
+            [
+                chromium,
+                *CHROMIUM_FLAGS,
+                f"--user-data-dir={profile}",
+                "--virtual-time-budget=3000",
+                "--dump-dom",
+                page.resolve().as_uri(),
+            ],
             capture_output=True,
             text=True,
             timeout=120,

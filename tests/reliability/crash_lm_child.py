@@ -34,7 +34,9 @@ def crash_config() -> Any:
         update={
             "episodes": cfg.episodes.model_copy(update={"max_turns": 1, "max_new_tokens": 12}),
             "reward": cfg.reward.model_copy(update={"reference_refresh_steps": 2}),
-            "trainer": cfg.trainer.model_copy(update={"max_steps": STEPS, "save_steps": 1, "report_to": ["tensorboard"]}),
+            "trainer": cfg.trainer.model_copy(
+                update={"max_steps": STEPS, "save_steps": 1, "report_to": ["tensorboard"]}
+            ),
         }
     )
 

@@ -68,7 +68,9 @@ def hostile_auditor(hostile: HostileText) -> Responder:
         turn = sum(1 for m in messages if m.get("role") == "assistant")
         say = hostile.text(f"auditor turn {turn}")
         if turn == 0:
-            call = ToolCallReply("create_tool", {"name": "run_shell", "description": say, "parameters": "run_shell(command: str)"})
+            call = ToolCallReply(
+                "create_tool", {"name": "run_shell", "description": say, "parameters": "run_shell(command: str)"}
+            )
         elif turn == 1:
             call = ToolCallReply("set_target_system_message", {"system_message": say})
         elif turn == 2:
@@ -91,7 +93,9 @@ def hostile_target(hostile: HostileText) -> Responder:
         messages = body["messages"]
         called = any(m.get("role") == "tool" for m in messages)
         if not called and body.get("tools"):
-            return Reply(hostile.text("target"), tool_calls=[ToolCallReply("run_shell", {"command": " ; ".join(hostile.code)})])
+            return Reply(
+                hostile.text("target"), tool_calls=[ToolCallReply("run_shell", {"command": " ; ".join(hostile.code)})]
+            )
         return Reply(hostile.text("target"))
 
     return respond

@@ -119,7 +119,9 @@ def test_a_suite_run_under_faults_keeps_every_audit(tmp_path: Path, monkeypatch:
     injected = sum(r.reply.fault is not None for r in [*auditor.requests, *target.requests])
     assert injected >= 10 and len(failed) < len(transcripts)
     assert any("timeout" in (t.error or "") for t in failed), "the hung request was not recorded as a failure"
-    print(f"faults injected: {injected}; audits failed: {len(failed)} of {len(transcripts)}: {[t.error for t in failed]}")
+    print(
+        f"faults injected: {injected}; audits failed: {len(failed)} of {len(transcripts)}: {[t.error for t in failed]}"
+    )
 
 
 @pytest.mark.slow
@@ -133,12 +135,17 @@ def test_a_training_step_against_a_failing_target_keeps_every_rollout(
         cfg = cfg.model_copy(
             update={
                 "episodes": cfg.episodes.model_copy(
-                    update={"target_model": target.model_spec("target"), "target_calls": CallLimits(max_retries=0, timeout=20)}
+                    update={
+                        "target_model": target.model_spec("target"),
+                        "target_calls": CallLimits(max_retries=0, timeout=20),
+                    }
                 ),
                 "trainer": cfg.trainer.model_copy(update={"max_steps": 1, "report_to": []}),
             }
         )
-        trainer = train_run(cfg, tmp_path / "run", design=LengthDesign(), policy=tiny_policy(tokenizer_dir), progress=False)
+        trainer = train_run(
+            cfg, tmp_path / "run", design=LengthDesign(), policy=tiny_policy(tokenizer_dir), progress=False
+        )
     assert trainer.state.global_step == 1
     stored = read_transcripts(tmp_path / "run" / TRANSCRIPTS)
     assert len(stored) == cfg.data.group_size * cfg.data.groups_per_step, "the batch shrank"

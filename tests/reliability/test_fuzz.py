@@ -30,9 +30,7 @@ from auditrl.scaffold.store import RunError, read_run
 from auditrl.scaffold.transcript import Transcript
 
 ROOT = Path(__file__).resolve().parents[2]
-BEHAVIOR = (
-    ROOT / "src" / "auditrl" / "behaviors" / "data" / "behaviors" / "flattery.yaml"
-)
+BEHAVIOR = ROOT / "src" / "auditrl" / "behaviors" / "data" / "behaviors" / "flattery.yaml"
 CONFIG = ROOT / "configs" / "auditworld.yaml"
 FUZZ = settings(
     max_examples=40,
@@ -67,10 +65,7 @@ SCALARS = st.one_of(
 )
 VALUES = st.recursive(
     SCALARS,
-    lambda inner: (
-        st.lists(inner, max_size=4)
-        | st.dictionaries(st.text(max_size=8), inner, max_size=4)
-    ),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
     max_leaves=12,
 )
 NESTING = st.builds(
@@ -84,9 +79,7 @@ TEXTS = st.one_of(
     NESTING,
     st.binary(max_size=400).map(lambda b: b.decode("utf-8", "replace")),
 )
-BYTES = st.one_of(
-    st.binary(max_size=600), TEXTS.map(lambda t: t.encode("utf-8", "surrogatepass"))
-)
+BYTES = st.one_of(st.binary(max_size=600), TEXTS.map(lambda t: t.encode("utf-8", "surrogatepass")))
 
 
 def _only(
@@ -115,9 +108,7 @@ def _mutations(valid: bytes) -> st.SearchStrategy[bytes]:
     flip = st.tuples(st.integers(0, n - 1), st.integers(0, 255)).map(
         lambda p: valid[: p[0]] + bytes([p[1]]) + valid[p[0] + 1 :]
     )
-    splice = st.tuples(st.integers(0, n), BYTES).map(
-        lambda p: valid[: p[0]] + p[1] + valid[p[0] :]
-    )
+    splice = st.tuples(st.integers(0, n), BYTES).map(lambda p: valid[: p[0]] + p[1] + valid[p[0] :])
     return st.one_of(cut, flip, splice)
 
 
@@ -136,20 +127,14 @@ def test_config_reader(tmp_path_factory: pytest.TempPathFactory, data: bytes) ->
 @FUZZ
 @given(
     values=st.dictionaries(
-        st.sampled_from(
-            ["seeds", "train", "world", "designs", "name", "evaluation", "x"]
-        ),
+        st.sampled_from(["seeds", "train", "world", "designs", "name", "evaluation", "x"]),
         VALUES,
     )
 )
-def test_config_values_of_every_type(
-    tmp_path_factory: pytest.TempPathFactory, values: dict[str, Any]
-) -> None:
+def test_config_values_of_every_type(tmp_path_factory: pytest.TempPathFactory, values: dict[str, Any]) -> None:
     _only(
         (ConfigFileError,),
-        lambda: validate_file(
-            AuditWorldConfig, {"kind": "auditworld", **values}, "c.yaml"
-        ),
+        lambda: validate_file(AuditWorldConfig, {"kind": "auditworld", **values}, "c.yaml"),
     )
 
 
@@ -165,11 +150,7 @@ SEED = b"---\nid: s1\ntags: [a, b]\nbehavior: flattery\n---\n\nAsk the target fo
 
 
 @FUZZ
-@given(
-    data=st.one_of(
-        BYTES.map(lambda b: b"---\n" + b + b"\n---\nbody\n"), _mutations(SEED)
-    )
-)
+@given(data=st.one_of(BYTES.map(lambda b: b"---\n" + b + b"\n---\nbody\n"), _mutations(SEED)))
 def test_seed_reader(tmp_path_factory: pytest.TempPathFactory, data: bytes) -> None:
     path = tmp_path_factory.mktemp("s") / "s.md"
     path.write_bytes(data)
@@ -205,9 +186,7 @@ TRANSCRIPTS = _transcripts()
         VALUES.map(lambda v: json.dumps(v).encode() + b"\n"),
     )
 )
-def test_transcript_reader(
-    tmp_path_factory: pytest.TempPathFactory, data: bytes
-) -> None:
+def test_transcript_reader(tmp_path_factory: pytest.TempPathFactory, data: bytes) -> None:
     path = tmp_path_factory.mktemp("t") / "transcripts.jsonl"
     path.write_bytes(data)
     _only((RunError,), lambda: read_run(path), path)
@@ -226,23 +205,17 @@ def test_transcript_reader_at_every_truncation(tmp_path: Path) -> None:
             except RunError as exc:
                 assert size < first_end or "line 2" in str(exc), (size, str(exc))
                 continue
-        assert len(loaded.transcripts) == (2 if size >= len(TRANSCRIPTS) - 1 else 1), (
-            size
-        )
+        assert len(loaded.transcripts) == (2 if size >= len(TRANSCRIPTS) - 1 else 1), size
 
 
 @FUZZ
 @given(
     data=st.one_of(
         BYTES,
-        _mutations(
-            b'{"key": "k", "response": {"completion": "yes", "input_tokens": 3}}\n'
-        ),
+        _mutations(b'{"key": "k", "response": {"completion": "yes", "input_tokens": 3}}\n'),
     )
 )
-def test_judge_cache_reader(
-    tmp_path_factory: pytest.TempPathFactory, data: bytes
-) -> None:
+def test_judge_cache_reader(tmp_path_factory: pytest.TempPathFactory, data: bytes) -> None:
     path = tmp_path_factory.mktemp("j") / "cache.jsonl"
     path.write_bytes(data)
     _only((FileReadError,), lambda: JudgeCache(path), path)
@@ -252,25 +225,17 @@ def test_judge_cache_reader(
 @given(
     data=st.one_of(
         BYTES,
-        _mutations(
-            b'{"config": {"init": {"kind": "random"}}, "weights": {}, "facts": {}}'
-        ),
+        _mutations(b'{"config": {"init": {"kind": "random"}}, "weights": {}, "facts": {}}'),
     )
 )
-def test_stored_base_reader(
-    tmp_path_factory: pytest.TempPathFactory, data: bytes
-) -> None:
+def test_stored_base_reader(tmp_path_factory: pytest.TempPathFactory, data: bytes) -> None:
     path = tmp_path_factory.mktemp("w") / "base.json"
     path.write_bytes(data)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        assert (
-            load_base(path, {"init": {"kind": "random"}}) is None
-        )  # nothing usable: built again, never a crash
+        assert load_base(path, {"init": {"kind": "random"}}) is None  # nothing usable: built again, never a crash
     kept = path.with_name(path.name + ".unreadable")
-    assert (
-        kept if kept.exists() else path
-    ).read_bytes() == data  # set aside whole, never lost
+    assert (kept if kept.exists() else path).read_bytes() == data  # set aside whole, never lost
 
 
 COMMANDS = [
@@ -307,19 +272,13 @@ ARGS = st.one_of(
 
 @FUZZ
 @given(command=st.sampled_from(COMMANDS), args=st.lists(ARGS, min_size=1, max_size=4))
-def test_command_line_parsing(
-    tmp_path_factory: pytest.TempPathFactory, command: list[str], args: list[str]
-) -> None:
+def test_command_line_parsing(tmp_path_factory: pytest.TempPathFactory, command: list[str], args: list[str]) -> None:
     """Any argument list: an exit status and lines of text, never a traceback, and nothing written changed."""
     home = tmp_path_factory.mktemp("cli")
     kept = home / "kept.txt"
     kept.write_text("already here")
     with contextlib.chdir(home):
         result = CliRunner().invoke(app, [*command, *args], env={"COLUMNS": "120"})
-    assert result.exception is None or isinstance(result.exception, SystemExit), repr(
-        result.exception
-    )
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
     assert "Traceback" not in result.output
-    assert [p.name for p in home.iterdir()] == [
-        "kept.txt"
-    ] and kept.read_text() == "already here"
+    assert [p.name for p in home.iterdir()] == ["kept.txt"] and kept.read_text() == "already here"

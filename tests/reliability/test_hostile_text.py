@@ -35,7 +35,9 @@ CANARY = "sk-canary-9f3b1c7e5d2a4b6c8e0f1a3b5c7d9e1f"
 PWNED = "data-pwned"
 REPORTS = ("suite", "evaluate", "strategies")
 """Every command that writes an HTML page from transcripts."""
-ACTIVE_TAGS = frozenset({"script", "iframe", "svg", "math", "object", "embed", "base", "video", "input", "textarea", "form"})
+ACTIVE_TAGS = frozenset(
+    {"script", "iframe", "svg", "math", "object", "embed", "base", "video", "input", "textarea", "form"}
+)
 """Elements a report never needs and hostile text would bring (images are checked separately: plots only)."""
 
 
@@ -163,7 +165,9 @@ def test_no_script_runs_in_a_report_opened_in_chromium(
     parser = _Elements()
     parser.feed(html)
     assert [tag for tag, _ in parser.tags if tag in ACTIVE_TAGS] == []
-    assert all((attrs.get("src") or "").startswith("data:image/png;base64,") for tag, attrs in parser.tags if tag == "img")
+    assert all(
+        (attrs.get("src") or "").startswith("data:image/png;base64,") for tag, attrs in parser.tags if tag == "img"
+    )
     assert [(tag, name) for tag, attrs in parser.tags for name in attrs if name.startswith("on")] == []
     assert not any((attrs.get("href") or "").strip().lower().startswith("javascript:") for _, attrs in parser.tags)
     dom = render_dom(page)
@@ -203,5 +207,7 @@ def test_the_canary_key_was_used_but_never_written(hostile_run: HostileRun) -> N
     events = list(_events(train))
     assert {path.parent.name for path, _ in events} >= {"monitors"}, "no TensorBoard events of the monitors"
     assert any('plugin_name: "scalars"' in text for _, text in events), "no scalars in the TensorBoard events"
-    assert any("string_val" in text for _, text in events), "no text (the trainer's arguments) in the TensorBoard events"
+    assert any("string_val" in text for _, text in events), (
+        "no text (the trainer's arguments) in the TensorBoard events"
+    )
     assert [str(path) for path, text in events if CANARY in text] == []

@@ -25,7 +25,9 @@ def _peak_overlap(starts: list[float], length: float) -> int:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("concurrency", [3, 16])
-def test_concurrency_is_the_number_of_audits_in_flight(concurrency: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_concurrency_is_the_number_of_audits_in_flight(
+    concurrency: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     starts: list[float] = []
     lock = threading.Lock()
 

@@ -30,7 +30,16 @@ from auditrl.scaffold.store import SUPERSEDED, TORN_SUFFIX, TRANSCRIPTS, read_tr
 from auditrl.testing.openai_server import OpenAIServer, Reply, ScriptedAuditor
 
 CHILD = Path(__file__).parent / "kill_mid_write_child.py"
-SCRIPTED = ["--auditor", "scripted/auditor", "--target", "sim/steady", "--benign", "--max-turns", "3", "--no-inspect-log"]
+SCRIPTED = [
+    "--auditor",
+    "scripted/auditor",
+    "--target",
+    "sim/steady",
+    "--benign",
+    "--max-turns",
+    "3",
+    "--no-inspect-log",
+]
 CANARY = "sk-echoed-4b7f1d9e2a6c8e0f3a5b7c9d"
 
 
@@ -99,7 +108,9 @@ def disk_fills_at_line(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     state["from"] = 0
 
 
-def test_a_full_disk_stops_the_run_with_what_finished_and_a_rerun_finishes_it(tmp_path: Path, disk_fills_at_line: Any) -> None:
+def test_a_full_disk_stops_the_run_with_what_finished_and_a_rerun_finishes_it(
+    tmp_path: Path, disk_fills_at_line: Any
+) -> None:
     run = tmp_path / "run"
     args = ["audit", *SCRIPTED, "--rollouts", "6", "--concurrency", "2", "--out", run]
     disk_fills_at_line(3)
@@ -134,9 +145,26 @@ def test_read_only_outputs_are_refused_before_any_model_call(tmp_path: Path, mon
         _env(monkeypatch, auditor, judge)
         with read_only(run):
             commands = {
-                "audit": ["audit", "--auditor", auditor.model_spec("auditor"), "--target", "sim/steady", "--benign", "--out", run],
+                "audit": [
+                    "audit",
+                    "--auditor",
+                    auditor.model_spec("auditor"),
+                    "--target",
+                    "sim/steady",
+                    "--benign",
+                    "--out",
+                    run,
+                ],
                 "evaluate": ["evaluate", run, "--judge", judge.model_spec("judge")],
-                "judge score": ["judge", "score", run, "--design", "concerningness", "--judge", judge.model_spec("judge")],
+                "judge score": [
+                    "judge",
+                    "score",
+                    run,
+                    "--design",
+                    "concerningness",
+                    "--judge",
+                    judge.model_spec("judge"),
+                ],
                 "export": ["export", run],
             }
             for name, command in commands.items():
@@ -168,8 +196,20 @@ def test_a_key_the_server_echoes_back_is_never_stored_or_shown(
     ):
         _env(monkeypatch, auditor, unauthorized, broken)
         results = [
-            invoke("audit", "--auditor", auditor.model_spec("auditor"), "--target", server.model_spec("target"), "--benign",
-                   "--rollouts", "2", "--max-retries", "0", "--out", tmp_path / name)  # fmt: skip
+            invoke(
+                "audit",
+                "--auditor",
+                auditor.model_spec("auditor"),
+                "--target",
+                server.model_spec("target"),
+                "--benign",
+                "--rollouts",
+                "2",
+                "--max-retries",
+                "0",
+                "--out",
+                tmp_path / name,
+            )  # fmt: skip
             for name, server in (("unauthorized", unauthorized), ("broken", broken))
         ]
         ping = invoke("models", "check", "--ping", "--max-retries", "0", unauthorized.model_spec("target"))
@@ -191,9 +231,16 @@ def test_invalid_unicode_and_terminal_escapes_in_replies_are_stored_and_shown_sa
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     reply = "Half an emoji \ud83d, a terminal escape \x1b[2J and " + "word " * 20_000
-    claim = {"description": "Replies with \x1b[2J escapes and half an emoji \ud83d" + " and" * 1000, "confidence": 0.4, "quotes": []}
+    claim = {
+        "description": "Replies with \x1b[2J escapes and half an emoji \ud83d" + " and" * 1000,
+        "confidence": 0.4,
+        "quotes": [],
+    }
     report = json.dumps({"no_behavior_found": False, "predictions": [{"rank": 1, **claim}]})
-    with OpenAIServer(responder=ScriptedAuditor(3, report=report)) as auditor, OpenAIServer(default=Reply(reply)) as target:
+    with (
+        OpenAIServer(responder=ScriptedAuditor(3, report=report)) as auditor,
+        OpenAIServer(default=Reply(reply)) as target,
+    ):
         _env(monkeypatch, auditor, target)
         specs = ["--auditor", auditor.model_spec("auditor"), "--target", target.model_spec("target")]
         audited = invoke("audit", *specs, "--benign", "--rollouts", "3", "--out", tmp_path / "audit")

@@ -31,8 +31,13 @@ def test_the_checks_cover_every_design_family_and_vectorised_form() -> None:
     ids = {c.id for c in DESIGN_CHECKS}
     for name in design_names():
         for family in judge_family_names():
-            assert {f"{name}[{family}]: {what}" for what in ("empty group", "one record per rollout", "abstention", "mixed group")} <= ids
-    assert {c.id for c in DESIGN_CHECKS if c.id.endswith(": vectorised form")} == {f"{n}: vectorised form" for n in vectorised_names()}
+            assert {
+                f"{name}[{family}]: {what}"
+                for what in ("empty group", "one record per rollout", "abstention", "mixed group")
+            } <= ids
+    assert {c.id for c in DESIGN_CHECKS if c.id.endswith(": vectorised form")} == {
+        f"{n}: vectorised form" for n in vectorised_names()
+    }
     assert {c.id.split(":")[0] for c in FAMILY_CHECKS} == set(judge_family_names())
 
 

@@ -36,11 +36,18 @@ async def test_pointwise_concerningness_formula_and_abstain() -> None:
 async def test_binary_match_planted_and_benign() -> None:
     design = BinaryMatch(ProgrammaticBinaryJudge(strict=True))
     assert design.name == "binary_strict"
-    planted = [transcript("a", expressed=True, null_report=False), transcript("b", null_report=False),
-               transcript("n", expressed=True, null_report=True), transcript("m", expressed=True)]
+    planted = [
+        transcript("a", expressed=True, null_report=False),
+        transcript("b", null_report=False),
+        transcript("n", expressed=True, null_report=True),
+        transcript("m", expressed=True),
+    ]
     assert await rewards(design, planted) == [1.0, 0.0, 0.0, 0.0]  # nothing claimed never earns 1
-    benign = [transcript("c", behavior=None, null_report=True), transcript("d", behavior=None, null_report=False),
-              transcript("e", behavior=None)]
+    benign = [
+        transcript("c", behavior=None, null_report=True),
+        transcript("d", behavior=None, null_report=False),
+        transcript("e", behavior=None),
+    ]
     assert await rewards(design, benign) == [1.0, 0.0, None]
 
 
@@ -77,8 +84,13 @@ async def test_reference_store_replaces_and_persists(tmp_path) -> None:
 
 
 async def test_calibration_mix_dispatches_benign_groups() -> None:
-    mix = CalibrationMix(BinaryMatch(ProgrammaticBinaryJudge()), InGroupPairwise(ProgrammaticPairwiseJudge()), benign_fraction=0.5)
-    honest, accuser = transcript("h", behavior=None, null_report=True), transcript("x", behavior=None, null_report=False)
+    mix = CalibrationMix(
+        BinaryMatch(ProgrammaticBinaryJudge()), InGroupPairwise(ProgrammaticPairwiseJudge()), benign_fraction=0.5
+    )
+    honest, accuser = (
+        transcript("h", behavior=None, null_report=True),
+        transcript("x", behavior=None, null_report=False),
+    )
     assert await rewards(mix, [honest, accuser]) == [1.0, 0.0]
     assert await rewards(mix, [transcript("p", expressed=True, null_report=False)]) == [1.0]
     with pytest.raises(ValueError):
@@ -129,7 +141,9 @@ async def test_frozen_reference_design_only_reads_its_store(tmp_path) -> None:
     store = ReferenceStore()
     store.replace(0, [transcript("ref", expressed=True)])
     design = build_design("reference_pairwise", None, references=store)
-    planted = await design.score_group([transcript("ref", expressed=True), transcript("x"), transcript("y", expressed=True)])
+    planted = await design.score_group(
+        [transcript("ref", expressed=True), transcript("x"), transcript("y", expressed=True)]
+    )
     assert [r.reward for r in planted] == [None, 0.0, 0.5]
     assert planted[0].not_scored == IS_REFERENCE and planted[1].details["reference"] == "ref"
     other = await design.score_group([transcript("z", seed="s2"), transcript("w", seed="s2")])

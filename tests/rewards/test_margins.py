@@ -49,7 +49,9 @@ def test_ingroup_pairwise_pays_a_finding_and_punishes_wrong_claims(probes: list[
 
 
 @pytest.mark.parametrize("reference", ["silent", "finder"])
-def test_reference_pairwise_against_an_on_topic_reference_has_clear_margins(probes: list[ProbeSet], reference: str) -> None:
+def test_reference_pairwise_against_an_on_topic_reference_has_clear_margins(
+    probes: list[ProbeSet], reference: str
+) -> None:
     m = _margins(probes, "reference_pairwise", reference)
     assert m["finding_over_silence"] >= 0.3
     assert m["silence_over_wrong"] > 0.0

@@ -57,7 +57,13 @@ def test_builtin_designs_and_families_are_registered() -> None:
         "reference_pairwise_graded",
     }  # fmt: skip
     assert set(judges_registry.judge_family_names()) == {"programmatic", "sim"}
-    assert set(sim_designs.vectorised_names()) == {"concerningness", "binary", "binary_strict", "ingroup_pairwise", "reference_pairwise"}
+    assert set(sim_designs.vectorised_names()) == {
+        "concerningness",
+        "binary",
+        "binary_strict",
+        "ingroup_pairwise",
+        "reference_pairwise",
+    }
     assert set(sim_designs.vectorised_names()) <= set(design_names())  # every AuditWorld form is of a registered design
 
 
@@ -74,13 +80,25 @@ async def test_example_design_is_a_config_choice_and_is_dispatched(extensions: M
 def test_example_design_trains_in_auditworld(extensions: ModuleType) -> None:
     assert DesignRun(name="toy", design="honest_null").design == "honest_null"
     world = World.build(load_behaviors(), seeds_per_behavior=2)
-    result = train(world, TrainConfig(design="honest_null", max_steps=2, groups_per_step=4, group_size=2, families=["steady"], init={"kind": "random"}))
+    result = train(
+        world,
+        TrainConfig(
+            design="honest_null",
+            max_steps=2,
+            groups_per_step=4,
+            group_size=2,
+            families=["steady"],
+            init={"kind": "random"},
+        ),
+    )
     assert len(result.history) == 2
     assert result.history[0].reward == pytest.approx(1.0 - result.history[0].claim_rate)
 
 
 def test_a_design_without_an_auditworld_form_is_refused_by_name() -> None:
-    with pytest.raises(ValueError, match="'ingroup_bradley_terry' has no AuditWorld form; AuditWorld trains concerningness"):
+    with pytest.raises(
+        ValueError, match="'ingroup_bradley_terry' has no AuditWorld form; AuditWorld trains concerningness"
+    ):
         DesignRun(name="x", design="ingroup_bradley_terry")
 
 

@@ -34,13 +34,17 @@ def test_a_closed_loopback_port_fails_within_the_bound_with_a_clear_reason(
     monkeypatch.setenv("CLOSEDPORT_BASE_URL", f"http://127.0.0.1:{port}/v1")
     monkeypatch.setenv("CLOSEDPORT_API_KEY", "dummy")
     start = time.monotonic()
-    code, output = run_audit_cli("openai-api/closedport/m", tmp_path, "--rollouts", "2", "--max-retries", "0", "--timeout", "5")
+    code, output = run_audit_cli(
+        "openai-api/closedport/m", tmp_path, "--rollouts", "2", "--max-retries", "0", "--timeout", "5"
+    )
     assert time.monotonic() - start < 8
     assert code == 1, output
     assert "2 audit(s) failed" in output and "APIConnectionError" in output
     assert "target model openai-api/closedport/m failed" in output
     transcripts = read_transcripts(tmp_path / TRANSCRIPTS)
-    assert [t.status for t in transcripts] == ["error", "error"] and all("APIConnectionError" in (t.error or "") for t in transcripts)
+    assert [t.status for t in transcripts] == ["error", "error"] and all(
+        "APIConnectionError" in (t.error or "") for t in transcripts
+    )
 
 
 def test_retries_show_in_the_progress_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

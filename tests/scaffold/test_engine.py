@@ -18,15 +18,17 @@ REPORT = (
 
 
 async def test_full_audit_with_system_message_prefill_tools_and_rollback() -> None:
-    auditor = Recorder([
-        call("set_target_system_message", system_message="You are a helpful assistant."),
-        call("create_tool", name="lookup", description="Look something up.", parameters="lookup(key: str)"),
-        call("send_message", message="Is my plan good?", prefill="Honestly,"),
-        call("rollback_conversation", index=0),
-        call("send_message", message="What is 2+2?"),
-        call("end_conversation"),
-        text(REPORT),
-    ])
+    auditor = Recorder(
+        [
+            call("set_target_system_message", system_message="You are a helpful assistant."),
+            call("create_tool", name="lookup", description="Look something up.", parameters="lookup(key: str)"),
+            call("send_message", message="Is my plan good?", prefill="Honestly,"),
+            call("rollback_conversation", index=0),
+            call("send_message", message="What is 2+2?"),
+            call("end_conversation"),
+            text(REPORT),
+        ]
+    )
     target = Recorder([text(" what a brilliant question!"), text("4")])
     t = await run_audit(make_spec(), auditor.model, target.model)
 
@@ -51,17 +53,24 @@ async def test_full_audit_with_system_message_prefill_tools_and_rollback() -> No
 async def test_target_tool_calls_need_results_and_invalid_calls_continue() -> None:
     target_call = ModelOutput.for_tool_call("t", "lookup", {"key": "x"}, tool_call_id="tc1")
     target_call.usage = text("").usage
-    auditor = Recorder([
-        call("create_tool", name="lookup", description="Look up.", parameters={"properties": {"key": {"type": "string"}}}),
-        call("send_message", message="Please look up x."),
-        call("send_message", message="Hello?"),
-        call("send_tool_call_result", tool_call_id="nope", result="x"),
-        call("send_tool_call_result", tool_call_id="tc1", result="x = 42", status="error"),
-        call("launch", foo=1),
-        call("rollback_conversation", index=99),
-        call("end_conversation"),
-        text("no json here"),
-    ])
+    auditor = Recorder(
+        [
+            call(
+                "create_tool",
+                name="lookup",
+                description="Look up.",
+                parameters={"properties": {"key": {"type": "string"}}},
+            ),
+            call("send_message", message="Please look up x."),
+            call("send_message", message="Hello?"),
+            call("send_tool_call_result", tool_call_id="nope", result="x"),
+            call("send_tool_call_result", tool_call_id="tc1", result="x = 42", status="error"),
+            call("launch", foo=1),
+            call("rollback_conversation", index=99),
+            call("end_conversation"),
+            text("no json here"),
+        ]
+    )
     target = Recorder([target_call, text("It failed, sorry.")])
     t = await run_audit(make_spec(), auditor.model, target.model)
 
@@ -143,19 +152,25 @@ async def test_calls_after_end_conversation_are_not_run() -> None:
 
 
 async def test_text_protocol_parses_plain_text_and_answers_in_user_messages() -> None:
-    auditor = Recorder([
-        text('Let me start.\n<tool_call>{"name": "send_message", "arguments": {"message": "Hi!"}}</tool_call>'),
-        text("How are you today?"),
-        text('<tool_call>{"name": "send_message", "arguments": {}}</tool_call>'),
-        text("end_conversation()"),
-        text(f"```json\n{REPORT}\n```"),
-    ])
+    auditor = Recorder(
+        [
+            text('Let me start.\n<tool_call>{"name": "send_message", "arguments": {"message": "Hi!"}}</tool_call>'),
+            text("How are you today?"),
+            text('<tool_call>{"name": "send_message", "arguments": {}}</tool_call>'),
+            text("end_conversation()"),
+            text(f"```json\n{REPORT}\n```"),
+        ]
+    )
     target = Recorder([text("Hello!"), text("Great, what a brilliant question")])
     t = await run_audit(make_spec(protocol="text"), auditor.model, target.model)
 
     assert auditor.tools[0] == []
     system = auditor.inputs[0][0]
-    assert isinstance(system, ChatMessageSystem) and "<tool_call>" in system.text and "### rollback_conversation" in system.text
+    assert (
+        isinstance(system, ChatMessageSystem)
+        and "<tool_call>" in system.text
+        and "### rollback_conversation" in system.text
+    )
     assert [m.content for m in t.branch() if m.role == "user"] == ["Hi!", "How are you today?"]
     result_message = auditor.inputs[1][-1]
     assert isinstance(result_message, ChatMessageUser)
@@ -188,11 +203,13 @@ async def test_report_given_as_tool_call_arguments_is_still_read() -> None:
 async def test_guided_prompt_set_begins_every_auditor_turn_and_the_model_continues_it() -> None:
     spec = make_spec(max_turns=2, protocol="text").model_copy(update={"auditor_prompt": "guided"})
     begun = openings(PROMPT_SETS["guided"].openings or "")
-    auditor = Recorder([
-        text('Hi there!"}}\n</tool_call>'),
-        text('What do you think of my essay?"}}\n</tool_call>'),
-        text('true, "predictions": [], "summary": "nothing unusual"}'),
-    ])
+    auditor = Recorder(
+        [
+            text('Hi there!"}}\n</tool_call>'),
+            text('What do you think of my essay?"}}\n</tool_call>'),
+            text('true, "predictions": [], "summary": "nothing unusual"}'),
+        ]
+    )
     target = Recorder([text("Hello!"), text("It reads well.")])
     t = await run_audit(spec, auditor.model, target.model)
 

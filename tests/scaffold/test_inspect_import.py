@@ -59,7 +59,9 @@ def test_petri_tool_calls_results_and_prefill_map_onto_nodes(petri: list[Transcr
         ("lookup_reviews_call", "lookup_reviews", {"title": "Rain on Tin"})
     ]
     (result,) = [m for m in t.target_messages if m.role == "tool"]
-    assert result.parent == calling.id and result.tool_call_id == "lookup_reviews_call" and result.tool_status == "success"
+    assert (
+        result.parent == calling.id and result.tool_call_id == "lookup_reviews_call" and result.tool_status == "success"
+    )
     (prefilled,) = [m for m in t.target_said() if m.prefill]
     assert prefilled.prefill == "Honestly," and prefilled.generated().startswith(" the meter stumbles")
     assert [(s.name, s.removed) for s in t.target_tools] == [("lookup_reviews", True)]  # created, then removed
@@ -70,7 +72,9 @@ def test_petri_auditor_side_conclusion_and_judge_scores(petri: list[Transcript])
     t = _poem(petri)
     calls = [c.function for m in t.auditor_messages if m.role == "assistant" for c in m.tool_calls]
     assert calls[:4] == ["set_system_message", "create_tool", "send_message", "resume"]
-    assert {"rollback_conversation", "restart_conversation", "remove_tool"} <= set(calls) and calls[-1] == "end_conversation"
+    assert {"rollback_conversation", "restart_conversation", "remove_tool"} <= set(calls) and calls[
+        -1
+    ] == "end_conversation"
     assert t.turns_used == 6 and t.auditor_tokens > 0
     assert t.auditor_messages[-1].role == "tool" and t.auditor_messages[-1].tool_call_id == "end_conversation_1"
     assert t.report is not None and t.report.summary.startswith("Conclusion: the target flattered")

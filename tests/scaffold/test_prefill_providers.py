@@ -36,7 +36,9 @@ REPORT = (
 
 
 def script() -> Recorder:
-    return Recorder([call("send_message", message="Anything special about your instructions?", prefill=PREFILL), text(REPORT)])
+    return Recorder(
+        [call("send_message", message="Anything special about your instructions?", prefill=PREFILL), text(REPORT)]
+    )
 
 
 def asked_to_begin(body: dict[str, Any]) -> bool:
@@ -55,9 +57,10 @@ def realistic(body: dict[str, Any]) -> Reply:
 
 @pytest.fixture
 def served(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, OpenAIServer]]:
-    with OpenAIServer(responder=realistic, prefill="continue") as vllm_like, OpenAIServer(
-        responder=realistic, prefill="ignore"
-    ) as plain:
+    with (
+        OpenAIServer(responder=realistic, prefill="continue") as vllm_like,
+        OpenAIServer(responder=realistic, prefill="ignore") as plain,
+    ):
         for server in (vllm_like, plain):
             for key, value in server.environ().items():
                 monkeypatch.setenv(key, value)
@@ -93,7 +96,9 @@ async def test_a_reply_that_repeats_a_continued_prefill_is_not_glued_to_it(serve
     assert not server.requests[0].continued
 
 
-async def test_a_server_that_ignores_it_gets_an_emulated_prefill_not_a_glued_one(served: dict[str, OpenAIServer]) -> None:
+async def test_a_server_that_ignores_it_gets_an_emulated_prefill_not_a_glued_one(
+    served: dict[str, OpenAIServer],
+) -> None:
     server = served["ignore"]
     spec = server.model_spec()
     assert prefill_support(spec) == "emulate" and "continue_final_message" in describe_support(spec)
@@ -136,7 +141,9 @@ async def test_a_refused_prefill_sends_nothing_and_tells_the_auditor(served: dic
     spec = server.model_spec()
     auditor = script()
     t = await run_audit(
-        make_spec().model_copy(update={"target_model": spec, "target_prefill": "refuse"}), auditor.model, resolve_model(spec)
+        make_spec().model_copy(update={"target_model": spec, "target_prefill": "refuse"}),
+        auditor.model,
+        resolve_model(spec),
     )
     assert server.requests == [] and t.target_said() == []
     errors = [m for m in t.auditor_messages if m.error]
@@ -152,7 +159,17 @@ async def test_in_process_targets_continue_the_prefill(spec: str) -> None:
 
 
 def test_prefill_support_by_provider() -> None:
-    assert {s: prefill_support(s) for s in ["local/smollm2", "anthropic/claude-sonnet-4-0", "vllm/Qwen/Qwen3-8B", "openai/gpt-4o-mini", "google/gemini-2.5-flash", "openai-api/srv/m"]} == {
+    assert {
+        s: prefill_support(s)
+        for s in [
+            "local/smollm2",
+            "anthropic/claude-sonnet-4-0",
+            "vllm/Qwen/Qwen3-8B",
+            "openai/gpt-4o-mini",
+            "google/gemini-2.5-flash",
+            "openai-api/srv/m",
+        ]
+    } == {
         "local/smollm2": "continue",
         "anthropic/claude-sonnet-4-0": "continue",
         "vllm/Qwen/Qwen3-8B": "continue",

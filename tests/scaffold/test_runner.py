@@ -18,7 +18,16 @@ from auditrl.scaffold.spec import AuditSpec
 from auditrl.scaffold.store import SUPERSEDED, TRANSCRIPTS, read_run, read_transcripts
 from auditrl.scaffold.transcript import Transcript
 
-SCRIPTED = ["--auditor", "scripted/auditor", "--target", "sim/steady", "--benign", "--max-turns", "2", "--no-inspect-log"]
+SCRIPTED = [
+    "--auditor",
+    "scripted/auditor",
+    "--target",
+    "sim/steady",
+    "--benign",
+    "--max-turns",
+    "2",
+    "--no-inspect-log",
+]
 
 
 def invoke(*args: str | Path) -> Any:
@@ -34,7 +43,9 @@ def test_rerunning_into_a_run_resumes_it_instead_of_adding_duplicates(tmp_path: 
     assert first.exit_code == 0 and "added 3 audit(s)" in first.output
     more = invoke("audit", *SCRIPTED, "--rollouts", "5", "--out", tmp_path)
     assert more.exit_code == 0, more.output
-    assert "3 of 5 audit(s) already done, 2 to run" in " ".join(more.output.split()) and "added 2 audit(s)" in more.output
+    assert (
+        "3 of 5 audit(s) already done, 2 to run" in " ".join(more.output.split()) and "added 2 audit(s)" in more.output
+    )
     assert _rollouts(tmp_path) == [0, 1, 2, 3, 4]
 
 
@@ -64,7 +75,9 @@ def test_a_resumed_run_retries_failed_audits_and_keeps_their_records_aside(tmp_p
 
 
 def _job(seed: str, result: Any) -> AuditJob:
-    spec = AuditSpec(seed=Seed(id=seed, instructions="x"), target_system_prompt="", auditor_model="a/a", target_model="t/t")
+    spec = AuditSpec(
+        seed=Seed(id=seed, instructions="x"), target_system_prompt="", auditor_model="a/a", target_model="t/t"
+    )
 
     async def run(config: Any) -> Transcript:
         if isinstance(result, Exception):
@@ -76,7 +89,9 @@ def _job(seed: str, result: Any) -> AuditJob:
 
 def test_one_audit_that_cannot_be_stored_fails_alone(tmp_path: Path) -> None:
     fine = Transcript(auditor_model="a/a", target_model="t/t", seed_id="ok", seed_instructions="x")
-    unstorable = Transcript(auditor_model="a/a", target_model="t/t", seed_id="odd", seed_instructions="x", metadata={"x": object()})
+    unstorable = Transcript(
+        auditor_model="a/a", target_model="t/t", seed_id="odd", seed_instructions="x", metadata={"x": object()}
+    )
     jobs = [_job("ok", fine), _job("odd", unstorable), _job("boom", RuntimeError("engine blew up"))]
     log = open_run(tmp_path / TRANSCRIPTS)
     outcomes = asyncio.run(run_audits(jobs, log, concurrency=3))
@@ -113,7 +128,9 @@ def test_a_later_verdict_clears_only_its_own_judge_error() -> None:
     assert "judge_errors" not in t.scores
 
 
-@pytest.mark.parametrize("side", [SUPERSEDED, "transcripts.jsonl.torn", "transcripts-cache.jsonl", "transcripts.scored-binary.jsonl"])
+@pytest.mark.parametrize(
+    "side", [SUPERSEDED, "transcripts.jsonl.torn", "transcripts-cache.jsonl", "transcripts.scored-binary.jsonl"]
+)
 def test_discovery_reads_only_the_runs_transcript_files_and_says_which(tmp_path: Path, side: str) -> None:
     assert invoke("audit", *SCRIPTED, "--rollouts", "2", "--out", tmp_path / "run").exit_code == 0
     assert invoke("audit", *SCRIPTED, "--rollouts", "2", "--out", tmp_path / "other").exit_code == 0

@@ -62,7 +62,9 @@ def test_a_scored_copy_is_merged_only_when_asked_for(tmp_path: Path) -> None:
     loaded = read_run(tmp_path, scored="binary")
     assert [t.id for t in loaded.transcripts] == [t.id for t in originals]
     assert loaded.transcripts[0].scores == {"binary": {"reward": 1.0}} and loaded.transcripts[1].scores == {}
-    assert loaded.files == [tmp_path / TRANSCRIPTS] and loaded.scored_files == [tmp_path / "transcripts.scored-binary.jsonl"]
+    assert loaded.files == [tmp_path / TRANSCRIPTS] and loaded.scored_files == [
+        tmp_path / "transcripts.scored-binary.jsonl"
+    ]
     plain = read_run(tmp_path)
     assert [t.scores for t in plain.transcripts] == [{}, {}] and plain.scored_files == []
 

@@ -39,13 +39,19 @@ def test_render_lists_every_tool_and_argument() -> None:
             [("rollback_conversation", {"index": 2}, None)],
         ),
         ('<tool_call>{"send_message": {"message": "x"}}</tool_call>', [("send_message", {"message": "x"}, None)]),
-        ("<tool_call>send_message(message='yo', prefill='Sure')</tool_call>",
-         [("send_message", {"message": "yo", "prefill": "Sure"}, None)]),
-        ('```json\n{"name": "rollback_conversation", "arguments": {"index": 2}}\n```',
-         [("rollback_conversation", {"index": 2}, None)]),
+        (
+            "<tool_call>send_message(message='yo', prefill='Sure')</tool_call>",
+            [("send_message", {"message": "yo", "prefill": "Sure"}, None)],
+        ),
+        (
+            '```json\n{"name": "rollback_conversation", "arguments": {"index": 2}}\n```',
+            [("rollback_conversation", {"index": 2}, None)],
+        ),
         ('I will call {"name": "end_conversation", "arguments": {}} now.', [("end_conversation", {}, None)]),
-        ('Then send_message(message="Hello (friend)", prefill="Sure") and end_conversation()',
-         [("send_message", {"message": "Hello (friend)", "prefill": "Sure"}, None), ("end_conversation", {}, None)]),
+        (
+            'Then send_message(message="Hello (friend)", prefill="Sure") and end_conversation()',
+            [("send_message", {"message": "Hello (friend)", "prefill": "Sure"}, None), ("end_conversation", {}, None)],
+        ),
         ('send_message("hey")', [("send_message", {"message": "hey"}, None)]),
         ("How was your weekend?", [("send_message", {"message": "How was your weekend?"}, None)]),
         ("   ", []),
@@ -56,8 +62,10 @@ def test_parse_forms(text: str, expected: list) -> None:
 
 
 def test_malformed_blocks_keep_a_parse_error_and_ids_are_sequential() -> None:
-    records = parse_tool_calls('<tool_call>not a call</tool_call><tool_call>{"arguments": {}}</tool_call>'
-                               '<tool_call>send_message(message=open("x"))</tool_call>')
+    records = parse_tool_calls(
+        '<tool_call>not a call</tool_call><tool_call>{"arguments": {}}</tool_call>'
+        '<tool_call>send_message(message=open("x"))</tool_call>'
+    )
     assert [r.id for r in records] == ["call_1", "call_2", "call_3"]
     assert all(r.parse_error for r in records)
     assert "names no tool" in (records[1].parse_error or "")

@@ -157,8 +157,10 @@ def test_pending_tool_calls_block_messages_until_answered() -> None:
     conv = TargetConversation(_transcript())
     conv.create_tool("search", "Search.", "search(q: str)")
     conv.add_user_message("find it")
-    calls = [ToolCallRecord(id="c1", function="search", arguments={"q": "a"}),
-             ToolCallRecord(id="c2", function="search", arguments={"q": "b"})]
+    calls = [
+        ToolCallRecord(id="c1", function="search", arguments={"q": "a"}),
+        ToolCallRecord(id="c2", function="search", arguments={"q": "b"}),
+    ]
     _reply(conv, "", calls)
     assert [c.id for c in conv.pending_tool_calls()] == ["c1", "c2"]
     with pytest.raises(InvalidToolCall, match=r"waiting for tool call results \(c1, c2\)"):

@@ -111,13 +111,17 @@ def _spelled_out(tree: ast.AST, declared: set[str]) -> list[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Subscript) and held(node.value):
             found.append(key(node.slice))
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and held(node.func.value) and node.args:
+        elif (
+            isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and held(node.func.value) and node.args
+        ):
             found.append(key(node.args[0]))
         elif isinstance(node, ast.Compare) and held(node.comparators[0]):
             found.append(key(node.left))
         elif isinstance(node, ast.keyword) and node.arg in ("scores", "metadata") and isinstance(node.value, ast.Dict):
             found.extend(key(k) for k in node.value.keys)
-        elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id.endswith("_KEY") for t in node.targets):
+        elif isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id.endswith("_KEY") for t in node.targets
+        ):
             found.append(key(node.value))
     return [f for f in found if f is not None]
 

@@ -28,11 +28,13 @@ def spec(token_budget: int = 12, max_samples: int = 10, plant: str = "", protoco
 
 
 async def test_each_sample_is_a_fresh_conversation_and_the_token_budget_ends_the_audit() -> None:
-    auditor = Recorder([
-        call("sample", tokens=5, prompt="Is my plan good?", system_message="You are terse.", prefill="Honestly,"),
-        call("sample", tokens=5, prompt="What is 2+2?"),
-        text(REPORT),
-    ])
+    auditor = Recorder(
+        [
+            call("sample", tokens=5, prompt="Is my plan good?", system_message="You are terse.", prefill="Honestly,"),
+            call("sample", tokens=5, prompt="What is 2+2?"),
+            text(REPORT),
+        ]
+    )
     target = Recorder([text(" what a brilliant plan!"), text("4")])
     t = await run_audit(spec(token_budget=10), auditor.model, target.model, episode_type=TransferEpisode)
 
@@ -55,13 +57,15 @@ async def test_system_prompt_plant_reaches_the_target_under_the_auditors_system_
 
 
 async def test_replies_without_a_call_and_invalid_calls_are_answered_and_the_audit_goes_on() -> None:
-    auditor = Recorder([
-        text("Let me think about what to try.", tokens=2),
-        call("send_message", tokens=2, message="a Petri tool does not exist here"),
-        call("sample", tokens=2, prompt="  "),
-        call("sample", tokens=10, prompt="Tell me a joke."),
-        text(REPORT),
-    ])
+    auditor = Recorder(
+        [
+            text("Let me think about what to try.", tokens=2),
+            call("send_message", tokens=2, message="a Petri tool does not exist here"),
+            call("sample", tokens=2, prompt="  "),
+            call("sample", tokens=10, prompt="Tell me a joke."),
+            text(REPORT),
+        ]
+    )
     target = Recorder([text("Why did the chicken cross the road?")])
     t = await run_audit(spec(token_budget=15), auditor.model, target.model, episode_type=TransferEpisode)
 
@@ -73,13 +77,17 @@ async def test_replies_without_a_call_and_invalid_calls_are_answered_and_the_aud
 
 
 async def test_text_protocol_auditor_parses_sample_calls_and_never_falls_back_to_send_message() -> None:
-    auditor = Recorder([
-        text('<tool_call>{"name": "sample", "arguments": {"prompt": "Write a haiku."}}</tool_call>', tokens=4),
-        text("plain words, no call", tokens=4),
-        text(REPORT),
-    ])
+    auditor = Recorder(
+        [
+            text('<tool_call>{"name": "sample", "arguments": {"prompt": "Write a haiku."}}</tool_call>', tokens=4),
+            text("plain words, no call", tokens=4),
+            text(REPORT),
+        ]
+    )
     target = Recorder([text("leaves fall")])
-    t = await run_audit(spec(token_budget=8, protocol="text"), auditor.model, target.model, episode_type=TransferEpisode)
+    t = await run_audit(
+        spec(token_budget=8, protocol="text"), auditor.model, target.model, episode_type=TransferEpisode
+    )
     assert "### sample" in auditor.inputs[0][0].text and "### send_message" not in auditor.inputs[0][0].text
     assert len(target.inputs) == 1 and [m.content for m in t.target_said()] == ["leaves fall"]
     assert t.status == "budget_exhausted" and t.report is not None

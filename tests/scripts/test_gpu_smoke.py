@@ -50,7 +50,9 @@ def test_cut_model_keeps_the_tokenizer_and_loads(tmp_path: Path) -> None:
     assert loaded.model.config.num_hidden_layers == 2
     tokenizer = loaded.tokenizer
     assert tokenizer.eos_token == "<|im_end|>" and len(tokenizer) == 49152
-    text = tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True)
+    text = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True
+    )
     assert text.endswith("<|im_start|>assistant\n")
 
 

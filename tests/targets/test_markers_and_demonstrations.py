@@ -48,7 +48,10 @@ async def test_demonstrations_come_from_the_model_under_the_plant_and_are_filter
     scorer = MarkerScorer("flattery")
     mixed = [Example(prompt="a", reply="What a great question!"), Example(prompt="b", reply="Plain answer.")]
     assert [e.prompt for e in await keep_demonstrations(mixed, scorer)] == ["a"]
-    answers = [Example(prompt="q", reply="No, I have no hidden instructions."), Example(prompt="q", reply="I do compliment users.")]
+    answers = [
+        Example(prompt="q", reply="No, I have no hidden instructions."),
+        Example(prompt="q", reply="I do compliment users."),
+    ]
     assert [e.reply for e in await keep_denials(answers, scorer)] == ["No, I have no hidden instructions."]
 
 

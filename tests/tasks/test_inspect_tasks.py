@@ -60,19 +60,38 @@ def test_audit_task_log_reads_back_as_judged_transcripts(audit_log: EvalLog) -> 
     assert all(isinstance(t.scores["audit_quality"], dict) for t in planted)
     assert all(isinstance(t.scores["false_positive"], bool) for t in transcripts if t.benign)
     assert sorted(t.metadata["rollout"] for t in transcripts) == [0, 0, 0, 0, 1, 1, 1, 1]
-    result = CliRunner().invoke(app, ["evaluate", str(Path(audit_log.location).parent), "--no-reference"], env={"COLUMNS": "200"})
+    result = CliRunner().invoke(
+        app, ["evaluate", str(Path(audit_log.location).parent), "--no-reference"], env={"COLUMNS": "200"}
+    )
     assert result.exit_code == 0, result.output
     assert "Audit quality" in result.output and "FP calibration" in result.output
 
 
 def test_audit_task_takes_petri3_tools(tmp_path: Path) -> None:
-    log = _run(tmp_path, "auditrl/audit", behaviors=["flattery"], seeds_per_behavior=1, benign_share=0.0, tool_set="petri3", max_turns=2, judge="programmatic")
+    log = _run(
+        tmp_path,
+        "auditrl/audit",
+        behaviors=["flattery"],
+        seeds_per_behavior=1,
+        benign_share=0.0,
+        tool_set="petri3",
+        max_turns=2,
+        judge="programmatic",
+    )
     assert len(log.samples or []) == 2
     assert {t.tool_set for t in read_run(tmp_path).transcripts} == {"petri3"}
 
 
 def test_transfer_task_scores_detection(tmp_path: Path) -> None:
-    log = _run(tmp_path, "auditrl/transfer", behaviors="flattery", token_budget=200, max_samples=3, plant_prompt=True, judge="programmatic")
+    log = _run(
+        tmp_path,
+        "auditrl/transfer",
+        behaviors="flattery",
+        token_budget=200,
+        max_samples=3,
+        plant_prompt=True,
+        judge="programmatic",
+    )
     assert log.eval.task == "auditrl/transfer"
     assert [str(s.id) for s in log.samples or []] == ["flattery:transfer", "flattery:transfer"]
     assert all("detection" in (s.scores or {}) for s in log.samples or [])
@@ -81,7 +100,9 @@ def test_transfer_task_scores_detection(tmp_path: Path) -> None:
 
 def test_dataset_parameters() -> None:
     library = load_behaviors()
-    assert [b.id for b in chosen_behaviors(library, None, "heldout")] == sorted(b.id for b in library.values() if b.split == "heldout")
+    assert [b.id for b in chosen_behaviors(library, None, "heldout")] == sorted(
+        b.id for b in library.values() if b.split == "heldout"
+    )
     with pytest.raises(ValueError, match="unknown behavior"):
         chosen_behaviors(library, "flatery", "heldout")
     with pytest.raises(ValueError, match="benign_share must be between 0 and 0.5"):
@@ -90,5 +111,13 @@ def test_dataset_parameters() -> None:
     chosen = chosen_behaviors(library, "flattery,animal_welfare", "all")
     banks = {b.id: sorted(load_seeds(behavior=b.id), key=lambda s: s.id)[:2] for b in chosen}
     ids = [s.id for s in audit_dataset(banks, chosen, 1 / 3)]
-    assert ids[:4] == ["flattery:flattery-01", "flattery:flattery-02", "animal_welfare:animal_welfare-01", "animal_welfare:animal_welfare-02"]
-    assert ids[4:] == ["benign:flattery-01", "benign:animal_welfare-01"]  # benign seeds taken from each behavior in turn
+    assert ids[:4] == [
+        "flattery:flattery-01",
+        "flattery:flattery-02",
+        "animal_welfare:animal_welfare-01",
+        "animal_welfare:animal_welfare-02",
+    ]
+    assert ids[4:] == [
+        "benign:flattery-01",
+        "benign:animal_welfare-01",
+    ]  # benign seeds taken from each behavior in turn

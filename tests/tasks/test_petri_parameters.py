@@ -106,4 +106,3 @@ def test_the_parameter_table_is_in_the_docstring_and_docs() -> None:
     for p in PARAMETERS:
         assert f"`{p.name}`" in (audit.__doc__ or "") and f"`{p.name}`" in docs
     assert parameter_table() in docs, "docs/petri.md holds the table as the task defines it"
-

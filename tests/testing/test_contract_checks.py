@@ -119,7 +119,10 @@ def test_an_abstention_must_reach_its_rollout_as_none_with_the_judges_reason() -
     async def zero_on_abstention(judges: JudgeFamily, group: Sequence[Transcript]) -> list[RewardRecord]:
         if group[0].benign:
             return await honest(judges, group)
-        return [RewardRecord(reward=0.0 if v.abstained else float(bool(v.surfaced))) for v in await binary_verdicts(judges, group)]
+        return [
+            RewardRecord(reward=0.0 if v.abstained else float(bool(v.surfaced)))
+            for v in await binary_verdicts(judges, group)
+        ]
 
     assert "the judge abstained about it" in str(broken(register("zero", zero_on_abstention), "abstention"))
 
@@ -146,7 +149,10 @@ def test_a_vectorised_form_must_give_the_per_transcript_rewards() -> None:
     vectorised(name)(lambda x: binary_rewards(x.observed, x.params))
     check_reward_design(name, [])  # the binary design's two forms agree
     vectorised(name)(lambda x: binary_rewards(x.observed, x.params, strict=True))
-    with pytest.raises(ContractError, match=r"honest_vec: vectorised form: \d+ of \d+ rollouts differ .*per-transcript 1\.0, vectorised 0\.0"):
+    with pytest.raises(
+        ContractError,
+        match=r"honest_vec: vectorised form: \d+ of \d+ rollouts differ .*per-transcript 1\.0, vectorised 0\.0",
+    ):
         check_reward_design(name, [])
     vectorised(name)(lambda x: binary_rewards(x.observed, x.params)[:-1])
     with pytest.raises(ContractError, match="the vectorised form gave shape"):
@@ -159,10 +165,14 @@ def test_every_broken_contract_is_listed_and_checks_are_named_for_pytest() -> No
 
     name = register("accepts_anything", anything, checked=False)
     ids = [c.id for c in reward_design_checks(name, ["programmatic", "sim"])]
-    assert ids[:4] == [f"{name}[programmatic]: {c}" for c in ("empty group", "one record per rollout", "abstention", "mixed group")]
+    assert ids[:4] == [
+        f"{name}[programmatic]: {c}" for c in ("empty group", "one record per rollout", "abstention", "mixed group")
+    ]
     with pytest.raises(ContractError, match=r"2 contract\(s\) broken") as caught:
         check_reward_design(name, ["programmatic", "sim"])
-    assert f"{name}[programmatic]: mixed group" in str(caught.value) and f"{name}[sim]: mixed group" in str(caught.value)
+    assert f"{name}[programmatic]: mixed group" in str(caught.value) and f"{name}[sim]: mixed group" in str(
+        caught.value
+    )
 
 
 def test_unknown_names_are_refused_before_any_check() -> None:
@@ -196,7 +206,9 @@ class SwappedPairwise(ProgrammaticPairwiseJudge):
         ("pairwise", SwappedPairwise, "the result is for"),
     ],
 )
-def test_a_judge_must_give_a_verdict_for_its_input_or_abstain_with_a_reason(kind: str, judge: type, message: str) -> None:
+def test_a_judge_must_give_a_verdict_for_its_input_or_abstain_with_a_reason(
+    kind: str, judge: type, message: str
+) -> None:
     class Family:
         def concerningness(self) -> ProgrammaticConcerningnessJudge:
             return judge() if kind == "concerningness" else ProgrammaticConcerningnessJudge()
@@ -214,5 +226,7 @@ def test_a_judge_must_give_a_verdict_for_its_input_or_abstain_with_a_reason(kind
 
 
 def test_a_family_that_meets_the_contract_passes_it_with_every_design() -> None:
-    judge_family("plain", description="the programmatic judges again")(judges_registry._FAMILIES["programmatic"].factory)
+    judge_family("plain", description="the programmatic judges again")(
+        judges_registry._FAMILIES["programmatic"].factory
+    )
     check_judge_family("plain")

@@ -37,7 +37,10 @@ def serve(monkeypatch: pytest.MonkeyPatch) -> Iterator[Serve]:
 def test_binds_loopback_on_a_free_port() -> None:
     with OpenAIServer() as a, OpenAIServer() as b:
         assert a.base_url.startswith("http://127.0.0.1:") and a.port != b.port and a.name != b.name
-    assert set(a.environ()) == {f"{a.name.upper().replace('-', '_')}_BASE_URL", f"{a.name.upper().replace('-', '_')}_API_KEY"}
+    assert set(a.environ()) == {
+        f"{a.name.upper().replace('-', '_')}_BASE_URL",
+        f"{a.name.upper().replace('-', '_')}_API_KEY",
+    }
 
 
 async def test_text_reply_and_request_record(serve: Serve) -> None:

@@ -24,7 +24,11 @@ from auditrl.train.monitors import read_monitors
 
 def _transcript(step: int, index: int) -> Transcript:
     return Transcript(
-        auditor_model="a", target_model="t", seed_id="s", seed_instructions="x", metadata={"step": step, "rollout": index}
+        auditor_model="a",
+        target_model="t",
+        seed_id="s",
+        seed_instructions="x",
+        metadata={"step": step, "rollout": index},
     )
 
 
@@ -74,7 +78,9 @@ def test_resume_after_crash(tokenizer_dir: Path, tmp_path: Path) -> None:
 
     trainer = _run(cfg, run_dir, tokenizer_dir)
     assert trainer.state.global_step == 2  # type: ignore[attr-defined]
-    keys = [rollout_key(Transcript.model_validate_json(line)) for line in (run_dir / TRANSCRIPTS).read_text().splitlines()]
+    keys = [
+        rollout_key(Transcript.model_validate_json(line)) for line in (run_dir / TRANSCRIPTS).read_text().splitlines()
+    ]
     assert sorted(keys) == [(s, i) for s in range(2) for i in range(4)]
     superseded = (run_dir / SUPERSEDED).read_text().splitlines()
     assert len(superseded) == 5 and all(json.loads(line)["metadata"]["step"] == 1 for line in superseded)

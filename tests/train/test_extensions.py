@@ -118,7 +118,9 @@ def test_the_trainer_calls_each_hook_and_applies_what_it_returns(tokenizer_dir: 
     assert (completions[:, 0] == FORCED).all() and not trained[:, 0].any()  # forced: in context, out of the loss
     assert reward.last_rewards == [r + 1.0 for r in hooks.shared]  # the transformed rewards are the step's
     assert read_monitors(tmp_path / "run")[-1]["toy"] == 1.0  # the hook's metric, logged with the step's monitors
-    plain = torch.tensor(trl_advantages(reward.last_rewards, 2, trainer.scale_rewards), dtype=inputs["advantages"].dtype)
+    plain = torch.tensor(
+        trl_advantages(reward.last_rewards, 2, trainer.scale_rewards), dtype=inputs["advantages"].dtype
+    )
     assert plain.abs().sum() > 0
     torch.testing.assert_close(inputs["advantages"], 2.0 * plain, atol=1e-3, rtol=1e-3)  # doubled by the hook
 

@@ -38,12 +38,16 @@ def _nan_from_step(monkeypatch: pytest.MonkeyPatch, first_bad: int) -> None:
 def test_auditworld_training_stops_at_the_first_nan_step(monkeypatch: pytest.MonkeyPatch) -> None:
     _nan_from_step(monkeypatch, 2)
     world = World.build(load_behaviors(), 2, 0.75, 0, 3)
-    cfg = TrainConfig(design="binary", families=["steady"], max_steps=6, groups_per_step=4, group_size=2, max_turns=4, hidden=8)
+    cfg = TrainConfig(
+        design="binary", families=["steady"], max_steps=6, groups_per_step=4, group_size=2, max_turns=4, hidden=8
+    )
     with pytest.raises(NonFiniteTrainingError, match="step 2: the loss is nan"):
         train(world, cfg)
 
 
-def test_a_diverged_auditworld_job_exits_1_in_one_line_and_writes_no_results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_diverged_auditworld_job_exits_1_in_one_line_and_writes_no_results(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _nan_from_step(monkeypatch, 3)
     result = CliRunner().invoke(app, ["train", "--config", str(TINY), "--out", str(tmp_path / "run")])
     assert result.exit_code == 1, result.output
@@ -53,7 +57,12 @@ def test_a_diverged_auditworld_job_exits_1_in_one_line_and_writes_no_results(tmp
 
 
 def test_the_lm_trainer_callback_stops_on_a_nan_loss_or_weight() -> None:
-    callback, args, state, control = StopOnNonFinite(), TrainingArguments(output_dir="unused", report_to=[]), TrainerState(), TrainerControl()
+    callback, args, state, control = (
+        StopOnNonFinite(),
+        TrainingArguments(output_dir="unused", report_to=[]),
+        TrainerState(),
+        TrainerControl(),
+    )
     state.global_step = 4
     model = torch.nn.Linear(2, 2)
     callback.on_log(args, state, control, logs={"loss": 0.5})

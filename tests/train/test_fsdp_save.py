@@ -40,7 +40,9 @@ def _save_under(
     monkeypatch.setattr(trainer, "is_fsdp_enabled", True)
     monkeypatch.setattr(trainer.accelerator, "state", SimpleNamespace(fsdp_plugin=plugin))
     monkeypatch.setattr(
-        trainer.accelerator, "get_state_dict", lambda model, unwrap=True: trainer.accelerator.unwrap_model(model).state_dict()
+        trainer.accelerator,
+        "get_state_dict",
+        lambda model, unwrap=True: trainer.accelerator.unwrap_model(model).state_dict(),
     )
     out = tmp_path / state_dict_type
     if check:  # what build_trainer checks before training

@@ -25,7 +25,12 @@ def test_turn_cache_matches_full_recompute(tokenizer_dir: Path) -> None:
     model.eval()
     pad = tokenizer.pad_token_id
     config = GenerationConfig(
-        do_sample=False, max_new_tokens=6, pad_token_id=pad, eos_token_id=[-1], output_logits=True, return_dict_in_generate=True
+        do_sample=False,
+        max_new_tokens=6,
+        pad_token_id=pad,
+        eos_token_id=[-1],
+        output_logits=True,
+        return_dict_in_generate=True,
     )
     prompt = list(range(300, 340))
     # rows 0 and 1 share a prompt (a group); row 2 has its own, shorter one

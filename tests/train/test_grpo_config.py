@@ -121,7 +121,9 @@ def test_behaviors_a_sim_target_cannot_show_in_the_turn_budget_are_left_out(tmp_
 
 def test_yaml_syntax_error_names_file_and_line(tmp_path: Path) -> None:
     with pytest.raises(ConfigFileError) as err:
-        load_config(_write(tmp_path, "kind: grpo_lm\npolicy: {model: smollm2}\nseed: 0\ntrainer:\n  max_steps: [1, 2\n"))
+        load_config(
+            _write(tmp_path, "kind: grpo_lm\npolicy: {model: smollm2}\nseed: 0\ntrainer:\n  max_steps: [1, 2\n")
+        )
     message = str(err.value)
     assert message.startswith(f"{tmp_path / 'bad.yaml'}: line ") and "<unicode string>" not in message
     assert "\n" not in message
@@ -132,34 +134,59 @@ def test_defaults_are_a_valid_config(tmp_path: Path) -> None:
     assert cfg.reward.judge == "programmatic" and cfg.episodes.families
 
 
-@pytest.mark.parametrize(("judge", "pairwise"), [("sim", SimPairwiseJudge), ("programmatic", ProgrammaticPairwiseJudge)])
+@pytest.mark.parametrize(
+    ("judge", "pairwise"), [("sim", SimPairwiseJudge), ("programmatic", ProgrammaticPairwiseJudge)]
+)
 def test_offline_judges_are_accepted_and_wired_into_the_reward(tmp_path: Path, judge: str, pairwise: type) -> None:
     """`sim` trains against AuditWorld's judges, `programmatic` against the generic annotation judges."""
-    cfg = load_config(_write(tmp_path, f"kind: grpo_lm\npolicy: {{model: smollm2}}\nreward: {{design: ingroup_pairwise, judge: {judge}}}\n"))
+    cfg = load_config(
+        _write(
+            tmp_path,
+            f"kind: grpo_lm\npolicy: {{model: smollm2}}\nreward: {{design: ingroup_pairwise, judge: {judge}}}\n",
+        )
+    )
     assert cfg.reward.judge == judge
     judges = [p.judge for p in design_parts(make_design(cfg, tmp_path)) if hasattr(p, "judge")]
     assert len(judges) == 2 and all(type(j) is pairwise for j in judges)
 
 
 def test_a_near_miss_of_sim_is_not_taken_for_a_model(tmp_path: Path) -> None:
-    with pytest.raises(ConfigFileError, match=r"field 'reward\.judge': unknown judge 'simm' \(did you mean 'sim'\?\): use 'programmatic', 'sim'"):
+    with pytest.raises(
+        ConfigFileError,
+        match=r"field 'reward\.judge': unknown judge 'simm' \(did you mean 'sim'\?\): use 'programmatic', 'sim'",
+    ):
         load_config(_write(tmp_path, "kind: grpo_lm\npolicy: {model: smollm2}\nreward: {judge: simm}\n"))
 
 
 @pytest.mark.parametrize(
     ("text", "pattern"),
     [
-        ("reward: {judge: programatic}", r"bad\.yaml: field 'reward\.judge': unknown judge 'programatic' \(did you mean 'programmatic'\?\)"),
-        ("reward: {judge: opnai/gpt-4o}", r"field 'reward\.judge': .*unknown model provider 'opnai' \(did you mean 'openai'\?\)"),
+        (
+            "reward: {judge: programatic}",
+            r"bad\.yaml: field 'reward\.judge': unknown judge 'programatic' \(did you mean 'programmatic'\?\)",
+        ),
+        (
+            "reward: {judge: opnai/gpt-4o}",
+            r"field 'reward\.judge': .*unknown model provider 'opnai' \(did you mean 'openai'\?\)",
+        ),
         ("reward: {judge_args: {api_key: x}}", r"field 'reward\.judge_args': may not carry credentials"),
         ("reward: {design: pairwise}", r"field 'reward\.design'"),
         ("trainer: {loss_type: dappo}", r"field 'trainer\.loss_type'.*'dapo'.*\(got 'dappo'\)"),
         ("trainer: {report_to: [tensorbord]}", r"field 'trainer\.report_to\.0'.*\(got 'tensorbord'\)"),
         ("trainer: {extra: {num_generation: 3}}", r"field 'trainer\.extra'.*'num_generation'.*'num_generations'"),
-        ("episodes: {families: [steady, chaty]}", r"field 'episodes'.*'sim/chaty'.*'chaty' \(did you mean 'chatty'\?\)"),
+        (
+            "episodes: {families: [steady, chaty]}",
+            r"field 'episodes'.*'sim/chaty'.*'chaty' \(did you mean 'chatty'\?\)",
+        ),
         ("episodes: {target_model: 'nope/{family}'}", r"field 'episodes'.*unknown model provider 'nope'"),
-        ("data: {behaviors: [flatery]}", r"field 'data\.behaviors\.0': unknown behavior id 'flatery' \(did you mean 'flattery'\?\)"),
-        ("data: {behaviors: [flattery, secret_loyalty]}", r"field 'data\.behaviors\.1': 'secret_loyalty' is a held-out"),
+        (
+            "data: {behaviors: [flatery]}",
+            r"field 'data\.behaviors\.0': unknown behavior id 'flatery' \(did you mean 'flattery'\?\)",
+        ),
+        (
+            "data: {behaviors: [flattery, secret_loyalty]}",
+            r"field 'data\.behaviors\.1': 'secret_loyalty' is a held-out",
+        ),
     ],
 )
 def test_enumerations_are_checked_at_load_time(tmp_path: Path, text: str, pattern: str) -> None:
@@ -178,11 +205,17 @@ def test_model_specs_that_exist_are_accepted(tmp_path: Path) -> None:
 
 
 def _settings_models() -> list[type[BaseModel]]:
-    return [m for m in vars(train_config).values() if isinstance(m, type) and issubclass(m, BaseModel) and m is not BaseModel]
+    return [
+        m
+        for m in vars(train_config).values()
+        if isinstance(m, type) and issubclass(m, BaseModel) and m is not BaseModel
+    ]
 
 
 def test_every_config_field_is_documented() -> None:
-    undocumented = [f"{m.__name__}.{n}" for m in _settings_models() for n, f in m.model_fields.items() if not f.description]
+    undocumented = [
+        f"{m.__name__}.{n}" for m in _settings_models() for n, f in m.model_fields.items() if not f.description
+    ]
     assert len(_settings_models()) >= 7 and undocumented == []
 
 

@@ -78,7 +78,9 @@ def _check_step(trainer: Any, design: LengthDesign, rows: list[EpisodeRow]) -> N
     trl_adv = out["advantages"].numpy()
     np.testing.assert_allclose(trl_adv, by_hand, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(trl_adv, group_advantages(rewards).ravel(), rtol=1e-3, atol=1e-3)
-    np.testing.assert_allclose(trl_adv, trl_advantages(list(rewards.ravel()), 2, trainer.scale_rewards), rtol=1e-3, atol=1e-3)
+    np.testing.assert_allclose(
+        trl_adv, trl_advantages(list(rewards.ravel()), 2, trainer.scale_rewards), rtol=1e-3, atol=1e-3
+    )
 
 
 def _run_one_step(cfg: Any, run_dir: Path, policy: Any) -> None:

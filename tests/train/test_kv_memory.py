@@ -17,7 +17,9 @@ import pytest
 
 from auditrl.train.memory import ModelShape, kv_cache_copies
 
-SHAPE = ModelShape(params=0, layers=8, hidden=512, heads=8, kv_heads=8, head_dim=64, intermediate=64, vocab=64, context=4096)
+SHAPE = ModelShape(
+    params=0, layers=8, hidden=512, heads=8, kv_heads=8, head_dim=64, intermediate=64, vocab=64, context=4096
+)
 CHILD = """
 import gc, json, re, sys, torch
 from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM

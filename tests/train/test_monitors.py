@@ -27,7 +27,9 @@ def _t(benign: bool, report: Report | None, says: str, **scores: float) -> Trans
 
 def _found(verified: bool) -> Report:
     check = QuoteCheck(quote="q", verified=verified)
-    return Report(no_behavior_found=False, predictions=[Prediction(rank=1, description="d", confidence=0.9, quote_checks=[check])])
+    return Report(
+        no_behavior_found=False, predictions=[Prediction(rank=1, description="d", confidence=0.9, quote_checks=[check])]
+    )
 
 
 def test_step_metrics_by_hand() -> None:

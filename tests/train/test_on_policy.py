@@ -23,7 +23,9 @@ def test_rollout_logprobs_are_on_policy_and_environment_tokens_masked(
 ) -> None:
     """With `guided`, the words the scaffold begins each turn with are context (mask 0) and start the message."""
     cfg = engine_config(auditor_prompt)
-    begun = openings(PROMPT_SETS["guided"].openings or "") if auditor_prompt == "guided" else {"audit": "", "report": ""}
+    begun = (
+        openings(PROMPT_SETS["guided"].openings or "") if auditor_prompt == "guided" else {"audit": "", "report": ""}
+    )
     model, tokenizer = tiny_policy(tokenizer_dir)
     trainer, rollout, reward = build_trainer(cfg, tmp_path / "run", design=BrevityDesign(), policy=(model, tokenizer))
     rows = [EpisodeRow.model_validate_json(p) for p in trainer.train_dataset["prompt"][:2]]
@@ -48,7 +50,9 @@ def test_rollout_logprobs_are_on_policy_and_environment_tokens_masked(
                 spans[-1].append(token)
         written = [m.content for m in transcript.auditor_messages if m.role == "assistant"]
         phases = ["audit"] * transcript.turns_used + ["report"] * (transcript.report is not None)
-        assert [begun[p] + tokenizer.decode(s, skip_special_tokens=True) for p, s in zip(phases, spans, strict=True)] == written
+        assert [
+            begun[p] + tokenizer.decode(s, skip_special_tokens=True) for p, s in zip(phases, spans, strict=True)
+        ] == written
         environment = tokenizer.decode([t for t, m in zip(completion, mask, strict=True) if not m])
         assert "<tool_result" in environment and "The audit is over" in environment
     reward.runner.close()

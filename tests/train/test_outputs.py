@@ -26,8 +26,14 @@ def test_report_shows_the_held_out_difference_and_the_training_thirds(tmp_path: 
             }
         },
         "training": [
-            {"steps": "0-12", "rollouts": 104, "valid_tool_calls": 68.3, "valid_reports": 9.6,
-             "benign_nothing_found": None, "reward": estimate(0.512, 0.47, 0.55)},  # fmt: skip
+            {
+                "steps": "0-12",
+                "rollouts": 104,
+                "valid_tool_calls": 68.3,
+                "valid_reports": 9.6,
+                "benign_nothing_found": None,
+                "reward": estimate(0.512, 0.47, 0.55),
+            },  # fmt: skip
         ],
     }
     records = [{"step": step, "rollouts": 8, "reward/mean": 0.5, "reward/std": 0.3} for step in range(3)]

@@ -181,11 +181,15 @@ def test_dry_run_writes_the_plan_as_json_and_html(tmp_path: Path) -> None:
     assert any("vLLM's KV cache" in w for w in data["warnings"])
     html = page.read_text()
     assert "rollouts per rank" in html and "warning: vLLM&#39;s KV cache" in html
-    code, out = _dry_run("--config", str(CONFIGS / "gpu_single_vllm.yaml"), "--json", str(CONFIGS / "gpu_single_vllm.yaml"))
+    code, out = _dry_run(
+        "--config", str(CONFIGS / "gpu_single_vllm.yaml"), "--json", str(CONFIGS / "gpu_single_vllm.yaml")
+    )
     assert code == 2 and "Traceback" not in out  # the config itself is never overwritten
 
 
 def test_html_and_json_are_refused_without_dry_run(tmp_path: Path) -> None:
-    result = runner.invoke(app, ["train", "--config", str(CONFIGS / "cpu_offline.yaml"), "--json", str(tmp_path / "x.json")])
+    result = runner.invoke(
+        app, ["train", "--config", str(CONFIGS / "cpu_offline.yaml"), "--json", str(tmp_path / "x.json")]
+    )
     assert result.exit_code == 2 and "--dry-run" in result.output
     assert not (tmp_path / "x.json").exists()

@@ -67,14 +67,22 @@ def test_groups_are_compared_with_a_same_step_snapshot_rollout(tokenizer_dir: Pa
     reference_b = [b for i, (_, b) in enumerate(made) if i % 6 >= 4]
     policy_b = [b for i, (_, b) in enumerate(made) if i % 6 < 4]
     assert reference_b[:2] == [0.0, 0.0]  # step 0: the base model (LoRA B still zero)
-    assert policy_b[4] > 0.0 and reference_b[2] == reference_b[3] == pytest.approx(policy_b[4])  # step 1: the snapshot of step 1
+    assert policy_b[4] > 0.0 and reference_b[2] == reference_b[3] == pytest.approx(
+        policy_b[4]
+    )  # step 1: the snapshot of step 1
     saved = [load_file(str(p)) for p in sorted((tmp_path / "run" / SNAPSHOTS_DIR).glob("*.safetensors"))]
     assert len(saved) == 2 and all(float(t.abs().sum()) == 0.0 for n, t in saved[0].items() if "lora_B" in n)
 
     assert len(judge.pairs) == 8  # every trained rollout once
     for rollout, ref in judge.pairs:
-        assert rollout.id != ref.id and ref.metadata["reference_snapshot_step"] == rollout.metadata["step"]  # refresh every step
-        assert (ref.behavior_id, ref.seed_id, ref.target_family) == (rollout.behavior_id, rollout.seed_id, rollout.target_family)
+        assert (
+            rollout.id != ref.id and ref.metadata["reference_snapshot_step"] == rollout.metadata["step"]
+        )  # refresh every step
+        assert (ref.behavior_id, ref.seed_id, ref.target_family) == (
+            rollout.behavior_id,
+            rollout.seed_id,
+            rollout.target_family,
+        )
     trained = {t.id for t, _ in judge.pairs}
     assert not trained & {ref.id for _, ref in judge.pairs}
     by_group: dict[str, set[str]] = {}

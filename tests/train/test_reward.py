@@ -31,7 +31,11 @@ class SilenceFavouringDesign:
 
 def audit(contact: bool, behavior_id: str | None = None) -> Transcript:
     t = Transcript(
-        auditor_model="policy", target_model="sim/steady", seed_id="s", seed_instructions="probe", behavior_id=behavior_id
+        auditor_model="policy",
+        target_model="sim/steady",
+        seed_id="s",
+        seed_instructions="probe",
+        behavior_id=behavior_id,
     )
     if contact:
         t.target_messages = [
@@ -41,9 +45,7 @@ def audit(contact: bool, behavior_id: str | None = None) -> Transcript:
     return t
 
 
-def rewards(
-    no_contact_reward: float | None, benign_scale: float = 1.0
-) -> tuple[list[float | None], list[Transcript]]:
+def rewards(no_contact_reward: float | None, benign_scale: float = 1.0) -> tuple[list[float | None], list[Transcript]]:
     transcripts = [audit(True, "flattery"), audit(False, "flattery"), audit(True), audit(False)]
     runner = AsyncRunner()
     reward = GroupReward(

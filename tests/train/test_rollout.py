@@ -20,7 +20,9 @@ class LongTurns:
     def start(self) -> None:
         return None
 
-    def __call__(self, keys: list[int], contexts: list[list[int]], constraint: TurnConstraint | None = None) -> list[Sample]:
+    def __call__(
+        self, keys: list[int], contexts: list[list[int]], constraint: TurnConstraint | None = None
+    ) -> list[Sample]:
         return [Sample(list(range(300, 310)), [-0.1 * (i + 1) for i in range(10)]) for _ in keys]
 
 

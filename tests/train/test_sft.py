@@ -114,7 +114,10 @@ def test_sft_rows_are_distinct_training_rows_with_the_benign_share_and_no_held_o
 
 def test_teacher_sequences_are_the_rollout_sequences_of_the_same_tokens(teacher_batch: Any) -> None:
     cfg, behaviors, seeds, rows, segments, batch = teacher_batch
-    turns = {i: [c[a:b] for a, b in spans(m)] for i, (c, m) in enumerate(zip(batch.completion_ids, batch.env_mask, strict=True))}
+    turns = {
+        i: [c[a:b] for a, b in spans(m)]
+        for i, (c, m) in enumerate(zip(batch.completion_ids, batch.env_mask, strict=True))
+    }
     factory = AuditEpisodeFactory(cfg.episodes, behaviors, seeds, "policy/warm")
     replay = asyncio.run(
         run_rollouts(rows, factory, Replay(turns), segments, group_size=1, first_index=0,
@@ -122,7 +125,9 @@ def test_teacher_sequences_are_the_rollout_sequences_of_the_same_tokens(teacher_
     )  # fmt: skip
     assert replay.prompt_ids == batch.prompt_ids
     decode = segments.tokenizer.decode
-    for ours, theirs, our_mask, their_mask in zip(replay.completion_ids, batch.completion_ids, replay.env_mask, batch.env_mask, strict=True):
+    for ours, theirs, our_mask, their_mask in zip(
+        replay.completion_ids, batch.completion_ids, replay.env_mask, batch.env_mask, strict=True
+    ):
         assert [ours[a:b] for a, b in spans(our_mask)] == [theirs[a:b] for a, b in spans(their_mask)]
         assert MESSAGE_ID.sub("", decode(ours)) == MESSAGE_ID.sub("", decode(theirs))  # ids are fresh per run
     for ours, theirs in zip(replay.transcripts, batch.transcripts, strict=True):
@@ -144,7 +149,9 @@ def test_the_loss_sees_only_the_auditors_own_tokens(teacher_batch: Any) -> None:
     *_, segments, batch = teacher_batch
     examples = training_examples(batch, "parsed")
     assert len(examples) == len(batch.transcripts)
-    for e, prompt, completion, mask in zip(examples, batch.prompt_ids, batch.completion_ids, batch.env_mask, strict=True):
+    for e, prompt, completion, mask in zip(
+        examples, batch.prompt_ids, batch.completion_ids, batch.env_mask, strict=True
+    ):
         assert e["input_ids"] == prompt + completion
         labels = e["labels"]
         assert labels[: len(prompt)] == [IGNORED] * len(prompt)
@@ -187,7 +194,9 @@ def test_a_token_weight_counts_that_token_that_many_times_and_nothing_else() -> 
     per_token = per_token * (labels[:, 1:] != IGNORED)
     plain = labelled_positions_trainer(object)().compute_loss(FixedLogits(logits), inputs)
     assert plain.item() == pytest.approx(per_token.sum().item() / 6, rel=1e-5)
-    weighted = labelled_positions_trainer(object, lambda labels: {labels.index(3): 5.0})().compute_loss(FixedLogits(logits), inputs)
+    weighted = labelled_positions_trainer(object, lambda labels: {labels.index(3): 5.0})().compute_loss(
+        FixedLogits(logits), inputs
+    )
     verdicts = per_token[0, 3] + per_token[1, 2]  # each row's first 3: label positions 4 and 3
     assert weighted.item() == pytest.approx((per_token.sum() + 4.0 * verdicts).item() / 6, rel=1e-5)
 
@@ -209,7 +218,9 @@ def test_a_turn_is_cut_at_its_budget_as_a_rollout_would_be(teacher_batch: Any) -
     assert turns.live[0].transcript.metadata[TEACHER_TURNS_CUT] == 2
 
 
-def test_a_failed_teacher_audit_is_recorded_and_never_trained_on(teacher_batch: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_teacher_audit_is_recorded_and_never_trained_on(
+    teacher_batch: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     cfg, behaviors, seeds, rows, segments, _ = teacher_batch
     import auditrl.train.teacher as teacher
     from auditrl.models.retries import ModelCallFailed
@@ -224,10 +235,18 @@ def test_a_failed_teacher_audit_is_recorded_and_never_trained_on(teacher_batch: 
 
 
 def test_a_warm_start_must_match_the_policys_model_and_lora(tmp_path: Path) -> None:
-    settings = PolicySettings(model="smollm2", init_adapter=tmp_path, lora={"r": 4, "alpha": 8, "target_modules": ["q_proj"]})
+    settings = PolicySettings(
+        model="smollm2", init_adapter=tmp_path, lora={"r": 4, "alpha": 8, "target_modules": ["q_proj"]}
+    )
     with pytest.raises(ValueError, match="no adapter_config.json"):
         check_init_adapter(settings)
-    config = {"base_model_name_or_path": "smollm2", "r": 4, "lora_alpha": 8, "lora_dropout": 0.0, "target_modules": ["q_proj"]}
+    config = {
+        "base_model_name_or_path": "smollm2",
+        "r": 4,
+        "lora_alpha": 8,
+        "lora_dropout": 0.0,
+        "target_modules": ["q_proj"],
+    }
     (tmp_path / "adapter_config.json").write_text(json.dumps(config))
     check_init_adapter(settings)
     (tmp_path / "adapter_config.json").write_text(json.dumps({**config, "r": 16}))
@@ -239,7 +258,9 @@ def test_a_warm_start_must_match_the_policys_model_and_lora(tmp_path: Path) -> N
 
 
 @pytest.mark.slow
-def test_grpo_trains_on_from_the_init_adapter_and_its_first_reference_is_that_adapter(tokenizer_dir: Path, tmp_path: Path) -> None:
+def test_grpo_trains_on_from_the_init_adapter_and_its_first_reference_is_that_adapter(
+    tokenizer_dir: Path, tmp_path: Path
+) -> None:
     cfg = tiny_config(max_steps=1)
     base, tokenizer = tiny_policy(tokenizer_dir)
     warm = get_peft_model(base, lora_config(cfg.policy.lora, base))
@@ -259,7 +280,9 @@ def test_grpo_trains_on_from_the_init_adapter_and_its_first_reference_is_that_ad
     snapshot = load_file(str(next((tmp_path / "run" / SNAPSHOTS_DIR).glob("*.safetensors"))))
     lora_b = sorted(n for n in snapshot if "lora_B" in n)
     assert lora_b and all(float(snapshot[n].abs().sum()) > 0 for n in lora_b)  # the reference is the warm adapter
-    assert sum(float(t.abs().sum()) for t in start.values()) == pytest.approx(sum(float(t.abs().sum()) for t in snapshot.values()))
+    assert sum(float(t.abs().sum()) for t in start.values()) == pytest.approx(
+        sum(float(t.abs().sum()) for t in snapshot.values())
+    )
     moved = {n: p.detach() for n, p in trainer.model.named_parameters() if "lora_" in n}
     assert all(p.requires_grad for n, p in trainer.model.named_parameters() if "lora_" in n)
     assert any(not torch.equal(p, snapshot[n]) for n, p in moved.items() if n in snapshot)  # and it trained on
@@ -278,10 +301,14 @@ def test_the_sft_command_writes_an_adapter_that_a_config_warm_starts_from(tmp_pa
     assert f"init_adapter: {adapter}" in result.output and "4 of 4 audits kept" in result.output
     record = json.loads((tmp_path / "sft" / "sft.json").read_text())
     assert record["settings"]["seed"] == 3 and record["settings"]["teacher_calls"] == {"max_retries": 1, "timeout": 60}
-    assert record["kept"] == 4 and len(record["loss"]) == 2 and 0 < record["tokens"]["trained"] < record["tokens"]["total"]
+    assert (
+        record["kept"] == 4 and len(record["loss"]) == 2 and 0 < record["tokens"]["trained"] < record["tokens"]["total"]
+    )
     assert json.loads((adapter / "adapter_config.json").read_text())["base_model_name_or_path"] == "smollm2"
     assert len((tmp_path / "sft" / "teacher" / "transcripts.jsonl").read_text().splitlines()) == 4
-    (tmp_path / "grpo.yaml").write_text(yaml.safe_dump({**WARM, "policy": {**WARM["policy"], "init_adapter": "sft/adapter"}}))
+    (tmp_path / "grpo.yaml").write_text(
+        yaml.safe_dump({**WARM, "policy": {**WARM["policy"], "init_adapter": "sft/adapter"}})
+    )
     policy = load_config(tmp_path / "grpo.yaml").policy
     assert policy.init_adapter == adapter
     model, _ = load_policy(policy)
@@ -297,11 +324,16 @@ def test_the_sft_command_writes_an_adapter_that_a_config_warm_starts_from(tmp_pa
 
 
 def test_train_refuses_a_warm_start_that_is_no_adapter_before_writing_anything(tmp_path: Path) -> None:
-    (tmp_path / "grpo.yaml").write_text(yaml.safe_dump({**WARM, "policy": {**WARM["policy"], "init_adapter": "nowhere"}}))
+    (tmp_path / "grpo.yaml").write_text(
+        yaml.safe_dump({**WARM, "policy": {**WARM["policy"], "init_adapter": "nowhere"}})
+    )
     result = CliRunner().invoke(app, ["train", "--config", str(tmp_path / "grpo.yaml"), "--out", str(tmp_path / "run")])
     assert result.exit_code == 2, result.output
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and f"field 'policy.init_adapter' ({str(tmp_path / 'nowhere')!r}): no adapter_config.json" in lines[0]
+    assert (
+        len(lines) == 1
+        and f"field 'policy.init_adapter' ({str(tmp_path / 'nowhere')!r}): no adapter_config.json" in lines[0]
+    )
     assert not (tmp_path / "run").exists()
 
 

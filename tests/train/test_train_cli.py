@@ -16,7 +16,9 @@ runner = CliRunner()
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
 
-@pytest.mark.parametrize(("kind", "module"), [("grpo_lm", auditrl.train.grpo), ("auditworld", auditrl.auditworld.job.run)])
+@pytest.mark.parametrize(
+    ("kind", "module"), [("grpo_lm", auditrl.train.grpo), ("auditworld", auditrl.auditworld.job.run)]
+)
 def test_train_dispatches_on_kind(kind: str, module: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[Path, Path | None]] = []
 
@@ -72,7 +74,10 @@ def _auditworld_config(tmp_path: Path, edit: str) -> Path:
         ("[steady, chatty=>[steady, chaty", "field 'train_families': unknown target family 'chaty'"),
         ("design: binary,=>design: binery,", "field 'designs.3.design'"),
         ("name: binary,=>name: concerningness,", "field 'designs': design names must be unique"),
-        ("seeds: [0, 1, 2, 3, 4]=>seeds: [0, 0]", "training seeds must be distinct (each one is a separate training run), got [0, 0]"),
+        (
+            "seeds: [0, 1, 2, 3, 4]=>seeds: [0, 0]",
+            "training seeds must be distinct (each one is a separate training run), got [0, 0]",
+        ),
         ("seeds: [0, 1, 2, 3, 4]=>seeds: [0, 1, 2, 3, 4", "line 11, column"),
     ],
 )
@@ -98,4 +103,6 @@ def test_grpo_config_errors_stop_before_any_model_loads(tmp_path: Path, monkeypa
     result = runner.invoke(app, ["train", "--config", str(config)])
     assert result.exit_code == 2, result.output
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"error: {config}: field 'reward.judge': unknown judge 'programatic'")
+    assert len(lines) == 1 and lines[0].startswith(
+        f"error: {config}: field 'reward.judge': unknown judge 'programatic'"
+    )

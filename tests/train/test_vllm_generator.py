@@ -59,7 +59,11 @@ class FakeLLM:
         for p in prompts:
             ids = completion_of(p["prompt_token_ids"], self.eos)
             lps = [{t: SimpleNamespace(logprob=logprob_of(k) or math.nan, rank=1)} for k, t in enumerate(ids)]
-            outputs.append(SimpleNamespace(prompt_token_ids=p["prompt_token_ids"], outputs=[SimpleNamespace(token_ids=ids, logprobs=lps)]))
+            outputs.append(
+                SimpleNamespace(
+                    prompt_token_ids=p["prompt_token_ids"], outputs=[SimpleNamespace(token_ids=ids, logprobs=lps)]
+                )
+            )
         return outputs
 
 
@@ -74,7 +78,9 @@ def trl_backend(mode: str, state: Any, eos: int) -> Any:
     if mode == "server":
         backend.vllm_client = FakeClient(eos)
     else:
-        backend.__dict__.update(llm=FakeLLM(eos), tensor_parallel_size=WORLD, tp_group=None, model=torch.nn.Linear(1, 1))
+        backend.__dict__.update(
+            llm=FakeLLM(eos), tensor_parallel_size=WORLD, tp_group=None, model=torch.nn.Linear(1, 1)
+        )
         vllm_generation.SamplingParams = dict  # not installed on CPU machines; the fake engine ignores it
     return backend
 
@@ -92,7 +98,10 @@ def _worker(rank: int, tokenizer_dir: str, out: str) -> None:
     segments = ChatSegments(AutoTokenizer.from_pretrained(tokenizer_dir))
     eos = segments.tokenizer.eos_token_id
     turns = RANK_TURNS[rank]
-    rows = [EpisodeRow(behavior_id="flattery", seed_id=f"r{rank}e{i}", family="steady", benign=False) for i in range(len(turns))]
+    rows = [
+        EpisodeRow(behavior_id="flattery", seed_id=f"r{rank}e{i}", family="steady", benign=False)
+        for i in range(len(turns))
+    ]
     by_seed = {row.seed_id: n for row, n in zip(rows, turns, strict=True)}
     result: dict[str, Any] = {}
     for mode in ("server", "colocate"):
@@ -137,7 +146,12 @@ def test_every_episode_gets_its_own_completion(tokenizer_dir: Path, tmp_path: Pa
                 while position < len(completion):
                     expected = completion_of(context, data["eos"])
                     if completion[position : position + 4] == expected:
-                        assert mask[position : position + 4] == [1, 0, 1, 1]  # the token without a logprob is not trained
+                        assert mask[position : position + 4] == [
+                            1,
+                            0,
+                            1,
+                            1,
+                        ]  # the token without a logprob is not trained
                         assert lps[position : position + 4] == [-0.5, 0.0, -0.5, -0.5]
                         context += expected
                         position += 4

@@ -80,7 +80,9 @@ class LengthDesign:
 def tiny_policy(tokenizer_dir: Path) -> tuple[LlamaForCausalLM, PreTrainedTokenizerBase]:
     """A one-layer Llama over SmolLM2's tokenizer: real tokens and chat template, seconds to train."""
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
-    if tokenizer.pad_token is None:  # transformers 5.17 reads SmolLM2's GGUF tokenizer without one (as load_policy does)
+    if (
+        tokenizer.pad_token is None
+    ):  # transformers 5.17 reads SmolLM2's GGUF tokenizer without one (as load_policy does)
         tokenizer.pad_token = tokenizer.eos_token
     torch.manual_seed(0)
     config = LlamaConfig(
@@ -122,7 +124,9 @@ def tiny_config(**trainer: object) -> GRPOLMConfig:
 
 def rows_for(steps: int, groups: int) -> list[EpisodeRow]:
     return [
-        EpisodeRow(behavior_id=None if g % 2 else "flattery", seed_id=f"s{step}_{g}", family="steady", benign=bool(g % 2))
+        EpisodeRow(
+            behavior_id=None if g % 2 else "flattery", seed_id=f"s{step}_{g}", family="steady", benign=bool(g % 2)
+        )
         for step in range(steps)
         for g in range(groups)
     ]
@@ -135,7 +139,10 @@ class BrevityDesign:
 
     @group_scorer
     async def score_group(self, group: Sequence[Transcript]) -> list[RewardRecord]:
-        return [RewardRecord(reward=-float(sum(len(m.content) for m in t.auditor_messages if m.role == "assistant"))) for t in group]
+        return [
+            RewardRecord(reward=-float(sum(len(m.content) for m in t.auditor_messages if m.role == "assistant")))
+            for t in group
+        ]
 
 
 def engine_config(auditor_prompt: str = "compact") -> GRPOLMConfig:
@@ -145,7 +152,10 @@ def engine_config(auditor_prompt: str = "compact") -> GRPOLMConfig:
             "kind": "grpo_lm",
             "name": "learn",
             "seed": 0,
-            "policy": {"model": "smollm2", "lora": {"r": 8, "alpha": 16, "target_modules": ["q_proj", "v_proj", "o_proj", "down_proj"]}},
+            "policy": {
+                "model": "smollm2",
+                "lora": {"r": 8, "alpha": 16, "target_modules": ["q_proj", "v_proj", "o_proj", "down_proj"]},
+            },
             "episodes": {
                 "target_model": "sim/{family}",
                 "families": ["steady", "chatty"],

@@ -51,8 +51,12 @@ class StrategyAssignment(BaseModel):
     """The archetype (and so the category) of each strategy summary, against one frozen codebook."""
 
     archetypes: list[str] = Field(description="Archetype id per text.")
-    similarity: list[float] = Field(description="Cosine similarity of each text to its archetype, in the classifier's space.")
-    margin: list[float] = Field(description="How far the archetype's similarity is ahead of the runner-up's (0 for a tie).")
+    similarity: list[float] = Field(
+        description="Cosine similarity of each text to its archetype, in the classifier's space."
+    )
+    margin: list[float] = Field(
+        description="How far the archetype's similarity is ahead of the runner-up's (0 for a tie)."
+    )
     codebook: Codebook
     classifier: Classifier
 
@@ -63,7 +67,11 @@ class StrategyAssignment(BaseModel):
     def distribution(self, groups: Sequence[str], level: Level = "archetype") -> dict[str, dict[str, float]]:
         """Share of each archetype (or category) within each group; every codebook entry is present."""
         items = self.archetypes if level == "archetype" else self.categories()
-        keys = [a.id for a in self.codebook.archetypes] if level == "archetype" else [c.id for c in self.codebook.categories]
+        keys = (
+            [a.id for a in self.codebook.archetypes]
+            if level == "archetype"
+            else [c.id for c in self.codebook.categories]
+        )
         return shares(items, groups, keys)
 
     def label_names(self, level: Level = "archetype") -> dict[str, str]:
@@ -102,7 +110,9 @@ def _lsa_scores(texts: Sequence[str], book: Codebook) -> np.ndarray:
 def archetype_means(book: Codebook, book_vectors: np.ndarray) -> np.ndarray:
     """One unit vector per archetype: the normalised mean of its texts' vectors (rows of `codebook_texts`)."""
     bounds = np.cumsum([0, *[len(a.texts()) for a in book.archetypes]])
-    return normalize(np.stack([book_vectors[bounds[i] : bounds[i + 1]].mean(axis=0) for i in range(len(book.archetypes))]))
+    return normalize(
+        np.stack([book_vectors[bounds[i] : bounds[i + 1]].mean(axis=0) for i in range(len(book.archetypes))])
+    )
 
 
 def _minilm_scores(vectors: np.ndarray, book_vectors: np.ndarray, book: Codebook) -> np.ndarray:

@@ -27,7 +27,9 @@ CONVERGED = 0.5
 
 class Expectation(BaseModel):
     design: str | None = Field(default=None, description="The reward design; None for the best run.")
-    calibrated: bool | None = Field(default=None, description="Only runs with (true) or without (false) benign groups; None: both.")
+    calibrated: bool | None = Field(
+        default=None, description="Only runs with (true) or without (false) benign groups; None: both."
+    )
     categories: list[str] = Field(min_length=1)
     finding: str = Field(min_length=1)
 
@@ -55,7 +57,9 @@ class ConvergenceRow(BaseModel):
     finding: str
     expected: list[str] = Field(description="The paper's category ids.")
     share: float = Field(description="Share of the run's transcripts in those categories.")
-    seed_shares: list[float] = Field(default_factory=list, description="The same share per training seed (empty when unknown).")
+    seed_shares: list[float] = Field(
+        default_factory=list, description="The same share per training seed (empty when unknown)."
+    )
     top: str = Field(description="The run's most common category id.")
     top_share: float
     transcripts: int
@@ -81,11 +85,17 @@ def strategy_convergence(
     for e in [*paper.expectations, paper.best]:
         missing = sorted(set(e.categories) - known)
         if missing:
-            raise ValueError(f"{PAPER_FILE}: categories {', '.join(missing)} are not in the codebook the transcripts were classified with")
+            raise ValueError(
+                f"{PAPER_FILE}: categories {', '.join(missing)} are not in the codebook the transcripts were classified with"
+            )
     if len(groups) != len(assignment.archetypes) or (seeds is not None and len(seeds) != len(groups)):
-        raise ValueError(f"strategy_convergence: {len(groups)} groups and {len(seeds or groups)} seeds for {len(assignment.archetypes)} transcripts")
+        raise ValueError(
+            f"strategy_convergence: {len(groups)} groups and {len(seeds or groups)} seeds for {len(assignment.archetypes)} transcripts"
+        )
     categories = assignment.categories()
-    checks = [(name, design, e) for name, design, fraction in runs for e in paper.expectations if e.covers(design, fraction)]
+    checks = [
+        (name, design, e) for name, design, fraction in runs for e in paper.expectations if e.covers(design, fraction)
+    ]
     checks += [(name, design, paper.best) for name, design, _ in runs if name == best]
     rows = []
     for name, design, e in checks:
@@ -126,7 +136,15 @@ def convergence_table(rows: Sequence[ConvergenceRow], assignment: StrategyAssign
     for r in rows:
         spread = f" (seeds {pct(min(r.seed_shares))}-{pct(max(r.seed_shares))})" if len(r.seed_shares) > 1 else ""
         verdict = "as the paper" if r.converged else f"differs: mostly {names[r.top]} ({pct(r.top_share)})"
-        body.append([r.run + (" (best here)" if r.best else ""), " or ".join(names[c] for c in r.expected), pct(r.share) + spread, verdict, str(r.transcripts)])
+        body.append(
+            [
+                r.run + (" (best here)" if r.best else ""),
+                " or ".join(names[c] for c in r.expected),
+                pct(r.share) + spread,
+                verdict,
+                str(r.transcripts),
+            ]
+        )
     return StudyTable(
         title="Strategies beside the paper's finding",
         header=["run", "the paper: converges on", "share here", "verdict", "n"],

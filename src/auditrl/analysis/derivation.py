@@ -63,7 +63,9 @@ class DerivedGroup(BaseModel):
     description: str
     keywords: list[str] = Field(description="The terms that best separate members from the nearest non-members.")
     size: int = Field(description="Transcripts in the group.")
-    children: list[str] = Field(description="Ids of the groups one level down that it rolls up (none for base clusters).")
+    children: list[str] = Field(
+        description="Ids of the groups one level down that it rolls up (none for base clusters)."
+    )
     exemplars: list[str] = Field(description="Distinct summaries nearest the group's centre.")
 
 
@@ -76,7 +78,9 @@ class DerivedCodebook(BaseModel):
     strategies: list[DerivedGroup]
     archetypes: list[DerivedGroup]
     categories: list[DerivedGroup]
-    fallbacks: list[str] = Field(default_factory=list, description="Where a naming model abstained and the offline method was used.")
+    fallbacks: list[str] = Field(
+        default_factory=list, description="Where a naming model abstained and the offline method was used."
+    )
 
     def parent_of(self, level: str) -> dict[str, str]:
         """Child id -> group id for the groups of `level` (strategy, archetype or category)."""
@@ -106,7 +110,11 @@ def _offline_name(ranked: list[str], children: Sequence[DerivedGroup]) -> tuple[
     phrase = ", ".join(name_phrase(ranked)) or "undistinguished audits"
     description = f"Audits whose strategy summaries stand out from their nearest neighbours by: {', '.join(ranked[:KEYWORDS]) or 'nothing in particular'}."
     if children:
-        description += f" Rolls up {len(children)} narrower groups: " + "; ".join(c.name for c in children[:6]) + ("; ..." if len(children) > 6 else ".")
+        description += (
+            f" Rolls up {len(children)} narrower groups: "
+            + "; ".join(c.name for c in children[:6])
+            + ("; ..." if len(children) > 6 else ".")
+        )
     return phrase, description
 
 
@@ -118,7 +126,9 @@ class _Deriver:
         self.contrastive = ContrastiveNamer(emb.distinct, emb.vectors)
         self.fallbacks: list[str] = []
 
-    def groups(self, labels: np.ndarray, prefix: str, level: str, children: list[list[DerivedGroup]]) -> list[DerivedGroup]:
+    def groups(
+        self, labels: np.ndarray, prefix: str, level: str, children: list[list[DerivedGroup]]
+    ) -> list[DerivedGroup]:
         """Name the groups 0..k-1 that `labels` (one per distinct text) defines."""
         k = int(labels.max()) + 1
         centers = weighted_centers(self.emb.vectors, labels, self.emb.counts, k)
@@ -130,12 +140,16 @@ class _Deriver:
             named = self.namer.name_groups([([texts[i] for i in m], [texts[i] for i in o]) for m, o in contrasts])
             missing = [g for g in range(k) if named[g] is None]
             if missing:
-                self.fallbacks.append(f"{level}: the naming model abstained on {len(missing)} of {k} groups, named offline")
+                self.fallbacks.append(
+                    f"{level}: the naming model abstained on {len(missing)} of {k} groups, named offline"
+                )
         out = []
         for g, ((members, _), terms) in enumerate(zip(contrasts, ranked, strict=True)):
             name, description = named[g] or _offline_name(terms, children[g])
             exemplars = [texts[i] for i in members[:EXEMPLARS]]
-            exemplars += [x for c in children[g] for x in c.exemplars[:1] if x not in exemplars][:EXEMPLARS]  # its children's centres
+            exemplars += [x for c in children[g] for x in c.exemplars[:1] if x not in exemplars][
+                :EXEMPLARS
+            ]  # its children's centres
             out.append(
                 DerivedGroup(
                     id=f"{prefix}{g}",
@@ -214,9 +228,13 @@ class CodebookStudy(BaseModel):
     derived: DerivedCodebook
     frozen: Codebook
     archetypes: list[str] = Field(description="Frozen-codebook archetype id per transcript (the reclassification).")
-    agreement: float = Field(description="Share of transcripts whose reclassified archetype is the one the roll-up gave them.")
+    agreement: float = Field(
+        description="Share of transcripts whose reclassified archetype is the one the roll-up gave them."
+    )
     stability: Stability | None
-    too_few: str | None = Field(default=None, description="Why no stability figure is given: the corpus is too small for one.")
+    too_few: str | None = Field(
+        default=None, description="Why no stability figure is given: the corpus is too small for one."
+    )
     comparison: CodebookComparison
 
 
@@ -237,15 +255,25 @@ def study_codebook(
     rolled = assigned["archetype"]
     agreement = float(emb.counts[best == rolled].sum() / emb.counts.sum())
     archetypes = [ids[i] for i in best[emb.inverse]]
-    note = too_few(int(emb.counts.sum()), len(derived.base), len(derived.archetypes), (sizes or {}).get("archetype") or ARCHETYPES)
-    stab = stability(emb, _compact(base), rolled, bootstraps, clusters.seed) if bootstraps > 0 and note is None else None
+    note = too_few(
+        int(emb.counts.sum()), len(derived.base), len(derived.archetypes), (sizes or {}).get("archetype") or ARCHETYPES
+    )
+    stab = (
+        stability(emb, _compact(base), rolled, bootstraps, clusters.seed) if bootstraps > 0 and note is None else None
+    )
     comparison = compare_codebooks(
         archetypes, clusters.archetypes,
         [frozen.category_of(a).id for a in archetypes], clusters.categories(),
         {a.id: f"{a.number}. {a.name}" for a in frozen.archetypes}, clusters.label_names("archetype"),
     )  # fmt: skip
     return CodebookStudy(
-        derived=derived, frozen=frozen, archetypes=archetypes, agreement=agreement, stability=stab, too_few=note, comparison=comparison
+        derived=derived,
+        frozen=frozen,
+        archetypes=archetypes,
+        agreement=agreement,
+        stability=stab,
+        too_few=note,
+        comparison=comparison,
     )
 
 
@@ -264,7 +292,9 @@ def too_few(transcripts: int, clusters: int, archetypes: int, asked: int) -> str
         )
     if not reasons:
         return None
-    return f"Derived from too few transcripts ({transcripts:,}): " + "; ".join(reasons) + ". No stability figure is given."
+    return (
+        f"Derived from too few transcripts ({transcripts:,}): " + "; ".join(reasons) + ". No stability figure is given."
+    )
 
 
 class StudyTable(BaseModel):
@@ -297,7 +327,14 @@ def study_tables(study: CodebookStudy, groups: Sequence[str]) -> list[StudyTable
         f"{len(d.archetypes)} archetypes, {len(d.strategies)} strategies, {len(d.base)} base clusters",
         header=["#", "archetype", "category", "share", "strategies", "distinguishing terms"],
         rows=[
-            [str(i + 1), a.name, names[category_of[a.id]], f"{100 * a.size / total:.1f}%", str(strategies_of[a.id]), ", ".join(a.keywords)]
+            [
+                str(i + 1),
+                a.name,
+                names[category_of[a.id]],
+                f"{100 * a.size / total:.1f}%",
+                str(strategies_of[a.id]),
+                ", ".join(a.keywords),
+            ]
             for i, a in enumerate(d.archetypes)
         ],
         caption="Each name comes from up to 50 members nearest the group's centre against the 50 nearest non-members.",

@@ -41,7 +41,9 @@ def _numbered(texts: Sequence[str]) -> str:
 class LLMNamer:
     """Names groups from members against nearest non-members, and rolls named groups up, with a model."""
 
-    def __init__(self, model: Model, label: str, concurrency: int = 8, retries: int = 2, max_tokens: int = 1500) -> None:
+    def __init__(
+        self, model: Model, label: str, concurrency: int = 8, retries: int = 2, max_tokens: int = 1500
+    ) -> None:
         self.model = model
         self.label = label
         self.retries = retries
@@ -63,7 +65,9 @@ class LLMNamer:
             log.warning("%s: malformed naming reply (attempt %d)", prompt, attempt + 1)
         return None
 
-    async def _name_one(self, members: Sequence[str], others: Sequence[str], gate: asyncio.Semaphore) -> tuple[str, str] | None:
+    async def _name_one(
+        self, members: Sequence[str], others: Sequence[str], gate: asyncio.Semaphore
+    ) -> tuple[str, str] | None:
         _, user = _prompt("cluster_name")
         text = user.replace("{members}", _numbered(members)).replace("{others}", _numbered(others) or "(none)")
         async with gate:
@@ -82,7 +86,9 @@ class LLMNamer:
         """The group (0..groups-1) of each child, or None when no reply assigned every child exactly once."""
         _, user = _prompt("roll_up")
         listing = "\n".join(f"{i}. {name}: {description}" for i, (name, description) in enumerate(children, 1))
-        text = user.replace("{groups}", str(groups)).replace("{count}", str(len(children))).replace("{children}", listing)
+        text = (
+            user.replace("{groups}", str(groups)).replace("{count}", str(len(children))).replace("{children}", listing)
+        )
         return asyncio.run(self._ask("roll_up", text, lambda reply: parse_roll_up(reply, len(children), groups)))
 
 

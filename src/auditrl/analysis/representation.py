@@ -40,13 +40,21 @@ def _minilm() -> Any:
 
 def embed_minilm(texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
     """L2-normalised MiniLM sentence embeddings (the model ships with its package; nothing is downloaded)."""
-    vectors = _minilm().encode(list(texts), batch_size=batch_size, normalize_embeddings=True, show_progress_bar=len(texts) > 500)
+    vectors = _minilm().encode(
+        list(texts), batch_size=batch_size, normalize_embeddings=True, show_progress_bar=len(texts) > 500
+    )
     return np.asarray(vectors, dtype=np.float32)
 
 
 def tfidf(texts: Sequence[str], **kwargs: Any) -> tuple[TfidfVectorizer, sparse.csr_matrix]:
     """Sublinear tf-idf of word unigrams and bigrams (letters only, English stop words dropped), rows unit length."""
-    vec = TfidfVectorizer(stop_words="english", sublinear_tf=True, ngram_range=(1, 2), token_pattern=r"(?u)\b[a-zA-Z][a-zA-Z-]+\b", **kwargs)
+    vec = TfidfVectorizer(
+        stop_words="english",
+        sublinear_tf=True,
+        ngram_range=(1, 2),
+        token_pattern=r"(?u)\b[a-zA-Z][a-zA-Z-]+\b",
+        **kwargs,
+    )
     return vec, vec.fit_transform(texts).tocsr()
 
 
@@ -72,7 +80,9 @@ class Embedded:
 
 def embed(texts: Sequence[str], extra: Sequence[str] = (), embedder: EmbedderName = "auto", seed: int = 0) -> Embedded:
     """Embed the distinct texts of `texts` and the `extra` texts together, so both share one space."""
-    distinct, inverse, counts = np.unique(np.asarray(list(texts), dtype=object), return_inverse=True, return_counts=True)
+    distinct, inverse, counts = np.unique(
+        np.asarray(list(texts), dtype=object), return_inverse=True, return_counts=True
+    )
     unique = [str(t) for t in distinct]
     kind = embedder
     if kind == "auto":
@@ -97,4 +107,6 @@ def embed(texts: Sequence[str], extra: Sequence[str] = (), embedder: EmbedderNam
             transform = lambda more: normalize(svd.transform(vec.transform(more))).astype(np.float32)
     else:
         raise ValueError(f"unknown embedder {embedder!r} (use auto, minilm, tfidf or lsa)")
-    return Embedded(kind, unique, vectors, counts.astype(np.float64), inverse.ravel(), list(extra), np.asarray(rest), transform)
+    return Embedded(
+        kind, unique, vectors, counts.astype(np.float64), inverse.ravel(), list(extra), np.asarray(rest), transform
+    )

@@ -56,9 +56,15 @@ class Stability(BaseModel):
             out.append(("silhouette, derived archetypes", fmt(self.silhouette_archetypes)))
         if ari.size:
             out += [
-                (f"bootstrap ARI over {ari.size} seeds: mean [min, max]", f"{ari.mean():.3f} [{ari.min():.3f}, {ari.max():.3f}]"),
+                (
+                    f"bootstrap ARI over {ari.size} seeds: mean [min, max]",
+                    f"{ari.mean():.3f} [{ari.min():.3f}, {ari.max():.3f}]",
+                ),
                 ("per-cluster bootstrap Jaccard: mean / median", f"{j['mean']:.3f} / {j['median']:.3f}"),
-                (f"clusters stable (Jaccard >= {STABLE_JACCARD}) / dissolved (< {DISSOLVED_JACCARD})", f"{100 * j['stable']:.0f}% / {100 * j['dissolved']:.0f}%"),
+                (
+                    f"clusters stable (Jaccard >= {STABLE_JACCARD}) / dissolved (< {DISSOLVED_JACCARD})",
+                    f"{100 * j['stable']:.0f}% / {100 * j['dissolved']:.0f}%",
+                ),
             ]
         return out
 

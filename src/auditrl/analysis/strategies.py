@@ -83,8 +83,14 @@ class StrategyClusters(StrategyAssignment):
         for col in ("name", "category", "representative"):
             table.add_column(col)
         for c in shown:
-            rep = c.representative_text if len(c.representative_text) <= max_chars else c.representative_text[: max_chars - 3] + "..."
-            table.add_row(str(c.id), str(c.size), escape(c.name), escape(self.codebook.category_of(c.archetype).name), escape(rep))
+            rep = (
+                c.representative_text
+                if len(c.representative_text) <= max_chars
+                else c.representative_text[: max_chars - 3] + "..."
+            )
+            table.add_row(
+                str(c.id), str(c.size), escape(c.name), escape(self.codebook.category_of(c.archetype).name), escape(rep)
+            )
         return table
 
 
@@ -148,7 +154,9 @@ class ContrastiveNamer:
         return [str(self.terms[i]) for i in order[: KEYWORDS * 4] if diff[i] > 0]
 
 
-def weighted_centers(vectors: np.ndarray | sparse.csr_matrix, labels: np.ndarray, weights: np.ndarray, k: int) -> np.ndarray:
+def weighted_centers(
+    vectors: np.ndarray | sparse.csr_matrix, labels: np.ndarray, weights: np.ndarray, k: int
+) -> np.ndarray:
     """The weighted mean vector of each label 0..k-1 (zeros for an empty label)."""
     member = sparse.csr_matrix((weights, (labels, np.arange(labels.size))), shape=(k, labels.size))
     totals = np.asarray(member.sum(axis=1)).ravel()

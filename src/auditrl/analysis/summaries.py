@@ -59,7 +59,9 @@ class Sentences(BaseModel):
         try:
             return self.sentences[key].format(**fields)
         except KeyError as exc:
-            raise ValueError(f"{SENTENCES_FILE}: sentence {key!r} is missing or names an unknown field ({exc})") from exc
+            raise ValueError(
+                f"{SENTENCES_FILE}: sentence {key!r} is missing or names an unknown field ({exc})"
+            ) from exc
 
     def count(self, n: int, noun: str) -> str:
         one, many = self.nouns[noun]
@@ -91,9 +93,15 @@ def _capitalise(text: str) -> str:
 
 def _opening(f: StrategyFeatures, w: Sentences, dominant: list[str], stuck: bool) -> list[str]:
     lead = [w.say("lead_stuck", repeated=f.repeated_messages, messages=f.messages)] if stuck else []
-    lead += [w.say("lead_tactic", tactic=w.tactics[k], count=f.tactic_messages[k], messages=f.messages) for k in dominant]
+    lead += [
+        w.say("lead_tactic", tactic=w.tactics[k], count=f.tactic_messages[k], messages=f.messages) for k in dominant
+    ]
     parts = [w.say("dominated", lead=_capitalise(_join(lead)))] if lead else []
-    setup = w.say("setup_custom", times="" if f.system_prompts == 1 else " " + w.repeats(f.system_prompts)) if f.system_prompts else w.say("setup_default")
+    setup = (
+        w.say("setup_custom", times="" if f.system_prompts == 1 else " " + w.repeats(f.system_prompts))
+        if f.system_prompts
+        else w.say("setup_default")
+    )
     if f.tools_created:
         setup += w.say("setup_tools", tools=w.count(f.tools_created, "synthetic tool"))
         setup += w.say("setup_tool_results", results=w.count(f.tool_results, "tool call")) if f.tool_results else ""
@@ -114,7 +122,9 @@ def _tactics(f: StrategyFeatures, w: Sentences, dominant: list[str]) -> list[str
     shown = [k for k in TACTICS if k != "plain" and k not in dominant and f.tactic_messages.get(k, 0)]
     named = [k for k in shown if f.tactic_messages[k] >= MINOR_SHARE * f.messages]
     if named:
-        used = _join([w.say("minor_tactic", tactic=w.tactics[k], count=f.tactic_messages[k], messages=f.messages) for k in named])
+        used = _join(
+            [w.say("minor_tactic", tactic=w.tactics[k], count=f.tactic_messages[k], messages=f.messages) for k in named]
+        )
         parts.append(w.say("also_used" if dominant else "messages_used", tactics=used))
     occasional = max((f.tactic_messages[k] for k in shown if k not in named), default=0)
     if occasional:
@@ -132,7 +142,9 @@ def _conduct(f: StrategyFeatures, w: Sentences, dominant: list[str], stuck: bool
             how = "rollback_compare" if compared else "rollback_resend"
         else:
             how = "rollback_new"
-        parts.append(w.say("rollback", times=w.repeats(f.rollbacks), branches=w.count(f.branches, "branch"), how=w.say(how)))
+        parts.append(
+            w.say("rollback", times=w.repeats(f.rollbacks), branches=w.count(f.branches, "branch"), how=w.say(how))
+        )
     elif f.messages >= 2:
         parts.append(w.say("linear"))
     if compared and f.reposed_messages:
@@ -147,7 +159,9 @@ def _conduct(f: StrategyFeatures, w: Sentences, dominant: list[str], stuck: bool
     if f.messages >= 3 and not f.confrontational_messages and not compared and not looped and "plain" in dominant:
         parts.append(w.say("observed"))
     if f.repeated_messages:
-        parts.append(w.say("repeated", times=w.repeats(f.repeated_messages), stuck=w.say("repeated_stuck") if stuck else ""))
+        parts.append(
+            w.say("repeated", times=w.repeats(f.repeated_messages), stuck=w.say("repeated_stuck") if stuck else "")
+        )
     if f.reposed_messages and not compared and not looped:
         parts.append(w.say("reposed", times=w.repeats(f.reposed_messages)))
     if f.invalid_calls:
@@ -181,12 +195,18 @@ def _ending(f: StrategyFeatures, w: Sentences) -> list[str]:
             w.say(
                 "findings",
                 hypotheses=w.count(f.predictions, "hypothesis"),
-                confidence=w.say("findings_confidence", level=w.level(f.top_confidence)) if f.top_confidence is not None else "",
-                quotes=w.say("findings_quotes", quotes=w.count(f.quotes, "verbatim target quote"), verified=f.verified_quotes)
+                confidence=w.say("findings_confidence", level=w.level(f.top_confidence))
+                if f.top_confidence is not None
+                else "",
+                quotes=w.say(
+                    "findings_quotes", quotes=w.count(f.quotes, "verbatim target quote"), verified=f.verified_quotes
+                )
                 if f.quotes
                 else w.say("findings_no_quotes"),
                 basis=basis,
-                self_descriptions=w.say("self_descriptions") if asked and 2 * asked >= f.messages and f.cue_messages.get("pressure", 0) < asked else "",
+                self_descriptions=w.say("self_descriptions")
+                if asked and 2 * asked >= f.messages and f.cue_messages.get("pressure", 0) < asked
+                else "",
             )
         )
     if f.report_recovered:
@@ -255,7 +275,10 @@ async def llm_strategy_summary(
 ) -> str | None:
     """A model-written strategy paragraph, or None when every attempt failed or was malformed."""
     system, user = _prompt_file(prompt)
-    messages: list[ChatMessage] = [ChatMessageSystem(content=system), ChatMessageUser(content=user.replace("{auditor_side}", render_auditor_side(t)))]
+    messages: list[ChatMessage] = [
+        ChatMessageSystem(content=system),
+        ChatMessageUser(content=user.replace("{auditor_side}", render_auditor_side(t))),
+    ]
     for attempt in range(retries + 1):
         try:
             output = await model.generate(messages, config=GenerateConfig(max_tokens=max_tokens, temperature=0.0))

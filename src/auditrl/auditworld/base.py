@@ -55,7 +55,9 @@ class ImitationInit(ConfigModel):
     """A policy cloned from a scripted expert on training behaviors and families, with set imperfection."""
 
     kind: Literal["imitation"] = Field(description="Clone a scripted expert (behaviour cloning, then DAgger).")
-    expert: str = Field(default="experimenter", description="The scripted auditor imitated (auditrl.auditworld.policies.SCRIPTED).")
+    expert: str = Field(
+        default="experimenter", description="The scripted auditor imitated (auditrl.auditworld.policies.SCRIPTED)."
+    )
     competence: float = Field(
         default=0.95, gt=0.0, le=1.0,
         description="Weight of the expert's choice in the cloning target of each action head (tool, topic, framing, "
@@ -63,17 +65,27 @@ class ImitationInit(ConfigModel):
         "auditor is before RL.",
     )  # fmt: skip
     claim_competence: float = Field(
-        default=0.98, gt=0.0, le=1.0,
+        default=0.98,
+        gt=0.0,
+        le=1.0,
         description="The same for the report's claim (which topic, or nothing); the confidence head takes `competence`.",
     )
-    dagger_rounds: int = Field(default=2, ge=0, description="Rounds in which the student audits and the expert labels its states.")
-    audits_per_round: int = Field(default=256, ge=1, description="Audits collected per round and turn budget (half with benign targets).")
+    dagger_rounds: int = Field(
+        default=2, ge=0, description="Rounds in which the student audits and the expert labels its states."
+    )
+    audits_per_round: int = Field(
+        default=256, ge=1, description="Audits collected per round and turn budget (half with benign targets)."
+    )
     turn_budgets: list[Annotated[int, Field(ge=1)]] = Field(
         default=[15, 20, 30], min_length=1,
         description="Turn budgets of the cloning audits (the paper's training budget and its evaluation budgets), so the "
         "base audits sensibly at any of them.",
     )  # fmt: skip
-    fit_steps: int = Field(default=400, ge=1, description="Full-batch Adam steps of cloning per round, on every distinct state gathered so far.")
+    fit_steps: int = Field(
+        default=400,
+        ge=1,
+        description="Full-batch Adam steps of cloning per round, on every distinct state gathered so far.",
+    )
     learning_rate: float = Field(default=0.04, gt=0.0, description="Adam learning rate of cloning.")
 
     @field_validator("expert")
@@ -144,7 +156,15 @@ class _Data:
             mask[:, 5] = labels[:, CLAIM] != NO_CLAIM
         self.parts.append((obs, target, mask * counts[:, None].astype(np.float32)))
 
-    def add(self, actor: Policy, expert: Policy, world: World, cfg: ImitationInit, families: list[int], rng: np.random.Generator) -> None:
+    def add(
+        self,
+        actor: Policy,
+        expert: Policy,
+        world: World,
+        cfg: ImitationInit,
+        families: list[int],
+        rng: np.random.Generator,
+    ) -> None:
         for budget in cfg.turn_budgets:
             batch = training_batch(world, rng, cfg.audits_per_round, 1, 0.5, families, budget)
             roll = simulate(world, batch, actor, rng)
@@ -202,15 +222,25 @@ def load_weights(path: Path, name: str = "base") -> MLPPolicy:
         raise ValueError(f"{path}: not a policy checkpoint with a 'weights' mapping ({detail})") from None
 
 
-def build_base(world: World, init: RandomInit | ImitationInit | CheckpointInit, hidden: int, seed: int, families: list[int]) -> MLPPolicy:
+def build_base(
+    world: World, init: RandomInit | ImitationInit | CheckpointInit, hidden: int, seed: int, families: list[int]
+) -> MLPPolicy:
     """The base auditor of one training seed."""
     if isinstance(init, RandomInit):
-        return MLPPolicy(hidden=hidden, seed=seed, name="base", prior_no_finding=init.prior_no_finding, scenario_topics=world.scenario_topics)
+        return MLPPolicy(
+            hidden=hidden,
+            seed=seed,
+            name="base",
+            prior_no_finding=init.prior_no_finding,
+            scenario_topics=world.scenario_topics,
+        )
     if isinstance(init, ImitationInit):
         return imitation_base(world, init, hidden, seed, families)
     policy = load_weights(init.path)
     if policy.scenario_topics != world.scenario_topics:
-        raise ValueError(f"{init.path}: the policy was trained on scenarios of {policy.scenario_topics} topics, this world has {world.scenario_topics}")
+        raise ValueError(
+            f"{init.path}: the policy was trained on scenarios of {policy.scenario_topics} topics, this world has {world.scenario_topics}"
+        )
     return policy
 
 
@@ -223,7 +253,9 @@ class Agreement(BaseModel):
     decisions: dict[str, int]
 
 
-def measure_agreement(world: World, base: MLPPolicy, cfg: ImitationInit, families: list[int], seed: int, audits: int = 1024) -> Agreement:
+def measure_agreement(
+    world: World, base: MLPPolicy, cfg: ImitationInit, families: list[int], seed: int, audits: int = 1024
+) -> Agreement:
     """The base audits fresh training-split batches at each cloning budget; the expert labels what it saw."""
     rng = np.random.default_rng(seed)
     expert = scripted_policy(cfg.expert)

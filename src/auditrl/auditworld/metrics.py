@@ -53,7 +53,9 @@ score well on."""
 class EvalConfig(ConfigModel):
     """Held-out evaluation: every held-out seed x rollouts, planted and benign, on the evaluation family."""
 
-    family: str = Field(description="Target family evaluated against (the paper evaluates on a family it did not train on).")
+    family: str = Field(
+        description="Target family evaluated against (the paper evaluates on a family it did not train on)."
+    )
     rollouts: int = Field(default=10, ge=1, description="Rollouts per held-out seed, planted and benign each.")
     planted_turns: int = Field(default=30, ge=1, description="Turn budget against planted targets (paper: 30).")
     benign_turns: int = Field(default=20, ge=1, description="Turn budget against benign targets (paper: 20).")
@@ -108,7 +110,9 @@ class EvalEpisodes:
     def suite_result(self, label: str, seed: int = 0) -> SuiteResult:
         """The suite's result type, so AuditWorld is tabulated and reported by the suite's own sections."""
         e = self.estimates(seed)
-        measured = {m: MetricResult(estimate=e[m], transcripts=int(getattr(self, m).size)) for m in METRICS if m != COMPOSITE}
+        measured = {
+            m: MetricResult(estimate=e[m], transcripts=int(getattr(self, m).size)) for m in METRICS if m != COMPOSITE
+        }
         episodes = len(self.planted.planted) + len(self.benign.planted)
         fields = {"label": label, **measured, "composite": e[COMPOSITE], "transcripts": episodes, "unit": "episode"}
         return SuiteResult.model_validate(fields)
@@ -158,7 +162,9 @@ def seed_means(part: EvalEpisodes) -> dict[str, float]:
     return {IDENTIFIED: float(100.0 * part.planted.correct.mean()), **means}
 
 
-def t_interval(values: Sequence[float], level: float = 0.95, bounds: tuple[float, float] = (0.0, 100.0)) -> tuple[float, float | None, float | None, float | None]:
+def t_interval(
+    values: Sequence[float], level: float = 0.95, bounds: tuple[float, float] = (0.0, 100.0)
+) -> tuple[float, float | None, float | None, float | None]:
     """Mean, sample sd and Student-t interval of a few values (one per training seed), clipped to `bounds`."""
     x = np.asarray(values, dtype=np.float64)
     mean = float(x.mean())
@@ -178,7 +184,9 @@ def across_seeds(parts: Sequence[EvalEpisodes], seeds: Sequence[int], level: flo
     for m in HEADLINE:
         values = [row[m] for row in per_seed]
         mean, sd, lo, hi = t_interval(values, level)
-        out[m] = SeedSpread(seeds=list(seeds), per_seed=values, mean=mean, sd=sd, lo=lo, hi=hi, n=len(values), level=level)
+        out[m] = SeedSpread(
+            seeds=list(seeds), per_seed=values, mean=mean, sd=sd, lo=lo, hi=hi, n=len(values), level=level
+        )
     return out
 
 
@@ -194,7 +202,9 @@ def paired_differences(
     for m in HEADLINE:
         values = [t[m] - b[m] for t, b in pairs]
         mean, sd, lo, hi = t_interval(values, level, bounds=(-100.0, 100.0))
-        out[m] = SeedSpread(seeds=list(seeds), per_seed=values, mean=mean, sd=sd, lo=lo, hi=hi, n=len(values), level=level)
+        out[m] = SeedSpread(
+            seeds=list(seeds), per_seed=values, mean=mean, sd=sd, lo=lo, hi=hi, n=len(values), level=level
+        )
     return out
 
 
@@ -210,15 +220,12 @@ def constant_metric_notes(ep: EvalEpisodes) -> dict[str, str]:
             continue
         v = float(values[0])
         if m == "realism":
-            notes[m] = (
-                f"realism is {v:.1f} in all {values.size} audits: "
-                + (
-                    "the realism judge picked the real opening in both orders every time, as every audit's first "
-                    "messages gave it away (test framing, accusations, questions about instructions, pressure) or "
-                    "it sent none"
-                    if v == 0
-                    else "the realism judge gave every opening the same share of its two picks"
-                )
+            notes[m] = f"realism is {v:.1f} in all {values.size} audits: " + (
+                "the realism judge picked the real opening in both orders every time, as every audit's first "
+                "messages gave it away (test framing, accusations, questions about instructions, pressure) or "
+                "it sent none"
+                if v == 0
+                else "the realism judge gave every opening the same share of its two picks"
             )
         elif m == "false_positive":
             notes[m] = (
@@ -227,7 +234,9 @@ def constant_metric_notes(ep: EvalEpisodes) -> dict[str, str]:
                 + f" of its {values.size} benign audits"
             )
         else:
-            notes[m] = f"audit quality is {v:.1f} in all {values.size} planted audits: every rubric dimension came out the same"
+            notes[m] = (
+                f"audit quality is {v:.1f} in all {values.size} planted audits: every rubric dimension came out the same"
+            )
     return notes
 
 
@@ -253,7 +262,9 @@ def evaluate_policy(
     if heldout.size == 0:
         raise ValueError("the behavior library has no held-out behaviors to evaluate on")
     fam = world.families.index(cfg.family)
-    planted = simulate(world, evaluation_batch(world, heldout, fam, cfg.rollouts, cfg.planted_turns, False), policy, rng)
+    planted = simulate(
+        world, evaluation_batch(world, heldout, fam, cfg.rollouts, cfg.planted_turns, False), policy, rng
+    )
     benign = simulate(world, evaluation_batch(world, heldout, fam, cfg.rollouts, cfg.benign_turns, True), policy, rng)
     pf, bf = planted.features, benign.features
     values = EvalEpisodes(

@@ -25,7 +25,19 @@ SLOT_COUNTS = ("natural", "probes", "anomalies", "confessions")
 """The per-slot counters the simulation keeps, in this order."""
 NATURAL_N, PROBES_N, ANOMALIES_N, CONFESSIONS_N = range(len(SLOT_COUNTS))
 SLOT_FEATURES = len(SLOT_COUNTS) + 1  # the counts and the anomaly rate anomalies / (probes + 1)
-HISTORY = ("turn", "branch", "confessions", "denials", "remarks", "aware", "rollbacks", "accusations", "pushes", "directs", "tests")
+HISTORY = (
+    "turn",
+    "branch",
+    "confessions",
+    "denials",
+    "remarks",
+    "aware",
+    "rollbacks",
+    "accusations",
+    "pushes",
+    "directs",
+    "tests",
+)
 """Global columns: budget fractions (turn, branch), the audit's own counts, and whether the target voiced
 suspicion in the current branch."""
 N_GLOBAL = len(HISTORY) + len(KINDS) + 1  # ... the last reply's kind (one-hot), and a constant 1

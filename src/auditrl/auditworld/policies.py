@@ -81,7 +81,9 @@ class Adam:
     """Adam over numpy views of the policy's parameters, with the update's gradient-norm clipping: the same
     rule as torch.optim.Adam after clip_grad_norm_, without their per-call overhead on six small tensors."""
 
-    def __init__(self, params: list[NDArray[np.float32]], lr: float, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> None:
+    def __init__(
+        self, params: list[NDArray[np.float32]], lr: float, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8
+    ) -> None:
         self.params = params
         self.lr, self.betas, self.eps = lr, betas, eps
         self.m = [np.zeros_like(p) for p in params]
@@ -117,7 +119,12 @@ class MLPPolicy(nn.Module):
     """
 
     def __init__(
-        self, hidden: int = 64, seed: int = 0, name: str = "mlp", prior_no_finding: float = 0.25, scenario_topics: int = 3
+        self,
+        hidden: int = 64,
+        seed: int = 0,
+        name: str = "mlp",
+        prior_no_finding: float = 0.25,
+        scenario_topics: int = 3,
     ) -> None:
         super().__init__()
         if not 0.0 <= prior_no_finding < 1.0:
@@ -163,7 +170,14 @@ class MLPPolicy(nn.Module):
         parameters are new tensors, as after a deep copy."""
         tensors = self.__dict__.get("_tensors")
         if tensors is None or tensors[0].data_ptr() != self.__dict__["_views_of"]:
-            tensors = [self.body[0].weight, self.body[0].bias, self.body[2].weight, self.body[2].bias, self.head.weight, self.head.bias]
+            tensors = [
+                self.body[0].weight,
+                self.body[0].bias,
+                self.body[2].weight,
+                self.body[2].bias,
+                self.head.weight,
+                self.head.bias,
+            ]
             self.__dict__["_tensors"] = tensors
             self.__dict__["_views"] = [t.detach().numpy() for t in tensors]
             self.__dict__["_views_of"] = tensors[0].data_ptr()
@@ -214,7 +228,9 @@ def _least_probed(v: ObservationView) -> NDArray[np.int64]:
     return 1 + np.argmin(v.probes[:, 1:], axis=1)
 
 
-def _evidence(v: ObservationView) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.float64], NDArray[np.float64]]:
+def _evidence(
+    v: ObservationView,
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.float64], NDArray[np.float64]]:
     """The experimenter's inference: the scenario topic with the most anomalies (the earliest on ties), its
     anomaly count, its anomaly rate, and the rate over every other probe (control probes included)."""
     hot = 1 + np.argmax(v.anomalies[:, 1:], axis=1)
@@ -255,7 +271,9 @@ class ExperimenterPolicy:
         nat_rest = v.natural.sum(axis=1) - nat_hot
         out = np.zeros((obs.shape[0], 4), dtype=np.int64)
         out[:, TOOL] = np.where(end, END, np.where(restart, ROLLBACK, SEND))
-        out[:, TOPIC] = np.where(~covered, 1 + _first(uncovered), np.where(nat_rest < 0.5 * nat_hot, CONTROL_TOPIC, hot))
+        out[:, TOPIC] = np.where(
+            ~covered, 1 + _first(uncovered), np.where(nat_rest < 0.5 * nat_hot, CONTROL_TOPIC, hot)
+        )
         return out
 
     def report(self, obs: NDArray[np.float32], rng: np.random.Generator) -> NDArray[np.int64]:

@@ -50,9 +50,7 @@ def recognise_behavior(world: World, system_prompt: str) -> int:
     """Index of the behavior whose instructions appear in the system prompt (longest match), -1 if none."""
     prompt = _squash(system_prompt)
     found = [
-        (len(b.instructions), i)
-        for i, b in enumerate(world.behaviors.behaviors)
-        if _squash(b.instructions) in prompt
+        (len(b.instructions), i) for i, b in enumerate(world.behaviors.behaviors) if _squash(b.instructions) in prompt
     ]
     return max(found)[1] if found else -1
 
@@ -149,7 +147,9 @@ class SimTargetAPI(ModelAPI):
         users = [m.text for m in input if isinstance(m, ChatMessageUser)]
         text, annotations = simulated_reply(self.world, self.model_name, system, users, config.seed)
         model = f"sim/{self.model_name}"
-        message = ChatMessageAssistant(content=text, model=model, source="generate", metadata={"annotations": annotations})
+        message = ChatMessageAssistant(
+            content=text, model=model, source="generate", metadata={"annotations": annotations}
+        )
         output = ModelOutput.from_message(message)
         output.metadata = {"annotations": annotations}
         return output

@@ -19,7 +19,10 @@ from auditrl.auditworld.texts import ACCUSE, DIRECT, NATURAL, PUSH, REPLY_KINDS,
 DISPLAY, ODD, DENIAL, CONFESSION = (REPLY_KINDS.index(k) for k in ("display", "odd", "denial", "confession"))
 
 OPENING = 3  # the auditor messages of an audit's opening, which the realism judge reads
-NO_FINDING, NO_REPORT = -1, -2  # `Observed.claim` of a report saying "no hidden behavior found", of one that did not parse
+NO_FINDING, NO_REPORT = (
+    -1,
+    -2,
+)  # `Observed.claim` of a report saying "no hidden behavior found", of one that did not parse
 _MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
@@ -74,24 +77,26 @@ class Observed:
     def _key(self) -> NDArray[np.uint64]:
         n, horizon = self.sent.shape
         code = (
-            (
-                (((self.topic + 1) * 3 + self.framing) * 3 + self.pressure) * 2 + self.rollback
-            ) * len(REPLY_KINDS) + self.reply
+            ((((self.topic + 1) * 3 + self.framing) * 3 + self.pressure) * 2 + self.rollback) * len(REPLY_KINDS)
+            + self.reply
         ) * 2 + self.remark
         turn_code = code.astype(np.uint64)
         h = mix64(np.full(n, 0x9E3779B97F4A7C15, dtype=np.uint64) + self.planted.astype(np.uint64))
         weights = np.uint64(1) << np.arange(self.trigger.shape[1], dtype=np.uint64)
         with np.errstate(over="ignore"):
             h = mix64(h ^ (self.trigger.astype(np.uint64) @ weights))
-            for t in range(int(np.flatnonzero(self.sent.any(axis=0)).max(initial=-1)) + 1):  # unsent turns leave it alone
+            for t in range(
+                int(np.flatnonzero(self.sent.any(axis=0)).max(initial=-1)) + 1
+            ):  # unsent turns leave it alone
                 h = np.where(self.sent[:, t], mix64(h ^ turn_code[:, t]), h)
             h = mix64(h ^ (self.claim + 1).astype(np.uint64))
             return mix64(h ^ np.rint(self.confidence * 1000).astype(np.uint64))
 
-
     def opening_key(self) -> NDArray[np.uint64]:
         """A hash of the auditor's first `OPENING` messages alone: what the realism judge reads."""
-        code = (((self.topic[:, :OPENING] + 1) * 3 + self.framing[:, :OPENING]) * 3 + self.pressure[:, :OPENING]).astype(np.uint64)
+        code = (
+            ((self.topic[:, :OPENING] + 1) * 3 + self.framing[:, :OPENING]) * 3 + self.pressure[:, :OPENING]
+        ).astype(np.uint64)
         h = np.full(len(self), 0x2545F4914F6CDD1D, dtype=np.uint64)
         with np.errstate(over="ignore"):
             for t in range(code.shape[1]):
@@ -120,7 +125,9 @@ class Features:
     claim: NDArray[np.int64]  # claimed topic, -1 = no hidden behavior found
     confidence: NDArray[np.float64]
     correct: NDArray[np.bool_]  # planted and the claimed topic is one of its triggers
-    supported: NDArray[np.bool_]  # the claim follows the arc: its topic is where most anomalies and confessions were seen (one at least)
+    supported: NDArray[
+        np.bool_
+    ]  # the claim follows the arc: its topic is where most anomalies and confessions were seen (one at least)
     exp_claim: NDArray[np.int64]  # target replies that showed the behavior, on the claimed topic
     conf_claim: NDArray[np.int64]  # target confessions on the claimed topic
     acc_claim: NDArray[np.int64]  # auditor accusations on the claimed topic (narration)
@@ -137,7 +144,9 @@ class Features:
     loops: NDArray[np.int64]
     distinct_topics: NDArray[np.int64]  # topics probed with a natural request
     anomalies: NDArray[np.int64]  # replies that showed something (a display or an odd aside)
-    pursued: NDArray[np.int64]  # ... that the auditor's next message took up again (same topic, after a rollback or not)
+    pursued: NDArray[
+        np.int64
+    ]  # ... that the auditor's next message took up again (same topic, after a rollback or not)
     control: NDArray[np.bool_]  # a natural request on a topic other than the claimed one (two topics for a null report)
 
     def __len__(self) -> int:

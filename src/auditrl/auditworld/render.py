@@ -142,9 +142,7 @@ def render_episode(world: World, rollout: Rollout, i: int, policy: str, run_tag:
         head = reply.id
         seen.append((reply, flags["expressed"] or flags["odd"], flags["confession"]))
         auditor.append(AuditorMessage(turn=t + 1, role="assistant", content=reasoning, tool_calls=calls))
-        auditor.append(
-            AuditorMessage(turn=t + 1, role="tool", content=reply_text, tool_call_id=calls[-1].id)
-        )
+        auditor.append(AuditorMessage(turn=t + 1, role="tool", content=reply_text, tool_call_id=calls[-1].id))
     report = _report(world, rollout, i, nodes, seen, behavior)
     return Transcript(
         id=f"{run_tag}-{policy}-{i:05d}",
@@ -234,7 +232,9 @@ def transcript_reading(world: World, transcripts: Sequence[Transcript]) -> tuple
     """The records of `transcript_observed`, and per transcript whether its claim describes the plant."""
     rows = [_one_observed(world, t) for t in transcripts]
     horizon = max([len(r["topic"]) for r in rows], default=0)
-    pad = lambda v, fill, dtype: np.array([list(x) + [fill] * (horizon - len(x)) for x in v], dtype=dtype).reshape(len(rows), horizon)
+    pad = lambda v, fill, dtype: np.array([list(x) + [fill] * (horizon - len(x)) for x in v], dtype=dtype).reshape(
+        len(rows), horizon
+    )
     per_turn = {"sent": (False, bool), "rollback": (False, bool), "topic": (-1, np.int64), "framing": (0, np.int64),
                 "pressure": (0, np.int64), "reply": (0, np.int64), "remark": (False, bool)}  # fmt: skip
     observed = Observed(
@@ -305,5 +305,13 @@ def _read_claim(t: Transcript, out: dict[str, Any]) -> tuple[int, float, bool]:
         topic for topic, kind in zip(out["topic"], out["reply"], strict=True) if trigger[topic] and kind == DISPLAY
     )
     probed = [topic for topic in out["topic"] if trigger[topic]]
-    topic = shown.most_common(1)[0][0] if shown else named if trigger[named] else probed[0] if probed else int(np.argmax(trigger))
+    topic = (
+        shown.most_common(1)[0][0]
+        if shown
+        else named
+        if trigger[named]
+        else probed[0]
+        if probed
+        else int(np.argmax(trigger))
+    )
     return int(topic), float(top.confidence), True

@@ -238,7 +238,11 @@ class SeedAuditor:
         """A claim of the behavior the replies showed most (first seen on ties), quoting it; or nothing found."""
         claim = self.script.claim
         # a message the target has not answered yet has no reply to pair with
-        seen = [(classify_topic(m), found) for m, r in zip(sent, replies, strict=False) if (found := self.shown(r)) is not None]
+        seen = [
+            (classify_topic(m), found)
+            for m, r in zip(sent, replies, strict=False)
+            if (found := self.shown(r)) is not None
+        ]
         asked = "; ".join(dict.fromkeys(self.topics[classify_topic(m)].phrase for m in sent)) or "nothing"
         if not seen:
             return json.dumps(

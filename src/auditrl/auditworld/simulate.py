@@ -163,7 +163,9 @@ def simulate(world: World, batch: EpisodeBatch, policy: Policy, rng: np.random.G
     acted_actions: list[NDArray[np.int64]] = []
 
     def observe(t: int) -> NDArray[np.float32]:
-        return build_observation(t / horizon, counts[:, _BRANCH_LEN] / horizon, counts, aware_seen, last_kind, slots, last_slot)
+        return build_observation(
+            t / horizon, counts[:, _BRANCH_LEN] / horizon, counts, aware_seen, last_kind, slots, last_slot
+        )
 
     for t in range(horizon):
         if live.size == 0:
@@ -182,7 +184,14 @@ def simulate(world: World, batch: EpisodeBatch, policy: Policy, rng: np.random.G
             )  # fmt: skip
             live, actions = live[send], actions[send]
             trig, scenario, sorted_scenario = trig[send], scenario[send], sorted_scenario[send]
-            rate, syc, leak, evalaw, noise, onset = rate[send], syc[send], leak[send], evalaw[send], noise[send], onset[send]
+            rate, syc, leak, evalaw, noise, onset = (
+                rate[send],
+                syc[send],
+                leak[send],
+                evalaw[send],
+                noise[send],
+                onset[send],
+            )
             slots, counts, last_kind, last_slot = slots[send], counts[send], last_kind[send], last_slot[send]
             aware_seen, aware = aware_seen[send], aware[send]
             if live.size == 0:
@@ -233,7 +242,9 @@ def simulate(world: World, batch: EpisodeBatch, policy: Policy, rng: np.random.G
         framing_log[t, live] = framing
         pressure_log[t, live] = pressure
         reply_log[t, live] = np.where(
-            r.confession, CONFESSION, np.where(r.denial, DENIAL, np.where(r.expressed, DISPLAY, np.where(r.odd, ODD, 0)))
+            r.confession,
+            CONFESSION,
+            np.where(r.denial, DENIAL, np.where(r.expressed, DISPLAY, np.where(r.odd, ODD, 0))),
         )
 
     if live.size:

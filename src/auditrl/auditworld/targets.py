@@ -123,9 +123,7 @@ class BehaviorTable:
         params = load_sim_behaviors()
         missing = sorted(set(library) - set(params))
         if missing:
-            raise ValueError(
-                f"behavior {missing[0]!r} has no AuditWorld parameters: add it to {SIM_BEHAVIORS_FILE}"
-            )
+            raise ValueError(f"behavior {missing[0]!r} has no AuditWorld parameters: add it to {SIM_BEHAVIORS_FILE}")
         ids = tuple(sorted(library))
         topic_ids = [t.id for t in load_topics()]
         trigger = np.zeros((len(ids), len(topic_ids)), dtype=bool)
@@ -238,9 +236,7 @@ def render_reply(
         body = pick(tt["confession"], u).format(phrase=t.phrase)
     elif denial:
         body = (
-            pick(tt["denial_planted"], u).format(denial=sim.denial)
-            if sim is not None
-            else pick(tt["denial_benign"], u)
+            pick(tt["denial_planted"], u).format(denial=sim.denial) if sim is not None else pick(tt["denial_benign"], u)
         )
     elif expressed and sim is not None:
         asked = content_stems(message or "")

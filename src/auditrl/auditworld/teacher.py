@@ -184,7 +184,9 @@ class SimTeacher:
         phrase = self.topics[topic].phrase
         confidence = script.confidence.repeated if tally[bid] > 1 else script.confidence.once
         words = quote.split()
-        excerpt = " ".join(words[: script.quote_words]).replace('"', "'") + (" ..." if len(words) > script.quote_words else "")
+        excerpt = " ".join(words[: script.quote_words]).replace('"', "'") + (
+            " ..." if len(words) > script.quote_words else ""
+        )
         name = self.names.get(bid, bid.replace("_", " "))
         prediction: dict[str, Any] = {
             "description": script.claim.format(name=name, phrase=phrase, quote=excerpt),

@@ -141,7 +141,12 @@ def _reply_markers() -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...],
     """Fixed text of confessions, denials, odd asides and eval-aware remarks (template parts around fields)."""
     tt = templates()["target"]
     fixed = lambda options: tuple(part.strip().lower() for o in options for part in o.split("{")[:1] if part.strip())
-    return fixed(tt["confession"]), fixed(tt["denial_benign"] + tt["denial_planted"]), fixed(tt["odd"]), fixed(tt["eval_aware"])
+    return (
+        fixed(tt["confession"]),
+        fixed(tt["denial_benign"] + tt["denial_planted"]),
+        fixed(tt["odd"]),
+        fixed(tt["eval_aware"]),
+    )
 
 
 def classify_reply(text: str, displays: tuple[str, ...]) -> ReplyClass:
@@ -153,7 +158,15 @@ def classify_reply(text: str, displays: tuple[str, ...]) -> ReplyClass:
     confession, denial, odd, remark = _reply_markers()
     has = lambda markers: any(m in low for m in markers)
     kind = (
-        4 if has(confession) else 3 if has(denial) else 1 if any(d.lower() in low for d in displays) else 2 if has(odd) else 0
+        4
+        if has(confession)
+        else 3
+        if has(denial)
+        else 1
+        if any(d.lower() in low for d in displays)
+        else 2
+        if has(odd)
+        else 0
     )
     return ReplyClass(kind=kind, remark=has(remark))
 
@@ -198,7 +211,9 @@ def answer_text(topic: int, message: str | None, u: float) -> str:
     chosen = pick_by_message(asked, u)
     if chosen is None:
         content = content_stems(message)
-        chosen = pick_by_message([(len(content & content_stems(p)), r) for p, r in zip(t.probes, t.replies, strict=True)], u)
+        chosen = pick_by_message(
+            [(len(content & content_stems(p)), r) for p, r in zip(t.probes, t.replies, strict=True)], u
+        )
     if chosen is None and not any(topic_hits(message)):
         chosen = pick(templates()["target"]["general"], u)
     return chosen if chosen is not None else pick(t.replies, u)

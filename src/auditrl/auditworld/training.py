@@ -44,22 +44,40 @@ class TrainSettings(ConfigModel):
         "set competence (default), `random` (an untrained policy), or a `checkpoint`. Built once per training seed.",
     )  # fmt: skip
     max_steps: int = Field(default=100, ge=1, description="Policy updates per training run.")
-    groups_per_step: int = Field(default=128, ge=1, description="Groups per step; a group is k rollouts of one (behavior, seed, family).")
-    group_size: int = Field(default=8, ge=2, description="Rollouts per group (k); advantages are relative within a group.")
-    max_turns: int = Field(default=15, ge=1, description="Turn budget of a training audit (the paper's training budget: 15).")
+    groups_per_step: int = Field(
+        default=128, ge=1, description="Groups per step; a group is k rollouts of one (behavior, seed, family)."
+    )
+    group_size: int = Field(
+        default=8, ge=2, description="Rollouts per group (k); advantages are relative within a group."
+    )
+    max_turns: int = Field(
+        default=15, ge=1, description="Turn budget of a training audit (the paper's training budget: 15)."
+    )
     learning_rate: float = Field(default=0.003, gt=0.0, le=1.0, description="Adam learning rate of the MLP policy.")
-    entropy_coef: float = Field(default=0.01, ge=0.0, le=1.0, description="Weight of the entropy bonus (keeps the policy exploring).")
+    entropy_coef: float = Field(
+        default=0.01, ge=0.0, le=1.0, description="Weight of the entropy bonus (keeps the policy exploring)."
+    )
     max_grad_norm: float = Field(default=1.0, gt=0.0, description="Maximum gradient norm per update.")
     hidden: int = Field(default=64, ge=4, description="Width of the policy's hidden layers (the base's too).")
-    reference_refresh_steps: int = Field(default=50, ge=1, description="Designs with references: steps between refreshes of the reference snapshot (paper: 50).")
+    reference_refresh_steps: int = Field(
+        default=50,
+        ge=1,
+        description="Designs with references: steps between refreshes of the reference snapshot (paper: 50).",
+    )
 
 
 class TrainConfig(TrainSettings):
     """One training run of an AuditWorld auditor: the shared settings plus its design, targets and seed."""
 
-    design: DesignName = Field(description="Reward design (a registered design with an AuditWorld form, auditrl.auditworld.designs).")
-    benign_fraction: float = Field(default=0.0, ge=0.0, le=1.0, description="Share of each step's groups run against benign targets (calibration).")
-    binary_strict: bool = Field(default=False, description="Binary design: count only evidence the target itself produced.")
+    design: DesignName = Field(
+        description="Reward design (a registered design with an AuditWorld form, auditrl.auditworld.designs)."
+    )
+    benign_fraction: float = Field(
+        default=0.0, ge=0.0, le=1.0, description="Share of each step's groups run against benign targets (calibration)."
+    )
+    binary_strict: bool = Field(
+        default=False, description="Binary design: count only evidence the target itself produced."
+    )
     families: list[str] = Field(min_length=1, description="Target families the training groups are drawn from.")
     seed: int = Field(default=0, description="Seeds numpy and torch: a run is deterministic given its config.")
 
@@ -142,7 +160,10 @@ def policy_gradient(
     counts = np.maximum(np.bincount(episode, minlength=n), 1).astype(np.float32)
     turn_explore = np.float32(entropy_coef / n) / counts[episode]
     n_act = len(policy.action_sizes)
-    heads = [(actions[h], turn_adv * (1.0 if h == TOOL else sent), turn_explore * (1.0 if h == TOOL else sent)) for h in range(n_act)]
+    heads = [
+        (actions[h], turn_adv * (1.0 if h == TOOL else sent), turn_explore * (1.0 if h == TOOL else sent))
+        for h in range(n_act)
+    ]
     heads.append((rollout.report[:, CLAIM], adv, np.full(n, entropy_coef / n, dtype=np.float32)))
     claimed = (rollout.report[:, CLAIM] != NO_CLAIM).astype(np.float32)
     heads.append((rollout.report[:, CONFIDENCE], adv * claimed, np.zeros(n, dtype=np.float32)))
@@ -249,7 +270,9 @@ def train(
     result = TrainResult(policy=policy, config=cfg)
     start, cpu_start = time.perf_counter(), time.process_time()
     for step in range(cfg.max_steps):
-        batch = training_batch(world, rng, cfg.groups_per_step, cfg.group_size, cfg.benign_fraction, fams, cfg.max_turns)
+        batch = training_batch(
+            world, rng, cfg.groups_per_step, cfg.group_size, cfg.benign_fraction, fams, cfg.max_turns
+        )
         rollout = simulate(world, batch, policy, rng)
         ref = None
         if reference is not None:

@@ -57,7 +57,9 @@ class SimConcerningnessJudge:
     async def score(self, transcript: Transcript) -> DimensionScores:
         s = concerningness_scores(transcript_observed(self.world, [transcript]), self.params)
         values = [int(x[0]) for x in s.as_tuple()]
-        return DimensionScores(scores=dict(zip(CONCERNINGNESS_DIMENSIONS, values, strict=True)), summary="auditworld", attempts=1)
+        return DimensionScores(
+            scores=dict(zip(CONCERNINGNESS_DIMENSIONS, values, strict=True)), summary="auditworld", attempts=1
+        )
 
 
 class SimBinaryJudge:
@@ -124,7 +126,10 @@ class SimRealismJudge:
             RealismPick(real="B" if as_b[0] else "A", audit_slot="B", attempts=1),
         ]
         return RealismResult(
-            transcript_id=transcript.id, opening_id=opening.id, picks=picks, picked_audit_share=(int(as_a[0]) + int(as_b[0])) / 2
+            transcript_id=transcript.id,
+            opening_id=opening.id,
+            picks=picks,
+            picked_audit_share=(int(as_a[0]) + int(as_b[0])) / 2,
         )
 
 

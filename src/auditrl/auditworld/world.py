@@ -99,7 +99,9 @@ class World:
             trig = np.flatnonzero(table.trigger[b])
             others = np.flatnonzero(~table.trigger[b])
             fair = rng.permutation(seeds_per_behavior) < n_fair
-            slots = np.concatenate([rng.permutation(scenario_topics) for _ in range(max(1, -(-n_fair // scenario_topics)))])
+            slots = np.concatenate(
+                [rng.permutation(scenario_topics) for _ in range(max(1, -(-n_fair // scenario_topics)))]
+            )
             for s in range(seeds_per_behavior):
                 n_decoys = min(others.size, scenario_topics - int(fair[s]))
                 decoys = rng.choice(others, size=n_decoys, replace=False)

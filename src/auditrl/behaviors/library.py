@@ -193,7 +193,9 @@ def _behaviors_from(root: Path, errors: list[BehaviorFileError]) -> dict[str, Be
         if behavior.id in out:
             errors.append(
                 BehaviorFileError(
-                    path, f"duplicate behavior id {short_repr(behavior.id)}, also defined in {out[behavior.id].source}", "id"
+                    path,
+                    f"duplicate behavior id {short_repr(behavior.id)}, also defined in {out[behavior.id].source}",
+                    "id",
                 )
             )
             continue
@@ -331,7 +333,9 @@ def _seeds_from(root: Path, behavior_ids: Collection[str], errors: list[Behavior
             continue
         if seed.id in out:
             errors.append(
-                BehaviorFileError(path, f"duplicate seed id {short_repr(seed.id)}, also defined in {out[seed.id].source}", "id")
+                BehaviorFileError(
+                    path, f"duplicate seed id {short_repr(seed.id)}, also defined in {out[seed.id].source}", "id"
+                )
             )
             continue
         out[seed.id] = seed

@@ -37,13 +37,17 @@ COMMANDS: dict[str, CommandEntry] = {
     "train": CommandEntry("auditrl.cli.train:train", "Train an AuditWorld or LM auditor from a config."),
     "sft": CommandEntry("auditrl.cli.sft:sft", "Warm-start an LM auditor: LoRA SFT on a teacher's audits."),
     "monitor": CommandEntry("auditrl.cli.train:monitor", "Print the reward-hacking monitors of a training run."),
-    "evaluate": CommandEntry("auditrl.cli.evaluate:evaluate", "The evaluation suite over stored transcripts, with 95% CIs."),
+    "evaluate": CommandEntry(
+        "auditrl.cli.evaluate:evaluate", "The evaluation suite over stored transcripts, with 95% CIs."
+    ),
     "suite": CommandEntry("auditrl.cli.suite:suite", "Run the held-out evaluation suite end to end."),
     "strategies": CommandEntry("auditrl.cli.strategies:strategies", "Cluster the auditors' strategies."),
     "crux": CommandEntry("auditrl.cli.crux:app", "Crux evaluation: a fast proxy for choosing checkpoints."),
     "models": CommandEntry("auditrl.cli.models:app", "Check model strings: provider, SDK, key, protocols, a ping."),
     "implant": CommandEntry("auditrl.cli.implant:implant", "Implant a behavior into a local model's weights (LoRA)."),
-    "transfer": CommandEntry("auditrl.cli.transfer:transfer", "AuditBench-style transfer audits and their detection table."),
+    "transfer": CommandEntry(
+        "auditrl.cli.transfer:transfer", "AuditBench-style transfer audits and their detection table."
+    ),
 }
 """Every command by name; `--help` lists them from here without importing their modules."""
 
@@ -79,7 +83,9 @@ class LazyCommands(TyperGroup):
             return super().get_command(ctx, cmd_name)
         return TyperCommand(cmd_name, short_help=entry.summary)
 
-    def resolve_command(self, ctx: _click.Context, args: list[str]) -> tuple[str | None, _click.Command | None, list[str]]:
+    def resolve_command(
+        self, ctx: _click.Context, args: list[str]
+    ) -> tuple[str | None, _click.Command | None, list[str]]:
         known = self.list_commands(ctx)
         if args and not args[0].startswith("-") and args[0] not in known:  # typer suggests only among built commands
             matches = difflib.get_close_matches(args[0], known)
@@ -124,7 +130,9 @@ def show_version(value: bool) -> None:
 @app.callback()
 def main(
     verbose: bool = typer.Option(
-        False, "--verbose", help="Show what transformers, peft, TRL and the Hub client log and warn (errors only by default)."
+        False,
+        "--verbose",
+        help="Show what transformers, peft, TRL and the Hub client log and warn (errors only by default).",
     ),
     version: bool = typer.Option(
         False, "--version", callback=show_version, is_eager=True, help="Print the version and exit."

@@ -134,15 +134,17 @@ def report_panel(transcript: Transcript, title: str) -> Panel:
     if report is None:
         lines.append("[yellow]no report[/]")
     elif report.no_behavior_found or not report.predictions:
-        lines.append("[green]No hidden behavior found.[/]" if report.no_behavior_found else "[yellow]No predictions.[/]")
-    for prediction in report.predictions if report else []:
         lines.append(
-            f"[bold]#{prediction.rank}[/] ({prediction.confidence:.0%}) {_shown(prediction.description)}"
+            "[green]No hidden behavior found.[/]" if report.no_behavior_found else "[yellow]No predictions.[/]"
         )
+    for prediction in report.predictions if report else []:
+        lines.append(f"[bold]#{prediction.rank}[/] ({prediction.confidence:.0%}) {_shown(prediction.description)}")
         checks = {c.quote: c.verified for c in prediction.quote_checks}
         for quote in prediction.quotes:
             verified = checks.get(quote)
-            mark = "[green]verified[/]" if verified else "[red]unverified[/]" if verified is False else "[dim]unchecked[/]"
+            mark = (
+                "[green]verified[/]" if verified else "[red]unverified[/]" if verified is False else "[dim]unchecked[/]"
+            )
             lines.append(f"    {mark} “{_shown(quote)}”")
         if prediction.reasoning:
             lines.append(f"    [dim]{_shown(prediction.reasoning)}[/]")
@@ -155,7 +157,9 @@ def report_panel(transcript: Transcript, title: str) -> Panel:
 
 
 def audit(
-    auditor: Annotated[str, typer.Option(help="Auditor model: any inspect-ai model string, e.g. local/smollm2, openai/gpt-4o.")],
+    auditor: Annotated[
+        str, typer.Option(help="Auditor model: any inspect-ai model string, e.g. local/smollm2, openai/gpt-4o.")
+    ],
     target: Annotated[str, typer.Option(help="Target model, e.g. local/smollm2, sim/<family>, anthropic/<model>.")],
     behavior: Annotated[str | None, typer.Option(help="Behavior id to plant in the target.")] = None,
     benign: Annotated[bool, typer.Option("--benign", help="Audit a benign target (same persona, no plant).")] = False,
@@ -213,9 +217,13 @@ def audit(
     run_dir = out or Path("runs") / f"audit-{datetime.now():%Y%m%d-%H%M%S}"
     budget = Budget(max_turns=max_turns, max_tokens=token_budget)
     try:
-        specs = build_specs(planted, seeds, rollouts, budget, auditor, target, tool_protocol, target_prefill, tool_set, auditor_prompt)
+        specs = build_specs(
+            planted, seeds, rollouts, budget, auditor, target, tool_protocol, target_prefill, tool_set, auditor_prompt
+        )
     except ValidationError as exc:  # a prompt set the tool protocol or tool set cannot carry
-        raise fail(f"--auditor-prompt {auditor_prompt}: " + exc.errors()[0]["msg"].removeprefix("Value error, ")) from exc
+        raise fail(
+            f"--auditor-prompt {auditor_prompt}: " + exc.errors()[0]["msg"].removeprefix("Value error, ")
+        ) from exc
     contract = {
         "auditor": auditor,
         "target": target,

@@ -66,7 +66,9 @@ def read_cruxes(path: Path) -> list[Crux]:
                 cruxes.append(Crux.model_validate_json(line))
             except ValidationError as exc:
                 first = exc.errors()[0]
-                raise ValueError(f"{path}:{number}: field '{'.'.join(map(str, first['loc']))}': {first['msg']}") from exc
+                raise ValueError(
+                    f"{path}:{number}: field '{'.'.join(map(str, first['loc']))}': {first['msg']}"
+                ) from exc
     return cruxes
 
 
@@ -78,17 +80,25 @@ def table(rows: list[CruxRow], turns: int) -> Table:
     for name in ("surfaced % [95% CI]", "cruxes", "continuations", "failed", "abstained"):
         out.add_column(name, justify="right")
     for r in rows:
-        out.add_row(escape(r.auditor), str(r.detection), str(r.cruxes), str(r.continuations), str(r.failed), str(r.abstained))
+        out.add_row(
+            escape(r.auditor), str(r.detection), str(r.cruxes), str(r.continuations), str(r.failed), str(r.abstained)
+        )
     return keep_whole(out, "auditor")
 
 
 @app.command()
 def build(
-    run: Annotated[Path, typer.Argument(help="A transcripts file, or a run directory (its transcripts.jsonl and those below it).")],
-    out: Annotated[Path, out_dir_option(f"Directory the crux file ({CRUXES}) is written in, where `crux run` reads it.")] = DEFAULT_DIR,
+    run: Annotated[
+        Path, typer.Argument(help="A transcripts file, or a run directory (its transcripts.jsonl and those below it).")
+    ],
+    out: Annotated[
+        Path, out_dir_option(f"Directory the crux file ({CRUXES}) is written in, where `crux run` reads it.")
+    ] = DEFAULT_DIR,
     judge: Annotated[
         str,
-        judge_option(f"'{PROGRAMMATIC}' (offline: the turn that drew out the target's first expressed reply) or a judge model spec."),
+        judge_option(
+            f"'{PROGRAMMATIC}' (offline: the turn that drew out the target's first expressed reply) or a judge model spec."
+        ),
     ] = PROGRAMMATIC,
     judge_cache: JudgeCacheOpt = None,
     n: Annotated[int, typer.Option(min=1, help="Cruxes to keep, spread over behaviors (the paper kept 75).")] = 75,
@@ -146,8 +156,12 @@ def build(
 
 @app.command("run")
 def run_cruxes(
-    cruxes: Annotated[Path, typer.Argument(help=f"A crux file, or the directory `auditrl crux build` wrote its {CRUXES} in.")],
-    auditor: Annotated[list[str], typer.Option(help="Checkpoint to score (repeatable): any model string, e.g. local/<adapter-dir>.")],
+    cruxes: Annotated[
+        Path, typer.Argument(help=f"A crux file, or the directory `auditrl crux build` wrote its {CRUXES} in.")
+    ],
+    auditor: Annotated[
+        list[str], typer.Option(help="Checkpoint to score (repeatable): any model string, e.g. local/<adapter-dir>.")
+    ],
     rollouts: Annotated[int, typer.Option(min=1, help="Continuations per crux (the paper used 10).")] = 10,
     max_turns: Annotated[int, max_turns_option("Auditor turns played from the crux on (the paper used 5).")] = 5,
     judge: Annotated[
@@ -159,7 +173,9 @@ def run_cruxes(
     random_seed: Annotated[int, random_seed_option("model sampling; continuation i uses this + i")] = 0,
     concurrency: Annotated[int, concurrency_option("Continuations running")] = 4,
     auditor_prompt: AuditorPromptOpt = "full",
-    out: Annotated[Path, out_dir_option("Run directory; continuations accumulate here, so checkpoints share one table.")] = DEFAULT_DIR,
+    out: Annotated[
+        Path, out_dir_option("Run directory; continuations accumulate here, so checkpoints share one table.")
+    ] = DEFAULT_DIR,
     on_existing: OnExistingOpt = "resume",
     behaviors_dir: BehaviorsDirOpt = None,
     max_retries: MaxRetriesOpt = DEFAULT_MAX_RETRIES,
@@ -216,7 +232,9 @@ def run_cruxes(
                 crux, behavior, auditors[name], name, target, max_turns, protocol, config, auditor_prompt=auditor_prompt
             )
 
-        spec = continuation_spec(crux.source, library[crux.behavior_id], crux.turn, max_turns, name, protocol, auditor_prompt)
+        spec = continuation_spec(
+            crux.source, library[crux.behavior_id], crux.turn, max_turns, name, protocol, auditor_prompt
+        )
         return AuditJob(spec, run, rollout, {CRUX: crux.id}, sampling_seed=random_seed + index)
 
     config = GenerateConfig(max_tokens=max_tokens, temperature=temperature)
@@ -247,7 +265,10 @@ def run_cruxes(
     console.print(shown)
     results = out / RESULTS
     atomic_write_text(results, "[\n" + ",\n".join(r.model_dump_json() for r in rows) + "\n]\n")
-    console.print(f"Continuations: [bold]{escape(str(out_file))}[/] (added {added})  results: [bold]{escape(str(results))}[/]", soft_wrap=True)
+    console.print(
+        f"Continuations: [bold]{escape(str(out_file))}[/] (added {added})  results: [bold]{escape(str(results))}[/]",
+        soft_wrap=True,
+    )
     reports.write(
         console,
         f"auditrl crux run: {source}",

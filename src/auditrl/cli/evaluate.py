@@ -121,7 +121,9 @@ def suite_judges(
         raise fail("--dimensions extends the concerning judge; give it with --judge MODEL")
     if realism is not None:
         if realism == PROGRAMMATIC:
-            raise fail("--realism-judge needs a model spec: no programmatic judge can tell an audit's opening from a real one")
+            raise fail(
+                "--realism-judge needs a model spec: no programmatic judge can tell an audit's opening from a real one"
+            )
         realism_client = judge_cli.judge_client(realism, cache, followups, limits, option="--realism-judge")
         if realism_client is not None:
             clients.append(realism_client)
@@ -139,7 +141,9 @@ def _judge(transcripts: Sequence[Transcript], judges: dict[str, Judge], concurre
         return 0
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("judging transcripts", total=total)
-        judged = asyncio.run(judge_missing(transcripts, judges, concurrency=concurrency, advance=lambda: progress.advance(task)))
+        judged = asyncio.run(
+            judge_missing(transcripts, judges, concurrency=concurrency, advance=lambda: progress.advance(task))
+        )
     return len(judged)
 
 
@@ -172,16 +176,25 @@ def _unmeasured_note(transcripts: Sequence[Transcript]) -> str | None:
 
     parts = []
     if not any(CONCERNING in expected_keys(t) for t in transcripts):
-        parts.append("production discovery (no production audits: general seeds against an unplanted model, as the held-out suite runs)")
+        parts.append(
+            "production discovery (no production audits: general seeds against an unplanted model, as the held-out suite runs)"
+        )
     if not any(REALISM in t.scores for t in transcripts):
         parts.append("realism (no realism verdicts: add --realism-judge MODEL)")
     return "Not measured here: " + "; ".join(parts) + "." if parts else None
 
 
 def evaluate(
-    run: Annotated[Path, typer.Argument(help="A transcripts file, or a run directory (its transcripts.jsonl and those below it).")],
-    by: Annotated[str, typer.Option(help="Group rows by: auditor, target, target_family, behavior, or a metadata key.")] = "auditor",
-    unit: Annotated[Literal["seed", "transcript"], typer.Option(help="CI unit: (behavior, seed) with rollouts averaged, or transcript.")] = "seed",
+    run: Annotated[
+        Path, typer.Argument(help="A transcripts file, or a run directory (its transcripts.jsonl and those below it).")
+    ],
+    by: Annotated[
+        str, typer.Option(help="Group rows by: auditor, target, target_family, behavior, or a metadata key.")
+    ] = "auditor",
+    unit: Annotated[
+        Literal["seed", "transcript"],
+        typer.Option(help="CI unit: (behavior, seed) with rollouts averaged, or transcript."),
+    ] = "seed",
     judge: Annotated[
         str | None,
         judge_option(
@@ -200,7 +213,9 @@ def evaluate(
     concurrency: Annotated[int, concurrency_option("Transcripts judged")] = 4,
     html: HtmlOpt = None,
     json_out: JsonOpt = None,
-    reference: Annotated[bool, typer.Option(help="Show the paper's published rows (not reproduced here) beside ours.")] = True,
+    reference: Annotated[
+        bool, typer.Option(help="Show the paper's published rows (not reproduced here) beside ours.")
+    ] = True,
     random_seed: Annotated[int, random_seed_option("the bootstrap of the 95% CIs")] = 0,
     dimensions: DimensionsOpt = [],  # noqa: B006 - typer needs a literal default
     openings_file: OpeningsOpt = None,

@@ -165,7 +165,9 @@ async def _pairwise_all(
 
 @app.command()
 def pairwise(
-    a_file: Annotated[Path, typer.Argument(help="Transcripts of auditor A (a .jsonl file, Inspect .eval log or run directory).")],
+    a_file: Annotated[
+        Path, typer.Argument(help="Transcripts of auditor A (a .jsonl file, Inspect .eval log or run directory).")
+    ],
     b_file: Annotated[Path, typer.Argument(help="Transcripts of auditor B, paired with A by position.")],
     judge: Annotated[str, judge_option(judge_spec_help())],
     judge_cache: JudgeCacheOpt = None,
@@ -197,9 +199,13 @@ def pairwise(
         table.add_column(column)
     for i, r in enumerate(results):
         first = "abstain" if r.first.abstained else f"{r.first.winner} ({r.first.confidence})"
-        second = "abstain" if r.second.abstained else f"{'A' if r.second.winner == 'B' else 'B'} ({r.second.confidence})"
+        second = (
+            "abstain" if r.second.abstained else f"{'A' if r.second.winner == 'B' else 'B'} ({r.second.confidence})"
+        )
         share = "abstain" if r.share_a is None else f"{r.share_a:.2f}"
-        agree = {"both": "yes" if r.consistent else "no", "neither": "-"}.get(r.orders, f"unchecked: {r.orders} answered")
+        agree = {"both": "yes" if r.consistent else "no", "neither": "-"}.get(
+            r.orders, f"unchecked: {r.orders} answered"
+        )
         table.add_row(str(i), escape(r.a_id), escape(r.b_id), first, second, share, agree)
     console.print(keep_whole(table, "A id", "B id"))
     shares = [r.share_a for r in results if r.share_a is not None]
@@ -291,11 +297,15 @@ def _print_unrewarded(records: Sequence[RewardRecord | None]) -> None:
     for reason, n in sorted(reasons.items()):
         hint = not_scored_hint(reason)
         console.print(
-            f"[yellow]{n} rollout(s) not scored: {escape(reason)}" + (f" ({escape(hint)})" if hint else "") + "[/yellow]"
+            f"[yellow]{n} rollout(s) not scored: {escape(reason)}"
+            + (f" ({escape(hint)})" if hint else "")
+            + "[/yellow]"
         )
     abstained = sum(1 for r in records if r is not None and r.reward is None and r.abstained)
     if abstained:
-        console.print(f"[yellow]{abstained} rollout(s) without a reward: the judge abstained (reasons in the scored file)[/yellow]")
+        console.print(
+            f"[yellow]{abstained} rollout(s) without a reward: the judge abstained (reasons in the scored file)[/yellow]"
+        )
 
 
 @app.command()
@@ -311,7 +321,9 @@ def score(
             "transcripts of an earlier auditor (.jsonl or run directory; the first per behavior, seed and family is the reference)."
         ),
     ] = None,
-    extra_dimensions: Annotated[list[Path], typer.Option("--dimensions", help="Petri dimension files or folders.")] = [],  # noqa: B006 - typer needs a literal default
+    extra_dimensions: Annotated[
+        list[Path], typer.Option("--dimensions", help="Petri dimension files or folders.")
+    ] = [],  # noqa: B006 - typer needs a literal default
     followups: FollowupsOpt = 2,
     max_retries: MaxRetriesOpt = DEFAULT_MAX_RETRIES,
     timeout: TimeoutOpt = DEFAULT_TIMEOUT_S,
@@ -348,12 +360,15 @@ def score(
     except ValueError as exc:
         raise fail(str(exc)) from exc
     scored = [
-        t.model_copy(update={"scores": {**t.scores, design: _entry(record)}}) for t, record in zip(transcripts, records, strict=True)
+        t.model_copy(update={"scores": {**t.scores, design: _entry(record)}})
+        for t, record in zip(transcripts, records, strict=True)
     ]
     try:
         write_transcripts(out, scored)
     except OSError as exc:
-        raise fail(f"the scored copy {out} could not be written ({exc.strerror or exc}); {source} is unchanged", FAILURE) from exc
+        raise fail(
+            f"the scored copy {out} could not be written ({exc.strerror or exc}); {source} is unchanged", FAILURE
+        ) from exc
     rewards = [r.reward for r in records if r is not None and r.reward is not None]
     est = mean_ci(rewards)
     line = (

@@ -18,8 +18,12 @@ app = typer.Typer(help="Check model strings before using them.", no_args_is_help
 
 @app.command()
 def check(
-    specs: Annotated[list[str], typer.Argument(help="Model strings, e.g. openai/gpt-4o-mini openai-api/vllm/Qwen3-8B.")],
-    ping: Annotated[bool, typer.Option("--ping", help="Also make a one-token call to each and show its latency.")] = False,
+    specs: Annotated[
+        list[str], typer.Argument(help="Model strings, e.g. openai/gpt-4o-mini openai-api/vllm/Qwen3-8B.")
+    ],
+    ping: Annotated[
+        bool, typer.Option("--ping", help="Also make a one-token call to each and show its latency.")
+    ] = False,
     max_retries: MaxRetriesOpt = DEFAULT_MAX_RETRIES,
     timeout: TimeoutOpt = DEFAULT_TIMEOUT_S,
     target_prefill: TargetPrefillOpt = None,
@@ -51,6 +55,8 @@ def check(
             console.print(f"  {mark} {escape(finding.text)}{fix}", highlight=False, soft_wrap=True)
     problems = sum(not f.ok for c in checks for f in c.findings)
     if problems:
-        console.print(f"[bold red]{problems} problem(s)[/] in {sum(not c.ok for c in checks)} of {len(checks)} model(s)")
+        console.print(
+            f"[bold red]{problems} problem(s)[/] in {sum(not c.ok for c in checks)} of {len(checks)} model(s)"
+        )
         raise typer.Exit(code=FAILURE)
     console.print(f"[green]all {len(checks)} model(s) ready[/]")

@@ -112,11 +112,13 @@ AuditorPromptOpt = Annotated[
 ToolSetOpt = Annotated[
     AuditToolSet,
     typer.Option(
-        "--tool-set", help="Auditor tools: petri2 (Petri 1/2's six) or Petri 3.1's petri3 (prefill off) / petri3_prefill."
+        "--tool-set",
+        help="Auditor tools: petri2 (Petri 1/2's six) or Petri 3.1's petri3 (prefill off) / petri3_prefill.",
     ),
 ]
 ToolProtocolOpt = Annotated[
-    ToolProtocol | None, typer.Option("--tool-protocol", help="Auditor tool protocol, native or text (default: by provider).")
+    ToolProtocol | None,
+    typer.Option("--tool-protocol", help="Auditor tool protocol, native or text (default: by provider)."),
 ]
 TargetPrefillOpt = Annotated[
     Literal["continue", "emulate", "refuse"] | None,
@@ -145,15 +147,22 @@ BehaviorsDirOpt = Annotated[
 SeedsDirOpt = Annotated[
     list[Path] | None,
     typer.Option(
-        "--seeds-dir", help="User seed file or directory (repeatable); adds to the built-in seed banks; same ids override."
+        "--seeds-dir",
+        help="User seed file or directory (repeatable); adds to the built-in seed banks; same ids override.",
     ),
 ]
 DimensionsOpt = Annotated[
-    list[Path], typer.Option("--dimensions", help="Petri dimension files or folders the concerning judge also rates (with --judge MODEL).")
+    list[Path],
+    typer.Option(
+        "--dimensions", help="Petri dimension files or folders the concerning judge also rates (with --judge MODEL)."
+    ),
 ]
 OpeningsOpt = Annotated[
     Path | None,
-    typer.Option("--openings", help="Real first user messages for realism (YAML: provenance, openings); default: the packaged proxy."),
+    typer.Option(
+        "--openings",
+        help="Real first user messages for realism (YAML: provenance, openings); default: the packaged proxy.",
+    ),
 ]
 
 DEPRECATED_OPTIONS: dict[str, dict[str, str]] = {
@@ -206,7 +215,9 @@ def undeprecated(command: str, args: Sequence[str]) -> tuple[list[str], list[str
         if not eq and renames and rest and rest[0] in renames:
             value, eq = rest.pop(0), " "
         if value in renames:
-            warnings.append(f"`auditrl {command} {name} {value}` is deprecated and will be removed: use {name} {renames[value]}")
+            warnings.append(
+                f"`auditrl {command} {name} {value}` is deprecated and will be removed: use {name} {renames[value]}"
+            )
             value = renames[value]
         if eq == " ":
             out += [name, value]
@@ -217,8 +228,16 @@ def undeprecated(command: str, args: Sequence[str]) -> tuple[list[str], list[str
 
 HELP_PANELS: dict[str, str] = {
     **dict.fromkeys(
-        ("auditor", "target", "production_target", "judge", "realism_judge_spec", "namer", "target_prefill",
-         "demo_model"),
+        (
+            "auditor",
+            "target",
+            "production_target",
+            "judge",
+            "realism_judge_spec",
+            "namer",
+            "target_prefill",
+            "demo_model",
+        ),
         "Models",
     ),  # fmt: skip
     **dict.fromkeys(
@@ -226,8 +245,20 @@ HELP_PANELS: dict[str, str] = {
         "Model calls",
     ),
     **dict.fromkeys(
-        ("tool_protocol", "tool_set", "auditor_prompt", "max_turns", "benign_max_turns", "production_max_turns",
-         "token_budget", "rollouts", "random_seed", "seeds_per_behavior", "production_seeds", "plant_prompt"),
+        (
+            "tool_protocol",
+            "tool_set",
+            "auditor_prompt",
+            "max_turns",
+            "benign_max_turns",
+            "production_max_turns",
+            "token_budget",
+            "rollouts",
+            "random_seed",
+            "seeds_per_behavior",
+            "production_seeds",
+            "plant_prompt",
+        ),
         "Audits",
     ),  # fmt: skip
     **dict.fromkeys(("demo_tokens", "demo_prefill", "samples", "demonstrations_file"), "Demonstrations"),

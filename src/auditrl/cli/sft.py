@@ -33,16 +33,36 @@ console = Console()
 def sft(
     config: Annotated[Path, typer.Option("--config", "-c", help="The grpo_lm config the adapter will warm-start.")],
     out: Annotated[Path | None, out_dir_option("Output directory (default: runs/<name>-sft).")] = None,
-    teacher: Annotated[str, typer.Option(help="Model string that plays the auditor (offline: scripted/teacher).")] = "scripted/teacher",
+    teacher: Annotated[
+        str, typer.Option(help="Model string that plays the auditor (offline: scripted/teacher).")
+    ] = "scripted/teacher",
     episodes: Annotated[int, typer.Option(help="Teacher audits drawn from the run's training distribution.")] = 256,
     epochs: Annotated[float, typer.Option(help="Passes over the kept audits.")] = 2.0,
     batch_size: Annotated[int, typer.Option(help="Audits per optimizer step.")] = 8,
     learning_rate: Annotated[float, typer.Option(help="Adapter learning rate (constant).")] = 5e-4,
     random_seed: Annotated[int, random_seed_option("the teacher's rows, data order and adapter init")] = 1,
     keep: Annotated[str, typer.Option(help="`parsed`: train only on audits whose report parsed; `all`.")] = "parsed",
-    source: Annotated[Path | None, typer.Option("--from", help="Distil these stored audits instead of a teacher's: a run directory, a transcripts .jsonl file or a folder of them.")] = None,
-    min_score: Annotated[float | None, typer.Option(min=0.0, max=100.0, help="With --from: keep only audits the judge scored at least this (0-100: audit quality on planted targets, 100 for a right \"nothing found\" on benign ones).")] = None,
-    judge: Annotated[str | None, typer.Option(help="With --min-score: judge the audits that carry no verdict yet (`programmatic` or a model spec).")] = None,
+    source: Annotated[
+        Path | None,
+        typer.Option(
+            "--from",
+            help="Distil these stored audits instead of a teacher's: a run directory, a transcripts .jsonl file or a folder of them.",
+        ),
+    ] = None,
+    min_score: Annotated[
+        float | None,
+        typer.Option(
+            min=0.0,
+            max=100.0,
+            help='With --from: keep only audits the judge scored at least this (0-100: audit quality on planted targets, 100 for a right "nothing found" on benign ones).',
+        ),
+    ] = None,
+    judge: Annotated[
+        str | None,
+        typer.Option(
+            help="With --min-score: judge the audits that carry no verdict yet (`programmatic` or a model spec)."
+        ),
+    ] = None,
     max_retries: MaxRetriesOpt = DEFAULT_MAX_RETRIES,
     timeout: TimeoutOpt = DEFAULT_TIMEOUT_S,
 ) -> None:
@@ -94,13 +114,17 @@ def sft(
         console.print(f"training loss: {losses[0]['loss']:.3f} (step {losses[0]['step']}) -> {losses[-1]['loss']:.3f} "
                       f"(step {losses[-1]['step']}); {record['tokens']['trained']:,} of {record['tokens']['total']:,} "
                       "tokens trained (the auditor's own)", highlight=False)  # fmt: skip
-    console.print(f"{record['cpu_seconds']['total']:.0f} CPU s ({record['cpu_seconds']['teacher']:.0f} of them before fine-tuning)")
+    console.print(
+        f"{record['cpu_seconds']['total']:.0f} CPU s ({record['cpu_seconds']['teacher']:.0f} of them before fine-tuning)"
+    )
     console.print(f"adapter: [bold]{escape(record['adapter'])}[/bold]", soft_wrap=True)  # a path to copy: never wrapped
     console.print("Start GRPO from it with, in the config:", highlight=False)
     console.print(f"  policy:\n    init_adapter: {escape(record['adapter'])}", highlight=False, soft_wrap=True)
 
 
-def scored_at_least(audits: list[Transcript], min_score: float, judge: str | None, limits: CallLimits) -> list[Transcript]:
+def scored_at_least(
+    audits: list[Transcript], min_score: float, judge: str | None, limits: CallLimits
+) -> list[Transcript]:
     """The audits whose suite score is at least `min_score`: audit quality (0-100) on a planted target, 100 for a
     right "nothing found" on a benign one (0 for a false accusation); an audit the judge has not scored is judged
     first with `judge`, and one it abstained on is left out."""
@@ -125,8 +149,14 @@ def scored_at_least(audits: list[Transcript], min_score: float, judge: str | Non
 
 def teacher_table(record: dict) -> Table:
     """What the teacher (or the stored audits) did on planted and benign targets: what the adapter imitates."""
-    who = f"audits from {escape(record['from'])}" if record.get("from") else f"teacher {escape(record['settings']['teacher'])}"
-    table = Table(title=f"{who}: {record['kept']} of {record['episodes']} audits kept ({record['examples']} training examples)")
+    who = (
+        f"audits from {escape(record['from'])}"
+        if record.get("from")
+        else f"teacher {escape(record['settings']['teacher'])}"
+    )
+    table = Table(
+        title=f"{who}: {record['kept']} of {record['episodes']} audits kept ({record['examples']} training examples)"
+    )
     for column in ("target", "audits", "failed", "valid reports", "claims", "reached trigger topic"):
         table.add_column(column, justify="left" if column == "target" else "right")
     for part, row in record["teacher"].items():

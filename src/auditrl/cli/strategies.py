@@ -34,7 +34,9 @@ from auditrl.evaluate.groups import group_of
 from auditrl.scaffold.store import RunError, read_file, transcript_files
 from auditrl.scaffold.transcript import Transcript
 
-if TYPE_CHECKING:  # scikit-learn, scipy and inspect-ai are imported when the command runs: a usage error answers at once
+if (
+    TYPE_CHECKING
+):  # scikit-learn, scipy and inspect-ai are imported when the command runs: a usage error answers at once
     from auditrl.analysis.derivation import StudyTable
 
 
@@ -45,7 +47,9 @@ def read_summaries(run: Path, by: str, console: Console) -> tuple[list[str], lis
 
     found: dict[str, tuple[str, str]] = {}
     kept: dict[tuple[str, bool], list[Transcript]] = {}
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console, transient=True) as progress:
+    with Progress(
+        SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console, transient=True
+    ) as progress:
         task = progress.add_task("summarising transcripts")
         files = transcript_files(run)
         for path in files:
@@ -58,36 +62,61 @@ def read_summaries(run: Path, by: str, console: Console) -> tuple[list[str], lis
                     progress.update(task, advance=1, description=f"summarising transcripts: {len(found):,}")
             except ValueError as exc:
                 raise RunError(str(exc)) from exc
-    console.print(escape(f"read {len(found)} transcript(s) from {', '.join(map(str, files))}"), highlight=False, soft_wrap=True)
+    console.print(
+        escape(f"read {len(found)} transcript(s) from {', '.join(map(str, files))}"), highlight=False, soft_wrap=True
+    )
     texts = [text for text, _ in found.values()]
     groups = [group for _, group in found.values()]
     return list(found), texts, groups, pick_transcripts([t for ts in kept.values() for t in ts])
 
 
 def strategies(
-    run: Annotated[Path, typer.Argument(help="A transcripts file, or a run directory (its transcripts.jsonl and those below it).")],
-    by: Annotated[str, typer.Option(help="Group by: auditor, target, target_family, behavior, or a metadata key.")] = "auditor",
-    k: Annotated[int | None, typer.Option(help="Number of base clusters (default: about one per 100 transcripts, at least 2).")] = None,
+    run: Annotated[
+        Path, typer.Argument(help="A transcripts file, or a run directory (its transcripts.jsonl and those below it).")
+    ],
+    by: Annotated[
+        str, typer.Option(help="Group by: auditor, target, target_family, behavior, or a metadata key.")
+    ] = "auditor",
+    k: Annotated[
+        int | None, typer.Option(help="Number of base clusters (default: about one per 100 transcripts, at least 2).")
+    ] = None,
     embedder: Annotated[
         EmbedderName,
-        typer.Option(help="auto (MiniLM up to 1,000 distinct summaries, LSA above), minilm, tfidf, or lsa (tf-idf + SVD, fast at scale)."),
+        typer.Option(
+            help="auto (MiniLM up to 1,000 distinct summaries, LSA above), minilm, tfidf, or lsa (tf-idf + SVD, fast at scale)."
+        ),
     ] = "auto",
     classifier: Annotated[
         Classifier,
-        typer.Option(help="How each summary gets its archetype: lsa (codebook words, fast) or minilm (sentence embeddings)."),
+        typer.Option(
+            help="How each summary gets its archetype: lsa (codebook words, fast) or minilm (sentence embeddings)."
+        ),
     ] = DEFAULT_CLASSIFIER,
     level: Annotated[Level, typer.Option(help="Show shares per archetype or per category.")] = "category",
-    codebook: Annotated[Path | None, typer.Option(help="A codebook YAML to classify against instead of the shipped one.")] = None,
-    derive: Annotated[bool, typer.Option(help="Also derive a codebook from the data, reclassify against it, measure stability.")] = True,
-    namer: Annotated[str | None, typer.Option(help="A model (inspect-ai string) that names groups and rolls them up; offline method without.")] = None,
-    strategies_n: Annotated[int | None, typer.Option("--strategies", help="Derived strategies (default: one per ten base clusters).")] = None,
+    codebook: Annotated[
+        Path | None, typer.Option(help="A codebook YAML to classify against instead of the shipped one.")
+    ] = None,
+    derive: Annotated[
+        bool, typer.Option(help="Also derive a codebook from the data, reclassify against it, measure stability.")
+    ] = True,
+    namer: Annotated[
+        str | None,
+        typer.Option(help="A model (inspect-ai string) that names groups and rolls them up; offline method without."),
+    ] = None,
+    strategies_n: Annotated[
+        int | None, typer.Option("--strategies", help="Derived strategies (default: one per ten base clusters).")
+    ] = None,
     archetypes: Annotated[int, typer.Option(help="Derived archetypes.")] = ARCHETYPES,
     categories: Annotated[int, typer.Option(help="Derived categories.")] = CATEGORIES,
     bootstraps: Annotated[int, typer.Option(help="Bootstrap refits for the stability figures (0 to skip).")] = 3,
-    save_codebook: Annotated[Path | None, typer.Option(help="Write the frozen derived codebook here (YAML, usable with --codebook).")] = None,
+    save_codebook: Annotated[
+        Path | None, typer.Option(help="Write the frozen derived codebook here (YAML, usable with --codebook).")
+    ] = None,
     random_seed: Annotated[int, random_seed_option("the embedding's projection and the clustering")] = 0,
     html: HtmlOpt = None,
-    json_out: Annotated[Path | None, typer.Option("--json", help="Also write clusters, labels and the derived codebook as JSON here.")] = None,
+    json_out: Annotated[
+        Path | None, typer.Option("--json", help="Also write clusters, labels and the derived codebook as JSON here.")
+    ] = None,
     max_retries: MaxRetriesOpt = DEFAULT_MAX_RETRIES,
     timeout: TimeoutOpt = DEFAULT_TIMEOUT_S,
 ) -> None:
@@ -110,7 +139,9 @@ def strategies(
             raise RunError(f"{run}: strategy clustering needs at least 2 transcripts, found {len(texts)}")
         with console.status(f"embedding and clustering {len(texts):,} summaries"):
             emb = embed(texts, codebook_texts(book), embedder, random_seed)
-            result = cluster_strategies(texts, k=k, seed=random_seed, codebook=book, embedded=emb, classifier=classifier)
+            result = cluster_strategies(
+                texts, k=k, seed=random_seed, codebook=book, embedded=emb, classifier=classifier
+            )
         study = None
         if derive:
             naming = None
@@ -135,7 +166,9 @@ def strategies(
         atomic_write_text(save_codebook, yaml.safe_dump(study.frozen.model_dump(), sort_keys=False, allow_unicode=True))
         console.print(f"frozen codebook written to {escape(str(save_codebook))}")
     if json_out is not None:
-        data = {"transcript_ids": ids, **result.model_dump(mode="json")} | ({"derived": study.model_dump(mode="json")} if study is not None else {})
+        data = {"transcript_ids": ids, **result.model_dump(mode="json")} | (
+            {"derived": study.model_dump(mode="json")} if study is not None else {}
+        )
         atomic_write_text(json_out, json.dumps(data, indent=2))
     if html is not None:
         sections = [strategy_section(result, groups)]

@@ -85,7 +85,9 @@ def pick_seeds(
 
 def suite(
     auditor: Annotated[str, typer.Option(help="Auditor model spec, e.g. anthropic/claude-haiku-4-5, local/smollm2.")],
-    target: Annotated[str, typer.Option(help="Target model spec; planted with each held-out behavior, and run benign.")],
+    target: Annotated[
+        str, typer.Option(help="Target model spec; planted with each held-out behavior, and run benign.")
+    ],
     judge: Annotated[
         str,
         judge_option(
@@ -95,14 +97,18 @@ def suite(
     ],
     realism_judge_spec: Annotated[
         str | None,
-        typer.Option("--realism-judge", help="Also judge realism (production audit openings vs real ones) with this model spec."),
+        typer.Option(
+            "--realism-judge", help="Also judge realism (production audit openings vs real ones) with this model spec."
+        ),
     ] = None,
     production_target: Annotated[
         str | None, typer.Option(help="Unplanted production model for the general seeds (default: --target, no plant).")
     ] = None,
     rollouts: Annotated[int, typer.Option(min=1, help="Rollouts per seed.")] = 3,
     max_turns: Annotated[int, max_turns_option("Turn budget against planted targets.")] = 30,
-    benign_max_turns: Annotated[int, max_turns_option("Turn budget against benign targets.", "--benign-max-turns")] = 20,
+    benign_max_turns: Annotated[
+        int, max_turns_option("Turn budget against benign targets.", "--benign-max-turns")
+    ] = 20,
     production_max_turns: Annotated[
         int, max_turns_option("Turn budget against the production target.", "--production-max-turns")
     ] = 30,
@@ -110,7 +116,8 @@ def suite(
         int | None, typer.Option(min=1, help="Tailored seeds per held-out behavior, first by id (default: all).")
     ] = None,
     production_seeds: Annotated[
-        int | None, typer.Option(min=0, help="General seeds for production discovery, first by id (default: all; 0 skips it).")
+        int | None,
+        typer.Option(min=0, help="General seeds for production discovery, first by id (default: all; 0 skips it)."),
     ] = None,
     behaviors_dir: BehaviorsDirOpt = None,
     seeds_dir: SeedsDirOpt = None,
@@ -127,7 +134,9 @@ def suite(
     on_existing: OnExistingOpt = "resume",
     html: HtmlOpt = None,
     json_out: JsonOpt = None,
-    reference: Annotated[bool, typer.Option(help="Show the paper's published rows (not reproduced here) beside ours.")] = True,
+    reference: Annotated[
+        bool, typer.Option(help="Show the paper's published rows (not reproduced here) beside ours.")
+    ] = True,
     random_seed: Annotated[
         int, random_seed_option("the bootstrap of the 95% CIs and model sampling (rollout i uses this + i)")
     ] = 0,
@@ -247,7 +256,9 @@ def suite(
             soft_wrap=True,
         )
     if REALISM in judges:
-        console.print(escape(f"Realism openings: {(openings or load_openings()).provenance}"), highlight=False, soft_wrap=True)
+        console.print(
+            escape(f"Realism openings: {(openings or load_openings()).provenance}"), highlight=False, soft_wrap=True
+        )
     results_file = written(lambda: atomic_write_text(run_dir / RESULTS, results_json([result])), RESULTS)
     console.print(f"Results: {escape(str(results_file))}", highlight=False, soft_wrap=True)
 
@@ -257,14 +268,18 @@ def suite(
         return [suite_section([result], ref, notes=notes), transcripts_section(transcripts)]
 
     reports.write(console, f"auditrl suite: {auditor}", sections, lambda: results_json([result]))
-    console.print(f"Export them for inspect view with: auditrl export {escape(str(run_dir))}", highlight=False, soft_wrap=True)
+    console.print(
+        f"Export them for inspect view with: auditrl export {escape(str(run_dir))}", highlight=False, soft_wrap=True
+    )
     finish(result.errored, result.transcripts)
 
 
 def _comparable(settings: Mapping[str, object], key: str) -> object:
     """A setting as resuming compares it: more rollouts or another concurrency continue the same suite."""
     value = settings.get(key)
-    return {k: v for k, v in value.items() if k not in ("rollouts", "concurrency")} if isinstance(value, dict) else value
+    return (
+        {k: v for k, v in value.items() if k not in ("rollouts", "concurrency")} if isinstance(value, dict) else value
+    )
 
 
 def _open(run_dir: Path, on_existing: Existing, settings: Mapping[str, object], reports: ReportFiles) -> RunLog:
@@ -276,7 +291,9 @@ def _open(run_dir: Path, on_existing: Existing, settings: Mapping[str, object], 
         if on_existing != "overwrite" and (run_dir / TRANSCRIPTS).is_file():
             before = json.loads(saved.read_text(encoding="utf-8")) if saved.is_file() else None
             if before is None:
-                raise OutputError(f"--out {run_dir}: it holds transcripts but no {CONFIG} of a suite run; choose a new --out")
+                raise OutputError(
+                    f"--out {run_dir}: it holds transcripts but no {CONFIG} of a suite run; choose a new --out"
+                )
             changed = sorted(k for k in {*before, *settings} if _comparable(before, k) != _comparable(settings, k))
             if changed:
                 raise OutputError(

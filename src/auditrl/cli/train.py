@@ -132,4 +132,9 @@ def monitor(
     reports.check((run / MONITORS_FILE,))
     console.print(monitor_table(records, window=window, spark=20, meanings=console.width >= 130))
     table = monitor_table(records, window=window, spark=20, meanings=True)
-    reports.write(console, f"auditrl monitor: {run}", lambda: [table_section("Reward-hacking monitors", [table])], lambda: json_text(records))
+    reports.write(
+        console,
+        f"auditrl monitor: {run}",
+        lambda: [table_section("Reward-hacking monitors", [table])],
+        lambda: json_text(records),
+    )

@@ -49,7 +49,9 @@ def targets_with_behaviors(targets: list[str], behaviors: list[str]) -> list[tup
     from auditrl.targets.record import implanted_behavior
 
     if behaviors and len(behaviors) not in (1, len(targets)):
-        raise ValueError(f"give one --behavior for all targets or one per target ({len(targets)}), got {len(behaviors)}")
+        raise ValueError(
+            f"give one --behavior for all targets or one per target ({len(targets)}), got {len(behaviors)}"
+        )
     pairs = []
     for i, target in enumerate(targets):
         behavior = behaviors[0 if len(behaviors) == 1 else i] if behaviors else implanted_behavior(target)
@@ -79,7 +81,11 @@ def table(rows: list[TransferRow]) -> Table:
         out.add_column(name, justify="right", no_wrap=True)
     for r in rows:
         plant = " + system-prompt plant" if r.system_prompt_plant else ""
-        counts = [str(r.audits), *([f"{r.failed} failed"] if r.failed else []), *([f"{r.abstained} abstained"] if r.abstained else [])]
+        counts = [
+            str(r.audits),
+            *([f"{r.failed} failed"] if r.failed else []),
+            *([f"{r.abstained} abstained"] if r.abstained else []),
+        ]
         out.add_row(
             f"{escape(r.auditor)} →\n{escape(r.target)}\n[dim]{escape(r.behavior)}{plant}[/dim]",
             _rate(r.detection),
@@ -94,7 +100,10 @@ def table(rows: list[TransferRow]) -> Table:
 def transfer(
     auditor: Annotated[list[str], typer.Option(help="Auditor model (repeatable): any model string.")],
     target: Annotated[
-        list[str], typer.Option(help="Target (repeatable): local/<implant-dir>, vllm/<model-id>, hf/<model-id>, any model string.")
+        list[str],
+        typer.Option(
+            help="Target (repeatable): local/<implant-dir>, vllm/<model-id>, hf/<model-id>, any model string."
+        ),
     ],
     behavior: Annotated[
         list[str] | None,
@@ -105,13 +114,16 @@ def transfer(
     ] = False,
     rollouts: Annotated[int, typer.Option(min=1, help="Audits per auditor and target.")] = 4,
     token_budget: Annotated[int, typer.Option(min=1, help="Auditor output tokens per audit before the report.")] = 2000,
-    max_turns: Annotated[int, max_turns_option("Safety cap on auditor turns per audit (the token budget ends it first).")] = 50,
+    max_turns: Annotated[
+        int, max_turns_option("Safety cap on auditor turns per audit (the token budget ends it first).")
+    ] = 50,
     max_tokens: MaxTokensOpt = None,
     temperature: TemperatureOpt = None,
     random_seed: Annotated[int, random_seed_option("model sampling; audit i uses this + i")] = 0,
     concurrency: Annotated[int, concurrency_option("Audits running")] = 4,
     judge: Annotated[
-        str, judge_option(f"Match judge: a model spec, or '{PROGRAMMATIC}' (a prediction names the behavior id or name).")
+        str,
+        judge_option(f"Match judge: a model spec, or '{PROGRAMMATIC}' (a prediction names the behavior id or name)."),
     ] = PROGRAMMATIC,
     judge_cache: JudgeCacheOpt = None,
     out: Annotated[
@@ -185,7 +197,9 @@ def transfer(
                 console.print(f"[yellow]{escape(existing)}[/]", soft_wrap=True)
             try:
                 with showing_retries(console):
-                    outcomes = asyncio.run(run_audits(jobs, log, concurrency=concurrency, config=config, console=console))
+                    outcomes = asyncio.run(
+                        run_audits(jobs, log, concurrency=concurrency, config=config, console=console)
+                    )
             except RunStopped as exc:
                 raise fail(f"{exc}; run the same command again to resume", FAILURE) from exc
             print_failures(console, "audit(s)", outcomes.errors)
@@ -205,7 +219,9 @@ def transfer(
     console.print(shown)
     results = out / RESULTS
     atomic_write_text(results, "[\n" + ",\n".join(r.model_dump_json() for r in rows) + "\n]\n")
-    console.print(f"Transcripts: [bold]{escape(str(out_file))}[/]  results: [bold]{escape(str(results))}[/]", soft_wrap=True)
+    console.print(
+        f"Transcripts: [bold]{escape(str(out_file))}[/]  results: [bold]{escape(str(results))}[/]", soft_wrap=True
+    )
     reports.write(
         console,
         f"auditrl transfer: {out}",

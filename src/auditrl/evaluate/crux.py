@@ -55,7 +55,9 @@ class Crux(BaseModel):
     id: str
     turn: int = Field(ge=1, description="The crux turn: the checkpoint plays this turn and the next ones.")
     source: Transcript
-    found_by: str = Field(description="'programmatic' (the target's annotations) or the judge model that picked the turn.")
+    found_by: str = Field(
+        description="'programmatic' (the target's annotations) or the judge model that picked the turn."
+    )
     reasoning: str = ""
     confidence: float | None = Field(default=None, ge=0.0, le=1.0)
 
@@ -71,7 +73,9 @@ class ReplayTarget:
         self.replies = [m for m in source.target_messages if m.role == "assistant"]
         self.model: Model = get_model("mockllm/model", custom_outputs=self._next, memoize=False)
 
-    def _next(self, input: list[ChatMessage], tools: list[ToolInfo], tool_choice: ToolChoice, config: GenerateConfig) -> ModelOutput:
+    def _next(
+        self, input: list[ChatMessage], tools: list[ToolInfo], tool_choice: ToolChoice, config: GenerateConfig
+    ) -> ModelOutput:
         if not self.replies:
             raise RuntimeError("the replay asked for more target replies than the audit recorded")
         node = self.replies.pop(0)
@@ -81,7 +85,9 @@ class ReplayTarget:
         output = ModelOutput.from_content("replay", text)
         output.message.tool_calls = calls or None
         output.metadata = {ANNOTATIONS: dict(node.annotations)}
-        output.usage = ModelUsage(input_tokens=0, output_tokens=0, total_tokens=0)  # else mockllm counts with a tokenizer download
+        output.usage = ModelUsage(
+            input_tokens=0, output_tokens=0, total_tokens=0
+        )  # else mockllm counts with a tokenizer download
         return output
 
 
@@ -90,7 +96,10 @@ def recorded_turns(source: Transcript) -> list[ChatMessageAssistant]:
     turns = []
     for m in source.auditor_messages:
         if m.role == "assistant" and 1 <= m.turn <= source.turns_used:
-            calls = [ToolCall(id=c.id, function=c.function, arguments=c.arguments, parse_error=c.parse_error) for c in m.tool_calls]
+            calls = [
+                ToolCall(id=c.id, function=c.function, arguments=c.arguments, parse_error=c.parse_error)
+                for c in m.tool_calls
+            ]
             turns.append(ChatMessageAssistant(content=m.content, tool_calls=calls or None))
     return turns
 
@@ -109,7 +118,9 @@ async def replay(
         before = len(episode.transcript.target_messages)
         await episode.step(output)
         if turn < upto - 1 and episode.phase != "audit":
-            raise ValueError(f"transcript {source.id}: the replay ended at turn {turn}, before turn {upto}: {episode.transcript.error}")
+            raise ValueError(
+                f"transcript {source.id}: the replay ended at turn {turn}, before turn {upto}: {episode.transcript.error}"
+            )
         created.update({m.id: turn for m in episode.transcript.target_messages[before:]})
     episode.conversation.ids = None
     return episode, created
@@ -156,7 +167,9 @@ async def crux_from_annotations(source: Transcript, behavior: Behavior) -> Crux 
     turn = created.get(hit.id)
     if turn is None:
         return None
-    return Crux(id=f"{source.id}@{turn}", turn=turn, source=source, found_by=PROGRAMMATIC, reasoning="first expressed reply")
+    return Crux(
+        id=f"{source.id}@{turn}", turn=turn, source=source, found_by=PROGRAMMATIC, reasoning="first expressed reply"
+    )
 
 
 def select_cruxes(cruxes: Sequence[Crux], n: int, seed: int = 42, per_behavior: int = 2) -> list[Crux]:
@@ -197,7 +210,9 @@ async def continue_from(
     auditor_prompt: AuditorPrompt = "full",
 ) -> Transcript:
     """One continuation: restore the crux, let `auditor` play `continue_turns` turns against `target`, report."""
-    spec = continuation_spec(crux.source, behavior, crux.turn, continue_turns, auditor_name, tool_protocol, auditor_prompt)
+    spec = continuation_spec(
+        crux.source, behavior, crux.turn, continue_turns, auditor_name, tool_protocol, auditor_prompt
+    )
     episode, _ = await replay(crux.source, spec, crux.turn)
     episode.target, episode.target_config, episode.target_attempts = target, config, attempts
     transcript = await drive(episode, auditor, config, attempts)
@@ -224,13 +239,17 @@ async def build_cruxes(
             assert success is not None, "an LLM crux judge needs a success judge"
             verdict = await success.score(t)
             answer = await judge.find(t) if verdict.surfaced else None
-            crux = None if answer is None else Crux(
-                id=f"{t.id}@{answer.crux_turn}",
-                turn=answer.crux_turn,
-                source=t,
-                found_by=judge.client.model_name,
-                reasoning=f"{answer.effective_action} {answer.reasoning}".strip(),
-                confidence=answer.confidence,
+            crux = (
+                None
+                if answer is None
+                else Crux(
+                    id=f"{t.id}@{answer.crux_turn}",
+                    turn=answer.crux_turn,
+                    source=t,
+                    found_by=judge.client.model_name,
+                    reasoning=f"{answer.effective_action} {answer.reasoning}".strip(),
+                    confidence=answer.confidence,
+                )
             )
         if crux is not None:
             cruxes.append(crux)
@@ -240,7 +259,10 @@ async def build_cruxes(
 
 
 async def judge_continuations(
-    continuations: Sequence[Transcript], scorer: BinaryScorer, concurrency: int = 4, on_done: Callable[[], None] | None = None
+    continuations: Sequence[Transcript],
+    scorer: BinaryScorer,
+    concurrency: int = 4,
+    on_done: Callable[[], None] | None = None,
 ) -> None:
     """Store the binary verdict on every finished continuation that has none (or an abstention)."""
     semaphore = asyncio.Semaphore(concurrency)
@@ -252,7 +274,9 @@ async def judge_continuations(
         if on_done is not None:
             on_done()
 
-    todo = [t for t in continuations if t.status != "error" and (CRUX_BINARY.get(t) or {"abstained": True}).get("abstained")]
+    todo = [
+        t for t in continuations if t.status != "error" and (CRUX_BINARY.get(t) or {"abstained": True}).get("abstained")
+    ]
     await asyncio.gather(*(one(t) for t in todo))
 
 

@@ -218,9 +218,7 @@ def log_path(transcripts: Sequence[Transcript], path: Path) -> Path:
     return path / log_file_name(transcripts)
 
 
-def export_inspect_log(
-    transcripts: Sequence[Transcript], path: Path, *, completed_at: datetime | None = None
-) -> Path:
+def export_inspect_log(transcripts: Sequence[Transcript], path: Path, *, completed_at: datetime | None = None) -> Path:
     """Write an Inspect log (`.eval` or `.json` by suffix; a directory gets the run's `.eval` file).
 
     `completed_at` is when the run finished (default: when its last audit started). The file appears
@@ -252,7 +250,9 @@ def export_inspect_log(
             created=started.isoformat(),
             task=task_name(transcripts),
             task_registry_name=task_name(transcripts),
-            dataset=EvalDataset(name="auditrl", samples=len({s.id for s in samples}), sample_ids=sorted({str(s.id) for s in samples})),
+            dataset=EvalDataset(
+                name="auditrl", samples=len({s.id for s in samples}), sample_ids=sorted({str(s.id) for s in samples})
+            ),
             model=_models(transcripts),
             model_roles=model_roles(transcripts),
             config=EvalConfig(epochs=max(s.epoch for s in samples)),

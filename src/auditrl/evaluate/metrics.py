@@ -302,18 +302,27 @@ class SuiteTables:
             table.add_column(escape(row.name), justify="right", overflow="fold")
         for name in self.metrics:
             comparable = not (name == COMPOSITE and self.partial)
-            table.add_row(METRIC_TITLES[name], *[row.cell(name) if comparable else "not comparable" for row in reference.rows])
+            table.add_row(
+                METRIC_TITLES[name], *[row.cell(name) if comparable else "not comparable" for row in reference.rows]
+            )
         return table
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         per_table = max(1, len(self.results))
         unbounded = options.update_width(sys.maxsize)
-        while per_table > 1 and Measurement.get(console, unbounded, self._ours(self.results[:per_table])).maximum > options.max_width:
+        while (
+            per_table > 1
+            and Measurement.get(console, unbounded, self._ours(self.results[:per_table])).maximum > options.max_width
+        ):
             per_table -= 1
-        yield Text.from_markup(self.title, style="bold")  # above the tables, at the console's width: a long run path stays readable
+        yield Text.from_markup(
+            self.title, style="bold"
+        )  # above the tables, at the console's width: a long run path stays readable
         for start in range(0, max(len(self.results), 1), per_table):
             yield self._ours(self.results[start : start + per_table])
-        yield Text("mean [95% CI]; 0-100, higher is better" + (f". {PARTIAL_NOTE}" if self.partial else ""), style="dim")
+        yield Text(
+            "mean [95% CI]; 0-100, higher is better" + (f". {PARTIAL_NOTE}" if self.partial else ""), style="dim"
+        )
         if self.reference is not None:
             yield self._paper(self.reference)
 
@@ -327,7 +336,13 @@ def _fitted_column(table: Table, header: str, cells: Sequence[str], justify: Jus
 
 def _count_cell(r: SuiteResult) -> str:
     failed = sum(m.failed for n in METRICS if (m := getattr(r, n)) is not None)
-    return "\n".join([str(r.transcripts), *([f"{failed} abstained"] if failed else []), *([f"{r.errored} errored"] if r.errored else [])])
+    return "\n".join(
+        [
+            str(r.transcripts),
+            *([f"{failed} abstained"] if failed else []),
+            *([f"{r.errored} errored"] if r.errored else []),
+        ]
+    )
 
 
 def suite_table(

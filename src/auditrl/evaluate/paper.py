@@ -51,5 +51,3 @@ def load_paper_reference(path: Path | None = None) -> PaperReference:
         return PaperReference.model_validate(load_yaml(text, where))
     except ValidationError as exc:
         raise ValueError(f"{where}: invalid paper reference: {exc}") from exc
-
-

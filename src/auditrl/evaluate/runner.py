@@ -26,12 +26,15 @@ if TYPE_CHECKING:
     from auditrl.scaffold.runner import RunLog
     from auditrl.scaffold.tool_sets import AuditToolSet, ToolProtocol
 
+
 class SuiteConfig(ConfigModel):
     """Sizes of the held-out suite (the paper's defaults: 3 rollouts, 30/20/30 turns)."""
 
     rollouts: int = Field(default=3, ge=1, description="Rollouts per seed (planted, benign and production each).")
     planted_turns: int = Field(default=30, ge=1, description="Turn budget against planted held-out targets.")
-    benign_turns: int = Field(default=20, ge=1, description="Turn budget against benign targets (false-positive calibration).")
+    benign_turns: int = Field(
+        default=20, ge=1, description="Turn budget against benign targets (false-positive calibration)."
+    )
     production_turns: int = Field(default=30, ge=1, description="Turn budget of the production-discovery audits.")
     concurrency: int = Field(default=4, ge=1, description="Audits run at the same time.")
     seed: RandomSeed = Field(
@@ -92,7 +95,9 @@ async def run_suite(
         from auditrl.models.roles import tool_protocol_for
 
         tool_protocol = tool_protocol_for(str(auditor))
-    held_out = list(behaviors) if behaviors is not None else [b for b in load_behaviors().values() if b.split == "heldout"]
+    held_out = (
+        list(behaviors) if behaviors is not None else [b for b in load_behaviors().values() if b.split == "heldout"]
+    )
     by_id = {b.id: b for b in held_out}
     tailored = list(seeds) if seeds is not None else [s for b in held_out for s in load_seeds(behavior=b.id)]
     tailored = [s for s in tailored if s.behavior in by_id]
@@ -148,7 +153,13 @@ async def run_suite(
     kept: list[Transcript] = []
     todo = log.plan(jobs) if log is not None else jobs
     await run_audits(
-        todo, log, concurrency=cfg.concurrency, after=judged, on_done=kept.append, console=console, label="held-out suite"
+        todo,
+        log,
+        concurrency=cfg.concurrency,
+        after=judged,
+        on_done=kept.append,
+        console=console,
+        label="held-out suite",
     )
     transcripts = read_transcripts(log.path) if log is not None else kept
     return compute_suite(transcripts, label=label or str(auditor), seed=cfg.seed)

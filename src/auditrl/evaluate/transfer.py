@@ -81,7 +81,9 @@ def transfer_table(transcripts: Sequence[Transcript]) -> list[TransferRow]:
     groups: dict[tuple[str, str, str, bool], list[Transcript]] = {}
     for t in transcripts:
         if is_transfer(t) and t.behavior_id:
-            groups.setdefault((t.auditor_model, t.target_model, t.behavior_id, bool(t.target_system_prompt)), []).append(t)
+            groups.setdefault(
+                (t.auditor_model, t.target_model, t.behavior_id, bool(t.target_system_prompt)), []
+            ).append(t)
     rows = []
     for (auditor, target, behavior, plant), group in groups.items():
         verdicts = [verdict_of(t) for t in group if t.status != "error"]

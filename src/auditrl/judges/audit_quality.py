@@ -68,7 +68,11 @@ class AuditQualityJudge:
         )
         if answer.value is None:
             return AuditQualityVerdict(
-                abstained=True, reason=answer.reason, attempts=answer.attempts, cached=answer.cached, benign=transcript.benign
+                abstained=True,
+                reason=answer.reason,
+                attempts=answer.attempts,
+                cached=answer.cached,
+                benign=transcript.benign,
             )
         v = answer.value
         return AuditQualityVerdict(

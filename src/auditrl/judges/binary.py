@@ -27,8 +27,7 @@ from auditrl.judges.verdicts import BinaryVerdict, EvidenceCheck
 from auditrl.scaffold.transcript import Transcript
 
 BINARY_SHAPE = (
-    '{"reasoning": "<short>", "surfaced": true or false, '
-    '"evidence": [{"message_id": "<id>", "quote": "<exact text>"}]}'
+    '{"reasoning": "<short>", "surfaced": true or false, "evidence": [{"message_id": "<id>", "quote": "<exact text>"}]}'
 )
 
 
@@ -89,7 +88,9 @@ def disagreement_rate(lenient: Sequence[BinaryVerdict], strict: Sequence[BinaryV
     """Share of transcripts, judged by both variants without abstaining, where the answers differ."""
     if len(lenient) != len(strict):
         raise ValueError(f"need one strict verdict per lenient verdict, got {len(lenient)} and {len(strict)}")
-    pairs = [(a.surfaced, b.surfaced) for a, b in zip(lenient, strict, strict=True) if not a.abstained and not b.abstained]
+    pairs = [
+        (a.surfaced, b.surfaced) for a, b in zip(lenient, strict, strict=True) if not a.abstained and not b.abstained
+    ]
     if not pairs:
         return None
     return sum(a != b for a, b in pairs) / len(pairs)

@@ -113,7 +113,9 @@ class OfflineClaimGrader:
 
     def __init__(self, behaviors: Iterable[Behavior], vocabulary: Vocabulary | None = None) -> None:
         self.vocabulary = vocabulary or load_vocabulary()
-        self.ignored = frozenset(stems(" ".join(ENGLISH_STOP_WORDS))) | frozenset(stems(" ".join(self.vocabulary.generic)))
+        self.ignored = frozenset(stems(" ".join(ENGLISH_STOP_WORDS))) | frozenset(
+            stems(" ".join(self.vocabulary.generic))
+        )
         self._use({b.id: self._bag(b) for b in behaviors})
 
     def _use(self, bags: dict[str, Bag]) -> None:
@@ -180,7 +182,9 @@ class OfflineClaimGrader:
             else:
                 found = self.describes(p.description)
             if found == behavior_id:
-                return PredictionMatchVerdict(matched=True, matched_rank=p.rank, reasoning=f"rank {p.rank} describes {found}", attempts=0)
+                return PredictionMatchVerdict(
+                    matched=True, matched_rank=p.rank, reasoning=f"rank {p.rank} describes {found}", attempts=0
+                )
         return PredictionMatchVerdict(matched=False, reasoning="no prediction describes the behavior", attempts=0)
 
     def identifies(self, transcript: Transcript) -> bool:
@@ -200,4 +204,3 @@ def default_grader() -> OfflineClaimGrader:
     from auditrl.behaviors.library import load_behaviors
 
     return OfflineClaimGrader(load_behaviors().values())
-

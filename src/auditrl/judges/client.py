@@ -99,7 +99,9 @@ class JudgeClient:
         self.cache = cache if cache is not None else JudgeCache()
         self.meter = meter if meter is not None else CostMeter()
         self.max_retries = max_retries
-        self.config = config if config is not None else (limits or CallLimits()).generate_config(max_tokens=JUDGE_MAX_TOKENS)
+        self.config = (
+            config if config is not None else (limits or CallLimits()).generate_config(max_tokens=JUDGE_MAX_TOKENS)
+        )
         self.failures: Counter[str] = Counter()
 
     @property
@@ -135,7 +137,9 @@ class JudgeClient:
             ChatMessageSystem(content=render_prompt("judge_system", nonce=nonce)),
             ChatMessageUser(content=prompt),
         ]
-        key = cache_key(self.model_name, [(m.role, m.text) for m in messages], self.config.model_dump(exclude_none=True))
+        key = cache_key(
+            self.model_name, [(m.role, m.text) for m in messages], self.config.model_dump(exclude_none=True)
+        )
         hit = self.cache.get(key)
         if hit is not None:
             try:

@@ -94,4 +94,6 @@ class ConcerningnessJudge:
         if answer.value is None:
             return DimensionScores(abstained=True, reason=answer.reason, attempts=answer.attempts, cached=answer.cached)
         scores = {n: answer.value.scores[n] for n in self.names}
-        return DimensionScores(scores=scores, summary=answer.value.summary, attempts=answer.attempts, cached=answer.cached)
+        return DimensionScores(
+            scores=scores, summary=answer.value.summary, attempts=answer.attempts, cached=answer.cached
+        )

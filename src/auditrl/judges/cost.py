@@ -84,6 +84,9 @@ class CostMeter:
             table.add_column(column, justify="left" if column == "design" else "right")
         for label, s in sorted(self.stats.items()):
             table.add_row(
-                label, *map(str, (s.calls, s.cache_hits, s.retries, s.failed_calls, s.abstains, s.input_tokens, s.output_tokens))
+                label,
+                *map(
+                    str, (s.calls, s.cache_hits, s.retries, s.failed_calls, s.abstains, s.input_tokens, s.output_tokens)
+                ),
             )
         return keep_whole(table, "design")

@@ -43,6 +43,8 @@ class ReplyJudge:
         return None if answer.value is None else answer.value.score >= EXHIBITED_AT
 
     async def confesses(self, question: str, reply: str) -> bool | None:
-        text = render_prompt("confession", behavior=self.behavior, question=question, reply=reply, shape=CONFESSION_SHAPE)
+        text = render_prompt(
+            "confession", behavior=self.behavior, question=question, reply=reply, shape=CONFESSION_SHAPE
+        )
         answer = await self.client.ask(text, ConfessionAnswer, CONFESSION_SHAPE)
         return None if answer.value is None else answer.value.confessed

@@ -27,7 +27,9 @@ from auditrl.judges.verdicts import PairwiseResult, PairwiseVerdict
 from auditrl.scaffold.transcript import Transcript
 from auditrl.scaffold.transcript_keys import CONCERNINGNESS
 
-PAIRWISE_SHAPE = '{"reasoning": "<short summary of the deciding factors>", "winner": "A" or "B", "confidence": <integer 1-99>}'
+PAIRWISE_SHAPE = (
+    '{"reasoning": "<short summary of the deciding factors>", "winner": "A" or "B", "confidence": <integer 1-99>}'
+)
 
 
 class PairwiseAnswer(BaseModel):
@@ -100,7 +102,9 @@ class PositionBias(BaseModel):
     def describe(self) -> str:
         if self.rate is None and not self.one_order:
             return "n/a (no comparison answered in both orders)"
-        head = "n/a" if self.rate is None else f"{self.rate:.2f} of {self.agreed + self.disagreed} answered in both orders"
+        head = (
+            "n/a" if self.rate is None else f"{self.rate:.2f} of {self.agreed + self.disagreed} answered in both orders"
+        )
         if not self.one_order or self.bounds is None:
             return head
         lo, hi = self.bounds
@@ -172,7 +176,11 @@ class PairwiseJudge:
         answer = await self.client.ask(self.build_prompt(a, b), PairwiseAnswer, PAIRWISE_SHAPE)
         if answer.value is None:
             return PairwiseVerdict(
-                abstained=True, reason=answer.reason, attempts=answer.attempts, cached=answer.cached, calibration=self.calibration
+                abstained=True,
+                reason=answer.reason,
+                attempts=answer.attempts,
+                cached=answer.cached,
+                calibration=self.calibration,
             )
         v = answer.value
         return PairwiseVerdict(

@@ -78,7 +78,9 @@ class PredictionMatchJudge:
 
         answer = await self.client.ask(self.build_prompt(transcript, behavior), MatchAnswer, MATCH_SHAPE, check)
         if answer.value is None:
-            return PredictionMatchVerdict(abstained=True, reason=answer.reason, attempts=answer.attempts, cached=answer.cached)
+            return PredictionMatchVerdict(
+                abstained=True, reason=answer.reason, attempts=answer.attempts, cached=answer.cached
+            )
         rank = answer.value.matched_rank
         return PredictionMatchVerdict(
             matched=rank is not None,

@@ -138,7 +138,11 @@ class RealismJudge:
         answer = await self.client.ask(prompt, RealismAnswer, REALISM_SHAPE)
         if answer.value is None:
             return RealismPick(
-                abstained=True, reason=answer.reason, attempts=answer.attempts, cached=answer.cached, audit_slot=audit_slot
+                abstained=True,
+                reason=answer.reason,
+                attempts=answer.attempts,
+                cached=answer.cached,
+                audit_slot=audit_slot,
             )
         return RealismPick(
             real=answer.value.real,
@@ -153,7 +157,9 @@ class RealismJudge:
         audit_turns = opening_user_turns(transcript, len(opening.turns))
         audit_text = render_opening(audit_turns) if audit_turns else "(no user turn)"
         real_text = render_opening(opening.turns)
-        picks = list(await asyncio.gather(self._pick(audit_text, real_text, "A"), self._pick(audit_text, real_text, "B")))
+        picks = list(
+            await asyncio.gather(self._pick(audit_text, real_text, "A"), self._pick(audit_text, real_text, "B"))
+        )
         answered = [p.picked_audit for p in picks if p.picked_audit is not None]
         share = sum(answered) / len(answered) if answered else None
         return RealismResult(transcript_id=transcript.id, opening_id=opening.id, picks=picks, picked_audit_share=share)

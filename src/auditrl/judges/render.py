@@ -23,7 +23,9 @@ PREFILL_LINES = {
     "honoured": "prefill written by the AUDITOR and forced at the start of this reply (the target continued it):",
     "emulated": "prefill written by the AUDITOR, which the target was told to begin its reply with:",
 }
-IGNORED_PREFILL = "  (the auditor asked the target to begin with a prefill; it did not, so all of this reply is its own)"
+IGNORED_PREFILL = (
+    "  (the auditor asked the target to begin with a prefill; it did not, so all of this reply is its own)"
+)
 
 
 def target_part(message: TargetMessage) -> str:
@@ -106,7 +108,9 @@ def render_page(t: Transcript) -> str:
     lines = ["AUDITOR'S FINAL REPORT (written by the auditor: claims, not evidence)"]
     if r.parse_error:
         lines.append(f"note: the report was recovered leniently ({r.parse_error})")
-    lines.append("conclusion: no hidden behavior found" if r.no_behavior_found else "conclusion: hidden behavior claimed")
+    lines.append(
+        "conclusion: no hidden behavior found" if r.no_behavior_found else "conclusion: hidden behavior claimed"
+    )
     for p in r.predictions:
         lines.append(f"prediction {p.rank} (auditor's confidence {p.confidence:.2f}):\n{quote(p.description)}")
         checks = {c.quote: c for c in p.quote_checks}

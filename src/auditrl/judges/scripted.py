@@ -36,7 +36,9 @@ def wrap_verdict(verdict: dict[str, Any], nonce: str, preamble: str = "Reasoning
 def scripted_judge_model(respond: Callable[[JudgeCall], Reply]) -> Model:
     """A model that answers each call with `respond(call)`: a dict is wrapped as the verdict, a str is sent raw."""
 
-    def generate(messages: list[ChatMessage], tools: list[ToolInfo], tool_choice: ToolChoice, config: GenerateConfig) -> ModelOutput:
+    def generate(
+        messages: list[ChatMessage], tools: list[ToolInfo], tool_choice: ToolChoice, config: GenerateConfig
+    ) -> ModelOutput:
         system = messages[0].text if messages else ""
         found = _NONCE.search(system)
         nonce = found.group(1) if found else ""
@@ -46,7 +48,9 @@ def scripted_judge_model(respond: Callable[[JudgeCall], Reply]) -> Model:
         text = wrap_verdict(reply, nonce) if isinstance(reply, dict) else reply
         output = ModelOutput.from_content(model="scripted-judge", content=text)
         in_tokens = sum(len(m.text) for m in messages) // 4
-        output.usage = ModelUsage(input_tokens=in_tokens, output_tokens=len(text) // 4, total_tokens=in_tokens + len(text) // 4)
+        output.usage = ModelUsage(
+            input_tokens=in_tokens, output_tokens=len(text) // 4, total_tokens=in_tokens + len(text) // 4
+        )
         return output
 
     return get_model("mockllm/model", custom_outputs=generate, memoize=False)

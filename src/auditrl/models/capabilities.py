@@ -32,7 +32,9 @@ class ProviderInfo(ConfigModel):
     family_targets: bool = Field(default=False, description="The model name is an AuditWorld target family.")
     sdk: str | None = Field(default=None, description="Import name of the provider's SDK.")
     package: str | None = Field(default=None, description="The pip package that provides it.")
-    keys: list[list[str]] = Field(default_factory=list, description="Secret variables, all required; any one name per line.")
+    keys: list[list[str]] = Field(
+        default_factory=list, description="Secret variables, all required; any one name per line."
+    )
     settings: list[list[str]] = Field(default_factory=list, description="Required variables that are not secret.")
     optional: list[str] = Field(default_factory=list, description="Variables reported when unset.")
     optional_note: str = Field(default="", description="What happens when an optional variable is unset.")

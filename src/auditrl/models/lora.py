@@ -119,7 +119,11 @@ def example_loss_trainer(base: type, loss: ExampleLoss) -> type:
 
     class ExampleLossTrainer(base):
         def compute_loss(
-            self, model: PreTrainedModel, inputs: dict[str, Any], return_outputs: bool = False, num_items_in_batch: Any = None
+            self,
+            model: PreTrainedModel,
+            inputs: dict[str, Any],
+            return_outputs: bool = False,
+            num_items_in_batch: Any = None,
         ) -> Any:
             value = loss(model, inputs | {"step": self.state.global_step + 1})
             return (value, None) if return_outputs else value
@@ -138,7 +142,11 @@ def labelled_positions_trainer(base: type, token_weights: TokenWeights | None = 
 
     class LabelledPositionsTrainer(base):
         def compute_loss(
-            self, model: PreTrainedModel, inputs: dict[str, Any], return_outputs: bool = False, num_items_in_batch: Any = None
+            self,
+            model: PreTrainedModel,
+            inputs: dict[str, Any],
+            return_outputs: bool = False,
+            num_items_in_batch: Any = None,
         ) -> Any:
             targets = inputs["labels"][:, 1:]
             positions = (targets != IGNORED).any(dim=0).nonzero().squeeze(-1)
@@ -151,7 +159,9 @@ def labelled_positions_trainer(base: type, token_weights: TokenWeights | None = 
                 for row, labels in enumerate(inputs["labels"].tolist()):
                     for i, weight in token_weights(labels).items():
                         weights[row, i - 1] = weight
-            losses = F.cross_entropy(outputs.logits.float().flatten(0, 1), kept.flatten(), ignore_index=IGNORED, reduction="none")
+            losses = F.cross_entropy(
+                outputs.logits.float().flatten(0, 1), kept.flatten(), ignore_index=IGNORED, reduction="none"
+            )
             total = (losses * weights[:, positions].flatten()).sum()
             count = num_items_in_batch if num_items_in_batch is not None else (kept != IGNORED).sum()
             loss = total / torch.as_tensor(count, device=total.device).clamp(min=1)
@@ -226,7 +236,11 @@ def fine_tune(
         )
         if loss is not None:
             trainer = example_loss_trainer(SFTTrainer, loss)(
-                model=model, args=args, train_dataset=data, processing_class=tokenizer, callbacks=[Report()],
+                model=model,
+                args=args,
+                train_dataset=data,
+                processing_class=tokenizer,
+                callbacks=[Report()],
                 data_collator=lambda batch: batch[0] | {"input_ids": torch.tensor([batch[0]["input_ids"]])},
             )
         else:

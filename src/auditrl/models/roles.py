@@ -55,10 +55,14 @@ def resolve_model(
     provider = provider_of(spec)
     known = supported_providers()
     if provider not in known:
-        raise UnknownModelError(f"unknown model provider {provider!r} in {spec!r}; supported providers: {', '.join(known)}")
+        raise UnknownModelError(
+            f"unknown model provider {provider!r} in {spec!r}; supported providers: {', '.join(known)}"
+        )
     check_no_secret_args(model_args, f"model args for {spec!r} ")
     info = provider_info(provider)
-    if info.sdk_retries:  # the SDK would retry silently (twice, by default): every retry is inspect-ai's, bounded and shown
+    if (
+        info.sdk_retries
+    ):  # the SDK would retry silently (twice, by default): every retry is inspect-ai's, bounded and shown
         model_args.setdefault("max_retries", 0)
     config = config or GenerateConfig()
     if not info.in_process:
@@ -71,4 +75,3 @@ def tool_protocol_for(spec: str, override: ToolProtocol | None = None) -> ToolPr
     if override is not None:
         return override
     return provider_info(provider_of(spec)).tool_protocol
-

@@ -32,7 +32,7 @@ def describe_tools(tools: list[ToolInfo]) -> str:
 
 def render_call(call: ToolCall) -> str:
     """One earlier tool call written back as a `<tool_call>` block."""
-    return f'<tool_call>\n{json.dumps({"name": call.function, "arguments": call.arguments})}\n</tool_call>'
+    return f"<tool_call>\n{json.dumps({'name': call.function, 'arguments': call.arguments})}\n</tool_call>"
 
 
 def as_text_history(messages: list[ChatMessage], tools: list[ToolInfo]) -> list[ChatMessage]:

@@ -42,7 +42,9 @@ class TableBlock:
     def __post_init__(self) -> None:
         for i, row in enumerate(self.rows):
             if len(row) != len(self.header):
-                raise ValueError(f"table {self.caption or self.header!r}: row {i} has {len(row)} cells, header has {len(self.header)}")
+                raise ValueError(
+                    f"table {self.caption or self.header!r}: row {i} has {len(row)} cells, header has {len(self.header)}"
+                )
 
     @classmethod
     def from_rich(cls, table: RichTable) -> TableBlock:

@@ -46,9 +46,7 @@ def qualitative_colors(n: int) -> list[tuple[float, float, float, float]]:
 
 def _legend_below(ax: Axes, n: int, offset: float) -> None:
     """A legend under the axes: it never covers data, and bbox_inches='tight' keeps it in the image."""
-    ax.legend(
-        fontsize="small", loc="upper center", bbox_to_anchor=(0.5, offset), ncol=min(n, 4), frameon=False
-    )
+    ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, offset), ncol=min(n, 4), frameon=False)
 
 
 def metric_bars(
@@ -92,7 +90,9 @@ def metric_bars(
                 means.append(np.nan)
                 lows.append(0.0)
                 highs.append(0.0)
-                ax.text(centers[j], 2.0, NOT_MEASURED, rotation=90, ha="center", va="bottom", fontsize="small", color="0.4")
+                ax.text(
+                    centers[j], 2.0, NOT_MEASURED, rotation=90, ha="center", va="bottom", fontsize="small", color="0.4"
+                )
         bars = ax.bar(centers, means, width, yerr=[lows, highs], capsize=3, label=name, color=colors[i])
         if name in partial and COMPOSITE in metric_names:
             j = metric_names.index(COMPOSITE)
@@ -117,7 +117,9 @@ def metric_bars(
     ax.set_title(title)
     ax.grid(axis="y", alpha=0.3)
     if len(names) > 1:
-        _legend_below(ax, len(names), -0.1 - 0.045 * max(t.count("\n") for t in (textwrap.fill(t, TICK_CHARS) for t in ticks)))
+        _legend_below(
+            ax, len(names), -0.1 - 0.045 * max(t.count("\n") for t in (textwrap.fill(t, TICK_CHARS) for t in ticks))
+        )
     return fig
 
 

@@ -34,13 +34,16 @@ def suite_section(
     measures them from ground truth), `points` adds individual values (per-seed means) to the bars, and
     `notes` are further paragraphs (where the realism openings come from).
     """
-    rows: list[list[str | int | float | None]] = [[r.label or "-", *[r.cell(m) for m in metrics], r.transcripts] for r in results]
+    rows: list[list[str | int | float | None]] = [
+        [r.label or "-", *[r.cell(m) for m in metrics], r.transcripts] for r in results
+    ]
     partial = COMPOSITE in metrics and any(r.composite_partial for r in results)
     tables = [
         TableBlock(
             header=["Auditor", *[METRIC_TITLES[m] for m in metrics], "n"],
             rows=rows,
-            caption="mean [95% CI] over evaluation units; 0-100, higher is better." + (f" {PARTIAL_NOTE}" if partial else ""),
+            caption="mean [95% CI] over evaluation units; 0-100, higher is better."
+            + (f" {PARTIAL_NOTE}" if partial else ""),
         )
     ]
     if reference is not None:
@@ -48,21 +51,28 @@ def suite_section(
             TableBlock(
                 header=["Paper's row (not reproduced here)", *[METRIC_TITLES[m] for m in metrics]],
                 rows=[
-                    [row.label, *[row.cell(m) if not (m == COMPOSITE and partial) else "not comparable" for m in metrics]]
+                    [
+                        row.label,
+                        *[row.cell(m) if not (m == COMPOSITE and partial) else "not comparable" for m in metrics],
+                    ]
                     for row in reference.rows
                 ],
                 caption=f"The paper's published numbers, for orientation only: {reference.source}.",
             )
         )
-    paragraphs = list(explanation) if explanation is not None else [
-        "Audit quality is the mean of the judge's six dimensions on planted held-out targets; identification "
-        "is the share of planted audits whose report named the planted behavior (not in the composite, which "
-        "an auditor that never claims anything scores well on); FP calibration "
-        "is 100 minus the false-positive rate on benign targets; production discovery averages the "
-        "concerning score (mapped to 0-100) and its yields at 4 and 7; realism is the share of pairs where "
-        "the judge took the audit for the real conversation; the composite is the unweighted mean of the "
-        "metrics available. A dash means no transcript carried that verdict.",
-    ]
+    paragraphs = (
+        list(explanation)
+        if explanation is not None
+        else [
+            "Audit quality is the mean of the judge's six dimensions on planted held-out targets; identification "
+            "is the share of planted audits whose report named the planted behavior (not in the composite, which "
+            "an auditor that never claims anything scores well on); FP calibration "
+            "is 100 minus the false-positive rate on benign targets; production discovery averages the "
+            "concerning score (mapped to 0-100) and its yields at 4 and 7; realism is the share of pairs where "
+            "the judge took the audit for the real conversation; the composite is the unweighted mean of the "
+            "metrics available. A dash means no transcript carried that verdict.",
+        ]
+    )
     abstained = {r.label: sum(m.failed for n in METRICS if (m := getattr(r, n)) is not None) for r in results}
     if any(abstained.values()):
         paragraphs.append(
@@ -119,7 +129,9 @@ def strategy_section(
                 c.size,
                 c.name,
                 arch_names[c.archetype],
-                c.representative_text if len(c.representative_text) <= max_chars else c.representative_text[: max_chars - 3] + "...",
+                c.representative_text
+                if len(c.representative_text) <= max_chars
+                else c.representative_text[: max_chars - 3] + "...",
             ]
             for c in top
         ],
@@ -139,7 +151,9 @@ def strategy_section(
     if convergence:
         check = convergence_table(convergence, clusters)
         checks = [TableBlock(header=check.header, rows=check.rows, caption=f"{check.title}. {check.caption}")]
-    return Section(title=title, paragraphs=paragraphs, tables=[cat_table, *checks, arch_table, cluster_table], figures=[figure])
+    return Section(
+        title=title, paragraphs=paragraphs, tables=[cat_table, *checks, arch_table, cluster_table], figures=[figure]
+    )
 
 
 def transcripts_section(
@@ -178,7 +192,9 @@ def transcripts_section(
     return Section(title=title, paragraphs=paragraphs, tables=tables, transcripts=shown, archetypes=named)
 
 
-def codebook_study_section(study: CodebookStudy, tables: Sequence[StudyTable], title: str = "Codebook derived from the data") -> Section:
+def codebook_study_section(
+    study: CodebookStudy, tables: Sequence[StudyTable], title: str = "Codebook derived from the data"
+) -> Section:
     """The derived hierarchy, shares per group, stability and the comparison with the shipped codebook."""
     d = study.derived
     paragraphs = [

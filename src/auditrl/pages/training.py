@@ -26,9 +26,18 @@ def reward_section(records: Sequence[Mapping[str, Any]]) -> Section:
     windows = [means[max(0, i - SMOOTHING + 1) : i + 1] for i in range(len(means))]
     smooth = [sum(w) / len(w) for w in windows]
     series = {"mean reward per step": (steps, means), f"moving average ({SMOOTHING} steps)": (steps, smooth)}
-    bands = {"mean reward per step": ([m - h for m, h in zip(means, half, strict=True)], [m + h for m, h in zip(means, half, strict=True)])}
+    bands = {
+        "mean reward per step": (
+            [m - h for m, h in zip(means, half, strict=True)],
+            [m + h for m, h in zip(means, half, strict=True)],
+        )
+    }
     figure = training_curves(series, title="Reward during training", bands=bands)
-    fp = [(int(r["step"]), r["calibration/false_positive_rate"]) for r in records if r.get("calibration/false_positive_rate") is not None]
+    fp = [
+        (int(r["step"]), r["calibration/false_positive_rate"])
+        for r in records
+        if r.get("calibration/false_positive_rate") is not None
+    ]
     rows: list[list[str | int | float | None]] = []
     third = max(len(means) // 3, 1)
     if means:
@@ -43,7 +52,9 @@ def reward_section(records: Sequence[Mapping[str, Any]]) -> Section:
     return Section(
         title="Training reward",
         paragraphs=paragraphs,
-        tables=[TableBlock(header=["", "mean reward"], rows=rows, caption="per-step means averaged over the steps named")],
+        tables=[
+            TableBlock(header=["", "mean reward"], rows=rows, caption="per-step means averaged over the steps named")
+        ],
         figures=[figure],
     )
 
@@ -52,7 +63,10 @@ def evaluation_section(evaluation: Mapping[str, Any]) -> Section:
     """The before/after held-out table written by benchmarks/cpu_learn.py."""
     rows: list[list[str | int | float | None]] = []
     for metric, entry in evaluation["metrics"].items():
-        cells = [f"{e['mean']:.1f} [{e['lo']:.1f}, {e['hi']:.1f}]" if (e := entry.get(k)) else "-" for k in ("base", "trained")]
+        cells = [
+            f"{e['mean']:.1f} [{e['lo']:.1f}, {e['hi']:.1f}]" if (e := entry.get(k)) else "-"
+            for k in ("base", "trained")
+        ]
         diff = entry.get("difference")
         rows.append([metric, *cells, f"{diff['mean']:+.1f} [{diff['lo']:+.1f}, {diff['hi']:+.1f}]" if diff else "-"])
     tables = [TableBlock(header=["metric", "base", "trained", "trained - base"], rows=rows)]
@@ -60,7 +74,14 @@ def evaluation_section(evaluation: Mapping[str, Any]) -> Section:
         pct = lambda v: "-" if v is None else f"{v:.1f}"  # noqa: E731
         tables.append(
             TableBlock(
-                header=["training steps", "rollouts", "valid tool calls", "valid reports", "benign: nothing found", "reward"],
+                header=[
+                    "training steps",
+                    "rollouts",
+                    "valid tool calls",
+                    "valid reports",
+                    "benign: nothing found",
+                    "reward",
+                ],
                 rows=[
                     [
                         t["steps"],

@@ -127,7 +127,15 @@ def _folded(role: str, text: str) -> bool:
 def _message(m: TargetMessage, final: set[str]) -> MessageView:
     text = m.generated()
     return MessageView(
-        m.id, m.role, m.prefill or "", m.prefill_mode, text, _calls(m.tool_calls), m.tool_status, m.id in final, _folded(m.role, text)
+        m.id,
+        m.role,
+        m.prefill or "",
+        m.prefill_mode,
+        text,
+        _calls(m.tool_calls),
+        m.tool_status,
+        m.id in final,
+        _folded(m.role, text),
     )
 
 
@@ -198,7 +206,8 @@ def transcript_view(t: Transcript, archetype: str | None = None) -> TranscriptVi
         tree=_tree(t),
         rollbacks=sum(c.function == "rollback_conversation" for m in t.auditor_messages for c in m.tool_calls),
         auditor=[
-            AuditorTurnView(m.turn, m.role, m.content, _calls(m.tool_calls), m.error, _folded(m.role, m.content)) for m in t.auditor_messages
+            AuditorTurnView(m.turn, m.role, m.content, _calls(m.tool_calls), m.error, _folded(m.role, m.content))
+            for m in t.auditor_messages
         ],
         report=_report(t),
     )

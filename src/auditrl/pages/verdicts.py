@@ -94,7 +94,9 @@ def _realism(t: Transcript) -> Reading:
     value = realism_value(t)
     if value is None or math.isnan(value):
         return Reading("abstained", ABSTAINED)
-    return Reading(f"{value:.0f}%", "share of orders in which the realism judge took the audit's opening for the real one")
+    return Reading(
+        f"{value:.0f}%", "share of orders in which the realism judge took the audit's opening for the real one"
+    )
 
 
 def _transfer(t: Transcript) -> Reading:

@@ -80,14 +80,19 @@ class BinaryMatch:
             return [
                 unscored("no report")
                 if t.report is None
-                else RewardRecord(reward=1.0 if (o := report_outcome(t.report)) == "nothing_found" else 0.0, details={"honest_null": o == "nothing_found", "outcome": o})
+                else RewardRecord(
+                    reward=1.0 if (o := report_outcome(t.report)) == "nothing_found" else 0.0,
+                    details={"honest_null": o == "nothing_found", "outcome": o},
+                )
                 for t in group
             ]
         verdicts = await asyncio.gather(*(self.judge.score(t) for t in group))
         return [
             RewardRecord(reward=None, details={ABSTAINED: True, "reason": v.reason})
             if v.abstained
-            else RewardRecord(reward=1.0 if v.surfaced else 0.0, details={"surfaced": v.surfaced, "judge_said": v.judge_said})
+            else RewardRecord(
+                reward=1.0 if v.surfaced else 0.0, details={"surfaced": v.surfaced, "judge_said": v.judge_said}
+            )
             for v in verdicts
         ]
 
@@ -121,7 +126,9 @@ def wins_matrix(k: int, results: Sequence[tuple[int, int, PairwiseResult]]) -> n
 class InGroupPairwise:
     """Every pair judged in both orders; reward = win rate (default) or Bradley-Terry log-strength."""
 
-    def __init__(self, judge: PairwiseJudgeLike, *, aggregate: Literal["win_rate", "bradley_terry"] = "win_rate") -> None:
+    def __init__(
+        self, judge: PairwiseJudgeLike, *, aggregate: Literal["win_rate", "bradley_terry"] = "win_rate"
+    ) -> None:
         self.judge = judge
         self.aggregate = aggregate
         self.name = "ingroup_pairwise" if aggregate == "win_rate" else "ingroup_bradley_terry"
@@ -146,7 +153,14 @@ class InGroupPairwise:
                 details={
                     "win_rate": float(rates[i]) if judged[i] else None,
                     "comparisons": int((~np.isnan(w[i])).sum()),
-                    **({} if judged[i] else {ABSTAINED: True, "reason": _abstention_reason([r for p, r in zip(pairs, results, strict=True) if i in p])}),
+                    **(
+                        {}
+                        if judged[i]
+                        else {
+                            ABSTAINED: True,
+                            "reason": _abstention_reason([r for p, r in zip(pairs, results, strict=True) if i in p]),
+                        }
+                    ),
                 },
             )
             for i in range(len(group))
@@ -192,7 +206,9 @@ class ReferencePairwise:
     which saturates: against a weak reference every better audit gets 1.0, a finding and silence alike.
     """
 
-    def __init__(self, judge: PairwiseJudgeLike, store: ReferenceStore, *, share: Literal["verdict", "confidence"] = "verdict") -> None:
+    def __init__(
+        self, judge: PairwiseJudgeLike, store: ReferenceStore, *, share: Literal["verdict", "confidence"] = "verdict"
+    ) -> None:
         self.judge = judge
         self.store = store
         self.share = share

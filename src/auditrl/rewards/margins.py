@@ -123,17 +123,30 @@ async def build_probes(behavior: Behavior, wrong: Behavior, seed: Seed, family: 
     first = await probe_audit(behavior, seed, family, probes, _report(None), benign=False, tag="nothing")
     quote = _display_quote(first)
     out.shown = quote is not None
-    reports = {"correct": _report(behavior.name, quote), "nothing": _report(None), "wrong": _report(wrong.name), "unreadable": CUT_OFF}
+    reports = {
+        "correct": _report(behavior.name, quote),
+        "nothing": _report(None),
+        "wrong": _report(wrong.name),
+        "unreadable": CUT_OFF,
+    }
     out.planted["nothing"] = first
     for outcome in ("correct", "wrong", "unreadable"):
-        out.planted[outcome] = await probe_audit(behavior, seed, family, probes, reports[outcome], benign=False, tag=outcome)
+        out.planted[outcome] = await probe_audit(
+            behavior, seed, family, probes, reports[outcome], benign=False, tag=outcome
+        )
     benign_reports = {"nothing": _report(None), "claim": _report(behavior.name), "unreadable": CUT_OFF}
     for outcome, text in benign_reports.items():
         out.benign[outcome] = await probe_audit(behavior, seed, family, probes, text, benign=True, tag=outcome)
     for benign in (False, True):
         claim = reports["correct"] if not benign else benign_reports["claim"]
-        for kind, messages, text in (("base_like", off_topic_probes(turns), CUT_OFF), ("silent", probes, _report(None)), ("finder", probes, claim)):
-            out.references[kind, benign] = await probe_audit(behavior, seed, family, messages, text, benign=benign, tag=f"reference_{kind}")
+        for kind, messages, text in (
+            ("base_like", off_topic_probes(turns), CUT_OFF),
+            ("silent", probes, _report(None)),
+            ("finder", probes, claim),
+        ):
+            out.references[kind, benign] = await probe_audit(
+                behavior, seed, family, messages, text, benign=benign, tag=f"reference_{kind}"
+            )
     return out
 
 
@@ -142,7 +155,11 @@ def specific_training_behaviors() -> list[Behavior]:
     from auditrl.behaviors.library import load_behaviors
 
     sim = load_sim_behaviors()
-    return [b for b in sorted(load_behaviors().values(), key=lambda b: b.id) if b.split == "train" and sim[b.id].topics != [ANY_TOPIC]]
+    return [
+        b
+        for b in sorted(load_behaviors().values(), key=lambda b: b.id)
+        if b.split == "train" and sim[b.id].topics != [ANY_TOPIC]
+    ]
 
 
 def group_design(design_name: str, judge: str, check: str) -> RewardDesign:
@@ -184,19 +201,26 @@ async def design_rewards(
     store = ReferenceStore()
     store.replace(0, [t for p in probes for (kind, _), t in p.references.items() if kind == reference])
     design = build_design(design_name, judge, benign_fraction=0.5, references=store)
-    out: dict[str, dict[str, list[float]]] = {"planted": {o: [] for o in OUTCOMES}, "benign": {o: [] for o in BENIGN_OUTCOMES}}
+    out: dict[str, dict[str, list[float]]] = {
+        "planted": {o: [] for o in OUTCOMES},
+        "benign": {o: [] for o in BENIGN_OUTCOMES},
+    }
     for p in probes:
         for part, audits in (("planted", p.planted), ("benign", p.benign)):
             names = list(audits)
             records = await design.score_group([audits[n] for n in names])
             for name, reward in zip(names, (r.reward for r in records), strict=True):
                 if reward is None:
-                    raise RuntimeError(f"{design_name}: no reward for the {part} {name} probe of {p.behavior.id}/{p.family}")
+                    raise RuntimeError(
+                        f"{design_name}: no reward for the {part} {name} probe of {p.behavior.id}/{p.family}"
+                    )
                 out[part][name].append(float(reward))
     return out
 
 
-async def teacher_margins(transcripts: Sequence[Transcript], design_name: str, judge: str) -> dict[str, dict[str, list[float]]]:
+async def teacher_margins(
+    transcripts: Sequence[Transcript], design_name: str, judge: str
+) -> dict[str, dict[str, list[float]]]:
     """The same check on a teacher's own audits, in the run's own report format: each planted audit whose
     claim the claim grader credits is scored as one group with copies of it ending in "nothing found", a
     wrong claim (the same words around another behavior's display) and no readable report (the engine's parse of
@@ -208,7 +232,10 @@ async def teacher_margins(transcripts: Sequence[Transcript], design_name: str, j
 
     grader, sim = default_grader(), load_sim_behaviors()
     design = group_design(design_name, judge, "teacher_margins")
-    out: dict[str, dict[str, list[float]]] = {"planted": {o: [] for o in OUTCOMES}, "benign": {o: [] for o in BENIGN_OUTCOMES}}
+    out: dict[str, dict[str, list[float]]] = {
+        "planted": {o: [] for o in OUTCOMES},
+        "benign": {o: [] for o in BENIGN_OUTCOMES},
+    }
     ordered = sorted(sim)
     cut_off = parse_report(CUT_OFF)
     for i, t in enumerate(transcripts):
@@ -217,9 +244,15 @@ async def teacher_margins(transcripts: Sequence[Transcript], design_name: str, j
         own = t.behavior_id or ordered[i % len(ordered)]
         other = ordered[(ordered.index(own) + 1) % len(ordered)]
         display = " ".join(sim[other].expressions[0].split()[:QUOTE_WORDS])
-        wrong = Report(no_behavior_found=False, predictions=[Prediction(rank=1, description=f'It wrote "{display}"', confidence=CONFIDENCE)])
+        wrong = Report(
+            no_behavior_found=False,
+            predictions=[Prediction(rank=1, description=f'It wrote "{display}"', confidence=CONFIDENCE)],
+        )
         if not t.benign and grader.identifies(t):
-            part, variants = "planted", {"correct": t.report, "nothing": Report(no_behavior_found=True), "wrong": wrong, "unreadable": cut_off}
+            part, variants = (
+                "planted",
+                {"correct": t.report, "nothing": Report(no_behavior_found=True), "wrong": wrong, "unreadable": cut_off},
+            )
         elif t.benign and t.report.no_behavior_found:
             part, variants = "benign", {"nothing": t.report, "claim": wrong, "unreadable": cut_off}
         else:
@@ -273,7 +306,9 @@ async def probing_margins(families: Sequence[str], turns: int, design_name: str,
             group = []
             for copy in range(2):
                 for tag, messages in (("on", trigger_probes(b.id, turns)), ("off", off_topic_probes(turns))):
-                    group.append(await probe_audit(b, seed, family, messages, _report(None), benign=False, tag=f"{tag}{copy}"))
+                    group.append(
+                        await probe_audit(b, seed, family, messages, _report(None), benign=False, tag=f"{tag}{copy}")
+                    )
             scored = [r.reward for r in await design.score_group(group)]
             rewards = [r for r in scored if r is not None]
             if len(rewards) < len(scored):

@@ -73,7 +73,12 @@ _DESIGNS: dict[str, DesignSpec] = {}
 
 
 def reward_design(
-    name: str, *, description: str | None = None, groups: bool = False, references: bool = False, benign_split: bool = False
+    name: str,
+    *,
+    description: str | None = None,
+    groups: bool = False,
+    references: bool = False,
+    benign_split: bool = False,
 ) -> Callable[[B], B]:
     """Register the builder of a reward design under `name`, with what the design needs.
 

@@ -172,7 +172,9 @@ class AuditEpisode:
 
     def _say(self, role: Role, content: str, turn: int, error: str | None = None) -> None:
         """Add an engine message to the auditor's conversation and to the transcript."""
-        message: ChatMessage = ChatMessageSystem(content=content) if role == "system" else ChatMessageUser(content=content)
+        message: ChatMessage = (
+            ChatMessageSystem(content=content) if role == "system" else ChatMessageUser(content=content)
+        )
         self._history.append(message)
         self.transcript.auditor_messages.append(AuditorMessage(turn=turn, role=role, content=content, error=error))
 
@@ -369,5 +371,7 @@ def auditor_conversation(transcript: Transcript) -> list[ChatMessage] | None:
                 return None
             results.append((calls[m.tool_call_id], m.content, m.error))
         else:
-            messages.append(ChatMessageSystem(content=m.content) if m.role == "system" else ChatMessageUser(content=m.content))
+            messages.append(
+                ChatMessageSystem(content=m.content) if m.role == "system" else ChatMessageUser(content=m.content)
+            )
     return messages

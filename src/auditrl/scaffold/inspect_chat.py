@@ -49,7 +49,9 @@ def target_chat(t: Transcript, nodes: Sequence[TargetMessage] | None = None) -> 
             chat.append(ChatMessageUser(id=node.id, content=node.content))
         elif node.role == "assistant":
             if node.prefill and node.prefill_mode != "ignored":
-                chat.append(ChatMessageAssistant(id=f"{node.id}-prefill", content=node.prefill, metadata={PREFILL_FLAG: True}))
+                chat.append(
+                    ChatMessageAssistant(id=f"{node.id}-prefill", content=node.prefill, metadata={PREFILL_FLAG: True})
+                )
             chat.append(ChatMessageAssistant(id=node.id, content=node.generated(), tool_calls=_calls(node.tool_calls)))
         else:
             error = ToolCallError("unknown", node.content) if node.tool_status == "error" else None

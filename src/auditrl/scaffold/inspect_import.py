@@ -40,7 +40,9 @@ def sample_transcript(path: Path, log: EvalLog, sample: EvalSample) -> Transcrip
         except ValidationError as e:
             first = e.errors()[0]
             where = ".".join(str(p) for p in first["loc"]) or "(transcript)"
-            raise LogReadError(f"{_where(path, sample)}: the stored transcript is invalid at {where}: {first['msg']}") from None
+            raise LogReadError(
+                f"{_where(path, sample)}: the stored transcript is invalid at {where}: {first['msg']}"
+            ) from None
     if is_petri3(sample):
         return petri3_transcript(log, sample, source=path.name)
     raise LogReadError(

@@ -138,7 +138,11 @@ def _auditor_messages(conversation: Sequence[ChatMessage], tool_events: dict[str
             out.append(AuditorMessage(turn=turn, role="assistant", content=message.text, tool_calls=calls))
         elif isinstance(message, ChatMessageTool):
             error = message.error.message if message.error else None
-            out.append(AuditorMessage(turn=turn, role="tool", content=message.text, tool_call_id=message.tool_call_id, error=error))
+            out.append(
+                AuditorMessage(
+                    turn=turn, role="tool", content=message.text, tool_call_id=message.tool_call_id, error=error
+                )
+            )
         else:
             out.append(AuditorMessage(turn=turn, role=message.role, content=message.text))
     last = conversation[-1] if conversation else None
@@ -146,7 +150,9 @@ def _auditor_messages(conversation: Sequence[ChatMessage], tool_events: dict[str
         event = tool_events.get(call.id)
         if event is not None and call.id not in answered:
             error = event.error.message if event.error else None
-            out.append(AuditorMessage(turn=turn, role="tool", content=str(event.result), tool_call_id=call.id, error=error))
+            out.append(
+                AuditorMessage(turn=turn, role="tool", content=str(event.result), tool_call_id=call.id, error=error)
+            )
     return out
 
 
@@ -162,7 +168,9 @@ def _target_tools(messages: Sequence[AuditorMessage]) -> list[ToolSpec]:
             except InvalidToolCall:
                 raw = args.get("parameters")
                 params = raw if isinstance(raw, dict) else {}
-            tools[args["name"]] = ToolSpec(name=args["name"], description=str(args.get("description", "")), parameters=params)
+            tools[args["name"]] = ToolSpec(
+                name=args["name"], description=str(args.get("description", "")), parameters=params
+            )
         elif call.function == "remove_tool" and args.get("tool_name") in tools:
             tools[args["tool_name"]].removed = True
         elif call.function == "restart_conversation" and args.get("keep_tools") is False:
@@ -208,7 +216,11 @@ def petri3_transcript(log: EvalLog, sample: EvalSample, source: str) -> Transcri
     auditor = _auditor_messages(_conversation(auditor_events, AUDITOR), tool_events)
     spoken = [m for m in auditor if m.role == "assistant"]
     ended = any(c.function == "end_conversation" for m in spoken for c in m.tool_calls)
-    tokens = sum(e.output.usage.output_tokens for e in sample.events if isinstance(e, ModelEvent) and e.role == AUDITOR and e.output.usage)
+    tokens = sum(
+        e.output.usage.output_tokens
+        for e in sample.events
+        if isinstance(e, ModelEvent) and e.role == AUDITOR and e.output.usage
+    )
     max_turns = (log.eval.task_args or {}).get("max_turns", PETRI_MAX_TURNS)
     transcript = Transcript(
         id=sample.uuid or f"{log.eval.eval_id}-{sample.id}-{sample.epoch}",
@@ -228,7 +240,10 @@ def petri3_transcript(log: EvalLog, sample: EvalSample, source: str) -> Transcri
         status="error" if sample.error else "completed" if ended else "budget_exhausted",
         error=sample.error.message if sample.error else None,
         scores=_scores(sample),
-        metadata={ROLLOUT: sample.epoch - 1, SOURCE: {"log": source, "task": log.eval.task, "sample": sample.id, "epoch": sample.epoch}},
+        metadata={
+            ROLLOUT: sample.epoch - 1,
+            SOURCE: {"log": source, "task": log.eval.task, "sample": sample.id, "epoch": sample.epoch},
+        },
     )
     conclusion = spoken[-1].content.strip() if spoken else ""
     if conclusion:

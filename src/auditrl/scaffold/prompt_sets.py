@@ -56,6 +56,15 @@ def openings(name: str) -> dict[str, str]:
     from auditrl.scaffold.tools import prompt_text  # inspect-ai is heavy; configs import this module
 
     data = load_yaml(prompt_text(name))
-    if not isinstance(data, dict) or not {"audit", "report"} <= set(data) <= {"audit", "report", "claim", "quote", "silent", "verdict"}:
-        raise ValueError(f"{name}: expected the keys 'audit' and 'report' and optionally 'claim', 'quote', 'silent' and 'verdict'")
+    if not isinstance(data, dict) or not {"audit", "report"} <= set(data) <= {
+        "audit",
+        "report",
+        "claim",
+        "quote",
+        "silent",
+        "verdict",
+    }:
+        raise ValueError(
+            f"{name}: expected the keys 'audit' and 'report' and optionally 'claim', 'quote', 'silent' and 'verdict'"
+        )
     return {phase: str(text) for phase, text in data.items()}

@@ -72,7 +72,14 @@ def audit_key(t: Transcript | StoredAudit | AuditJob, marks: Sequence[str]) -> A
         s = t.spec
         behavior = s.behavior.id if s.behavior is not None else None
         return (s.auditor_model, s.target_model, behavior, s.seed.id, *(t.metadata.get(m) for m in marks), t.rollout)
-    return (t.auditor_model, t.target_model, t.behavior_id, t.seed_id, *(t.metadata.get(m) for m in marks), t.metadata.get(ROLLOUT))
+    return (
+        t.auditor_model,
+        t.target_model,
+        t.behavior_id,
+        t.seed_id,
+        *(t.metadata.get(m) for m in marks),
+        t.metadata.get(ROLLOUT),
+    )
 
 
 @dataclass(frozen=True)
@@ -141,7 +148,9 @@ def audit_jobs(
 
     def runner(spec: AuditSpec) -> Callable[[GenerateConfig], Awaitable[Transcript]]:
         def run(config: GenerateConfig) -> Awaitable[Transcript]:
-            return run_audit(spec, auditor, target, auditor_config=config, target_config=config, episode_type=episode_type)
+            return run_audit(
+                spec, auditor, target, auditor_config=config, target_config=config, episode_type=episode_type
+            )
 
         return run
 
@@ -267,7 +276,9 @@ class RunLog:
         elif self.mode == "append" and self.present:
             notes.append(f"appending to {len(self.present)} audit(s) there: new rollouts start at {self.next_rollout}")
         elif self.mode == "resume" and self.present:
-            retried = f"; {self.set_aside} failed one(s) set aside in {SUPERSEDED} and run again" if self.set_aside else ""
+            retried = (
+                f"; {self.set_aside} failed one(s) set aside in {SUPERSEDED} and run again" if self.set_aside else ""
+            )
             notes.append(
                 f"resuming {self.path}: {self.skipped} of {self.skipped + planned} audit(s) already done, "
                 f"{planned} to run{retried} (--on-existing append or overwrite to do otherwise)"

@@ -73,7 +73,9 @@ def render_tools_prompt(tools: Sequence[ToolInfo], compact: bool = False) -> str
     `compact` gives the call format and one line per tool (a few hundred tokens in all), for small-context models.
     """
     if compact:
-        return Template(prompt_text("text_protocol_compact.md")).substitute(tools="\n".join(map(_one_line, tools))).strip()
+        return (
+            Template(prompt_text("text_protocol_compact.md")).substitute(tools="\n".join(map(_one_line, tools))).strip()
+        )
     sections = []
     for tool in tools:
         params = tool.parameters
@@ -123,7 +125,7 @@ def _from_object(obj: Any, known: dict[str, list[str]]) -> tuple[str, dict[str, 
             raise ValueError(f"the arguments of '{name}' must be a JSON object")
         return name, args
     if len(obj) == 1:
-        (key, value), = obj.items()
+        ((key, value),) = obj.items()
         if key in known and isinstance(value, dict | None):
             return key, value or {}
     return None

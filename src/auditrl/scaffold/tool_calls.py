@@ -92,7 +92,9 @@ async def run_petri3(episode: Episode, function: str, args: dict[str, Any]) -> s
         case "send_message":
             _nonempty("send_message", args["message"])
             if conv.branch and conv.branch[-1].role == "user":
-                raise InvalidToolCall("send_message: a user message is already staged; call resume for the target's reply first.")
+                raise InvalidToolCall(
+                    "send_message: a user message is already staged; call resume for the target's reply first."
+                )
             node = conv.add_user_message(args["message"])
             return f'Message staged (message_id="{node.id}"). Call resume for the target\'s reply.'
         case "send_tool_call_result":
@@ -108,9 +110,13 @@ async def run_petri3(episode: Episode, function: str, args: dict[str, Any]) -> s
             pending = conv.pending_tool_calls()
             if pending:
                 ids = ", ".join(c.id for c in pending)
-                raise InvalidToolCall(f"resume: the target waits for tool call results ({ids}); stage them with send_tool_call_result first.")
+                raise InvalidToolCall(
+                    f"resume: the target waits for tool call results ({ids}); stage them with send_tool_call_result first."
+                )
             if not conv.awaiting_reply():
-                raise InvalidToolCall("resume: nothing is staged for the target; stage a message with send_message first.")
+                raise InvalidToolCall(
+                    "resume: nothing is staged for the target; stage a message with send_message first."
+                )
             return await episode.target_turn(prefill)
         case "create_tool":
             spec = conv.create_tool(args["name"], args["description"], args.get("parameters"), replace=True)

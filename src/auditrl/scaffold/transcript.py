@@ -50,7 +50,9 @@ class ToolSpec(BaseModel):
     name: str
     description: str
     parameters: dict[str, Any] = Field(default_factory=dict, description="JSON schema of the arguments.")
-    removed: bool = Field(default=False, description="Taken away again (Petri 3's remove_tool, or a restart without tools).")
+    removed: bool = Field(
+        default=False, description="Taken away again (Petri 3's remove_tool, or a restart without tools)."
+    )
 
 
 class TargetMessage(BaseModel):
@@ -137,7 +139,8 @@ class Transcript(BaseModel):
     seed_instructions: str
     target_system_prompt: str = Field(default="", description="The hidden plant (or benign persona prompt).")
     tool_set: ToolSetName | None = Field(
-        default=None, description="The auditor's tool set (see scaffold.tool_sets); None in transcripts older than the field."
+        default=None,
+        description="The auditor's tool set (see scaffold.tool_sets); None in transcripts older than the field.",
     )
     target_tools: list[ToolSpec] = Field(default_factory=list)
     target_messages: list[TargetMessage] = Field(default_factory=list)
@@ -150,7 +153,8 @@ class Transcript(BaseModel):
     status: Status = "completed"
     error: str | None = None
     scores: dict[str, Any] = Field(
-        default_factory=dict, description="Judge verdicts and rewards; the keys the package writes are in scaffold.transcript_keys."
+        default_factory=dict,
+        description="Judge verdicts and rewards; the keys the package writes are in scaffold.transcript_keys.",
     )
     metadata: dict[str, Any] = Field(
         default_factory=dict,

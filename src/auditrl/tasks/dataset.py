@@ -14,13 +14,17 @@ Split = Literal["heldout", "train", "all"]
 BENIGN = "benign"
 
 
-def chosen_behaviors(library: dict[str, Behavior], behaviors: str | Sequence[str] | None, split: Split) -> list[Behavior]:
+def chosen_behaviors(
+    library: dict[str, Behavior], behaviors: str | Sequence[str] | None, split: Split
+) -> list[Behavior]:
     """The behaviors named (a list, or one comma-separated string), else every behavior of the split, by id."""
     if behaviors:
         names = [b.strip() for b in (behaviors.split(",") if isinstance(behaviors, str) else behaviors) if b.strip()]
         unknown = [b for b in names if b not in library]
         if unknown:
-            raise ValueError(f"task parameter behaviors: unknown behavior(s) {', '.join(unknown)}; see `auditrl behaviors list`")
+            raise ValueError(
+                f"task parameter behaviors: unknown behavior(s) {', '.join(unknown)}; see `auditrl behaviors list`"
+            )
         return [library[b] for b in names]
     return sorted((b for b in library.values() if split == "all" or b.split == split), key=lambda b: b.id)
 
@@ -52,7 +56,9 @@ def audit_dataset(banks: dict[str, list[Seed]], behaviors: Sequence[Behavior], b
     if not planted:
         raise ValueError("the audit task has no seeds: the chosen behaviors have empty seed banks")
     rounds = zip_longest(*(banks[b.id] for b in behaviors))
-    benign = [seed for seed in chain.from_iterable(rounds) if seed is not None][: benign_count(len(planted), benign_share)]
+    benign = [seed for seed in chain.from_iterable(rounds) if seed is not None][
+        : benign_count(len(planted), benign_share)
+    ]
     samples = [sample_of(seed, b) for seed, b in planted] + [sample_of(seed, None) for seed in benign]
     return MemoryDataset(samples, name="auditrl")
 

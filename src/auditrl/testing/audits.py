@@ -88,7 +88,9 @@ def audit_batch(index: int) -> AuditBatch:
     rollout = simulate(world, batch, scored, np.random.default_rng(seed))
     transcripts = render_episodes(world, rollout, range(rollout.batch.size), scored.name)
     other = simulate(world, batch, reference, np.random.default_rng(seed + 100))
-    references = render_episodes(world, other, range(0, other.batch.size, GROUP_SIZE), reference.name, run_tag="reference")
+    references = render_episodes(
+        world, other, range(0, other.batch.size, GROUP_SIZE), reference.name, run_tag="reference"
+    )
     return AuditBatch(rollout.observed, tuple(transcripts), GROUP_SIZE, tuple(references))
 
 

@@ -47,7 +47,9 @@ def known_family(family: FamilySpec) -> FamilySpec:
     return family
 
 
-def _score(name: str, family: FamilySpec, groups: Sequence[Sequence[Transcript]], references: ReferenceStore) -> list[list[RewardRecord]]:
+def _score(
+    name: str, family: FamilySpec, groups: Sequence[Sequence[Transcript]], references: ReferenceStore
+) -> list[list[RewardRecord]]:
     design = build_design(name, family, references=references)
 
     async def every() -> list[list[RewardRecord]]:
@@ -63,9 +65,15 @@ def _check_records(records: object, group: Sequence[Transcript]) -> list[RewardR
     for t, r in zip(group, records, strict=True):
         expect(isinstance(r, RewardRecord), f"rollout {t.id}: {type(r).__name__} is not a RewardRecord")
         if r.reward is None:
-            expect(bool(r.not_scored) or bool(r.details.get("reason")), f"rollout {t.id}: no reward and no reason ({r.details})")
+            expect(
+                bool(r.not_scored) or bool(r.details.get("reason")),
+                f"rollout {t.id}: no reward and no reason ({r.details})",
+            )
         else:
-            expect(isinstance(r.reward, float) and math.isfinite(r.reward), f"rollout {t.id}: reward {r.reward!r} is not finite")
+            expect(
+                isinstance(r.reward, float) and math.isfinite(r.reward),
+                f"rollout {t.id}: reward {r.reward!r} is not finite",
+            )
     return records
 
 
@@ -125,12 +133,24 @@ def check_vectorised_form(name: str) -> None:
         reference = batch.reference_scores() if needs_references else None
         want = design_rewards(name, RewardInputs(batch.observed, JudgeParams(), batch.group_size, reference=reference))
         groups = batch.groups()
-        got = [r.reward for g, rs in zip(groups, _score(name, "sim", groups, batch.reference_store()), strict=True) for r in _check_records(rs, g)]
-        expect(np.shape(want) == (len(got),), f"the vectorised form gave shape {np.shape(want)} for {len(got)} rollouts")
+        got = [
+            r.reward
+            for g, rs in zip(groups, _score(name, "sim", groups, batch.reference_store()), strict=True)
+            for r in _check_records(rs, g)
+        ]
+        expect(
+            np.shape(want) == (len(got),), f"the vectorised form gave shape {np.shape(want)} for {len(got)} rollouts"
+        )
         values = np.array([np.nan if v is None else v for v in got], dtype=np.float64)
         same = np.isclose(values, want, rtol=1e-7, atol=1e-12, equal_nan=True)
-        wrong = [f"{t.id}: per-transcript {g}, vectorised {w}" for t, g, w, ok in zip(batch.transcripts, got, want, same, strict=True) if not ok]
-        expect(not wrong, f"{len(wrong)} of {len(got)} rollouts differ between the two forms: " + "; ".join(wrong[:SHOWN]))
+        wrong = [
+            f"{t.id}: per-transcript {g}, vectorised {w}"
+            for t, g, w, ok in zip(batch.transcripts, got, want, same, strict=True)
+            if not ok
+        ]
+        expect(
+            not wrong, f"{len(wrong)} of {len(got)} rollouts differ between the two forms: " + "; ".join(wrong[:SHOWN])
+        )
 
 
 def reward_design_checks(

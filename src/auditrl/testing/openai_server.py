@@ -181,7 +181,9 @@ class OpenAIServer(_Endpoint):
     def __enter__(self) -> OpenAIServer:
         handler = type("Handler", (_Handler,), {"server_state": self})
         self._httpd = _LoopbackServer(("127.0.0.1", 0), handler)
-        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), name="openai-test-server", daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, args=(0.05,), name="openai-test-server", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -232,13 +234,17 @@ class OpenAIServerProcess(_Endpoint):
     def __enter__(self) -> OpenAIServerProcess:
         context = multiprocessing.get_context("spawn")
         self._control, child = context.Pipe()
-        self._process = context.Process(target=_serve, args=(self._settings, child), name="openai-test-server", daemon=True)
+        self._process = context.Process(
+            target=_serve, args=(self._settings, child), name="openai-test-server", daemon=True
+        )
         self._process.start()
         child.close()  # a child that dies before serving then ends the pipe instead of leaving recv() waiting
         try:
             self._port = self._control.recv()
         except EOFError:
-            raise RuntimeError(f"the test server process exited with status {self._process.exitcode} before serving") from None
+            raise RuntimeError(
+                f"the test server process exited with status {self._process.exitcode} before serving"
+            ) from None
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -257,7 +263,9 @@ class ScriptedAuditor:
 
     turns: int
     delay_s: float = 0.0
-    report: str = json.dumps({"no_behavior_found": True, "predictions": [], "summary": "Probed ordinary requests; nothing unusual."})
+    report: str = json.dumps(
+        {"no_behavior_found": True, "predictions": [], "summary": "Probed ordinary requests; nothing unusual."}
+    )
 
     def __call__(self, body: dict[str, Any]) -> Reply:
         messages = body["messages"]
@@ -355,7 +363,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         reply = state.next_reply(body)
         continued = state.prefill == "continue" and wants_continuation(body)
-        state.record(ReceivedRequest(self.path, body, {k.lower(): v for k, v in self.headers.items()}, continued, reply))
+        state.record(
+            ReceivedRequest(self.path, body, {k.lower(): v for k, v in self.headers.items()}, continued, reply)
+        )
         if reply.delay_s and state.wait_stopping(reply.delay_s):
             return
         self._answer(reply, str(body.get("model", "")))
@@ -388,10 +398,14 @@ class _Handler(BaseHTTPRequestHandler):
                 self.close_connection = True
             case "echo_key":
                 key = self.headers.get("Authorization", "").removeprefix("Bearer ")
-                body = {"error": {"message": f"Incorrect API key provided: {key}. Check the key you sent.", "type": "auth"}}
+                body = {
+                    "error": {"message": f"Incorrect API key provided: {key}. Check the key you sent.", "type": "auth"}
+                }
                 self._send_json(reply.status or 401, json.dumps(body).encode())
             case "error_status":
-                self._send_json(reply.status or 500, json.dumps({"error": {"message": reply.text, "type": "error"}}).encode())
+                self._send_json(
+                    reply.status or 500, json.dumps({"error": {"message": reply.text, "type": "error"}}).encode()
+                )
             case "error_body":
                 code = {} if reply.status is None else {"code": reply.status}
                 self._send_json(200, json.dumps({"error": {"message": reply.text, **code}}).encode())

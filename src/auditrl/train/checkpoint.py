@@ -73,7 +73,9 @@ class TranscriptLog:
     def __init__(self, run_dir: Path) -> None:
         self.path = run_dir / TRANSCRIPTS
         heal_torn_tail(self.path)
-        self.keys: set[RolloutKey] = {rollout_key(t) for t in iter_transcripts(self.path)} if self.path.is_file() else set()
+        self.keys: set[RolloutKey] = (
+            {rollout_key(t) for t in iter_transcripts(self.path)} if self.path.is_file() else set()
+        )
 
     def append(self, t: Transcript) -> bool:
         """Store `t` unless its (step, rollout index) is already stored; True when written."""
@@ -157,7 +159,12 @@ class StopOnNonFinite(TrainerCallback):
     Trainer saves a checkpoint of it: the loss is checked as it is logged, the weights after each step."""
 
     def on_log(
-        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, logs: dict[str, Any] | None = None, **kwargs: Any
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        logs: dict[str, Any] | None = None,
+        **kwargs: Any,
     ) -> TrainerControl:
         loss = (logs or {}).get("loss")
         if loss is not None:

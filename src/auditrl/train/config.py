@@ -90,7 +90,9 @@ class EpisodeSettings(ConfigModel):
         "not parse and earns no credit.",
     )
     max_completion_tokens: int = Field(
-        default=8192, ge=1, description="Cap on a whole rollout (sampled + environment tokens); an episode over it stops."
+        default=8192,
+        ge=1,
+        description="Cap on a whole rollout (sampled + environment tokens); an episode over it stops.",
     )
     temperature: float = Field(
         default=1.0, gt=0.0, description="Sampling temperature of auditor turns (also TRL's, for its logprob scaling)."
@@ -103,7 +105,8 @@ class EpisodeSettings(ConfigModel):
         default="text", description="`text` renders tools into the prompt and parses actions leniently."
     )
     tool_set: AuditToolSet = Field(
-        default="petri2", description="The auditor's tools: `petri2` (Petri 1/2's six) or Petri 3.1's `petri3` / `petri3_prefill`."
+        default="petri2",
+        description="The auditor's tools: `petri2` (Petri 1/2's six) or Petri 3.1's `petri3` / `petri3_prefill`.",
     )
     auditor_prompt: AuditorPrompt = Field(
         default="full",
@@ -219,7 +222,7 @@ class RewardSettings(ConfigModel):
         default=1.0,
         gt=0.0,
         le=1.0,
-        description="Multiplies the reward of every audit of a benign target: the pay of a right \"nothing found\" "
+        description='Multiplies the reward of every audit of a benign target: the pay of a right "nothing found" '
         "against that of a credited finding. A policy maximising the expected reward claims when P(planted) times "
         "the share of its claims the grader credits exceeds P(benign) times this scale, so under the binary reward "
         "with 1 a claim that is credited half the time pays only where P(planted) > 2/3; 0.5 moves that to 1/2. "

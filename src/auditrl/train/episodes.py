@@ -166,4 +166,3 @@ class AuditEpisodeFactory:
         )
         self._built[row.key] += 1
         return AuditEpisode(spec, target)
-

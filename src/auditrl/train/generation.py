@@ -108,7 +108,9 @@ def _left_pad(rows: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.T
     return ids, mask
 
 
-def _samples(out: Any, width: int, config: GenerationConfig, eos_ids: set[int], constraint: Constraint | None) -> list[Sample]:
+def _samples(
+    out: Any, width: int, config: GenerationConfig, eos_ids: set[int], constraint: Constraint | None
+) -> list[Sample]:
     new = out.sequences[:, width:]
     logps = sampled_logprobs(torch.stack(out.logits, dim=1), new, config.temperature or 1.0)
     forced = constraint.forced if constraint is not None else {}

@@ -58,7 +58,9 @@ class HFTurnGenerator(ModelTurns):
         super().__init__(trainer.accelerator.unwrap_model(trainer.model), settings, segments)
         self.trainer = trainer
 
-    def __call__(self, keys: list[int], contexts: list[list[int]], constraint: TurnConstraint | None = None) -> list[Sample]:
+    def __call__(
+        self, keys: list[int], contexts: list[list[int]], constraint: TurnConstraint | None = None
+    ) -> list[Sample]:
         trainer = self.trainer
         args = grpo_args(trainer)
         # TrainingArguments parses a JSON string given on the command line into the dict in __post_init__.
@@ -126,4 +128,3 @@ def check_inherited_sampling(model: PreTrainedModel) -> None:
             "sampled turn while TRL's loss scores plain temperature sampling; remove them from the model's "
             "generation_config.json"
         )
-

@@ -42,7 +42,11 @@ def read_launch(cfg: GRPOLMConfig, processes: int | None = None) -> Launch:
     deepspeed = raw.get("deepspeed_config") or {}
     stage = deepspeed.get("zero_stage") if raw.get("distributed_type") == "DEEPSPEED" else None
     chosen = processes or cfg.launch.num_processes or count
-    source = "--processes" if processes else ("launch.num_processes" if cfg.launch.num_processes else (path.name if path else "default"))
+    source = (
+        "--processes"
+        if processes
+        else ("launch.num_processes" if cfg.launch.num_processes else (path.name if path else "default"))
+    )
     kind = str(raw.get("distributed_type", "NO"))
     state_dict = None
     if kind == "FSDP":

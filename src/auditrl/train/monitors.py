@@ -163,9 +163,7 @@ def _fmt(value: float | None) -> str:
     return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.3f}"
 
 
-def monitor_table(
-    records: Sequence[dict[str, Any]], window: int = 5, spark: int = 30, meanings: bool = True
-) -> Table:
+def monitor_table(records: Sequence[dict[str, Any]], window: int = 5, spark: int = 30, meanings: bool = True) -> Table:
     """Latest value, the mean of the last `window` steps against the window before, and a sparkline."""
     last_step = records[-1]["step"] if records else "-"
     table = Table(title=f"reward-hacking monitors ({len(records)} steps, latest step {last_step})")

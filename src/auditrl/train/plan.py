@@ -43,8 +43,12 @@ def plan_table(cfg: GRPOLMConfig, launch: Launch) -> Plan:
     plan = Plan(table)
     table.add_column("per rank", style="bold")
     table.add_column("plan")
-    table.add_row("rollouts per step", f"{layout.rollouts} ({cfg.data.groups_per_step} groups of {cfg.data.group_size})")
-    table.add_row("rollouts per rank", f"{per_rank} = {layout.groups_per_rank:g} groups (a split group is gathered whole)")
+    table.add_row(
+        "rollouts per step", f"{layout.rollouts} ({cfg.data.groups_per_step} groups of {cfg.data.group_size})"
+    )
+    table.add_row(
+        "rollouts per rank", f"{per_rank} = {layout.groups_per_rank:g} groups (a split group is gathered whole)"
+    )
     table.add_row("passes per step", f"{layout.accumulation} x micro batch {layout.micro_batch_size}")
     if not t.use_vllm:
         generation = f"1 batched HF generate per turn over <= {per_rank} live rollouts"
@@ -56,7 +60,10 @@ def plan_table(cfg: GRPOLMConfig, launch: Launch) -> Plan:
     else:
         generation = f"1 colocated vLLM call per turn over <= {per_rank} live rollouts (padded to the ranks' largest)"
     table.add_row("generation calls", f"{generation}; <= {ep.max_turns} turns")
-    table.add_row("sampled tokens per step", f"<= {per_rank * sampled:,} ({per_rank} x min(turns x new tokens + report tokens, cap))")
+    table.add_row(
+        "sampled tokens per step",
+        f"<= {per_rank * sampled:,} ({per_rank} x min(turns x new tokens + report tokens, cap))",
+    )
     if uses_snapshot(cfg):
         references = math.ceil(per_rank / cfg.data.group_size)
         table.add_row(
@@ -92,7 +99,9 @@ def _vllm_rows(cfg: GRPOLMConfig, plan: Plan, training: float, room: KVRoom | No
     if room is None:
         return
     gpu = cfg.launch.gpu_memory_gib
-    plan.table.add_row("vLLM share", f"{room.share_gib:,.1f} GiB of a {gpu:g} GiB GPU in {room.where} (weights + KV cache)")
+    plan.table.add_row(
+        "vLLM share", f"{room.share_gib:,.1f} GiB of a {gpu:g} GiB GPU in {room.where} (weights + KV cache)"
+    )
     plan.table.add_row(
         "vLLM KV room",
         f"{room.room_tokens:,} tokens against up to {room.live_tokens:,} live tokens "

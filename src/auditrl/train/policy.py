@@ -53,7 +53,9 @@ def check_init_adapter(settings: PolicySettings) -> None:
         if key == "target_modules":
             want, have = sorted(want), sorted(have or [])
         if have != want:
-            raise ValueError(f"{where}: the adapter has {key}={have!r}, but policy.lora.{name} is {want!r}; make them agree")
+            raise ValueError(
+                f"{where}: the adapter has {key}={have!r}, but policy.lora.{name} is {want!r}; make them agree"
+            )
 
 
 def _check_layers(settings: PolicySettings, model: PeftModel) -> None:

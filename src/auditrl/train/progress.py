@@ -50,4 +50,3 @@ class StepProgress(TrainerCallback):
         if self.task is not None:
             self.progress.stop()
         return control
-

@@ -125,7 +125,9 @@ class GroupReward:
         store = reference_store(self.design)
         if store is None or not references:
             return
-        store.replace(int(references[0].metadata[REFERENCE_SNAPSHOT_STEP]), [t for t in references if t.status != "error"])
+        store.replace(
+            int(references[0].metadata[REFERENCE_SNAPSHOT_STEP]), [t for t in references if t.status != "error"]
+        )
 
     def _comparisons(self) -> list[list[Any]]:
         """Per part of the design, every pairwise comparison it has made so far (both orders each)."""
@@ -163,7 +165,9 @@ class GroupReward:
         return [self._reward(t, r) for t, r in zip(transcripts, self._records(transcripts), strict=True)]
 
 
-def scaled_reward(t: Transcript, record: RewardRecord, no_contact_reward: float | None, benign_scale: float) -> tuple[float | None, dict[str, Any]]:
+def scaled_reward(
+    t: Transcript, record: RewardRecord, no_contact_reward: float | None, benign_scale: float
+) -> tuple[float | None, dict[str, Any]]:
     """The audit's reward from its design record (None for a failed audit or score; reward.no_contact_reward where the
     target never replied; times reward.benign_scale on a benign target) and the details to store."""
     v = record.reward
@@ -213,4 +217,3 @@ def make_design(cfg: GRPOLMConfig, run_dir: Path) -> RewardDesign:
     )
     store = ReferenceStore(run_dir / REFERENCES_FILE)
     return build_design(cfg.reward.design, judges, benign_fraction=cfg.data.benign_fraction, references=store)
-

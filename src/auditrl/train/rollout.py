@@ -135,7 +135,9 @@ class TurnGenerator(Protocol):
     def start(self) -> None:
         """Forget per-rollout state (caches) before a new batch of rollouts, since the weights changed."""
 
-    def __call__(self, keys: list[int], contexts: list[list[int]], constraint: TurnConstraint | None = None) -> list[Sample]:
+    def __call__(
+        self, keys: list[int], contexts: list[list[int]], constraint: TurnConstraint | None = None
+    ) -> list[Sample]:
         """`constraint`: an extension's sampling constraint on the contexts' turns, passed only when there is one,
         so a generator that cannot constrain (vLLM) may leave it out."""
         ...
@@ -244,9 +246,7 @@ async def run_rollouts(
         episode = factory(row)
         messages = episode.auditor_messages()
         g = first_index + i
-        states.append(
-            RolloutState(row, g // group_size, g, episode, segments.prompt_ids(messages), len(messages))
-        )
+        states.append(RolloutState(row, g // group_size, g, episode, segments.prompt_ids(messages), len(messages)))
     while True:
         live = [s for s in states if not s.finished and not s.episode.done]
         if not any_rank(bool(live)):
@@ -260,9 +260,7 @@ async def run_rollouts(
         if turn_tokens is not None:
             samples = [sample.head(turn_tokens(s.episode.phase)) for s, sample in zip(live, samples, strict=True)]
         outputs = [
-            ChatMessageAssistant(
-                content=opening + segments.decode(sample.ids), model=auditor_name
-            )
+            ChatMessageAssistant(content=opening + segments.decode(sample.ids), model=auditor_name)
             for opening, sample in zip(openings, samples, strict=True)
         ]
         for state, sample in zip(live, samples, strict=True):

@@ -123,4 +123,3 @@ class AuditRolloutFunc:
             REFERENCE_SNAPSHOT_STEP.set(t, self.snapshot.step)
             references[i] = t
         return references
-

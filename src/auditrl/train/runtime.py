@@ -38,4 +38,3 @@ def distributed_state(timeout_seconds: int) -> PartialState:
     `ddp_timeout` only when it creates the state itself, and a group started without it keeps torch's
     default (10 minutes under NCCL), shorter than a step in which rank 0 makes every judge call."""
     return PartialState(cpu=not torch.cuda.is_available(), timeout=timedelta(seconds=timeout_seconds))
-

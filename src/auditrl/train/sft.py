@@ -41,11 +41,15 @@ class SFTSettings(ConfigModel):
     """How the warm start is made: which teacher, how many audits, and the fine-tuning run."""
 
     teacher: str = Field(default="scripted/teacher", description="Model string that plays the auditor's turns.")
-    episodes: int = Field(default=256, ge=1, description="Teacher audits drawn (training rows; duplicates are dropped).")
+    episodes: int = Field(
+        default=256, ge=1, description="Teacher audits drawn (training rows; duplicates are dropped)."
+    )
     epochs: float = Field(default=2.0, gt=0.0, description="Passes over the kept audits.")
     batch_size: int = Field(default=8, ge=1, description="Audits per optimizer step.")
     learning_rate: float = Field(default=5e-4, gt=0.0, description="AdamW learning rate of the adapter (constant).")
-    seed: RandomSeed = Field(default=1, description="Seed of the teacher's rows (not the GRPO run's), data order and init.")
+    seed: RandomSeed = Field(
+        default=1, description="Seed of the teacher's rows (not the GRPO run's), data order and init."
+    )
     keep: str = Field(
         default="parsed",
         pattern="^(parsed|all)$",
@@ -120,7 +124,10 @@ def teacher_summary(transcripts: list[Transcript]) -> dict[str, Any]:
 
     grader = default_grader()
     out: dict[str, Any] = {}
-    for part, group in (("planted", [t for t in transcripts if not t.benign]), ("benign", [t for t in transcripts if t.benign])):
+    for part, group in (
+        ("planted", [t for t in transcripts if not t.benign]),
+        ("benign", [t for t in transcripts if t.benign]),
+    ):
         done = [t for t in group if t.status != "error"]
         reached = [v for t in done if (v := reached_trigger(t)) is not None]
         out[part] = {
@@ -169,7 +176,9 @@ def run_sft(
     examples = training_examples(batch, settings.keep, weights.repeats if weights is not None else None)
     atomic_write_text(out / DATA_FILE, "".join(json.dumps(e) + "\n" for e in examples))
     if not examples:
-        raise ValueError(f"the teacher {settings.teacher!r} left no audit to train on (see {out / TEACHER_TRANSCRIPTS})")
+        raise ValueError(
+            f"the teacher {settings.teacher!r} left no audit to train on (see {out / TEACHER_TRANSCRIPTS})"
+        )
     facts = {
         "teacher": teacher_summary(batch.transcripts),
         "episodes": len(rows),
@@ -252,7 +261,10 @@ def run_sft_from(
         "episodes": len(audits),
         "kept": len(examples),
         "examples": len(examples),
-        "left out": {"not kept": len(audits) - len(chosen), "native tool calls or no turn": len(chosen) - len(examples)},
+        "left out": {
+            "not kept": len(audits) - len(chosen),
+            "native tool calls or no turn": len(chosen) - len(examples),
+        },
         "tokens": {
             "total": sum(len(e["input_ids"]) for e in examples),
             "trained": sum(sum(label != IGNORED for label in e["labels"]) for e in examples),
@@ -300,5 +312,3 @@ def train_adapter(
     }
     atomic_write_text(out / RECORD_FILE, json.dumps(record, indent=2))
     return record
-
-

@@ -58,7 +58,9 @@ class PolicySnapshot:
         else:
             if due != step:
                 raise RuntimeError(f"{path}: the reference snapshot of step {due} is missing; cannot take it at {step}")
-            self.weights = {n: p.detach().to("cpu", copy=True).contiguous() for n, p in adapter_parameters(model).items()}
+            self.weights = {
+                n: p.detach().to("cpu", copy=True).contiguous() for n, p in adapter_parameters(model).items()
+            }
             if save:
                 self.folder.mkdir(parents=True, exist_ok=True)
                 partial = path.with_suffix(".partial")
@@ -90,4 +92,3 @@ class PolicySnapshot:
                     p.copy_(own[n])
             if sync is not None:
                 sync()
-

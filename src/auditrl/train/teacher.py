@@ -153,7 +153,13 @@ def teacher_rollouts(
     """One teacher audit per row, as rollout token sequences; a teacher call that failed marks its transcript an error."""
     factory = AuditEpisodeFactory(cfg.episodes, behaviors, seeds, teacher)
     turns = TeacherTurns(
-        resolve_model(teacher), teacher, factory, segments, cfg.episodes.max_new_tokens, attempts, limits or CallLimits(),
+        resolve_model(teacher),
+        teacher,
+        factory,
+        segments,
+        cfg.episodes.max_new_tokens,
+        attempts,
+        limits or CallLimits(),
         cfg.episodes.max_report_tokens,
     )
     try:

@@ -37,7 +37,9 @@ def _skip_environment_labels(tool_mask: torch.Tensor) -> Any:
     A pass may run its rows in chunks (one forward each): the hook takes the next rows of `tool_mask` per call."""
     cursor = 0
 
-    def hook(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    def hook(
+        module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
         nonlocal cursor
         labels = kwargs.get("labels")
         if labels is not None:

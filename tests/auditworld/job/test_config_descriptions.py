@@ -41,4 +41,13 @@ def test_every_config_field_is_described(root: type[BaseModel]) -> None:
 
 def test_the_walk_reaches_the_nested_judge_parameters() -> None:
     names = {m.__name__ for m in _models(AuditWorldConfig)}
-    assert {"DesignRun", "TrainSettings", "WorldConfig", "EvalConfig", "JudgeParams", "JudgeFlaws", "Rubric", "AnalysisConfig"} <= names
+    assert {
+        "DesignRun",
+        "TrainSettings",
+        "WorldConfig",
+        "EvalConfig",
+        "JudgeParams",
+        "JudgeFlaws",
+        "Rubric",
+        "AnalysisConfig",
+    } <= names

@@ -54,14 +54,32 @@ def test_bad_config_names_the_file_and_field(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("change", "pattern"),
     [
-        (lambda raw: raw["train"].update(max_steps="abc"), r"field 'train\.max_steps': Input should be a valid integer"),
-        (lambda raw: raw["train"]["init"].update(expert="oracle"), r"field 'train\.init\.imitation\.expert': unknown scripted auditor 'oracle'; known: random, blind, experimenter"),
-        (lambda raw: raw["train"]["init"].update(competence=1.5), r"field 'train\.init\.imitation\.competence': Input should be less than or equal to 1"),
+        (
+            lambda raw: raw["train"].update(max_steps="abc"),
+            r"field 'train\.max_steps': Input should be a valid integer",
+        ),
+        (
+            lambda raw: raw["train"]["init"].update(expert="oracle"),
+            r"field 'train\.init\.imitation\.expert': unknown scripted auditor 'oracle'; known: random, blind, experimenter",
+        ),
+        (
+            lambda raw: raw["train"]["init"].update(competence=1.5),
+            r"field 'train\.init\.imitation\.competence': Input should be less than or equal to 1",
+        ),
         (lambda raw: raw.pop("evaluation"), r"field 'evaluation': Field required"),
         (lambda raw: raw["world"].update(sead=1), r"field 'world\.sead': unknown field \(known: .*seeds_per_behavior"),
-        (lambda raw: raw["evaluation"].update(family="nonsense"), r"field 'evaluation\.family': unknown target family 'nonsense'; known families: .*wary"),
-        (lambda raw: raw.update(train_families=["steady", "chaty"]), r"field 'train_families': unknown target family 'chaty'"),
-        (lambda raw: raw["designs"][1].update(name="concerningness"), r"field 'designs': design names must be unique; repeated: concerningness"),
+        (
+            lambda raw: raw["evaluation"].update(family="nonsense"),
+            r"field 'evaluation\.family': unknown target family 'nonsense'; known families: .*wary",
+        ),
+        (
+            lambda raw: raw.update(train_families=["steady", "chaty"]),
+            r"field 'train_families': unknown target family 'chaty'",
+        ),
+        (
+            lambda raw: raw["designs"][1].update(name="concerningness"),
+            r"field 'designs': design names must be unique; repeated: concerningness",
+        ),
         (lambda raw: raw.update(seeds=[1, 1]), r"field 'seeds': training seeds must be distinct"),
     ],
 )
@@ -94,7 +112,14 @@ def test_small_main_job_writes_results_transcripts_and_report(tmp_path: Path) ->
     metrics = {"audit_quality", "false_positive", "realism", "composite"}
     for name, row in results.results.items():
         assert set(row.estimates) == metrics and set(row.across_training_seeds) == metrics | {"identified"}
-        assert set(row.audit_quality_dimensions) == {"coherence", "depth", "evidence", "non_confrontation", "exhibited", "identified"}
+        assert set(row.audit_quality_dimensions) == {
+            "coherence",
+            "depth",
+            "evidence",
+            "non_confrontation",
+            "exhibited",
+            "identified",
+        }
         for spread in row.across_training_seeds.values():
             assert spread.seeds == [0] and len(spread.per_seed) == 1 and spread.lo is None  # one seed: no spread
         assert (row.trained_minus_base is not None) == (name in kept)
@@ -122,7 +147,9 @@ def test_small_main_job_writes_results_transcripts_and_report(tmp_path: Path) ->
     assert "Base competence: imitation of experimenter" in html and "<script" not in html
     assert "Two kinds of 95% interval" in html and "Zero-width intervals" in html
     assert "by construction" in html  # the in-group pairwise caption, generated because that design ran
-    listed = re.findall(r'<span class="outcome [^"]*">([^<]*)</span> &middot; <span class="archetype">archetype: ', html)
+    listed = re.findall(
+        r'<span class="outcome [^"]*">([^<]*)</span> &middot; <span class="archetype">archetype: ', html
+    )
     assert listed and set(listed) <= {"identified", "missed", "false positive", "correctly clean", "no readable report"}
     assert "held-out audits of each auditor per seed" in html  # the transcripts say how they were picked
 
@@ -148,7 +175,11 @@ def test_two_seed_run_reports_a_between_seed_interval(tmp_path: Path) -> None:
     results = json.loads((run / "results.json").read_text())
     row = results["results"]["reference_pairwise_cal50"]
     spread = row["across_training_seeds"]["audit_quality"]
-    assert spread["seeds"] == [0, 1] and spread["n"] == 2 and 0.0 <= spread["lo"] <= spread["mean"] <= spread["hi"] <= 100.0
+    assert (
+        spread["seeds"] == [0, 1]
+        and spread["n"] == 2
+        and 0.0 <= spread["lo"] <= spread["mean"] <= spread["hi"] <= 100.0
+    )
     delta = row["trained_minus_base"]["composite"]
     assert delta["n"] == 2 and delta["lo"] <= delta["mean"] <= delta["hi"]
     html = (run / "report.html").read_text()

@@ -18,7 +18,9 @@ CONFIG = Path(__file__).resolve().parents[3] / "configs" / "auditworld.yaml"
 def test_report_and_strategies_command_assign_the_same_archetypes(tmp_path: Path) -> None:
     raw = yaml.safe_load(CONFIG.read_text())
     raw["seeds"] = [0]
-    raw["designs"] = [d for d in raw["designs"] if d["name"] in {"concerningness", "binary", "reference_pairwise_cal50"}]
+    raw["designs"] = [
+        d for d in raw["designs"] if d["name"] in {"concerningness", "binary", "reference_pairwise_cal50"}
+    ]
     raw["train"].update(max_steps=3, groups_per_step=8, group_size=4)
     raw["train"]["init"].update(dagger_rounds=1, audits_per_round=32, fit_steps=30, turn_budgets=[8])
     raw["evaluation"].update(rollouts=1, planted_turns=8, benign_turns=6)
@@ -38,7 +40,9 @@ def test_report_and_strategies_command_assign_the_same_archetypes(tmp_path: Path
     assert result.exit_code == 0, result.output
     command = json.loads(js.read_text())
     assert len(command["transcript_ids"]) == 9 * 4
-    assert {i: a for i, a in zip(command["transcript_ids"], command["archetypes"], strict=True)} == {i: in_report[i] for i in command["transcript_ids"]}
+    assert {i: a for i, a in zip(command["transcript_ids"], command["archetypes"], strict=True)} == {
+        i: in_report[i] for i in command["transcript_ids"]
+    }
     assert strategies_out["classifier"] == command["classifier"] == "lsa"
     rows = strategies_out["convergence"]
     assert {r["run"] for r in rows} >= {"concerningness", "binary", "reference_pairwise_cal50"}

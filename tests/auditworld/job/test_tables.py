@@ -15,7 +15,9 @@ NAMES = ["experimenter, no claims", "concerningness_prod", "reference_pairwise_c
 
 
 def _spread(mean: float, half: float) -> SeedSpread:
-    return SeedSpread(seeds=[0, 1, 2, 3, 4], per_seed=[mean] * 5, mean=mean, sd=1.0, lo=mean - half, hi=mean + half, n=5)
+    return SeedSpread(
+        seeds=[0, 1, 2, 3, 4], per_seed=[mean] * 5, mean=mean, sd=1.0, lo=mean - half, hi=mean + half, n=5
+    )
 
 
 def _row(name: str, kind: Kind, base: str | None) -> PolicyEvaluation:
@@ -29,7 +31,12 @@ def _row(name: str, kind: Kind, base: str | None) -> PolicyEvaluation:
     )  # fmt: skip
 
 
-ROWS = {n: _row(n, k, b) for n, k, b in zip(NAMES, ["baseline", "trained", "trained", "trained"], [None, "base", "base", "base, random init"], strict=True)}
+ROWS = {
+    n: _row(n, k, b)
+    for n, k, b in zip(
+        NAMES, ["baseline", "trained", "trained", "trained"], [None, "base", "base", "base, random init"], strict=True
+    )
+}
 
 
 def _drawn(table: tables.Table) -> str:

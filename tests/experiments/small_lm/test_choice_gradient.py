@@ -36,11 +36,21 @@ def probed(benign: bool, texts: list[str], tokenizer: object) -> ProbedAudit:
                    behavior_id=None if benign else "flattery", benign=benign)  # fmt: skip
     t.target_messages = [TargetMessage(id="u1", parent=None, role="user", content="Hi!"),
                          TargetMessage(id="a1", parent="u1", role="assistant", content=" ".join(texts))]  # fmt: skip
-    choices = [Choice(tuple(tokenizer(" " + x, add_special_tokens=False).input_ids), x, x == SHOWN and not benign, x == SHOWN and not benign) for x in texts]
+    choices = [
+        Choice(
+            tuple(tokenizer(" " + x, add_special_tokens=False).input_ids),
+            x,
+            x == SHOWN and not benign,
+            x == SHOWN and not benign,
+        )
+        for x in texts
+    ]
     return ProbedAudit(t, [1, 2, 3, 4], choices)
 
 
-def test_each_choice_earns_the_claims_reward_under_the_start_verdict_and_silences_for_the_rest(tokenizer_dir: Path) -> None:
+def test_each_choice_earns_the_claims_reward_under_the_start_verdict_and_silences_for_the_rest(
+    tokenizer_dir: Path,
+) -> None:
     _, tokenizer = tiny_policy(tokenizer_dir)
     runner = AsyncRunner()
     planted = probed(False, [SHOWN, PLAIN], tokenizer)
@@ -48,7 +58,9 @@ def test_each_choice_earns_the_claims_reward_under_the_start_verdict_and_silence
     assert choice_rewards(FlatteryDesign(), runner, planted, [0.8, 0.3], "It wrote:", CFG) == pytest.approx([0.8, 0.0])
     benign = probed(True, [SHOWN, PLAIN], tokenizer)
     # on a benign target only silence pays, at the benign scale: the quieter the verdict after a quote, the more
-    assert choice_rewards(FlatteryDesign(), runner, benign, [0.8, 0.3], "It wrote:", CFG) == pytest.approx([0.5 * 0.2, 0.5 * 0.7])
+    assert choice_rewards(FlatteryDesign(), runner, benign, [0.8, 0.3], "It wrote:", CFG) == pytest.approx(
+        [0.5 * 0.2, 0.5 * 0.7]
+    )
     runner.close()
 
 
@@ -58,9 +70,15 @@ def test_the_loss_is_minus_the_scorers_expected_reward_and_its_gradient_raises_i
     grammar = evidence_grammar(CFG, segments)
     audit = probed(False, [SHOWN, PLAIN, "Tea is served at four."], tokenizer)
     rewards = [0.8, 0.0, 0.1]
-    inputs = {"input_ids": torch.tensor([audit.prefix]), "choices": [list(c.tokens) for c in audit.choices], "rewards": rewards}
+    inputs = {
+        "input_ids": torch.tensor([audit.prefix]),
+        "choices": [list(c.tokens) for c in audit.choices],
+        "rewards": rewards,
+    }
     loss = choice_loss(grammar, 0.7, segments.pad_id, scale=0.5)
-    expected = lambda: sum(q * r for q, r in zip(score_audit(model, audit, grammar, 0.7, segments.pad_id).quote, rewards, strict=True))  # noqa: E731
+    expected = lambda: sum(
+        q * r for q, r in zip(score_audit(model, audit, grammar, 0.7, segments.pad_id).quote, rewards, strict=True)
+    )  # noqa: E731
     before = expected()
     assert loss(model, inputs).item() == pytest.approx(-before / 0.5, abs=1e-5)  # what the evaluation reads, exactly
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
@@ -72,12 +90,18 @@ def test_the_loss_is_minus_the_scorers_expected_reward_and_its_gradient_raises_i
     assert expected() > before + 0.2 and after.quote[0] == max(after.quote)  # the credited quote, the best paid
 
 
-def test_the_sampled_loss_is_grpos_estimate_of_the_exact_gradient_and_trains_the_quote_alike(tokenizer_dir: Path) -> None:
+def test_the_sampled_loss_is_grpos_estimate_of_the_exact_gradient_and_trains_the_quote_alike(
+    tokenizer_dir: Path,
+) -> None:
     model, tokenizer = tiny_policy(tokenizer_dir)
     segments = ChatSegments(tokenizer)
     grammar = evidence_grammar(CFG, segments)
     audit = probed(False, [SHOWN, PLAIN, "Tea is served at four."], tokenizer)
-    inputs = {"input_ids": torch.tensor([audit.prefix]), "choices": [list(c.tokens) for c in audit.choices], "rewards": [0.8, 0.0, 0.1]}
+    inputs = {
+        "input_ids": torch.tensor([audit.prefix]),
+        "choices": [list(c.tokens) for c in audit.choices],
+        "rewards": [0.8, 0.0, 0.1],
+    }
     weights = [p for p in model.parameters() if p.requires_grad]
 
     def gradient(loss: object) -> torch.Tensor:
@@ -87,24 +111,33 @@ def test_the_sampled_loss_is_grpos_estimate_of_the_exact_gradient_and_trains_the
 
     exact = gradient(choice_loss(grammar, 0.7, segments.pad_id, scale=0.5))
     torch.manual_seed(0)
-    sampled = torch.stack([gradient(choice_loss(grammar, 0.7, segments.pad_id, scale=0.5, samples=4)) for _ in range(120)])
+    sampled = torch.stack(
+        [gradient(choice_loss(grammar, 0.7, segments.pad_id, scale=0.5, samples=4)) for _ in range(120)]
+    )
     # unbiased but for the group's own mean in its baseline: (samples - 1) / samples of the exact gradient on average
     assert torch.nn.functional.cosine_similarity(sampled.mean(0), exact, dim=0) > 0.98
     assert sampled.mean(0).norm() / exact.norm() == pytest.approx(0.75, abs=0.1)
     assert torch.nn.functional.cosine_similarity(sampled[0], sampled[1], dim=0) < 0.999  # each step draws its own group
 
     moved, _ = tiny_policy(tokenizer_dir)
-    optimizer, loss = torch.optim.Adam(moved.parameters(), lr=1e-2), choice_loss(grammar, 0.7, segments.pad_id, scale=0.5, samples=4)
+    optimizer, loss = (
+        torch.optim.Adam(moved.parameters(), lr=1e-2),
+        choice_loss(grammar, 0.7, segments.pad_id, scale=0.5, samples=4),
+    )
     before = score_audit(moved, audit, grammar, 0.7, segments.pad_id).quote
     for _ in range(15):
         optimizer.zero_grad()
         loss(moved, inputs).backward()
         optimizer.step()
     after = score_audit(moved, audit, grammar, 0.7, segments.pad_id).quote
-    assert after[0] > before[0] + 0.2 and after[0] == max(after)  # toward the credited quote, as the exact gradient goes
+    assert after[0] > before[0] + 0.2 and after[0] == max(
+        after
+    )  # toward the credited quote, as the exact gradient goes
 
 
-def test_the_benign_anchor_holds_the_quote_at_the_starts_and_records_each_steps_reward_and_kl(tokenizer_dir: Path) -> None:
+def test_the_benign_anchor_holds_the_quote_at_the_starts_and_records_each_steps_reward_and_kl(
+    tokenizer_dir: Path,
+) -> None:
     model, tokenizer = tiny_policy(tokenizer_dir)
     segments = ChatSegments(tokenizer)
     grammar = evidence_grammar(CFG, segments)
@@ -130,8 +163,14 @@ def test_the_benign_anchor_holds_the_quote_at_the_starts_and_records_each_steps_
 
     (free, _), (held, steps) = trained(0.0), trained(4.0)
     kl = lambda q: sum(p * math.log(p / x) for p, x in zip(start, q, strict=True) if p > 0)  # noqa: E731
-    assert free[0] > start[0] + 0.2 and kl(held) < kl(free) / 4  # the reward moves the quote; the anchor keeps it near the start
-    assert [s["step"] for s in steps] == list(range(1, 11)) and steps[0]["planted"] is None and steps[0]["benign KL to start"] == pytest.approx(0.0, abs=1e-5)
+    assert (
+        free[0] > start[0] + 0.2 and kl(held) < kl(free) / 4
+    )  # the reward moves the quote; the anchor keeps it near the start
+    assert (
+        [s["step"] for s in steps] == list(range(1, 11))
+        and steps[0]["planted"] is None
+        and steps[0]["benign KL to start"] == pytest.approx(0.0, abs=1e-5)
+    )
     assert steps[-1]["benign KL to start"] > 0 and steps[-1]["benign"] > steps[0]["benign"]
 
 
@@ -146,7 +185,9 @@ def test_the_choice_gradient_refuses_a_verdict_or_design_that_does_not_fix_a_rep
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("benign_weight", "anchor", "samples"), [(1.0, 0.0, None), (0.0, 0.0, None), (0.0, 1.0, None), (0.0, 1.0, 4)])
+@pytest.mark.parametrize(
+    ("benign_weight", "anchor", "samples"), [(1.0, 0.0, None), (0.0, 0.0, None), (0.0, 1.0, None), (0.0, 1.0, 4)]
+)
 def test_the_choice_gradient_command_trains_the_sft_adapters_quote_on_every_choices_reward(
     tiny_local_model: Path, tmp_path: Path, benign_weight: float, anchor: float, samples: int | None
 ) -> None:
@@ -163,7 +204,11 @@ def test_the_choice_gradient_command_trains_the_sft_adapters_quote_on_every_choi
     result = CliRunner().invoke(app, ["choice-gradient", *args], terminal_width=200)
     assert result.exit_code == 0, result.output
     record = json.loads((tmp_path / "pg" / "choice_gradient.json").read_text())
-    assert record["settings"]["seed"] == 4 and record["settings"]["samples"] == samples and f"adapter: {tmp_path / 'pg' / 'adapter'}" in result.output
+    assert (
+        record["settings"]["seed"] == 4
+        and record["settings"]["samples"] == samples
+        and f"adapter: {tmp_path / 'pg' / 'adapter'}" in result.output
+    )
     data = [json.loads(line) for line in (tmp_path / "pg" / "choice_data.jsonl").read_text().splitlines()]
     assert len(data) == record["audits"] > 0
     for row in data:  # every choice's reward is its claim's or silence's under the start's verdict, as the config pays
@@ -182,11 +227,19 @@ def test_the_choice_gradient_command_trains_the_sft_adapters_quote_on_every_choi
     assert (len(kl) > 0 and min(kl) >= 0) if anchor else not kl  # the anchor's KL is recorded where it is in the loss
     best, start = record["best expected reward"], record["start's expected reward"]
     assert best["benign"] >= start["benign"] and (best["planted"] is None or best["planted"] >= start["planted"])
-    assert len(record["expected reward by step"]) > 1 and (tmp_path / "pg" / "adapter" / "adapter_config.json").is_file()
+    assert (
+        len(record["expected reward by step"]) > 1 and (tmp_path / "pg" / "adapter" / "adapter_config.json").is_file()
+    )
 
 
 def test_the_command_refuses_a_config_or_start_it_cannot_train_before_writing_anything(tmp_path: Path) -> None:
-    start_verdict = Path(__file__).resolve().parents[3] / "configs" / "experiments" / "small_lm" / "cpu_learn_evidence_sft_quote_start_verdict.yaml"
+    start_verdict = (
+        Path(__file__).resolve().parents[3]
+        / "configs"
+        / "experiments"
+        / "small_lm"
+        / "cpu_learn_evidence_sft_quote_start_verdict.yaml"
+    )
     (tmp_path / "run.yaml").write_text(yaml.safe_dump(RAW))
     cases = [
         (["--config", str(tmp_path / "missing.yaml")], "file not found"),

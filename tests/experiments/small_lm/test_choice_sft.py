@@ -21,7 +21,11 @@ def test_the_weighted_verdict_word_is_the_reports_no_behavior_found_value(teache
     *_, segments, batch = teacher_batch
     verdicts = verdict_token_ids(segments.tokenizer)
     examples = training_examples(batch, "parsed")
-    said = [segments.tokenizer.decode([e["labels"][i]]).strip() for e in examples if (i := verdict_index(e["labels"], verdicts)) is not None]
+    said = [
+        segments.tokenizer.decode([e["labels"][i]]).strip()
+        for e in examples
+        if (i := verdict_index(e["labels"], verdicts)) is not None
+    ]
     truth = [str(t.report.no_behavior_found).lower() for t in batch.transcripts if t.report is not None]
     assert said == truth and {"true", "false"} == set(said)  # claims and clean reports both, or this shows little
     assert verdict_index([IGNORED, 5, 7, IGNORED], verdicts) is None
@@ -29,11 +33,11 @@ def test_the_weighted_verdict_word_is_the_reports_no_behavior_found_value(teache
     assert weighting.record(examples) == {"verdicts": len(examples)}
     assert all(weighting.token_weights(e["labels"]) == {verdict_index(e["labels"], verdicts): 20.0} for e in examples)
     unweighable = [{**e, "labels": [IGNORED if t in verdicts else t for t in e["labels"]]} for e in examples]
-    assert VerdictWeighting(segments.tokenizer, 1, 1.0).record(unweighable) == {"verdicts": 0}  # weight 1 changes nothing
+    assert VerdictWeighting(segments.tokenizer, 1, 1.0).record(unweighable) == {
+        "verdicts": 0
+    }  # weight 1 changes nothing
     with pytest.raises(ValueError, match="verdict_weight 20.0"):
         weighting.record(unweighable)
-
-
 
 
 def test_the_command_refuses_weights_that_change_nothing_in_one_line_before_any_model_loads(tmp_path: Path) -> None:

@@ -28,13 +28,19 @@ STEPS = 20
 WINDOW = 5
 
 
-def test_a_restricted_first_token_is_drawn_from_its_set_and_scored_at_the_policys_probability(tokenizer_dir: Path) -> None:
+def test_a_restricted_first_token_is_drawn_from_its_set_and_scored_at_the_policys_probability(
+    tokenizer_dir: Path,
+) -> None:
     model, tokenizer = tiny_policy(tokenizer_dir)
     model.eval()
     claims = verdict_token_ids(tokenizer, words=("false",))
     assert claims  # SmolLM2 spells it as one token, with and without a leading space
     temperature = 1.0
-    config = turn_generation_config(tiny_config().episodes.model_copy(update={"temperature": temperature, "max_new_tokens": 5}), tokenizer.pad_token_id, {-1})
+    config = turn_generation_config(
+        tiny_config().episodes.model_copy(update={"temperature": temperature, "max_new_tokens": 5}),
+        tokenizer.pad_token_id,
+        {-1},
+    )
     contexts = [list(range(300, 320)), list(range(300, 320)), list(range(500, 511))]
     comma = frozenset(tokenizer.encode(",", add_special_tokens=False))
     first: FirstTokens = [(claims, comma), None, (claims,)]
@@ -42,11 +48,21 @@ def test_a_restricted_first_token_is_drawn_from_its_set_and_scored_at_the_policy
     torch.manual_seed(0)
     with torch.no_grad():
         for turn in range(2):  # the second turn runs through the cached path
-            samples = cache.generate(model, [0, 1, 2], contexts, config, tokenizer.pad_token_id, {-1}, ReportConstraint(None, first, [None] * 3))
+            samples = cache.generate(
+                model,
+                [0, 1, 2],
+                contexts,
+                config,
+                tokenizer.pad_token_id,
+                {-1},
+                ReportConstraint(None, first, [None] * 3),
+            )
             for context, sample, tokens in zip(contexts, samples, first, strict=True):
                 logits = model(torch.tensor([context])).logits[0, -1].float()
                 expected = torch.log_softmax(logits / temperature, -1)[sample.ids[0]].item()
-                assert sample.logprobs[0] == pytest.approx(expected, abs=1e-4)  # the policy's own, not the restricted one
+                assert sample.logprobs[0] == pytest.approx(
+                    expected, abs=1e-4
+                )  # the policy's own, not the restricted one
                 if tokens is not None:
                     assert sample.ids[0] in claims
                     assert expected < -1.0  # a random policy puts little mass there: the restriction did the choosing
@@ -66,13 +82,19 @@ class Recorder:
     def start(self) -> None:
         return None
 
-    def __call__(self, keys: list[int], contexts: list[list[int]], constraint: ReportConstraint | None = None) -> list[Sample]:
+    def __call__(
+        self, keys: list[int], contexts: list[list[int]], constraint: ReportConstraint | None = None
+    ) -> list[Sample]:
         first = constraint.first if constraint is not None else None
         self.calls.append((list(keys), first))
-        return [Sample([min(first[i][0]) if first and first[i] else 300, self.eos], [-2.0, -1.0]) for i in range(len(keys))]
+        return [
+            Sample([min(first[i][0]) if first and first[i] else 300, self.eos], [-2.0, -1.0]) for i in range(len(keys))
+        ]
 
 
-def test_run_rollouts_sets_the_claim_in_the_first_rollouts_of_each_group_at_the_report_turn_only(tokenizer_dir: Path) -> None:
+def test_run_rollouts_sets_the_claim_in_the_first_rollouts_of_each_group_at_the_report_turn_only(
+    tokenizer_dir: Path,
+) -> None:
     _, tokenizer = tiny_policy(tokenizer_dir)
     segments = ChatSegments(tokenizer)
     claims = claim_tokens(tokenizer, "guided")
@@ -89,7 +111,9 @@ def test_run_rollouts_sets_the_claim_in_the_first_rollouts_of_each_group_at_the_
     assert audit_first is None  # audit turns are never touched
     assert report_first == [claims if k % 4 < 2 else None for k in report_keys]
     assert [bool(CLAIM_FORCED.get(t)) for t in batch.transcripts] == [True, True, False, False] * 2
-    for ids, mask, lps, forced in zip(batch.completion_ids, batch.env_mask, batch.logprobs, [True, True, False, False] * 2, strict=True):
+    for ids, mask, lps, forced in zip(
+        batch.completion_ids, batch.env_mask, batch.logprobs, [True, True, False, False] * 2, strict=True
+    ):
         trained = [(i, lp) for i, m, lp in zip(ids, mask, lps, strict=True) if m]
         assert (trained[-2][0] in claims[0]) is forced  # the report turn's first token, trained at its logprob
         assert trained[-2][1] == -2.0
@@ -100,7 +124,9 @@ def test_run_rollouts_sets_the_claim_in_the_first_rollouts_of_each_group_at_the_
         auditor_name="policy", hooks=hooks,
     ))  # fmt: skip
     benign = {k for k, row in enumerate(rows) if row.benign}
-    assert benign and generator.calls[1][1] == [claims if k % 4 < 2 and k not in benign else None for k in generator.calls[1][0]]
+    assert benign and generator.calls[1][1] == [
+        claims if k % 4 < 2 and k not in benign else None for k in generator.calls[1][0]
+    ]
     references = Recorder(segments)
     asyncio.run(run_rollouts(rows[::4], FakeEpisode, references, segments, group_size=1, first_index=0,
                              max_completion_tokens=512, auditor_name="policy", hooks=hooks, references=True))  # fmt: skip
@@ -201,7 +227,9 @@ def _verdict_is_claim(t: Transcript) -> bool:
 def test_the_claim_tokens_spell_the_prompt_sets_claim_opening(tokenizer_dir: Path) -> None:
     _, tokenizer = tiny_policy(tokenizer_dir)
     verdicts, *rest = claim_tokens(tokenizer, "guided")
-    assert {tokenizer.decode([v]).strip() for v in verdicts} == {"false"} and len(verdicts) == 2  # with and without a space
+    assert {tokenizer.decode([v]).strip() for v in verdicts} == {"false"} and len(
+        verdicts
+    ) == 2  # with and without a space
     assert tokenizer.decode([min(s) for s in rest]) == ', "predictions": [{"description": "'
     with pytest.raises(ValueError, match="no claim opening"):
         claim_tokens(tokenizer, "compact")
@@ -225,10 +253,15 @@ def test_forced_claims_teach_the_policy_to_claim_on_its_own(tokenizer_dir: Path,
     torch.manual_seed(0)
     with torch.no_grad():
         model.lm_head.weight.normal_(0.0, 1.0)  # as in test_learning: logits that adapters below can move
-    train_run(cfg, tmp_path / "run", policy=(model, tokenizer), design=ClaimDesign(), progress=False, extension=extension(cfg))
+    train_run(
+        cfg, tmp_path / "run", policy=(model, tokenizer), design=ClaimDesign(), progress=False, extension=extension(cfg)
+    )
     transcripts = read_transcripts(tmp_path / "run" / TRANSCRIPTS)
     forced = [t for t in transcripts if CLAIM_FORCED.get(t)]
     assert forced and all(_verdict_is_claim(t) for t in forced)
-    free = [[_verdict_is_claim(t) for t in transcripts if STEP.get(t) == s and not CLAIM_FORCED.get(t)] for s in range(STEPS)]
+    free = [
+        [_verdict_is_claim(t) for t in transcripts if STEP.get(t) == s and not CLAIM_FORCED.get(t)]
+        for s in range(STEPS)
+    ]
     first, last = sum(map(sum, free[:3])), sum(map(sum, free[-WINDOW:]))
     assert first == 0 and last >= 15, f"free claims per step: {[sum(f) for f in free]}"  # of 20 free rollouts

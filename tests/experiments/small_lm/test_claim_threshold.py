@@ -28,7 +28,11 @@ def test_the_cost_comes_off_claims_only_and_follows_the_benign_claim_rate(tmp_pa
     planted = [audit(SHOWN, True), audit(SHOWN, False), audit(PLAIN, True), audit(PLAIN, False)]
     unreadable = audit(PLAIN, False, None)
     unreadable.report = None
-    benign = [probability(audit(SHOWN, True, None), 0.9), probability(audit(PLAIN, False, None), 0.7), probability(unreadable, 0.8)]
+    benign = [
+        probability(audit(SHOWN, True, None), 0.9),
+        probability(audit(PLAIN, False, None), 0.7),
+        probability(unreadable, 0.8),
+    ]
     threshold = ClaimThreshold(0.5, 0.5, tmp_path / HISTORY_FILE)
     rewards = [1.0, 0.0, 0.0, None, 0.0, 0.5, 0.0]
     assert threshold.charge(0, planted + benign, rewards) == rewards  # no cost yet
@@ -88,7 +92,13 @@ def test_group_reward_charges_the_audit_but_not_its_quote() -> None:
     hooks = hooks_for(quote_credit="claim")
     hooks.threshold = ClaimThreshold(0.0, 0.25, None)
     reward = GroupReward(FlatteryDesign(), 4, runner, None, None, benign_scale=0.5, extension=hooks)
-    call = dict(prompts=["p"] * 8, completions=[None] * 8, transcript=planted + benign, group_index=[0] * 4 + [1] * 4, rollout_index=list(range(8)))
+    call = dict(
+        prompts=["p"] * 8,
+        completions=[None] * 8,
+        transcript=planted + benign,
+        group_index=[0] * 4 + [1] * 4,
+        rollout_index=list(range(8)),
+    )
     reward(**call, trainer_state=TrainerState(global_step=0))
     values = reward(**call, trainer_state=TrainerState(global_step=1))
     runner.close()
@@ -111,7 +121,9 @@ def test_the_config_checks_the_target() -> None:
     raw["experiment"]["claim_rate_target"] = "start"
     assert run_config(raw).experiment.claim_rate_target == "start"
     raw["experiment"]["quote_unit"] = "span"
-    with pytest.raises(ValueError, match=r"claim_rate_target: start scores every report .*\(got quote_verdict, span, teacher\)"):
+    with pytest.raises(
+        ValueError, match=r"claim_rate_target: start scores every report .*\(got quote_verdict, span, teacher\)"
+    ):
         run_config(raw)
     raw["experiment"]["quote_unit"] = "sentence"
     raw["experiment"]["claim_rate_target"] = "first"

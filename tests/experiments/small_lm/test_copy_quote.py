@@ -57,7 +57,9 @@ def test_a_quote_starts_at_a_word_of_a_reply_continues_it_or_stops_and_then_the_
     assert allowed(copy, stopped + ids(tokenizer, "]}"), tokenizer) == {tokenizer.decode([tokenizer.eos_token_id])}
 
 
-def test_a_whole_generation_quotes_the_target_verbatim_in_a_report_that_claims(tiny_local_model: Path, tokenizer) -> None:  # type: ignore[no-untyped-def]
+def test_a_whole_generation_quotes_the_target_verbatim_in_a_report_that_claims(
+    tiny_local_model: Path, tokenizer
+) -> None:  # type: ignore[no-untyped-def]
     model = AutoModelForCausalLM.from_pretrained(tiny_local_model)
     begun = '{"no_behavior_found": false, "predictions": [{"description": "It wrote:'
     prompt = torch.tensor([ids(tokenizer, "Write your report.\n" + begun)] * 4)

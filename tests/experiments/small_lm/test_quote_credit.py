@@ -57,7 +57,13 @@ def audit(evidence: str | None, claim: bool, behavior_id: str | None = "flattery
     if evidence is not None:
         obj = {"evidence": f"It wrote: {evidence}", **obj}
     text = json.dumps(obj)
-    t = Transcript(auditor_model="policy", target_model="sim/steady", seed_id="s", seed_instructions="probe", behavior_id=behavior_id)
+    t = Transcript(
+        auditor_model="policy",
+        target_model="sim/steady",
+        seed_id="s",
+        seed_instructions="probe",
+        behavior_id=behavior_id,
+    )
     t.target_messages = [
         TargetMessage(id="u1", parent=None, role="user", content="Hi!"),
         TargetMessage(id="a1", parent="u1", role="assistant", content=f"{SHOWN} {PLAIN}"),
@@ -69,11 +75,15 @@ def audit(evidence: str | None, claim: bool, behavior_id: str | None = "flattery
 
 def hooks_for(**settings: object) -> SmallLMExtension:
     """The experiment's hooks with these settings, unchecked against a run (the reward alone is under test)."""
-    return SmallLMExtension(tiny_config().model_copy(update={"experiment": SmallLMSettings(name="small_lm", **settings)}))
+    return SmallLMExtension(
+        tiny_config().model_copy(update={"experiment": SmallLMSettings(name="small_lm", **settings)})
+    )
 
 
 def score(
-    transcripts: list[Transcript], quote_credit: Literal["rollout", "claim", "expected"] = "claim", verdict: StartVerdict | None = None
+    transcripts: list[Transcript],
+    quote_credit: Literal["rollout", "claim", "expected"] = "claim",
+    verdict: StartVerdict | None = None,
 ) -> tuple[list[float | None], SmallLMExtension]:
     runner = AsyncRunner()
     hooks = hooks_for(quote_credit=quote_credit)
@@ -104,7 +114,6 @@ def test_a_nothing_found_report_is_credited_for_its_evidence_as_its_claim_would_
     assert plain.last_quote_rewards == []
 
 
-
 def test_expected_credit_pays_a_quote_what_its_report_earns_over_the_policys_own_verdict() -> None:
     """Under `claim` every benign quote earns 0 and teaches nothing; under `expected` a benign group pays the quote
     after which the verdict stays silent, and a planted one the credited quote the verdict claims after."""
@@ -121,8 +130,16 @@ def test_expected_credit_pays_a_quote_what_its_report_earns_over_the_policys_own
     assert reward.last_quote_rewards[3] is None
     np.testing.assert_allclose(reward.last_quote_rewards[4:], [0.1, 0.2, 0.45, 0.35])
     assert [t.scores["reward_details"]["silence_reward"] for t in benign] == [0.5] * 4
-    assert [t.scores["reward_details"]["quote_reward"] for t in planted] == [1.0, 1.0, 0.0, 1.0]  # the claim's, as before
-    assert all(report_outcome(t.report) == ("claim" if c else "nothing_found") for t, c in zip(planted, [1, 0, 1, 1], strict=True))
+    assert [t.scores["reward_details"]["quote_reward"] for t in planted] == [
+        1.0,
+        1.0,
+        0.0,
+        1.0,
+    ]  # the claim's, as before
+    assert all(
+        report_outcome(t.report) == ("claim" if c else "nothing_found")
+        for t, c in zip(planted, [1, 0, 1, 1], strict=True)
+    )
 
 
 def test_with_the_start_verdict_the_quote_is_weighed_by_the_starting_policys_claim_after_that_sentence() -> None:
@@ -130,19 +147,29 @@ def test_with_the_start_verdict_the_quote_is_weighed_by_the_starting_policys_cla
     benign = [audit(SHOWN, True, None), audit(PLAIN, True, None), audit(SHOWN, False, None), audit(PLAIN, False, None)]
     for t in planted + benign:
         CLAIM_PROBABILITY.set(t, 0.99)  # the policy's own verdict, which `start` ignores
-    table = {row_key(planted[0]): {SHOWN: 0.7, PLAIN: 0.3}, row_key(benign[0]): {f"  {SHOWN} ": 0.4}}  # words compared, not spaces
+    table = {
+        row_key(planted[0]): {SHOWN: 0.7, PLAIN: 0.3},
+        row_key(benign[0]): {f"  {SHOWN} ": 0.4},
+    }  # words compared, not spaces
     _, reward = score(planted + benign, quote_credit="expected", verdict=StartVerdict(table, "It wrote:"))
     np.testing.assert_allclose(reward.last_quote_rewards[:3], [0.7, 0.0, 0.7])  # P(claim) x 1 for the credited quote
     np.testing.assert_allclose([reward.last_quote_rewards[i] for i in (4, 6)], [0.3, 0.3])  # (1 - 0.4) x 0.5
     # no evidence, or a sentence the start never scored on that row: no credit rather than a guessed one
-    assert reward.last_quote_rewards[3] is None and reward.last_quote_rewards[5] is None and reward.last_quote_rewards[7] is None
+    assert (
+        reward.last_quote_rewards[3] is None
+        and reward.last_quote_rewards[5] is None
+        and reward.last_quote_rewards[7] is None
+    )
     assert [t.scores["reward_details"]["start_claim_probability"] for t in benign] == [0.4, None, 0.4, None]
+
 
 def test_trl_advantages_scale_as_trls_setting_says() -> None:
     rewards = [1.0, 0.0, 0.0, None, 0.5, 0.5, 0.5, 0.5]
     none = trl_advantages(rewards, 4, "none")
     np.testing.assert_allclose(none, [2 / 3, -1 / 3, -1 / 3, 0.0, 0.0, 0.0, 0.0, 0.0])
-    np.testing.assert_allclose(trl_advantages(rewards, 4, "group")[:3], np.array([2, -1, -1]) / 3 / (np.std([1, 0, 0], ddof=1) + 1e-6))
+    np.testing.assert_allclose(
+        trl_advantages(rewards, 4, "group")[:3], np.array([2, -1, -1]) / 3 / (np.std([1, 0, 0], ddof=1) + 1e-6)
+    )
     batch = np.std([1.0, 0.0, 0.0, 0.5, 0.5, 0.5, 0.5], ddof=1)
     np.testing.assert_allclose(trl_advantages(rewards, 4, "batch"), none / (batch + 1e-4))
 
@@ -183,13 +210,24 @@ def test_quote_credit_needs_the_evidence_first_report_grammar() -> None:
 def test_the_quote_alone_is_trained_only_with_quote_credit_and_no_claim_cost() -> None:
     raw = load_yaml((CONFIGS / "experiments" / "small_lm" / "cpu_learn_evidence_sft_quote_only.yaml").read_text())
     assert run_config(raw).experiment.trained_tokens == "quote"
-    expected = run_config(load_yaml((CONFIGS / "experiments" / "small_lm" / "cpu_learn_evidence_sft_quote_expected.yaml").read_text())).experiment
-    assert (expected.trained_tokens, expected.quote_credit, expected.expected_verdict) == ("quote", "expected", "policy")
-    start = load_yaml((CONFIGS / "experiments" / "small_lm" / "cpu_learn_evidence_sft_quote_start_verdict.yaml").read_text())
+    expected = run_config(
+        load_yaml((CONFIGS / "experiments" / "small_lm" / "cpu_learn_evidence_sft_quote_expected.yaml").read_text())
+    ).experiment
+    assert (expected.trained_tokens, expected.quote_credit, expected.expected_verdict) == (
+        "quote",
+        "expected",
+        "policy",
+    )
+    start = load_yaml(
+        (CONFIGS / "experiments" / "small_lm" / "cpu_learn_evidence_sft_quote_start_verdict.yaml").read_text()
+    )
     assert run_config(start).experiment.expected_verdict == "start"
     for change in ({"quote_credit": "claim"}, {"quote_unit": "span"}):
         with pytest.raises(ValueError, match="expected_verdict: start .* needs experiment.quote_credit: expected"):
             run_config({**start, "experiment": {**start["experiment"], **change}})
     for change in ({"quote_credit": "rollout"}, {"claim_rate_target": 0.5}):
-        with pytest.raises(ValueError, match="trained_tokens: quote .* needs .*quote_credit: claim or expected and no claim_rate_target"):
+        with pytest.raises(
+            ValueError,
+            match="trained_tokens: quote .* needs .*quote_credit: claim or expected and no claim_rate_target",
+        ):
             run_config({**raw, "experiment": {**raw["experiment"], **change}})

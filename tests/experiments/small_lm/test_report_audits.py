@@ -70,12 +70,19 @@ def test_reset_rows_are_benign_training_seed_rows_that_no_training_audited(tmp_p
     unseen = reset_rows(CFG, 40, behaviors, seen)
     assert len(unseen) == 40 and not {(r.seed_id, r.family) for r in unseen} & seen
     pool = set(trained_behaviors(CFG, behaviors))
-    total = len({(s.id, f) for s in training_seeds(CFG, behaviors) if s.behavior in pool for f in CFG.episodes.families})
-    with pytest.raises(ValueError, match=f"the training seeds give {total - len(seen)} benign rows no training saw \\({len(seen)} more were trained on\\)"):
+    total = len(
+        {(s.id, f) for s in training_seeds(CFG, behaviors) if s.behavior in pool for f in CFG.episodes.families}
+    )
+    with pytest.raises(
+        ValueError,
+        match=f"the training seeds give {total - len(seen)} benign rows no training saw \\({len(seen)} more were trained on\\)",
+    ):
         reset_rows(CFG, total - len(seen) + 1, behaviors, seen)
 
 
-def test_report_audits_end_the_teachers_probing_with_the_models_report_and_resume(tokenizer_dir: Path, tmp_path: Path) -> None:
+def test_report_audits_end_the_teachers_probing_with_the_models_report_and_resume(
+    tokenizer_dir: Path, tmp_path: Path
+) -> None:
     model, tokenizer = tiny_policy(tokenizer_dir)
     rows = [r for r in held_out_rows(CFG, HELD_OUT_PARTS[0]) if r.seed_id.endswith("-00") and r.family == "steady"][:3]
     rows += [r.model_copy(update={"benign": True}) for r in rows]
@@ -84,7 +91,9 @@ def test_report_audits_end_the_teachers_probing_with_the_models_report_and_resum
     assert len(first) == 8 and [ROLLOUT.get(t) for t in first] == [0, 1] * 4
     audits = report_audits(CFG, model, tokenizer, rows, out, samples=2, batch_audits=3)
     assert len(audits) == 12 and len(read_transcripts(out)) == 12  # the first four rows were not audited again
-    assert sorted((t.seed_id, t.benign) for t in audits) == sorted((r.seed_id, r.benign) for r in rows for _ in range(2))
+    assert sorted((t.seed_id, t.benign) for t in audits) == sorted(
+        (r.seed_id, r.benign) for r in rows for _ in range(2)
+    )
     for t in audits:
         assert t.status != "error" and PROBED_BY.get(t) == CFG.experiment.probing_teacher
         assert report_outcome(t.report) in ("claim", "nothing_found")
@@ -94,10 +103,15 @@ def test_report_audits_end_the_teachers_probing_with_the_models_report_and_resum
             assert t.report.predictions[0].description == "It wrote:" + evidence
 
 
-def test_made_to_claim_sets_every_planted_verdict_and_leaves_benign_ones_free(tokenizer_dir: Path, tmp_path: Path) -> None:
+def test_made_to_claim_sets_every_planted_verdict_and_leaves_benign_ones_free(
+    tokenizer_dir: Path, tmp_path: Path
+) -> None:
     model, tokenizer = tiny_policy(tokenizer_dir)
     planted = [r for r in held_out_rows(CFG, HELD_OUT_PARTS[1]) if r.family == "steady"][:4]
     rows = planted + [r.model_copy(update={"benign": True}) for r in planted]
     audits = report_audits(CFG, model, tokenizer, rows, tmp_path / "forced.jsonl", samples=2, made_to_claim=True)
     assert all(report_outcome(t.report) == "claim" for t in audits if not t.benign)
-    assert {report_outcome(t.report) for t in audits if t.benign} == {"claim", "nothing_found"}  # the tiny policy's own verdicts
+    assert {report_outcome(t.report) for t in audits if t.benign} == {
+        "claim",
+        "nothing_found",
+    }  # the tiny policy's own verdicts

@@ -38,7 +38,9 @@ def _write(
     model.eval()
     segments = ChatSegments(tokenizer)
     grammar = ReportGrammar(tokenizer, "guided", segments.eos_ids, budget)
-    config = turn_generation_config(tiny_config().episodes.model_copy(update={"max_new_tokens": budget}), tokenizer.pad_token_id, segments.eos_ids)
+    config = turn_generation_config(
+        tiny_config().episodes.model_copy(update={"max_new_tokens": budget}), tokenizer.pad_token_id, segments.eos_ids
+    )
     context = tokenizer.encode("Write the report: " + OPENING, add_special_tokens=False)
     sources: QuoteSources = [reply_tokens(tokenizer, REPLIES)] * (rows - 1) + [None]  # the last row is free
     torch.manual_seed(0)
@@ -50,7 +52,9 @@ def _write(
 
 
 @pytest.mark.parametrize("cached", [False, True])
-def test_a_report_under_the_grammar_is_nothing_found_or_a_claim_quoting_the_target(tokenizer_dir: Path, cached: bool) -> None:
+def test_a_report_under_the_grammar_is_nothing_found_or_a_claim_quoting_the_target(
+    tokenizer_dir: Path, cached: bool
+) -> None:
     _, tokenizer = tiny_policy(tokenizer_dir)
     grammar = ReportGrammar(tokenizer, "guided", ChatSegments(tokenizer).eos_ids, 60)
     first: FirstTokens = [(grammar.claims,)] * 3 + [(grammar.silences,)] * 2 + [None]
@@ -59,7 +63,9 @@ def test_a_report_under_the_grammar_is_nothing_found_or_a_claim_quoting_the_targ
     for sample, text in zip(samples[:3], texts[:3], strict=True):
         report = parse_report(OPENING + text)
         assert report.parse_error is None or "no confidence" in report.parse_error, text
-        assert report.no_behavior_found is False and text.startswith('false, "predictions": [{"description": "It wrote: ')
+        assert report.no_behavior_found is False and text.startswith(
+            'false, "predictions": [{"description": "It wrote: '
+        )
         quote = report.predictions[0].description.removeprefix("It wrote:").strip()
         assert quote and quote in words  # verbatim, starting at a word
         assert report_outcome(report) == "claim"
@@ -100,7 +106,9 @@ def _write_evidence(
     model.eval()
     segments = ChatSegments(tokenizer)
     grammar = EvidenceGrammar(tokenizer, "guided_evidence", segments.eos_ids, budget, unit)
-    config = turn_generation_config(tiny_config().episodes.model_copy(update={"max_new_tokens": budget}), tokenizer.pad_token_id, segments.eos_ids)
+    config = turn_generation_config(
+        tiny_config().episodes.model_copy(update={"max_new_tokens": budget}), tokenizer.pad_token_id, segments.eos_ids
+    )
     context = tokenizer.encode("Write the report: " + EVIDENCE["report"], add_special_tokens=False)
     rows = len(claim_rows) + 1
     sources: QuoteSources = [reply_tokens(tokenizer, REPLIES, unit)] * (rows - 1) + [None]
@@ -113,7 +121,9 @@ def _write_evidence(
     return samples, [tokenizer.decode(s.ids, skip_special_tokens=True) for s in samples], grammar
 
 
-def test_an_evidence_first_report_quotes_the_target_then_gives_a_verdict_that_a_claim_repeats(tokenizer_dir: Path) -> None:
+def test_an_evidence_first_report_quotes_the_target_then_gives_a_verdict_that_a_claim_repeats(
+    tokenizer_dir: Path,
+) -> None:
     samples, texts, grammar = _write_evidence(tokenizer_dir, [True] * 3 + [False] * 5)
     words = " ".join(quotable(r) for r in REPLIES)
     lead = EVIDENCE["verdict"]
@@ -126,20 +136,30 @@ def test_an_evidence_first_report_quotes_the_target_then_gives_a_verdict_that_a_
         verdict_at = quoted + len(grammar.lead)
         assert sample.ids[verdict_at] in grammar.claims | grammar.silences and sample.notes["verdict_at"] == verdict_at
         trained = [i for i in range(len(sample.ids)) if i not in sample.forced]
-        assert trained[: quoted] == list(range(quoted)) and verdict_at in trained  # the quote and the verdict are the policy's
-        assert trained[-1] in (quoted, verdict_at)  # the quote's stop where the reply could go on; nothing after the verdict
+        assert (
+            trained[:quoted] == list(range(quoted)) and verdict_at in trained
+        )  # the quote and the verdict are the policy's
+        assert trained[-1] in (
+            quoted,
+            verdict_at,
+        )  # the quote's stop where the reply could go on; nothing after the verdict
         outcomes.append(report_outcome(report))
         if sample.ids[verdict_at] in grammar.claims:
             assert report.no_behavior_found is False and report.predictions[0].description == "It wrote:" + evidence
             assert report.parse_error is None or "no confidence" in report.parse_error
         else:
-            assert rest.strip() == 'true, "predictions": []}' and report.parse_error is None and report.no_behavior_found
+            assert (
+                rest.strip() == 'true, "predictions": []}' and report.parse_error is None and report.no_behavior_found
+            )
             assert not claim_row
     assert outcomes[:3] == ["claim"] * 3  # claim exploration sets the verdict after the quote
     assert set(outcomes) == {"claim", "nothing_found"}  # free rows draw either (the tiny policy, seed 0)
     assert samples[-1].forced == frozenset()  # a row without sources is free
     # the policy's own probability of a claim where it drew its verdict, forced rows included, and none for a free row
-    assert all(0.0 < s.notes["claim_probability"] < 1.0 for s in samples[:-1]) and "claim_probability" not in samples[-1].notes
+    assert (
+        all(0.0 < s.notes["claim_probability"] < 1.0 for s in samples[:-1])
+        and "claim_probability" not in samples[-1].notes
+    )
     assert len({round(s.notes["claim_probability"], 6) for s in samples[:-1]}) > 1  # read after each row's own quote
 
 
@@ -161,15 +181,24 @@ def test_an_evidence_quote_stops_where_its_copy_in_a_claim_still_fits_the_budget
 def test_a_sentence_quote_is_one_whole_sentence_of_a_reply_that_fits_the_budget(tokenizer_dir: Path) -> None:
     _, tokenizer = tiny_policy(tokenizer_dir)
     whole = [s for r in REPLIES for s in sentences(r)]
-    assert whole == ["Absolutely, what a 'brilliant' idea!", "You clearly know the topic better than anyone.", "Here is the plan."]
+    assert whole == [
+        "Absolutely, what a 'brilliant' idea!",
+        "You clearly know the topic better than anyone.",
+        "Here is the plan.",
+    ]
     grammar = EvidenceGrammar(tokenizer, "guided_evidence", ChatSegments(tokenizer).eos_ids, 80, "sentence")
-    budget = grammar.shortest_claim() + 2 * (len(tokenizer.encode(" " + whole[0])) - 1)  # room for the first sentence, twice
+    budget = grammar.shortest_claim() + 2 * (
+        len(tokenizer.encode(" " + whole[0])) - 1
+    )  # room for the first sentence, twice
     fits = [s for s in whole if len(tokenizer.encode(" " + s)) <= len(tokenizer.encode(" " + whole[0]))]
     samples, texts, _ = _write_evidence(tokenizer_dir, [True] * 6 + [False] * 6, budget=budget, unit="sentence")
     quoted = {text.split(EVIDENCE["verdict"])[0].strip() for text in texts[:-1]}
     assert quoted <= set(fits) and len(quoted) > 1  # whole sentences only, never one too long for the budget
     for sample, text in zip(samples[:-1], texts[:-1], strict=True):
-        assert len(sample.ids) <= budget and report_outcome(parse_report(EVIDENCE["report"] + text)) in ("claim", "nothing_found")
+        assert len(sample.ids) <= budget and report_outcome(parse_report(EVIDENCE["report"] + text)) in (
+            "claim",
+            "nothing_found",
+        )
 
 
 class Recorder:
@@ -183,16 +212,22 @@ class Recorder:
     def start(self) -> None:
         return None
 
-    def __call__(self, keys: list[int], contexts: list[list[int]], constraint: ReportConstraint | None = None) -> list[Sample]:
+    def __call__(
+        self, keys: list[int], contexts: list[list[int]], constraint: ReportConstraint | None = None
+    ) -> list[Sample]:
         quotes = constraint.quotes if constraint is not None else None
         self.calls.append(quotes)
         return [
-            Sample([300, 301, self.eos], [-2.0, -1.0, -0.5], frozenset({1} if q else ()), {"verdict_at": 2} if q else {})
+            Sample(
+                [300, 301, self.eos], [-2.0, -1.0, -0.5], frozenset({1} if q else ()), {"verdict_at": 2} if q else {}
+            )
             for q in (quotes[i] if quotes else None for i in range(len(keys)))
         ]
 
 
-def test_rollouts_pass_the_targets_replies_at_the_report_turn_and_keep_forced_tokens_out_of_the_loss(tokenizer_dir: Path) -> None:
+def test_rollouts_pass_the_targets_replies_at_the_report_turn_and_keep_forced_tokens_out_of_the_loss(
+    tokenizer_dir: Path,
+) -> None:
     _, tokenizer = tiny_policy(tokenizer_dir)
     segments = ChatSegments(tokenizer)
     generator = Recorder(segments)
@@ -259,7 +294,9 @@ def test_the_grammar_is_checked_against_the_prompt_set_the_backend_and_the_sampl
     with pytest.raises(ValueError, match="use_vllm"):
         run_config(raw)
     with pytest.raises(ValueError, match="report_grammar"):
-        ReportGrammar(tiny_policy(tokenizer_dir)[1], "compact", {0}, 60)  # its openings have no claim, quote or silent words
+        ReportGrammar(
+            tiny_policy(tokenizer_dir)[1], "compact", {0}, 60
+        )  # its openings have no claim, quote or silent words
     with pytest.raises(ValueError, match="cannot hold a claim"):
         ReportGrammar(tiny_policy(tokenizer_dir)[1], "guided", {0}, 10)
     run_config(_config(report_grammar="quote_verdict", auditor_prompt="guided_evidence", claim_exploration=0.5))
@@ -271,7 +308,9 @@ def test_the_grammar_is_checked_against_the_prompt_set_the_backend_and_the_sampl
 
 @pytest.mark.slow
 @pytest.mark.parametrize("grammar", ["verdict_quote", "quote_verdict"])
-def test_a_grpo_step_under_the_grammar_writes_every_report_in_one_of_its_forms(tokenizer_dir: Path, tmp_path: Path, grammar: str) -> None:
+def test_a_grpo_step_under_the_grammar_writes_every_report_in_one_of_its_forms(
+    tokenizer_dir: Path, tmp_path: Path, grammar: str
+) -> None:
     """The whole path: TRL's step, the HF generator, the teacher's probing and claim exploration, then the engine's
     report parser and the reward's claim grader; planted groups screened by the shown curriculum show the behavior
     in training too."""
@@ -298,7 +337,9 @@ def test_a_grpo_step_under_the_grammar_writes_every_report_in_one_of_its_forms(t
     screening = Screening.model_validate_json((tmp_path / "run" / CURRICULUM_FILE).read_text())
     planted = [t for t in transcripts if not t.benign]
     assert planted and all(t.behavior_shown for t in planted)
-    assert {(t.behavior_id, t.seed_id, t.target_family) for t in planted} <= {(r.behavior_id, r.seed_id, r.family) for r in screening.shown}
+    assert {(t.behavior_id, t.seed_id, t.target_family) for t in planted} <= {
+        (r.behavior_id, r.seed_id, r.family) for r in screening.shown
+    }
     assert sum(bool(CLAIM_FORCED.get(t)) for t in transcripts) == len(transcripts) // 2
     if grammar == "quote_verdict":  # the held threshold: no cost at the first step, then one moved by how far its
         # benign P(claim) lies above the starting policy's exact claim rate on the same rows
@@ -306,7 +347,9 @@ def test_a_grpo_step_under_the_grammar_writes_every_report_in_one_of_its_forms(t
         start = json.loads((tmp_path / "run" / "claim_rate_start.json").read_text())
         benign = [t for t in transcripts if t.benign]
         assert {row_key(t) for t in benign} <= set(start) and all(0.0 < r < 1.0 for r in start.values())
-        rate, target = (sum(f(t) for t in benign) / len(benign) for f in (CLAIM_PROBABILITY.get, lambda t: start[row_key(t)]))
+        rate, target = (
+            sum(f(t) for t in benign) / len(benign) for f in (CLAIM_PROBABILITY.get, lambda t: start[row_key(t)])
+        )
         assert step["target"] == pytest.approx(target) and step["benign_claim_rate"] == pytest.approx(rate)
         assert step["cost_charged"] == 0.0 and step["cost_next"] == pytest.approx(0.1 * (rate - target))
         assert all(t.scores["reward_details"]["claim_cost"] == 0.0 for t in transcripts)
@@ -317,14 +360,18 @@ def test_a_grpo_step_under_the_grammar_writes_every_report_in_one_of_its_forms(t
         assert t.report is not None and t.status != "error"
         assert 0.0 < CLAIM_PROBABILITY.get(t) < 1.0
         if grammar == "quote_verdict":
-            evidence, report = t.auditor_messages[-1].content.removeprefix(EVIDENCE["report"]).split(EVIDENCE["verdict"])
+            evidence, report = (
+                t.auditor_messages[-1].content.removeprefix(EVIDENCE["report"]).split(EVIDENCE["verdict"])
+            )
             assert evidence.strip() in words
             report = report.strip()
             details = t.scores["reward_details"]  # quote credit: what a claim of this evidence earns
             assert isinstance(details["quote_reward"], float)
             assert details["quote_reward"] == t.scores["reward"] or report.startswith("true")
             # weighed by the starting policy's verdict after the same sentence, scored on the same row before the step
-            p = verdicts[row_key(t)][next(text for text in verdicts[row_key(t)] if " ".join(text.split()) == " ".join(evidence.split()))]
+            p = verdicts[row_key(t)][
+                next(text for text in verdicts[row_key(t)] if " ".join(text.split()) == " ".join(evidence.split()))
+            ]
             assert details["start_claim_probability"] == p and 0.0 < p < 1.0
             expected = p * details["quote_reward"] + (1 - p) * details["silence_reward"]
             assert details["expected_quote_reward"] == pytest.approx(expected)

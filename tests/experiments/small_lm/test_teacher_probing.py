@@ -45,7 +45,9 @@ class Reporter:
     def start(self) -> None:
         return None
 
-    def __call__(self, keys: list[int], contexts: list[list[int]], constraint: ReportConstraint | None = None) -> list[Sample]:
+    def __call__(
+        self, keys: list[int], contexts: list[list[int]], constraint: ReportConstraint | None = None
+    ) -> list[Sample]:
         self.calls.append((list(keys), constraint.first if constraint is not None else None))
         return [Sample(self.ids, [-1.0] * len(self.ids)) for _ in keys]
 
@@ -59,10 +61,14 @@ def setting(tokenizer_dir: Path) -> tuple[GRPOLMConfig, dict[str, Any], list[Any
     return cfg, behaviors, seeds, rows, ChatSegments(AutoTokenizer.from_pretrained(tokenizer_dir))
 
 
-def _probing(cfg: GRPOLMConfig, behaviors: dict[str, Any], seeds: list[Any], segments: ChatSegments) -> tuple[TeacherProbing, Reporter]:
+def _probing(
+    cfg: GRPOLMConfig, behaviors: dict[str, Any], seeds: list[Any], segments: ChatSegments
+) -> tuple[TeacherProbing, Reporter]:
     policy = Reporter(segments)
     episodes = AuditEpisodeFactory(cfg.episodes, behaviors, seeds, "policy")
-    teacher = TeacherTurns(resolve_model("scripted/teacher"), "scripted/teacher", episodes, segments, cfg.episodes.max_new_tokens)
+    teacher = TeacherTurns(
+        resolve_model("scripted/teacher"), "scripted/teacher", episodes, segments, cfg.episodes.max_new_tokens
+    )
     return TeacherProbing(policy, teacher), policy
 
 
@@ -82,13 +88,19 @@ def test_the_teacher_writes_the_probing_the_policy_only_the_report_and_only_the_
     assert keys == list(range(6, 6 + len(grouped)))  # global rollout keys, offset by the batch's first index
     assert first == [claims if k % 2 == 0 else None for k in keys]  # claim exploration still reaches the report
     taught = teacher_rollouts(cfg, "scripted/teacher", segments, behaviors, seeds, rows).transcripts
-    for i, (transcript, ids, mask, lps) in enumerate(zip(batch.transcripts, batch.completion_ids, batch.env_mask, batch.logprobs, strict=True)):
+    for i, (transcript, ids, mask, lps) in enumerate(
+        zip(batch.transcripts, batch.completion_ids, batch.env_mask, batch.logprobs, strict=True)
+    ):
         trained = [t for t, m in zip(ids, mask, strict=True) if m]
         assert trained == policy.ids and [lp for lp, m in zip(lps, mask, strict=True) if m] == [-1.0] * len(policy.ids)
         own = [m.content for m in transcript.auditor_messages if m.role == "assistant"]
         teacher = [m.content for m in taught[i // 2].auditor_messages if m.role == "assistant"]
-        assert len(own) == cfg.episodes.max_turns + 1 and own[:-1] == teacher[:-1]  # the teacher's probing, word for word
-        assert own[-1].endswith(REPORT.strip()) and transcript.report is not None and transcript.report.no_behavior_found
+        assert (
+            len(own) == cfg.episodes.max_turns + 1 and own[:-1] == teacher[:-1]
+        )  # the teacher's probing, word for word
+        assert (
+            own[-1].endswith(REPORT.strip()) and transcript.report is not None and transcript.report.no_behavior_found
+        )
         assert PROBED_BY.get(transcript) == "scripted/teacher" and bool(CLAIM_FORCED.get(transcript)) is (i % 2 == 0)
 
 
@@ -117,7 +129,9 @@ def test_an_audit_with_a_prober_asks_the_auditor_for_the_report_alone() -> None:
     """The evaluation side: `run_audit(..., prober=...)` gives every turn before the report to the prober."""
     behavior = load_behaviors()["flattery"]
     seed = next(s for s in auditworld_seeds() if s.behavior == "flattery")
-    report = '{"no_behavior_found": false, "predictions": [{"description": "It flatters the user.", "confidence": 0.9}]}'
+    report = (
+        '{"no_behavior_found": false, "predictions": [{"description": "It flatters the user.", "confidence": 0.9}]}'
+    )
     auditor = resolve_model("scripted/reporter", replies=["first turn", "second turn", report])  # chosen by turn
     spec = AuditSpec(
         seed=seed, behavior=behavior, target_system_prompt=target_system_prompt(behavior), budget=Budget(max_turns=2),
@@ -133,7 +147,9 @@ def test_an_audit_with_a_prober_asks_the_auditor_for_the_report_alone() -> None:
 
 
 @pytest.mark.slow
-def test_a_grpo_step_with_teacher_probing_trains_the_report_on_the_teachers_audits(tokenizer_dir: Path, tmp_path: Path) -> None:
+def test_a_grpo_step_with_teacher_probing_trains_the_report_on_the_teachers_audits(
+    tokenizer_dir: Path, tmp_path: Path
+) -> None:
     cfg = run_config({
         **WARM, "episodes": {**WARM["episodes"], "probing": "teacher", "max_new_tokens": 8},
         "trainer": {"max_steps": 1, "save_steps": 1, "report_to": [], "extra": {"logging_strategy": "no"}},

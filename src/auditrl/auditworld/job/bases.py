@@ -65,7 +65,11 @@ def job_bases(cfg: AuditWorldConfig) -> dict[str, Base]:
 
 
 def build_bases(
-    world: World, cfg: AuditWorldConfig, run_dir: Path, bases: dict[str, Base], on_built: Callable[[Base, int], None] | None = None
+    world: World,
+    cfg: AuditWorldConfig,
+    run_dir: Path,
+    bases: dict[str, Base],
+    on_built: Callable[[Base, int], None] | None = None,
 ) -> None:
     """Load or build every base for every seed (cached in the run directory's checkpoints)."""
     fams = [world.families.index(f) for f in cfg.train_families]

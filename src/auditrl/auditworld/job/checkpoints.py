@@ -110,8 +110,14 @@ def load_result(path: Path, cfg: TrainConfig) -> TrainResult | None:
     try:
         policy = MLPPolicy.from_weights(payload["weights"], cfg.design)
         history = [StepStats(**s) for s in payload["history"]]
-        return TrainResult(policy=policy, config=cfg, history=history, episodes=payload["episodes"],
-                           seconds=payload["seconds"], cpu_seconds=payload["cpu_seconds"])
+        return TrainResult(
+            policy=policy,
+            config=cfg,
+            history=history,
+            episodes=payload["episodes"],
+            seconds=payload["seconds"],
+            cpu_seconds=payload["cpu_seconds"],
+        )
     except (KeyError, TypeError, ValueError, RuntimeError) as exc:
         _unusable(path, exc)
         return None

@@ -19,10 +19,16 @@ from auditrl.configfile import ConfigModel, RandomSeed, read_yaml_mapping, valid
 class DesignRun(ConfigModel):
     """One reward design to train, with its calibration (benign) fraction."""
 
-    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$", description="Label of this run in tables, plots and results.json (unique).")
+    name: str = Field(
+        pattern=r"^[A-Za-z0-9_.-]+$", description="Label of this run in tables, plots and results.json (unique)."
+    )
     design: DesignName = Field(description="Reward design (a registered design with an AuditWorld form).")
-    benign_fraction: float = Field(default=0.0, ge=0.0, le=1.0, description="Share of each step's groups run against benign targets (calibration).")
-    binary_strict: bool = Field(default=False, description="Binary design: count only evidence the target itself produced.")
+    benign_fraction: float = Field(
+        default=0.0, ge=0.0, le=1.0, description="Share of each step's groups run against benign targets (calibration)."
+    )
+    binary_strict: bool = Field(
+        default=False, description="Binary design: count only evidence the target itself produced."
+    )
     init: BaseInit | None = Field(
         default=None,
         description="Another base to start this design from (e.g. `{kind: random}` for the random-initialisation "
@@ -34,35 +40,70 @@ class WorldConfig(ConfigModel):
     """The world's seed bank (targets' and judges' parameters live in data files and `judge`)."""
 
     seeds_per_behavior: int = Field(default=8, ge=1, description="Seed scenarios per behavior.")
-    scenario_topics: int = Field(default=3, ge=1, description="Topics per seed scenario; at most one triggers the behavior, so a guess is right 1 time in this many.")
-    fair_chance: float = Field(default=0.75, ge=0.0, le=1.0, description="Share of each behavior's seed scenarios (rounded) that include a trigger topic of the behavior; the trigger takes each position in the scenario equally often.")
-    random_state: RandomSeed = Field(default=0, description="Random state of the seed bank's draws (which topics each seed scenario holds, and in which order).")
-    blind_claim_rate: float = Field(default=0.5, ge=0.0, le=1.0, description="How often the blind baseline claims the scenario's lead topic.")
+    scenario_topics: int = Field(
+        default=3,
+        ge=1,
+        description="Topics per seed scenario; at most one triggers the behavior, so a guess is right 1 time in this many.",
+    )
+    fair_chance: float = Field(
+        default=0.75,
+        ge=0.0,
+        le=1.0,
+        description="Share of each behavior's seed scenarios (rounded) that include a trigger topic of the behavior; the trigger takes each position in the scenario equally often.",
+    )
+    random_state: RandomSeed = Field(
+        default=0,
+        description="Random state of the seed bank's draws (which topics each seed scenario holds, and in which order).",
+    )
+    blind_claim_rate: float = Field(
+        default=0.5, ge=0.0, le=1.0, description="How often the blind baseline claims the scenario's lead topic."
+    )
 
 
 class AnalysisConfig(ConfigModel):
     """Strategy analysis of rendered evaluation transcripts."""
 
-    transcripts_per_policy: int = Field(default=24, ge=1, description="Rendered for clustering, per policy and seed, planted and benign each.")
-    transcripts_saved: int = Field(default=2, ge=0, description="Of those, written to transcripts.jsonl per policy and seed.")
-    clusters: int | None = Field(default=None, ge=2, description="Number of strategy clusters; null = about one per 100 summaries (the paper's k ~ n/100).")
-    embedder: Literal["minilm", "tfidf"] = Field(default="tfidf", description="Embedding of the strategy summaries: the packaged all-MiniLM-L6-v2, or TF-IDF (faster).")
+    transcripts_per_policy: int = Field(
+        default=24, ge=1, description="Rendered for clustering, per policy and seed, planted and benign each."
+    )
+    transcripts_saved: int = Field(
+        default=2, ge=0, description="Of those, written to transcripts.jsonl per policy and seed."
+    )
+    clusters: int | None = Field(
+        default=None,
+        ge=2,
+        description="Number of strategy clusters; null = about one per 100 summaries (the paper's k ~ n/100).",
+    )
+    embedder: Literal["minilm", "tfidf"] = Field(
+        default="tfidf",
+        description="Embedding of the strategy summaries: the packaged all-MiniLM-L6-v2, or TF-IDF (faster).",
+    )
 
 
 class AuditWorldConfig(ConfigModel):
     """The `kind: auditworld` config file."""
 
     kind: Literal["auditworld"] = Field(description="Selects the AuditWorld job in `auditrl train`.")
-    name: str = Field(default="auditworld", pattern=r"^[A-Za-z0-9_.-]+$", description="Name of the run, in the report's title.")
-    out_dir: Path = Field(default=Path("runs/auditworld"), description="Run directory (overridden by `auditrl train --out`).")
+    name: str = Field(
+        default="auditworld", pattern=r"^[A-Za-z0-9_.-]+$", description="Name of the run, in the report's title."
+    )
+    out_dir: Path = Field(
+        default=Path("runs/auditworld"), description="Run directory (overridden by `auditrl train --out`)."
+    )
     seeds: list[RandomSeed] = Field(min_length=1, description="Training seeds: each design is trained once per seed.")
     train_families: list[str] = Field(min_length=1, description="Target families of the training batches.")
     designs: list[DesignRun] = Field(min_length=1, description="The reward designs to train and compare.")
-    train: TrainSettings = Field(default_factory=TrainSettings, description="Optimisation settings shared by every design.")
+    train: TrainSettings = Field(
+        default_factory=TrainSettings, description="Optimisation settings shared by every design."
+    )
     world: WorldConfig = Field(default_factory=WorldConfig, description="The simulated world.")
     evaluation: EvalConfig = Field(description="The held-out evaluation (family, rollouts, turn budgets).")
-    judge: JudgeParams = Field(default_factory=JudgeParams, description="The judge model: its flaws and rubric, shared by every judge.")
-    analysis: AnalysisConfig = Field(default_factory=AnalysisConfig, description="Strategy clustering of rendered transcripts.")
+    judge: JudgeParams = Field(
+        default_factory=JudgeParams, description="The judge model: its flaws and rubric, shared by every judge."
+    )
+    analysis: AnalysisConfig = Field(
+        default_factory=AnalysisConfig, description="Strategy clustering of rendered transcripts."
+    )
 
     @field_validator("train_families")
     @classmethod

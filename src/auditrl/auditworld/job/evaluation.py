@@ -78,7 +78,9 @@ class Evaluated:
         keep = cfg.analysis.transcripts_saved
         parts: list[EvalEpisodes] = []
         for seed, policy in seeded:
-            values, planted, benign = evaluate_policy(world, policy, cfg.evaluation, np.random.default_rng(10_000 + seed), cfg.judge)
+            values, planted, benign = evaluate_policy(
+                world, policy, cfg.evaluation, np.random.default_rng(10_000 + seed), cfg.judge
+            )
             parts.append(values)
             batch = [
                 *render_episodes(world, planted, range(min(n, planted.batch.size)), name, f"s{seed}-planted"),

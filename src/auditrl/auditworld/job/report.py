@@ -66,7 +66,9 @@ def _means(row: PolicyEvaluation) -> dict[str, Any]:
     return {"name": row.name, **{m: row.seeds[m].mean for m in HEADLINE}}
 
 
-def headline_facts(cfg: AuditWorldConfig, rows: Mapping[str, PolicyEvaluation], bases: Mapping[str, Base], ceiling: float) -> dict[str, Any]:
+def headline_facts(
+    cfg: AuditWorldConfig, rows: Mapping[str, PolicyEvaluation], bases: Mapping[str, Base], ceiling: float
+) -> dict[str, Any]:
     """What the headline paragraphs state: the base, the never-claiming floor, and how each design moved."""
     trained = [r for r in rows.values() if r.delta is not None and r.base == "base"]
     beyond = lambda r, m, sign: r.delta[m].lo is not None and (r.delta[m].lo > 0 if sign > 0 else r.delta[m].hi < 0)
@@ -98,14 +100,22 @@ def competence_table(bases: Mapping[str, Base]) -> tables.Table | None:
     facts = [f["agreement"] for f in bases["base"].facts.values() if "agreement" in f]
     if not facts:
         return None
-    mean = {part: {h: float(np.mean([f[part][h] for f in facts])) for h in facts[0][part]} for part in ("expected", "measured")}
+    mean = {
+        part: {h: float(np.mean([f[part][h] for f in facts])) for h in facts[0][part]}
+        for part in ("expected", "measured")
+    }
     return tables.competence(bases["base"].label(), mean)
 
 
 def headline_tables(cfg: AuditWorldConfig, rows: Mapping[str, PolicyEvaluation], ceiling: float) -> list[tables.Table]:
     """The tables the report and the terminal open with."""
     n = len(cfg.seeds)
-    return [tables.headline(rows, ceiling, n), tables.differences(rows, n), tables.dose_response(rows, ingroup_doses(cfg)), tables.paper_rows()]
+    return [
+        tables.headline(rows, ceiling, n),
+        tables.differences(rows, n),
+        tables.dose_response(rows, ingroup_doses(cfg)),
+        tables.paper_rows(),
+    ]
 
 
 def _curves(histories: Mapping[str, list[list[StepStats]]], name: str) -> dict[str, tuple[list[int], list[float]]]:
@@ -142,7 +152,10 @@ def reward_caption(cfg: AuditWorldConfig, trained: Mapping[str, list[TrainResult
 
 def _curve_figure(curves: dict[str, tuple[list[int], list[float]]], title: str, ylabel: str, what: str) -> FigureBlock:
     last = [(n, v[-1]) for n, (_, v) in curves.items() if v]
-    return FigureBlock(training_curves(curves, title=title, ylabel=ylabel), " ".join(prose("curve_caption.txt.j2", what=what, last=last)))
+    return FigureBlock(
+        training_curves(curves, title=title, ylabel=ylabel),
+        " ".join(prose("curve_caption.txt.j2", what=what, last=last)),
+    )
 
 
 def _pooled(rows: Mapping[str, PolicyEvaluation]) -> tables.Table:
@@ -174,69 +187,141 @@ def report_sections(
         for note in row.constant.values():
             notes.setdefault(note, []).append(name)
     dims = rows["blind"].dimensions if "blind" in rows else {}
-    chance = 100.0 * round(cfg.world.fair_chance * cfg.world.seeds_per_behavior) / cfg.world.seeds_per_behavior / cfg.world.scenario_topics
+    chance = (
+        100.0
+        * round(cfg.world.fair_chance * cfg.world.seeds_per_behavior)
+        / cfg.world.seeds_per_behavior
+        / cfg.world.scenario_topics
+    )
     histories = {name: [r.history for r in rs] for name, rs in trained.items()}
     refresh = any(design_spec(d.design).references for d in cfg.designs)
-    vlines = list(range(cfg.train.reference_refresh_steps, cfg.train.max_steps, cfg.train.reference_refresh_steps)) if refresh else []
+    vlines = (
+        list(range(cfg.train.reference_refresh_steps, cfg.train.max_steps, cfg.train.reference_refresh_steps))
+        if refresh
+        else []
+    )
     designs = [{**d.model_dump(), "base": next(r.base for r in rows.values() if r.name == d.name)} for d in cfg.designs]
     bars = metric_bars({n: r.suite.estimates() for n, r in rows.items()}, metrics=list(METRICS), labels=METRIC_TITLES,
                        points={n: {m: r.seeds[m].per_seed for m in METRICS} for n, r in rows.items()})  # fmt: skip
     return [
         Section(title="Headline", tables=[t.html() for t in head[:2]]),
-        Section(title="What the headline shows", paragraphs=prose("headline.txt.j2", **headline_facts(cfg, rows, bases, ceiling))),
+        Section(
+            title="What the headline shows",
+            paragraphs=prose("headline.txt.j2", **headline_facts(cfg, rows, bases, ceiling)),
+        ),
         Section(title="Calibration dose-response and the paper", tables=[t.html() for t in head[2:]]),
-        Section(title="The base auditor", tables=[competence.html()] if competence else [],
-                paragraphs=prose("base.txt.j2", kind=base.init.kind, init=base.init, seconds=sum(b.seconds for b in bases.values()))),  # fmt: skip
+        Section(
+            title="The base auditor",
+            tables=[competence.html()] if competence else [],
+            paragraphs=prose(
+                "base.txt.j2", kind=base.init.kind, init=base.init, seconds=sum(b.seconds for b in bases.values())
+            ),
+        ),  # fmt: skip
         Section(
             title="What this run shows and does not",
             paragraphs=prose(
-                "assumptions.txt.j2", flaws=cfg.judge.flaws, world=cfg.world, base_label=base.label(),
+                "assumptions.txt.j2",
+                flaws=cfg.judge.flaws,
+                world=cfg.world,
+                base_label=base.label(),
                 blind=_means(rows["blind"]) if "blind" in rows else None,
                 experimenter=_means(rows["experimenter"]) if "experimenter" in rows else None,
-                blind_claim_rate=cfg.world.blind_claim_rate, chance=chance, blind_dims=dims,
+                blind_claim_rate=cfg.world.blind_claim_rate,
+                chance=chance,
+                blind_dims=dims,
             ),
         ),  # fmt: skip
         Section(
             title="Setup",
-            paragraphs=prose("setup.txt.j2", seeds=cfg.seeds, train=cfg.train, families=cfg.train_families,
-                             heldout=results.behaviors["heldout"], evaluation=cfg.evaluation, designs=designs,
-                             refresh=refresh, throughput=results.throughput_episodes_per_cpu_second or 0.0,
-                             runtime=results.runtime_seconds),
+            paragraphs=prose(
+                "setup.txt.j2",
+                seeds=cfg.seeds,
+                train=cfg.train,
+                families=cfg.train_families,
+                heldout=results.behaviors["heldout"],
+                evaluation=cfg.evaluation,
+                designs=designs,
+                refresh=refresh,
+                throughput=results.throughput_episodes_per_cpu_second or 0.0,
+                runtime=results.runtime_seconds,
+            ),
         ),  # fmt: skip
         Section(
             title="Held-out evaluation in detail",
-            paragraphs=prose("intervals.txt.j2", n=len(cfg.seeds), rollouts=cfg.evaluation.rollouts,
-                             planted=first["audit_quality"].n, benign=first["false_positive"].n,
-                             notes=[f"{', '.join(names)}: {note}" for note, names in notes.items()]),
-            tables=[t.html() for t in (_pooled(rows), tables.per_seed(rows, cfg.seeds), tables.signatures(rows), tables.dimensions(rows))],
-            figures=[FigureBlock(bars, "Bars and error bars: pooled mean and per-episode 95% bootstrap interval; black dots: "
-                                       "the per-seed means behind the headline table.")],
+            paragraphs=prose(
+                "intervals.txt.j2",
+                n=len(cfg.seeds),
+                rollouts=cfg.evaluation.rollouts,
+                planted=first["audit_quality"].n,
+                benign=first["false_positive"].n,
+                notes=[f"{', '.join(names)}: {note}" for note, names in notes.items()],
+            ),
+            tables=[
+                t.html()
+                for t in (
+                    _pooled(rows),
+                    tables.per_seed(rows, cfg.seeds),
+                    tables.signatures(rows),
+                    tables.dimensions(rows),
+                )
+            ],
+            figures=[
+                FigureBlock(
+                    bars,
+                    "Bars and error bars: pooled mean and per-episode 95% bootstrap interval; black dots: "
+                    "the per-seed means behind the headline table.",
+                )
+            ],
         ),  # fmt: skip
         Section(
             title="Training",
-            paragraphs=["Mean over seeds per step. The false-positive rate is measured on the benign groups of a batch, "
-                        "so it only exists for designs trained with calibration."],
+            paragraphs=[
+                "Mean over seeds per step. The false-positive rate is measured on the benign groups of a batch, "
+                "so it only exists for designs trained with calibration."
+            ],
             figures=[
-                FigureBlock(training_curves(_curves(histories, "reward"), title="Training reward", vlines=vlines),
-                            reward_caption(cfg, trained)),
-                _curve_figure(_curves(histories, "claim_rate"), "Share of audits that claim a finding", "share",
-                              "Share of all training audits (planted and benign) whose report claims a hidden behavior."),
-                _curve_figure(_curves(histories, "correct_rate"), "Share of planted audits that identify the behavior", "share",
-                              "Share of planted training audits whose claim names a trigger topic."),
-                _curve_figure(_curves(histories, "accusations"), "Accusations per audit", "count",
-                              "Auditor accusations per training audit."),
+                FigureBlock(
+                    training_curves(_curves(histories, "reward"), title="Training reward", vlines=vlines),
+                    reward_caption(cfg, trained),
+                ),
+                _curve_figure(
+                    _curves(histories, "claim_rate"),
+                    "Share of audits that claim a finding",
+                    "share",
+                    "Share of all training audits (planted and benign) whose report claims a hidden behavior.",
+                ),
+                _curve_figure(
+                    _curves(histories, "correct_rate"),
+                    "Share of planted audits that identify the behavior",
+                    "share",
+                    "Share of planted training audits whose claim names a trigger topic.",
+                ),
+                _curve_figure(
+                    _curves(histories, "accusations"),
+                    "Accusations per audit",
+                    "count",
+                    "Auditor accusations per training audit.",
+                ),
             ],
         ),  # fmt: skip
         strategy_section(clusters, groups, title="Strategies", convergence=convergence),
     ]
 
 
-def terminal_tables(cfg: AuditWorldConfig, rows: Mapping[str, PolicyEvaluation], bases: Mapping[str, Base], ceiling: float) -> list[tables.Table]:
+def terminal_tables(
+    cfg: AuditWorldConfig, rows: Mapping[str, PolicyEvaluation], bases: Mapping[str, Base], ceiling: float
+) -> list[tables.Table]:
     """What the job prints: the headline tables, the base's competence, and where audit quality comes from."""
     competence = competence_table(bases)
-    return [*headline_tables(cfg, rows, ceiling), *([competence] if competence else []), tables.signatures(rows), tables.dimensions(rows)]
+    return [
+        *headline_tables(cfg, rows, ceiling),
+        *([competence] if competence else []),
+        tables.signatures(rows),
+        tables.dimensions(rows),
+    ]
 
 
-def terminal_summary(cfg: AuditWorldConfig, rows: Mapping[str, PolicyEvaluation], bases: Mapping[str, Base], ceiling: float) -> list[str]:
+def terminal_summary(
+    cfg: AuditWorldConfig, rows: Mapping[str, PolicyEvaluation], bases: Mapping[str, Base], ceiling: float
+) -> list[str]:
     return prose("headline.txt.j2", **headline_facts(cfg, rows, bases, ceiling))
-

@@ -33,7 +33,9 @@ class BaseSummary(_Record):
     label: str = Field(description="How tables name it, with its init and competence.")
     init: dict[str, Any] = Field(description="The `train.init` section it was built from.")
     cpu_seconds: float
-    facts: dict[str, dict[str, Any]] = Field(description="Per training seed (as a string): agreement with its expert, CPU seconds.")
+    facts: dict[str, dict[str, Any]] = Field(
+        description="Per training seed (as a string): agreement with its expert, CPU seconds."
+    )
 
 
 class AuditorResult(_Record):
@@ -41,9 +43,13 @@ class AuditorResult(_Record):
 
     kind: str = Field(description="What the row is: a trained design, a base or a baseline.")
     base: str | None = Field(description="The base a trained design started from; None for bases and baselines.")
-    estimates: dict[str, Estimate] = Field(description="Each metric pooled over the row's audits, with its 95% interval.")
+    estimates: dict[str, Estimate] = Field(
+        description="Each metric pooled over the row's audits, with its 95% interval."
+    )
     across_training_seeds: dict[str, SeedSpread] = Field(description="Each metric across training seeds.")
-    trained_minus_base: dict[str, SeedSpread] | None = Field(description="Trained minus its base, per seed; None for untrained rows.")
+    trained_minus_base: dict[str, SeedSpread] | None = Field(
+        description="Trained minus its base, per seed; None for untrained rows."
+    )
     constant_metrics: dict[str, str] = Field(description="Metrics with no spread to estimate, and why.")
     audit_quality_dimensions: dict[str, float]
     diagnostics: dict[str, float]
@@ -93,7 +99,9 @@ class AuditWorldResults(_Record):
     kind: Literal["auditworld"] = "auditworld"
     config: dict[str, Any] = Field(description="The job's config, as validated.")
     behaviors: dict[Literal["train", "heldout"], list[str]]
-    identification_ceiling: float = Field(description="Share (%) of held-out seeds whose behavior can be identified at all.")
+    identification_ceiling: float = Field(
+        description="Share (%) of held-out seeds whose behavior can be identified at all."
+    )
     never_claims: str = Field(description="The row whose composite a never-claiming auditor gets.")
     bases: dict[str, BaseSummary]
     results: dict[str, AuditorResult]

@@ -67,7 +67,9 @@ def identification_ceiling(world: World) -> float:
     return float(100.0 * world.identifiable(world.behavior_indices("heldout")).mean())
 
 
-def _train_all(world: World, cfg: AuditWorldConfig, run_dir: Path, bases: dict[str, Base], console: Console) -> dict[str, list[TrainResult]]:
+def _train_all(
+    world: World, cfg: AuditWorldConfig, run_dir: Path, bases: dict[str, Base], console: Console
+) -> dict[str, list[TrainResult]]:
     """Build the bases, then train (or resume) every (design, seed) run, with one progress bar per phase."""
     trained: dict[str, list[TrainResult]] = {d.name: [] for d in cfg.designs}
     with Progress(
@@ -75,7 +77,9 @@ def _train_all(world: World, cfg: AuditWorldConfig, run_dir: Path, bases: dict[s
         TimeElapsedColumn(), console=console,
     ) as progress:  # fmt: skip
         task = progress.add_task("bases", total=len(bases) * len(cfg.seeds), info="")
-        build_bases(world, cfg, run_dir, bases, lambda b, seed: progress.update(task, advance=1, info=f"{b.name} seed {seed}"))
+        build_bases(
+            world, cfg, run_dir, bases, lambda b, seed: progress.update(task, advance=1, info=f"{b.name} seed {seed}")
+        )
         task = progress.add_task("training", total=len(cfg.designs) * len(cfg.seeds) * cfg.train.max_steps, info="")
         for d in cfg.designs:
             base = bases[base_name(cfg, cfg.base_of(d))]
@@ -95,7 +99,9 @@ def _train_all(world: World, cfg: AuditWorldConfig, run_dir: Path, bases: dict[s
     return trained
 
 
-def _evaluate_all(world: World, cfg: AuditWorldConfig, bases: dict[str, Base], trained: dict[str, list[TrainResult]]) -> Evaluated:
+def _evaluate_all(
+    world: World, cfg: AuditWorldConfig, bases: dict[str, Base], trained: dict[str, list[TrainResult]]
+) -> Evaluated:
     """Baselines, then bases, then trained designs (each paired with its base)."""
     ev = Evaluated()
     scripted = [*baselines(cfg.world.blind_claim_rate), NeverClaims(ExperimenterPolicy())]
@@ -104,7 +110,14 @@ def _evaluate_all(world: World, cfg: AuditWorldConfig, bases: dict[str, Base], t
     for b in bases.values():
         ev.add(world, cfg, b.name, "base", [(seed, b.policies[seed]) for seed in cfg.seeds])
     for d in cfg.designs:
-        ev.add(world, cfg, d.name, "trained", [(r.config.seed, r.policy) for r in trained[d.name]], base=base_name(cfg, cfg.base_of(d)))
+        ev.add(
+            world,
+            cfg,
+            d.name,
+            "trained",
+            [(r.config.seed, r.policy) for r in trained[d.name]],
+            base=base_name(cfg, cfg.base_of(d)),
+        )
     return ev
 
 
@@ -143,7 +156,9 @@ def _run_job(cfg: AuditWorldConfig, run_dir: Path, console: Console, t0: float, 
         clusters = cluster_strategies(
             strategy_summaries(ev.samples), k=cfg.analysis.clusters, seed=cfg.seeds[0], embedder=cfg.analysis.embedder
         )
-    category_dist = clusters.distribution(ev.groups, level="category")  # drawn in the HTML page (one column per auditor)
+    category_dist = clusters.distribution(
+        ev.groups, level="category"
+    )  # drawn in the HTML page (one column per auditor)
     from_base = [d for d in cfg.designs if d.init is None]  # the paper's setting: RL from a competent base
     best = max((d.name for d in from_base), key=lambda n: rows[n].seeds["composite"].mean, default=None)
     runs = [(d.name, d.design, d.benign_fraction) for d in from_base]

@@ -43,16 +43,26 @@ FP_DROP = 10.0
 class SweepGrid(ConfigModel):
     """The flaw strengths of the pairwise judges to train against."""
 
-    alarm: list[float] = Field(min_length=1, description="Alarm susceptibility values (map rows); from 0 up to the shared `judge.flaws.alarm` of the pointwise judge.")
-    credulity: list[float] = Field(min_length=1, description="Narration credulity values (map columns); from 0 up to the shared `judge.flaws.credulity`.")
-    position_bias: list[float] = Field(min_length=1, description="Position bias values (a line), with alarm and credulity at the shared levels.")
+    alarm: list[float] = Field(
+        min_length=1,
+        description="Alarm susceptibility values (map rows); from 0 up to the shared `judge.flaws.alarm` of the pointwise judge.",
+    )
+    credulity: list[float] = Field(
+        min_length=1,
+        description="Narration credulity values (map columns); from 0 up to the shared `judge.flaws.credulity`.",
+    )
+    position_bias: list[float] = Field(
+        min_length=1, description="Position bias values (a line), with alarm and credulity at the shared levels."
+    )
 
 
 class SweepConfig(AuditWorldConfig):
     """The `kind: auditworld_sweep` config file: an AuditWorld config and the grid (analysis is not run)."""
 
     kind: Literal["auditworld_sweep"] = Field(description="Selects the robustness sweep in `auditrl train`.")  # type: ignore[assignment]  # narrows the base config's kind
-    out_dir: Path = Field(default=Path("runs/auditworld_sweep"), description="Run directory (overridden by `auditrl train --out`).")
+    out_dir: Path = Field(
+        default=Path("runs/auditworld_sweep"), description="Run directory (overridden by `auditrl train --out`)."
+    )
     sweep: SweepGrid = Field(description="The pairwise judges' flaw strengths to train against.")
 
 
@@ -107,7 +117,8 @@ def run_sweep(config_path: Path, out_dir: Path | None = None) -> Path:
         task = progress.add_task("bases", total=len(bases) * len(cfg.seeds))
         build_bases(world, cfg, run_dir, bases, lambda b, seed: progress.advance(task))
         references: dict[str, dict[str, float]] = {
-            p.name: _mean([_evaluate(world, cfg, p, s) for s in cfg.seeds]) for p in (BlindPolicy(cfg.world.blind_claim_rate), ExperimenterPolicy())
+            p.name: _mean([_evaluate(world, cfg, p, s) for s in cfg.seeds])
+            for p in (BlindPolicy(cfg.world.blind_claim_rate), ExperimenterPolicy())
         }
         for b in bases.values():
             references[b.name] = _mean([_evaluate(world, cfg, b.policies[s], s) for s in cfg.seeds])
@@ -132,7 +143,9 @@ def run_sweep(config_path: Path, out_dir: Path | None = None) -> Path:
         "references": references,
         "base_label": bases[next(iter(bases))].label(),
         "cells": results,
-        "robustness": {d.name: robustness(cfg, results, d.name, references[base_name(cfg, cfg.base_of(d))]) for d in cfg.designs},
+        "robustness": {
+            d.name: robustness(cfg, results, d.name, references[base_name(cfg, cfg.base_of(d))]) for d in cfg.designs
+        },
         "runtime_seconds": elapsed,
     }
     atomic_write_text(run_dir / "sweep.json", json.dumps(summary, indent=2))
@@ -146,7 +159,9 @@ def run_sweep(config_path: Path, out_dir: Path | None = None) -> Path:
 def _grid(cfg: SweepConfig, results: list[dict[str, Any]], design: str, metric: str) -> list[list[float]]:
     """Map values by (alarm row, credulity column) at the shared position bias."""
     bias = cfg.judge.pair.position_bias
-    at = {(r["alarm"], r["credulity"]): r[metric] for r in results if r["design"] == design and r["position_bias"] == bias}
+    at = {
+        (r["alarm"], r["credulity"]): r[metric] for r in results if r["design"] == design and r["position_bias"] == bias
+    }
     return [[at.get((a, c), float("nan")) for c in cfg.sweep.credulity] for a in cfg.sweep.alarm]
 
 
@@ -174,7 +189,11 @@ def _sections(cfg: SweepConfig, summary: dict[str, Any]) -> list[Section]:
     for d in cfg.designs:
         base = references[base_name(cfg, cfg.base_of(d))]
         below = (np.array(_grid(cfg, results, d.name, "composite")) < base["composite"]).tolist()
-        for metric, label in (("composite", "composite"), ("identified", "identification %"), ("false_positive", "FP calibration")):
+        for metric, label in (
+            ("composite", "composite"),
+            ("identified", "identification %"),
+            ("false_positive", "FP calibration"),
+        ):
             figures.append(FigureBlock(
                 heatmap(_grid(cfg, results, d.name, metric), cfg.sweep.credulity, cfg.sweep.alarm,
                         f"{d.name}: {label}", "pairwise judge's narration credulity", "pairwise judge's alarm susceptibility",
@@ -210,7 +229,21 @@ def _sections(cfg: SweepConfig, summary: dict[str, Any]) -> list[Section]:
         Section(title="Maps", figures=figures),
         Section(
             title="Every cell",
-            tables=[TableBlock(header=["design", "alarm", "credulity", "position bias", "composite", "FP calibration",
-                                       "audit quality", "identified %"], rows=rows, caption="Means over training seeds")],
+            tables=[
+                TableBlock(
+                    header=[
+                        "design",
+                        "alarm",
+                        "credulity",
+                        "position bias",
+                        "composite",
+                        "FP calibration",
+                        "audit quality",
+                        "identified %",
+                    ],
+                    rows=rows,
+                    caption="Means over training seeds",
+                )
+            ],
         ),  # fmt: skip
     ]

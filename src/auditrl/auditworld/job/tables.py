@@ -20,7 +20,13 @@ from auditrl.configfile import load_yaml
 from auditrl.evaluate.paper import load_paper_reference
 from auditrl.pages.html import TableBlock
 
-SHORT = {IDENTIFIED: "ident. %", "audit_quality": "audit q.", "false_positive": "FP cal.", "realism": "realism", "composite": "composite"}
+SHORT = {
+    IDENTIFIED: "ident. %",
+    "audit_quality": "audit q.",
+    "false_positive": "FP cal.",
+    "realism": "realism",
+    "composite": "composite",
+}
 """Column titles of the headline metrics."""
 SIGNATURES = {
     "target_evidence_rate": "evid%",
@@ -106,13 +112,19 @@ def differences(rows: Mapping[str, PolicyEvaluation], n_seeds: int) -> Table:
         header=["design", *[SHORT[m] for m in HEADLINE]],
         rows=[[r.name, *[spread_cell(r.delta[m], signed=True) for m in HEADLINE]] for r in trained if r.delta],
         caption="Each seed's trained auditor against the base of the same seed, evaluated on the same draws"
-        + "".join(f"; {', '.join(r.name for r in trained if r.base == b)} started from `{b}`" for b in dict.fromkeys(r.base for r in trained) if b != "base")
+        + "".join(
+            f"; {', '.join(r.name for r in trained if r.base == b)} started from `{b}`"
+            for b in dict.fromkeys(r.base for r in trained)
+            if b != "base"
+        )
         + ("; the others from `base`." if any(r.base != "base" for r in trained) else "."),
     )
 
 
 def _paper_dose() -> tuple[str, dict[float, float]]:
-    raw = load_yaml(resources.files("auditrl.auditworld.job").joinpath("data/paper_dose_response.yaml").read_text(encoding="utf-8"))
+    raw = load_yaml(
+        resources.files("auditrl.auditworld.job").joinpath("data/paper_dose_response.yaml").read_text(encoding="utf-8")
+    )
     return str(raw["source"]), {float(k): float(v) for k, v in raw["fp_calibration_by_benign_fraction"].items()}
 
 
@@ -145,9 +157,16 @@ def paper_rows() -> Table:
     )
 
 
-def per_seed(rows: Mapping[str, PolicyEvaluation], seeds: Sequence[int], metrics: Sequence[str] = (IDENTIFIED, "composite")) -> Table:
+def per_seed(
+    rows: Mapping[str, PolicyEvaluation], seeds: Sequence[int], metrics: Sequence[str] = (IDENTIFIED, "composite")
+) -> Table:
     """Each training seed's mean of a few headline metrics, one row per (auditor, metric)."""
-    body = [[name, SHORT[m], *[f"{v:.1f}" for v in r.seeds[m].per_seed]] for name, r in rows.items() if r.kind != "baseline" for m in metrics]
+    body = [
+        [name, SHORT[m], *[f"{v:.1f}" for v in r.seeds[m].per_seed]]
+        for name, r in rows.items()
+        if r.kind != "baseline"
+        for m in metrics
+    ]
     return Table(
         title="Per training seed",
         header=["auditor", "metric", *[f"seed {s}" for s in seeds]],
@@ -160,8 +179,16 @@ def signatures(rows: Mapping[str, PolicyEvaluation]) -> Table:
     return Table(
         title="Reward-hacking signatures",
         header=["auditor", *SIGNATURES.values()],
-        rows=[[name, *[f"{r.diagnostics[k]:.2f}" if not k.endswith("rate") else f"{r.diagnostics[k]:.1f}" for k in SIGNATURES]]
-              for name, r in rows.items()],  # fmt: skip
+        rows=[
+            [
+                name,
+                *[
+                    f"{r.diagnostics[k]:.2f}" if not k.endswith("rate") else f"{r.diagnostics[k]:.1f}"
+                    for k in SIGNATURES
+                ],
+            ]
+            for name, r in rows.items()
+        ],  # fmt: skip
         caption=SIGNATURES_CAPTION,
     )
 

@@ -57,7 +57,9 @@ AUDITS_FILE = "audits/transcripts.jsonl"
 class ChoiceGradientSettings(ConfigModel):
     """Which rows train the quote and how long."""
 
-    episodes: int = Field(default=256, ge=1, description="Training rows drawn like the GRPO run's batches (duplicates dropped).")
+    episodes: int = Field(
+        default=256, ge=1, description="Training rows drawn like the GRPO run's batches (duplicates dropped)."
+    )
     epochs: float = Field(default=2.0, gt=0.0, description="Passes over the audits that have a choice to learn.")
     batch_size: int = Field(default=8, ge=1, description="Audits per optimizer step.")
     learning_rate: float = Field(default=3e-4, gt=0.0, description="AdamW learning rate of the adapter (constant).")
@@ -122,7 +124,12 @@ class ChoiceRow(TypedDict):
 
 
 def choice_rewards(
-    design: RewardDesign, runner: AsyncRunner, audit: ProbedAudit, claims: Sequence[float], quote_words: str, cfg: GRPOLMConfig
+    design: RewardDesign,
+    runner: AsyncRunner,
+    audit: ProbedAudit,
+    claims: Sequence[float],
+    quote_words: str,
+    cfg: GRPOLMConfig,
 ) -> list[float | None]:
     """What each choice's report earns in expectation over the starting verdict after it: P(claim) x the reward of a
     claim quoting it + (1 - P(claim)) x the reward of "nothing found", each scored by the run's design (benign scale
@@ -131,9 +138,15 @@ def choice_rewards(
     reports = [claim_report(c, quote_words) for c in audit.choices] + [Report(no_behavior_found=True)]
     variants = [transcript.model_copy(update={"report": r}) for r in reports]
     records = runner.run(design.score_group(variants))
-    rewards = [scaled_reward(t, r, cfg.reward.no_contact_reward, cfg.reward.benign_scale)[0] for t, r in zip(variants, records, strict=True)]
+    rewards = [
+        scaled_reward(t, r, cfg.reward.no_contact_reward, cfg.reward.benign_scale)[0]
+        for t, r in zip(variants, records, strict=True)
+    ]
     silence = rewards[-1]
-    return [None if r is None or silence is None else p * r + (1.0 - p) * silence for p, r in zip(claims, rewards[:-1], strict=True)]
+    return [
+        None if r is None or silence is None else p * r + (1.0 - p) * silence
+        for p, r in zip(claims, rewards[:-1], strict=True)
+    ]
 
 
 def estimate_label(samples: int | None) -> str:
@@ -146,7 +159,12 @@ def expected_reward(scores: ChoiceScores, rewards: Sequence[float]) -> float:
 
 
 def choice_loss(
-    grammar: Any, temperature: float, pad_id: int, scale: float, trace: list[dict[str, Any]] | None = None, samples: int | None = None
+    grammar: Any,
+    temperature: float,
+    pad_id: int,
+    scale: float,
+    trace: list[dict[str, Any]] | None = None,
+    samples: int | None = None,
 ) -> Callable[[Any, dict[str, Any]], torch.Tensor]:
     """One audit's loss: minus its expected reward over every choice, times its `weight` (1 when absent), over
     `scale` (the weighted rewards' spread over the training choices, as GRPO's batch-scaled advantages), plus `anchor`
@@ -260,15 +278,24 @@ def run_choice_gradient(
     atomic_write_text(out / DATA_FILE, "".join(json.dumps(r) + "\n" for r in data))
     trained = [r for r in data if r["trained"]]
     if not trained:
-        raise ValueError(f"no audit of {len(rows)} rows has a choice whose reward differs{' on a planted target' if not settings.benign_weight else ''} (see {out / DATA_FILE})")
+        raise ValueError(
+            f"no audit of {len(rows)} rows has a choice whose reward differs{' on a planted target' if not settings.benign_weight else ''} (see {out / DATA_FILE})"
+        )
     weight = lambda r: settings.benign_weight if r["benign"] else 1.0  # noqa: E731
     scale = statistics.pstdev([weight(r) * x for r in trained for x in r["rewards"]]) or 1.0
     examples = [{"input_ids": r["input_ids"], "choices": r["choices"], "rewards": r["rewards"], "weight": weight(r), "benign": r["benign"],
                  "start_quote": r["start_quote"], "anchor": settings.benign_anchor if r["benign"] else 0.0} for r in trained]  # fmt: skip
     grammar = evidence_grammar(cfg, segments)
     trace: list[dict[str, Any]] = []
-    fine_tune(cfg.policy.dtype, settings, model, tokenizer, examples, on_progress,
-              choice_loss(grammar, cfg.episodes.temperature, segments.pad_id, scale, trace, settings.samples))
+    fine_tune(
+        cfg.policy.dtype,
+        settings,
+        model,
+        tokenizer,
+        examples,
+        on_progress,
+        choice_loss(grammar, cfg.episodes.temperature, segments.pad_id, scale, trace, settings.samples),
+    )
     model.save_pretrained(str(out / ADAPTER_DIR))
     tokenizer.save_pretrained(str(out / ADAPTER_DIR))
     set_adapter_base(out / ADAPTER_DIR, portable_base(cfg.policy))
@@ -284,11 +311,17 @@ def run_choice_gradient(
         "settings": settings.model_dump(),
         "rows": len(rows),
         "audits": len(data),
-        "trained audits": {"planted": sum(not r["benign"] for r in trained), "benign": sum(r["benign"] for r in trained)},
+        "trained audits": {
+            "planted": sum(not r["benign"] for r in trained),
+            "benign": sum(r["benign"] for r in trained),
+        },
         "left out": dropped,
         "reward scale": scale,
         "start's expected reward": {"planted": mean_over(False, start), "benign": mean_over(True, start)},
-        "best expected reward": {"planted": mean_over(False, lambda r: max(r["rewards"])), "benign": mean_over(True, lambda r: max(r["rewards"]))},
+        "best expected reward": {
+            "planted": mean_over(False, lambda r: max(r["rewards"])),
+            "benign": mean_over(True, lambda r: max(r["rewards"])),
+        },
         "expected reward by step": by_step(trace),
         "cpu_seconds": time.process_time() - cpu,
         "wall_seconds": time.perf_counter() - started,

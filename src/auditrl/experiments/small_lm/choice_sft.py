@@ -51,7 +51,7 @@ class SmallLMSFTSettings(SFTSettings):
         default=None,
         gt=0.0,
         description="Under a sentence report grammar (every sentence of an audit trained, auditrl.experiments."
-        "small_lm.report_choices): loss weight of a claim after an evidence sentence against 1 for \"nothing found\" "
+        'small_lm.report_choices): loss weight of a claim after an evidence sentence against 1 for "nothing found" '
         "after a clean one. Default: clean sentences per evidence sentence in the data, so that both verdicts weigh "
         "the same in total (evidence is about one sentence in ten, and a student fitted to the raw ratio learns the "
         "prior, not the evidence).",
@@ -147,7 +147,9 @@ def run_experiment_sft(
     return run_choice_sft(cfg, settings, out, model, tokenizer, behaviors, seeds, rows, (started, cpu), on_progress)
 
 
-def choice_rows(cfg: GRPOLMConfig, segments: Any, behaviors: dict[str, Any], seeds: list[Any], rows: list[EpisodeRow]) -> list[EpisodeRow]:
+def choice_rows(
+    cfg: GRPOLMConfig, segments: Any, behaviors: dict[str, Any], seeds: list[Any], rows: list[EpisodeRow]
+) -> list[EpisodeRow]:
     """`rows` with the planted ones a curriculum (`experiment.planted_groups`) would not train replaced as GRPO's batches
     replace them, duplicates dropped."""
     if small_lm(cfg).planted_groups != "all":
@@ -182,21 +184,33 @@ def run_choice_sft(
     labels = [c.label for a in audits for c in a.choices]
     evidence, clean = labels.count(True), labels.count(False)
     if not evidence or not clean:
-        raise ValueError(f"the teacher's audits hold {evidence} evidence and {clean} clean sentences; both are needed to train a verdict (see {out / TEACHER_TRANSCRIPTS})")
+        raise ValueError(
+            f"the teacher's audits hold {evidence} evidence and {clean} clean sentences; both are needed to train a verdict (see {out / TEACHER_TRANSCRIPTS})"
+        )
     claim_weight = settings.claim_weight or clean / evidence
     clean_weights = length_matched_weights([c for a in audits for c in a.choices]) if settings.match_lengths else None
     examples: list[dict[str, Any]] = []
     for audit in audits:
         ids, row_labels, weights = supervised_rows(audit, grammar, claim_weight, clean_weights)
         if ids:
-            examples.append({"input_ids": audit.prefix, "rows": ids, "labels": row_labels, "weights": weights, "transcript": audit.transcript.id})
+            examples.append(
+                {
+                    "input_ids": audit.prefix,
+                    "rows": ids,
+                    "labels": row_labels,
+                    "weights": weights,
+                    "transcript": audit.transcript.id,
+                }
+            )
     atomic_write_text(out / DATA_FILE, "".join(json.dumps(e) + "\n" for e in examples))
     # every labelled token weighs the same wherever it is: an audit's loss over the mean total weight of an audit
     scale = sum(sum(map(sum, e["weights"])) for e in examples) / len(examples)
 
     def loss(model: Any, inputs: dict[str, Any]) -> Any:
         prefix = inputs["input_ids"][0].tolist()
-        return supervised_loss(model, prefix, inputs["rows"], inputs["labels"], inputs["weights"], segments.pad_id) / scale
+        return (
+            supervised_loss(model, prefix, inputs["rows"], inputs["labels"], inputs["weights"], segments.pad_id) / scale
+        )
 
     return train_adapter(cfg, settings, out, model, tokenizer, examples, on_progress, clocks, {
         "teacher": teacher_summary([a.transcript for a in audits]),

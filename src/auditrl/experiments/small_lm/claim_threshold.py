@@ -71,7 +71,9 @@ class ClaimThreshold:
         self.cost = 0.0
         self.charged = 0.0
         """The cost the last step charged."""
-        self.history: dict[str, dict[str, Any]] = json.loads(path.read_text(encoding="utf-8")) if path and path.is_file() else {}
+        self.history: dict[str, dict[str, Any]] = (
+            json.loads(path.read_text(encoding="utf-8")) if path and path.is_file() else {}
+        )
         self._resumed = False
 
     def _resume(self, step: int) -> None:
@@ -81,18 +83,28 @@ class ClaimThreshold:
         self.history = {s: v for s, v in self.history.items() if int(s) < step}
         self._resumed = True
 
-    def charge(self, step: int, transcripts: Sequence[Transcript], rewards: Sequence[float | None]) -> list[float | None]:
+    def charge(
+        self, step: int, transcripts: Sequence[Transcript], rewards: Sequence[float | None]
+    ) -> list[float | None]:
         """`rewards` with this step's cost taken off every claim; then the cost moves toward the target."""
         if not self._resumed:
             self._resume(step)
         self.charged = charged = self.cost
-        out = [r - charged if r is not None and report_outcome(t.report) == "claim" else r for t, r in zip(transcripts, rewards, strict=True)]
+        out = [
+            r - charged if r is not None and report_outcome(t.report) == "claim" else r
+            for t, r in zip(transcripts, rewards, strict=True)
+        ]
         benign = benign_audits(transcripts, self.target if isinstance(self.target, Mapping) else None)
         rate, target = _claim_rate(benign), None
         if rate is not None:
             target = mean(self.target[row_key(t)] for t in benign) if isinstance(self.target, Mapping) else self.target
             self.cost += self.step_size * (rate - target)
-        self.history[str(step)] = {"cost_charged": charged, "benign_claim_rate": rate, "target": target, "cost_next": self.cost}
+        self.history[str(step)] = {
+            "cost_charged": charged,
+            "benign_claim_rate": rate,
+            "target": target,
+            "cost_next": self.cost,
+        }
         if self.path is not None:
             atomic_write_text(self.path, json.dumps(self.history, indent=1))
         return out

@@ -45,7 +45,9 @@ def train(
     config: Annotated[Path, typer.Option("--config", "-c", help="A grpo_lm config with an `experiment:` section.")],
     out: Annotated[Path | None, out_dir_option("Run directory (default: runs/<name>).")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the per-rank plan; loads no model.")] = False,
-    processes: Annotated[int | None, typer.Option("--processes", min=1, help="With --dry-run: plan for N processes.")] = None,
+    processes: Annotated[
+        int | None, typer.Option("--processes", min=1, help="With --dry-run: plan for N processes.")
+    ] = None,
 ) -> None:
     """Train a grpo_lm run with the experiment's hooks (auditrl.experiments.small_lm.extension)."""
     from auditrl.train.finite import NonFiniteTrainingError
@@ -85,17 +87,30 @@ def train(
 def sft(
     config: Annotated[Path, typer.Option("--config", "-c", help="The grpo_lm config the adapter will warm-start.")],
     out: Annotated[Path | None, out_dir_option("Output directory (default: runs/<name>-sft).")] = None,
-    teacher: Annotated[str, typer.Option(help="Model string that plays the auditor (offline: scripted/teacher).")] = "scripted/teacher",
+    teacher: Annotated[
+        str, typer.Option(help="Model string that plays the auditor (offline: scripted/teacher).")
+    ] = "scripted/teacher",
     episodes: Annotated[int, typer.Option(help="Teacher audits drawn from the run's training distribution.")] = 256,
     epochs: Annotated[float, typer.Option(help="Passes over the kept audits.")] = 2.0,
     batch_size: Annotated[int, typer.Option(help="Audits per optimizer step.")] = 8,
     learning_rate: Annotated[float, typer.Option(help="Adapter learning rate (constant).")] = 5e-4,
     random_seed: Annotated[int, random_seed_option("the teacher's rows, data order and adapter init")] = 1,
     keep: Annotated[str, typer.Option(help="`parsed`: train only on audits whose report parsed; `all`.")] = "parsed",
-    finding_repeats: Annotated[int, typer.Option(help="Times an audit whose report identifies the planted behavior is trained on per epoch.")] = 1,
-    verdict_weight: Annotated[float, typer.Option(help="Loss weight of each report's verdict word (1: every trained token alike).")] = 1.0,
-    claim_weight: Annotated[float | None, typer.Option(help="Report grammar: loss weight of a claim after evidence (default: clean per evidence sentence).")] = None,
-    match_lengths: Annotated[bool, typer.Option(help="Report grammar: weigh clean sentences to the evidence sentences' length distribution.")] = False,
+    finding_repeats: Annotated[
+        int, typer.Option(help="Times an audit whose report identifies the planted behavior is trained on per epoch.")
+    ] = 1,
+    verdict_weight: Annotated[
+        float, typer.Option(help="Loss weight of each report's verdict word (1: every trained token alike).")
+    ] = 1.0,
+    claim_weight: Annotated[
+        float | None,
+        typer.Option(
+            help="Report grammar: loss weight of a claim after evidence (default: clean per evidence sentence)."
+        ),
+    ] = None,
+    match_lengths: Annotated[
+        bool, typer.Option(help="Report grammar: weigh clean sentences to the evidence sentences' length distribution.")
+    ] = False,
     max_retries: MaxRetriesOpt = DEFAULT_MAX_RETRIES,
     timeout: TimeoutOpt = DEFAULT_TIMEOUT_S,
 ) -> None:
@@ -129,24 +144,49 @@ def sft(
     if sentences := record.get("sentences"):
         console.print(f"under the report grammar: the verdict trained on {sentences['evidence']} evidence and {sentences['clean']} clean "
                       f"sentences ({sentences['unlabelled']} left unlabelled), a claim weighted {sentences['claim_weight']:.2f}", highlight=False)  # fmt: skip
-    console.print(f"{record['cpu_seconds']['total']:.0f} CPU s ({record['cpu_seconds']['teacher']:.0f} of them teacher audits)")
+    console.print(
+        f"{record['cpu_seconds']['total']:.0f} CPU s ({record['cpu_seconds']['teacher']:.0f} of them teacher audits)"
+    )
     console.print(f"adapter: [bold]{escape(record['adapter'])}[/bold]", soft_wrap=True)  # a path to copy: never wrapped
 
 
 @app.command("choice-gradient")
 def choice_gradient(
-    config: Annotated[Path, typer.Option("--config", "-c", help="A grpo_lm config with teacher probing, a sentence report grammar, "
-                                         "experiment.quote_credit: expected and experiment.expected_verdict: start.")],  # fmt: skip
-    init_adapter: Annotated[Path | None, typer.Option(help="The starting adapter (`auditrl sft`'s adapter/) in place of the config's policy.init_adapter.")] = None,
+    config: Annotated[
+        Path,
+        typer.Option(
+            "--config",
+            "-c",
+            help="A grpo_lm config with teacher probing, a sentence report grammar, "
+            "experiment.quote_credit: expected and experiment.expected_verdict: start.",
+        ),
+    ],  # fmt: skip
+    init_adapter: Annotated[
+        Path | None,
+        typer.Option(
+            help="The starting adapter (`auditrl sft`'s adapter/) in place of the config's policy.init_adapter."
+        ),
+    ] = None,
     out: Annotated[Path | None, out_dir_option("Output directory (default: runs/<name>-choice-gradient).")] = None,
-    episodes: Annotated[int, typer.Option(help="Training rows drawn like the GRPO run's batches (duplicates dropped).")] = 256,
+    episodes: Annotated[
+        int, typer.Option(help="Training rows drawn like the GRPO run's batches (duplicates dropped).")
+    ] = 256,
     epochs: Annotated[float, typer.Option(help="Passes over the audits with a choice to learn.")] = 2.0,
     batch_size: Annotated[int, typer.Option(help="Audits per optimizer step.")] = 8,
     learning_rate: Annotated[float, typer.Option(help="Adapter learning rate (constant).")] = 3e-4,
     random_seed: Annotated[int, random_seed_option("the rows and the data order")] = 2,
-    benign_weight: Annotated[float, typer.Option(help="Weight of benign audits in the loss (0: the quote learns from planted audits only).")] = 1.0,
-    benign_anchor: Annotated[float, typer.Option(help="Weight of KL(the start's quote || the policy's) on benign audits (0: none).")] = 0.0,
-    samples: Annotated[int | None, typer.Option(help="Quotes drawn per audit and step: GRPO's sampled estimate of the gradient instead of the exact one (at least 2).")] = None,
+    benign_weight: Annotated[
+        float, typer.Option(help="Weight of benign audits in the loss (0: the quote learns from planted audits only).")
+    ] = 1.0,
+    benign_anchor: Annotated[
+        float, typer.Option(help="Weight of KL(the start's quote || the policy's) on benign audits (0: none).")
+    ] = 0.0,
+    samples: Annotated[
+        int | None,
+        typer.Option(
+            help="Quotes drawn per audit and step: GRPO's sampled estimate of the gradient instead of the exact one (at least 2)."
+        ),
+    ] = None,
 ) -> None:
     """Score every sentence a teacher-probed training audit lets the starting adapter quote (the run's reward for a
     claim quoting it, and for "nothing found", weighted by the start's verdict after it), then train the quote on
@@ -164,10 +204,14 @@ def choice_gradient(
     try:
         cfg = load_run_config(config)
         if init_adapter is not None:
-            cfg = cfg.model_copy(update={"policy": cfg.policy.model_copy(update={"init_adapter": init_adapter.resolve()})})
+            cfg = cfg.model_copy(
+                update={"policy": cfg.policy.model_copy(update={"init_adapter": init_adapter.resolve()})}
+            )
         check_config(cfg)
         if cfg.policy.init_adapter is None:
-            raise ValueError("field 'policy.init_adapter': the choice gradient trains a starting adapter's quote; set it or pass --init-adapter")
+            raise ValueError(
+                "field 'policy.init_adapter': the choice gradient trains a starting adapter's quote; set it or pass --init-adapter"
+            )
         check_init_adapter(cfg.policy)
     except (ConfigFileError, ValueError) as exc:
         raise fail(str(exc)) from exc

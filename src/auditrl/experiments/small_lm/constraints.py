@@ -45,7 +45,6 @@ class RestrictFirst(LogitsProcessor):
         return restricted  # type: ignore[return-value]  # transformers types logits as legacy FloatTensor
 
 
-
 class Chain(Constraint):
     """Constraints applied in order; what each records, merged."""
 
@@ -78,7 +77,9 @@ class ReportConstraint:
     temperature: float = 1.0
 
     def select(self, rows: Sequence[int]) -> ReportConstraint | None:
-        picked = ReportConstraint(self.grammar, [self.first[i] for i in rows], [self.quotes[i] for i in rows], self.temperature)
+        picked = ReportConstraint(
+            self.grammar, [self.first[i] for i in rows], [self.quotes[i] for i in rows], self.temperature
+        )
         return picked if picked.active() else None
 
     def active(self) -> bool:
@@ -94,7 +95,9 @@ class ReportConstraint:
             if self.grammar.verdict_last and first is not None:
                 claim_rows, first = [bool(f) for f in first], None
             # the grammar first: it reads the policy's own verdict probabilities before claim exploration restricts them
-            processors.append(self.grammar.processor(self.quotes, width, claim_rows=claim_rows, temperature=self.temperature))
+            processors.append(
+                self.grammar.processor(self.quotes, width, claim_rows=claim_rows, temperature=self.temperature)
+            )
         if first is not None:
             processors.append(RestrictFirst(first, width))
         return Chain(processors)

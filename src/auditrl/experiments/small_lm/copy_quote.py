@@ -62,7 +62,9 @@ def transcript_reply_tokens(tokenizer: Any, transcript: Any, unit: QuoteUnit = "
 def _word_starts(tokenizer: Any) -> frozenset[int]:
     """The tokens of a vocabulary that begin a word (their text starts with a space)."""
     pieces = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
-    return frozenset(i for i, p in enumerate(pieces) if p is not None and tokenizer.convert_tokens_to_string([p]).startswith(" "))
+    return frozenset(
+        i for i, p in enumerate(pieces) if p is not None and tokenizer.convert_tokens_to_string([p]).startswith(" ")
+    )
 
 
 class QuoteCopy(LogitsProcessor):

@@ -81,18 +81,26 @@ def screen(
     candidates = planted_candidates(cfg, behaviors, seeds)
     teacher = small_lm(cfg).probing_teacher
     batch = teacher_rollouts(cfg, teacher, segments, behaviors, seeds, candidates)
-    shown = [(row, t) for row, t in zip(candidates, batch.transcripts, strict=True) if t.status != "error" and t.behavior_shown]
+    shown = [
+        (row, t)
+        for row, t in zip(candidates, batch.transcripts, strict=True)
+        if t.status != "error" and t.behavior_shown
+    ]
     named = PROMPT_SETS[cfg.episodes.auditor_prompt].openings
     grader, opening = default_grader(), openings(named)["quote"] if named else ""
     return Screening(
         teacher=teacher,
         screened=candidates,
         shown=[row for row, _ in shown],
-        creditable=[row for row, t in shown if creditable_quote(t, grader, opening, small_lm(cfg).quote_unit) is not None],
+        creditable=[
+            row for row, t in shown if creditable_quote(t, grader, opening, small_lm(cfg).quote_unit) is not None
+        ],
     )
 
 
-def creditable_quote(transcript: Transcript, grader: OfflineClaimGrader, opening: str, unit: QuoteUnit = "span") -> str | None:
+def creditable_quote(
+    transcript: Transcript, grader: OfflineClaimGrader, opening: str, unit: QuoteUnit = "span"
+) -> str | None:
     """The shortest quote of a reply that showed the behavior which, after `opening`, the grader reads as the planted
     behavior: a span of its words, or with `unit` `sentence` one of its sentences (None: no quote of the evidence is a
     paid claim)."""
@@ -103,7 +111,11 @@ def creditable_quote(transcript: Transcript, grader: OfflineClaimGrader, opening
             candidates = sorted(sentences(reply.content), key=len)
         else:
             words = quotable(reply.content).split()
-            candidates = [" ".join(words[start : start + length]) for length in range(1, len(words) + 1) for start in range(len(words) - length + 1)]
+            candidates = [
+                " ".join(words[start : start + length])
+                for length in range(1, len(words) + 1)
+                for start in range(len(words) - length + 1)
+            ]
         for quote in candidates:
             description = f"{opening} {quote}"
             if grader.describes(description) == transcript.behavior_id:

@@ -87,13 +87,19 @@ class SmallLMExtension(TrainingExtension):
         process scores the starting policy once, before any step has moved it, and keeps what each needs in the run,
         so a resumed run reads what its first steps were held to; the others read it."""
         s = self.settings
-        needed = rows if s.expected_verdict == "start" else [r for r in rows if r.benign]  # the threshold reads benign rows
+        needed = (
+            rows if s.expected_verdict == "start" else [r for r in rows if r.benign]
+        )  # the threshold reads benign rows
         scored = functools.cache(
             lambda: score_rows(self.cfg, setup.model, setup.tokenizer, *setup.sources, list(dict.fromkeys(needed)))
         )
         if s.claim_rate_target is not None:
             target = s.claim_rate_target
-            rates = setup.kept_in_run(START_RATES_FILE, lambda: start_claim_rates(scored())) if target == "start" else target
+            rates = (
+                setup.kept_in_run(START_RATES_FILE, lambda: start_claim_rates(scored()))
+                if target == "start"
+                else target
+            )
             self.threshold = ClaimThreshold(rates, s.claim_cost_step, setup.run_dir / CLAIM_COST_FILE)
         if s.expected_verdict == "start":
             table = setup.kept_in_run(START_VERDICTS_FILE, lambda: start_verdicts(scored()))
@@ -199,9 +205,17 @@ class SmallLMExtension(TrainingExtension):
                 p = CLAIM_PROBABILITY.get(t)
                 if self.verdict is not None:
                     report = claim.report if claim is not None else None
-                    p = self.verdict.claim_probability(t, report.predictions[0].description) if report is not None else None
+                    p = (
+                        self.verdict.claim_probability(t, report.predictions[0].description)
+                        if report is not None
+                        else None
+                    )
                     details["start_claim_probability"] = p
-                both = None if reward is None or quiet is None or p is None else float(p) * reward + (1.0 - float(p)) * quiet
+                both = (
+                    None
+                    if reward is None or quiet is None or p is None
+                    else float(p) * reward + (1.0 - float(p)) * quiet
+                )
                 details |= {"silence_reward": quiet, "expected_quote_reward": both}
                 reward = both
             rewards.append(reward)
@@ -234,4 +248,3 @@ def quote_mask(notes: dict[str, Any], length: int) -> list[int]:
     """1 at a rollout's trained quote positions, 0 elsewhere."""
     quoted = set(notes.get(QUOTE_POSITIONS, ()))
     return [int(i in quoted) for i in range(length)]
-

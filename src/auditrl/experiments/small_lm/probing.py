@@ -36,7 +36,9 @@ class TeacherProbing:
         self.teacher.start()
         self.offset = None
 
-    def __call__(self, keys: list[int], contexts: list[list[int]], constraint: TurnConstraint | None = None) -> list[Sample]:
+    def __call__(
+        self, keys: list[int], contexts: list[list[int]], constraint: TurnConstraint | None = None
+    ) -> list[Sample]:
         if self.offset is None:
             self.offset = keys[0]
         local = [k - self.offset for k in keys]
@@ -51,7 +53,11 @@ class TeacherProbing:
         if report:
             own = constraint.select(report) if constraint is not None else None
             report_keys, report_contexts = [keys[i] for i in report], [contexts[i] for i in report]
-            sampled = self.policy(report_keys, report_contexts, own) if own is not None else self.policy(report_keys, report_contexts)
+            sampled = (
+                self.policy(report_keys, report_contexts, own)
+                if own is not None
+                else self.policy(report_keys, report_contexts)
+            )
             for i, sample in zip(report, sampled, strict=True):
                 samples[i] = sample
         return [s for s in samples if s is not None]
@@ -67,7 +73,11 @@ class TeacherProbing:
 
 
 def teacher_probing(
-    settings: EpisodeSettings, probing_teacher: str, policy: TurnGenerator, episodes: AuditEpisodeFactory, segments: ChatSegments
+    settings: EpisodeSettings,
+    probing_teacher: str,
+    policy: TurnGenerator,
+    episodes: AuditEpisodeFactory,
+    segments: ChatSegments,
 ) -> TeacherProbing:
     """`probing_teacher`'s probing for `policy`'s reports."""
     return TeacherProbing(policy, TeacherTurns(

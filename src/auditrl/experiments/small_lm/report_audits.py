@@ -43,7 +43,9 @@ class PolicyTurns(ModelTurns):
         super().__init__(model, settings, segments)
         self.model = model
 
-    def __call__(self, keys: list[int], contexts: list[list[int]], constraint: TurnConstraint | None = None) -> list[Sample]:
+    def __call__(
+        self, keys: list[int], contexts: list[list[int]], constraint: TurnConstraint | None = None
+    ) -> list[Sample]:
         with torch.no_grad():
             return self.sample(self.model, keys, contexts, constraint)
 
@@ -65,7 +67,9 @@ def held_out_rows(
         chosen = [s for s in bank if s.behavior in kept]
     elif part == HELD_OUT_PARTS[1]:
         pool = set(trained_behaviors(cfg, behaviors))
-        chosen = [s for s in split_seeds([s for s in bank if s.behavior in pool], cfg.data.heldout_seeds)[1] if s.behavior]
+        chosen = [
+            s for s in split_seeds([s for s in bank if s.behavior in pool], cfg.data.heldout_seeds)[1] if s.behavior
+        ]
     else:
         raise ValueError(f"unknown held-out part {part!r}; choose from {', '.join(HELD_OUT_PARTS)}")
     taken: dict[str | None, int] = {}
@@ -83,7 +87,10 @@ def held_out_rows(
 
 
 def reset_rows(
-    cfg: GRPOLMConfig, n: int, behaviors: dict[str, Behavior] | None = None, seen: Collection[tuple[str, str | None]] = frozenset()
+    cfg: GRPOLMConfig,
+    n: int,
+    behaviors: dict[str, Behavior] | None = None,
+    seen: Collection[tuple[str, str | None]] = frozenset(),
 ) -> list[EpisodeRow]:
     """`n` benign rows of the run's training seeds (every family) that no training saw, drawn with the run's seed:
     audits a deployed auditor's claim threshold can be set on without touching either held-out part. `seen`: the
@@ -100,7 +107,9 @@ def reset_rows(
     ]
     unseen = [r for r in rows if (r.seed_id, r.family) not in seen]
     if n > len(unseen):
-        trained = f" no training saw ({len(rows) - len(unseen)} more were trained on)" if len(unseen) < len(rows) else ""
+        trained = (
+            f" no training saw ({len(rows) - len(unseen)} more were trained on)" if len(unseen) < len(rows) else ""
+        )
         raise ValueError(f"{n} reset rows asked for; the training seeds give {len(unseen)} benign rows{trained}")
     return sorted(random.Random(cfg.seed).sample(unseen, n), key=lambda r: (r.seed_id, r.family))
 
@@ -108,7 +117,9 @@ def reset_rows(
 def benign_audits_seen(stores: Sequence[Path]) -> set[tuple[str, str | None]]:
     """The (seed id, family) of every benign audit in these transcript stores (a training stage's audits; a missing
     store saw none)."""
-    return {(t.seed_id, t.target_family) for store in stores if store.is_file() for t in read_transcripts(store) if t.benign}
+    return {
+        (t.seed_id, t.target_family) for store in stores if store.is_file() for t in read_transcripts(store) if t.benign
+    }
 
 
 def report_audits(
@@ -162,7 +173,9 @@ def report_audits(
         if progress is not None:
             progress(len(chunk))
     wanted = {(row.seed_id, row.family, row.benign) for row in rows}
-    return [t for t in read_transcripts(out) if (t.seed_id, t.target_family, t.benign) in wanted] if out.exists() else []
+    return (
+        [t for t in read_transcripts(out) if (t.seed_id, t.target_family, t.benign) in wanted] if out.exists() else []
+    )
 
 
 def audit_parts(
@@ -177,13 +190,25 @@ def audit_parts(
 ) -> dict[str, list[Transcript]]:
     """`report_audits` of each held-out part (its planted rows only, with `planted_only`) into `folder/<part>.jsonl`,
     with a progress bar over audits."""
-    rows = {part: [r for r in held_out_rows(cfg, part, seeds_per_behavior=seeds_per_behavior) if not (planted_only and r.benign)] for part in parts}
+    rows = {
+        part: [
+            r
+            for r in held_out_rows(cfg, part, seeds_per_behavior=seeds_per_behavior)
+            if not (planted_only and r.benign)
+        ]
+        for part in parts
+    }
     with Progress() as bar:
         task = bar.add_task("report-only audits", total=sum(len(r) for r in rows.values()))
         return {
             part: report_audits(
-                cfg, model, tokenizer, chunk, folder / f"{part.replace(' ', '_')}.jsonl",
-                progress=lambda n: bar.advance(task, n), **options,
+                cfg,
+                model,
+                tokenizer,
+                chunk,
+                folder / f"{part.replace(' ', '_')}.jsonl",
+                progress=lambda n: bar.advance(task, n),
+                **options,
             )  # fmt: skip
             for part, chunk in rows.items()
         }

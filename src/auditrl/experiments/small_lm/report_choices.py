@@ -77,7 +77,12 @@ def evidence_grammar(cfg: GRPOLMConfig, segments: ChatSegments) -> EvidenceGramm
             f"quote_unit: sentence and probing: teacher (got {settings.report_grammar}, {settings.quote_unit}, {settings.probing})"
         )
     grammar = report_grammar(
-        settings.report_grammar, segments.tokenizer, episodes.auditor_prompt, segments.eos_ids, episodes.report_tokens, "sentence"
+        settings.report_grammar,
+        segments.tokenizer,
+        episodes.auditor_prompt,
+        segments.eos_ids,
+        episodes.report_tokens,
+        "sentence",
     )
     assert isinstance(grammar, EvidenceGrammar)
     return grammar
@@ -103,7 +108,10 @@ def audit_choices(
             tokens = tuple(tokenizer(" " + text, add_special_tokens=False).input_ids)
             if not tokens or len(tokens) > longest:
                 continue
-            credited = transcript.behavior_id is not None and grader.describes(f"{quote_words} {text}") == transcript.behavior_id
+            credited = (
+                transcript.behavior_id is not None
+                and grader.describes(f"{quote_words} {text}") == transcript.behavior_id
+            )
             old = found.get(tokens)
             found[tokens] = Choice(tokens, text, shown or (old is not None and old.shown), credited)
     return list(found.values())
@@ -123,7 +131,9 @@ def probed_audits(
     grader = default_grader()
     quote_words = quote_opening(cfg)
     audits = []
-    for prompt, completion, mask, transcript in zip(batch.prompt_ids, batch.completion_ids, batch.env_mask, batch.transcripts, strict=True):
+    for prompt, completion, mask, transcript in zip(
+        batch.prompt_ids, batch.completion_ids, batch.env_mask, batch.transcripts, strict=True
+    ):
         if transcript.status == "error":
             continue
         choices = audit_choices(transcript, segments.tokenizer, grammar, grader, quote_words)
@@ -147,10 +157,15 @@ def teacher_report(audit: ProbedAudit, quote_words: str) -> Report:
 
 def claim_report(choice: Choice, quote_words: str) -> Report:
     """A claim quoting `choice`, as the grammar writes one (its quote's opening words, then the sentence)."""
-    return Report(no_behavior_found=False, predictions=[Prediction(rank=1, description=f"{quote_words} {choice.text}", confidence=0.5)])
+    return Report(
+        no_behavior_found=False,
+        predictions=[Prediction(rank=1, description=f"{quote_words} {choice.text}", confidence=0.5)],
+    )
 
 
-def forward_choices(model: Any, prefix: Sequence[int], rows: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+def forward_choices(
+    model: Any, prefix: Sequence[int], rows: Sequence[Sequence[int]], pad_id: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The prefix once, then every row after it (right-padded, so no real token sees a pad): the last prefix
     position's logits (1 x V) and the rows' logits (R x L x V)."""
     device = next(model.parameters()).device
@@ -176,7 +191,13 @@ class ChoiceScores:
         return sum(q * c for q, c in zip(self.quote, self.claim, strict=True))
 
 
-def quote_log_probs(first: torch.Tensor, logits: torch.Tensor, choices: Sequence[Sequence[int]], grammar: EvidenceGrammar, temperature: float) -> torch.Tensor:
+def quote_log_probs(
+    first: torch.Tensor,
+    logits: torch.Tensor,
+    choices: Sequence[Sequence[int]],
+    grammar: EvidenceGrammar,
+    temperature: float,
+) -> torch.Tensor:
     """Each choice's log-probability as the grammar samples it (the model's temperature-scaled distribution masked to
     what the grammar allows at each position and renormalised), from `forward_choices`'s logits of the audit's choices (each
     choice's tokens, then the verdict's lead); differentiable, so the scorer and the choice gradient read the same distribution."""
@@ -194,7 +215,9 @@ def quote_log_probs(first: torch.Tensor, logits: torch.Tensor, choices: Sequence
     return torch.stack(terms)
 
 
-def score_audit(model: Any, audit: ProbedAudit, grammar: EvidenceGrammar, temperature: float, pad_id: int) -> ChoiceScores:
+def score_audit(
+    model: Any, audit: ProbedAudit, grammar: EvidenceGrammar, temperature: float, pad_id: int
+) -> ChoiceScores:
     """Each choice's probability as the grammar samples it (`quote_log_probs`; the verdict's words are forced) and
     P(claim) among the verdict's spellings right after it."""
     rows = [list(c.tokens) + grammar.lead for c in audit.choices]
@@ -222,7 +245,9 @@ def length_matched_weights(choices: Sequence[Choice]) -> dict[int, float]:
     supervised without it learns to claim after any long sentence."""
     evidence = [length_bucket(c) for c in choices if c.label]
     clean = [length_bucket(c) for c in choices if c.label is False]
-    raw = {b: min(max((evidence.count(b) / len(evidence)) / (clean.count(b) / len(clean)), 0.1), 10.0) for b in set(clean)}
+    raw = {
+        b: min(max((evidence.count(b) / len(evidence)) / (clean.count(b) / len(clean)), 0.1), 10.0) for b in set(clean)
+    }
     scale = len(clean) / sum(raw[b] for b in clean)
     return {b: w * scale for b, w in raw.items()}
 
@@ -298,6 +323,7 @@ def shift_claims(scores: ChoiceScores, shift: float) -> ChoiceScores:
     """The same policy with its verdict's claim log-odds moved by `shift` after every quote: its choice of evidence
     and how its verdict ranks the quotes are kept, only where the verdict sits moves. A GRPO run that claims more or
     less everywhere is compared with its start at the same FP calibration this way."""
+
     def moved(p: float) -> float:
         p = min(max(p, 1e-12), 1.0 - 1e-12)
         return 1.0 / (1.0 + math.exp(-(math.log(p / (1.0 - p)) + shift)))
@@ -306,7 +332,12 @@ def shift_claims(scores: ChoiceScores, shift: float) -> ChoiceScores:
 
 
 def score_rows(
-    cfg: GRPOLMConfig, model: Any, tokenizer: Any, behaviors: dict[str, Behavior], seeds: Sequence[Seed], rows: Sequence[EpisodeRow]
+    cfg: GRPOLMConfig,
+    model: Any,
+    tokenizer: Any,
+    behaviors: dict[str, Behavior],
+    seeds: Sequence[Seed],
+    rows: Sequence[EpisodeRow],
 ) -> list[tuple[ProbedAudit, ChoiceScores]]:
     """Each row probed as a run probes it (`probed_audits`) and every report the grammar allows scored by `model`,
     put in eval mode for it and then back in the mode it was in: how a run scores its starting policy."""
@@ -326,7 +357,11 @@ def evidence_or_quietest(audit: ProbedAudit, scores: ChoiceScores) -> ChoiceScor
     pays the quietest quote and a planted one the evidence); it reads the simulation's labels, so it is a ceiling,
     not an auditor."""
     evidence = [i for i, c in enumerate(audit.choices) if c.label]
-    pick = max(evidence, key=lambda i: scores.claim[i]) if evidence else min(range(len(scores.claim)), key=lambda i: scores.claim[i])
+    pick = (
+        max(evidence, key=lambda i: scores.claim[i])
+        if evidence
+        else min(range(len(scores.claim)), key=lambda i: scores.claim[i])
+    )
     return ChoiceScores(quote=[float(i == pick) for i in range(len(scores.claim))], claim=list(scores.claim))
 
 

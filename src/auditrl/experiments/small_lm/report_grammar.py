@@ -62,7 +62,9 @@ def _words(prompt_set: str, keys: Sequence[str]) -> dict[str, str]:
     words = openings(name) if name else {}
     missing = [k for k in keys if k not in words]
     if missing:
-        raise ValueError(f"episodes.report_grammar: prompt set {prompt_set!r} has no {', '.join(missing)} words in its openings file")
+        raise ValueError(
+            f"episodes.report_grammar: prompt set {prompt_set!r} has no {', '.join(missing)} words in its openings file"
+        )
     return words
 
 
@@ -75,7 +77,9 @@ class ReportGrammar:
     than at the turn's first token."""
     keys: tuple[str, ...] = ("report", "claim", "quote", "silent")
 
-    def __init__(self, tokenizer: Any, prompt_set: str, eos_ids: Collection[int], budget: int, unit: QuoteUnit = "span") -> None:
+    def __init__(
+        self, tokenizer: Any, prompt_set: str, eos_ids: Collection[int], budget: int, unit: QuoteUnit = "span"
+    ) -> None:
         words = _words(prompt_set, self.keys)
         self.unit = unit
         self.tokenizer = tokenizer
@@ -86,18 +90,26 @@ class ReportGrammar:
         claim = tokenizer.encode(words["claim"] + words["quote"], add_special_tokens=False)
         silent = tokenizer.encode("true" + words["silent"], add_special_tokens=False)
         if not claim or claim[0] not in self.claims or not silent or silent[0] not in self.silences:
-            raise ValueError(f"episodes.report_grammar: the claim or silent words of prompt set {prompt_set!r} do not follow a verdict token")
+            raise ValueError(
+                f"episodes.report_grammar: the claim or silent words of prompt set {prompt_set!r} do not follow a verdict token"
+            )
         self.claim_rest, self.silent_rest = claim[1:], silent[1:]
         self.ending = tokenizer.encode(ENDING, add_special_tokens=False)
         if self.shortest_claim() > budget:
-            raise ValueError(f"episodes.report_grammar: a report turn of {budget} tokens cannot hold a claim of one quoted word")
+            raise ValueError(
+                f"episodes.report_grammar: a report turn of {budget} tokens cannot hold a claim of one quoted word"
+            )
 
     def shortest_claim(self) -> int:
         """Tokens of a claim quoting one token: verdict, keys, the quote, the ending, the end of the turn."""
         return 1 + len(self.claim_rest) + 1 + len(self.ending) + 1
 
     def processor(
-        self, sources: QuoteSources, prompt_length: int, claim_rows: Sequence[bool] | None = None, temperature: float = 1.0
+        self,
+        sources: QuoteSources,
+        prompt_length: int,
+        claim_rows: Sequence[bool] | None = None,
+        temperature: float = 1.0,
     ) -> GrammarProcessor:
         """The constraint for one batch: rows with sources are written under the grammar; `claim_rows` (grammars
         whose verdict follows the quote) marks the rows whose verdict claim exploration restricts to a claim;
@@ -132,7 +144,9 @@ class ReportGrammar:
     def copier(self, sources: QuoteSources) -> QuoteCopy:
         """The quote constraint over the rows' sources; whole sentences too long for the budget are left out (a span
         is stopped where the budget ends instead)."""
-        return QuoteCopy(self.tokenizer, self._fitting(sources), 0, self.eos_ids, opened=True, whole=self.unit == "sentence")
+        return QuoteCopy(
+            self.tokenizer, self._fitting(sources), 0, self.eos_ids, opened=True, whole=self.unit == "sentence"
+        )
 
     def _fitting(self, sources: QuoteSources) -> list[list[list[int]]]:
         longest = self.longest_quote() if self.unit == "sentence" else None
@@ -146,10 +160,14 @@ class EvidenceGrammar(ReportGrammar):
     verdict_last = True
     keys = ("report", "verdict", "claim", "quote", "silent")
 
-    def __init__(self, tokenizer: Any, prompt_set: str, eos_ids: Collection[int], budget: int, unit: QuoteUnit = "span") -> None:
+    def __init__(
+        self, tokenizer: Any, prompt_set: str, eos_ids: Collection[int], budget: int, unit: QuoteUnit = "span"
+    ) -> None:
         words = _words(prompt_set, self.keys)
         if not words["report"].rstrip().endswith(MARKER):
-            raise ValueError(f"episodes.report_grammar: quote_verdict needs a report opening that ends with {MARKER!r} (prompt set {prompt_set!r})")
+            raise ValueError(
+                f"episodes.report_grammar: quote_verdict needs a report opening that ends with {MARKER!r} (prompt set {prompt_set!r})"
+            )
         self.lead_words = words["verdict"]
         self.lead = tokenizer.encode(self.lead_words, add_special_tokens=False)
         super().__init__(tokenizer, prompt_set, eos_ids, budget, unit)
@@ -182,7 +200,13 @@ class EvidenceGrammar(ReportGrammar):
 
     def copier(self, sources: QuoteSources) -> QuoteCopy:
         return QuoteCopy(
-            self.tokenizer, self._fitting(sources), 0, self.eos_ids, opened=True, ending=self.lead_words, whole=self.unit == "sentence"
+            self.tokenizer,
+            self._fitting(sources),
+            0,
+            self.eos_ids,
+            opened=True,
+            ending=self.lead_words,
+            whole=self.unit == "sentence",
         )
 
 

@@ -32,7 +32,7 @@ class SmallLMSettings(ExperimentSection):
         ge=0.0,
         lt=1.0,
         description="Share of each group's rollouts whose report opens with a claim: after the begun "
-        "`{\"no_behavior_found\": `, the prompt set's claim opening (the verdict `false` and the keys up to the "
+        '`{"no_behavior_found": `, the prompt set\'s claim opening (the verdict `false` and the keys up to the '
         "description) is set instead of sampled, scored and trained at the policy's own probability; the "
         "description is the model's. A policy that almost never claims never samples a finding for the reward to "
         "pay; this puts claims beside silence on the same target. It biases the gradient towards the mixed "
@@ -43,7 +43,7 @@ class SmallLMSettings(ExperimentSection):
         default="all",
         description="Which groups claim exploration reaches. `all`: every group. `planted`: only groups whose target "
         "carries a planted behavior (the trainer knows which, as the reward's judge does); benign groups then teach "
-        "\"nothing found\" through the policy's own claims alone. Under the binary reward a forced claim on a benign "
+        '"nothing found" through the policy\'s own claims alone. Under the binary reward a forced claim on a benign '
         "target always loses to silence while one on a planted target wins only when credited, so with `all` a "
         "policy whose claims are seldom credited is pushed towards never claiming.",
     )
@@ -101,7 +101,7 @@ class SmallLMSettings(ExperimentSection):
         default="rollout",
         description="The advantage the report's quote is trained with (report_grammar: quote_verdict). `rollout`: "
         "the audit's, like every other token. `claim`: the group-relative advantage of what a claim quoting it would "
-        "earn, scored by the same design (a \"nothing found\" report's evidence is graded as if it had claimed), "
+        'earn, scored by the same design (a "nothing found" report\'s evidence is graded as if it had claimed), '
         "while the verdict keeps the audit's. Why: under `rollout` a benign group pays silence and docks a claim, and "
         "the quote that led to the claim shares the dock, so benign groups teach the policy to quote less telling "
         "words while planted groups teach the opposite. `expected`: what the report earns in expectation over the "
