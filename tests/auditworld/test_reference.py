@@ -20,7 +20,7 @@ from auditrl.auditworld.records import Observed
 from auditrl.auditworld.texts import load_topics
 from auditrl.auditworld.training import ReferenceCache
 from auditrl.auditworld.world import EpisodeBatch, World, training_batch
-from auditrl.train.advantages import group_advantages
+from auditrl.rewards.advantages import group_advantages
 
 P = JudgeParams()
 

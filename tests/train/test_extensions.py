@@ -12,8 +12,8 @@ import torch
 from train_fakes import FakeEpisode, LengthDesign, rows_for, tiny_config, tiny_policy
 from transformers import LogitsProcessor
 
+from auditrl.rewards.advantages import trl_advantages
 from auditrl.scaffold.transcript import Transcript
-from auditrl.train.advantages import trl_advantages
 from auditrl.train.extensions import NO_EXTENSION, RunSetup, Scorer, TrainingExtension
 from auditrl.train.generation import Constraint, Sample
 from auditrl.train.grpo import build_trainer

@@ -26,9 +26,9 @@ from auditrl.auditworld.simulate import Rollout, simulate
 from auditrl.auditworld.texts import ACCUSE
 from auditrl.auditworld.world import CLAIM, CONFIDENCE, END, NO_CLAIM, TOOL, EpisodeBatch, World, training_batch
 from auditrl.configfile import ConfigModel
+from auditrl.finite import check_finite
+from auditrl.rewards.advantages import group_advantages
 from auditrl.rewards.registry import design_spec
-from auditrl.train.advantages import group_advantages
-from auditrl.train.finite import check_finite
 
 
 class TrainSettings(ConfigModel):

@@ -44,8 +44,8 @@ def train(
     """Train: `kind: auditworld` runs the AuditWorld job, `kind: auditworld_sweep` its robustness map over
     the pairwise judge's flaws, `kind: grpo_lm` trains a language-model auditor."""
     from auditrl.configfile import ConfigFileError
+    from auditrl.finite import NonFiniteTrainingError
     from auditrl.train.config import read_kind  # torch: imported once the options are read
-    from auditrl.train.finite import NonFiniteTrainingError
 
     try:
         kind = read_kind(config)

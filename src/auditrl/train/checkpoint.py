@@ -28,10 +28,10 @@ from transformers import (
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from auditrl.atomic import atomic_write_text
+from auditrl.finite import check_finite
 from auditrl.scaffold.store import TRANSCRIPTS, append_transcript, heal_torn_tail, iter_transcripts, supersede
 from auditrl.scaffold.transcript import Transcript
 from auditrl.scaffold.transcript_keys import ROLLOUT, STEP
-from auditrl.train.finite import check_finite
 from auditrl.train.monitors import MONITORS_FILE
 
 STATE_FILE = "auditrl_state.json"

@@ -23,7 +23,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from auditrl.atomic import atomic_write_text
 from auditrl.behaviors.schema import Behavior, Seed
@@ -35,13 +35,24 @@ from auditrl.train.runtime import distributed_state
 
 if TYPE_CHECKING:
     import torch
+    from accelerate import Accelerator
     from peft import PeftModel
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-    from auditrl.train.trainer import AuditGRPOTrainer
-
 Scorer = Callable[[list[Transcript]], list[tuple[float | None, dict[str, Any]]]]
 """Scores audits group by group with the run's reward design, as the step's rewards are: (reward, details) each."""
+
+
+class StepTrainer(Protocol):
+    """What an extension's `advantages` hook may read of the trainer (auditrl.train.trainer.AuditGRPOTrainer)."""
+
+    num_generations: int | None
+    scale_rewards: str
+    accelerator: Accelerator
+
+    def padded(self, rows: list[list[int]], value: int) -> torch.Tensor:
+        """Per-position rows padded on the right as TRL pads the completions."""
+        ...
 
 
 @dataclass
@@ -119,7 +130,7 @@ class TrainingExtension:
         """Values logged with the step's monitors (main process, after `adjust_rewards`)."""
         return {}
 
-    def advantages(self, scored: dict[str, Any], trainer: AuditGRPOTrainer, fields: dict[str, Any]) -> torch.Tensor:
+    def advantages(self, scored: dict[str, Any], trainer: StepTrainer, fields: dict[str, Any]) -> torch.Tensor:
         """This rank's advantages, shaped (rows,) or (rows, completion positions), from TRL's scored generation
         batch (`scored["advantages"]`, `scored["completion_ids"]`, ...); `fields` are rollout_func's extra fields."""
         return scored["advantages"]

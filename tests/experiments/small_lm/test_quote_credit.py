@@ -22,11 +22,11 @@ from auditrl.experiments.small_lm.extension import SmallLMExtension
 from auditrl.experiments.small_lm.settings import SmallLMSettings
 from auditrl.experiments.small_lm.start_verdict import StartVerdict
 from auditrl.judges.claim_grader import report_outcome
+from auditrl.rewards.advantages import trl_advantages
 from auditrl.rewards.records import RewardRecord, group_scorer
 from auditrl.scaffold.report import parse_report
 from auditrl.scaffold.transcript import AuditorMessage, TargetMessage, Transcript
 from auditrl.scaffold.transcript_keys import CLAIM_PROBABILITY
-from auditrl.train.advantages import trl_advantages
 from auditrl.train.reward import GroupReward
 from auditrl.train.runtime import AsyncRunner
 from auditrl.train.trainer import AuditGRPOTrainer

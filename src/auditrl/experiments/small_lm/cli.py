@@ -50,7 +50,7 @@ def train(
     ] = None,
 ) -> None:
     """Train a grpo_lm run with the experiment's hooks (auditrl.experiments.small_lm.extension)."""
-    from auditrl.train.finite import NonFiniteTrainingError
+    from auditrl.finite import NonFiniteTrainingError
     from auditrl.train.plan import dry_run as plan_run
 
     try:

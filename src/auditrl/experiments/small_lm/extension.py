@@ -27,16 +27,15 @@ from auditrl.experiments.small_lm.report_choices import quote_opening, score_row
 from auditrl.experiments.small_lm.report_grammar import QuoteSources, ReportGrammar, report_grammar
 from auditrl.experiments.small_lm.settings import SmallLMSettings, claims_per_group, small_lm
 from auditrl.experiments.small_lm.start_verdict import START_VERDICTS_FILE, StartVerdict, start_verdicts
+from auditrl.rewards.advantages import trl_advantages
 from auditrl.scaffold.report import evidence_as_claim
 from auditrl.scaffold.transcript import Report, Transcript
 from auditrl.scaffold.transcript_keys import CLAIM_FORCED, CLAIM_PROBABILITY, REWARD_DETAILS
-from auditrl.train.advantages import trl_advantages
 from auditrl.train.config import GRPOLMConfig
 from auditrl.train.episodes import AuditEpisodeFactory
-from auditrl.train.extensions import RunSetup, Scorer, TrainingExtension
+from auditrl.train.extensions import RunSetup, Scorer, StepTrainer, TrainingExtension
 from auditrl.train.generation import Sample
 from auditrl.train.rollout import ChatSegments, EpisodeFactory, EpisodeRow, RolloutBatch, RolloutState, TurnGenerator
-from auditrl.train.trainer import AuditGRPOTrainer
 
 QUOTE_POSITIONS = "quote_positions"
 """RolloutState.notes key: the trained completion positions of the report's quote (those before its verdict)."""
@@ -222,7 +221,7 @@ class SmallLMExtension(TrainingExtension):
             REWARD_DETAILS.set(t, details)
         return rewards
 
-    def advantages(self, scored: dict[str, Any], trainer: AuditGRPOTrainer, fields: dict[str, Any]) -> torch.Tensor:
+    def advantages(self, scored: dict[str, Any], trainer: StepTrainer, fields: dict[str, Any]) -> torch.Tensor:
         """Under quote credit, per-position advantages: the quote's own group-relative advantage at its positions
         (of what a claim quoting it earns, or the report in expectation over the verdict), the audit's elsewhere."""
         advantages = scored["advantages"]

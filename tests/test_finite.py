@@ -16,8 +16,8 @@ from auditrl.auditworld.training import TrainConfig, train
 from auditrl.auditworld.world import World
 from auditrl.behaviors.library import load_behaviors
 from auditrl.cli import app
+from auditrl.finite import NonFiniteTrainingError
 from auditrl.train.checkpoint import StopOnNonFinite
-from auditrl.train.finite import NonFiniteTrainingError
 
 TINY = Path(__file__).resolve().parents[1] / "reliability" / "data" / "auditworld_tiny.yaml"
 
