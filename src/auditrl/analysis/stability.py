@@ -130,7 +130,8 @@ class CodebookComparison(BaseModel):
     archetype_ami: float
     category_ari: float
     rows: list[tuple[str, int, str, float]] = Field(
-        description="Per derived archetype: name, transcripts, the shipped archetype most of them fall in, and that share."
+        description="Per derived archetype: name, transcripts, the shipped archetype most of them fall in, and that "
+        "share."
     )
 
 

@@ -239,7 +239,8 @@ def build_base(
     policy = load_weights(init.path)
     if policy.scenario_topics != world.scenario_topics:
         raise ValueError(
-            f"{init.path}: the policy was trained on scenarios of {policy.scenario_topics} topics, this world has {world.scenario_topics}"
+            f"{init.path}: the policy was trained on scenarios of {policy.scenario_topics} topics, this "
+            f"world has {world.scenario_topics}"
         )
     return policy
 

@@ -235,7 +235,8 @@ def constant_metric_notes(ep: EvalEpisodes) -> dict[str, str]:
             )
         else:
             notes[m] = (
-                f"audit quality is {v:.1f} in all {values.size} planted audits: every rubric dimension came out the same"
+                f"audit quality is {v:.1f} in all {values.size} planted audits: every rubric dimension came "
+                "out the same"
             )
     return notes
 

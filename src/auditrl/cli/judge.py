@@ -213,7 +213,8 @@ def pairwise(
     bias = position_bias(results)
     abstained = len(results) - est.n
     summary = [
-        f"A's mean share: {est.mean:.2f} [95% CI {est.lo:.2f}, {est.hi:.2f}] over {est.n} comparisons ({abstained} abstained)"
+        f"A's mean share: {est.mean:.2f} [95% CI {est.lo:.2f}, {est.hi:.2f}] over {est.n} comparisons "
+        f"({abstained} abstained)"
         if est.n
         else f"A's mean share: n/a (the judge abstained on all {abstained} comparisons)",
         f"position-bias rate: {bias.describe()}",
@@ -304,7 +305,8 @@ def _print_unrewarded(records: Sequence[RewardRecord | None]) -> None:
     abstained = sum(1 for r in records if r is not None and r.reward is None and r.abstained)
     if abstained:
         console.print(
-            f"[yellow]{abstained} rollout(s) without a reward: the judge abstained (reasons in the scored file)[/yellow]"
+            f"[yellow]{abstained} rollout(s) without a reward: the judge abstained (reasons in the scored "
+            "file)[/yellow]"
         )
 
 
@@ -318,7 +320,8 @@ def score(
         Path | None,
         typer.Option(
             help="Required by reference_pairwise: a reference store (JSON, e.g. a training run's references.json) or "
-            "transcripts of an earlier auditor (.jsonl or run directory; the first per behavior, seed and family is the reference)."
+            "transcripts of an earlier auditor (.jsonl or run directory; the first per behavior, seed and "
+            "family is the reference)."
         ),
     ] = None,
     extra_dimensions: Annotated[
@@ -372,7 +375,8 @@ def score(
     rewards = [r.reward for r in records if r is not None and r.reward is not None]
     est = mean_ci(rewards)
     line = (
-        f"design {design}: mean reward {est.mean:.3f} [95% CI {est.lo:.3f}, {est.hi:.3f}] over {est.n} of {len(transcripts)} rollouts"
+        f"design {design}: mean reward {est.mean:.3f} [95% CI {est.lo:.3f}, {est.hi:.3f}] over {est.n} of "
+        f"{len(transcripts)} rollouts"
         if est.n
         else f"design {design}: no rollout scored (of {len(transcripts)})"
     )

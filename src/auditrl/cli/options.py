@@ -134,7 +134,8 @@ OnExistingOpt = Annotated[
     typer.Option(
         "--on-existing",
         help="When the run directory has audits already: resume (skip the audits it has, run failed ones again), "
-        "append (add new rollouts after them) or overwrite (set them aside in transcripts.superseded.jsonl and start over).",
+        "append (add new rollouts after them) or overwrite (set them aside in transcripts.superseded.jsonl "
+        "and start over).",
     ),
 ]
 BehaviorsDirOpt = Annotated[

@@ -119,7 +119,8 @@ async def replay(
         await episode.step(output)
         if turn < upto - 1 and episode.phase != "audit":
             raise ValueError(
-                f"transcript {source.id}: the replay ended at turn {turn}, before turn {upto}: {episode.transcript.error}"
+                f"transcript {source.id}: the replay ended at turn {turn}, before turn {upto}: "
+                f"{episode.transcript.error}"
             )
         created.update({m.id: turn for m in episode.transcript.target_messages[before:]})
     episode.conversation.ids = None

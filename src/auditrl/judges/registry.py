@@ -97,7 +97,10 @@ def judge_spec_help() -> str:
     load_plugins()
     described = {**BUILTIN_FAMILIES, **{n: e.description for n, e in _FAMILIES.items()}}
     families = "; ".join(f"'{n}' ({described[n]})" for n in sorted(described))
-    return f"A judge model spec (an inspect-ai model string, e.g. anthropic/claude-sonnet-4-0) or a judge family: {families}."
+    return (
+        "A judge model spec (an inspect-ai model string, e.g. anthropic/claude-sonnet-4-0) or a judge family: "
+        f"{families}."
+    )
 
 
 @dataclass(frozen=True)

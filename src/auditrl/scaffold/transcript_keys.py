@@ -64,7 +64,8 @@ class Key(str, Generic[T]):
             return self._adapter.validate_python(raw)
         except ValidationError as exc:
             raise KeyValueError(
-                f"transcript {t.id}: {self.where}[{str(self)!r}] = {raw!r} is not {_type_name(self.type)} ({self.meaning})"
+                f"transcript {t.id}: {self.where}[{str(self)!r}] = {raw!r} is not {_type_name(self.type)} "
+                f"({self.meaning})"
             ) from exc
 
     def set(self, t: Keyed, value: T | BaseModel | None) -> None:
@@ -116,7 +117,8 @@ ORDER_DISAGREEMENT: Key[float] = score(
 CONCERNINGNESS: Key[dict[str, Any]] = score(
     "concerningness",
     dict[str, Any],
-    "`auditrl judge score`'s entry for the concerningness design: its reward and the rubric `scores` a pairwise judge is shown.",
+    "`auditrl judge score`'s entry for the concerningness design: its reward and the rubric `scores` a "
+    "pairwise judge is shown.",
 )
 JUDGE_ERRORS: Key[dict[str, str]] = score(
     "judge_errors", dict[str, str], "Why each judge (by name) left this audit unjudged."
@@ -186,13 +188,15 @@ CLAIM_FORCED: Key[bool] = metadata(
 CLAIM_PROBABILITY: Key[float] = metadata(
     "claim_probability",
     float,
-    "Under a report grammar, the policy's probability of a claim among the verdict's spellings where it drew its verdict, at the sampling temperature.",
+    "Under a report grammar, the policy's probability of a claim among the verdict's spellings where it drew "
+    "its verdict, at the sampling temperature.",
 )
 TEACHER: Key[str] = metadata("teacher", str, "The model string that wrote the auditor's turns of an imitation rollout.")
 PROBED_BY: Key[str] = metadata(
     "probed_by",
     str,
-    "The model string that wrote the probing turns of an audit whose report alone the auditor wrote (episodes.probing: teacher).",
+    "The model string that wrote the probing turns of an audit whose report alone the auditor wrote "
+    "(episodes.probing: teacher).",
 )
 TEACHER_TURNS_CUT: Key[int] = metadata(
     "teacher_turns_cut", int, "Teacher turns that did not end within max_new_tokens, cut there as a rollout would be."

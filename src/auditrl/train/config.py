@@ -161,7 +161,8 @@ class DataSettings(ConfigModel):
     seed_bank: Literal["library", "auditworld"] = Field(
         default="library",
         description="`library`: the behaviors' seed banks (and `seed_paths`); `auditworld`: AuditWorld's seeds, which "
-        "name their scenario's topics by phrase, at most one of them a trigger (auditrl.auditworld.seeds), for `sim/` targets.",
+        "name their scenario's topics by phrase, at most one of them a trigger (auditrl.auditworld.seeds), "
+        "for `sim/` targets.",
     )
     heldout_seeds: int = Field(
         default=0,

@@ -61,8 +61,10 @@ class TrainerSettings(ConfigModel):
         Field(
             default="token_truncate",
             description="How TRL corrects for vLLM sampling differing from the trained policy. Per token, capped: TRL's "
-            "default (sequence_mask) multiplies the ratios of every sampled token of a rollout and drops the rollout when "
-            "the product leaves the cap, which over multi-turn audits of thousands of sampled tokens drops most of them.",
+            "default (sequence_mask) multiplies the ratios of every sampled token of a rollout and drops the "
+            "rollout when "
+            "the product leaves the cap, which over multi-turn audits of thousands of sampled tokens drops "
+            "most of them.",
         )
     )
     ddp_timeout: int = Field(

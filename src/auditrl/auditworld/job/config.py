@@ -43,13 +43,15 @@ class WorldConfig(ConfigModel):
     scenario_topics: int = Field(
         default=3,
         ge=1,
-        description="Topics per seed scenario; at most one triggers the behavior, so a guess is right 1 time in this many.",
+        description="Topics per seed scenario; at most one triggers the behavior, so a guess is right 1 time in this "
+        "many.",
     )
     fair_chance: float = Field(
         default=0.75,
         ge=0.0,
         le=1.0,
-        description="Share of each behavior's seed scenarios (rounded) that include a trigger topic of the behavior; the trigger takes each position in the scenario equally often.",
+        description="Share of each behavior's seed scenarios (rounded) that include a trigger topic of the behavior; the "
+        "trigger takes each position in the scenario equally often.",
     )
     random_state: RandomSeed = Field(
         default=0,

@@ -45,7 +45,8 @@ class SweepGrid(ConfigModel):
 
     alarm: list[float] = Field(
         min_length=1,
-        description="Alarm susceptibility values (map rows); from 0 up to the shared `judge.flaws.alarm` of the pointwise judge.",
+        description="Alarm susceptibility values (map rows); from 0 up to the shared `judge.flaws.alarm` of the "
+        "pointwise judge.",
     )
     credulity: list[float] = Field(
         min_length=1,
@@ -200,7 +201,8 @@ def _sections(cfg: SweepConfig, summary: dict[str, Any]) -> list[Section]:
                         marked=below),
                 f"{d.name}, {label} (mean over {len(cfg.seeds)} training seeds) by the pairwise judge's alarm "
                 f"susceptibility and narration credulity, position bias {cfg.judge.pair.position_bias:g}; the base it "
-                f"started from scored {base[metric]:.1f}. Red outline: composite below the base's {base['composite']:.1f}.",
+                f"started from scored {base[metric]:.1f}. Red outline: composite below the base's "
+                    f"{base['composite']:.1f}.",
             ))  # fmt: skip
     line = {
         f"{d.name} {label}": (
@@ -215,7 +217,8 @@ def _sections(cfg: SweepConfig, summary: dict[str, Any]) -> list[Section]:
         training_curves(line, title="Position bias of the pairwise judge", xlabel="position bias (latent units)",
                         ylabel="score (0-100)"),
         f"Composite, identification and FP calibration by the pairwise judge's position bias, alarm "
-        f"{cfg.judge.pair.alarm:g} and credulity {cfg.judge.pair.credulity:g}; both orders of every comparison are judged.",
+        f"{cfg.judge.pair.alarm:g} and credulity {cfg.judge.pair.credulity:g}; both orders of every "
+            "comparison are judged.",
     ))  # fmt: skip
     rows = [[r["design"], f"{r['alarm']:g}", f"{r['credulity']:g}", f"{r['position_bias']:g}",
              *[f"{r[m]:.1f}" for m in MAPPED]] for r in results]  # fmt: skip

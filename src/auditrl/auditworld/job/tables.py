@@ -171,7 +171,8 @@ def per_seed(
         title="Per training seed",
         header=["auditor", "metric", *[f"seed {s}" for s in seeds]],
         rows=body,
-        caption="Each seed's mean over its held-out audits; bases and trained auditors (the baselines are not trained).",
+        caption="Each seed's mean over its held-out audits; bases and trained auditors (the baselines are not "
+        "trained).",
     )
 
 

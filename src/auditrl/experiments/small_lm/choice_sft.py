@@ -185,7 +185,8 @@ def run_choice_sft(
     evidence, clean = labels.count(True), labels.count(False)
     if not evidence or not clean:
         raise ValueError(
-            f"the teacher's audits hold {evidence} evidence and {clean} clean sentences; both are needed to train a verdict (see {out / TEACHER_TRANSCRIPTS})"
+            f"the teacher's audits hold {evidence} evidence and {clean} clean sentences; both are needed to "
+            f"train a verdict (see {out / TEACHER_TRANSCRIPTS})"
         )
     claim_weight = settings.claim_weight or clean / evidence
     clean_weights = length_matched_weights([c for a in audits for c in a.choices]) if settings.match_lengths else None

@@ -74,7 +74,8 @@ def evidence_grammar(cfg: GRPOLMConfig, segments: ChatSegments) -> EvidenceGramm
     if settings.report_grammar != "quote_verdict" or settings.quote_unit != "sentence" or settings.probing != "teacher":
         raise ValueError(
             "every report choice of an audit is enumerated only with experiment.report_grammar: quote_verdict, "
-            f"quote_unit: sentence and probing: teacher (got {settings.report_grammar}, {settings.quote_unit}, {settings.probing})"
+            f"quote_unit: sentence and probing: teacher (got {settings.report_grammar}, "
+            f"{settings.quote_unit}, {settings.probing})"
         )
     grammar = report_grammar(
         settings.report_grammar,
