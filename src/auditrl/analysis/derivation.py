@@ -167,7 +167,8 @@ class _Deriver:
         return out
 
     def roll_up(self, labels: np.ndarray, below: list[DerivedGroup], size: int, level: str) -> np.ndarray:
-        """Parent index of each group in `below`: the model's grouping when it gives a partition, else weighted k-means."""
+        """Parent index of each group in `below`: the model's grouping when it gives a partition, else weighted
+        k-means."""
         if self.namer is not None:
             assignment = self.namer.roll_up([(g.name, g.description) for g in below], size)
             if assignment is not None:
@@ -226,7 +227,8 @@ def derive_codebook(
 
 
 class CodebookStudy(BaseModel):
-    """A derived codebook, every transcript reclassified against it frozen, its stability and its fit to the shipped one."""
+    """A derived codebook, every transcript reclassified against it frozen, its stability and its fit to the shipped
+    one."""
 
     derived: DerivedCodebook
     frozen: Codebook

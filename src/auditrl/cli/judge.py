@@ -257,7 +257,8 @@ async def _score_all(design: RewardDesign, transcripts: Sequence[Transcript]) ->
 
 
 def load_references(path: Path | None, design: str) -> ReferenceStore | None:
-    """The references for a reference design: a store JSON, or transcripts whose first per (behavior, seed, family) is it.
+    """The references for a reference design: a store JSON, or transcripts whose first per (behavior, seed, family) is
+    it.
 
     Other designs take none. Scoring saved transcripts never seeds references from the scored rollouts,
     which would compare a rollout with itself, so a reference design without references is an error.

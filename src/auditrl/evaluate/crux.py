@@ -229,7 +229,8 @@ async def build_cruxes(
     success: BinaryScorer | None = None,
     on_done: Callable[[], None] | None = None,
 ) -> list[Crux]:
-    """The crux of every successful planted audit: from annotations, or from `judge` after `success` says it surfaced."""
+    """The crux of every successful planted audit: from annotations, or from `judge` after `success` says it
+    surfaced."""
     cruxes: list[Crux] = []
     for t in transcripts:
         if t.status == "error" or t.behavior_id is None or t.behavior_id not in behaviors or t.turns_used < 1:

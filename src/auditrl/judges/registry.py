@@ -93,7 +93,8 @@ def judge_family_names() -> tuple[str, ...]:
 
 
 def judge_spec_help() -> str:
-    """One sentence per family, for CLI help and config descriptions (the built-in families' judges are not imported)."""
+    """One sentence per family, for CLI help and config descriptions (the built-in families' judges are not
+    imported)."""
     load_plugins()
     described = {**BUILTIN_FAMILIES, **{n: e.description for n, e in _FAMILIES.items()}}
     families = "; ".join(f"'{n}' ({described[n]})" for n in sorted(described))

@@ -56,7 +56,8 @@ class Key(str, Generic[T]):
         return t.scores if self.where == "scores" else t.metadata
 
     def get(self, t: Keyed) -> T | None:
-        """The value stored in `t` (None when absent or null); raises KeyValueError when it is not of the declared type."""
+        """The value stored in `t` (None when absent or null); raises KeyValueError when it is not of the declared
+        type."""
         raw = self._data(t).get(self)
         if raw is None:
             return None

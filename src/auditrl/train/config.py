@@ -241,7 +241,8 @@ class RewardSettings(ConfigModel):
     @field_validator("judge")
     @classmethod
     def _judge(cls, value: str) -> str:
-        """A judge family (auditrl.judges.registry) or a model spec, checked now so a typo fails before any model loads."""
+        """A judge family (auditrl.judges.registry) or a model spec, checked now so a typo fails before any model
+        loads."""
         from auditrl.judges.registry import judge_family_names
 
         families = list(judge_family_names())

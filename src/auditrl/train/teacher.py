@@ -151,7 +151,8 @@ def teacher_rollouts(
     attempts: int = 3,
     limits: CallLimits | None = None,
 ) -> RolloutBatch:
-    """One teacher audit per row, as rollout token sequences; a teacher call that failed marks its transcript an error."""
+    """One teacher audit per row, as rollout token sequences; a teacher call that failed marks its transcript an
+    error."""
     factory = AuditEpisodeFactory(cfg.episodes, behaviors, seeds, teacher)
     turns = TeacherTurns(
         resolve_model(teacher),

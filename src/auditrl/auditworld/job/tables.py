@@ -78,7 +78,8 @@ class Table:
 
 
 def spread_cell(s: SeedSpread, signed: bool = False) -> str:
-    """Mean and the half-width of its 95% t-interval over seeds ('52.8±1.3', '41.0±12'); the mean alone with one seed."""
+    """Mean and the half-width of its 95% t-interval over seeds ('52.8±1.3', '41.0±12'); the mean alone with one
+    seed."""
     value = round(s.mean, 1) + 0.0  # no "-0.0"
     mean = f"{value:+.1f}" if signed else f"{value:.1f}"
     if s.lo is None or s.hi is None:

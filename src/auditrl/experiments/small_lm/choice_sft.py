@@ -150,8 +150,8 @@ def run_experiment_sft(
 def choice_rows(
     cfg: GRPOLMConfig, segments: Any, behaviors: dict[str, Any], seeds: list[Any], rows: list[EpisodeRow]
 ) -> list[EpisodeRow]:
-    """`rows` with the planted ones a curriculum (`experiment.planted_groups`) would not train replaced as GRPO's batches
-    replace them, duplicates dropped."""
+    """`rows` with the planted ones a curriculum (`experiment.planted_groups`) would not train replaced as GRPO's
+    batches replace them, duplicates dropped."""
     if small_lm(cfg).planted_groups != "all":
         rows = shown_rows(cfg, rows, screen(cfg, segments, behaviors, seeds))
     return list(dict.fromkeys(rows))

@@ -245,7 +245,8 @@ def choice_gradient(
 
 
 def reward_table(record: dict) -> Table:
-    """The training audits' expected reward under the start, and under the best quote of each (what training can reach)."""
+    """The training audits' expected reward under the start, and under the best quote of each (what training can
+    reach)."""
     from auditrl.experiments.small_lm.choice_gradient import estimate_label
 
     weight, anchor = record["settings"]["benign_weight"], record["settings"]["benign_anchor"]
