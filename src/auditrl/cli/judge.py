@@ -394,7 +394,13 @@ def score(
         f"auditrl judge score: {design} on {source.name}",
         lambda: [table_section(f"Reward design {design}", [], notes=[line]), transcripts_part(scored)],
         lambda: json_text(
-            {"design": design, "judge": judge, "transcripts": source, "scored_copy": out, "mean_reward": est if est.n else None,
-             "rollouts": [{"id": t.id, **_entry(r)} for t, r in zip(transcripts, records, strict=True)]}
+            {
+                "design": design,
+                "judge": judge,
+                "transcripts": source,
+                "scored_copy": out,
+                "mean_reward": est if est.n else None,
+                "rollouts": [{"id": t.id, **_entry(r)} for t, r in zip(transcripts, records, strict=True)],
+            }
         ),
-    )  # fmt: skip
+    )

@@ -59,8 +59,16 @@ class Table:
     """Row indices before which a separator is drawn in the terminal."""
 
     def terminal(self) -> RichTable:
-        t = RichTable(title=self.title, caption=self.caption or None, box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False,
-                      padding=(0, 0, 0, 1), title_justify="left", caption_justify="left")  # fmt: skip
+        t = RichTable(
+            title=self.title,
+            caption=self.caption or None,
+            box=box.SIMPLE_HEAD,
+            pad_edge=False,
+            show_edge=False,
+            padding=(0, 0, 0, 1),
+            title_justify="left",
+            caption_justify="left",
+        )
         for i, h in enumerate(self.header):
             width = max([len(h), *[len(r[i]) for r in self.rows]])
             if i == 0:  # labels wrap if they must; numbers never do

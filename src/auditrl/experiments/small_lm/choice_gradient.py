@@ -197,8 +197,15 @@ def choice_loss(
             kl = (torch.special.xlogy(start, start) - start * log_quote).sum()
             value = value + anchor * kl
         if trace is not None:
-            trace.append({"step": inputs.get("step"), "benign": inputs.get("benign", False), "expected reward": expected.item(),
-                          "weighted": weight * expected.item(), "KL": None if kl is None else kl.item()})  # fmt: skip
+            trace.append(
+                {
+                    "step": inputs.get("step"),
+                    "benign": inputs.get("benign", False),
+                    "expected reward": expected.item(),
+                    "weighted": weight * expected.item(),
+                    "KL": None if kl is None else kl.item(),
+                }
+            )
         return value
 
     return loss

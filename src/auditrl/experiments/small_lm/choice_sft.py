@@ -213,16 +213,32 @@ def run_choice_sft(
             supervised_loss(model, prefix, inputs["rows"], inputs["labels"], inputs["weights"], segments.pad_id) / scale
         )
 
-    return train_adapter(cfg, settings, out, model, tokenizer, examples, on_progress, clocks, {
-        "teacher": teacher_summary([a.transcript for a in audits]),
-        "sentences": {"evidence": evidence, "clean": clean, "unlabelled": labels.count(None), "claim_weight": claim_weight,
-                      "clean_weights_by_length": clean_weights},
-        "episodes": len(rows),
-        "kept": len(examples),
-        "examples": sum(len(e["rows"]) for e in examples),
-        "tokens": {
-            "total": sum(len(e["input_ids"]) + sum(len(r) for r in e["rows"]) for e in examples),
-            "trained": sum(label != IGNORED for e in examples for row in e["labels"] for label in row),
-            "verdicts": sum(len(e["rows"]) for e in examples),
+    return train_adapter(
+        cfg,
+        settings,
+        out,
+        model,
+        tokenizer,
+        examples,
+        on_progress,
+        clocks,
+        {
+            "teacher": teacher_summary([a.transcript for a in audits]),
+            "sentences": {
+                "evidence": evidence,
+                "clean": clean,
+                "unlabelled": labels.count(None),
+                "claim_weight": claim_weight,
+                "clean_weights_by_length": clean_weights,
+            },
+            "episodes": len(rows),
+            "kept": len(examples),
+            "examples": sum(len(e["rows"]) for e in examples),
+            "tokens": {
+                "total": sum(len(e["input_ids"]) + sum(len(r) for r in e["rows"]) for e in examples),
+                "trained": sum(label != IGNORED for e in examples for row in e["labels"] for label in row),
+                "verdicts": sum(len(e["rows"]) for e in examples),
+            },
         },
-    }, loss)  # fmt: skip
+        loss,
+    )

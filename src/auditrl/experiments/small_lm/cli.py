@@ -237,9 +237,12 @@ def choice_gradient(
     console.print(reward_table(record))
     steps = record["expected reward by step"]
     if steps:
-        console.print(f"expected reward of a training batch: {steps[0]['expected reward']:.3f} (step {steps[0]['step']}) "
+        console.print(
+            f"expected reward of a training batch: {steps[0]['expected reward']:.3f} (step {steps[0]['step']}) "
             "-> "
-                      f"{steps[-1]['expected reward']:.3f} (step {steps[-1]['step']})", highlight=False)  # fmt: skip
+            f"{steps[-1]['expected reward']:.3f} (step {steps[-1]['step']})",
+            highlight=False,
+        )
     console.print(f"{record['cpu_seconds']:.0f} CPU s")
     console.print(f"adapter: [bold]{escape(record['adapter'])}[/bold]", soft_wrap=True)  # a path to copy: never wrapped
 
@@ -250,10 +253,12 @@ def reward_table(record: dict) -> Table:
     from auditrl.experiments.small_lm.choice_gradient import estimate_label
 
     weight, anchor = record["settings"]["benign_weight"], record["settings"]["benign_anchor"]
-    table = Table(title=f"{sum(record['trained audits'].values())} of {record['audits']} training audits trained (benign weight "
+    table = Table(
+        title=f"{sum(record['trained audits'].values())} of {record['audits']} training audits trained (benign weight "
         f"{weight:g}, anchor {anchor:g}, "
-                  f"{estimate_label(record['settings'].get('samples'))}); "
-                  "expected reward over those with a choice to learn")  # fmt: skip
+        f"{estimate_label(record['settings'].get('samples'))}); "
+        "expected reward over those with a choice to learn"
+    )
     for column in ("target", "audits trained", "start's expected reward", "best quote's"):
         table.add_column(column, justify="left" if column == "target" else "right")
     for part in ("planted", "benign"):
