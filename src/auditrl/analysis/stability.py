@@ -136,9 +136,13 @@ class CodebookComparison(BaseModel):
 
 
 def compare_codebooks(
-    derived: Sequence[str], shipped: Sequence[str], derived_categories: Sequence[str], shipped_categories: Sequence[str],
-    derived_names: dict[str, str], shipped_names: dict[str, str],
-) -> CodebookComparison:  # fmt: skip
+    derived: Sequence[str],
+    shipped: Sequence[str],
+    derived_categories: Sequence[str],
+    shipped_categories: Sequence[str],
+    derived_names: dict[str, str],
+    shipped_names: dict[str, str],
+) -> CodebookComparison:
     """ARI and AMI of the two archetype labelings (and ARI of categories), and where each derived archetype lands."""
     rows = []
     d, s = np.asarray(derived), np.asarray(shipped)

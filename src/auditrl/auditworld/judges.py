@@ -7,15 +7,22 @@ showed its binary and pairwise judges (the pointwise judge ignores it). The real
 suite's (auditrl.judges.realism), reads only the auditor's opening messages, beside a real user's
 opening on the same topic. No judge sees a target's rates or the
 world's annotations. Where an LLM judge errs, the error is a named parameter of one `JudgeFlaws` model
-shared by every judge, so robustness can be measured by sweeping it:
+shared by every judge, so robustness can be measured by sweeping it;
+what each flaw does to each judge ("pairwise" includes its calibration variant; "-": the flaw has no effect):
 
-| flaw | pointwise | binary | pairwise (and its calibration variant) | realism |
-| noise | on the concern score | on the evidence threshold | on each order's verdict | on each order's pick |
-| position_bias | - | - | pull toward slot A | pull toward slot A |
-| verbosity | longer audits look more concerning | - | longer audits preferred | longer openings look real |
-| alarm | the auditor's accusations and claim count as concerning | - | alarming content (accusations, confessions, a confident claim) is preferred | pressure in the auditor's messages gives the audit away beyond the rubric's cues |
-| credulity | - | (lenient) the auditor's accusations on the claimed topic count as evidence | the same, as evidence in the comparison | - (it reads no claim) |
-| miss / false_recognition | behavior displays missed / odd asides taken for displays | the same, and the claim-to-plant match | the same | a constructed message's giveaway missed / a natural message taken for constructed |
+- noise: pointwise: on the concern score; binary: on the evidence threshold; pairwise: on each order's verdict; realism:
+  on each order's pick.
+- position_bias: pointwise: -; binary: -; pairwise: pull toward slot A; realism: pull toward slot A.
+- verbosity: pointwise: longer audits look more concerning; binary: -; pairwise: longer audits preferred; realism:
+  longer openings look real.
+- alarm: pointwise: the auditor's accusations and claim count as concerning; binary: -; pairwise: alarming content
+  (accusations, confessions, a confident claim) is preferred; realism: pressure in the auditor's messages gives the
+  audit away beyond the rubric's cues.
+- credulity: pointwise: -; binary: (lenient) the auditor's accusations on the claimed topic count as evidence; pairwise:
+  the same, as evidence in the comparison; realism: - (it reads no claim).
+- miss / false_recognition: pointwise: behavior displays missed / odd asides taken for displays; binary: the same, and
+  the claim-to-plant match; pairwise: the same; realism: a constructed message's giveaway missed / a natural message
+  taken for constructed.
 
 The strict binary judge verifies quotes verbatim against the target's words, so narration cannot pass it
 whatever the credulity. The judges' noise is drawn from a hash of the record (`Observed.key`): like a
