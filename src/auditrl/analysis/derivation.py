@@ -364,7 +364,8 @@ def study_tables(study: CodebookStudy, groups: Sequence[str]) -> list[StudyTable
         f"category ARI {cmp.category_ari:.3f}",
         header=["derived archetype", "transcripts", "shipped archetype most of them get", "share"],
         rows=[[name, f"{n:,}", shipped, f"{100 * share:.0f}%"] for name, n, shipped, share in cmp.rows],
-        caption="Both classifications use the same vectors; the shipped one is the 14-archetype codebook written by "
-        "hand.",
+        caption=(
+            "Both classifications use the same vectors; the shipped one is the 14-archetype codebook written by hand."
+        ),
     )
     return [hierarchy, by_group, stab, comparison]

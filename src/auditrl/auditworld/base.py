@@ -60,9 +60,11 @@ class ImitationInit(ConfigModel):
     )
     competence: float = Field(
         default=0.95, gt=0.0, le=1.0,
-        description="Weight of the expert's choice in the cloning target of each action head (tool, topic, framing, "
-        "pressure); the rest is spread uniformly over the head's choices. An assumption: how competent the base "
-        "auditor is before RL.",
+        description=(
+            "Weight of the expert's choice in the cloning target of each action head (tool, topic, framing, "
+            "pressure); the rest is spread uniformly over the head's choices. An assumption: how competent the "
+            "base auditor is before RL."
+        ),
     )  # fmt: skip
     claim_competence: float = Field(
         default=0.98,

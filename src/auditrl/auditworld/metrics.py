@@ -221,9 +221,11 @@ def constant_metric_notes(ep: EvalEpisodes) -> dict[str, str]:
         v = float(values[0])
         if m == "realism":
             notes[m] = f"realism is {v:.1f} in all {values.size} audits: " + (
-                "the realism judge picked the real opening in both orders every time, as every audit's first "
-                "messages gave it away (test framing, accusations, questions about instructions, pressure) or "
-                "it sent none"
+                (
+                    "the realism judge picked the real opening in both orders every time, as every audit's first "
+                    "messages gave it away (test framing, accusations, questions about instructions, pressure) or "
+                    "it sent none"
+                )
                 if v == 0
                 else "the realism judge gave every opening the same share of its two picks"
             )
@@ -235,8 +237,8 @@ def constant_metric_notes(ep: EvalEpisodes) -> dict[str, str]:
             )
         else:
             notes[m] = (
-                f"audit quality is {v:.1f} in all {values.size} planted audits: every rubric dimension came "
-                "out the same"
+                f"audit quality is {v:.1f} in all {values.size} planted audits: every rubric dimension came out "
+                "the same"
             )
     return notes
 

@@ -202,9 +202,9 @@ def evaluate(
     judge: Annotated[
         str | None,
         judge_option(
-            "Judge transcripts that lack suite verdicts (audit quality on planted targets, false positives on benign "
-            f"ones, concerning on production audits) with this model spec, or '{PROGRAMMATIC}' for sim/ and "
-            "scripted/ targets."
+            "Judge transcripts that lack suite verdicts (audit quality on planted targets, false positives on "
+            f"benign ones, concerning on production audits) with this model spec, or '{PROGRAMMATIC}' for sim/ "
+            "and scripted/ targets."
         ),
     ] = None,
     realism_judge_spec: Annotated[
@@ -271,8 +271,7 @@ def evaluate(
         if judge == PROGRAMMATIC and (bare := _unannotated(transcripts)):
             console.print(
                 f"[yellow]{bare} transcript(s) carry no ground-truth annotations (only sim/ and scripted/ "
-                "targets write "
-                "them); programmatic verdicts on those say little: use a model judge[/yellow]",
+                "targets write them); programmatic verdicts on those say little: use a model judge[/yellow]",
                 soft_wrap=True,
             )
         with showing_retries(console):

@@ -101,8 +101,8 @@ def judge_client(
         return None
     if spec in judge_family_names():
         raise fail(
-            f"{option} {spec}: that judge family is offered only by `auditrl judge score|pairwise`; "
-            f"use {PROGRAMMATIC} here"
+            f"{option} {spec}: that judge family is offered only by `auditrl judge score|pairwise`; use "
+            f"{PROGRAMMATIC} here"
         )
     try:
         model = resolve_judge(spec)
@@ -213,8 +213,10 @@ def pairwise(
     bias = position_bias(results)
     abstained = len(results) - est.n
     summary = [
-        f"A's mean share: {est.mean:.2f} [95% CI {est.lo:.2f}, {est.hi:.2f}] over {est.n} comparisons "
-        f"({abstained} abstained)"
+        (
+            f"A's mean share: {est.mean:.2f} [95% CI {est.lo:.2f}, {est.hi:.2f}] over {est.n} comparisons "
+            f"({abstained} abstained)"
+        )
         if est.n
         else f"A's mean share: n/a (the judge abstained on all {abstained} comparisons)",
         f"position-bias rate: {bias.describe()}",

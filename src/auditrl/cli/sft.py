@@ -46,8 +46,10 @@ def sft(
         Path | None,
         typer.Option(
             "--from",
-            help="Distil these stored audits instead of a teacher's: a run directory, a transcripts .jsonl file "
-            "or a folder of them.",
+            help=(
+                "Distil these stored audits instead of a teacher's: a run directory, a transcripts .jsonl file or "
+                "a folder of them."
+            ),
         ),
     ] = None,
     min_score: Annotated[

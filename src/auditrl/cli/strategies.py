@@ -84,8 +84,10 @@ def strategies(
     embedder: Annotated[
         EmbedderName,
         typer.Option(
-            help="auto (MiniLM up to 1,000 distinct summaries, LSA above), minilm, tfidf, or lsa (tf-idf + SVD, "
-            "fast at scale)."
+            help=(
+                "auto (MiniLM up to 1,000 distinct summaries, LSA above), minilm, tfidf, or lsa (tf-idf + SVD, "
+                "fast at scale)."
+            )
         ),
     ] = "auto",
     classifier: Annotated[

@@ -109,8 +109,8 @@ class PositionBias(BaseModel):
             return head
         lo, hi = self.bounds
         return (
-            f"{head}; {self.one_order} decided by one order alone (the other abstained), so between {lo:.2f} and "
-            f"{hi:.2f} counting them"
+            f"{head}; {self.one_order} decided by one order alone (the other abstained), so between {lo:.2f} "
+            f"and {hi:.2f} counting them"
         )
 
 

@@ -118,8 +118,10 @@ ORDER_DISAGREEMENT: Key[float] = score(
 CONCERNINGNESS: Key[dict[str, Any]] = score(
     "concerningness",
     dict[str, Any],
-    "`auditrl judge score`'s entry for the concerningness design: its reward and the rubric `scores` a "
-    "pairwise judge is shown.",
+    (
+        "`auditrl judge score`'s entry for the concerningness design: its reward and the rubric `scores` a "
+        "pairwise judge is shown."
+    ),
 )
 JUDGE_ERRORS: Key[dict[str, str]] = score(
     "judge_errors", dict[str, str], "Why each judge (by name) left this audit unjudged."

@@ -71,6 +71,6 @@ def _check_layers(settings: PolicySettings, model: PeftModel) -> None:
     if have != want:
         raise ValueError(
             f"field 'policy.init_adapter' ({str(settings.init_adapter)!r}): the adapter adapts layers "
-            f"{have or 'all'}, but "
-            f"policy.lora.last_layers={settings.lora.last_layers} means {want or 'all'}; make them agree"
+            f"{have or 'all'}, but policy.lora.last_layers={settings.lora.last_layers} means {want or 'all'}; "
+            "make them agree"
         )

@@ -74,8 +74,8 @@ class TeacherTurns:
         if episode.opening is not None and prefill_support(self.spec) != "continue":
             raise ValueError(
                 f"teacher {self.spec!r} cannot continue a begun reply, which the prompt set "
-                f"'{self.episodes.settings.auditor_prompt}' needs; use a teacher that does (anthropic/, "
-                "vllm/, scripted/)"
+                f"'{self.episodes.settings.auditor_prompt}' needs; use a teacher that does (anthropic/, vllm/, "
+                "scripted/)"
             )
         self.live.append(episode)
         return episode

@@ -45,8 +45,10 @@ class SweepGrid(ConfigModel):
 
     alarm: list[float] = Field(
         min_length=1,
-        description="Alarm susceptibility values (map rows); from 0 up to the shared `judge.flaws.alarm` of the "
-        "pointwise judge.",
+        description=(
+            "Alarm susceptibility values (map rows); from 0 up to the shared `judge.flaws.alarm` of the pointwise "
+            "judge."
+        ),
     )
     credulity: list[float] = Field(
         min_length=1,
@@ -238,9 +240,11 @@ def _sections(cfg: SweepConfig, summary: dict[str, Any]) -> list[Section]:
     figures.append(FigureBlock(
         training_curves(line, title="Position bias of the pairwise judge", xlabel="position bias (latent units)",
                         ylabel="score (0-100)"),
-        f"Composite, identification and FP calibration by the pairwise judge's position bias, alarm "
-        f"{cfg.judge.pair.alarm:g} and credulity {cfg.judge.pair.credulity:g}; both orders of every "
-            "comparison are judged.",
+        (
+            "Composite, identification and FP calibration by the pairwise judge's position bias, alarm "
+            f"{cfg.judge.pair.alarm:g} and credulity {cfg.judge.pair.credulity:g}; both orders of every comparison "
+            "are judged."
+        ),
     ))  # fmt: skip
     rows = [[r["design"], f"{r['alarm']:g}", f"{r['credulity']:g}", f"{r['position_bias']:g}",
              *[f"{r[m]:.1f}" for m in MAPPED]] for r in results]  # fmt: skip

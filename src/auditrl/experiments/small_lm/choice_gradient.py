@@ -67,20 +67,23 @@ class ChoiceGradientSettings(ConfigModel):
     benign_weight: float = Field(
         default=1.0,
         ge=0.0,
-        description="Weight of benign audits in the loss. Silence is all a benign target pays, so a benign audit pays "
-        "the "
-        "quotes after which the start's verdict keeps quiet, whatever that verdict keys on (0: the quote learns from "
-        "planted audits only, where every quote but a creditable one earns the same).",
+        description=(
+            "Weight of benign audits in the loss. Silence is all a benign target pays, so a benign audit pays the "
+            "quotes after which the start's verdict keeps quiet, whatever that verdict keys on (0: the quote "
+            "learns from planted audits only, where every quote but a creditable one earns the same)."
+        ),
     )
     benign_anchor: float = Field(
         default=0.0,
         ge=0.0,
-        description="Weight of KL(start's quote || the policy's quote) on benign audits, in the loss's reward units: "
-        "holds "
-        "the quote where it was on targets with nothing to find instead of paying what the start's verdict keeps quiet "
-        "after (which rewards whatever that verdict keys on, such as short sentences). With benign_weight 0, planted "
-        "audits move the quote toward credited evidence and benign audits only keep it from moving everywhere "
-        "(e.g. to long sentences), so what moves it must tell the two apart (0: no anchor).",
+        description=(
+            "Weight of KL(start's quote || the policy's quote) on benign audits, in the loss's reward units: holds "
+            "the quote where it was on targets with nothing to find instead of paying what the start's verdict "
+            "keeps quiet after (which rewards whatever that verdict keys on, such as short sentences). With "
+            "benign_weight 0, planted audits move the quote toward credited evidence and benign audits only keep "
+            "it from moving everywhere (e.g. to long sentences), so what moves it must tell the two apart (0: no "
+            "anchor)."
+        ),
     )
     samples: int | None = Field(
         default=None,

@@ -186,8 +186,10 @@ def choice_gradient(
     samples: Annotated[
         int | None,
         typer.Option(
-            help="Quotes drawn per audit and step: GRPO's sampled estimate of the gradient instead of the exact "
-            "one (at least 2)."
+            help=(
+                "Quotes drawn per audit and step: GRPO's sampled estimate of the gradient instead of the exact one "
+                "(at least 2)."
+            )
         ),
     ] = None,
 ) -> None:
@@ -221,8 +223,8 @@ def choice_gradient(
         check_config(cfg)
         if cfg.policy.init_adapter is None:
             raise ValueError(
-                "field 'policy.init_adapter': the choice gradient trains a starting adapter's quote; set it "
-                "or pass --init-adapter"
+                "field 'policy.init_adapter': the choice gradient trains a starting adapter's quote; set it or "
+                "pass --init-adapter"
             )
         check_init_adapter(cfg.policy)
     except (ConfigFileError, ValueError) as exc:
@@ -239,8 +241,7 @@ def choice_gradient(
     if steps:
         console.print(
             f"expected reward of a training batch: {steps[0]['expected reward']:.3f} (step {steps[0]['step']}) "
-            "-> "
-            f"{steps[-1]['expected reward']:.3f} (step {steps[-1]['step']})",
+            f"-> {steps[-1]['expected reward']:.3f} (step {steps[-1]['step']})",
             highlight=False,
         )
     console.print(f"{record['cpu_seconds']:.0f} CPU s")

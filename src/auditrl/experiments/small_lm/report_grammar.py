@@ -93,8 +93,8 @@ class ReportGrammar:
         silent = tokenizer.encode("true" + words["silent"], add_special_tokens=False)
         if not claim or claim[0] not in self.claims or not silent or silent[0] not in self.silences:
             raise ValueError(
-                f"episodes.report_grammar: the claim or silent words of prompt set {prompt_set!r} do not "
-                "follow a verdict token"
+                f"episodes.report_grammar: the claim or silent words of prompt set {prompt_set!r} do not follow "
+                "a verdict token"
             )
         self.claim_rest, self.silent_rest = claim[1:], silent[1:]
         self.ending = tokenizer.encode(ENDING, add_special_tokens=False)
