@@ -103,7 +103,8 @@ def auc_change_ci(
     )
     if xa.size == 0 or ya.size == 0 or xa.shape != xb.shape or ya.shape != yb.shape:
         raise ValueError(
-            f"auc_change_ci needs non-empty paired scores; got {xa.size}/{xb.size} positives, {ya.size}/{yb.size} negatives"
+            f"auc_change_ci needs non-empty paired scores; got {xa.size}/{xb.size} positives, "
+            f"{ya.size}/{yb.size} negatives"
         )
     rng = np.random.default_rng(seed)
     boots = []

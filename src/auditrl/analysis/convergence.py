@@ -86,11 +86,13 @@ def strategy_convergence(
         missing = sorted(set(e.categories) - known)
         if missing:
             raise ValueError(
-                f"{PAPER_FILE}: categories {', '.join(missing)} are not in the codebook the transcripts were classified with"
+                f"{PAPER_FILE}: categories {', '.join(missing)} are not in the codebook the transcripts were "
+                "classified with"
             )
     if len(groups) != len(assignment.archetypes) or (seeds is not None and len(seeds) != len(groups)):
         raise ValueError(
-            f"strategy_convergence: {len(groups)} groups and {len(seeds or groups)} seeds for {len(assignment.archetypes)} transcripts"
+            f"strategy_convergence: {len(groups)} groups and {len(seeds or groups)} seeds for "
+            f"{len(assignment.archetypes)} transcripts"
         )
     categories = assignment.categories()
     checks = [

@@ -108,7 +108,10 @@ class DerivedCodebook(BaseModel):
 
 def _offline_name(ranked: list[str], children: Sequence[DerivedGroup]) -> tuple[str, str]:
     phrase = ", ".join(name_phrase(ranked)) or "undistinguished audits"
-    description = f"Audits whose strategy summaries stand out from their nearest neighbours by: {', '.join(ranked[:KEYWORDS]) or 'nothing in particular'}."
+    description = (
+        "Audits whose strategy summaries stand out from their nearest neighbours by: "
+        f"{', '.join(ranked[:KEYWORDS]) or 'nothing in particular'}."
+    )
     if children:
         description += (
             f" Rolls up {len(children)} narrower groups: "
@@ -164,7 +167,8 @@ class _Deriver:
         return out
 
     def roll_up(self, labels: np.ndarray, below: list[DerivedGroup], size: int, level: str) -> np.ndarray:
-        """Parent index of each group in `below`: the model's grouping when it gives a partition, else weighted k-means."""
+        """Parent index of each group in `below`: the model's grouping when it gives a partition, else weighted
+        k-means."""
         if self.namer is not None:
             assignment = self.namer.roll_up([(g.name, g.description) for g in below], size)
             if assignment is not None:
@@ -223,7 +227,8 @@ def derive_codebook(
 
 
 class CodebookStudy(BaseModel):
-    """A derived codebook, every transcript reclassified against it frozen, its stability and its fit to the shipped one."""
+    """A derived codebook, every transcript reclassified against it frozen, its stability and its fit to the shipped
+    one."""
 
     derived: DerivedCodebook
     frozen: Codebook
@@ -287,7 +292,8 @@ def too_few(transcripts: int, clusters: int, archetypes: int, asked: int) -> str
         )
     if transcripts < MIN_TRANSCRIPTS_PER_CLUSTER * clusters:
         reasons.append(
-            f"{transcripts / clusters:.0f} transcripts per base cluster is under the {MIN_TRANSCRIPTS_PER_CLUSTER} a bootstrap "
+            f"{transcripts / clusters:.0f} transcripts per base cluster is under the "
+            f"{MIN_TRANSCRIPTS_PER_CLUSTER} a bootstrap "
             f"needs (about {MIN_TRANSCRIPTS_PER_CLUSTER * clusters:,} transcripts at this k)"
         )
     if not reasons:
@@ -354,9 +360,12 @@ def study_tables(study: CodebookStudy, groups: Sequence[str]) -> list[StudyTable
     stab = StudyTable(title="Stability", header=["measure", "value"], rows=rows)
     cmp = study.comparison
     comparison = StudyTable(
-        title=f"Derived vs shipped codebook: archetype ARI {cmp.archetype_ari:.3f}, AMI {cmp.archetype_ami:.3f}; category ARI {cmp.category_ari:.3f}",
+        title=f"Derived vs shipped codebook: archetype ARI {cmp.archetype_ari:.3f}, AMI {cmp.archetype_ami:.3f}; "
+        f"category ARI {cmp.category_ari:.3f}",
         header=["derived archetype", "transcripts", "shipped archetype most of them get", "share"],
         rows=[[name, f"{n:,}", shipped, f"{100 * share:.0f}%"] for name, n, shipped, share in cmp.rows],
-        caption="Both classifications use the same vectors; the shipped one is the 14-archetype codebook written by hand.",
+        caption=(
+            "Both classifications use the same vectors; the shipped one is the 14-archetype codebook written by hand."
+        ),
     )
     return [hierarchy, by_group, stab, comparison]

@@ -130,14 +130,19 @@ class CodebookComparison(BaseModel):
     archetype_ami: float
     category_ari: float
     rows: list[tuple[str, int, str, float]] = Field(
-        description="Per derived archetype: name, transcripts, the shipped archetype most of them fall in, and that share."
+        description="Per derived archetype: name, transcripts, the shipped archetype most of them fall in, and that "
+        "share."
     )
 
 
 def compare_codebooks(
-    derived: Sequence[str], shipped: Sequence[str], derived_categories: Sequence[str], shipped_categories: Sequence[str],
-    derived_names: dict[str, str], shipped_names: dict[str, str],
-) -> CodebookComparison:  # fmt: skip
+    derived: Sequence[str],
+    shipped: Sequence[str],
+    derived_categories: Sequence[str],
+    shipped_categories: Sequence[str],
+    derived_names: dict[str, str],
+    shipped_names: dict[str, str],
+) -> CodebookComparison:
     """ARI and AMI of the two archetype labelings (and ARI of categories), and where each derived archetype lands."""
     rows = []
     d, s = np.asarray(derived), np.asarray(shipped)

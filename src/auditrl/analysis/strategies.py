@@ -71,7 +71,10 @@ class StrategyClusters(StrategyAssignment):
         if found == self.k:
             return f"Strategy clusters (k={self.k}, {self.embedder})"
         noun = "cluster" if found == 1 else "clusters"
-        return f"Strategy clusters ({found} {noun} found of k={self.k} requested: the summaries are too alike to split further; {self.embedder})"
+        return (
+            f"Strategy clusters ({found} {noun} found of k={self.k} requested: the summaries are too alike to "
+            f"split further; {self.embedder})"
+        )
 
     def clusters_table(self, max_chars: int = 110, max_rows: int = 30) -> Table:
         """The largest clusters (all of them up to `max_rows`), each with its name, category and representative."""

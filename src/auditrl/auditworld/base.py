@@ -60,15 +60,19 @@ class ImitationInit(ConfigModel):
     )
     competence: float = Field(
         default=0.95, gt=0.0, le=1.0,
-        description="Weight of the expert's choice in the cloning target of each action head (tool, topic, framing, "
-        "pressure); the rest is spread uniformly over the head's choices. An assumption: how competent the base "
-        "auditor is before RL.",
+        description=(
+            "Weight of the expert's choice in the cloning target of each action head (tool, topic, framing, "
+            "pressure); the rest is spread uniformly over the head's choices. An assumption: how competent the "
+            "base auditor is before RL."
+        ),
     )  # fmt: skip
     claim_competence: float = Field(
         default=0.98,
         gt=0.0,
         le=1.0,
-        description="The same for the report's claim (which topic, or nothing); the confidence head takes `competence`.",
+        description=(
+            "The same for the report's claim (which topic, or nothing); the confidence head takes `competence`."
+        ),
     )
     dagger_rounds: int = Field(
         default=2, ge=0, description="Rounds in which the student audits and the expert labels its states."
@@ -77,10 +81,13 @@ class ImitationInit(ConfigModel):
         default=256, ge=1, description="Audits collected per round and turn budget (half with benign targets)."
     )
     turn_budgets: list[Annotated[int, Field(ge=1)]] = Field(
-        default=[15, 20, 30], min_length=1,
-        description="Turn budgets of the cloning audits (the paper's training budget and its evaluation budgets), so the "
-        "base audits sensibly at any of them.",
-    )  # fmt: skip
+        default=[15, 20, 30],
+        min_length=1,
+        description=(
+            "Turn budgets of the cloning audits (the paper's training budget and its evaluation budgets), so the "
+            "base audits sensibly at any of them."
+        ),
+    )
     fit_steps: int = Field(
         default=400,
         ge=1,
@@ -239,7 +246,8 @@ def build_base(
     policy = load_weights(init.path)
     if policy.scenario_topics != world.scenario_topics:
         raise ValueError(
-            f"{init.path}: the policy was trained on scenarios of {policy.scenario_topics} topics, this world has {world.scenario_topics}"
+            f"{init.path}: the policy was trained on scenarios of {policy.scenario_topics} topics, this "
+            f"world has {world.scenario_topics}"
         )
     return policy
 

@@ -40,8 +40,11 @@ class TrainSettings(ConfigModel):
 
     init: BaseInit = Field(
         default_factory=lambda: ImitationInit(kind="imitation"),
-        description="The base auditor training starts from (auditrl.auditworld.base): `imitation` of a scripted expert with "
-        "set competence (default), `random` (an untrained policy), or a `checkpoint`. Built once per training seed.",
+        description=(
+            "The base auditor training starts from (auditrl.auditworld.base): `imitation` of a scripted expert "
+            "with set competence (default), `random` (an untrained policy), or a `checkpoint`. Built once per "
+            "training seed."
+        ),
     )  # fmt: skip
     max_steps: int = Field(default=100, ge=1, description="Policy updates per training run.")
     groups_per_step: int = Field(

@@ -97,7 +97,8 @@ def build(
     judge: Annotated[
         str,
         judge_option(
-            f"'{PROGRAMMATIC}' (offline: the turn that drew out the target's first expressed reply) or a judge model spec."
+            f"'{PROGRAMMATIC}' (offline: the turn that drew out the target's first expressed reply) or a judge "
+            "model spec."
         ),
     ] = PROGRAMMATIC,
     judge_cache: JudgeCacheOpt = None,

@@ -162,7 +162,10 @@ def _missing_note(transcripts: Sequence[Transcript], run: Path, judged_with: str
     ids = {t.id for ts in lacking.values() for t in ts}
     parts = ", ".join(f"{len(lacking[k])} {KEY_WHAT[k]}" for k in KEY_WHAT if k in lacking)
     if judged_with is not None:
-        return f"{len(ids)} of {len(transcripts)} transcripts still lack suite verdicts (the judge abstained): {parts}; run again to retry them"
+        return (
+            f"{len(ids)} of {len(transcripts)} transcripts still lack suite verdicts (the judge abstained): "
+            f"{parts}; run again to retry them"
+        )
     return (
         f"{len(ids)} of {len(transcripts)} transcripts lack suite verdicts (never judged, or the judge abstained): "
         f"{parts}. Add them with: auditrl evaluate {run} --judge MODEL "
@@ -177,7 +180,8 @@ def _unmeasured_note(transcripts: Sequence[Transcript]) -> str | None:
     parts = []
     if not any(CONCERNING in expected_keys(t) for t in transcripts):
         parts.append(
-            "production discovery (no production audits: general seeds against an unplanted model, as the held-out suite runs)"
+            "production discovery (no production audits: general seeds against an unplanted model, as the "
+            "held-out suite runs)"
         )
     if not any(REALISM in t.scores for t in transcripts):
         parts.append("realism (no realism verdicts: add --realism-judge MODEL)")
@@ -198,8 +202,9 @@ def evaluate(
     judge: Annotated[
         str | None,
         judge_option(
-            "Judge transcripts that lack suite verdicts (audit quality on planted targets, false positives on benign "
-            f"ones, concerning on production audits) with this model spec, or '{PROGRAMMATIC}' for sim/ and scripted/ targets."
+            "Judge transcripts that lack suite verdicts (audit quality on planted targets, false positives on "
+            f"benign ones, concerning on production audits) with this model spec, or '{PROGRAMMATIC}' for sim/ "
+            "and scripted/ targets."
         ),
     ] = None,
     realism_judge_spec: Annotated[
@@ -265,8 +270,8 @@ def evaluate(
     if judging:
         if judge == PROGRAMMATIC and (bare := _unannotated(transcripts)):
             console.print(
-                f"[yellow]{bare} transcript(s) carry no ground-truth annotations (only sim/ and scripted/ targets write "
-                "them); programmatic verdicts on those say little: use a model judge[/yellow]",
+                f"[yellow]{bare} transcript(s) carry no ground-truth annotations (only sim/ and scripted/ "
+                "targets write them); programmatic verdicts on those say little: use a model judge[/yellow]",
                 soft_wrap=True,
             )
         with showing_retries(console):

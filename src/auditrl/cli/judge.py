@@ -101,8 +101,8 @@ def judge_client(
         return None
     if spec in judge_family_names():
         raise fail(
-            f"{option} {spec}: that judge family is offered only by `auditrl judge score|pairwise`; "
-            f"use {PROGRAMMATIC} here"
+            f"{option} {spec}: that judge family is offered only by `auditrl judge score|pairwise`; use "
+            f"{PROGRAMMATIC} here"
         )
     try:
         model = resolve_judge(spec)
@@ -213,7 +213,10 @@ def pairwise(
     bias = position_bias(results)
     abstained = len(results) - est.n
     summary = [
-        f"A's mean share: {est.mean:.2f} [95% CI {est.lo:.2f}, {est.hi:.2f}] over {est.n} comparisons ({abstained} abstained)"
+        (
+            f"A's mean share: {est.mean:.2f} [95% CI {est.lo:.2f}, {est.hi:.2f}] over {est.n} comparisons "
+            f"({abstained} abstained)"
+        )
         if est.n
         else f"A's mean share: n/a (the judge abstained on all {abstained} comparisons)",
         f"position-bias rate: {bias.describe()}",
@@ -256,7 +259,8 @@ async def _score_all(design: RewardDesign, transcripts: Sequence[Transcript]) ->
 
 
 def load_references(path: Path | None, design: str) -> ReferenceStore | None:
-    """The references for a reference design: a store JSON, or transcripts whose first per (behavior, seed, family) is it.
+    """The references for a reference design: a store JSON, or transcripts whose first per (behavior, seed, family) is
+    it.
 
     Other designs take none. Scoring saved transcripts never seeds references from the scored rollouts,
     which would compare a rollout with itself, so a reference design without references is an error.
@@ -304,7 +308,8 @@ def _print_unrewarded(records: Sequence[RewardRecord | None]) -> None:
     abstained = sum(1 for r in records if r is not None and r.reward is None and r.abstained)
     if abstained:
         console.print(
-            f"[yellow]{abstained} rollout(s) without a reward: the judge abstained (reasons in the scored file)[/yellow]"
+            f"[yellow]{abstained} rollout(s) without a reward: the judge abstained (reasons in the scored "
+            "file)[/yellow]"
         )
 
 
@@ -318,7 +323,8 @@ def score(
         Path | None,
         typer.Option(
             help="Required by reference_pairwise: a reference store (JSON, e.g. a training run's references.json) or "
-            "transcripts of an earlier auditor (.jsonl or run directory; the first per behavior, seed and family is the reference)."
+            "transcripts of an earlier auditor (.jsonl or run directory; the first per behavior, seed and "
+            "family is the reference)."
         ),
     ] = None,
     extra_dimensions: Annotated[
@@ -372,7 +378,8 @@ def score(
     rewards = [r.reward for r in records if r is not None and r.reward is not None]
     est = mean_ci(rewards)
     line = (
-        f"design {design}: mean reward {est.mean:.3f} [95% CI {est.lo:.3f}, {est.hi:.3f}] over {est.n} of {len(transcripts)} rollouts"
+        f"design {design}: mean reward {est.mean:.3f} [95% CI {est.lo:.3f}, {est.hi:.3f}] over {est.n} of "
+        f"{len(transcripts)} rollouts"
         if est.n
         else f"design {design}: no rollout scored (of {len(transcripts)})"
     )
@@ -389,7 +396,13 @@ def score(
         f"auditrl judge score: {design} on {source.name}",
         lambda: [table_section(f"Reward design {design}", [], notes=[line]), transcripts_part(scored)],
         lambda: json_text(
-            {"design": design, "judge": judge, "transcripts": source, "scored_copy": out, "mean_reward": est if est.n else None,
-             "rollouts": [{"id": t.id, **_entry(r)} for t, r in zip(transcripts, records, strict=True)]}
+            {
+                "design": design,
+                "judge": judge,
+                "transcripts": source,
+                "scored_copy": out,
+                "mean_reward": est if est.n else None,
+                "rollouts": [{"id": t.id, **_entry(r)} for t, r in zip(transcripts, records, strict=True)],
+            }
         ),
-    )  # fmt: skip
+    )

@@ -124,17 +124,22 @@ TargetPrefillOpt = Annotated[
     Literal["continue", "emulate", "refuse"] | None,
     typer.Option(
         "--target-prefill",
-        help="How prefills reach the target: continue its final message (declare this for servers with "
-        "continue_final_message, e.g. vLLM behind openai-api/), emulate by asking it to begin with them, or refuse "
-        "(default: by provider).",
+        help=(
+            "How prefills reach the target: continue its final message (declare this for servers with "
+            "continue_final_message, e.g. vLLM behind openai-api/), emulate by asking it to begin with them, or "
+            "refuse (default: by provider)."
+        ),
     ),
 ]
 OnExistingOpt = Annotated[
     Literal["resume", "append", "overwrite"],
     typer.Option(
         "--on-existing",
-        help="When the run directory has audits already: resume (skip the audits it has, run failed ones again), "
-        "append (add new rollouts after them) or overwrite (set them aside in transcripts.superseded.jsonl and start over).",
+        help=(
+            "When the run directory has audits already: resume (skip the audits it has, run failed ones again), "
+            "append (add new rollouts after them) or overwrite (set them aside in transcripts.superseded.jsonl and "
+            "start over)."
+        ),
     ),
 ]
 BehaviorsDirOpt = Annotated[

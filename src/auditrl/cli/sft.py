@@ -46,7 +46,10 @@ def sft(
         Path | None,
         typer.Option(
             "--from",
-            help="Distil these stored audits instead of a teacher's: a run directory, a transcripts .jsonl file or a folder of them.",
+            help=(
+                "Distil these stored audits instead of a teacher's: a run directory, a transcripts .jsonl file or "
+                "a folder of them."
+            ),
         ),
     ] = None,
     min_score: Annotated[
@@ -54,7 +57,8 @@ def sft(
         typer.Option(
             min=0.0,
             max=100.0,
-            help='With --from: keep only audits the judge scored at least this (0-100: audit quality on planted targets, 100 for a right "nothing found" on benign ones).',
+            help="With --from: keep only audits the judge scored at least this (0-100: audit quality on planted "
+            'targets, 100 for a right "nothing found" on benign ones).',
         ),
     ] = None,
     judge: Annotated[
@@ -115,7 +119,8 @@ def sft(
                       f"(step {losses[-1]['step']}); {record['tokens']['trained']:,} of {record['tokens']['total']:,} "
                       "tokens trained (the auditor's own)", highlight=False)  # fmt: skip
     console.print(
-        f"{record['cpu_seconds']['total']:.0f} CPU s ({record['cpu_seconds']['teacher']:.0f} of them before fine-tuning)"
+        f"{record['cpu_seconds']['total']:.0f} CPU s ({record['cpu_seconds']['teacher']:.0f} of them before "
+        "fine-tuning)"
     )
     console.print(f"adapter: [bold]{escape(record['adapter'])}[/bold]", soft_wrap=True)  # a path to copy: never wrapped
     console.print("Start GRPO from it with, in the config:", highlight=False)

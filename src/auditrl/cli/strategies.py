@@ -41,7 +41,8 @@ if (
 
 
 def read_summaries(run: Path, by: str, console: Console) -> tuple[list[str], list[str], list[str], list[Transcript]]:
-    """Id, strategy summary and group of every transcript (a later file's copy of an id replaces the earlier), and a few whole ones to show."""
+    """Id, strategy summary and group of every transcript (a later file's copy of an id replaces the earlier), and a few
+    whole ones to show."""
     from auditrl.analysis.summaries import strategy_summary
     from auditrl.pages.transcript_view import DEFAULT_SHOWN, pick_transcripts
 
@@ -83,7 +84,10 @@ def strategies(
     embedder: Annotated[
         EmbedderName,
         typer.Option(
-            help="auto (MiniLM up to 1,000 distinct summaries, LSA above), minilm, tfidf, or lsa (tf-idf + SVD, fast at scale)."
+            help=(
+                "auto (MiniLM up to 1,000 distinct summaries, LSA above), minilm, tfidf, or lsa (tf-idf + SVD, "
+                "fast at scale)."
+            )
         ),
     ] = "auto",
     classifier: Annotated[

@@ -251,7 +251,8 @@ def suite(
     if result.errored:
         print_failures(console, "audit(s)", (t.error for t in read_transcripts(out_file) if t.status == "error"))
         console.print(
-            f"[yellow]{result.errored} of {result.transcripts} audit(s) ended in an error and are left out of every metric[/yellow]",
+            f"[yellow]{result.errored} of {result.transcripts} audit(s) ended in an error and are left out of "
+            "every metric[/yellow]",
             highlight=False,
             soft_wrap=True,
         )

@@ -190,8 +190,9 @@ def transfer(
             )  # fmt: skip
             jobs = log.plan(jobs)
             console.print(
-                f"Transfer audits of {escape(target_spec)} ({escape(behavior_id)}"
-                f"{', system-prompt plant' if plant_prompt else ''}) by {escape(auditor_spec)}: {len(jobs)} of {rollouts} to run"
+                f"Transfer audits of {escape(target_spec)} "
+                f"({escape(behavior_id)}{', system-prompt plant' if plant_prompt else ''}) by "
+                f"{escape(auditor_spec)}: {len(jobs)} of {rollouts} to run"
             )
             if (existing := log.describe()) is not None:
                 console.print(f"[yellow]{escape(existing)}[/]", soft_wrap=True)

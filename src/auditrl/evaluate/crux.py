@@ -119,7 +119,8 @@ async def replay(
         await episode.step(output)
         if turn < upto - 1 and episode.phase != "audit":
             raise ValueError(
-                f"transcript {source.id}: the replay ended at turn {turn}, before turn {upto}: {episode.transcript.error}"
+                f"transcript {source.id}: the replay ended at turn {turn}, before turn {upto}: "
+                f"{episode.transcript.error}"
             )
         created.update({m.id: turn for m in episode.transcript.target_messages[before:]})
     episode.conversation.ids = None
@@ -228,7 +229,8 @@ async def build_cruxes(
     success: BinaryScorer | None = None,
     on_done: Callable[[], None] | None = None,
 ) -> list[Crux]:
-    """The crux of every successful planted audit: from annotations, or from `judge` after `success` says it surfaced."""
+    """The crux of every successful planted audit: from annotations, or from `judge` after `success` says it
+    surfaced."""
     cruxes: list[Crux] = []
     for t in transcripts:
         if t.status == "error" or t.behavior_id is None or t.behavior_id not in behaviors or t.turns_used < 1:

@@ -109,7 +109,8 @@ def _sample(transcript: Transcript, sample: str, epoch: int) -> EvalSample:
 
 
 def samples_of(transcripts: Sequence[Transcript]) -> list[EvalSample]:
-    """The samples of a log: a readable id per (behavior, seed[, target]) and the rollouts of each as epochs 1, 2, ..."""
+    """The samples of a log: a readable id per (behavior, seed[, target]) and the rollouts of each as epochs 1, 2,
+    ..."""
     by_target = len({t.target_model for t in transcripts}) > 1
     order = sorted(range(len(transcripts)), key=lambda i: (_rollout(transcripts[i]), _utc(transcripts[i].created), i))
     epochs: Counter[str] = Counter()

@@ -55,26 +55,36 @@ def rollouts_by_third(transcripts: Sequence[Transcript]) -> list[dict[str, Any]]
         free = [t for t in group if not CLAIM_FORCED.get(t)]
         planted, benign = [t for t in free if not t.benign], [t for t in free if t.benign]
         rewards = [float(r) for t in group if (r := REWARD.get(t)) is not None]
-        thirds.append({
-            "steps": f"{min(chosen)}-{max(chosen)}",
-            "rollouts": len(group),
-            "valid_tool_calls": mean(turns) if turns else None,
-            "valid_reports": 100.0 * mean(report_valid(t) for t in group),
-            "claims_planted": 100.0 * mean(claimed(t) for t in planted) if planted else None,
-            "claims_benign": 100.0 * mean(claimed(t) for t in benign) if benign else None,
-            "benign_nothing_found": 100.0 * mean(bool(t.report and t.report.no_behavior_found) for t in benign) if benign else None,
-            "reward": mean_ci(rewards).model_dump() if rewards else None,
-            "claim_probability_planted": _mean_claim_probability(t for t in group if not t.benign),
-            "claim_probability_benign": _mean_claim_probability(t for t in group if t.benign),
-            "forced_claims": len(forced),
-            "forced_claim_reward_planted": _mean_reward(t for t in forced if not t.benign),
-            "forced_claim_reward_benign": _mean_reward(t for t in forced if t.benign),
-            "free_reward_planted": _mean_reward(planted),
-            "spread_groups_planted": _spread_share(t for t in group if not t.benign),
-            "spread_groups_benign": _spread_share(t for t in group if t.benign),
-            "quote_credited_planted": _quote_credited(t for t in group if not t.benign),
-            "claim_cost": mean(costs) if (costs := [float(c) for t in group if (c := (REWARD_DETAILS.get(t) or {}).get("claim_cost")) is not None]) else None,
-        })  # fmt: skip
+        thirds.append(
+            {
+                "steps": f"{min(chosen)}-{max(chosen)}",
+                "rollouts": len(group),
+                "valid_tool_calls": mean(turns) if turns else None,
+                "valid_reports": 100.0 * mean(report_valid(t) for t in group),
+                "claims_planted": 100.0 * mean(claimed(t) for t in planted) if planted else None,
+                "claims_benign": 100.0 * mean(claimed(t) for t in benign) if benign else None,
+                "benign_nothing_found": 100.0 * mean(bool(t.report and t.report.no_behavior_found) for t in benign)
+                if benign
+                else None,
+                "reward": mean_ci(rewards).model_dump() if rewards else None,
+                "claim_probability_planted": _mean_claim_probability(t for t in group if not t.benign),
+                "claim_probability_benign": _mean_claim_probability(t for t in group if t.benign),
+                "forced_claims": len(forced),
+                "forced_claim_reward_planted": _mean_reward(t for t in forced if not t.benign),
+                "forced_claim_reward_benign": _mean_reward(t for t in forced if t.benign),
+                "free_reward_planted": _mean_reward(planted),
+                "spread_groups_planted": _spread_share(t for t in group if not t.benign),
+                "spread_groups_benign": _spread_share(t for t in group if t.benign),
+                "quote_credited_planted": _quote_credited(t for t in group if not t.benign),
+                "claim_cost": mean(costs)
+                if (
+                    costs := [
+                        float(c) for t in group if (c := (REWARD_DETAILS.get(t) or {}).get("claim_cost")) is not None
+                    ]
+                )
+                else None,
+            }
+        )
     return thirds
 
 

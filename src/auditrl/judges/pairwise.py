@@ -108,7 +108,10 @@ class PositionBias(BaseModel):
         if not self.one_order or self.bounds is None:
             return head
         lo, hi = self.bounds
-        return f"{head}; {self.one_order} decided by one order alone (the other abstained), so between {lo:.2f} and {hi:.2f} counting them"
+        return (
+            f"{head}; {self.one_order} decided by one order alone (the other abstained), so between {lo:.2f} "
+            f"and {hi:.2f} counting them"
+        )
 
 
 def position_bias(results: Sequence[PairwiseResult]) -> PositionBias:

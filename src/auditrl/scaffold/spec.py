@@ -33,8 +33,10 @@ class AuditSpec(BaseModel):
     allow_prefill: bool = Field(default=True, description="False: no tool of the set takes a prefill (enable_prefill).")
     id_key: str | None = Field(
         default=None,
-        description="Key the target's message ids are drawn from (transcript.keyed_ids), so the same audit gets the same ids "
-        "in every process; None = random ids.",
+        description=(
+            "Key the target's message ids are drawn from (transcript.keyed_ids), so the same audit gets the same "
+            "ids in every process; None = random ids."
+        ),
     )
 
     @model_validator(mode="after")

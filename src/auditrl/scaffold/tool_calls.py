@@ -111,7 +111,8 @@ async def run_petri3(episode: Episode, function: str, args: dict[str, Any]) -> s
             if pending:
                 ids = ", ".join(c.id for c in pending)
                 raise InvalidToolCall(
-                    f"resume: the target waits for tool call results ({ids}); stage them with send_tool_call_result first."
+                    f"resume: the target waits for tool call results ({ids}); stage them with "
+                    "send_tool_call_result first."
                 )
             if not conv.awaiting_reply():
                 raise InvalidToolCall(
@@ -132,7 +133,10 @@ async def run_petri3(episode: Episode, function: str, args: dict[str, Any]) -> s
             )
         case "restart_conversation":
             conv.restart(keep_tools=args.get("keep_tools", True))
-            return "Conversation restarted: the target remembers nothing. Stage set_system_message and send_message, then resume."
+            return (
+                "Conversation restarted: the target remembers nothing. Stage set_system_message and "
+                "send_message, then resume."
+            )
         case _:
             episode.end()
             return "The conversation has ended."

@@ -56,7 +56,8 @@ class Key(str, Generic[T]):
         return t.scores if self.where == "scores" else t.metadata
 
     def get(self, t: Keyed) -> T | None:
-        """The value stored in `t` (None when absent or null); raises KeyValueError when it is not of the declared type."""
+        """The value stored in `t` (None when absent or null); raises KeyValueError when it is not of the declared
+        type."""
         raw = self._data(t).get(self)
         if raw is None:
             return None
@@ -64,7 +65,8 @@ class Key(str, Generic[T]):
             return self._adapter.validate_python(raw)
         except ValidationError as exc:
             raise KeyValueError(
-                f"transcript {t.id}: {self.where}[{str(self)!r}] = {raw!r} is not {_type_name(self.type)} ({self.meaning})"
+                f"transcript {t.id}: {self.where}[{str(self)!r}] = {raw!r} is not {_type_name(self.type)} "
+                f"({self.meaning})"
             ) from exc
 
     def set(self, t: Keyed, value: T | BaseModel | None) -> None:
@@ -116,7 +118,10 @@ ORDER_DISAGREEMENT: Key[float] = score(
 CONCERNINGNESS: Key[dict[str, Any]] = score(
     "concerningness",
     dict[str, Any],
-    "`auditrl judge score`'s entry for the concerningness design: its reward and the rubric `scores` a pairwise judge is shown.",
+    (
+        "`auditrl judge score`'s entry for the concerningness design: its reward and the rubric `scores` a "
+        "pairwise judge is shown."
+    ),
 )
 JUDGE_ERRORS: Key[dict[str, str]] = score(
     "judge_errors", dict[str, str], "Why each judge (by name) left this audit unjudged."
@@ -186,13 +191,15 @@ CLAIM_FORCED: Key[bool] = metadata(
 CLAIM_PROBABILITY: Key[float] = metadata(
     "claim_probability",
     float,
-    "Under a report grammar, the policy's probability of a claim among the verdict's spellings where it drew its verdict, at the sampling temperature.",
+    "Under a report grammar, the policy's probability of a claim among the verdict's spellings where it drew "
+    "its verdict, at the sampling temperature.",
 )
 TEACHER: Key[str] = metadata("teacher", str, "The model string that wrote the auditor's turns of an imitation rollout.")
 PROBED_BY: Key[str] = metadata(
     "probed_by",
     str,
-    "The model string that wrote the probing turns of an audit whose report alone the auditor wrote (episodes.probing: teacher).",
+    "The model string that wrote the probing turns of an audit whose report alone the auditor wrote "
+    "(episodes.probing: teacher).",
 )
 TEACHER_TURNS_CUT: Key[int] = metadata(
     "teacher_turns_cut", int, "Teacher turns that did not end within max_new_tokens, cut there as a rollout would be."

@@ -33,7 +33,8 @@ def benign_count(planted: int, share: float) -> int:
     """How many benign samples make them `share` of the dataset; each seed is used at most once benign."""
     if not 0.0 <= share <= 0.5:
         raise ValueError(
-            f"task parameter benign_share must be between 0 and 0.5 (0.5: every seed also against a benign target), got {share}"
+            "task parameter benign_share must be between 0 and 0.5 (0.5: every seed also against a benign "
+            f"target), got {share}"
         )
     return min(planted, round(planted * share / (1.0 - share)))
 

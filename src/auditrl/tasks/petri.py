@@ -163,7 +163,8 @@ def resolve_seeds(value: str | Sequence[str], behavior_ids: set[str]) -> list[Se
             if not tags or unknown:
                 named = ", ".join(unknown) or "(none given)"
                 raise TaskParameterError(
-                    f"task parameter seed_instructions={value!r}: unknown tag(s) {named}; valid tags: {', '.join(known)}"
+                    f"task parameter seed_instructions={value!r}: unknown tag(s) {named}; valid tags: "
+                    f"{', '.join(known)}"
                 )
             return _pick(f"the tags {', '.join(tags)}", value, load_seeds(tags=tags, behavior_ids=behavior_ids))
         if text.startswith(IDS):

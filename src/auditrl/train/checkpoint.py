@@ -7,8 +7,8 @@ RNG states and trainer state. This module adds what is ours: a small state file 
 Every rollout transcript is appended to `transcripts.jsonl` with its step and rollout index in
 `Transcript.scores`. A crash after checkpoint N leaves transcripts of steps >= N that the resumed run
 will generate again. On resume they are moved to `transcripts.superseded.jsonl` (nothing is lost), a
-torn last line is set aside (auditrl.scaffold.store), and the log then accepts each (step, rollout index) at most once, so the
-main log holds exactly the rollouts the saved weights were trained on, without duplicates.
+torn last line is set aside (auditrl.scaffold.store), and the log then accepts each (step, rollout index) at most once,
+so the main log holds exactly the rollouts the saved weights were trained on, without duplicates.
 """
 
 from __future__ import annotations

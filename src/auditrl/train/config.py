@@ -160,8 +160,11 @@ class DataSettings(ConfigModel):
     seed_paths: list[Path] = Field(default_factory=list, description="Extra seed files or directories.")
     seed_bank: Literal["library", "auditworld"] = Field(
         default="library",
-        description="`library`: the behaviors' seed banks (and `seed_paths`); `auditworld`: AuditWorld's seeds, which "
-        "name their scenario's topics by phrase, at most one of them a trigger (auditrl.auditworld.seeds), for `sim/` targets.",
+        description=(
+            "`library`: the behaviors' seed banks (and `seed_paths`); `auditworld`: AuditWorld's seeds, which name "
+            "their scenario's topics by phrase, at most one of them a trigger (auditrl.auditworld.seeds), for "
+            "`sim/` targets."
+        ),
     )
     heldout_seeds: int = Field(
         default=0,
@@ -192,10 +195,12 @@ class RewardSettings(ConfigModel):
     )
     judge: str = Field(
         default="programmatic",
-        description="`programmatic` (generic judges reading the annotations of any simulated/scripted target), "
-        "`sim` (AuditWorld's judges with their modelled weaknesses, the ones AuditWorld trains against; for "
-        "`sim/<family>` targets) or an inspect-ai model spec for an LLM judge (e.g. `anthropic/claude-sonnet-4-5`, "
-        "`vllm/...`).",
+        description=(
+            "`programmatic` (generic judges reading the annotations of any simulated/scripted target), `sim` "
+            "(AuditWorld's judges with their modelled weaknesses, the ones AuditWorld trains against; for "
+            "`sim/<family>` targets) or an inspect-ai model spec for an LLM judge (e.g. "
+            "`anthropic/claude-sonnet-4-5`, `vllm/...`)."
+        ),
     )
     judge_args: dict[str, Any] = Field(default_factory=dict, description="Extra model args for the judge model.")
     judge_calls: CallLimits = Field(
@@ -206,8 +211,9 @@ class RewardSettings(ConfigModel):
     reference_refresh_steps: int = Field(
         default=50,
         ge=1,
-        description="Reference pairwise: take a new frozen policy snapshot (it plays the references) every N steps "
-        "(paper: 50).",
+        description=(
+            "Reference pairwise: take a new frozen policy snapshot (it plays the references) every N steps (paper: 50)."
+        ),
     )
     extra_dimensions: list[Path] = Field(
         default_factory=list, description="Concerningness: extra Petri dimension files (markdown with front matter)."
@@ -240,7 +246,8 @@ class RewardSettings(ConfigModel):
     @field_validator("judge")
     @classmethod
     def _judge(cls, value: str) -> str:
-        """A judge family (auditrl.judges.registry) or a model spec, checked now so a typo fails before any model loads."""
+        """A judge family (auditrl.judges.registry) or a model spec, checked now so a typo fails before any model
+        loads."""
         from auditrl.judges.registry import judge_family_names
 
         families = list(judge_family_names())

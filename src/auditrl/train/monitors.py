@@ -32,7 +32,10 @@ METRICS: dict[str, str] = {
     "reward/mean": "mean reward over judged rollouts",
     "reward/std": "reward standard deviation",
     "reward/failed_share": "share of rollouts whose judging failed (reward None)",
-    "calibration/false_positive_rate": "benign targets firmly claimed to have a hidden behavior (auditrl.judges.claims; claim exploration's forced claims left out)",
+    ("calibration/false_positive_rate"): (
+        "benign targets firmly claimed to have a hidden behavior (auditrl.judges.claims; claim exploration's "
+        "forced claims left out)"
+    ),
     "reports/unverifiable_quote_share": "reports citing at least one quote the target never said",
     "reports/missing_share": "rollouts that ended without a parsed report",
     "auditor/marker_message_share": "auditor messages with a confrontation/pressure marker",

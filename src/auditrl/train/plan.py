@@ -89,7 +89,8 @@ def plan_table(cfg: GRPOLMConfig, launch: Launch) -> Plan:
     _vllm_rows(cfg, plan, training, vllm_kv_room(cfg, shape, layout))
     if not t.use_vllm and training > cfg.launch.gpu_memory_gib:
         plan.warnings.append(
-            f"the training estimate ({training:,.1f} GiB) exceeds launch.gpu_memory_gib ({cfg.launch.gpu_memory_gib:g} GiB)"
+            f"the training estimate ({training:,.1f} GiB) exceeds launch.gpu_memory_gib "
+            f"({cfg.launch.gpu_memory_gib:g} GiB)"
         )
     return plan
 
@@ -131,9 +132,10 @@ def check_context(cfg: GRPOLMConfig, context: int) -> None:
     prompt = seq - cfg.episodes.max_completion_tokens
     if seq > context:
         raise ValueError(
-            f"{cfg.source}: episodes.max_completion_tokens = {cfg.episodes.max_completion_tokens:,} plus an opening "
-            f"prompt of up to {prompt:,} tokens ({cfg.episodes.auditor_prompt} prompt set) exceeds the context of "
-            f"{cfg.policy.model!r} ({context:,} tokens); set episodes.max_completion_tokens to at most {context - prompt:,}"
+            f"{cfg.source}: episodes.max_completion_tokens = {cfg.episodes.max_completion_tokens:,} plus an "
+            f"opening prompt of up to {prompt:,} tokens ({cfg.episodes.auditor_prompt} prompt set) exceeds the "
+            f"context of {cfg.policy.model!r} ({context:,} tokens); set episodes.max_completion_tokens to at "
+            f"most {context - prompt:,}"
         )
     vllm_length = cfg.trainer.extra.get("vllm_max_model_length")
     if cfg.trainer.use_vllm and isinstance(vllm_length, int) and seq > vllm_length:

@@ -70,6 +70,7 @@ def _check_layers(settings: PolicySettings, model: PeftModel) -> None:
     have = None if saved is None else sorted([saved] if isinstance(saved, int) else saved)
     if have != want:
         raise ValueError(
-            f"field 'policy.init_adapter' ({str(settings.init_adapter)!r}): the adapter adapts layers {have or 'all'}, but "
-            f"policy.lora.last_layers={settings.lora.last_layers} means {want or 'all'}; make them agree"
+            f"field 'policy.init_adapter' ({str(settings.init_adapter)!r}): the adapter adapts layers "
+            f"{have or 'all'}, but policy.lora.last_layers={settings.lora.last_layers} means {want or 'all'}; "
+            "make them agree"
         )

@@ -74,7 +74,8 @@ class TeacherTurns:
         if episode.opening is not None and prefill_support(self.spec) != "continue":
             raise ValueError(
                 f"teacher {self.spec!r} cannot continue a begun reply, which the prompt set "
-                f"'{self.episodes.settings.auditor_prompt}' needs; use a teacher that does (anthropic/, vllm/, scripted/)"
+                f"'{self.episodes.settings.auditor_prompt}' needs; use a teacher that does (anthropic/, vllm/, "
+                "scripted/)"
             )
         self.live.append(episode)
         return episode
@@ -150,7 +151,8 @@ def teacher_rollouts(
     attempts: int = 3,
     limits: CallLimits | None = None,
 ) -> RolloutBatch:
-    """One teacher audit per row, as rollout token sequences; a teacher call that failed marks its transcript an error."""
+    """One teacher audit per row, as rollout token sequences; a teacher call that failed marks its transcript an
+    error."""
     factory = AuditEpisodeFactory(cfg.episodes, behaviors, seeds, teacher)
     turns = TeacherTurns(
         resolve_model(teacher),

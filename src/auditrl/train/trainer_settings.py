@@ -60,9 +60,12 @@ class TrainerSettings(ConfigModel):
     vllm_importance_sampling_mode: Literal["token_truncate", "token_mask", "sequence_truncate", "sequence_mask"] = (
         Field(
             default="token_truncate",
-            description="How TRL corrects for vLLM sampling differing from the trained policy. Per token, capped: TRL's "
-            "default (sequence_mask) multiplies the ratios of every sampled token of a rollout and drops the rollout when "
-            "the product leaves the cap, which over multi-turn audits of thousands of sampled tokens drops most of them.",
+            description=(
+                "How TRL corrects for vLLM sampling differing from the trained policy. Per token, capped: TRL's "
+                "default (sequence_mask) multiplies the ratios of every sampled token of a rollout and drops the "
+                "rollout when the product leaves the cap, which over multi-turn audits of thousands of sampled "
+                "tokens drops most of them."
+            ),
         )
     )
     ddp_timeout: int = Field(

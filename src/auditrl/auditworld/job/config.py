@@ -43,17 +43,23 @@ class WorldConfig(ConfigModel):
     scenario_topics: int = Field(
         default=3,
         ge=1,
-        description="Topics per seed scenario; at most one triggers the behavior, so a guess is right 1 time in this many.",
+        description="Topics per seed scenario; at most one triggers the behavior, so a guess is right 1 time in this "
+        "many.",
     )
     fair_chance: float = Field(
         default=0.75,
         ge=0.0,
         le=1.0,
-        description="Share of each behavior's seed scenarios (rounded) that include a trigger topic of the behavior; the trigger takes each position in the scenario equally often.",
+        description=(
+            "Share of each behavior's seed scenarios (rounded) that include a trigger topic of the behavior; the "
+            "trigger takes each position in the scenario equally often."
+        ),
     )
     random_state: RandomSeed = Field(
         default=0,
-        description="Random state of the seed bank's draws (which topics each seed scenario holds, and in which order).",
+        description=(
+            "Random state of the seed bank's draws (which topics each seed scenario holds, and in which order)."
+        ),
     )
     blind_claim_rate: float = Field(
         default=0.5, ge=0.0, le=1.0, description="How often the blind baseline claims the scenario's lead topic."

@@ -45,7 +45,10 @@ class SweepGrid(ConfigModel):
 
     alarm: list[float] = Field(
         min_length=1,
-        description="Alarm susceptibility values (map rows); from 0 up to the shared `judge.flaws.alarm` of the pointwise judge.",
+        description=(
+            "Alarm susceptibility values (map rows); from 0 up to the shared `judge.flaws.alarm` of the pointwise "
+            "judge."
+        ),
     )
     credulity: list[float] = Field(
         min_length=1,
@@ -175,12 +178,24 @@ def robustness(cfg: SweepConfig, results: list[dict[str, Any]], design: str, bas
     lost = fp < base["false_positive"] - FP_DROP
     at = lambda mask: [(cfg.sweep.alarm[i], cfg.sweep.credulity[j]) for i, j in zip(*np.nonzero(mask), strict=True)]
     first = lambda cells: min(cells, key=lambda ac: (ac[0] + ac[1], ac[0]))
-    return " ".join(prose(
-        "sweep_robustness.txt.j2", base=base, n=grid.size, found_lo=float(np.nanmin(found)), found_hi=float(np.nanmax(found)),
-        above_base_id=int((found > base["identified"]).sum()), below=at(below), lost=at(lost),
-        first_below=first(at(below)) if below.any() else None, first_lost=first(at(lost)) if lost.any() else None,
-        fp_drop=FP_DROP, zero=float(grid[0, 0]), alarm0=cfg.sweep.alarm[0], credulity0=cfg.sweep.credulity[0],
-    ))  # fmt: skip
+    return " ".join(
+        prose(
+            "sweep_robustness.txt.j2",
+            base=base,
+            n=grid.size,
+            found_lo=float(np.nanmin(found)),
+            found_hi=float(np.nanmax(found)),
+            above_base_id=int((found > base["identified"]).sum()),
+            below=at(below),
+            lost=at(lost),
+            first_below=first(at(below)) if below.any() else None,
+            first_lost=first(at(lost)) if lost.any() else None,
+            fp_drop=FP_DROP,
+            zero=float(grid[0, 0]),
+            alarm0=cfg.sweep.alarm[0],
+            credulity0=cfg.sweep.credulity[0],
+        )
+    )
 
 
 def _sections(cfg: SweepConfig, summary: dict[str, Any]) -> list[Section]:
@@ -194,14 +209,25 @@ def _sections(cfg: SweepConfig, summary: dict[str, Any]) -> list[Section]:
             ("identified", "identification %"),
             ("false_positive", "FP calibration"),
         ):
-            figures.append(FigureBlock(
-                heatmap(_grid(cfg, results, d.name, metric), cfg.sweep.credulity, cfg.sweep.alarm,
-                        f"{d.name}: {label}", "pairwise judge's narration credulity", "pairwise judge's alarm susceptibility",
-                        marked=below),
-                f"{d.name}, {label} (mean over {len(cfg.seeds)} training seeds) by the pairwise judge's alarm "
-                f"susceptibility and narration credulity, position bias {cfg.judge.pair.position_bias:g}; the base it "
-                f"started from scored {base[metric]:.1f}. Red outline: composite below the base's {base['composite']:.1f}.",
-            ))  # fmt: skip
+            figures.append(
+                FigureBlock(
+                    heatmap(
+                        _grid(cfg, results, d.name, metric),
+                        cfg.sweep.credulity,
+                        cfg.sweep.alarm,
+                        f"{d.name}: {label}",
+                        "pairwise judge's narration credulity",
+                        "pairwise judge's alarm susceptibility",
+                        marked=below,
+                    ),
+                    (
+                        f"{d.name}, {label} (mean over {len(cfg.seeds)} training seeds) by the pairwise judge's "
+                        "alarm susceptibility and narration credulity, position bias "
+                        f"{cfg.judge.pair.position_bias:g}; the base it started from scored {base[metric]:.1f}. Red "
+                        f"outline: composite below the base's {base['composite']:.1f}."
+                    ),
+                )
+            )
     line = {
         f"{d.name} {label}": (
             [r["position_bias"] for r in rs], [r[metric] for r in rs]
@@ -214,8 +240,11 @@ def _sections(cfg: SweepConfig, summary: dict[str, Any]) -> list[Section]:
     figures.append(FigureBlock(
         training_curves(line, title="Position bias of the pairwise judge", xlabel="position bias (latent units)",
                         ylabel="score (0-100)"),
-        f"Composite, identification and FP calibration by the pairwise judge's position bias, alarm "
-        f"{cfg.judge.pair.alarm:g} and credulity {cfg.judge.pair.credulity:g}; both orders of every comparison are judged.",
+        (
+            "Composite, identification and FP calibration by the pairwise judge's position bias, alarm "
+            f"{cfg.judge.pair.alarm:g} and credulity {cfg.judge.pair.credulity:g}; both orders of every comparison "
+            "are judged."
+        ),
     ))  # fmt: skip
     rows = [[r["design"], f"{r['alarm']:g}", f"{r['credulity']:g}", f"{r['position_bias']:g}",
              *[f"{r[m]:.1f}" for m in MAPPED]] for r in results]  # fmt: skip

@@ -59,8 +59,16 @@ class Table:
     """Row indices before which a separator is drawn in the terminal."""
 
     def terminal(self) -> RichTable:
-        t = RichTable(title=self.title, caption=self.caption or None, box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False,
-                      padding=(0, 0, 0, 1), title_justify="left", caption_justify="left")  # fmt: skip
+        t = RichTable(
+            title=self.title,
+            caption=self.caption or None,
+            box=box.SIMPLE_HEAD,
+            pad_edge=False,
+            show_edge=False,
+            padding=(0, 0, 0, 1),
+            title_justify="left",
+            caption_justify="left",
+        )
         for i, h in enumerate(self.header):
             width = max([len(h), *[len(r[i]) for r in self.rows]])
             if i == 0:  # labels wrap if they must; numbers never do
@@ -78,7 +86,8 @@ class Table:
 
 
 def spread_cell(s: SeedSpread, signed: bool = False) -> str:
-    """Mean and the half-width of its 95% t-interval over seeds ('52.8±1.3', '41.0±12'); the mean alone with one seed."""
+    """Mean and the half-width of its 95% t-interval over seeds ('52.8±1.3', '41.0±12'); the mean alone with one
+    seed."""
     value = round(s.mean, 1) + 0.0  # no "-0.0"
     mean = f"{value:+.1f}" if signed else f"{value:.1f}"
     if s.lo is None or s.hi is None:
@@ -171,7 +180,8 @@ def per_seed(
         title="Per training seed",
         header=["auditor", "metric", *[f"seed {s}" for s in seeds]],
         rows=body,
-        caption="Each seed's mean over its held-out audits; bases and trained auditors (the baselines are not trained).",
+        caption="Each seed's mean over its held-out audits; bases and trained auditors (the baselines are not "
+        "trained).",
     )
 
 

@@ -67,24 +67,30 @@ class ChoiceGradientSettings(ConfigModel):
     benign_weight: float = Field(
         default=1.0,
         ge=0.0,
-        description="Weight of benign audits in the loss. Silence is all a benign target pays, so a benign audit pays the "
-        "quotes after which the start's verdict keeps quiet, whatever that verdict keys on (0: the quote learns from "
-        "planted audits only, where every quote but a creditable one earns the same).",
+        description=(
+            "Weight of benign audits in the loss. Silence is all a benign target pays, so a benign audit pays the "
+            "quotes after which the start's verdict keeps quiet, whatever that verdict keys on (0: the quote "
+            "learns from planted audits only, where every quote but a creditable one earns the same)."
+        ),
     )
     benign_anchor: float = Field(
         default=0.0,
         ge=0.0,
-        description="Weight of KL(start's quote || the policy's quote) on benign audits, in the loss's reward units: holds "
-        "the quote where it was on targets with nothing to find instead of paying what the start's verdict keeps quiet "
-        "after (which rewards whatever that verdict keys on, such as short sentences). With benign_weight 0, planted "
-        "audits move the quote toward credited evidence and benign audits only keep it from moving everywhere "
-        "(e.g. to long sentences), so what moves it must tell the two apart (0: no anchor).",
+        description=(
+            "Weight of KL(start's quote || the policy's quote) on benign audits, in the loss's reward units: holds "
+            "the quote where it was on targets with nothing to find instead of paying what the start's verdict "
+            "keeps quiet after (which rewards whatever that verdict keys on, such as short sentences). With "
+            "benign_weight 0, planted audits move the quote toward credited evidence and benign audits only keep "
+            "it from moving everywhere (e.g. to long sentences), so what moves it must tell the two apart (0: no "
+            "anchor)."
+        ),
     )
     samples: int | None = Field(
         default=None,
         ge=2,
         description="Quotes drawn per audit and step, from the policy's own probabilities: the gradient is then GRPO's "
-        "estimate from that group (each drawn quote's reward minus the group's mean, times its log-probability) instead "
+        "estimate from that group (each drawn quote's reward minus the group's mean, times its "
+        "log-probability) instead "
         "of the exact one, so a run shows whether the exact result survives sampling noise (None: exact).",
     )
 
@@ -194,8 +200,15 @@ def choice_loss(
             kl = (torch.special.xlogy(start, start) - start * log_quote).sum()
             value = value + anchor * kl
         if trace is not None:
-            trace.append({"step": inputs.get("step"), "benign": inputs.get("benign", False), "expected reward": expected.item(),
-                          "weighted": weight * expected.item(), "KL": None if kl is None else kl.item()})  # fmt: skip
+            trace.append(
+                {
+                    "step": inputs.get("step"),
+                    "benign": inputs.get("benign", False),
+                    "expected reward": expected.item(),
+                    "weighted": weight * expected.item(),
+                    "KL": None if kl is None else kl.item(),
+                }
+            )
         return value
 
     return loss
@@ -212,9 +225,16 @@ def by_step(trace: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         values = [e[key] for e in entries if e[key] is not None]
         return statistics.fmean(values) if values else None
 
-    return [{"step": step, "expected reward": mean_of(entries, "weighted"), "planted": mean_of([e for e in entries if not e["benign"]], "expected reward"),
-             "benign": mean_of([e for e in entries if e["benign"]], "expected reward"),
-             "benign KL to start": mean_of([e for e in entries if e["benign"]], "KL")} for step, entries in sorted(steps.items())]  # fmt: skip
+    return [
+        {
+            "step": step,
+            "expected reward": mean_of(entries, "weighted"),
+            "planted": mean_of([e for e in entries if not e["benign"]], "expected reward"),
+            "benign": mean_of([e for e in entries if e["benign"]], "expected reward"),
+            "benign KL to start": mean_of([e for e in entries if e["benign"]], "KL"),
+        }
+        for step, entries in sorted(steps.items())
+    ]
 
 
 def run_choice_gradient(
@@ -266,11 +286,19 @@ def run_choice_gradient(
             continue
         choice = max(rewards) - min(rewards) > 1e-9
         benign = audit.transcript.benign
-        row = ChoiceRow(transcript=audit.transcript.id, benign=benign, input_ids=audit.prefix,
-                        choices=[list(c.tokens) for c in audit.choices], rewards=rewards,
-                        texts=[c.text for c in audit.choices], credited=[c.credited for c in audit.choices],
-                        start_quote=scores.quote, start_claim=scores.claim, choice=choice,
-                        trained=choice and (settings.benign_weight > 0 or settings.benign_anchor > 0 or not benign))  # fmt: skip
+        row = ChoiceRow(
+            transcript=audit.transcript.id,
+            benign=benign,
+            input_ids=audit.prefix,
+            choices=[list(c.tokens) for c in audit.choices],
+            rewards=rewards,
+            texts=[c.text for c in audit.choices],
+            credited=[c.credited for c in audit.choices],
+            start_quote=scores.quote,
+            start_claim=scores.claim,
+            choice=choice,
+            trained=choice and (settings.benign_weight > 0 or settings.benign_anchor > 0 or not benign),
+        )
         dropped["nothing to choose"] += not row["choice"]
         dropped["benign, weight 0"] += row["choice"] and not row["trained"]
         data.append(row)
@@ -279,12 +307,23 @@ def run_choice_gradient(
     trained = [r for r in data if r["trained"]]
     if not trained:
         raise ValueError(
-            f"no audit of {len(rows)} rows has a choice whose reward differs{' on a planted target' if not settings.benign_weight else ''} (see {out / DATA_FILE})"
+            f"no audit of {len(rows)} rows has a choice whose reward "
+            f"differs{' on a planted target' if not settings.benign_weight else ''} (see {out / DATA_FILE})"
         )
     weight = lambda r: settings.benign_weight if r["benign"] else 1.0  # noqa: E731
     scale = statistics.pstdev([weight(r) * x for r in trained for x in r["rewards"]]) or 1.0
-    examples = [{"input_ids": r["input_ids"], "choices": r["choices"], "rewards": r["rewards"], "weight": weight(r), "benign": r["benign"],
-                 "start_quote": r["start_quote"], "anchor": settings.benign_anchor if r["benign"] else 0.0} for r in trained]  # fmt: skip
+    examples = [
+        {
+            "input_ids": r["input_ids"],
+            "choices": r["choices"],
+            "rewards": r["rewards"],
+            "weight": weight(r),
+            "benign": r["benign"],
+            "start_quote": r["start_quote"],
+            "anchor": settings.benign_anchor if r["benign"] else 0.0,
+        }
+        for r in trained
+    ]
     grammar = evidence_grammar(cfg, segments)
     trace: list[dict[str, Any]] = []
     fine_tune(

@@ -150,8 +150,8 @@ def run_experiment_sft(
 def choice_rows(
     cfg: GRPOLMConfig, segments: Any, behaviors: dict[str, Any], seeds: list[Any], rows: list[EpisodeRow]
 ) -> list[EpisodeRow]:
-    """`rows` with the planted ones a curriculum (`experiment.planted_groups`) would not train replaced as GRPO's batches
-    replace them, duplicates dropped."""
+    """`rows` with the planted ones a curriculum (`experiment.planted_groups`) would not train replaced as GRPO's
+    batches replace them, duplicates dropped."""
     if small_lm(cfg).planted_groups != "all":
         rows = shown_rows(cfg, rows, screen(cfg, segments, behaviors, seeds))
     return list(dict.fromkeys(rows))
@@ -185,7 +185,8 @@ def run_choice_sft(
     evidence, clean = labels.count(True), labels.count(False)
     if not evidence or not clean:
         raise ValueError(
-            f"the teacher's audits hold {evidence} evidence and {clean} clean sentences; both are needed to train a verdict (see {out / TEACHER_TRANSCRIPTS})"
+            f"the teacher's audits hold {evidence} evidence and {clean} clean sentences; both are needed to "
+            f"train a verdict (see {out / TEACHER_TRANSCRIPTS})"
         )
     claim_weight = settings.claim_weight or clean / evidence
     clean_weights = length_matched_weights([c for a in audits for c in a.choices]) if settings.match_lengths else None
@@ -212,16 +213,32 @@ def run_choice_sft(
             supervised_loss(model, prefix, inputs["rows"], inputs["labels"], inputs["weights"], segments.pad_id) / scale
         )
 
-    return train_adapter(cfg, settings, out, model, tokenizer, examples, on_progress, clocks, {
-        "teacher": teacher_summary([a.transcript for a in audits]),
-        "sentences": {"evidence": evidence, "clean": clean, "unlabelled": labels.count(None), "claim_weight": claim_weight,
-                      "clean_weights_by_length": clean_weights},
-        "episodes": len(rows),
-        "kept": len(examples),
-        "examples": sum(len(e["rows"]) for e in examples),
-        "tokens": {
-            "total": sum(len(e["input_ids"]) + sum(len(r) for r in e["rows"]) for e in examples),
-            "trained": sum(label != IGNORED for e in examples for row in e["labels"] for label in row),
-            "verdicts": sum(len(e["rows"]) for e in examples),
+    return train_adapter(
+        cfg,
+        settings,
+        out,
+        model,
+        tokenizer,
+        examples,
+        on_progress,
+        clocks,
+        {
+            "teacher": teacher_summary([a.transcript for a in audits]),
+            "sentences": {
+                "evidence": evidence,
+                "clean": clean,
+                "unlabelled": labels.count(None),
+                "claim_weight": claim_weight,
+                "clean_weights_by_length": clean_weights,
+            },
+            "episodes": len(rows),
+            "kept": len(examples),
+            "examples": sum(len(e["rows"]) for e in examples),
+            "tokens": {
+                "total": sum(len(e["input_ids"]) + sum(len(r) for r in e["rows"]) for e in examples),
+                "trained": sum(label != IGNORED for e in examples for row in e["labels"] for label in row),
+                "verdicts": sum(len(e["rows"]) for e in examples),
+            },
         },
-    }, loss)  # fmt: skip
+        loss,
+    )

@@ -142,8 +142,10 @@ def sft(
             raise fail(str(exc), FAILURE) from exc
     console.print(teacher_table(record))
     if sentences := record.get("sentences"):
-        console.print(f"under the report grammar: the verdict trained on {sentences['evidence']} evidence and {sentences['clean']} clean "
-                      f"sentences ({sentences['unlabelled']} left unlabelled), a claim weighted {sentences['claim_weight']:.2f}", highlight=False)  # fmt: skip
+        console.print(f"under the report grammar: the verdict trained on {sentences['evidence']} evidence and "
+            f"{sentences['clean']} clean "
+                      f"sentences ({sentences['unlabelled']} left unlabelled), a claim weighted "
+                          f"{sentences['claim_weight']:.2f}", highlight=False)  # fmt: skip
     console.print(
         f"{record['cpu_seconds']['total']:.0f} CPU s ({record['cpu_seconds']['teacher']:.0f} of them teacher audits)"
     )
@@ -184,7 +186,10 @@ def choice_gradient(
     samples: Annotated[
         int | None,
         typer.Option(
-            help="Quotes drawn per audit and step: GRPO's sampled estimate of the gradient instead of the exact one (at least 2)."
+            help=(
+                "Quotes drawn per audit and step: GRPO's sampled estimate of the gradient instead of the exact one "
+                "(at least 2)."
+            )
         ),
     ] = None,
 ) -> None:
@@ -194,8 +199,16 @@ def choice_gradient(
     from auditrl.experiments.small_lm.choice_gradient import ChoiceGradientSettings
 
     try:
-        settings = ChoiceGradientSettings(episodes=episodes, epochs=epochs, batch_size=batch_size, learning_rate=learning_rate, seed=random_seed,
-                                          benign_weight=benign_weight, benign_anchor=benign_anchor, samples=samples)  # fmt: skip
+        settings = ChoiceGradientSettings(
+            episodes=episodes,
+            epochs=epochs,
+            batch_size=batch_size,
+            learning_rate=learning_rate,
+            seed=random_seed,
+            benign_weight=benign_weight,
+            benign_anchor=benign_anchor,
+            samples=samples,
+        )
     except ValidationError as exc:
         raise fail(validation_problems(exc)) from exc
     from auditrl.experiments.small_lm.choice_gradient import check_config, run_choice_gradient
@@ -210,7 +223,8 @@ def choice_gradient(
         check_config(cfg)
         if cfg.policy.init_adapter is None:
             raise ValueError(
-                "field 'policy.init_adapter': the choice gradient trains a starting adapter's quote; set it or pass --init-adapter"
+                "field 'policy.init_adapter': the choice gradient trains a starting adapter's quote; set it or "
+                "pass --init-adapter"
             )
         check_init_adapter(cfg.policy)
     except (ConfigFileError, ValueError) as exc:
@@ -225,20 +239,27 @@ def choice_gradient(
     console.print(reward_table(record))
     steps = record["expected reward by step"]
     if steps:
-        console.print(f"expected reward of a training batch: {steps[0]['expected reward']:.3f} (step {steps[0]['step']}) -> "
-                      f"{steps[-1]['expected reward']:.3f} (step {steps[-1]['step']})", highlight=False)  # fmt: skip
+        console.print(
+            f"expected reward of a training batch: {steps[0]['expected reward']:.3f} (step {steps[0]['step']}) "
+            f"-> {steps[-1]['expected reward']:.3f} (step {steps[-1]['step']})",
+            highlight=False,
+        )
     console.print(f"{record['cpu_seconds']:.0f} CPU s")
     console.print(f"adapter: [bold]{escape(record['adapter'])}[/bold]", soft_wrap=True)  # a path to copy: never wrapped
 
 
 def reward_table(record: dict) -> Table:
-    """The training audits' expected reward under the start, and under the best quote of each (what training can reach)."""
+    """The training audits' expected reward under the start, and under the best quote of each (what training can
+    reach)."""
     from auditrl.experiments.small_lm.choice_gradient import estimate_label
 
     weight, anchor = record["settings"]["benign_weight"], record["settings"]["benign_anchor"]
-    table = Table(title=f"{sum(record['trained audits'].values())} of {record['audits']} training audits trained (benign weight {weight:g}, anchor {anchor:g}, "
-                  f"{estimate_label(record['settings'].get('samples'))}); "
-                  "expected reward over those with a choice to learn")  # fmt: skip
+    table = Table(
+        title=f"{sum(record['trained audits'].values())} of {record['audits']} training audits trained (benign weight "
+        f"{weight:g}, anchor {anchor:g}, "
+        f"{estimate_label(record['settings'].get('samples'))}); "
+        "expected reward over those with a choice to learn"
+    )
     for column in ("target", "audits trained", "start's expected reward", "best quote's"):
         table.add_column(column, justify="left" if column == "target" else "right")
     for part in ("planted", "benign"):

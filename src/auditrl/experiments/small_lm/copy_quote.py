@@ -2,12 +2,12 @@
 follow are a verbatim span of one of the target's replies, and when the quote stops the report ends.
 
 Why: a small SFT base writes the teacher's claim form but invents the quote (its claims seldom share four words in a
-row with a target reply, while every teacher claim does), so no claim is credited and GRPO has nothing to pay for. With the quote taken from the target's own tokens, copying is no longer something a 135M
-student has to learn; what is left to it is whether to claim, which reply to quote and where to stop, which the
-claim grader and the reward can tell apart. An untrained base made to claim copies its quotes
-but then writes broken JSON after them, so the quote's end is also the report's: `ENDING` closes the
-description, its prediction and the report, and nothing follows (a claim without a confidence, which the report
-parser accepts as a claim).
+row with a target reply, while every teacher claim does), so no claim is credited and GRPO has nothing to pay for. With
+the quote taken from the target's own tokens, copying is no longer something a 135M student has to learn; what is left
+to it is whether to claim, which reply to quote and where to stop, which the claim grader and the reward can tell apart.
+An untrained base made to claim copies its quotes but then writes broken JSON after them, so the quote's end is also the
+report's: `ENDING` closes the description, its prediction and the report, and nothing follows (a claim without a
+confidence, which the report parser accepts as a claim).
 
 The constraint acts on sampling only (a transformers `LogitsProcessor`): the model's own distribution is masked to
 the allowed tokens and renormalised. Spans start at a word (a token that begins with a space) and may stop after any

@@ -168,7 +168,8 @@ class SmallLMExtension(TrainingExtension):
     def adjust_rewards(
         self, step: int, transcripts: list[Transcript], rewards: list[float | None], score: Scorer
     ) -> tuple[list[float | None], Any]:
-        """The claim cost taken off every claim; under quote credit, each quote's own reward (shared with every rank)."""
+        """The claim cost taken off every claim; under quote credit, each quote's own reward (shared with every
+        rank)."""
         if self.threshold is not None:
             rewards = self.threshold.charge(step, transcripts, rewards)
             for t in transcripts:

@@ -74,7 +74,8 @@ def evidence_grammar(cfg: GRPOLMConfig, segments: ChatSegments) -> EvidenceGramm
     if settings.report_grammar != "quote_verdict" or settings.quote_unit != "sentence" or settings.probing != "teacher":
         raise ValueError(
             "every report choice of an audit is enumerated only with experiment.report_grammar: quote_verdict, "
-            f"quote_unit: sentence and probing: teacher (got {settings.report_grammar}, {settings.quote_unit}, {settings.probing})"
+            f"quote_unit: sentence and probing: teacher (got {settings.report_grammar}, "
+            f"{settings.quote_unit}, {settings.probing})"
         )
     grammar = report_grammar(
         settings.report_grammar,
@@ -199,8 +200,9 @@ def quote_log_probs(
     temperature: float,
 ) -> torch.Tensor:
     """Each choice's log-probability as the grammar samples it (the model's temperature-scaled distribution masked to
-    what the grammar allows at each position and renormalised), from `forward_choices`'s logits of the audit's choices (each
-    choice's tokens, then the verdict's lead); differentiable, so the scorer and the choice gradient read the same distribution."""
+    what the grammar allows at each position and renormalised), from `forward_choices`'s logits of the audit's choices
+    (each choice's tokens, then the verdict's lead); differentiable, so the scorer and the choice gradient read the same
+    distribution."""
     quotes = grammar.copier([[list(c) for c in choices]])
     terms = []
     for r, choice in enumerate(choices):

@@ -5,15 +5,17 @@ Why: a free report of a 135M model spends its gradient on JSON and on invented q
 closing brackets), and such a model made to claim with a copied quote is credited about as often as a span picked
 at random. Under a grammar a report
 is always one of two forms, both parsed by the report parser and read by the claim grader: "nothing found", or a
-claim whose description is `It wrote: <a verbatim span of the target's replies>` (auditrl.experiments.small_lm.copy_quote), never
-cut off (a quote stops where the rest still fits the turn's token budget).
+claim whose description is `It wrote: <a verbatim span of the target's replies>`
+(auditrl.experiments.small_lm.copy_quote), never cut off (a quote stops where the rest still fits the turn's token
+budget).
 
 - `verdict_quote` (`ReportGrammar`, the `guided` prompt set): the verdict first (a spelling of `true` or `false`
   after the begun `{"no_behavior_found": `), then for a claim the prompt set's `claim` and `quote` words and the span.
 - `quote_verdict` (`EvidenceGrammar`, the `guided_evidence` prompt set): the span first, as the report's
   `evidence` (begun `{"evidence": "It wrote:`), then the prompt set's `verdict` words and the verdict; a claim copies
   the evidence into its description. Why: under `verdict_quote` the verdict is drawn before anything is quoted, from
-  the whole transcript, and it learns the prior (never claim) rather than the evidence; drawn right after the words the policy chose as its evidence, it can be learnt as a judgement of those words.
+  the whole transcript, and it learns the prior (never claim) rather than the evidence; drawn right after the words the
+  policy chose as its evidence, it can be learnt as a judgement of those words.
 
 So the decisions left to the policy are the ones the reward can tell apart: whether to claim (discrimination)
 and what to quote (identification, as the claim grader reads the quote). The constraint masks sampling only; a
@@ -91,7 +93,8 @@ class ReportGrammar:
         silent = tokenizer.encode("true" + words["silent"], add_special_tokens=False)
         if not claim or claim[0] not in self.claims or not silent or silent[0] not in self.silences:
             raise ValueError(
-                f"episodes.report_grammar: the claim or silent words of prompt set {prompt_set!r} do not follow a verdict token"
+                f"episodes.report_grammar: the claim or silent words of prompt set {prompt_set!r} do not follow "
+                "a verdict token"
             )
         self.claim_rest, self.silent_rest = claim[1:], silent[1:]
         self.ending = tokenizer.encode(ENDING, add_special_tokens=False)
@@ -166,7 +169,8 @@ class EvidenceGrammar(ReportGrammar):
         words = _words(prompt_set, self.keys)
         if not words["report"].rstrip().endswith(MARKER):
             raise ValueError(
-                f"episodes.report_grammar: quote_verdict needs a report opening that ends with {MARKER!r} (prompt set {prompt_set!r})"
+                f"episodes.report_grammar: quote_verdict needs a report opening that ends with {MARKER!r} "
+                f"(prompt set {prompt_set!r})"
             )
         self.lead_words = words["verdict"]
         self.lead = tokenizer.encode(self.lead_words, add_special_tokens=False)

@@ -38,6 +38,6 @@ class StartVerdict:
 
 
 def start_verdicts(scored: Sequence[tuple[ProbedAudit, ChoiceScores]]) -> dict[str, dict[str, float]]:
-    """The starting policy's P(claim) after every sentence of every row it scored (auditrl.experiments.small_lm.report_choices.
-    score_rows), by `row_key` and sentence text."""
+    """The starting policy's P(claim) after every sentence of every row it scored
+    (auditrl.experiments.small_lm.report_choices.score_rows), by `row_key` and sentence text."""
     return {row_key(a.transcript): {c.text: p for c, p in zip(a.choices, s.claim, strict=True)} for a, s in scored}
