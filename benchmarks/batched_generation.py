@@ -8,7 +8,8 @@ of turns, and every turn forced to the same number of sampled tokens, so only th
 - batched + KV cache: as batched, plus each rollout's key/value cache kept across turns and a group's
   shared opening prompt prefilled once (what the trainer uses with HF generation).
 
-    OMP_NUM_THREADS=1 python benchmarks/batched_generation.py [--groups 2 --group-size 4 --turns 2 --tokens 32] [--config configs/cpu_offline.yaml]
+    OMP_NUM_THREADS=1 python benchmarks/batched_generation.py [--groups 2 --group-size 4 --turns 2 --tokens 32] \
+        [--config configs/cpu_offline.yaml]
 """
 
 from __future__ import annotations

@@ -20,16 +20,18 @@ budget, `episodes.max_report_tokens` or else `max_new_tokens`), and the claim gr
 on the audit's own report. A claim that is credited when made is what claim exploration needs GRPO to sample; a low
 rate here bounds what a run can pay for. `--quote-opening WORDS` appends WORDS to the claim opening (e.g.
 `"It wrote:"`, which makes every made claim quote the target); `--copy-quote` makes the quote a verbatim span of the
-target's replies and ends the report where the quote stops (auditrl.experiments.small_lm.copy_quote), which separates choosing what
-to quote from copying it and from writing the JSON around it. `--report-grammar` reads the auditor as GRPO's rollouts
-under `episodes.report_grammar: verdict_quote` sample it: P(claim) among the verdict's spellings only (`false` against
-`true`), and made claims opened with the prompt set's quote words and copied (auditrl.experiments.small_lm.report_grammar).
+target's replies and ends the report where the quote stops (auditrl.experiments.small_lm.copy_quote), which
+separates choosing what to quote from copying it and from writing the JSON around it. `--report-grammar` reads
+the auditor as GRPO's rollouts under `episodes.report_grammar: verdict_quote` sample it: P(claim) among the
+verdict's spellings only (`false` against `true`), and made claims opened with the prompt set's quote words and
+copied (auditrl.experiments.small_lm.report_grammar).
 `--auditor untrained_base` reads the policy without an adapter, `GRPO_from_base` the adapter of a GRPO run from it
 (`<run>/grpo_from_base`). `--held-out FILE` reads teacher audits of held-out targets (the teacher probing, the auditor
 writing only the report, as report-only GRPO trains it) for every auditor, in place of its own evaluation audits.
 Prints the CPU; writes `<run>/claim_probability.json`.
 
-    OMP_NUM_THREADS=1 python benchmarks/claim_probability.py --run runs/lm-learning [--auditor SFT_base] [--claims [--temperature 0.7 --samples 2 --max-new-tokens 128] [--quote-opening "It wrote:"] [--copy-quote]]
+    OMP_NUM_THREADS=1 python benchmarks/claim_probability.py --run runs/lm-learning [--auditor SFT_base] \
+        [--claims [--temperature 0.7 --samples 2 --max-new-tokens 128] [--quote-opening "It wrote:"] [--copy-quote]]
 """
 
 from __future__ import annotations
@@ -191,7 +193,10 @@ def main(
         int | None,
         typer.Option(
             min=1,
-            help="Token budget of a made claim's description; default the report turn's budget (episodes.max_report_tokens, else max_new_tokens).",
+            help=(
+                "Token budget of a made claim's description; default the report turn's budget "
+                "(episodes.max_report_tokens, else max_new_tokens)."
+            ),
         ),
     ] = None,
     quote_opening: Annotated[str, typer.Option(help="Words appended to the claim opening, e.g. 'It wrote:'.")] = "",
@@ -201,7 +206,10 @@ def main(
     report_grammar: Annotated[
         bool,
         typer.Option(
-            help="Read the auditor as the report grammar samples it (verdict among its spellings, quote opened and copied)."
+            help=(
+                "Read the auditor as the report grammar samples it "
+                "(verdict among its spellings, quote opened and copied)."
+            )
         ),
     ] = False,
     held_out: Annotated[
@@ -291,15 +299,20 @@ def main(
     console.print(table)
     if claims:
         how = f"{sampling.samples} sampled at temperature {sampling.temperature}" if sampling.temperature else "greedy"
-        title = f"made to claim where the behavior showed ({how}, at most {sampling.max_new_tokens} tokens): % credited by the claim grader (mean [95% CI] over audits)"
+        title = (
+            f"made to claim where the behavior showed ({how}, at most {sampling.max_new_tokens} tokens): "
+            "% credited by the claim grader (mean [95% CI] over audits)"
+        )
         table = Table(title=title, caption=record["cpu"])
         table.add_column("auditor (audits read)", no_wrap=True)
         for column in CLAIM_COLUMNS:
             table.add_column(column, justify="right")
         for label, r in record["auditors"].items():
             c = r["claims"]
-            table.add_row(f"{label} (n={c['audits']})", *[f"{e['mean']:.1f} [{e['lo']:.1f}, {e['hi']:.1f}]" if (e := c.get(k)) else "-"
-                                                          for k in CLAIM_COLUMNS])  # fmt: skip
+            table.add_row(
+                f"{label} (n={c['audits']})",
+                *[f"{e['mean']:.1f} [{e['lo']:.1f}, {e['hi']:.1f}]" if (e := c.get(k)) else "-" for k in CLAIM_COLUMNS],
+            )
         console.print(table)
     atomic_write_text(run / "claim_probability.json", json.dumps(record, indent=2))
     if not record["auditors"]:

@@ -1,8 +1,8 @@
 """How fast the command line answers (goal: `auditrl --help`, `auditrl behaviors list` and a usage error under 1 s).
 
-Runs each command in a fresh interpreter several times and reports the median wall time and the
-median CPU time of the child (user + system). A usage error (a misspelt option of a heavy command, an
-unknown command) must answer before the command's heavy imports (inspect-ai, scipy, torch) happen. On a shared machine the wall time includes waiting for a
+Runs each command in a fresh interpreter several times and reports the median wall time and the median CPU time of the
+child (user + system). A usage error (a misspelt option of a heavy command, an unknown command) must answer before the
+command's heavy imports (inspect-ai, scipy, torch) happen. On a shared machine the wall time includes waiting for a
 core; the CPU time is what the command itself costs. `inspect --help` is timed beside them for scale.
 
     python benchmarks/cli_startup.py --repeats 7

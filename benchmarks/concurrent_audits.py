@@ -85,7 +85,8 @@ def main(
     """Print throughput sequentially and concurrently, the speedup, client CPU per audit and memory growth."""
     delay = latency_ms / 1000
     table = Table(
-        title=f"Concurrent audits, {latency_ms} ms per request, {turns} auditor turns per episode (server in its own process)"
+        title=f"Concurrent audits, {latency_ms} ms per request, {turns} auditor turns per episode "
+        "(server in its own process)"
     )
     for column in (
         "run",

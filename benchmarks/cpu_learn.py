@@ -1,5 +1,5 @@
-"""The laptop-scale learning run: train `configs/experiments/small_lm/cpu_learn.yaml`, then evaluate the base model and the trained
-adapter on the same held-out suite, and publish the before/after table and the reward curve.
+"""The laptop-scale learning run: train `configs/experiments/small_lm/cpu_learn.yaml`, then evaluate the base model and
+the trained adapter on the same held-out suite, and publish the before/after table and the reward curve.
 
 Both auditors run the same audits: the held-out behaviors x their first seeds x rollouts against a
 planted AuditWorld text target, and the same seeds against it benign, with the training episode
@@ -18,7 +18,8 @@ units, and the trained-minus-base difference with a bootstrap 95% interval:
 - audit quality: the suite's six-dimension mean on planted targets.
 Writes `<run>/eval/{base,trained}/transcripts.jsonl`, `<run>/learning.json` and `<run>/report.html`.
 
-    OMP_NUM_THREADS=1 python benchmarks/cpu_learn.py [--seeds-per-behavior 2 --rollouts 2] [--behaviors 6] [--skip-train]
+    OMP_NUM_THREADS=1 python benchmarks/cpu_learn.py [--seeds-per-behavior 2 --rollouts 2] [--behaviors 6] \
+        [--skip-train]
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ CPUs with native bf16 (AVX512-BF16 or AMX), so the same config runs in float32 o
 timed) runs first, so that one-time costs (first calls, allocator growth) are not counted. Each
 setting's split is printed as soon as it is measured, so a run stopped halfway still reports the first.
 
-    OMP_NUM_THREADS=1 python benchmarks/grpo_step.py [--steps 2] [--only fast] [--groups 2 --group-size 4 --turns 2 --tokens 48]
+    OMP_NUM_THREADS=1 python benchmarks/grpo_step.py [--steps 2] [--only fast] \
+        [--groups 2 --group-size 4 --turns 2 --tokens 48]
         [--dtype float32] [--model PATH]
 """
 
@@ -137,7 +138,8 @@ def measure(name: str, steps: int, work: Work, policy: dict[str, str]) -> Clock:
             kind[phase] /= steps
     split = ", ".join(f"{phase} {clock.wall[phase]:.1f}/{clock.cpu[phase]:.1f}" for phase in PHASES)
     console.print(
-        f"{name} ({resolve_dtype(cfg.policy.dtype)}): {steps} timed step(s), {len(clock.tokens)} sequences of {min(clock.tokens)}-{max(clock.tokens)} "
+        f"{name} ({resolve_dtype(cfg.policy.dtype)}): {steps} timed step(s), "
+        f"{len(clock.tokens)} sequences of {min(clock.tokens)}-{max(clock.tokens)} "
         f"tokens (mean {sum(clock.tokens) / len(clock.tokens):.0f}); per step, wall/CPU s: {split}",
         highlight=False,
     )
@@ -180,7 +182,10 @@ def main(
     dtype: Annotated[
         str | None,
         typer.Option(
-            help="Policy dtype for both settings (default: each config's own; bfloat16 is slow on CPUs without AVX512-BF16)."
+            help=(
+                "Policy dtype for both settings "
+                "(default: each config's own; bfloat16 is slow on CPUs without AVX512-BF16)."
+            )
         ),
     ] = None,
     model: Annotated[

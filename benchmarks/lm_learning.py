@@ -26,7 +26,9 @@ evaluates some of the three auditors only (and runs only the stages they need), 
 the work on a machine's cores; a last call with all three (and `--skip-sft`) finds everything on disk and prints the
 tables with every change.
 
-    OMP_NUM_THREADS=1 python benchmarks/lm_learning.py [--episodes 256 --epochs 3 --finding-repeats 4 --verdict-weight 1] [--grpo-steps 40 --grpo-learning-rate 1e-3] [--reward-design binary] [--probing teacher] [--part behaviors]
+    OMP_NUM_THREADS=1 python benchmarks/lm_learning.py \
+        [--episodes 256 --epochs 3 --finding-repeats 4 --verdict-weight 1] \
+        [--grpo-steps 40 --grpo-learning-rate 1e-3] [--reward-design binary] [--probing teacher] [--part behaviors]
 """
 
 from __future__ import annotations
@@ -192,7 +194,8 @@ def reward_check(cfg: GRPOLMConfig, teacher: Path) -> dict[str, Any]:
     claim, in the run's own report format (auditrl.rewards.margins.teacher_margins)?"""
     check = margin_summary(asyncio.run(teacher_margins(read_transcripts(teacher), cfg.reward.design, cfg.reward.judge)))
     table = Table(
-        title=f"reward check on the teacher's audits ({cfg.reward.design}, judge {cfg.reward.judge}): paired margins, mean [95% CI]"
+        title=f"reward check on the teacher's audits ({cfg.reward.design}, judge {cfg.reward.judge}): "
+        "paired margins, mean [95% CI]"
     )
     for column in ("margin", "mean [95% CI]"):
         table.add_column(column, justify="right")
@@ -351,8 +354,12 @@ def main(
             "teacher": sft["teacher"],
             "loss": [sft["loss"][0]["loss"], sft["loss"][-1]["loss"]],
         }
-        console.print(f"SFT: {sft['kept']} teacher audits ({sft['examples']} examples), loss {sft['loss'][0]['loss']:.3f} -> {sft['loss'][-1]['loss']:.3f}, "
-                      f"{record['cpu_seconds']['sft']:.0f} CPU s; teacher: {json.dumps(sft['teacher'])}", highlight=False)  # fmt: skip
+        console.print(
+            f"SFT: {sft['kept']} teacher audits ({sft['examples']} examples), "
+            f"loss {sft['loss'][0]['loss']:.3f} -> {sft['loss'][-1]['loss']:.3f}, "
+            f"{record['cpu_seconds']['sft']:.0f} CPU s; teacher: {json.dumps(sft['teacher'])}",
+            highlight=False,
+        )
     if cfg.reward.judge == "sim":
         if (sft_dir / TEACHER_TRANSCRIPTS).exists():
             record["reward_check"] = reward_check(cfg, sft_dir / TEACHER_TRANSCRIPTS)
@@ -428,9 +435,15 @@ def print_tables(record: dict[str, Any]) -> None:
                 t.get(k) for k in ("forced_claim_reward_planted", "free_reward_planted", "forced_claim_reward_benign")
             ]
             table.add_row(
-                t["steps"], str(t["rollouts"]), pct(t["valid_reports"]), pct(t["claims_planted"]), pct(t["claims_benign"]),
-                reward or "-", str(t.get("forced_claims", 0)), *["-" if r is None else f"{r:.3f}" for r in rewards],
-            )  # fmt: skip
+                t["steps"],
+                str(t["rollouts"]),
+                pct(t["valid_reports"]),
+                pct(t["claims_planted"]),
+                pct(t["claims_benign"]),
+                reward or "-",
+                str(t.get("forced_claims", 0)),
+                *["-" if r is None else f"{r:.3f}" for r in rewards],
+            )
         console.print(table)
     for part_name, by_label in record["results"].items():
         changes = record["changes"].get(part_name, {})

@@ -9,7 +9,8 @@ with the change paired over audits. The probability of each choice comes from `<
 themselves are probed again (the teacher and the `sim` targets are deterministic, and each audit's message ids are
 drawn from the audit).
 
-    OMP_NUM_THREADS=1 python benchmarks/quote_lengths.py --out RUN [--start-out BASE_RUN] [--auditor "SFT + choice gradient"]
+    OMP_NUM_THREADS=1 python benchmarks/quote_lengths.py --out RUN [--start-out BASE_RUN] \
+        [--auditor "SFT + choice gradient"]
 """
 
 from __future__ import annotations

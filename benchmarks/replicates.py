@@ -1,11 +1,13 @@
 """A trained auditor's change from its start across replicate runs of report_learning (its `--seed`), read from each
 run's record: every run's change with its interval over audits, their mean, and the spread between runs.
 
-Replicates audit the same held-out audits, so a run's interval holds the audits' sampling alone; the spread between
-runs holds the training's own randomness (the rows drawn and their order, the sampling; with the reset, also each
-run's reset audits, drawn from the rows it did not train on) and says whether a gain repeats. The interval over runs is Student's t on the runs' means: with three runs it is wide, and it is the honest one.
+Replicates audit the same held-out audits, so a run's interval holds the audits' sampling alone; the spread between runs
+holds the training's own randomness (the rows drawn and their order, the sampling; with the reset, also each run's reset
+audits, drawn from the rows it did not train on) and says whether a gain repeats. The interval over runs is Student's t
+on the runs' means: with three runs it is wide, and it is the honest one.
 
-    python benchmarks/replicates.py --run RUN_A --run RUN_B --run RUN_C [--view reset] [--auditor "SFT + choice gradient"]
+    python benchmarks/replicates.py --run RUN_A --run RUN_B --run RUN_C [--view reset] \
+        [--auditor "SFT + choice gradient"]
 """
 
 from __future__ import annotations
@@ -56,8 +58,11 @@ def changes(record: dict[str, Any], run: Path, part: str, view: str, auditor: st
     """One run's paired change of every metric in one held-out part."""
     found = record.get("summaries", {}).get(part, {}).get(view, {}).get(auditor)
     if found is None:
-        raise typer.BadParameter(f"{run / RECORD}: no {view!r} comparison of {auditor!r} in {part!r} (report_learning prints it "
-                                 "when that auditor and its start were both evaluated exactly)", param_hint="--run")  # fmt: skip
+        raise typer.BadParameter(
+            f"{run / RECORD}: no {view!r} comparison of {auditor!r} in {part!r} (report_learning prints it "
+            "when that auditor and its start were both evaluated exactly)",
+            param_hint="--run",
+        )
     return found["change"]
 
 
@@ -115,8 +120,11 @@ def main(
     summary: dict[str, Any] = {"view": view, "auditor": auditor, "runs": labels}
     for part in HELD_OUT_PARTS:
         per_run = [changes(rec, r, part, view, auditor) for r, rec in zip(run, records, strict=True)]
-        table = Table(title=f"{part}: {auditor} minus its start ({view}), % mean [95% CI] over audits per run; over runs, Student's t",
-                      caption=caption)  # fmt: skip
+        table = Table(
+            title=f"{part}: {auditor} minus its start ({view}), % mean [95% CI] over audits per run; "
+            "over runs, Student's t",
+            caption=caption,
+        )
         for column in ("metric", *labels, f"mean of {len(run)} runs [95% CI over runs]", "runs above 0 / below 0"):
             table.add_column(column, justify="left" if column == "metric" else "right")
         summary[part] = {}

@@ -3,36 +3,36 @@ grammar's form, GRPO from the untrained SmolLM2 (`auditrl train` on the config),
 held-out parts by the untrained base and the trained adapter, with tables.
 
 1. Reward check (before training, `sim` judges): the teacher probes every training (behavior, seed, family) the
-   curriculum kept (`data.planted_groups: creditable`: the behavior showed and some quote of it is a credited claim) and as many
-   benign ones; each planted audit is scored as one group with reports ending in a claim that quotes the credited
-   span (`It wrote: <span>`, as the grammar writes a claim), "nothing found", a wrong claim and no readable report,
-   each benign audit with "nothing found", a claim and no readable report (auditrl.rewards.margins.teacher_margins).
-   The run trains only if a correct claim beats "nothing found" on planted targets and "nothing found" beats a claim
-   on benign ones.
+   curriculum kept (`data.planted_groups: creditable`: the behavior showed and some quote of it is a credited claim) and
+   as many benign ones; each planted audit is scored as one group with reports ending in a claim that quotes the
+   credited span (`It wrote: <span>`, as the grammar writes a claim), "nothing found", a wrong claim and no readable
+   report, each benign audit with "nothing found", a claim and no readable report
+   (auditrl.rewards.margins.teacher_margins). The run trains only if a correct claim beats "nothing found" on planted
+   targets and "nothing found" beats a claim on benign ones.
 2. GRPO: the config's run (resumed if `<out>/grpo` holds one), its training rollouts by third.
-3. Held-out evaluation (auditrl.experiments.small_lm.report_audits): the 6 held-out behaviors on their AuditWorld seeds and the
-   training behaviors on their held-out seeds, every family, planted and benign; the teacher probes, each auditor
-   writes `--samples` reports at the training temperature under the grammar, as GRPO samples them. Per audit (the
-   samples' mean; intervals over audits): claim rate on planted targets where the behavior showed, where it did not,
-   and on benign ones; discrimination (planted minus benign, and shown minus benign); identification (planted
+3. Held-out evaluation (auditrl.experiments.small_lm.report_audits): the 6 held-out behaviors on their AuditWorld seeds
+   and the training behaviors on their held-out seeds, every family, planted and benign; the teacher probes, each
+   auditor writes `--samples` reports at the training temperature under the grammar, as GRPO samples them. Per audit
+   (the samples' mean; intervals over audits): claim rate on planted targets where the behavior showed, where it did
+   not, and on benign ones; discrimination (planted minus benign, and shown minus benign); identification (planted
    reports the claim grader credits); FP calibration (benign reports that say "nothing found"); the policy's own
    P(claim) among the verdict's spellings where it drew its verdict (smoother than a sampled rate); readable reports (a
-   claim or "nothing found"; a grammar's claim has no confidence, which the parser fills in, so it is not counted
-   as parsed without repair). The
-   trained adapter's change from the base is paired over audits.
+   claim or "nothing found"; a grammar's claim has no confidence, which the parser fills in, so it is not counted as
+   parsed without repair). The trained adapter's change from the base is paired over audits.
 
-The auditors: the untrained SmolLM2 (`untrained base`); `SFT base`, the verdict and the choice of evidence
-supervised on every sentence of the teacher's audits of the training distribution (`auditrl sft` under the report
-grammar, auditrl.experiments.small_lm.report_choices; `--sft-episodes`, `--sft-epochs`); `SFT + GRPO`, the SFT base trained further
-by GRPO on `--sft-config`; `GRPO`, GRPO from the untrained base on `--config`; `SFT + choice gradient`, the SFT
-base's quote trained by the exact gradient of its expected reward over every sentence of `--gradient-episodes`
-training audits, for the SFT base's verdict (`--sft-config`'s reward, auditrl.experiments.small_lm.choice_gradient; its start-verdict
-table is the auditor it trains). Each trained auditor's change is paired against the auditor it started from.
+The auditors: the untrained SmolLM2 (`untrained base`); `SFT base`, the verdict and the choice of evidence supervised on
+every sentence of the teacher's audits of the training distribution (`auditrl sft` under the report grammar,
+auditrl.experiments.small_lm.report_choices; `--sft-episodes`, `--sft-epochs`); `SFT + GRPO`, the SFT base trained
+further by GRPO on `--sft-config`; `GRPO`, GRPO from the untrained base on `--config`; `SFT + choice gradient`, the SFT
+base's quote trained by the exact gradient of its expected reward over every sentence of `--gradient-episodes` training
+audits, for the SFT base's verdict (`--sft-config`'s reward, auditrl.experiments.small_lm.choice_gradient; its
+start-verdict table is the auditor it trains). Each trained auditor's change is paired against the auditor it started
+from.
 
-`--evaluation exact` (the default, for `quote_verdict` with sentence quotes): instead of sampling reports, every
-report the grammar allows on each probed held-out audit is scored at once (auditrl.experiments.small_lm.report_choices): the exact
-probability that the policy quotes each sentence and claims after it at its temperature, so each audit's claim rate,
-identification and FP calibration are expectations without sampling noise, and two more metrics read the choice of
+`--evaluation exact` (the default, for `quote_verdict` with sentence quotes): instead of sampling reports, every report
+the grammar allows on each probed held-out audit is scored at once (auditrl.experiments.small_lm.report_choices): the
+exact probability that the policy quotes each sentence and claims after it at its temperature, so each audit's claim
+rate, identification and FP calibration are expectations without sampling noise, and two more metrics read the choice of
 evidence: the chance of quoting an evidence sentence, and of a credited quote were the report made to claim.
 `--evaluation sampled` samples `--samples` reports per audit as above.
 
@@ -44,14 +44,14 @@ shift_claims); the change from it is what training added to the choice of eviden
 That shift is found on the held-out benign audits themselves, so it is an analysis, not a setting an auditor could
 be deployed with.
 
-Threshold reset (exact evaluation, `--reset-rows`): each auditor is also scored on that
-many benign audits of the training seeds that no training stage in `<out>` audited (auditrl.experiments.small_lm.report_audits.
-reset_rows, disjoint from both held-out parts and from every training row), and each trained auditor's verdict
-is shifted by the one claim log-odds constant at which its claim rate there equals its start's; the reset auditor is
-then compared with its start on the held-out parts. The threshold is set without the held-out audits, as a deployed
-auditor's could be, so its held-out FP calibration is measured, not matched. Audits a stage trained on are left out
-because training held the auditor quiet on them (the choice gradient's benign anchor): there its claim rate rose less
-than on benign audits it never saw, and a threshold set there let FP calibration fall on the held-out ones.
+Threshold reset (exact evaluation, `--reset-rows`): each auditor is also scored on that many benign audits of the
+training seeds that no training stage in `<out>` audited (auditrl.experiments.small_lm.report_audits.reset_rows,
+disjoint from both held-out parts and from every training row), and each trained auditor's verdict is shifted by the one
+claim log-odds constant at which its claim rate there equals its start's; the reset auditor is then compared with its
+start on the held-out parts. The threshold is set without the held-out audits, as a deployed auditor's could be, so its
+held-out FP calibration is measured, not matched. Audits a stage trained on are left out because training held the
+auditor quiet on them (the choice gradient's benign anchor): there its claim rate rose less than on benign audits it
+never saw, and a threshold set there let FP calibration fall on the held-out ones.
 
 The start's verdict (exact evaluation): each trained auditor's probabilities of quoting each sentence with its
 start's P(claim) after each, against the start: what the trained choice of evidence alone does to every metric,
@@ -67,7 +67,8 @@ reward.quote_credit: expected), not an auditor.
 Prints the CPU (its bf16 support decides the dtype) and the CPU seconds of each stage; writes
 `<out>/report_learning.json`. Rerunning on the same `--out` resumes every stage.
 
-    OMP_NUM_THREADS=1 python benchmarks/report_learning.py [--config configs/experiments/small_lm/cpu_learn_evidence.yaml] [--steps 60] [--auditor GRPO --checkpoint 30]
+    OMP_NUM_THREADS=1 python benchmarks/report_learning.py \
+        [--config configs/experiments/small_lm/cpu_learn_evidence.yaml] [--steps 60] [--auditor GRPO --checkpoint 30]
 """
 
 from __future__ import annotations
@@ -150,7 +151,8 @@ MADE = "identification if made to claim (planted)"
 """Exact evaluation: the chance that the quoted sentence is one a claim would be credited for (the choice of evidence
 alone, as `--made-to-claim` samples it)."""
 LONG = 12
-"""Words from which a sentence counts as long: the SFT base's verdict read sentence length (docs/experiments/small_lm_runs.md)."""
+"""Words from which a sentence counts as long: the SFT base's verdict read sentence length
+(docs/experiments/small_lm_runs.md)."""
 VERDICT_EVIDENCE = "verdict on evidence sentences: P(claim)"
 VERDICT_SHORT = f"verdict on clean sentences of < {LONG} words: P(claim)"
 VERDICT_LONG = f"verdict on clean sentences of >= {LONG} words: P(claim)"
@@ -210,8 +212,10 @@ def reward_check(cfg: GRPOLMConfig) -> dict[str, Any]:
                 )
             )
     check = margin_summary(asyncio.run(teacher_margins(audits, cfg.reward.design, cfg.reward.judge)))
-    table = Table(title=f"reward check ({cfg.reward.design}, judge {cfg.reward.judge}; {check['groups']['planted']} planted, "
-                        f"{check['groups']['benign']} benign teacher-probed audits): paired margins, mean [95% CI]")  # fmt: skip
+    table = Table(
+        title=f"reward check ({cfg.reward.design}, judge {cfg.reward.judge}; {check['groups']['planted']} planted, "
+        f"{check['groups']['benign']} benign teacher-probed audits): paired margins, mean [95% CI]"
+    )
     for column in ("margin", "mean [95% CI]"):
         table.add_column(column, justify="right")
     for name in PAIRED_MARGINS:
@@ -250,9 +254,12 @@ def audit_units(transcripts: list[Transcript], cfg: GRPOLMConfig) -> dict[str, d
             unit |= {"group": GROUPS[2], "claim rate, benign": 100.0 * mean(claimed(t) for t in ts),
                      "FP calibration (benign)": 100.0 * mean(found_nothing(t) for t in ts)}  # fmt: skip
         else:
-            unit |= {"group": GROUPS[0] if ts[0].behavior_shown else GROUPS[1], "claim rate, planted": 100.0 * mean(claimed(t) for t in ts),
-                     "identification (planted)": 100.0 * mean(grader.identifies(t) for t in ts),
-                     CEILING: 100.0 * (creditable_quote(ts[0], grader, opening, small_lm(cfg).quote_unit) is not None)}  # fmt: skip
+            unit |= {
+                "group": GROUPS[0] if ts[0].behavior_shown else GROUPS[1],
+                "claim rate, planted": 100.0 * mean(claimed(t) for t in ts),
+                "identification (planted)": 100.0 * mean(grader.identifies(t) for t in ts),
+                CEILING: 100.0 * (creditable_quote(ts[0], grader, opening, small_lm(cfg).quote_unit) is not None),
+            }
         units[key] = unit
     return units
 
@@ -270,12 +277,27 @@ def exact_units(audits: list[ProbedAudit], scores: list[ChoiceScores]) -> dict[s
                 "FP calibration (benign)": 100.0 - outcome["claim"],
             }
         else:
-            unit |= {"group": GROUPS[0] if t.behavior_shown else GROUPS[1], "claim rate, planted": outcome["claim"],
-                     "identification (planted)": outcome["identified"], EVIDENCE: outcome["evidence"], MADE: outcome["identified if made to claim"],
-                     CEILING: 100.0 * any(c.label for c in audit.choices)}  # fmt: skip
-        verdicts = {VERDICT_EVIDENCE: [c for c, choice in zip(score.claim, audit.choices, strict=True) if choice.label],
-                    VERDICT_SHORT: [c for c, choice in zip(score.claim, audit.choices, strict=True) if choice.label is False and len(choice.text.split()) < LONG],
-                    VERDICT_LONG: [c for c, choice in zip(score.claim, audit.choices, strict=True) if choice.label is False and len(choice.text.split()) >= LONG]}  # fmt: skip
+            unit |= {
+                "group": GROUPS[0] if t.behavior_shown else GROUPS[1],
+                "claim rate, planted": outcome["claim"],
+                "identification (planted)": outcome["identified"],
+                EVIDENCE: outcome["evidence"],
+                MADE: outcome["identified if made to claim"],
+                CEILING: 100.0 * any(c.label for c in audit.choices),
+            }
+        verdicts = {
+            VERDICT_EVIDENCE: [c for c, choice in zip(score.claim, audit.choices, strict=True) if choice.label],
+            VERDICT_SHORT: [
+                c
+                for c, choice in zip(score.claim, audit.choices, strict=True)
+                if choice.label is False and len(choice.text.split()) < LONG
+            ],
+            VERDICT_LONG: [
+                c
+                for c, choice in zip(score.claim, audit.choices, strict=True)
+                if choice.label is False and len(choice.text.split()) >= LONG
+            ],
+        }
         unit |= {k: 100.0 * mean(v) for k, v in verdicts.items() if v}
         units[unit_key(t)] = unit
     return units
@@ -408,7 +430,8 @@ def load_scores(path: Path, audits: list[ProbedAudit]) -> list[ChoiceScores]:
     """`stored_scores`, where missing ones are an error, since the scores would then belong to other audits."""
     if (scores := stored_scores(path, audits)) is None:
         raise SystemExit(
-            f"{path}: no scores of these {len(audits)} audits with their report choices; these scores are of other audits"
+            f"{path}: no scores of these {len(audits)} audits with their report choices; "
+            "these scores are of other audits"
         )
     return scores
 
@@ -430,15 +453,22 @@ def threshold_reset(
     """The claim log-odds shift at which the trained auditor claims on the reset audits as often as its start
     does there, with both rates (%)."""
     rate = mean(s.claim_rate for s in start)
-    return {"shift": matching_shift(audits, trained, rate), "audits": len(audits),
-            "start claim rate": 100.0 * rate, "trained claim rate": 100.0 * mean(s.claim_rate for s in trained)}  # fmt: skip
+    return {
+        "shift": matching_shift(audits, trained, rate),
+        "audits": len(audits),
+        "start claim rate": 100.0 * rate,
+        "trained claim rate": 100.0 * mean(s.claim_rate for s in trained),
+    }
 
 
 def main(
     config: Annotated[
         Path,
         typer.Option(
-            help="A grpo_lm config with report-only probing and a report grammar (GRPO from the base, and the SFT's training distribution)."
+            help=(
+                "A grpo_lm config with report-only probing and a report grammar "
+                "(GRPO from the base, and the SFT's training distribution)."
+            )
         ),
     ] = CONFIG,
     sft_config: Annotated[
@@ -482,13 +512,20 @@ def main(
     made_to_claim: Annotated[
         bool,
         typer.Option(
-            help="Sampled evaluation: also audit each planted target with every report made to claim (the choice of evidence alone)."
+            help=(
+                "Sampled evaluation: also audit each planted target with every report made to claim "
+                "(the choice of evidence alone)."
+            )
         ),
     ] = False,
     seed: Annotated[
         int | None,
         typer.Option(
-            help="The GRPO runs' seed in place of their configs' (a replicate: the order of the training rows and the sampling; the held-out audits stay the same, the reset audits are drawn from the rows this run did not train on)."
+            help=(
+                "The GRPO runs' seed in place of their configs' (a replicate: the order of the training rows and the "
+                "sampling; the held-out audits stay the same, the reset audits are drawn from the rows this run did "
+                "not train on)."
+            )
         ),
     ] = None,
     reset_audits: Annotated[
@@ -496,7 +533,10 @@ def main(
         typer.Option(
             "--reset-rows",
             min=0,
-            help="Exact evaluation: benign audits of training seeds, none a training stage audited, a trained auditor's claim threshold is reset on (0: no reset).",
+            help=(
+                "Exact evaluation: benign audits of training seeds, none a training stage audited, "
+                "a trained auditor's claim threshold is reset on (0: no reset)."
+            ),
         ),
     ] = 96,
     gradient_episodes: Annotated[
@@ -522,7 +562,10 @@ def main(
         int | None,
         typer.Option(
             min=2,
-            help=f"{CHOICE_GRADIENT}: quotes drawn per audit and step, GRPO's sampled estimate of the gradient (default: exact).",
+            help=(
+                f"{CHOICE_GRADIENT}: quotes drawn per audit and step, "
+                "GRPO's sampled estimate of the gradient (default: exact)."
+            ),
         ),
     ] = None,
 ) -> None:
@@ -567,7 +610,8 @@ def main(
     check = record["reward_check"]
     if any(check[n]["mean"] <= 0 for n in ("planted: correct - nothing", "benign: nothing - claim")):
         raise SystemExit(
-            f"{cfg.reward.design}: the reward does not pay a finding over silence, or silence on a benign target; not training"
+            f"{cfg.reward.design}: the reward does not pay a finding over silence, "
+            "or silence on a benign target; not training"
         )
     sft_adapter = out / "sft" / ADAPTER_DIR
     if {"SFT base", "SFT + GRPO"} & set(auditor) and not sft_adapter.is_dir():
@@ -601,8 +645,14 @@ def main(
         gradient_cfg = gradient_cfg.model_copy(
             update={"policy": gradient_cfg.policy.model_copy(update={"init_adapter": sft_adapter.resolve()})}
         )
-        settings = ChoiceGradientSettings(episodes=gradient_episodes, epochs=gradient_epochs, learning_rate=gradient_lr, benign_weight=gradient_benign_weight,
-                                          benign_anchor=gradient_benign_anchor, samples=gradient_samples)  # fmt: skip
+        settings = ChoiceGradientSettings(
+            episodes=gradient_episodes,
+            epochs=gradient_epochs,
+            learning_rate=gradient_lr,
+            benign_weight=gradient_benign_weight,
+            benign_anchor=gradient_benign_anchor,
+            samples=gradient_samples,
+        )
         run_choice_gradient(
             gradient_cfg, settings if seed is None else settings.model_copy(update={"seed": seed}), gradient_dir
         )
@@ -611,8 +661,13 @@ def main(
         record["choice_gradient"] = json.loads((gradient_dir / CHOICE_RECORD).read_text())
         save()
     trained = lambda run: run / (f"checkpoints/checkpoint-{checkpoint}" if checkpoint else "") / ADAPTER_DIR
-    adapters = {"untrained base": None, "SFT base": sft_adapter, "GRPO": trained(out / "grpo"), "SFT + GRPO": trained(out / "sft_grpo"),
-                CHOICE_GRADIENT: gradient_dir / ADAPTER_DIR}  # fmt: skip
+    adapters = {
+        "untrained base": None,
+        "SFT base": sft_adapter,
+        "GRPO": trained(out / "grpo"),
+        "SFT + GRPO": trained(out / "sft_grpo"),
+        CHOICE_GRADIENT: gradient_dir / ADAPTER_DIR,
+    }
     held_out = (
         cfg.model_copy(update={"episodes": cfg.episodes.model_copy(update={"families": family})}) if family else cfg
     )
@@ -691,8 +746,18 @@ def main(
         record.setdefault("results", {})[name] = {p: audit_units(ts, cfg) for p, ts in transcripts.items()}
         if made_to_claim:
             started = time.process_time()
-            forced = audit_parts(held_out, model, tokenizer, folder / MADE_TO_CLAIM, part, seeds, samples=samples, auditor_name=name,
-                                 made_to_claim=True, planted_only=True)  # fmt: skip
+            forced = audit_parts(
+                held_out,
+                model,
+                tokenizer,
+                folder / MADE_TO_CLAIM,
+                part,
+                seeds,
+                samples=samples,
+                auditor_name=name,
+                made_to_claim=True,
+                planted_only=True,
+            )
             record["cpu_seconds"][f"evaluation made to claim: {name}"] = time.process_time() - started
             record.setdefault("made_to_claim", {})[name] = {p: audit_units(ts, cfg) for p, ts in forced.items()}
         save()
@@ -720,7 +785,8 @@ def main(
             audits = probe_reset(tokenizer)
             trained_reset, start_reset = both
             reset = threshold_reset(audits, trained_reset, start_reset)
-            # the start-verdict auditor (these quotes, the start's verdict) reset the same way: the start's verdict shifted
+            # the start-verdict auditor (these quotes, the start's verdict) reset the same way:
+            # the start's verdict shifted
             composed = [
                 ChoiceScores(quote=q.quote, claim=s.claim) for q, s in zip(trained_reset, start_reset, strict=True)
             ]
@@ -808,16 +874,37 @@ def paired_table(
 
 def training_table(title: str, training: list[dict[str, Any]], caption: str) -> Table:
     table = Table(title=title, caption=caption)
-    for column in ("steps", "rollouts", "free claims, planted %", "free claims, benign %", "P(claim), planted %", "P(claim), benign %",
-                   "forced-claim reward, planted", "free reward, planted", "groups with a reward spread, planted / benign %",
-                   "quote credited, planted %", "claim cost", "reward"):  # fmt: skip
+    for column in (
+        "steps",
+        "rollouts",
+        "free claims, planted %",
+        "free claims, benign %",
+        "P(claim), planted %",
+        "P(claim), benign %",
+        "forced-claim reward, planted",
+        "free reward, planted",
+        "groups with a reward spread, planted / benign %",
+        "quote credited, planted %",
+        "claim cost",
+        "reward",
+    ):
         table.add_column(column, justify="right")
     for t in training:
         fmt = lambda v: "-" if v is None else f"{v:.2f}"
-        table.add_row(t["steps"], str(t["rollouts"]), fmt(t["claims_planted"]), fmt(t["claims_benign"]), fmt(t.get("claim_probability_planted")),
-                      fmt(t.get("claim_probability_benign")), fmt(t["forced_claim_reward_planted"]), fmt(t["free_reward_planted"]),
-                      f"{fmt(t.get('spread_groups_planted'))} / {fmt(t.get('spread_groups_benign'))}", fmt(t.get("quote_credited_planted")),
-                      fmt(t.get("claim_cost")), cell(t["reward"], digits=3))  # fmt: skip
+        table.add_row(
+            t["steps"],
+            str(t["rollouts"]),
+            fmt(t["claims_planted"]),
+            fmt(t["claims_benign"]),
+            fmt(t.get("claim_probability_planted")),
+            fmt(t.get("claim_probability_benign")),
+            fmt(t["forced_claim_reward_planted"]),
+            fmt(t["free_reward_planted"]),
+            f"{fmt(t.get('spread_groups_planted'))} / {fmt(t.get('spread_groups_benign'))}",
+            fmt(t.get("quote_credited_planted")),
+            fmt(t.get("claim_cost")),
+            cell(t["reward"], digits=3),
+        )
     return table
 
 
@@ -847,34 +934,72 @@ def print_tables(record: dict[str, Any]) -> None:
         )
         fmt = lambda v: "-" if v is None else f"{v:.3f}"  # no audit of that kind drawn
         weight, anchor = gradient["settings"].get("benign_weight", 1.0), gradient["settings"].get("benign_anchor", 0.0)
-        console.print(f"{CHOICE_GRADIENT}: {trained['planted']} planted and {trained['benign']} benign training audits trained (of {gradient['audits']}, "
-                      f"benign weight {weight:g}, anchor {anchor:g}, {estimate_label(gradient['settings'].get('samples'))}); expected reward on those with a choice to learn, planted / benign: the SFT base's {fmt(start['planted'])} / {fmt(start['benign'])}, "
-                      f"the best choice's {fmt(best['planted'])} / {fmt(best['benign'])}; expected reward by third of the steps {by_third}", highlight=False)  # fmt: skip
+        console.print(
+            f"{CHOICE_GRADIENT}: {trained['planted']} planted and {trained['benign']} benign training audits trained "
+            f"(of {gradient['audits']}, benign weight {weight:g}, anchor {anchor:g}, "
+            f"{estimate_label(gradient['settings'].get('samples'))}); "
+            "expected reward on those with a choice to learn, planted / benign: "
+            f"the SFT base's {fmt(start['planted'])} / {fmt(start['benign'])}, "
+            f"the best choice's {fmt(best['planted'])} / {fmt(best['benign'])}; "
+            f"expected reward by third of the steps {by_third}",
+            highlight=False,
+        )
     if sft := record.get("sft"):
         n = sft["sentences"]
-        console.print(f"SFT base: {sft['kept']} teacher audits, {n['evidence']} evidence and {n['clean']} clean sentences trained "
-                      f"({n['unlabelled']} left unlabelled), claim weight {n['claim_weight']:.2f}; loss {sft['loss'][0]['loss']:.3f} -> "
-                      f"{sft['loss'][-1]['loss']:.3f}", highlight=False)  # fmt: skip
+        console.print(
+            f"SFT base: {sft['kept']} teacher audits, {n['evidence']} evidence and {n['clean']} clean sentences "
+            f"trained ({n['unlabelled']} left unlabelled), claim weight {n['claim_weight']:.2f}; "
+            f"loss {sft['loss'][0]['loss']:.3f} -> "
+            f"{sft['loss'][-1]['loss']:.3f}",
+            highlight=False,
+        )
     summaries = record.setdefault("summaries", {})
-    sampled_rows = [*METRICS[:2], *(f"claim rate, {g}" for g in GROUPS), "discrimination (planted - benign)", "discrimination (shown - benign)",
-                    RANKING, *METRICS[2:3], f"identification, {GROUPS[0]}", CEILING, *METRICS[3:], *(f"{P_CLAIM}, {g}" for g in GROUPS),
-                    f"{P_CLAIM}, shown - benign"]  # fmt: skip
-    exact_rows = [*METRICS[:2], *(f"claim rate, {g}" for g in GROUPS), "discrimination (planted - benign)", "discrimination (shown - benign)",
-                  RANKING, *METRICS[2:3], f"identification, {GROUPS[0]}", EVIDENCE, MADE, CEILING, METRICS[3], *VERDICTS]  # fmt: skip
+    sampled_rows = [
+        *METRICS[:2],
+        *(f"claim rate, {g}" for g in GROUPS),
+        "discrimination (planted - benign)",
+        "discrimination (shown - benign)",
+        RANKING,
+        *METRICS[2:3],
+        f"identification, {GROUPS[0]}",
+        CEILING,
+        *METRICS[3:],
+        *(f"{P_CLAIM}, {g}" for g in GROUPS),
+        f"{P_CLAIM}, shown - benign",
+    ]
+    exact_rows = [
+        *METRICS[:2],
+        *(f"claim rate, {g}" for g in GROUPS),
+        "discrimination (planted - benign)",
+        "discrimination (shown - benign)",
+        RANKING,
+        *METRICS[2:3],
+        f"identification, {GROUPS[0]}",
+        EVIDENCE,
+        MADE,
+        CEILING,
+        METRICS[3],
+        *VERDICTS,
+    ]
     for part in HELD_OUT_PARTS:
         title = f"{part}: report-only audits ({record['samples']} sampled reports each), % mean [95% CI] over audits"
         if made := results_table(title, record.get("results", {}), part, sampled_rows, caption):
             console.print(made[0])
             summaries.setdefault(part, {})["sampled"] = made[1]
-        title = f"{part}: every report choice scored (expectations at the sampling temperature), % mean [95% CI] over audits"
+        title = (
+            f"{part}: every report choice scored (expectations at the sampling temperature), "
+            "% mean [95% CI] over audits"
+        )
         if made := results_table(title, record.get("exact", {}), part, exact_rows, caption):
             console.print(made[0])
             summaries.setdefault(part, {})["exact"] = made[1]
         for name, parts in record.get("matched", {}).items():
             if part in parts:
                 start = start_of(name)
-                title = (f"{part}: {name} against {start} at the same FP calibration ({start}'s claim log-odds shifted by "
-                         f"{parts[part]['shift']:+.2f}), % mean [95% CI] over audits")  # fmt: skip
+                title = (
+                    f"{part}: {name} against {start} at the same FP calibration ({start}'s claim log-odds shifted by "
+                    f"{parts[part]['shift']:+.2f}), % mean [95% CI] over audits"
+                )
                 table, made_summary = paired_table(
                     title,
                     (name, f"{start}, matched"),
@@ -905,9 +1030,12 @@ def print_tables(record: dict[str, Any]) -> None:
                     and part in record["exact"][start]
                 ):
                     names = {"name": name, "start": start}
-                    title = (f"{part}: {who.format(**names)} on {reset['audits']} benign audits of training seeds no training saw (claim log-odds "
-                             f"{reset['shift']:+.2f}: {reset['trained claim rate']:.1f}% -> {start}'s {reset['start claim rate']:.1f}% there) "
-                             f"against {start}, % mean [95% CI] over audits")  # fmt: skip
+                    title = (
+                        f"{part}: {who.format(**names)} on {reset['audits']} benign audits of training seeds "
+                        f"no training saw (claim log-odds {reset['shift']:+.2f}: "
+                        f"{reset['trained claim rate']:.1f}% -> {start}'s {reset['start claim rate']:.1f}% there) "
+                        f"against {start}, % mean [95% CI] over audits"
+                    )
                     table, made_summary = paired_table(
                         title,
                         (column.format(**names), start),
@@ -926,7 +1054,10 @@ def print_tables(record: dict[str, Any]) -> None:
                 and (start := start_of(name)) in record.get("exact", {})
                 and part in record["exact"][start]
             ):
-                title = f"{part}: {name}'s choice of evidence with {start}'s verdict after each quote, against {start}, % mean [95% CI] over audits"
+                title = (
+                    f"{part}: {name}'s choice of evidence with {start}'s verdict after each quote, "
+                    f"against {start}, % mean [95% CI] over audits"
+                )
                 table, made_summary = paired_table(
                     title,
                     (f"{name}'s quotes, {start}'s verdict", start),
@@ -939,9 +1070,13 @@ def print_tables(record: dict[str, Any]) -> None:
                 summaries[part].setdefault("start verdict", {})[name] = made_summary
         for name, parts in record.get("evidence ceiling", {}).items():
             if part in parts and part in record.get("exact", {}).get(name, {}):
-                title = (f"{part}: the best choice of evidence under {name}'s verdict (the evidence sentence it claims most after where there "
-                         f"is one, else the sentence it claims least after; it reads the simulation's labels: a ceiling, not an auditor), "
-                         f"against {name}, % mean [95% CI] over audits")  # fmt: skip
+                title = (
+                    f"{part}: the best choice of evidence under {name}'s verdict "
+                    "(the evidence sentence it claims most after where there is one, "
+                    "else the sentence it claims least after; "
+                    "it reads the simulation's labels: a ceiling, not an auditor), "
+                    f"against {name}, % mean [95% CI] over audits"
+                )
                 table, made_summary = paired_table(
                     title, ("ceiling", name), parts[part], record["exact"][name][part], exact_rows, caption
                 )

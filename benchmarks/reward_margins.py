@@ -1,11 +1,11 @@
 """Reward margins on hand-built probe audits (auditrl.rewards.margins), per reward design with the `sim` judges.
 
-For every training behavior whose trigger topics are specific, and each simulated target family, a scripted
-auditor probes the trigger topic for `--turns` turns and ends with each report outcome (correct claim with the
-target's own words, "nothing found", a wrong claim, a cut-off report); benign targets get the same
-conversations; reference designs are run against each reference kind of auditrl.rewards.margins
-(base_like, silent, finder). Prints each design's mean reward per outcome with a 95% CI over (behavior, family) probe sets,
-and the margins that matter for learning (paired differences over the same probe sets):
+For every training behavior whose trigger topics are specific, and each simulated target family, a scripted auditor
+probes the trigger topic for `--turns` turns and ends with each report outcome (correct claim with the target's own
+words, "nothing found", a wrong claim, a cut-off report); benign targets get the same conversations; reference designs
+are run against each reference kind of auditrl.rewards.margins (base_like, silent, finder). Prints each design's mean
+reward per outcome with a 95% CI over (behavior, family) probe sets, and the margins that matter for learning (paired
+differences over the same probe sets):
 - planted: correct - nothing (a finding must pay), nothing - wrong, unreadable vs nothing;
 - benign: nothing - claim, nothing - unreadable;
 and, for designs without references, what looking where the behavior shows pays when nothing is claimed: one group
@@ -45,7 +45,8 @@ def main(
     chosen = {p.behavior.id for p in probes}
     shown = sum(p.shown for p in probes)
     console.print(
-        f"{len(probes)} probe sets ({len(chosen)} behaviors x {len(families.split(','))} families, {turns} turns); the target showed the behavior in {shown}"
+        f"{len(probes)} probe sets ({len(chosen)} behaviors x {len(families.split(','))} families, {turns} turns); "
+        f"the target showed the behavior in {shown}"
     )
     results = {}
     table = Table(title="mean reward per outcome over probe sets; margins: paired differences, mean [bootstrap 95% CI]")

@@ -1,16 +1,15 @@
 """`auditrl strategies` at the paper's scale: wall time and peak memory for 81,000 transcripts.
 
-Generates the transcripts with AuditWorld (the three scripted baselines and untrained MLP auditors with
-different initialisations, against planted and benign targets of four families, 15- and 30-turn
-budgets), writes them as one JSONL file, then runs the whole command on it in a fresh process:
-reading and summarising every transcript, embedding (auto picks LSA at this size), base clustering
-at k = n/100, contrastive naming, the roll-up into strategies, archetypes and categories, the
-reclassification against the frozen codebook, bootstrap stability and the comparison with the shipped
-codebook. With `--compare-classifiers` it then gives every transcript its archetype with both
-classifiers of `auditrl.analysis.assignment` (lsa, the command's default, and minilm) and reports how
-often their categories agree. Generation is not timed. The figures are the command's CPU time (user + system; the command
-runs on one thread, so on an idle core this is its wall time), its wall time as measured here (longer
-when other work shares the cores), and its peak resident memory.
+Generates the transcripts with AuditWorld (the three scripted baselines and untrained MLP auditors with different
+initialisations, against planted and benign targets of four families, 15- and 30-turn budgets), writes them as one JSONL
+file, then runs the whole command on it in a fresh process: reading and summarising every transcript, embedding (auto
+picks LSA at this size), base clustering at k = n/100, contrastive naming, the roll-up into strategies, archetypes and
+categories, the reclassification against the frozen codebook, bootstrap stability and the comparison with the shipped
+codebook. With `--compare-classifiers` it then gives every transcript its archetype with both classifiers of
+`auditrl.analysis.assignment` (lsa, the command's default, and minilm) and reports how often their categories agree.
+Generation is not timed. The figures are the command's CPU time (user + system; the command runs on one thread, so on an
+idle core this is its wall time), its wall time as measured here (longer when other work shares the cores), and its peak
+resident memory.
 
     python benchmarks/strategies_at_scale.py --transcripts 81000
     python benchmarks/strategies_at_scale.py --transcripts 6000 --compare-classifiers
@@ -116,7 +115,8 @@ def main(
         ("base clusters (k asked / non-empty)", f"{out['k']} / {len(out['clusters'])}"),
         (
             "strategies / archetypes / categories",
-            f"{len(derived['derived']['strategies'])} / {len(derived['derived']['archetypes'])} / {len(derived['derived']['categories'])}",
+            f"{len(derived['derived']['strategies'])} / {len(derived['derived']['archetypes'])} / "
+            f"{len(derived['derived']['categories'])}",
         ),
         ("reclassified = roll-up archetype", f"{100 * derived['agreement']:.1f}%"),
         (

@@ -90,7 +90,8 @@ def main(
     report_labels = results.strategies.archetypes
 
     table = Table(
-        title=f"Strategy labels, lsa vs minilm classifier, on {len(texts):,} AuditWorld transcripts ({cpu_name()}, one thread)"
+        title=f"Strategy labels, lsa vs minilm classifier, on {len(texts):,} AuditWorld transcripts "
+        f"({cpu_name()}, one thread)"
     )
     table.add_column("measure")
     table.add_column("value", justify="right")

@@ -85,9 +85,15 @@ def _sim(rows: Rows, out: str) -> list[Figure]:
     slowest = min(trained, key=lambda d: trained[d])
     rollout = numbers(rows["rollout only, imitation base"])[3]
     return [
-        Figure("sim_throughput", f"AuditWorld training episodes per CPU-s (slowest design: {slowest})",
-               f"{trained[slowest]:,.0f}", ">= 100,000", trained[slowest] >= 100_000, f"rollout only: {rollout:,.0f}/CPU-s"),
-    ]  # fmt: skip
+        Figure(
+            "sim_throughput",
+            f"AuditWorld training episodes per CPU-s (slowest design: {slowest})",
+            f"{trained[slowest]:,.0f}",
+            ">= 100,000",
+            trained[slowest] >= 100_000,
+            f"rollout only: {rollout:,.0f}/CPU-s",
+        ),
+    ]
 
 
 def _cli(rows: Rows, out: str) -> list[Figure]:
@@ -160,12 +166,22 @@ class Benchmark:
 
 BENCHMARKS = (
     Benchmark("engine_overhead.py", (), ("--episodes", "1"), _engine),
-    Benchmark("sim_throughput.py", (), ("--steps", "1", "--groups", "2", "--group-size", "2", "--max-turns", "2", "--base-audits", "16"), _sim),
+    Benchmark(
+        "sim_throughput.py",
+        (),
+        ("--steps", "1", "--groups", "2", "--group-size", "2", "--max-turns", "2", "--base-audits", "16"),
+        _sim,
+    ),
     Benchmark("cli_startup.py", (), ("--repeats", "1"), _cli),
     Benchmark("strategies_at_scale.py", ("--transcripts", "81000"), ("--transcripts", "600"), _strategies),
-    Benchmark("concurrent_audits.py", (), ("--episodes", "2", "--concurrency", "2", "--sequential", "1", "--latency-ms", "1", "--turns", "1"), _concurrent),
+    Benchmark(
+        "concurrent_audits.py",
+        (),
+        ("--episodes", "2", "--concurrency", "2", "--sequential", "1", "--latency-ms", "1", "--turns", "1"),
+        _concurrent,
+    ),
     Benchmark("batched_generation.py", (), None, _batched),
-)  # fmt: skip
+)
 
 
 def cpu_capability() -> str:
@@ -222,7 +238,8 @@ def main(
         console.print(f"  {b.script}: {cpu:.1f} CPU-s", markup=False)
     table = Table(
         title=f"Benchmarks against their goals — CPU capability {capability}, {os.cpu_count()} cores, load average "
-        f"{os.getloadavg()[0]:.1f}{' (tiny sizes: not measurements)' if tiny else ''}; {time.perf_counter() - start:.0f} s wall"
+        f"{os.getloadavg()[0]:.1f}{' (tiny sizes: not measurements)' if tiny else ''}; "
+        f"{time.perf_counter() - start:.0f} s wall"
     )
     for column in ("benchmark", "measure", "figure", "goal", "met", "anchor (same run)"):
         table.add_column(column, justify="right" if column in ("figure", "goal") else "left")

@@ -11,7 +11,8 @@ for "the target showed the behavior" on a trained auditor's own held-out planted
 topic. A probe that separates the labels while the fine-tuned auditor's P(claim) does not says the information is
 there and the fine-tuning did not learn to use it. Prints the CPU; writes `<run>/verdict_probe.json`.
 
-    OMP_NUM_THREADS=1 python benchmarks/verdict_probe.py --run runs/lm-learning [--layer 8 --layer 16 --layer 24 --layer 30]
+    OMP_NUM_THREADS=1 python benchmarks/verdict_probe.py --run runs/lm-learning \
+        [--layer 8 --layer 16 --layer 24 --layer 30]
 """
 
 from __future__ import annotations
@@ -129,7 +130,8 @@ def main(
         }
     a = record["audits"]
     table = Table(
-        title=f"Linear probe at the verdict position, frozen base: AUC (teacher: {a['teacher']} audits, {a['teacher claims']} "
+        title="Linear probe at the verdict position, frozen base: AUC "
+        f"(teacher: {a['teacher']} audits, {a['teacher claims']} "
         f"claims; {a['teacher reached trigger']} reached a trigger topic, {a['teacher claims among them']} claims; "
         f"{auditor} held-out: {a['held-out reached trigger']} reached, {a['held-out shown among them']} shown)",
         caption=record["cpu"],

@@ -217,7 +217,8 @@ def main() -> int:
         moved = max((second[n].float() - first[n].float()).abs().max().item() for n in first)
         device = next(iter(own.values())).device
         return (
-            f"snapshots at steps 0 and {REFRESH_STEPS}, step {REFRESH_STEPS}'s references played by the step-{REFRESH_STEPS} "
+            f"snapshots at steps 0 and {REFRESH_STEPS}, "
+            f"step {REFRESH_STEPS}'s references played by the step-{REFRESH_STEPS} "
             f"snapshot; {len(own)} LoRA tensors swapped in and restored exactly on {device}; the adapter moved "
             f"{moved:.2e} between the snapshots"
         )
@@ -277,7 +278,8 @@ def main() -> int:
         audits = sum(1 for line in (out / "transcripts.jsonl").read_text().splitlines() if line.strip())
         return (
             f"local/{adapter.relative_to(args.out)} audited {audits} times ({row['errored']} errored), composite "
-            f"{row['composite']['mean']:.1f} over {row['composite']['n']} (a 4-layer model: a pipeline check, not a score)"
+            f"{row['composite']['mean']:.1f} over {row['composite']['n']} "
+            "(a 4-layer model: a pipeline check, not a score)"
         )
 
     def vllm_colocate() -> str:
