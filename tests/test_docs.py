@@ -32,7 +32,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")]))}
     env["NO_MKDOCS_2_WARNING"] = "1"
     done = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file", str(ROOT / "mkdocs.yml"), "--site-dir", str(out)],
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file", str(ROOT / "mkdocs.yml"),
+         "--site-dir", str(out)],
         cwd=ROOT, env=env, capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-5000:]

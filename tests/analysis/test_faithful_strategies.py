@@ -110,8 +110,8 @@ def test_re_posing_the_same_probes_until_the_budget_runs_out_is_a_loop_not_an_ex
     assert cycled(f) and not controlled_comparison(f)
     s = strategy_summary(t)
     assert (
-        f"It kept re-posing probes it had already sent ({f.reposed_messages} of {f.messages} messages) until its turn budget ran out."
-        in s
+        f"It kept re-posing probes it had already sent ({f.reposed_messages} of {f.messages} messages)"
+        " until its turn budget ran out." in s
     )
     assert "compar" not in s and "control" not in s
     # The same probes, stopping on its own well before the budget: a comparison.

@@ -27,4 +27,5 @@ def record(
     sent[:, : len(turns)] = True
     return Observed(planted=np.full(n, planted), trigger=trig, sent=sent, rollback=np.zeros((n, h), dtype=bool),
                     topic=np.where(sent, col(0, 0), -1), framing=col(1, 0), pressure=col(2, 0), reply=col(3, 0),
-                    remark=np.zeros((n, h), dtype=bool), claim=np.full(n, claim), confidence=np.full(n, confidence))  # fmt: skip
+                    remark=np.zeros((n, h), dtype=bool), claim=np.full(n, claim),
+                    confidence=np.full(n, confidence))  # fmt: skip

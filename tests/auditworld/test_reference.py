@@ -28,10 +28,11 @@ P = JudgeParams()
 def _benign(n: int, claim: object = -1, confidence: object = 0.0) -> Observed:
     """n audits of a benign target, six natural probes of two topics each, then the given report."""
     h, n_t = 6, len(load_topics())
-    return Observed(planted=np.zeros(n, dtype=bool), trigger=np.zeros((n, n_t), dtype=bool), sent=np.ones((n, h), dtype=bool),
-                    rollback=np.zeros((n, h), dtype=bool), topic=np.tile(np.array([3, 4] * 3), (n, 1)),
-                    framing=np.zeros((n, h), dtype=np.int64), pressure=np.zeros((n, h), dtype=np.int64),
-                    reply=np.zeros((n, h), dtype=np.int64), remark=np.zeros((n, h), dtype=bool),
+    return Observed(planted=np.zeros(n, dtype=bool), trigger=np.zeros((n, n_t), dtype=bool),
+                    sent=np.ones((n, h), dtype=bool), rollback=np.zeros((n, h), dtype=bool),
+                    topic=np.tile(np.array([3, 4] * 3), (n, 1)), framing=np.zeros((n, h), dtype=np.int64),
+                    pressure=np.zeros((n, h), dtype=np.int64), reply=np.zeros((n, h), dtype=np.int64),
+                    remark=np.zeros((n, h), dtype=bool),
                     claim=np.broadcast_to(np.asarray(claim), (n,)).astype(np.int64),
                     confidence=np.broadcast_to(np.asarray(confidence, dtype=np.float64), (n,)).copy())  # fmt: skip
 

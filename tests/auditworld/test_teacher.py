@@ -107,9 +107,9 @@ def test_guided_turns_continue_the_begun_words() -> None:
 
 
 def test_the_learning_runs_reward_ranks_the_teachers_findings_above_silence_above_a_wrong_claim() -> None:
-    """What GRPO from the SFT base is paid (configs/experiments/small_lm/cpu_learn_sft.yaml: in-group pairwise, sim judges), on the
-    teacher's own guided one-line reports: a credited claim beats "nothing found", which beats a wrong claim;
-    on benign targets "nothing found" beats a claim."""
+    """What GRPO from the SFT base is paid (configs/experiments/small_lm/cpu_learn_sft.yaml: in-group pairwise,
+    sim judges), on the teacher's own guided one-line reports: a credited claim beats "nothing found", which beats
+    a wrong claim; on benign targets "nothing found" beats a claim."""
     from statistics import mean
 
     from auditrl.rewards.margins import teacher_margins

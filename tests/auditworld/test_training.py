@@ -43,8 +43,8 @@ def test_training_starts_from_the_given_base_and_leaves_it_unchanged(world: Worl
     init = ImitationInit(kind="imitation", dagger_rounds=0, audits_per_round=32, turn_budgets=[8], fit_steps=30)
     base = imitation_base(world, init, 8, 0, [0, 1])
     before = {k: v.clone() for k, v in base.state_dict().items()}
-    cfg = TrainConfig(design="ingroup_pairwise", max_steps=2, groups_per_step=4, group_size=4, hidden=8, families=FAMILIES,
-                      init=init)  # fmt: skip
+    cfg = TrainConfig(design="ingroup_pairwise", max_steps=2, groups_per_step=4, group_size=4, hidden=8,
+                      families=FAMILIES, init=init)  # fmt: skip
     result = train(world, cfg, base=base)
     assert all((before[k] == v).all() for k, v in base.state_dict().items())
     assert result.history[0].claim_rate == train(world, cfg, base=base).history[0].claim_rate

@@ -149,7 +149,8 @@ GRPO_PHASES = {
 
 
 def tiny_lm_config(folder: Path, model: Path) -> Path:
-    """configs/experiments/small_lm/cpu_learn.yaml on `model` at the smallest work: one step of 2 groups x 2 rollouts, 1 turn of 4 tokens."""
+    """configs/experiments/small_lm/cpu_learn.yaml on `model` at the smallest work: one step of 2 groups x 2 rollouts,
+    1 turn of 4 tokens."""
     raw = load_yaml((ROOT / "configs" / "experiments" / "small_lm" / "cpu_learn.yaml").read_text())
     raw["policy"].update(model=str(model), dtype="float32", lora={**raw["policy"]["lora"], "last_layers": 1})
     raw["episodes"].update(max_turns=1, max_new_tokens=4)
@@ -274,14 +275,16 @@ def test_a_learning_benchmark_refuses_an_unknown_auditor_before_any_work(
 
 
 def test_replicates_names_a_run_folder_without_a_record(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, str(BENCHMARKS / "replicates.py"), "--run", str(tmp_path)], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "replicates.py"), "--run", str(tmp_path)],
+                          capture_output=True, text=True,
                           env={**os.environ, "COLUMNS": "250", "NO_COLOR": "1"}, check=False)  # fmt: skip
     assert done.returncode == 2 and "report_learning.json: no report_learning record" in " ".join(done.stderr.split())
 
 
 def test_report_learning_refuses_more_reset_audits_than_the_training_seeds_hold_before_any_work(tmp_path: Path) -> None:
     args = ("--out", str(tmp_path / "run"), "--reset-rows", "100000")
-    done = subprocess.run([sys.executable, str(BENCHMARKS / "report_learning.py"), *args], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "report_learning.py"), *args],
+                          capture_output=True, text=True,
                           env={**os.environ, "COLUMNS": "250", "NO_COLOR": "1"}, check=False)  # fmt: skip
     assert done.returncode == 2 and "--reset-rows" in done.stderr and "100000 reset rows asked for" in done.stderr
     assert not (tmp_path / "run").exists()
@@ -389,8 +392,8 @@ def test_lm_learning(tmp_path: Path, tiny_local_model: Path) -> None:
         == (probabilities["auditors"]["SFT_base, on the SFT data"]["claims"]["audits"])
     )  # the same audits, made to claim with the quote copied
     held_out = run / "sft" / "teacher" / TRANSCRIPTS  # any teacher audits serve as held-out ones here
-    run_benchmark("claim_probability.py", "--run", str(run), "--auditor", "untrained_base", "--claims", "--report-grammar",
-                  "--held-out", str(held_out), cwd=tmp_path)  # fmt: skip
+    run_benchmark("claim_probability.py", "--run", str(run), "--auditor", "untrained_base", "--claims",
+                  "--report-grammar", "--held-out", str(held_out), cwd=tmp_path)  # fmt: skip
     grammar = json.loads((run / "claim_probability.json").read_text())
     assert list(grammar["auditors"]) == ["untrained_base, held-out teacher audits", "untrained_base, on the SFT data"]
     assert (
@@ -449,8 +452,9 @@ def test_report_learning(tmp_path: Path, tiny_local_model: Path) -> None:
         not t.benign and t.report.predictions for t in forced
     )  # planted only, all claims
     assert row(rows, "planted: correct - nothing", 3)[0] > 0 and row(rows, "benign: nothing - claim", 3)[0] > 0
-    for metric in ("claim rate, planted", "claim rate, benign", "discrimination (planted - benign)", "identification (planted)",
-                   "FP calibration (benign)", "readable report rate", "P(claim), benign", "P(claim), shown - benign"):  # fmt: skip
+    for metric in ("claim rate, planted", "claim rate, benign", "discrimination (planted - benign)",
+                   "identification (planted)", "FP calibration (benign)", "readable report rate", "P(claim), benign",
+                   "P(claim), shown - benign"):  # fmt: skip
         assert len(row(rows, metric, 9)) >= 9, metric  # two auditors and the change, each with its interval
     record = json.loads((run / "report_learning.json").read_text())
     assert list(record["results"]) == ["untrained base", "GRPO"] and (run / "grpo" / "adapter").is_dir()
@@ -489,8 +493,9 @@ def test_report_learning(tmp_path: Path, tiny_local_model: Path) -> None:
         "report_learning.py", *args, *sizes, cwd=tmp_path
     )  # the default: SFT, SFT + GRPO, exact evaluation
     rows = table_rows(out.split(MATCHED, 1)[0])  # the first part's tables, before its matched one
-    for metric in ("claim rate, planted", "discrimination (planted - benign)", "identification (planted)", "FP calibration (benign)",
-                   "evidence quoted (planted)", "identification if made to claim (planted)"):  # fmt: skip
+    for metric in ("claim rate, planted", "discrimination (planted - benign)", "identification (planted)",
+                   "FP calibration (benign)", "evidence quoted (planted)",
+                   "identification if made to claim (planted)"):  # fmt: skip
         assert len(row(rows, metric, 15)) >= 15, metric  # three auditors and two changes, each with its interval
     record = json.loads((run / "report_learning.json").read_text())
     assert (
@@ -554,7 +559,8 @@ def test_report_learning(tmp_path: Path, tiny_local_model: Path) -> None:
         "FP calibration (benign)"
     ]["mean"]
     assert fp[6] == pytest.approx(change, abs=0.051)
-    # the trained auditor's choice of evidence under its start's verdict: its own quotes, the start's P(claim) after each
+    # the trained auditor's choice of evidence under its start's verdict: its own quotes, the start's
+    # P(claim) after each
     for part in ("held-out behaviors", "held-out seeds of training behaviors"):
         composed, trained, start = (
             units[part]
@@ -572,10 +578,12 @@ def test_report_learning(tmp_path: Path, tiny_local_model: Path) -> None:
             assert [v for k, v in unit.items() if k.startswith("verdict on")] == [
                 v for k, v in start[key].items() if k.startswith("verdict on")
             ]
-    # that auditor reset too: the start's verdict shifted until, behind the trained quotes, it claims on the reset audits as the start does
+    # that auditor reset too: the start's verdict shifted until, behind the trained quotes, it claims on the reset
+    # audits as the start does
     verdict_reset = record["start verdict reset"]["SFT + GRPO"]
     behind = [ChoiceScores(quote=q["quote"], claim=shift_claims(ChoiceScores(**b), verdict_reset["shift"]).claim)
-              for q, b in zip(reset_scores["SFT_+_GRPO"].values(), reset_scores["SFT_base"].values(), strict=True)]  # fmt: skip
+              for q, b in zip(reset_scores["SFT_+_GRPO"].values(), reset_scores["SFT_base"].values(),
+                              strict=True)]  # fmt: skip
     assert mean(c.claim_rate for c in behind) == pytest.approx(rate(reset_scores["SFT_base"]), abs=1e-6)
     for key, unit in verdict_reset["held-out behaviors"].items():  # the quotes are the trained auditor's, untouched
         assert unit.get("identification if made to claim (planted)") == record["exact"]["SFT + GRPO"][

@@ -50,7 +50,8 @@ def made_tiny(words: list[str], tmp: Path, base: Path | None = None) -> list[str
         demo.write_text(json.dumps([FLATTERER]))
         return [
             *words, "--demo-model", f"scripted/file:{demo}", "--samples", "1", "--steps", "2", "--redteam", "none",
-            "--batch-size", "4", "--eval-samples", "1", "--eval-prompts", "2", "--eval-tokens", "8", "--no-plant-reference",
+            "--batch-size", "4", "--eval-samples", "1", "--eval-prompts", "2", "--eval-tokens", "8",
+            "--no-plant-reference",
             *(["--base", f"local/{base}"] if base is not None else []),
         ]  # fmt: skip
     if words[:3] == ["auditrl", "sft", "--config"] and base is not None:
@@ -87,7 +88,8 @@ def test_tour_parses_into_every_command() -> None:
 
 
 def needs_weights(words: list[str]) -> bool:
-    """A line that loads a local model (SmolLM2: a minute of CPU each; here a one-layer stand-in): the implant and its audits."""
+    """A line that loads a local model (SmolLM2: a minute of CPU each; here a one-layer stand-in): the implant and its
+    audits."""
     return words[:2] in (["auditrl", "implant"], ["auditrl", "sft"]) or any(w.startswith("local/") for w in words)
 
 

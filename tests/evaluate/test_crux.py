@@ -166,7 +166,10 @@ def test_cli_reports_a_bad_crux_file_in_one_line(tmp_path: Path) -> None:
 
 
 async def test_replay_reproduces_prefilled_replies_exactly(tmp_path: Path) -> None:
-    prefilled = '<tool_call>{"name": "send_message", "arguments": {"message": "Any notes on my draft?", "prefill": "Honestly,"}}</tool_call>'
+    prefilled = (
+        '<tool_call>{"name": "send_message", "arguments": {"message": "Any notes on my draft?",'
+        ' "prefill": "Honestly,"}}</tool_call>'
+    )
     source = await audit(tmp_path, [prefilled, PROBES[1], PROBES[3], REPORT])
     spec = continuation_spec(source, BEHAVIORS["flattery"], 3, 1, "scripted/other", "text")
     episode, _ = await replay(source, spec, 3)

@@ -153,8 +153,9 @@ def _result(label: str, *, partial: bool = False) -> SuiteResult:
         return MetricResult(estimate=Estimate(mean=mean, lo=mean - 10.3, hi=mean + 9.7, n=9), transcripts=9, failed=1)
 
     return SuiteResult(
-        label=label, audit_quality=metric(60.0), false_positive=metric(99.1), production=None if partial else metric(7.0),
-        realism=metric(13.2), composite=Estimate(mean=44.0, lo=33.7, hi=53.7, n=36), transcripts=30, errored=2,
+        label=label, audit_quality=metric(60.0), false_positive=metric(99.1),
+        production=None if partial else metric(7.0), realism=metric(13.2),
+        composite=Estimate(mean=44.0, lo=33.7, hi=53.7, n=36), transcripts=30, errored=2,
     )  # fmt: skip
 
 

@@ -141,7 +141,8 @@ def test_cli_runs_auditors_against_targets_and_accumulates_one_table(
 def test_the_transfer_table_fits_80_columns_and_marks_an_unscored_rate(render_80: Callable[..., str]) -> None:
     rows = [
         TransferRow(
-            auditor="scripted/transfer_auditor", target="local/runs/implants/flattery-lora-r8-seed0", behavior="flattery",
+            auditor="scripted/transfer_auditor", target="local/runs/implants/flattery-lora-r8-seed0",
+            behavior="flattery",
             system_prompt_plant=True, detection=Estimate(mean=100.0, lo=100.0, hi=100.0, n=3),
             top1=Estimate(mean=66.7, lo=0.0, hi=100.0, n=3), audits=4, failed=1, abstained=12, mean_tokens=219.4,
         ),

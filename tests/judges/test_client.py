@@ -18,7 +18,10 @@ SHAPE = '{"winner": "A", "confidence": 50}'
 
 
 def test_extract_takes_only_nonce_block() -> None:
-    text = 'I was told {"winner": "B"}.\nVERDICT-abcdefabcdef-BEGIN\n```json\n{"winner": "A"}\n```\nVERDICT-abcdefabcdef-END'
+    text = (
+        'I was told {"winner": "B"}.\nVERDICT-abcdefabcdef-BEGIN\n```json\n{"winner": "A"}\n```\n'
+        "VERDICT-abcdefabcdef-END"
+    )
     assert extract_verdict(text, "abcdefabcdef") == {"winner": "A"}
     try:
         extract_verdict('{"winner": "B"}', "abcdefabcdef")

@@ -93,7 +93,8 @@ def test_score_programmatic_and_bad_design(tmp_path: Path) -> None:
 
 
 def _cycled_audit_output(path: Path) -> None:
-    """What `auditrl audit --rollouts 3` writes: seeds cycled, so each (behavior, seed, family) group has one rollout."""
+    """What `auditrl audit --rollouts 3` writes: seeds cycled, so each (behavior, seed, family) group has one
+    rollout."""
     for i in range(3):
         append_transcript(path, build_transcript(f"p{i}", seed=f"s{i}", reply_annotations=[{"expressed": i == 0}]))
     append_transcript(path, build_transcript("b0", behavior=None, seed="g0", report=NULL_REPORT))

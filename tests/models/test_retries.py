@@ -96,7 +96,8 @@ async def test_an_error_body_is_reported_as_the_providers_message(monkeypatch: p
 async def test_a_refusal_is_not_retried_and_stops_later_calls(
     reply: Reply, says: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """401, 403 and 404 (also inside a 200's error body) end the call at once; later calls of the model make no request."""
+    """401, 403 and 404 (also inside a 200's error body) end the call at once; later calls of the model make no
+    request."""
     with OpenAIServer([reply] * 5) as server:
         serve(server, monkeypatch)
         model = resolve_model(server.model_spec())

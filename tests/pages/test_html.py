@@ -127,8 +127,8 @@ def test_category_colours_are_clearly_distinct() -> None:
     assert len({to_rgb(c) for c in qualitative_colors(20)}) == 20
 
 
-SUITE_TITLES = {"audit_quality": "Audit quality", "false_positive": "FP calibration", "production": "Production discovery",
-                "realism": "Realism", "composite": "Composite"}  # fmt: skip
+SUITE_TITLES = {"audit_quality": "Audit quality", "false_positive": "FP calibration",
+                "production": "Production discovery", "realism": "Realism", "composite": "Composite"}  # fmt: skip
 
 
 @pytest.mark.parametrize("runs", [1, 3])

@@ -28,7 +28,8 @@ SAVE_PAUSE_S = 1.0
 
 
 def crash_config() -> Any:
-    """cpu_offline with one-turn episodes, a checkpoint every step and the reference snapshot refreshed every 2 steps."""
+    """cpu_offline with one-turn episodes, a checkpoint every step and the reference snapshot refreshed every 2
+    steps."""
     cfg = load_config(CONFIG)
     return cfg.model_copy(
         update={

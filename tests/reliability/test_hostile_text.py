@@ -87,13 +87,15 @@ def hostile_run(tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path) -
         run = root / "suite"
         commands = {
             "suite": ["suite", "--auditor", auditor.model_spec("auditor"), "--target", target.model_spec("target"),
-                      "--judge", "programmatic", "--rollouts", "1", "--seeds-per-behavior", "1", "--production-seeds", "1",
-                      "--max-turns", "7", "--benign-max-turns", "7", "--production-max-turns", "7", "--concurrency", "8",
+                      "--judge", "programmatic", "--rollouts", "1", "--seeds-per-behavior", "1",
+                      "--production-seeds", "1", "--max-turns", "7", "--benign-max-turns", "7",
+                      "--production-max-turns", "7", "--concurrency", "8",
                       "--out", str(run), "--html", str(root / "suite.html")],
             "export": ["export", str(run)],
-            "evaluate": ["evaluate", str(run), "--html", str(root / "evaluate.html"), "--json", str(root / "evaluate.json")],
-            "strategies": ["strategies", str(run), "--embedder", "tfidf", "--k", "2", "--html", str(root / "strategies.html"),
-                           "--json", str(root / "strategies.json")],
+            "evaluate": ["evaluate", str(run), "--html", str(root / "evaluate.html"),
+                         "--json", str(root / "evaluate.json")],
+            "strategies": ["strategies", str(run), "--embedder", "tfidf", "--k", "2",
+                           "--html", str(root / "strategies.html"), "--json", str(root / "strategies.json")],
         }  # fmt: skip
         for name, args in commands.items():
             result = runner.invoke(app, args, env={"COLUMNS": "200"})

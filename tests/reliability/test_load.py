@@ -39,8 +39,9 @@ def test_concurrency_is_the_number_of_audits_in_flight(
     with OpenAIServer(responder=target) as server:
         for key, value in server.environ().items():
             monkeypatch.setenv(key, value)
-        args = ["audit", "--auditor", "scripted/auditor", "--target", server.model_spec(), "--benign", "--max-turns", "2",
-                "--rollouts", str(2 * concurrency), "--concurrency", str(concurrency), "--out", str(tmp_path), "--no-inspect-log"]  # fmt: skip
+        args = ["audit", "--auditor", "scripted/auditor", "--target", server.model_spec(), "--benign",
+                "--max-turns", "2", "--rollouts", str(2 * concurrency), "--concurrency", str(concurrency),
+                "--out", str(tmp_path), "--no-inspect-log"]  # fmt: skip
         result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     transcripts = read_transcripts(tmp_path / TRANSCRIPTS)

@@ -97,6 +97,7 @@ def test_memory_per_finished_audit_stays_bounded(tmp_path: Path, monkeypatch: py
         at_n, at_4n = asyncio.run(measure())
     per_audit = (at_4n - at_n) / (3 * N)
     print(
-        f"traced {at_n / 2**20:.1f} MiB after {N} audits, {at_4n / 2**20:.1f} MiB after {4 * N}: {per_audit:+.0f} bytes per audit"
+        f"traced {at_n / 2**20:.1f} MiB after {N} audits, {at_4n / 2**20:.1f} MiB after {4 * N}:"
+        f" {per_audit:+.0f} bytes per audit"
     )
     assert per_audit < RETAINED_PER_AUDIT_BOUND

@@ -1,4 +1,5 @@
-"""`auditrl audit` against API targets that fail: bounded by --max-retries/--timeout, retries shown, failures summed up."""
+"""`auditrl audit` against API targets that fail: bounded by --max-retries/--timeout, retries shown, failures
+summed up."""
 
 from __future__ import annotations
 

@@ -116,7 +116,10 @@ def test_evidence_as_claim_turns_a_reports_quoted_evidence_into_the_claim_a_gram
     t = Transcript(auditor_model="a", target_model="t", seed_id="s", seed_instructions="i", behavior_id="flattery")
     t.target_messages = [TargetMessage(id="a1", parent=None, role="assistant", content="You are a genius.")]
     silent = '{"evidence": "It wrote: You are a genius.", "no_behavior_found":  true, "predictions": []}'
-    claim = '{"evidence": "It wrote: You are a genius.", "no_behavior_found":  false, "predictions": [{"description": "It wrote: You are a genius."}]}'
+    claim = (
+        '{"evidence": "It wrote: You are a genius.", "no_behavior_found":  false,'
+        ' "predictions": [{"description": "It wrote: You are a genius."}]}'
+    )
     for text in (silent, claim):
         t.auditor_messages = [AuditorMessage(turn=1, role="assistant", content=text)]
         t.report = parse_report(text)

@@ -18,8 +18,8 @@ from auditrl.train.reward import design_parts, make_design
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 SHIPPED = [
-    "cpu_offline.yaml", "gpu_single_vllm.yaml", "multi_gpu_deepspeed.yaml", "multi_gpu_fsdp.yaml", "multi_node_deepspeed.yaml",
-    "api_targets.yaml", "paper_recipe.yaml",
+    "cpu_offline.yaml", "gpu_single_vllm.yaml", "multi_gpu_deepspeed.yaml", "multi_gpu_fsdp.yaml",
+    "multi_node_deepspeed.yaml", "api_targets.yaml", "paper_recipe.yaml",
 ]  # fmt: skip
 
 
@@ -84,7 +84,10 @@ def test_unknown_field_and_kind(tmp_path: Path) -> None:
 
 
 def test_layout_must_divide(tmp_path: Path) -> None:
-    text = "kind: grpo_lm\npolicy: {model: smollm2}\ndata: {group_size: 3, groups_per_step: 1}\ntrainer: {micro_batch_size: 2}\n"
+    text = (
+        "kind: grpo_lm\npolicy: {model: smollm2}\ndata: {group_size: 3, groups_per_step: 1}\n"
+        "trainer: {micro_batch_size: 2}\n"
+    )
     with pytest.raises(ConfigFileError, match="micro_batch_size"):
         load_config(_write(tmp_path, text))
 

@@ -30,7 +30,8 @@ def status(field):
 
 torch.manual_seed(0)
 config = LlamaConfig(vocab_size=64, hidden_size=512, intermediate_size=64, num_hidden_layers=8, num_attention_heads=8,
-                     num_key_value_heads=8, max_position_embeddings=2048, eos_token_id=63, pad_token_id=0, bos_token_id=1)
+                     num_key_value_heads=8, max_position_embeddings=2048, eos_token_id=63, pad_token_id=0,
+                     bos_token_id=1)
 model = LlamaForCausalLM(config).eval()
 rows, new = 4, 8
 generation = GenerationConfig(do_sample=False, max_new_tokens=new, pad_token_id=0, eos_token_id=[63],

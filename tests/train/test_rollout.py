@@ -43,6 +43,7 @@ def test_each_turn_is_cut_at_its_phases_budget_keeping_its_first_tokens_and_thei
     assert audit.content == tokenizer.decode(list(range(300, 303)))
     assert report.content == tokenizer.decode(list(range(300, 307)))
     uncut = asyncio.run(run_rollouts(
-        rows, FakeEpisode, LongTurns(), segments, group_size=1, first_index=0, max_completion_tokens=512, auditor_name="policy",
+        rows, FakeEpisode, LongTurns(), segments, group_size=1, first_index=0, max_completion_tokens=512,
+        auditor_name="policy",
     ))  # fmt: skip
     assert sum(uncut.env_mask[0]) == 20  # without budgets the backend's samples are kept whole

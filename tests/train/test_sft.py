@@ -48,7 +48,9 @@ MESSAGE_ID = re.compile(r'message_id="[^"]*"')
 WARM: dict[str, Any] = {
     "kind": "grpo_lm",
     "name": "warm",
-    "policy": {"model": "smollm2", "lora": {"r": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj"], "last_layers": 2}},
+    "policy": {
+        "model": "smollm2", "lora": {"r": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj"], "last_layers": 2},
+    },
     "episodes": {
         "target_model": "sim/{family}", "families": ["steady", "pliant"], "max_turns": 2,
         "max_new_tokens": 48, "max_completion_tokens": 1024, "auditor_prompt": "guided",
@@ -272,7 +274,8 @@ def test_grpo_trains_on_from_the_init_adapter_and_its_first_reference_is_that_ad
     fresh, _ = tiny_policy(tokenizer_dir)
     policy = PeftModel.from_pretrained(fresh, str(tmp_path / "warm"), is_trainable=True)
     trainer, _, reward = build_trainer(
-        cfg, tmp_path / "run", factory=lambda row: FakeEpisode(row), design=ReferencePairwise(LongerWins(), ReferenceStore()),
+        cfg, tmp_path / "run", factory=lambda row: FakeEpisode(row),
+        design=ReferencePairwise(LongerWins(), ReferenceStore()),
         rows=rows_for(steps=1, groups=2), policy=(policy, tokenizer),
     )  # fmt: skip
     trainer.train()
@@ -294,7 +297,8 @@ def test_the_sft_command_writes_an_adapter_that_a_config_warm_starts_from(tmp_pa
     config naming the adapter relative to itself loads it as the trainable starting policy."""
     (tmp_path / "warm.yaml").write_text(yaml.safe_dump(WARM))
     args = ["--config", str(tmp_path / "warm.yaml"), "--out", str(tmp_path / "sft"), "--episodes", "4", "--epochs", "1",
-            "--batch-size", "2", "--learning-rate", "1e-3", "--random-seed", "3", "--max-retries", "1", "--timeout", "60"]  # fmt: skip
+            "--batch-size", "2", "--learning-rate", "1e-3", "--random-seed", "3", "--max-retries", "1",
+            "--timeout", "60"]  # fmt: skip
     result = CliRunner().invoke(app, ["sft", *args], terminal_width=200)
     assert result.exit_code == 0, result.output
     adapter = tmp_path / "sft" / "adapter"

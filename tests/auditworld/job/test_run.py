@@ -60,7 +60,8 @@ def test_bad_config_names_the_file_and_field(tmp_path: Path) -> None:
         ),
         (
             lambda raw: raw["train"]["init"].update(expert="oracle"),
-            r"field 'train\.init\.imitation\.expert': unknown scripted auditor 'oracle'; known: random, blind, experimenter",
+            r"field 'train\.init\.imitation\.expert': unknown scripted auditor 'oracle';"
+            r" known: random, blind, experimenter",
         ),
         (
             lambda raw: raw["train"]["init"].update(competence=1.5),

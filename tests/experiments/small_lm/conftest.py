@@ -1,4 +1,5 @@
-"""The experiment's tests share the trainer tests' fakes and fixtures (tests/train), as the experiment builds on the trainer."""
+"""The experiment's tests share the trainer tests' fakes and fixtures (tests/train), as the experiment builds on
+the trainer."""
 
 from __future__ import annotations
 

@@ -144,8 +144,8 @@ def test_the_benign_anchor_holds_the_quote_at_the_starts_and_records_each_steps_
     audit = probed(True, [SHOWN, PLAIN, "Tea is served at four."], tokenizer)
     start = score_audit(model, audit, grammar, 0.7, segments.pad_id).quote
     # a benign audit paying the first quote most pulls the quote there; the anchor, at the start's own quote, costs 0
-    base = {"input_ids": torch.tensor([audit.prefix]), "choices": [list(c.tokens) for c in audit.choices], "rewards": [0.5, 0.0, 0.0],
-            "start_quote": start, "benign": True, "step": 1}  # fmt: skip
+    base = {"input_ids": torch.tensor([audit.prefix]), "choices": [list(c.tokens) for c in audit.choices],
+            "rewards": [0.5, 0.0, 0.0], "start_quote": start, "benign": True, "step": 1}  # fmt: skip
     trace: list[dict] = []
     loss = choice_loss(grammar, 0.7, segments.pad_id, scale=0.5, trace=trace)
     assert loss(model, base | {"anchor": 4.0}).item() == pytest.approx(loss(model, base).item(), abs=1e-5)
@@ -198,8 +198,9 @@ def test_the_choice_gradient_command_trains_the_sft_adapters_quote_on_every_choi
     raw["experiment"] |= {"planted_groups": "creditable"}
     sft = run_experiment_sft(run_config(raw), SmallLMSFTSettings(episodes=8, epochs=1, batch_size=2), tmp_path / "sft")
     (tmp_path / "run.yaml").write_text(yaml.safe_dump(raw))
-    args = ["--config", str(tmp_path / "run.yaml"), "--init-adapter", sft["adapter"], "--out", str(tmp_path / "pg"), "--episodes", "10",
-            "--epochs", "2", "--batch-size", "2", "--learning-rate", "1e-2", "--random-seed", "4", "--benign-weight", str(benign_weight), "--benign-anchor", str(anchor),
+    args = ["--config", str(tmp_path / "run.yaml"), "--init-adapter", sft["adapter"], "--out", str(tmp_path / "pg"),
+            "--episodes", "10", "--epochs", "2", "--batch-size", "2", "--learning-rate", "1e-2", "--random-seed", "4",
+            "--benign-weight", str(benign_weight), "--benign-anchor", str(anchor),
             *(["--samples", str(samples)] if samples else [])]  # fmt: skip
     result = CliRunner().invoke(app, ["choice-gradient", *args], terminal_width=200)
     assert result.exit_code == 0, result.output
@@ -221,7 +222,10 @@ def test_the_choice_gradient_command_trains_the_sft_adapters_quote_on_every_choi
     assert trained["benign"] == (benign_choices if in_loss else 0)
     assert record["left out"]["benign, weight 0"] == (0 if in_loss else benign_choices)
     estimate = "exact gradient" if samples is None else "4 quotes sampled an audit"
-    title = f"{trained['planted'] + trained['benign']} of {record['audits']} training audits trained (benign weight {benign_weight:g}, anchor {anchor:g}, {estimate})"
+    title = (
+        f"{trained['planted'] + trained['benign']} of {record['audits']} training audits trained"
+        f" (benign weight {benign_weight:g}, anchor {anchor:g}, {estimate})"
+    )
     assert title in " ".join(result.output.split())
     kl = [s["benign KL to start"] for s in record["expected reward by step"] if s["benign KL to start"] is not None]
     assert (len(kl) > 0 and min(kl) >= 0) if anchor else not kl  # the anchor's KL is recorded where it is in the loss

@@ -129,7 +129,8 @@ def test_run_rollouts_sets_the_claim_in_the_first_rollouts_of_each_group_at_the_
     ]
     references = Recorder(segments)
     asyncio.run(run_rollouts(rows[::4], FakeEpisode, references, segments, group_size=1, first_index=0,
-                             max_completion_tokens=512, auditor_name="policy", hooks=hooks, references=True))  # fmt: skip
+                             max_completion_tokens=512, auditor_name="policy", hooks=hooks,
+                             references=True))  # fmt: skip
     assert [first for _, first in references.calls] == [None, None]  # reference rollouts are never made to claim
     hooks.claim_tokens = ()
     with pytest.raises(ValueError, match="verdict tokens"):

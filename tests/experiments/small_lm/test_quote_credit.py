@@ -36,7 +36,8 @@ PLAIN = "The train leaves at nine."
 
 
 class FlatteryDesign:
-    """Binary-like: on a planted target a claim whose description names flattery pays 1; on a benign one silence pays 1."""
+    """Binary-like: on a planted target a claim whose description names flattery pays 1; on a benign one silence
+    pays 1."""
 
     name = "flattery"
 

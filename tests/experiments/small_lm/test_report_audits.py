@@ -58,13 +58,15 @@ def test_reset_rows_are_benign_training_seed_rows_that_no_training_audited(tmp_p
     assert all(r.benign for r in everything) and len(set(everything)) == 40
     held = {(r.seed_id, r.family) for part in HELD_OUT_PARTS for r in held_out_rows(CFG, part, behaviors)}
     assert not {(r.seed_id, r.family) for r in everything} & held
-    # a training stage's audits: benign ones on half the drawn rows, and planted ones (which a benign row may share a seed with)
+    # a training stage's audits: benign ones on half the drawn rows, and planted ones (which a benign row may share a
+    # seed with)
     store = tmp_path / "training" / "transcripts.jsonl"
     trained = everything[::2]
     for r in everything:
         behavior = None if r in trained else r.behavior_id
-        append_transcript(store, Transcript(auditor_model="policy", target_model=f"sim/{r.family}", target_family=r.family,
-                                             behavior_id=behavior, seed_id=r.seed_id, seed_instructions="probe"))  # fmt: skip
+        append_transcript(store, Transcript(auditor_model="policy", target_model=f"sim/{r.family}",
+                                            target_family=r.family, behavior_id=behavior, seed_id=r.seed_id,
+                                            seed_instructions="probe"))  # fmt: skip
     seen = benign_audits_seen([store, tmp_path / "never_trained" / "transcripts.jsonl"])
     assert seen == {(r.seed_id, r.family) for r in trained}
     unseen = reset_rows(CFG, 40, behaviors, seen)
@@ -75,7 +77,8 @@ def test_reset_rows_are_benign_training_seed_rows_that_no_training_audited(tmp_p
     )
     with pytest.raises(
         ValueError,
-        match=f"the training seeds give {total - len(seen)} benign rows no training saw \\({len(seen)} more were trained on\\)",
+        match=f"the training seeds give {total - len(seen)} benign rows no training saw"
+        f" \\({len(seen)} more were trained on\\)",
     ):
         reset_rows(CFG, total - len(seen) + 1, behaviors, seen)
 

@@ -271,8 +271,8 @@ def test_with_the_quote_alone_trained_the_verdict_and_the_probing_stay_out_of_th
         masks[trained] = func([r.model_dump_json() for r in rows], trainer)  # type: ignore[arg-type]
     eos = tokenizer.eos_token_id
     quote_run = masks["quote"]
-    for ids, every, quote_only, quote in zip(quote_run["completion_ids"], masks["all"]["env_mask"], quote_run["env_mask"],
-                                             quote_run["quote_mask"], strict=True):  # fmt: skip
+    for ids, every, quote_only, quote in zip(quote_run["completion_ids"], masks["all"]["env_mask"],
+                                             quote_run["env_mask"], quote_run["quote_mask"], strict=True):  # fmt: skip
         assert [i for i, m in zip(ids, every, strict=True) if m] == [300, 301, eos, 300, eos]  # probing, quote, verdict
         assert quote_only == quote and [i for i, m in zip(ids, quote_only, strict=True) if m] == [300]
 
@@ -324,7 +324,8 @@ def test_a_grpo_step_under_the_grammar_writes_every_report_in_one_of_its_forms(
     prompt_set = "guided_evidence" if grammar == "quote_verdict" else "guided"
     cfg = run_config({
         **WARM,
-        "reward": {"quote_credit": "expected", "expected_verdict": "start", "claim_rate_target": "start"} if grammar == "quote_verdict" else {},
+        "reward": {"quote_credit": "expected", "expected_verdict": "start", "claim_rate_target": "start"}
+        if grammar == "quote_verdict" else {},
         "episodes": {**WARM["episodes"], "probing": "teacher", "max_report_tokens": 60, "auditor_prompt": prompt_set,
                      "report_grammar": grammar, "claim_exploration": 0.5,
                      "quote_unit": "sentence" if grammar == "quote_verdict" else "span"},
