@@ -19,7 +19,7 @@ from auditrl.cli import app
 from auditrl.finite import NonFiniteTrainingError
 from auditrl.train.checkpoint import StopOnNonFinite
 
-TINY = Path(__file__).resolve().parents[1] / "reliability" / "data" / "auditworld_tiny.yaml"
+TINY = Path(__file__).resolve().parent / "reliability" / "data" / "auditworld_tiny.yaml"
 
 
 def _nan_from_step(monkeypatch: pytest.MonkeyPatch, first_bad: int) -> None:
