@@ -31,13 +31,14 @@ install-test: $(VENV)/.installed-test
 run: install
 	$(VENV)/bin/auditrl train --config configs/auditworld.yaml
 
-# two workers (pytest-xdist), one torch thread each
-test: install-test
+# the checks first, then the suite: two workers (pytest-xdist), one torch thread each
+test: install-test check
 	$(PY) -m pytest -q -n 2
 
-# lint (ruff, line length included) and types (mypy, as pyproject.toml configures them); not yet a part of `test`
+# lint and format (ruff, lines at most 120 characters) and types (mypy), as pyproject.toml configures them
 check: install-test
 	$(PY) -m ruff check src tests benchmarks scripts
+	$(PY) -m ruff format --check src tests benchmarks scripts
 	$(PY) -m mypy
 
 # every benchmark with a goal, run one after another, summed up in one table (figure, goal, anchor, CPU)
