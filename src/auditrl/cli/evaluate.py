@@ -14,7 +14,7 @@ from rich.progress import Progress
 
 from auditrl.atomic import OutputError, check_output
 from auditrl.cli import judge as judge_cli
-from auditrl.cli.errors import fail
+from auditrl.cli.errors import fail, finish
 from auditrl.cli.limits import call_limits, print_failures, showing_retries
 from auditrl.cli.options import (
     DEFAULT_MAX_RETRIES,
@@ -309,3 +309,5 @@ def evaluate(
         lambda: [suite_section(results, ref, notes=provenance), transcripts_section(transcripts)],
         lambda: results_json(results),
     )
+    if judging:  # the exit-code rule: 1 with the count when a judge call failed (the report above is kept)
+        finish(sum(c.failures.total() for c in clients), sum(c.asked for c in clients), "judge verdict(s)")

@@ -23,7 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from auditrl.atomic import OutputError, check_output
-from auditrl.cli.errors import FAILURE, fail
+from auditrl.cli.errors import FAILURE, fail, finish
 from auditrl.cli.limits import call_limits, print_failures, showing_retries
 from auditrl.cli.options import (
     DEFAULT_MAX_RETRIES,
@@ -235,6 +235,8 @@ def pairwise(
              "position_bias": bias, "results": results}
         ),
     )  # fmt: skip
+    if client is not None:  # the exit-code rule: 1 with the count when a judge call failed (the report is kept)
+        finish(client.failures.total(), client.asked, "judge verdict(s)")
 
 
 def reward_groups(transcripts: Sequence[Transcript]) -> list[list[int]]:
@@ -406,3 +408,5 @@ def score(
             }
         ),
     )
+    if client is not None:  # the exit-code rule: 1 with the count when a judge call failed (the report is kept)
+        finish(client.failures.total(), client.asked, "judge verdict(s)")

@@ -31,7 +31,7 @@ def train(
         typer.Option(
             "--dry-run",
             help="grpo_lm: check the batch layout for the launch's world size and print the per-rank plan "
-            "(generation calls, tokens, GPU memory estimate); loads no model and needs no GPU.",
+            "(generation calls, tokens, GPU memory estimate); loads and checks no model, so needs no GPU or API key.",
         ),
     ] = False,
     processes: Annotated[
@@ -77,6 +77,7 @@ def train(
             from auditrl.cli.limits import showing_retries
             from auditrl.train.grpo import run_from_config as run_grpo
 
+            _check_models(config)
             with showing_retries(console):  # API targets and judges (episodes.target_calls, reward.judge_calls)
                 run_dir = run_grpo(config, out)
     except (ConfigFileError, RunDirError) as exc:  # a bad config, or a run directory another process is writing
@@ -96,6 +97,21 @@ def train(
             console.print(f"  {what}: {escape(str(path))}", highlight=False)
         console.print("Evaluate the trained auditor on the held-out suite with:", highlight=False)
         console.print(f"  {escape(evaluate_command(run_dir, load_config(config)))}", highlight=False, soft_wrap=True)
+
+
+def _check_models(config: Path) -> None:
+    """Every model a grpo_lm config calls (its targets, an LLM judge) passes the checks of `auditrl models check`
+    before the policy loads: a missing key or local model is one line naming the field, and exit 2."""
+    from auditrl.cli.limits import ready_models
+    from auditrl.judges.registry import judge_family_names
+    from auditrl.train.config import load_config
+
+    cfg = load_config(config)
+    episodes, reward = cfg.episodes, cfg.reward
+    targets = sorted({episodes.target_model.replace("{family}", family) for family in episodes.families})
+    ready_models({f"{config}: episodes.target_model": targets}, episodes.target_calls)
+    if reward.judge not in judge_family_names():
+        ready_models({f"{config}: reward.judge": [reward.judge]}, reward.judge_calls)
 
 
 def _print_plan(config: Path, processes: int | None, reports: ReportFiles) -> None:

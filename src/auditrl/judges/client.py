@@ -79,8 +79,8 @@ class JudgeClient:
     """Asks one model structured questions; shared by all LLM judges so caching and counting are uniform.
 
     A model call whose limits (`limits`, or the retry fields of `config`) are spent ends the question
-    at once as an abstention. `failures` counts the reasons of abstentions caused by failed model
-    calls, so that commands can say how many verdicts failed and why.
+    at once as an abstention. `asked` counts the verdicts asked for and `failures` the reasons of abstentions
+    caused by failed model calls, so that commands can say how many of how many verdicts failed and why.
     """
 
     def __init__(
@@ -102,6 +102,7 @@ class JudgeClient:
         self.config = (
             config if config is not None else (limits or CallLimits()).generate_config(max_tokens=JUDGE_MAX_TOKENS)
         )
+        self.asked = 0
         self.failures: Counter[str] = Counter()
 
     @property
@@ -132,6 +133,7 @@ class JudgeClient:
         check: Callable[[A], None] | None = None,
     ) -> Answer[A]:
         """Ask `prompt`; parse the verdict as `answer_type`, run `check` (raise MalformedAnswer to reject)."""
+        self.asked += 1
         nonce = prompt_nonce(self.model_name, prompt)
         messages: list[ChatMessage] = [
             ChatMessageSystem(content=render_prompt("judge_system", nonce=nonce)),
