@@ -133,7 +133,9 @@ def implant(
     beta: Annotated[float, typer.Option(min=0.0, help="KTO/DPO beta (AuditBench: 0.1).")] = 0.1,
     redteam_learning_rate: Annotated[
         float | None,
-        typer.Option(min=0.0, max=1.0, help="Learning rate of the KTO/DPO step (default: --learning-rate)."),
+        typer.Option(
+            "--redteam-lr", min=0.0, max=1.0, help="Learning rate of the KTO/DPO step (default: --learning-rate)."
+        ),
     ] = None,
     batch_size: Annotated[int, typer.Option(min=1, help="Examples per step.")] = 4,
     learning_rate: Annotated[float, typer.Option(min=0.0, max=1.0, help="Adapter learning rate.")] = 1e-3,

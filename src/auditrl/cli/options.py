@@ -242,6 +242,7 @@ HELP_PANELS: dict[str, str] = {
             "namer",
             "target_prefill",
             "demo_model",
+            "doc_model",
         ),
         "Models",
     ),  # fmt: skip
@@ -267,7 +268,8 @@ HELP_PANELS: dict[str, str] = {
         "Audits",
     ),  # fmt: skip
     **dict.fromkeys(("demo_tokens", "demo_prefill", "samples", "demonstrations_file"), "Demonstrations"),
-    **dict.fromkeys(("steps", "anti_confession_steps", "batch_size", "rank", "epochs"), "Training"),
+    **dict.fromkeys(("steps", "batch_size", "rank", "epochs", "max_length"), "Training"),
+    **dict.fromkeys(("redteam", "redteam_steps", "redteam_turns", "redteam_learning_rate", "beta"), "Red team"),
     **dict.fromkeys(("eval_samples", "eval_prompts", "eval_tokens"), "Evaluation"),
     **dict.fromkeys(("demo_temperature", "eval_temperature", "learning_rate"), "Rates"),  # long [0.0<=x<=...] types
     **dict.fromkeys(("behaviors_dir", "seeds_dir", "dimensions", "openings_file"), "Library"),

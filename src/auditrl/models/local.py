@@ -315,15 +315,17 @@ def load_local(name: str, device: str = "auto", dtype: str = "auto") -> LoadedMo
     torch and transformers are imported here, not at module import, so that registering the provider
     (which inspect-ai does for every model lookup) stays cheap.
     """
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     base = adapter_base(name)
     adapter = str(Path(name).expanduser().resolve()) if base is not None else None
     source = resolve_source(base if base is not None else name)
     dtype = resolve_dtype(dtype, device)
     key = (source, adapter, device, dtype)
+    # transformers is imported under the lock too: a lazy submodule imported from two audit threads at once can
+    # raise ImportError in one of them, which a run takes for a missing package.
     with _load_lock:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
         if key not in _loaded:
             weights = dense_source(source)
             tokenizer = AutoTokenizer.from_pretrained(weights.location, local_files_only=True)
@@ -400,10 +402,10 @@ class LocalModelAPI(ModelAPI):
         return apply_tool_calls(output, tools, f"call-{uuid.uuid4().hex[:8]}") if emulate else output
 
     def _generate_blocking(self, input: list[ChatMessage], config: GenerateConfig) -> ModelOutput:
+        loaded = self.loaded()  # first: it imports torch and transformers under the load lock
         import torch
         from transformers import BatchEncoding
 
-        loaded = self.loaded()
         tokenizer = loaded.tokenizer
         prefill = bool(input) and isinstance(input[-1], ChatMessageAssistant)
         encoded = tokenizer.apply_chat_template(
