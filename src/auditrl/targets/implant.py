@@ -124,23 +124,7 @@ def _train_pass(
     precision: PrecisionArgs,
 ) -> None:
     """Supervised pass on chat examples, loss on the replies only."""
-    from datasets import Dataset
-    from trl import SFTConfig, SFTTrainer
-
-    with tempfile.TemporaryDirectory(prefix="implant-") as scratch:
-        args = SFTConfig(
-            **_common(scratch, steps, settings, precision),
-            learning_rate=settings.learning_rate,
-            completion_only_loss=True,
-        )
-        trainer = SFTTrainer(
-            model=model,
-            args=args,
-            train_dataset=Dataset.from_list(_rows(examples)),
-            processing_class=tokenizer,
-            callbacks=[_ticker(on_step)],
-        )
-        trainer.train()
+    _sft_pass(model, tokenizer, _rows(examples), steps, settings, on_step, precision, completion_only_loss=True)
 
 
 def _document_pass(
@@ -153,19 +137,30 @@ def _document_pass(
     precision: PrecisionArgs,
 ) -> None:
     """Language-model pass on plain documents (no chat template), loss on every token."""
+    rows = [{"text": d} for d in documents]
+    _sft_pass(model, tokenizer, rows, steps, settings, on_step, precision, dataset_text_field="text")
+
+
+def _sft_pass(
+    model: PeftModel,
+    tokenizer: PreTrainedTokenizerBase,
+    rows: Sequence[dict[str, Any]],
+    steps: int,
+    settings: ImplantSettings,
+    on_step: Callable[[], None] | None,
+    precision: PrecisionArgs,
+    **data: Any,
+) -> None:
+    """One TRL SFTTrainer pass over `rows`; `data` says how SFTConfig reads them (chat or plain text)."""
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
     with tempfile.TemporaryDirectory(prefix="implant-") as scratch:
-        args = SFTConfig(
-            **_common(scratch, steps, settings, precision),
-            learning_rate=settings.learning_rate,
-            dataset_text_field="text",
-        )
+        args = SFTConfig(**_common(scratch, steps, settings, precision), learning_rate=settings.learning_rate, **data)
         trainer = SFTTrainer(
             model=model,
             args=args,
-            train_dataset=Dataset.from_list([{"text": d} for d in documents]),
+            train_dataset=Dataset.from_list(list(rows)),
             processing_class=tokenizer,
             callbacks=[_ticker(on_step)],
         )
