@@ -33,7 +33,9 @@ def test_petris_documented_invocation_runs_with_only_the_task_name_changed(tmp_p
         "-T", "enable_rollback=false", "-T", "target_tools=none",
         "--log-dir", str(tmp_path), "--display", "none",
     ]  # fmt: skip
-    done = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(SRC)}, timeout=300)
+    # The package as this environment installed it: a src folder ahead of site-packages would make inspect read the
+    # editable build's egg-info, which is not marked editable, and miss the `auditrl/` task namespace.
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     transcripts = read_run(tmp_path).transcripts
     assert sorted(t.seed_instructions for t in transcripts) == sorted(SEEDS)
