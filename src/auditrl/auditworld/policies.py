@@ -195,7 +195,7 @@ class MLPPolicy(nn.Module):
         np.maximum(h2, 0.0, out=h2)
         out = h2 @ w[4][heads].T
         out += w[5][heads]
-        return out.astype(np.float32, copy=False)  # float32 already; numpy's stubs type the products as float64
+        return out.astype(np.float32, copy=False)  # no copy: the values are float32; the cast is for numpy's stubs
 
     def act(self, obs: NDArray[np.float32], rng: np.random.Generator) -> NDArray[np.int64]:
         return gumbel_sample(self._logits(obs, slice(0, self.n_action_logits)), self.action_sizes, rng)

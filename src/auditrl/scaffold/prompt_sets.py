@@ -51,7 +51,7 @@ def openings(name: str) -> dict[str, str]:
     """The forced turn openings of a prompt set's file, by phase (`audit`, `report`), and optionally `claim`:
     the words after the report opening that make it a claim (GRPO claim exploration), and `quote` and `silent`:
     the words after the claim that open its quote, and after `true` that end a "nothing found" report (the
-    report grammar, auditrl.experiments.small_lm.report_grammar), and `verdict`: the words between a report's quoted
+    report grammar an experiment may attach), and `verdict`: the words between a report's quoted
     evidence and its verdict, for a report that quotes first."""
     from auditrl.scaffold.tools import prompt_text  # inspect-ai is heavy; configs import this module
 
