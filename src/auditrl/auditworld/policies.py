@@ -85,21 +85,6 @@ def sample_heads(logits: NDArray[np.float32], sizes: tuple[int, ...], u: NDArray
     return np.minimum(counts, np.asarray(sizes, dtype=np.float32)[:, None] - 1.0).astype(np.int64)
 
 
-@functools.cache
-def head_membership(sizes: tuple[int, ...]) -> torch.Tensor:
-    """(logits, heads) indicator of which head each logit belongs to."""
-    member = torch.zeros(sum(sizes), len(sizes))
-    member[torch.arange(sum(sizes)), torch.from_numpy(np.repeat(np.arange(len(sizes)), sizes))] = 1.0
-    return member
-
-
-def head_logsumexp(logits: torch.Tensor, sizes: tuple[int, ...]) -> torch.Tensor:
-    """(rows, heads) logsumexp of each head's logits, all heads in one pass: the log of exp(logits - row
-    max) summed per head by the membership matrix."""
-    top = logits.max(dim=1, keepdim=True).values.detach()
-    return torch.log(((logits - top).exp() @ head_membership(sizes)).clamp(min=1e-30)) + top
-
-
 class Adam:
     """Adam over numpy views of the policy's parameters, with the update's gradient-norm clipping: the same
     rule as torch.optim.Adam after clip_grad_norm_, without their per-call overhead on six small tensors."""
