@@ -8,6 +8,7 @@ trainer), and one REINFORCE update of the MLP policy on the log-probabilities of
 from __future__ import annotations
 
 import copy
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -187,23 +188,25 @@ def policy_gradient(
         act.logits_report, policy.report_sizes, rollout.report.T, report_weight, report_explore
     )
     split = policy.n_action_logits
-    d2 = _mm(w2[:split].T, d_turns) * (act.h2 > 0)
-    d2r = _mm(w2[split:].T, d_report) * (act.h2_report > 0)
-    d1 = _mm(w1.T, d2) * (act.h1 > 0)
-    d1r = _mm(w1.T, d2r) * (act.h1_report > 0)
-    x, xr = rollout.turn_obs, rollout.final_obs
-    return loss_turns + loss_report, [
-        _mm(d1, x) + _mm(d1r, xr), d1.sum(axis=1) + d1r.sum(axis=1),
-        _mm(d2, act.h1.T) + _mm(d2r, act.h1_report.T), d2.sum(axis=1) + d2r.sum(axis=1),
-        np.concatenate([_mm(d_turns, act.h2.T), _mm(d_report, act.h2_report.T)]),
-        np.concatenate([d_turns.sum(axis=1), d_report.sum(axis=1)]),
+    t = torch.from_numpy
+    w1_t, w2_t = t(w1), t(w2)
+    d_turns_t, d_report_t, h1, h2, h1r, h2r = map(t, (d_turns, d_report, act.h1, act.h2, act.h1_report, act.h2_report))
+    d2 = _relu_backward(w2_t[:split].T @ d_turns_t, h2)
+    d2r = _relu_backward(w2_t[split:].T @ d_report_t, h2r)
+    d1 = _relu_backward(w1_t.T @ d2, h1)
+    d1r = _relu_backward(w1_t.T @ d2r, h1r)
+    x, xr = t(rollout.turn_obs), t(rollout.final_obs)
+    grads = [
+        d1 @ x + d1r @ xr, d1.sum(1) + d1r.sum(1),
+        d2 @ h1.T + d2r @ h1r.T, d2.sum(1) + d2r.sum(1),
+        torch.cat([d_turns_t @ h2.T, d_report_t @ h2r.T]), torch.cat([d_turns_t.sum(1), d_report_t.sum(1)]),
     ]  # fmt: skip
+    return loss_turns + loss_report, [g.numpy() for g in grads]
 
 
-def _mm(a: NDArray[np.float32], b: NDArray[np.float32]) -> NDArray[np.float32]:
-    """A matrix product through torch, without copies: with thousands of rows along the summed axis torch's CPU
-    kernels are several times faster than numpy's BLAS on these thin matrices."""
-    return (torch.from_numpy(a) @ torch.from_numpy(b)).numpy()
+def _relu_backward(grad: torch.Tensor, activation: torch.Tensor) -> torch.Tensor:
+    """The gradient through a ReLU, given its output: one fused pass (no mask array)."""
+    return torch.ops.aten.threshold_backward(grad, activation, 0.0)
 
 
 class ReferenceCache:
@@ -306,7 +309,8 @@ def train(
         adv = group_advantages(rewards.reshape(cfg.groups_per_step, cfg.group_size)).ravel()
         loss, grads = policy_gradient(policy, rollout, adv, cfg.entropy_coef)
         opt.step(grads, cfg.max_grad_norm)
-        check_finite(step, loss, policy.named_parameters())
+        if not (math.isfinite(loss) and all(np.isfinite(w).all() for w in policy.weight_views())):
+            check_finite(step, loss, policy.named_parameters())  # names what diverged
         result.episodes += batch.size
         stats = _stats(step, rollout, rewards)
         result.history.append(stats)
