@@ -79,9 +79,9 @@ def test_tiny_run_writes_tables_curves_and_results(tmp_path: Path) -> None:
     assert len(curves) == 2 and [s["step"] for s in curves[0]] == [0, 1, 2, 3]  # two phases of two steps
     assert set(results["targets"][design]) >= {"lift start", "lift end", "confession_rate end", "rate express"}
     md = (run / "tables.md").read_text()
-    assert "Transfer" in md and "A target that adapts to the auditor" in md
+    assert "Transfer" in md and "Co-trained minus fixed auditor" in md and "A target that adapts to the auditor" in md
     csvs = sorted((run / "tables").glob("*.csv"))
-    assert len(csvs) == 6
+    assert len(csvs) == 7
     header = next(csv.reader(csvs[0].read_text().splitlines()))
     assert header[:3] == ["design", "auditor", "ident. %"]
     html = (run / "report.html").read_text()

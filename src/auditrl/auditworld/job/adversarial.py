@@ -417,6 +417,19 @@ def transfer_table(o: Outcome) -> Table:
     )
 
 
+def cotraining_table(o: Outcome) -> Table:
+    """Co-trained minus fixed auditor on every target and metric: what co-training changed."""
+    rows = [[d, t, *[spread_cell(o.cotrained_minus_fixed[d][t][m], signed=True) for m in MEASURED]]
+            for d in o.evaluation for t in TARGETS]  # fmt: skip
+    return Table(
+        title="Co-trained minus fixed auditor (mean ± 95% CI of the per-seed differences)",
+        header=["design", "target", *[SHORT[m] for m in MEASURED]],
+        rows=rows,
+        caption="Both auditors trained from the same base on the same schedule and seeds; only the extra family's "
+        "concealment adapted for the co-trained one.",
+    )
+
+
 def adaptation_table(o: Outcome) -> Table:
     """How much identification each auditor loses to a target adapted against it, and what lift that target kept."""
     rows = [
@@ -440,8 +453,16 @@ def target_table(cfg: AdversarialConfig, o: Outcome) -> Table:
             for d, s in o.targets.items()]  # fmt: skip
     return Table(
         title="The co-trained family over training (mean ± 95% CI over seeds)",
-        header=["design", "lift start", "lift end", "conf. start", "conf. end", "ident. start", "ident. end",
-                *PARAMETERS],  # fmt: skip
+        header=[
+            "design",
+            "lift start",
+            "lift end",
+            "conf. start",
+            "conf. end",
+            "ident. start",
+            "ident. end",
+            *PARAMETERS,
+        ],  # fmt: skip
         rows=rows,
         caption=f"Start/end = the first/last {cfg.adversary.target_steps} target steps. Lift: points of a natural "
         f"user's trigger-context messages that display the behavior (floor {cfg.adversary.target.lift_floor:g}); "
@@ -451,7 +472,13 @@ def target_table(cfg: AdversarialConfig, o: Outcome) -> Table:
 
 
 def all_tables(cfg: AdversarialConfig, o: Outcome) -> list[Table]:
-    return [*evaluation_tables(cfg, o), transfer_table(o), adaptation_table(o), target_table(cfg, o)]
+    return [
+        *evaluation_tables(cfg, o),
+        transfer_table(o),
+        cotraining_table(o),
+        adaptation_table(o),
+        target_table(cfg, o),
+    ]
 
 
 def _slug(title: str) -> str:
@@ -574,8 +601,8 @@ def _write(cfg: AdversarialConfig, run_dir: Path, o: Outcome, runtime: float, cp
     sections = [
         Section(title="What this run shows and does not", paragraphs=summary),
         Section(title="Evaluation", tables=[t.html() for t in tables[:3]]),
-        Section(title="Transfer and adaptation", tables=[t.html() for t in tables[3:5]]),
-        Section(title="The co-trained target", tables=[tables[5].html()], figures=figures(cfg, o)),
+        Section(title="Transfer, co-training and adaptation", tables=[t.html() for t in tables[3:6]]),
+        Section(title="The co-trained target", tables=[tables[6].html()], figures=figures(cfg, o)),
         Section(title="Setup", paragraphs=[setup]),
     ]
     page = write_page(run_dir / "report.html", f"AuditWorld, co-trained targets: {cfg.name}", sections)
