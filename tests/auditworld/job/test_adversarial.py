@@ -9,8 +9,10 @@ from typing import Any
 
 import pytest
 import yaml
+from typer.testing import CliRunner
 
 from auditrl.auditworld.job.adversarial import AUDITORS, TARGETS, load_adversarial_config, run_adversarial
+from auditrl.cli import app
 from auditrl.configfile import ConfigFileError
 
 CONFIG = Path(__file__).resolve().parents[3] / "configs" / "auditworld_adversarial.yaml"
@@ -56,6 +58,17 @@ def test_a_bad_config_fails_in_one_line_naming_file_and_field(tmp_path: Path, ch
         load_adversarial_config(path)
     message = str(err.value)
     assert "\n" not in message and message.startswith(str(path)) and f"'{field}'" in message
+
+
+def test_auditrl_train_dispatches_the_kind_and_reports_a_bad_config_in_one_line(tmp_path: Path) -> None:
+    raw = _raw()
+    raw["adversary"]["target"]["lift_floor"] = -1
+    path = _write(tmp_path, raw)
+    result = CliRunner().invoke(app, ["train", "--config", str(path), "--out", str(tmp_path / "run")])
+    assert result.exit_code == 2
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "adversary.target.lift_floor" in lines[0]
+    assert not (tmp_path / "run").exists()
 
 
 def test_tiny_run_writes_tables_curves_and_results(tmp_path: Path) -> None:
