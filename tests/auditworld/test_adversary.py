@@ -28,7 +28,7 @@ from auditrl.auditworld.simulate import simulate
 from auditrl.auditworld.world import EpisodeBatch, World
 
 SRC = Path(__file__).resolve().parents[2] / "src"
-FLOOR = 50.0
+FLOOR = 40.0
 
 
 def _train(world: World, floor: float, seed: int = 0) -> ConcealmentPolicy:
@@ -46,12 +46,12 @@ def test_cotrained_target_lowers_a_fixed_auditors_identification_keeping_its_lif
     before = measure_target(world, start.family(), ExperimenterPolicy(), 1024, 15, 24, seed=99)
     trained = _train(world, FLOOR)
     after = measure_target(world, trained.family(), ExperimenterPolicy(), 1024, 15, 24, seed=99)
-    assert before["lift"] > FLOOR + 10  # the floor binds: the target starts well above it
-    assert after["identified"] < before["identified"] - 5
+    assert before["lift"] > FLOOR + 20  # the floor binds: the target starts well above it
+    assert after["identified"] < before["identified"] - 8
     assert after["lift"] >= FLOOR
     # without a floor the same training hides by not behaving: the floor is what keeps the behavior
     unfloored = measure_target(world, _train(world, 0.0).family(), ExperimenterPolicy(), 1024, 15, 24, seed=99)
-    assert unfloored["lift"] < FLOOR - 10
+    assert unfloored["lift"] < FLOOR - 5
 
 
 def test_rates_stay_in_a_familys_bounds_and_start_at_the_family() -> None:

@@ -79,7 +79,8 @@ class AdversaryConfig(ConfigModel):
 
     designs: list[str] = Field(
         min_length=1,
-        description="Names of the job's `designs` to co-train under (each also trained against the control).",
+        description="Names of the job's `designs` to co-train under, each also trained as the control; the job runs "
+        "only these.",
     )
     rounds: int = Field(default=4, ge=1, le=1000, description="Alternations of an auditor phase and a target phase.")
     auditor_steps: int = Field(default=15, ge=1, description="Auditor updates per phase.")
