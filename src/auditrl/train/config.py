@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ConfigDict, Field, SerializeAsAny, field_validator, model_validator
 
@@ -22,6 +22,9 @@ from auditrl.models.specs import check_model_spec
 from auditrl.scaffold.prompt_sets import AuditorPrompt
 from auditrl.scaffold.tool_sets import AuditToolSet, ToolProtocol
 from auditrl.train.trainer_settings import LaunchSettings, MonitorSettings, TrainerSettings
+
+if TYPE_CHECKING:
+    from auditrl.behaviors.schema import Behavior
 
 
 class PolicySettings(ConfigModel):
@@ -68,7 +71,10 @@ class EpisodeSettings(ConfigModel):
     families: list[str] = Field(
         default_factory=lambda: ["steady"],
         min_length=1,
-        description="Target families, substituted for `{family}` (AuditWorld's for `sim/`, e.g. steady, chatty).",
+        description="Target families, substituted for `{family}` (AuditWorld's for `sim/`, e.g. steady, chatty). With "
+        "`target_model: '{family}'` each is a model spec, and `local/<dir>` of an `auditrl implant` directory is a "
+        "target whose behavior lives in its weights (auditrl.targets.pool): its planted groups are of the behavior "
+        "its `implant.json` names, with no plant in the system prompt, and its benign groups audit its base model.",
     )
     target_model_args: dict[str, Any] = Field(default_factory=dict, description="Extra args for resolve_model.")
     target_prefill: Literal["continue", "emulate", "refuse"] | None = Field(
@@ -377,7 +383,7 @@ def load_config(path: Path) -> GRPOLMConfig:
     launch = cfg.launch.accelerate_config
     if launch is not None and not launch.is_absolute():
         launch = base / launch
-    _check_behaviors(path, data)
+    _check_targets(path, cfg.episodes, _check_behaviors(path, data))
     policy = cfg.policy
     if policy.chat_template is not None and policy.chat_template not in shipped_chat_templates():
         template = Path(policy.chat_template)
@@ -401,7 +407,18 @@ def load_config(path: Path) -> GRPOLMConfig:
     )
 
 
-def _check_behaviors(path: Path, data: DataSettings) -> None:
+def _check_targets(path: Path, episodes: EpisodeSettings, library: dict[str, Behavior]) -> None:
+    """Each `local/` target loads offline, and an implant's record reads and names a training behavior."""
+    from auditrl.targets.pool import target_family
+
+    for i, family in enumerate(episodes.families):
+        try:
+            target_family(episodes.target_model, family, library)
+        except ValueError as exc:
+            raise ConfigFileError(f"{path}: field 'episodes.families.{i}': {exc}") from exc
+
+
+def _check_behaviors(path: Path, data: DataSettings) -> dict[str, Behavior]:
     """The behavior files load, and `data.behaviors` names training-split behaviors that exist."""
     from auditrl.behaviors.library import load_behaviors
 
@@ -419,3 +436,4 @@ def _check_behaviors(path: Path, data: DataSettings) -> None:
             raise ConfigFileError(
                 f"{path}: field 'data.behaviors.{i}': {bid!r} is a held-out behavior and may not be used in training"
             )
+    return library

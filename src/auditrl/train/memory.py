@@ -144,6 +144,25 @@ def memory_gib(cfg: GRPOLMConfig, shape: ModelShape, layout: BatchLayout, launch
     }
 
 
+def local_targets(cfg: GRPOLMConfig) -> tuple[str, float | None] | None:
+    """The `local/` targets every rank loads beside the policy, at the dtype their model args give (`auto`: bf16 on
+    a GPU): a plan row and their weights in GiB (None when a shape is unknown); None when no target is local.
+    An implant is its base with the adapter merged in, so each is a whole copy of the base."""
+    from auditrl.targets.pool import local_weights, target_pool
+
+    pool = target_pool(cfg.episodes.target_model, cfg.episodes.families).values()
+    loaded = local_weights(pool, benign=cfg.data.benign_fraction > 0)
+    if not loaded:
+        return None
+    dtype = str(cfg.episodes.target_model_args.get("dtype", "auto"))
+    if dtype not in DTYPE_BYTES:
+        raise ValueError(f"{cfg.source}: episodes.target_model_args.dtype must be one of {', '.join(DTYPE_BYTES)}")
+    shapes = [model_shape(weights) for weights in loaded.values()]
+    names = [s if s == f"local/{w}" else f"{s} ({w} with its adapter merged in)" for s, w in loaded.items()]
+    gib = None if None in shapes else sum(s.params for s in shapes if s) * DTYPE_BYTES[dtype] / GIB
+    return f"{len(loaded)} in-process model(s) at {dtype}: {', '.join(names)}", gib
+
+
 @dataclass(frozen=True)
 class KVRoom:
     """vLLM's key/value cache room against the tokens a step keeps live in it."""
