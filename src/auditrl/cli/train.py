@@ -13,11 +13,12 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from auditrl.analysis.monitors import monitor_table, read_monitors
 from auditrl.cli.errors import FAILURE, fail
 from auditrl.cli.options import HtmlOpt, JsonOpt, out_dir_option
 from auditrl.cli.outputs import ReportFiles, json_text, table_section
 from auditrl.rundir import RunDirError
-from auditrl.train.monitors import MONITORS_FILE, monitor_table, read_monitors
+from auditrl.train.monitors import MONITORS_FILE
 
 KINDS = ("auditworld", "auditworld_sweep", "grpo_lm")
 console = Console()
