@@ -11,23 +11,30 @@ import pytest
 
 from auditrl.behaviors.library import load_behaviors
 from auditrl.models.local import set_adapter_base
-from auditrl.targets.pool import implanted_families, local_weights, target_family, target_pool
+from auditrl.targets.pool import TargetPool, target_family
 from auditrl.targets.record import RECORD
 
 
 def test_an_implant_family_carries_its_records_behavior_and_audits_its_base_when_benign(
     tiny_implant: Path, tiny_local_model: Path
 ) -> None:
-    pool = target_pool("{family}", [f"local/{tiny_implant}", "sim/steady"], load_behaviors())
-    implant, sim = pool.values()
+    behaviors = load_behaviors()
+    pool = TargetPool("{family}", [f"local/{tiny_implant}", "sim/steady"], behaviors)
+    implant, sim = pool[f"local/{tiny_implant}"], pool["sim/steady"]
     base = f"local/{tiny_local_model}"
     assert implant.implanted == "flattery" and implant.base == base
     assert implant.target(benign=False) == f"local/{tiny_implant}" and implant.target(benign=True) == base
     assert sim.implanted is None and sim.target(benign=True) == sim.target(benign=False) == "sim/steady"
-    assert implanted_families(pool.values()) == {f"local/{tiny_implant}": "flattery"}
+    assert pool.implants() == {f"local/{tiny_implant}": "flattery"}
+    # the weights carry the plant: no system-prompt plant, and no episode of another behavior
+    assert implant.plant(behaviors["flattery"]) is None and implant.plant(None) is None
+    assert sim.plant(behaviors["flattery"]) == behaviors["flattery"]
+    with pytest.raises(ValueError, match="an episode of behavior 'defer_to_users' on local/.*an implant of 'flattery'"):
+        implant.plant(behaviors["defer_to_users"])
     # merged into its base, an implant is a whole copy of the base; benign episodes load the base as well
-    assert local_weights(pool.values(), benign=True) == {f"local/{tiny_implant}": str(tiny_local_model), base: base[6:]}
-    assert local_weights(pool.values(), benign=False) == {f"local/{tiny_implant}": str(tiny_local_model)}
+    assert pool.local_weights(benign=True) == {f"local/{tiny_implant}": str(tiny_local_model), base: base[6:]}
+    assert pool.local_weights(benign=False) == {f"local/{tiny_implant}": str(tiny_local_model)}
+    assert pool["sim/chatty"].spec == "sim/chatty"  # a family outside the config's, as an experiment's row may name
 
 
 def test_a_model_directory_is_a_prompted_target(tiny_local_model: Path) -> None:

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from auditrl.behaviors.plant import render_benign
 from auditrl.cli import app
-from auditrl.models.local import set_adapter_base
+from auditrl.models.local import set_adapter_base, smollm2_source
 from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
 from auditrl.train.config import load_config
 from auditrl.train.grpo import train_run
@@ -59,15 +59,21 @@ def test_dry_run_counts_each_implant_and_the_base_its_benign_groups_audit(tiny_i
     # each implant is SmolLM2 with its adapter merged in, and benign groups load SmolLM2 itself: three copies
     expected = 3 * shape.params * DTYPE_BYTES["auto"] / GIB
     assert plan["target weights (local)"] == f"{expected:,.2f} GiB"
-    assert plan["local targets"].startswith("3 in-process model(s) at auto: ")
-    assert f"local/{implants[0]} (smollm2 with its adapter merged in)" in plan["local targets"]
+    local = plan["local targets"]
+    assert local.startswith("3 in-process model(s) at auto: ") and "unknown" not in local
+    assert f"local/{implants[0]} (smollm2 with its adapter merged in)" in local
     parts = [float(v.removesuffix(" GiB").replace(",", "")) for k, v in plan.items() if v.endswith(" GiB")]
     total = float(plan["total (training)"].removesuffix(" GiB").replace(",", ""))
     assert abs(sum(parts) - 2 * total) < 0.02  # the total counts the targets with the policy's parts
 
-    code, _, data = _dry_run(_config(tmp_path / "half.yaml", families, target_model_args={"dtype": "float32"}),
-                             tmp_path / "half.json")  # fmt: skip
+    code, _, data = _dry_run(_config(tmp_path / "fp32.yaml", families, target_model_args={"dtype": "float32"}),
+                             tmp_path / "fp32.json")  # fmt: skip
     assert code == 0 and data["plan"]["target weights (local)"] == f"{2 * expected:,.2f} GiB"
+    gguf = smollm2_source()  # a GGUF file has no config.json to read a shape from: named, and left out of the total
+    code, _, data = _dry_run(_config(tmp_path / "gguf.yaml", [f"local/{gguf.location}/{gguf.gguf_file}"]),
+                             tmp_path / "gguf.json")  # fmt: skip
+    assert code == 0 and "target weights (local)" not in data["plan"]
+    assert data["plan"]["local targets"].endswith("(size unknown: not in the total)")
 
 
 def test_a_config_naming_an_unusable_implant_fails_in_one_line(tiny_implant: Path, tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ this machine), so a config naming one that cannot load fails before any model do
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +36,13 @@ class TargetFamily:
     def target(self, benign: bool) -> str:
         """The model an episode talks to: an implant's base model when the episode is benign."""
         return self.base if benign and self.base is not None else self.spec
+
+    def plant(self, behavior: Behavior | None) -> Behavior | None:
+        """The behavior to plant in the system prompt of an episode of `behavior` (None: benign): none on an implant,
+        whose weights carry it, and whose episodes may only be of its own behavior."""
+        if behavior is not None and self.implanted not in (None, behavior.id):
+            raise ValueError(f"an episode of behavior {behavior.id!r} on {self.spec}, an implant of {self.implanted!r}")
+        return None if self.implanted else behavior
 
     def weights(self, benign: bool) -> dict[str, str]:
         """The `local/` models this family loads into the process (spec -> the weights it is a copy of): an
@@ -91,19 +98,32 @@ def target_family(template: str, family: str, behaviors: Mapping[str, Behavior] 
     return TargetFamily(family, spec, behavior, f"{LOCAL_PREFIX}{base}")
 
 
-def target_pool(
-    template: str, families: Sequence[str], behaviors: Mapping[str, Behavior] | None = None
-) -> dict[str, TargetFamily]:
-    """Every family of a run by name (see `target_family` for what is checked)."""
-    return {family: target_family(template, family, behaviors) for family in dict.fromkeys(families)}
+class TargetPool:
+    """The families of a run by name (each checked by `target_family`); a family outside them, which an experiment's
+    rows may name, is resolved on first use."""
 
+    def __init__(self, template: str, families: Sequence[str], behaviors: Mapping[str, Behavior] | None = None) -> None:
+        self.template = template
+        self.families = {family: target_family(template, family, behaviors) for family in dict.fromkeys(families)}
 
-def implanted_families(pool: Iterable[TargetFamily]) -> dict[str, str]:
-    """Family -> the behavior its weights carry, for the implants of the pool."""
-    return {f.family: f.implanted for f in pool if f.implanted is not None}
+    def __getitem__(self, family: str) -> TargetFamily:
+        if family not in self.families:
+            self.families[family] = target_family(self.template, family)
+        return self.families[family]
 
+    def implants(self) -> dict[str, str]:
+        """Family -> the behavior its weights carry, for the implants of the pool."""
+        return {f.family: f.implanted for f in self.families.values() if f.implanted is not None}
 
-def local_weights(pool: Iterable[TargetFamily], benign: bool) -> dict[str, str]:
-    """Every distinct `local/` model the pool loads (spec -> the weights it is a copy of); `benign`: whether benign
-    episodes run, which load each implant's base model too."""
-    return {spec: weights for family in pool for spec, weights in family.weights(benign).items()}
+    def local_weights(self, benign: bool) -> dict[str, str]:
+        """Every distinct `local/` model the pool loads (spec -> the weights it is a copy of); `benign`: whether
+        benign episodes run, which load each implant's base model too."""
+        return {spec: weights for f in self.families.values() for spec, weights in f.weights(benign).items()}
+
+    def describe_local(self, benign: bool, dtype: str, sized: bool) -> str:
+        """The local models at `dtype`, for a plan (an implant is its base with the adapter merged in); `sized`:
+        whether their size is known, and so in the plan's total."""
+        loaded = self.local_weights(benign)
+        names = [s if s == f"{LOCAL_PREFIX}{w}" else f"{s} ({w} with its adapter merged in)" for s, w in loaded.items()]
+        unknown = "" if sized else " (size unknown: not in the total)"
+        return f"{len(loaded)} in-process model(s) at {dtype}: {', '.join(names)}{unknown}"

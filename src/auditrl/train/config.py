@@ -7,7 +7,7 @@ A bad file fails with its path and the dotted field that is wrong.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, SerializeAsAny, field_validator, model_validator
 
@@ -23,9 +23,6 @@ from auditrl.plugins import EXPERIMENTS, experiment_module
 from auditrl.scaffold.prompt_sets import AuditorPrompt
 from auditrl.scaffold.tool_sets import AuditToolSet, ToolProtocol
 from auditrl.train.trainer_settings import LaunchSettings, MonitorSettings, TrainerSettings
-
-if TYPE_CHECKING:
-    from auditrl.behaviors.schema import Behavior
 
 
 class PolicySettings(ConfigModel):
@@ -72,10 +69,8 @@ class EpisodeSettings(ConfigModel):
     families: list[str] = Field(
         default_factory=lambda: ["steady"],
         min_length=1,
-        description="Target families, substituted for `{family}` (AuditWorld's for `sim/`, e.g. steady, chatty). With "
-        "`target_model: '{family}'` each is a model spec, and `local/<dir>` of an `auditrl implant` directory is a "
-        "target whose behavior lives in its weights (auditrl.targets.pool): its planted groups are of the behavior "
-        "its `implant.json` names, with no plant in the system prompt, and its benign groups audit its base model.",
+        description="Target families, substituted for `{family}` (AuditWorld's for `sim/`, e.g. steady, chatty). A "
+        "`local/<dir>` of `auditrl implant` plants by its weights: its own behavior, its base model when benign.",
     )
     target_model_args: dict[str, Any] = Field(default_factory=dict, description="Extra args for resolve_model.")
     target_prefill: Literal["continue", "emulate", "refuse"] | None = Field(
@@ -377,7 +372,7 @@ def load_config(path: Path) -> GRPOLMConfig:
     )
     markers = near(cfg.monitors.markers) if cfg.monitors.markers is not None else None
     launch = near(cfg.launch.accelerate_config) if cfg.launch.accelerate_config is not None else None
-    _check_targets(path, cfg.episodes, _check_behaviors(path, data))
+    _check_behaviors(path, data, cfg.episodes)
     policy = cfg.policy
     if policy.chat_template is not None and policy.chat_template not in shipped_chat_templates():
         template = near(Path(policy.chat_template))
@@ -400,20 +395,10 @@ def load_config(path: Path) -> GRPOLMConfig:
     )
 
 
-def _check_targets(path: Path, episodes: EpisodeSettings, library: dict[str, Behavior]) -> None:
-    """Each `local/` target loads offline, and an implant's record reads and names a training behavior."""
-    from auditrl.targets.pool import target_family
-
-    for i, family in enumerate(episodes.families):
-        try:
-            target_family(episodes.target_model, family, library)
-        except ValueError as exc:
-            raise ConfigFileError(f"{path}: field 'episodes.families.{i}': {exc}") from exc
-
-
-def _check_behaviors(path: Path, data: DataSettings) -> dict[str, Behavior]:
-    """The behavior files load, and `data.behaviors` names training-split behaviors that exist."""
+def _check_behaviors(path: Path, data: DataSettings, episodes: EpisodeSettings) -> None:
+    """The behavior files load, `data.behaviors` names training behaviors that exist, and the target families load."""
     from auditrl.behaviors.library import load_behaviors
+    from auditrl.targets.pool import target_family
 
     try:
         library = load_behaviors(data.behavior_paths or None)
@@ -429,4 +414,8 @@ def _check_behaviors(path: Path, data: DataSettings) -> dict[str, Behavior]:
             raise ConfigFileError(
                 f"{path}: field 'data.behaviors.{i}': {bid!r} is a held-out behavior and may not be used in training"
             )
-    return library
+    for i, family in enumerate(episodes.families):
+        try:
+            target_family(episodes.target_model, family, library)
+        except ValueError as exc:
+            raise ConfigFileError(f"{path}: field 'episodes.families.{i}': {exc}") from exc

@@ -15,7 +15,7 @@ from auditrl.rewards.batch import build_batch
 from auditrl.scaffold.engine import AuditEpisode
 from auditrl.scaffold.spec import AuditSpec
 from auditrl.scaffold.transcript import Budget
-from auditrl.targets.pool import TargetFamily, implanted_families, target_pool
+from auditrl.targets.pool import TargetPool
 from auditrl.train.config import EpisodeSettings, GRPOLMConfig
 from auditrl.train.rollout import EpisodeRow
 
@@ -99,7 +99,7 @@ def training_rows(
     the default pool, and named in `data.behaviors` they are an error."""
     data = cfg.data
     pool = trained_behaviors(cfg, behaviors)
-    implants = implanted_families(target_pool(cfg.episodes.target_model, cfg.episodes.families, behaviors).values())
+    implants = TargetPool(cfg.episodes.target_model, cfg.episodes.families, behaviors).implants()
     try:
         batches = [
             build_batch(
@@ -126,8 +126,7 @@ def training_rows(
 
 
 class AuditEpisodeFactory:
-    """Builds an AuditEpisode for a row: seed, plant (or benign prompt), budget and target model. An implant
-    family (auditrl.targets.pool) plants by its weights: the persona prompt alone, its base model when benign.
+    """Builds an AuditEpisode for a row: seed, plant (or benign prompt), budget and target (auditrl.targets.pool).
 
     The target's message ids are drawn from the row and how many episodes of it this factory built before,
     so a run and its evaluation show a policy the same prompt in every process (members of one group still
@@ -140,12 +139,12 @@ class AuditEpisodeFactory:
         self.behaviors = behaviors
         self.seeds = {s.id: s for s in seeds}
         self.auditor_name = auditor_name
-        self.pool = target_pool(settings.target_model, settings.families)
+        self.pool = TargetPool(settings.target_model, settings.families)
         self._targets: dict[str, Model] = {}
         self._built: Counter[str] = Counter()
 
     def target(self, family: str, benign: bool = False) -> tuple[str, Model]:
-        spec = self._family(family).target(benign)
+        spec = self.pool[family].target(benign)
         if spec not in self._targets:
             self._targets[spec] = resolve_model(
                 spec, limits=self.settings.target_calls, **self.settings.target_model_args
@@ -154,14 +153,11 @@ class AuditEpisodeFactory:
 
     def __call__(self, row: EpisodeRow) -> AuditEpisode:
         behavior = None if row.benign or row.behavior_id is None else self.behaviors[row.behavior_id]
-        implanted = self._family(row.family).implanted
-        if behavior is not None and implanted not in (None, behavior.id):
-            raise ValueError(f"a row of behavior {behavior.id!r} on {row.family}, an implant of {implanted!r}")
         spec_name, target = self.target(row.family, row.benign)
         spec = AuditSpec(
             seed=self.seeds[row.seed_id],
             behavior=behavior,
-            target_system_prompt=target_system_prompt(None if implanted else behavior),
+            target_system_prompt=target_system_prompt(self.pool[row.family].plant(behavior)),
             budget=Budget(max_turns=self.settings.max_turns),
             auditor_model=self.auditor_name,
             target_model=spec_name,
@@ -174,7 +170,3 @@ class AuditEpisodeFactory:
         )
         self._built[row.key] += 1
         return AuditEpisode(spec, target)
-
-    def _family(self, family: str) -> TargetFamily:
-        """The pool's family, or (for a row an experiment built on another family) the template's spec."""
-        return self.pool.get(family) or TargetFamily(family, self.settings.target_model.replace("{family}", family))

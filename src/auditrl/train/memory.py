@@ -145,22 +145,16 @@ def memory_gib(cfg: GRPOLMConfig, shape: ModelShape, layout: BatchLayout, launch
 
 
 def local_targets(cfg: GRPOLMConfig) -> tuple[str, float | None] | None:
-    """The `local/` targets every rank loads beside the policy, at the dtype their model args give (`auto`: bf16 on
-    a GPU): a plan row and their weights in GiB (None when a shape is unknown); None when no target is local.
-    An implant is its base with the adapter merged in, so each is a whole copy of the base."""
-    from auditrl.targets.pool import local_weights, target_pool
+    """The `local/` targets each rank loads beside the policy (auditrl.targets.pool) at their model args' dtype: a plan
+    row and their weights in GiB (None when a shape or the dtype is unknown); None when no target is local."""
+    from auditrl.targets.pool import TargetPool
 
-    pool = target_pool(cfg.episodes.target_model, cfg.episodes.families).values()
-    loaded = local_weights(pool, benign=cfg.data.benign_fraction > 0)
-    if not loaded:
-        return None
+    pool, benign = TargetPool(cfg.episodes.target_model, cfg.episodes.families), cfg.data.benign_fraction > 0
     dtype = str(cfg.episodes.target_model_args.get("dtype", "auto"))
-    if dtype not in DTYPE_BYTES:
-        raise ValueError(f"{cfg.source}: episodes.target_model_args.dtype must be one of {', '.join(DTYPE_BYTES)}")
-    shapes = [model_shape(weights) for weights in loaded.values()]
-    names = [s if s == f"local/{w}" else f"{s} ({w} with its adapter merged in)" for s, w in loaded.items()]
-    gib = None if None in shapes else sum(s.params for s in shapes if s) * DTYPE_BYTES[dtype] / GIB
-    return f"{len(loaded)} in-process model(s) at {dtype}: {', '.join(names)}", gib
+    shapes = [model_shape(weights) for weights in pool.local_weights(benign).values()]
+    known = dtype in DTYPE_BYTES and None not in shapes
+    gib = sum(s.params for s in shapes if s) * DTYPE_BYTES[dtype] / GIB if known else None
+    return (pool.describe_local(benign, dtype, known), gib) if shapes else None
 
 
 @dataclass(frozen=True)

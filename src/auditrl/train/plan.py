@@ -3,9 +3,8 @@
 It checks what would stop a launch before any weights load: the batch layout TRL will demand (rollouts
 per step split evenly over processes x micro batch), a rollout that would outgrow the model's context,
 reference snapshots under sharded weights, and an FSDP state-dict type under which no adapter is saved.
-It then estimates, per rank, the generation calls, the tokens of a step and the GPU memory of each part
-(auditrl.train.memory), `local/` targets' weights among them, and warns where vLLM's KV cache room is smaller
-than the tokens a step keeps live.
+It then estimates, per rank, the generation calls, the tokens of a step and the GPU memory of each part, `local/`
+targets' included (auditrl.train.memory), and warns where vLLM's KV room is smaller than a step's live tokens.
 """
 
 from __future__ import annotations
@@ -77,19 +76,15 @@ def plan_table(cfg: GRPOLMConfig, launch: Launch) -> Plan:
                   f"<= {per_rank * seq:,} per step")  # fmt: skip
     if t.use_vllm:
         table.add_row("IS correction", t.vllm_importance_sampling_mode)
-    targets = local_targets(cfg)
-    if targets is not None:
-        table.add_row("local targets", targets[0])
     shape = model_shape(cfg.policy.model)
     if shape is None:
         table.add_row("GPU memory", f"unknown shape for {cfg.policy.model!r} (not in the packaged table, not cached)")
         return plan
     check_context(cfg, shape.context)
     parts = memory_gib(cfg, shape, layout, launch)
-    if targets is not None and (gib := targets[1]) is not None:
-        parts["target weights (local)"] = gib
-    elif targets is not None:
-        table.add_row("target weights (local)", "unknown shape of a local target's weights: not in the total")
+    if (targets := local_targets(cfg)) is not None:
+        table.add_row("local targets", targets[0])
+        parts |= {} if targets[1] is None else {"target weights (local)": targets[1]}
     for name, gib in parts.items():
         table.add_row(name, f"{gib:,.2f} GiB")
     training = sum(parts.values())
