@@ -69,7 +69,8 @@ class EpisodeSettings(ConfigModel):
     families: list[str] = Field(
         default_factory=lambda: ["steady"],
         min_length=1,
-        description="Target families, substituted for `{family}` (AuditWorld's for `sim/`, e.g. steady, chatty).",
+        description="Target families, substituted for `{family}` (AuditWorld's for `sim/`, e.g. steady, chatty). A "
+        "`local/<dir>` of `auditrl implant` plants by its weights: its own behavior, its base model when benign.",
     )
     target_model_args: dict[str, Any] = Field(default_factory=dict, description="Extra args for resolve_model.")
     target_prefill: Literal["continue", "emulate", "refuse"] | None = Field(
@@ -371,7 +372,7 @@ def load_config(path: Path) -> GRPOLMConfig:
     )
     markers = near(cfg.monitors.markers) if cfg.monitors.markers is not None else None
     launch = near(cfg.launch.accelerate_config) if cfg.launch.accelerate_config is not None else None
-    _check_behaviors(path, data)
+    _check_behaviors(path, data, cfg.episodes)
     policy = cfg.policy
     if policy.chat_template is not None and policy.chat_template not in shipped_chat_templates():
         template = near(Path(policy.chat_template))
@@ -394,9 +395,10 @@ def load_config(path: Path) -> GRPOLMConfig:
     )
 
 
-def _check_behaviors(path: Path, data: DataSettings) -> None:
-    """The behavior files load, and `data.behaviors` names training-split behaviors that exist."""
+def _check_behaviors(path: Path, data: DataSettings, episodes: EpisodeSettings) -> None:
+    """The behavior files load, `data.behaviors` names training behaviors that exist, and the target families load."""
     from auditrl.behaviors.library import load_behaviors
+    from auditrl.targets.pool import target_family
 
     try:
         library = load_behaviors(data.behavior_paths or None)
@@ -412,3 +414,8 @@ def _check_behaviors(path: Path, data: DataSettings) -> None:
             raise ConfigFileError(
                 f"{path}: field 'data.behaviors.{i}': {bid!r} is a held-out behavior and may not be used in training"
             )
+    for i, family in enumerate(episodes.families):
+        try:
+            target_family(episodes.target_model, family, library)
+        except ValueError as exc:
+            raise ConfigFileError(f"{path}: field 'episodes.families.{i}': {exc}") from exc
