@@ -203,38 +203,28 @@ class MLPPolicy(nn.Module):
         observations laid out features x rows, written into the given arrays (same layout): both hidden layers'
         activations and the action heads' (or the report heads') logits."""
         w = self.weight_views()
-        np.matmul(w[0], obs, out=h1)
-        h1 += w[1][:, None]
-        np.maximum(h1, 0.0, out=h1)
-        np.matmul(w[2], h1, out=h2)
-        h2 += w[3][:, None]
-        np.maximum(h2, 0.0, out=h2)
+        for layer, (x, out) in enumerate(((obs, h1), (h1, h2))):
+            np.matmul(w[2 * layer], x, out=out)
+            out += w[2 * layer + 1][:, None]
+            np.maximum(out, 0.0, out=out)
         part = slice(self.n_action_logits, None) if report else slice(0, self.n_action_logits)
         np.matmul(w[4][part], h2, out=logits)
         logits += w[5][part, None]
 
-    def hidden(self, obs: NDArray[np.float32]) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
-        """Both hidden layers' activations, for observations laid out features x rows (so are the activations)."""
-        w = self.weight_views()
-        h1 = w[0] @ obs
-        h1 += w[1][:, None]
-        np.maximum(h1, 0.0, out=h1)
-        h2 = w[2] @ h1
-        h2 += w[3][:, None]
-        np.maximum(h2, 0.0, out=h2)
-        return h1, h2
-
-    def head_logits(self, h2: NDArray[np.float32], report: bool) -> NDArray[np.float32]:
-        """The action heads' (or the report heads') logits from the last hidden layer, logits x rows."""
-        w = self.weight_views()
-        part = slice(self.n_action_logits, None) if report else slice(0, self.n_action_logits)
-        out = w[4][part] @ h2
-        out += w[5][part, None]
-        return out
+    def forward_numpy(
+        self, obs: NDArray[np.float32], report: bool
+    ) -> tuple[NDArray[np.float32], NDArray[np.float32], NDArray[np.float32]]:
+        """`forward_into` into new arrays: both hidden layers and the logits, features x rows."""
+        hid, rows = self.weight_views()[0].shape[0], obs.shape[1]
+        n_logits = sum(self.report_sizes) if report else self.n_action_logits
+        h1, h2 = np.empty((hid, rows), dtype=np.float32), np.empty((hid, rows), dtype=np.float32)
+        logits = np.empty((n_logits, rows), dtype=np.float32)
+        self.forward_into(obs, h1, h2, logits, report)
+        return h1, h2, logits
 
     def _sample(self, obs: NDArray[np.float32], rng: np.random.Generator, report: bool) -> NDArray[np.int64]:
         sizes = self.report_sizes if report else self.action_sizes
-        logits = self.head_logits(self.hidden(np.ascontiguousarray(obs.T))[1], report)
+        logits = self.forward_numpy(np.ascontiguousarray(obs.T), report)[2]
         return sample_heads(logits, sizes, rng.random((len(sizes), obs.shape[0]), dtype=np.float32)).T
 
     def act(self, obs: NDArray[np.float32], rng: np.random.Generator) -> NDArray[np.int64]:

@@ -304,8 +304,7 @@ def simulate(world: World, batch: EpisodeBatch, policy: Policy, rng: np.random.G
         final_obs[:, ints[0]] = last
     activations = None
     if mlp is not None:
-        h1_report, h2_report = mlp.hidden(final_obs)
-        logits_report = mlp.head_logits(h2_report, report=True)
+        h1_report, h2_report, logits_report = mlp.forward_numpy(final_obs, report=True)
         u = rng.random((len(mlp.report_sizes), n), dtype=np.float32)
         report = sample_heads(logits_report, mlp.report_sizes, u).T
         activations = Activations(

@@ -143,12 +143,11 @@ def _activations(policy: MLPPolicy, rollout: Rollout) -> Activations:
     kept = rollout.activations
     if kept is not None and kept.current(policy):
         return kept
-    h1, h2 = policy.hidden(np.ascontiguousarray(rollout.turn_obs.T))
-    h1_report, h2_report = policy.hidden(np.ascontiguousarray(rollout.final_obs.T))
+    h1, h2, logits = policy.forward_numpy(np.ascontiguousarray(rollout.turn_obs.T), report=False)
+    h1_report, h2_report, logits_report = policy.forward_numpy(np.ascontiguousarray(rollout.final_obs.T), report=True)
     return Activations(
         weights=[w.copy() for w in policy.weight_views()],
-        h1=h1, h2=h2, logits=policy.head_logits(h2, report=False),
-        h1_report=h1_report, h2_report=h2_report, logits_report=policy.head_logits(h2_report, report=True),
+        h1=h1, h2=h2, logits=logits, h1_report=h1_report, h2_report=h2_report, logits_report=logits_report,
     )  # fmt: skip
 
 
