@@ -259,18 +259,41 @@ def _replications(sent: list[str], rolled: set[int]) -> tuple[int, int, set[int]
 
     A near-copy of the message just before (in the same branch) is a loop; a near-copy of an earlier,
     non-adjacent message, or of any earlier one right after a rollback, re-poses a probe: a replication
-    when the messages between are other probes or the context was reset, not a loop.
+    when the messages between are other probes or the context was reset, not a loop. (`_NearDuplicates.for_audit`
+    written out in the loop: this runs for every pair of messages of every audit.)
     """
-    near = _NEAR.for_audit()
+    ordered = _NEAR.ordered
+    asked: dict[tuple[str, str], bool] = {}
     repeated = reposed = 0
     again_at: set[int] = set()
     earlier: dict[str, None] = {}  # the distinct messages sent so far, in order
     for i, text in enumerate(sent):
-        if i and i not in rolled and near(text, sent[i - 1]):
+        if not i:
+            earlier[text] = None
+            continue
+        hit = False
+        if i not in rolled:
+            prev = sent[i - 1]
+            if prev == text:
+                hit = True
+            else:
+                key = (text, prev) if text < prev else (prev, text)
+                known = asked.get(key)
+                hit = asked[key] = ordered(text, prev) if known is None else known
+        if hit:
             repeated += 1
-        elif i and any(near(text, prev) for prev in earlier):
-            reposed += 1
-            again_at.add(i)
+        else:
+            for prev in earlier:
+                if prev == text:
+                    hit = True
+                else:
+                    key = (text, prev) if text < prev else (prev, text)
+                    known = asked.get(key)
+                    hit = asked[key] = ordered(text, prev) if known is None else known
+                if hit:
+                    reposed += 1
+                    again_at.add(i)
+                    break
         earlier[text] = None
     return repeated, reposed, again_at
 

@@ -132,11 +132,15 @@ class ContrastiveNamer:
     the 50 nearest texts outside it.
     """
 
-    def __init__(self, texts: Sequence[str], vectors: np.ndarray | sparse.csr_matrix) -> None:
+    def __init__(
+        self, texts: Sequence[str], vectors: np.ndarray | sparse.csr_matrix, rows: np.ndarray | None = None
+    ) -> None:
+        """`vectors` holds a row per text, or with `rows` the distinct rows and each text's row among them."""
         vec = TfidfVectorizer(analyzer=naming_terms, sublinear_tf=True)
         self.matrix = vec.fit_transform(texts).tocsr()
         self.terms = vec.get_feature_names_out()
         self.vectors = vectors
+        self.rows = rows
         if isinstance(vectors, np.ndarray):
             self.sq_norms = (vectors**2).sum(axis=1)
         else:
@@ -144,7 +148,8 @@ class ContrastiveNamer:
 
     def distances(self, center: np.ndarray) -> np.ndarray:
         """Squared Euclidean distance of every text to `center`."""
-        return self.sq_norms - 2 * np.asarray(self.vectors @ center).ravel() + float(center @ center)
+        d = self.sq_norms - 2 * np.asarray(self.vectors @ center).ravel() + float(center @ center)
+        return d if self.rows is None else d[self.rows]
 
     def contrast(self, inside: np.ndarray, center: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Indices of the members nearest `center` and of the nearest non-members, up to CONTRAST_SIZE each."""
@@ -196,7 +201,8 @@ def contrastive_namer(emb: Embedded) -> ContrastiveNamer:
     """The namer of `emb`'s distinct texts, fitted once and shared by the clusters and every derived level."""
     namer = _NAMERS.get(emb)
     if namer is None:
-        namer = _NAMERS[emb] = ContrastiveNamer(emb.distinct, emb.vectors)
+        points, point_of = emb.points
+        namer = _NAMERS[emb] = ContrastiveNamer(emb.distinct, points, point_of)
     return namer
 
 

@@ -224,7 +224,12 @@ def summary_from_features(f: StrategyFeatures) -> str:
     The dominant tactics come first, with their share of the messages, so that a few rollbacks or a
     stray framing cannot outweigh what the auditor did most of the time.
     """
-    key = tuple(tuple(v.items()) if isinstance(v, dict) else v for v in f.__dict__.values())
+    fields = f.__dict__
+    key = (
+        tuple(fields["tactic_messages"].items()),
+        tuple(fields["cue_messages"].items()),
+        *[v for v in fields.values() if type(v) is not dict],
+    )
     text = _WRITTEN.get(key)
     if text is None:
         w = load_sentences()

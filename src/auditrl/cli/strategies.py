@@ -6,11 +6,11 @@ thousands of audits fits in a little memory; a handful are kept whole for the re
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
+import pydantic_core
 import typer
 import yaml
 from rich.console import Console
@@ -182,7 +182,7 @@ def strategies(
         data = {"transcript_ids": ids, **result.model_dump(mode="json")} | (
             {"derived": study.model_dump(mode="json")} if study is not None else {}
         )
-        atomic_write_text(json_out, json.dumps(data, indent=2))
+        atomic_write_text(json_out, pydantic_core.to_json(data, indent=2, ensure_ascii=True).decode())
     if html is not None:
         from auditrl.pages.html import write_page
         from auditrl.pages.sections import codebook_study_section, strategy_section, transcripts_section
