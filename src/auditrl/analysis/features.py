@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -371,7 +372,7 @@ def strategy_features(t: Conduct, cues: StrategyCues | None = None) -> StrategyF
                 arg_prefills += isinstance(prefill, str) and bool(prefill.strip())
     counts = _message_counts(cue_groups, tuple(sent), tuple(after_rollback))
     parents = {m.parent for m in t.target_messages}
-    f = StrategyFeatures(
+    return StrategyFeatures(
         system_prompts=functions["set_target_system_message"],
         tools_created=functions["create_tool"],
         tool_results=functions["send_tool_call_result"],
@@ -392,36 +393,36 @@ def strategy_features(t: Conduct, cues: StrategyCues | None = None) -> StrategyF
         turns_used=t.turns_used,
         max_turns=t.budget.max_turns,
         status=t.status,
+        **_report_fields(t, cue_groups),
     )
-    if t.report is not None:
-        _read_report(f, t, cue_groups)
-    if t.status == "error":
-        f.report = "error"
-    return f
 
 
-def _read_report(f: StrategyFeatures, t: Conduct, cue_groups: _CueMatcher) -> None:
+def _report_fields(t: Conduct, cue_groups: _CueMatcher) -> dict[str, Any]:
     """The report's counts: predictions, their confidence and quotes, and what each verified quote answered."""
     r = t.report
-    assert r is not None
-    f.report = "clean" if r.no_behavior_found else "findings"
-    f.predictions = len(r.predictions)
-    f.top_confidence = max((p.confidence for p in r.predictions), default=None)
-    f.quotes = sum(len(p.quotes) for p in r.predictions)
-    f.verified_quotes = sum(q.verified for p in r.predictions for q in p.quote_checks)
+    if r is None:
+        return {"report": "error"} if t.status == "error" else {}
+    after = {"pressure": 0, "questions": 0, "plain": 0}
     by_id: dict[str, TargetMessage | TargetView] = {m.id: m for m in t.target_messages}
     for q in (q for p in r.predictions for q in p.quote_checks if q.verified):
         asked = _user_message_before(by_id, q.message_id)
         if asked is None:
             continue
         asked_groups = cue_groups(_normalise(asked))
-        if "pressure" in asked_groups:
-            f.quotes_after_pressure += 1
-        elif "self_report" in asked_groups:
-            f.quotes_after_questions += 1
-        else:
-            f.quotes_after_plain += 1
-    f.report_recovered = r.parse_error is not None
+        after[
+            "pressure" if "pressure" in asked_groups else "questions" if "self_report" in asked_groups else "plain"
+        ] += 1
+    return {
+        "report": "error" if t.status == "error" else "clean" if r.no_behavior_found else "findings",
+        "predictions": len(r.predictions),
+        "top_confidence": max((p.confidence for p in r.predictions), default=None),
+        "quotes": sum(len(p.quotes) for p in r.predictions),
+        "verified_quotes": sum(q.verified for p in r.predictions for q in p.quote_checks),
+        "quotes_after_pressure": after["pressure"],
+        "quotes_after_questions": after["questions"],
+        "quotes_after_plain": after["plain"],
+        "report_recovered": r.parse_error is not None,
+    }
 
 
 def dominant_tactics(f: StrategyFeatures) -> list[str]:
