@@ -69,11 +69,16 @@ def target_family(template: str, family: str, behaviors: Mapping[str, Behavior] 
         base = adapter_base(name) if directory.is_dir() else None
     except ValueError as exc:
         raise ValueError(f"{spec}: {exc}") from exc
+    if not directory.is_dir():
+        # a missing path in an existing folder (a moved implant) fails here; an alias, a .gguf file or a hub id is
+        # left to the run's model check, which says how to fix it
+        in_a_folder = directory.parent != Path(".") and directory.parent.is_dir()
+        if in_a_folder and (problem := missing_weights(name)) is not None:
+            raise ValueError(f"{spec}: {problem}")
+        return TargetFamily(family, spec)
     if (problem := missing_weights(name)) is not None:
         where = f"the base model {base!r} of its adapter is not available offline: " if base is not None else ""
         raise ValueError(f"{spec}: {where}{problem}")
-    if not directory.is_dir():
-        return TargetFamily(family, spec)  # an alias, a .gguf file or a cached hub id
     if not (directory / RECORD).is_file():
         if base is not None or (directory / MODEL_CONFIG).is_file():
             return TargetFamily(family, spec)  # a model directory, or an adapter without a record: a prompted target
