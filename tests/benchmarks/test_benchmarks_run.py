@@ -9,14 +9,9 @@ cost). The sizes say nothing about speed; the figures themselves are measured by
 from __future__ import annotations
 
 import ast
-import io
 import json
 import math
 import re
-import runpy
-import sys
-from contextlib import redirect_stderr, redirect_stdout
-from dataclasses import dataclass
 from pathlib import Path
 from statistics import mean
 
@@ -29,46 +24,10 @@ from auditrl.experiments.small_lm.report_audits import benign_audits_seen
 from auditrl.experiments.small_lm.report_choices import ChoiceScores, shift_claims
 from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
 from auditrl.scaffold.transcript_keys import CLAIM_FORCED, PROBED_BY
+from benchmark_scripts import BENCHMARKS, invoke_benchmark, run_benchmark
 
 ROOT = Path(__file__).resolve().parents[2]
-BENCHMARKS = ROOT / "benchmarks"
 NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?")
-
-
-@dataclass(frozen=True)
-class Done:
-    """How one benchmark run ended: its exit status and what it wrote to stdout and stderr."""
-
-    returncode: int
-    stdout: str
-    stderr: str
-
-
-def invoke_benchmark(script: str, *args: str, cwd: Path) -> Done:
-    """Run `benchmarks/<script> args` in `cwd` as `__main__` in this process (wide console, no colour, one thread),
-    its output captured; its own modules (one script imports another) are found as beside it."""
-    out, err = io.StringIO(), io.StringIO()
-    code: object = 0
-    with pytest.MonkeyPatch.context() as patch:
-        for name, value in {"OMP_NUM_THREADS": "1", "COLUMNS": "250", "NO_COLOR": "1"}.items():
-            patch.setenv(name, value)
-        patch.setattr(sys, "argv", [str(BENCHMARKS / script), *args])
-        patch.syspath_prepend(str(BENCHMARKS))
-        patch.chdir(cwd)
-        try:
-            with redirect_stdout(out), redirect_stderr(err):
-                runpy.run_path(str(BENCHMARKS / script), run_name="__main__")
-        except SystemExit as exit_:
-            code = exit_.code
-    returncode = 0 if code is None else code if isinstance(code, int) else 1
-    return Done(returncode, out.getvalue(), err.getvalue())
-
-
-def run_benchmark(script: str, *args: str, cwd: Path) -> str:
-    """stdout of `benchmarks/<script> args` run in `cwd` (see invoke_benchmark); fails on a non-zero exit."""
-    done = invoke_benchmark(script, *args, cwd=cwd)
-    assert done.returncode == 0, f"{script} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-    return done.stdout
 
 
 MATCHED = "at the same FP calibration"

@@ -1,0 +1,57 @@
+"""Running a script of benchmarks/ the way its tests do: as `__main__` in the test's own process, with its command
+line, so a tiny run is spared an interpreter's start and torch's import (most of its cost)."""
+
+from __future__ import annotations
+
+import io
+import os
+import runpy
+import sys
+from contextlib import redirect_stderr, redirect_stdout
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+@dataclass(frozen=True)
+class Done:
+    """How one benchmark run ended: its exit status and what it wrote to stdout and stderr."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def invoke_benchmark(script: str, *args: str, cwd: Path) -> Done:
+    """Run `benchmarks/<script> args` in `cwd` as `__main__` in this process (wide console, no colour, one thread),
+    its output captured; its own modules (one script imports another) are found as beside it. The environment is
+    restored afterwards, variables a script set itself included (a server's address, say)."""
+    out, err = io.StringIO(), io.StringIO()
+    code: object = 0
+    environ = dict(os.environ)
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in {"OMP_NUM_THREADS": "1", "COLUMNS": "250", "NO_COLOR": "1"}.items():
+            patch.setenv(name, value)
+        patch.setattr(sys, "argv", [str(BENCHMARKS / script), *args])
+        patch.syspath_prepend(str(BENCHMARKS))
+        patch.chdir(cwd)
+        try:
+            with redirect_stdout(out), redirect_stderr(err):
+                runpy.run_path(str(BENCHMARKS / script), run_name="__main__")
+        except SystemExit as exit_:
+            code = exit_.code
+        finally:
+            os.environ.clear()
+            os.environ.update(environ)
+    returncode = 0 if code is None else code if isinstance(code, int) else 1
+    return Done(returncode, out.getvalue(), err.getvalue())
+
+
+def run_benchmark(script: str, *args: str, cwd: Path) -> str:
+    """stdout of `benchmarks/<script> args` run in `cwd` (see invoke_benchmark); fails on a non-zero exit."""
+    done = invoke_benchmark(script, *args, cwd=cwd)
+    assert done.returncode == 0, f"{script} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done.stdout
