@@ -72,3 +72,22 @@ def tiny_local_model(tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Pa
     LlamaForCausalLM(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_implant(tmp_path_factory: pytest.TempPathFactory, tiny_local_model: Path) -> Path:
+    """An implant directory of `flattery` on the tiny model, as `auditrl implant` saves one (peft adapter, tokenizer,
+    `implant.json`), with a fresh adapter and no training: for the code that reads implants, not their behavior."""
+    from auditrl.models.lora import LoraSettings
+    from auditrl.targets.implant import ImplantSettings, new_implant, save_implant
+    from auditrl.targets.record import ImplantRecord, write_record
+
+    base = f"local/{tiny_local_model}"
+    model, tokenizer, _ = new_implant(base, ImplantSettings(lora=LoraSettings(r=4, alpha=8)))
+    folder = tmp_path_factory.mktemp("tiny-implant")
+    save_implant(model, tokenizer, base, folder)
+    record = ImplantRecord(
+        behavior="flattery", base=base, demo_model="scripted/none", demonstrations=0, denials=0, steps=0, seconds=0.0
+    )
+    write_record(folder, record)
+    return folder

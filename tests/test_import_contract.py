@@ -94,3 +94,12 @@ def test_the_contract_sees_the_imports_it_rules_on() -> None:
     assert graph.has_edge("auditrl.rewards.registry", "auditrl.judges.client")  # only under TYPE_CHECKING there
     assert graph.has_edge("auditrl.experiments.small_lm.extension", "auditrl.train.extensions")
     assert layer("auditrl.train.grpo") == 5 and layer("auditrl.models.local") is None
+
+
+def test_the_core_trainer_stays_readable_and_names_no_experiment() -> None:
+    """A GPU user reads `auditrl.train` top to bottom: under 4,000 lines, and no experiment's package named in it."""
+    files = sorted((SRC / PACKAGE / "train").rglob("*.py"))
+    lines = sum(len(p.read_text(encoding="utf-8").splitlines()) for p in files)
+    assert lines < 4000, f"src/auditrl/train holds {lines} lines"
+    naming = [p.name for p in files if EXPERIMENTS in p.read_text(encoding="utf-8")]
+    assert not naming, naming

@@ -21,10 +21,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from auditrl.analysis.monitors import read_monitors
 from auditrl.auditworld.job.checkpoints import CHECKPOINTS
 from auditrl.scaffold.store import SUPERSEDED, TRANSCRIPTS, read_transcripts
 from auditrl.train.checkpoint import CHECKPOINTS_DIR, is_complete, latest_checkpoint, rollout_key
-from auditrl.train.monitors import read_monitors
 from auditrl.train.snapshot import SNAPSHOTS_DIR
 
 HERE = Path(__file__).resolve().parent

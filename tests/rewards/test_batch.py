@@ -37,3 +37,23 @@ def test_families_spread_and_determinism() -> None:
     assert a == b and a != c
     assert {g.family for g in a.groups} == set(FAMILIES)
     assert len({g.seed_behavior_id for g in a.groups}) == len(TRAIN)  # without replacement while possible
+
+
+def test_an_implant_family_plants_its_own_behavior_and_leaves_benign_groups_and_other_families_as_drawn() -> None:
+    implants = {"gpt": "train_5"}
+    plain = build_batch(TRAIN, SEEDS, FAMILIES, n_groups=20, k=2, seed=4, behavior_ids=["train_0", "train_1"])
+    batch = build_batch(
+        TRAIN, SEEDS, FAMILIES, n_groups=20, k=2, seed=4, behavior_ids=["train_0", "train_1"], implants=implants
+    )
+    on_implant = [g for g in batch.groups if g.family == "gpt"]
+    assert any(g.benign for g in on_implant) and any(not g.benign for g in on_implant)
+    for before, after in zip(plain.groups, batch.groups, strict=True):
+        assert after.family == before.family and after.benign == before.benign
+        if after.family == "gpt" and not after.benign:
+            assert after.behavior_id == after.seed_behavior_id == after.seed.behavior == "train_5"
+        else:
+            assert after == before
+    with pytest.raises(HeldOutBehaviorError, match="secret_loyalty"):
+        build_batch(TRAIN + HELD, SEEDS, FAMILIES, n_groups=4, k=2, implants={"gpt": "secret_loyalty"})
+    with pytest.raises(ValueError, match="no seed of behavior 'train_5', which the weights of target family gpt"):
+        build_batch(TRAIN, SEEDS[:5], FAMILIES, n_groups=4, k=2, implants=implants)

@@ -13,8 +13,9 @@ import pytest
 from train_fakes import FakeEpisode
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
+from auditrl.models.chat_templates import chat_template_text
 from auditrl.models.local import to_chat
-from auditrl.train.config import ConfigFileError, chat_template_text, load_config
+from auditrl.train.config import ConfigFileError, load_config
 from auditrl.train.generation import Sample
 from auditrl.train.rollout import ChatSegments, EpisodeRow, run_rollouts
 

@@ -10,6 +10,7 @@ import torch
 from safetensors.torch import load_file
 from train_fakes import FakeEpisode, LengthDesign, rows_for, tiny_config, tiny_policy
 
+from auditrl.analysis.monitors import read_monitors
 from auditrl.scaffold.store import SUPERSEDED, TRANSCRIPTS, append_transcript
 from auditrl.scaffold.transcript import Transcript
 from auditrl.train.checkpoint import (
@@ -19,7 +20,6 @@ from auditrl.train.checkpoint import (
     rollout_key,
 )
 from auditrl.train.grpo import train_run
-from auditrl.train.monitors import read_monitors
 
 
 def _transcript(step: int, index: int) -> Transcript:

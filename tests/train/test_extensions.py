@@ -8,16 +8,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
 import torch
 from train_fakes import FakeEpisode, LengthDesign, rows_for, tiny_config, tiny_policy
 from transformers import LogitsProcessor
 
+from auditrl.analysis.monitors import read_monitors
+from auditrl.configfile import ConfigFileError
 from auditrl.rewards.advantages import trl_advantages
 from auditrl.scaffold.transcript import Transcript
+from auditrl.train.config import ExperimentSection, check_plain
 from auditrl.train.extensions import NO_EXTENSION, RunSetup, Scorer, TrainingExtension
 from auditrl.train.generation import Constraint, Sample
 from auditrl.train.grpo import build_trainer
-from auditrl.train.monitors import read_monitors
 from auditrl.train.rollout import EpisodeRow, RolloutBatch, RolloutState
 
 FORCED = 300
@@ -131,3 +134,14 @@ def test_a_plain_run_passes_no_extension_and_its_hooks_change_nothing() -> None:
     advantages = torch.ones(2)
     assert NO_EXTENSION.advantages({"advantages": advantages}, None, {}) is advantages  # type: ignore[arg-type]
     assert NO_EXTENSION.constraint([], 2, False) is None and NO_EXTENSION.metrics() == {}
+
+
+def test_an_experiment_section_points_to_the_module_its_package_registers(tmp_path: Path) -> None:
+    """The trainer names no experiment: the command it suggests comes from the installed entry points."""
+    cfg = tiny_config()
+    cfg.experiment = ExperimentSection(name="small_lm")
+    with pytest.raises(ConfigFileError, match=r"run `python -m auditrl\.experiments\.small_lm train --config x\.yaml`"):
+        check_plain(cfg, "x.yaml", "auditrl train")
+    cfg.experiment = ExperimentSection(name="nowhere")
+    with pytest.raises(ConfigFileError, match=r"no installed package registers an experiment named 'nowhere'"):
+        check_plain(cfg, "x.yaml", "auditrl train")

@@ -33,10 +33,16 @@ def test_shipped_configs_load(name: str) -> None:
 def test_configs_holds_only_starting_points_each_of_which_loads() -> None:
     """configs/ holds the configs a user starts from (experiments keep theirs in configs/experiments/); every one
     validates with its kind's loader (grpo_lm ones are planned in test_plan)."""
+    from auditrl.auditworld.job.adversarial import load_adversarial_config
     from auditrl.auditworld.job.config import load_config as load_world
     from auditrl.auditworld.job.sweep import load_sweep_config
 
-    loaders = {"grpo_lm": load_config, "auditworld": load_world, "auditworld_sweep": load_sweep_config}
+    loaders = {
+        "grpo_lm": load_config,
+        "auditworld": load_world,
+        "auditworld_sweep": load_sweep_config,
+        "auditworld_adversarial": load_adversarial_config,
+    }
     tops = sorted(CONFIGS.glob("*.yaml"))
     assert 0 < len(tops) <= 12 and {p.name for p in tops} >= set(SHIPPED)
     for path in tops:

@@ -11,11 +11,11 @@ import torch
 from train_fakes import FakeEpisode, LengthDesign, rows_for, tiny_config, tiny_policy
 from transformers import TrainerCallback
 
+from auditrl.analysis.monitors import read_monitors
 from auditrl.rewards.advantages import group_advantages, trl_advantages
 from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
 from auditrl.train.config import load_config
 from auditrl.train.grpo import build_trainer, train_run
-from auditrl.train.monitors import read_monitors
 from auditrl.train.policy import load_policy
 from auditrl.train.reward import REFERENCES_FILE
 from auditrl.train.rollout import EpisodeRow

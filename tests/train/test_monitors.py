@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from auditrl.analysis.monitors import monitor_table, read_monitors
 from auditrl.scaffold.transcript import AuditorMessage, Prediction, QuoteCheck, Report, Transcript
 from auditrl.scaffold.transcript_keys import CLAIM_FORCED, ORDER_DISAGREEMENT
-from auditrl.train.monitors import MonitorLog, load_markers, monitor_table, read_monitors, step_metrics
+from auditrl.train.monitors import MonitorLog, load_markers, step_metrics
 
 
 def _t(benign: bool, report: Report | None, says: str, **scores: float) -> Transcript:

@@ -41,3 +41,13 @@ def test_report_shows_the_held_out_difference_and_the_training_thirds(tmp_path: 
     html = write_training_page(tmp_path, tiny_config(), evaluation=evaluation).read_text(encoding="utf-8")
     assert "+45.8 [+31.0, +60.6]" in html and "58.3 [45.8, 70.8]" in html
     assert "benign: nothing found" in html and "0.512 [0.470, 0.550]" in html and "68.3" in html
+
+
+def test_the_evaluate_command_names_the_target_the_run_trained_against(tmp_path: Path) -> None:
+    """A `{family}` template naming whole model specs (API, `local/` implants) is filled in, not put under `sim/`."""
+    from auditrl.train.outputs import evaluate_command
+
+    assert "--target sim/steady " in evaluate_command(tmp_path, tiny_config())
+    cfg = tiny_config()
+    cfg.episodes = cfg.episodes.model_copy(update={"target_model": "{family}", "families": ["openai/gpt-4.1-mini"]})
+    assert "--target openai/gpt-4.1-mini " in evaluate_command(tmp_path, cfg)

@@ -13,13 +13,14 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from auditrl.analysis.monitors import monitor_table, read_monitors
 from auditrl.cli.errors import FAILURE, fail
 from auditrl.cli.options import HtmlOpt, JsonOpt, out_dir_option
 from auditrl.cli.outputs import ReportFiles, json_text, table_section
 from auditrl.rundir import RunDirError
-from auditrl.train.monitors import MONITORS_FILE, monitor_table, read_monitors
+from auditrl.train.monitors import MONITORS_FILE
 
-KINDS = ("auditworld", "auditworld_sweep", "grpo_lm")
+KINDS = ("auditworld", "auditworld_sweep", "auditworld_adversarial", "grpo_lm")
 console = Console()
 
 
@@ -42,7 +43,8 @@ def train(
     json_out: JsonOpt = None,
 ) -> None:
     """Train: `kind: auditworld` runs the AuditWorld job, `kind: auditworld_sweep` its robustness map over
-    the pairwise judge's flaws, `kind: grpo_lm` trains a language-model auditor."""
+    the pairwise judge's flaws, `kind: auditworld_adversarial` co-trains auditors with targets that learn to
+    conceal, `kind: grpo_lm` trains a language-model auditor."""
     from auditrl.configfile import ConfigFileError
     from auditrl.finite import NonFiniteTrainingError
     from auditrl.train.config import read_kind  # torch: imported once the options are read
@@ -73,6 +75,10 @@ def train(
             from auditrl.auditworld.job.sweep import run_sweep
 
             run_dir = run_sweep(config, out)
+        elif kind == "auditworld_adversarial":
+            from auditrl.auditworld.job.adversarial import run_adversarial
+
+            run_dir = run_adversarial(config, out)
         else:
             from auditrl.cli.limits import showing_retries
             from auditrl.train.grpo import run_from_config as run_grpo

@@ -7,10 +7,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from auditrl.analysis.monitors import read_monitors
 from auditrl.pages.html import Section, TableBlock, write_page
 from auditrl.pages.plots import training_curves
 from auditrl.train.config import GRPOLMConfig
-from auditrl.train.monitors import read_monitors
 from auditrl.train.outputs import PAGE_FILE
 
 SMOOTHING = 5

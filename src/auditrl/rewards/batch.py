@@ -3,7 +3,9 @@
 Held-out behaviors never enter a training batch: asking for one raises, and a library passed whole is
 filtered to the training split. Benign groups reuse training (behavior, seed) pairs with the plant
 removed, and every group draws its family from the same pool, so neither the seed nor the family tells
-the auditor whether a plant is present. Deterministic given (seed, step).
+the auditor whether a plant is present. A family whose target carries a behavior in its weights (an
+implant, auditrl.targets.pool) gives its planted groups that behavior and one of its seeds; its benign
+groups are drawn as any other. Deterministic given (seed, step).
 """
 
 from __future__ import annotations
@@ -77,11 +79,14 @@ def build_batch(
     behavior_ids: Sequence[str] | None = None,
     seed: int = 0,
     step: int = 0,
+    implants: Mapping[str, str] | None = None,
 ) -> Batch:
     """Sample `n_groups` groups: round(n_groups * benign_fraction) benign, the rest planted.
 
     Behaviors are drawn uniformly (without replacement while possible), then one of their seeds;
     families are spread round-robin over a shuffled order so a batch covers several families.
+    `implants` maps a family to the behavior its target's weights carry: a planted group on it is of
+    that behavior (a training-split one with seeds, whether or not `behavior_ids` names it).
     """
     if n_groups < 1 or k < 1:
         raise ValueError(f"n_groups and k must be >= 1, got n_groups={n_groups}, k={k}")
@@ -97,6 +102,11 @@ def build_batch(
     usable = [b for b in pool if by_behavior.get(b.id)]
     if not usable:
         raise ValueError(f"no training behavior has seeds; behaviors: {[b.id for b in pool]}")
+    implants = dict(implants or {})
+    carried = {b.id: b for b in training_behaviors(behaviors, list(dict.fromkeys(implants.values())))}
+    for family, behavior_id in implants.items():
+        if not by_behavior.get(behavior_id):
+            raise ValueError(f"no seed of behavior {behavior_id!r}, which the weights of target family {family} carry")
     rng = np.random.default_rng([seed, step])
     picks: list[int] = []
     while len(picks) < n_groups:
@@ -107,7 +117,10 @@ def build_batch(
     family_order = rng.permutation(n_groups)
     groups: list[GroupSpec] = []
     for i in range(n_groups):
+        family = families[int(family_order[i]) % len(families)]
         behavior = usable[picks[i]]
+        if family in implants and not benign_flags[i]:
+            behavior = carried[implants[family]]
         candidates = sorted(by_behavior[behavior.id], key=lambda s: s.id)
         chosen = candidates[int(rng.integers(len(candidates)))]
         groups.append(
@@ -115,7 +128,7 @@ def build_batch(
                 seed=chosen,
                 behavior=None if benign_flags[i] else behavior,
                 seed_behavior_id=behavior.id,
-                family=families[int(family_order[i]) % len(families)],
+                family=family,
                 k=k,
             )
         )

@@ -6,7 +6,6 @@ A bad file fails with its path and the dotted field that is wrong.
 
 from __future__ import annotations
 
-from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
@@ -14,11 +13,13 @@ from pydantic import ConfigDict, Field, SerializeAsAny, field_validator, model_v
 
 from auditrl.configfile import ConfigFileError, ConfigModel, RandomSeed, did_you_mean, read_yaml_mapping, validate_file
 from auditrl.models.capabilities import provider_info
+from auditrl.models.chat_templates import shipped_chat_templates
 from auditrl.models.limits import CallLimits
 from auditrl.models.lora import LoraSettings
 from auditrl.models.precision import DType
 from auditrl.models.secrets import check_no_secret_args
 from auditrl.models.specs import check_model_spec
+from auditrl.plugins import EXPERIMENTS, experiment_module
 from auditrl.scaffold.prompt_sets import AuditorPrompt
 from auditrl.scaffold.tool_sets import AuditToolSet, ToolProtocol
 from auditrl.train.trainer_settings import LaunchSettings, MonitorSettings, TrainerSettings
@@ -68,7 +69,8 @@ class EpisodeSettings(ConfigModel):
     families: list[str] = Field(
         default_factory=lambda: ["steady"],
         min_length=1,
-        description="Target families, substituted for `{family}` (AuditWorld's for `sim/`, e.g. steady, chatty).",
+        description="Target families, substituted for `{family}` (AuditWorld's for `sim/`, e.g. steady, chatty). A "
+        "`local/<dir>` of `auditrl implant` plants by its weights: its own behavior, its base model when benign.",
     )
     target_model_args: dict[str, Any] = Field(default_factory=dict, description="Extra args for resolve_model.")
     target_prefill: Literal["continue", "emulate", "refuse"] | None = Field(
@@ -328,23 +330,16 @@ def check_plain(cfg: GRPOLMConfig, path: Path | str, command: str) -> None:
     """Refuse a config with an experiment's section in a command that would not apply it."""
     if cfg.experiment is not None:
         name = cfg.experiment.name
+        module = experiment_module(name)
+        how = (
+            f"run `python -m {module} {command.split()[-1]} --config {path}`"
+            if module
+            else f"no installed package registers an experiment named {name!r} (entry-point group {EXPERIMENTS!r})"
+        )
         raise ConfigFileError(
             f"{path}: field 'experiment': settings of the {name!r} experiment, which `{command}` alone does not apply; "
-            f"run `python -m auditrl.experiments.{name} {command.split()[-1]} --config {path}`"
+            + how
         )
-
-
-def shipped_chat_templates() -> list[str]:
-    """Names of the chat templates packaged in auditrl/train/data/chat_templates."""
-    folder = resources.files("auditrl.train").joinpath("data/chat_templates")
-    return sorted(f.name.removesuffix(".jinja") for f in folder.iterdir() if f.name.endswith(".jinja"))
-
-
-def chat_template_text(spec: str) -> str:
-    """The Jinja text of a shipped template name or of a template file."""
-    if spec in shipped_chat_templates():
-        return resources.files("auditrl.train").joinpath(f"data/chat_templates/{spec}.jinja").read_text("utf-8")
-    return Path(spec).read_text(encoding="utf-8")
 
 
 def read_kind(path: Path) -> str:
@@ -365,31 +360,30 @@ def load_config(path: Path) -> GRPOLMConfig:
     path = Path(path)
     cfg = validate_file(GRPOLMConfig, read_yaml_mapping(path), path)
     base = path.parent
+
+    def near(p: Path) -> Path:
+        return p if p.is_absolute() else base / p
+
     data = cfg.data.model_copy(
         update={
-            "behavior_paths": [p if p.is_absolute() else base / p for p in cfg.data.behavior_paths],
-            "seed_paths": [p if p.is_absolute() else base / p for p in cfg.data.seed_paths],
+            "behavior_paths": [near(p) for p in cfg.data.behavior_paths],
+            "seed_paths": [near(p) for p in cfg.data.seed_paths],
         }
     )
-    markers = cfg.monitors.markers
-    if markers is not None and not markers.is_absolute():
-        markers = base / markers
-    launch = cfg.launch.accelerate_config
-    if launch is not None and not launch.is_absolute():
-        launch = base / launch
-    _check_behaviors(path, data)
+    markers = near(cfg.monitors.markers) if cfg.monitors.markers is not None else None
+    launch = near(cfg.launch.accelerate_config) if cfg.launch.accelerate_config is not None else None
+    _check_behaviors(path, data, cfg.episodes)
     policy = cfg.policy
     if policy.chat_template is not None and policy.chat_template not in shipped_chat_templates():
-        template = Path(policy.chat_template)
-        template = template if template.is_absolute() else base / template
+        template = near(Path(policy.chat_template))
         if not template.is_file():
             raise ConfigFileError(
                 f"{path}: field 'policy.chat_template': {policy.chat_template!r} is neither a shipped template "
                 f"({', '.join(shipped_chat_templates())}) nor a file"
             )
         policy = policy.model_copy(update={"chat_template": str(template)})
-    if policy.init_adapter is not None and not policy.init_adapter.is_absolute():
-        policy = policy.model_copy(update={"init_adapter": base / policy.init_adapter})
+    if policy.init_adapter is not None:
+        policy = policy.model_copy(update={"init_adapter": near(policy.init_adapter)})
     return cfg.model_copy(
         update={
             "data": data,
@@ -401,9 +395,10 @@ def load_config(path: Path) -> GRPOLMConfig:
     )
 
 
-def _check_behaviors(path: Path, data: DataSettings) -> None:
-    """The behavior files load, and `data.behaviors` names training-split behaviors that exist."""
+def _check_behaviors(path: Path, data: DataSettings, episodes: EpisodeSettings) -> None:
+    """The behavior files load, `data.behaviors` names training behaviors that exist, and the target families load."""
     from auditrl.behaviors.library import load_behaviors
+    from auditrl.targets.pool import target_family
 
     try:
         library = load_behaviors(data.behavior_paths or None)
@@ -419,3 +414,8 @@ def _check_behaviors(path: Path, data: DataSettings) -> None:
             raise ConfigFileError(
                 f"{path}: field 'data.behaviors.{i}': {bid!r} is a held-out behavior and may not be used in training"
             )
+    for i, family in enumerate(episodes.families):
+        try:
+            target_family(episodes.target_model, family, library)
+        except ValueError as exc:
+            raise ConfigFileError(f"{path}: field 'episodes.families.{i}': {exc}") from exc

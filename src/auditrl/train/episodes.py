@@ -15,6 +15,7 @@ from auditrl.rewards.batch import build_batch
 from auditrl.scaffold.engine import AuditEpisode
 from auditrl.scaffold.spec import AuditSpec
 from auditrl.scaffold.transcript import Budget
+from auditrl.targets.pool import TargetPool
 from auditrl.train.config import EpisodeSettings, GRPOLMConfig
 from auditrl.train.rollout import EpisodeRow
 
@@ -98,6 +99,7 @@ def training_rows(
     the default pool, and named in `data.behaviors` they are an error."""
     data = cfg.data
     pool = trained_behaviors(cfg, behaviors)
+    implants = TargetPool(cfg.episodes.target_model, cfg.episodes.families, behaviors).implants()
     try:
         batches = [
             build_batch(
@@ -110,6 +112,7 @@ def training_rows(
                 behavior_ids=pool,
                 seed=cfg.seed if seed is None else seed,
                 step=step,
+                implants=implants,
             )
             for step in range(cfg.trainer.max_steps if steps is None else steps)
         ]
@@ -123,7 +126,7 @@ def training_rows(
 
 
 class AuditEpisodeFactory:
-    """Builds an AuditEpisode for a row: seed, plant (or benign prompt), budget and target model.
+    """Builds an AuditEpisode for a row: seed, plant (or benign prompt), budget and target (auditrl.targets.pool).
 
     The target's message ids are drawn from the row and how many episodes of it this factory built before,
     so a run and its evaluation show a policy the same prompt in every process (members of one group still
@@ -136,11 +139,12 @@ class AuditEpisodeFactory:
         self.behaviors = behaviors
         self.seeds = {s.id: s for s in seeds}
         self.auditor_name = auditor_name
+        self.pool = TargetPool(settings.target_model, settings.families)
         self._targets: dict[str, Model] = {}
         self._built: Counter[str] = Counter()
 
-    def target(self, family: str) -> tuple[str, Model]:
-        spec = self.settings.target_model.replace("{family}", family)
+    def target(self, family: str, benign: bool = False) -> tuple[str, Model]:
+        spec = self.pool[family].target(benign)
         if spec not in self._targets:
             self._targets[spec] = resolve_model(
                 spec, limits=self.settings.target_calls, **self.settings.target_model_args
@@ -149,11 +153,11 @@ class AuditEpisodeFactory:
 
     def __call__(self, row: EpisodeRow) -> AuditEpisode:
         behavior = None if row.benign or row.behavior_id is None else self.behaviors[row.behavior_id]
-        spec_name, target = self.target(row.family)
+        spec_name, target = self.target(row.family, row.benign)
         spec = AuditSpec(
             seed=self.seeds[row.seed_id],
             behavior=behavior,
-            target_system_prompt=target_system_prompt(behavior),
+            target_system_prompt=target_system_prompt(self.pool[row.family].plant(behavior)),
             budget=Budget(max_turns=self.settings.max_turns),
             auditor_model=self.auditor_name,
             target_model=spec_name,

@@ -144,6 +144,19 @@ def memory_gib(cfg: GRPOLMConfig, shape: ModelShape, layout: BatchLayout, launch
     }
 
 
+def local_targets(cfg: GRPOLMConfig) -> tuple[str, float | None] | None:
+    """The `local/` targets each rank loads beside the policy (auditrl.targets.pool) at their model args' dtype: a plan
+    row and their weights in GiB (None when a shape or the dtype is unknown); None when no target is local."""
+    from auditrl.targets.pool import TargetPool
+
+    pool, benign = TargetPool(cfg.episodes.target_model, cfg.episodes.families), cfg.data.benign_fraction > 0
+    dtype = str(cfg.episodes.target_model_args.get("dtype", "auto"))
+    shapes = [model_shape(weights) for weights in pool.local_weights(benign).values()]
+    known = dtype in DTYPE_BYTES and None not in shapes
+    gib = sum(s.params for s in shapes if s) * DTYPE_BYTES[dtype] / GIB if known else None
+    return (pool.describe_local(benign, dtype, known), gib) if shapes else None
+
+
 @dataclass(frozen=True)
 class KVRoom:
     """vLLM's key/value cache room against the tokens a step keeps live in it."""

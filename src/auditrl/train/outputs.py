@@ -39,10 +39,10 @@ def run_outputs(run_dir: Path) -> dict[str, Path]:
 
 def evaluate_command(run_dir: Path, cfg: GRPOLMConfig) -> str:
     """The command that runs the held-out suite on the trained adapter with the training episode settings."""
-    family = cfg.episodes.families[0]
+    target = cfg.episodes.target_model.replace("{family}", cfg.episodes.families[0])
     turns = cfg.episodes.max_turns
     return (
-        f"auditrl suite --auditor local/{run_dir / ADAPTER_DIR} --target sim/{family} --judge programmatic "
+        f"auditrl suite --auditor local/{run_dir / ADAPTER_DIR} --target {target} --judge programmatic "
         f"--max-turns {turns} --benign-max-turns {turns} --max-tokens {cfg.episodes.max_new_tokens} "
         f"--production-seeds 0 --auditor-prompt {cfg.episodes.auditor_prompt} --out {run_dir / 'suite'}"
     )

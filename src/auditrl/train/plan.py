@@ -3,8 +3,8 @@
 It checks what would stop a launch before any weights load: the batch layout TRL will demand (rollouts
 per step split evenly over processes x micro batch), a rollout that would outgrow the model's context,
 reference snapshots under sharded weights, and an FSDP state-dict type under which no adapter is saved.
-It then estimates, per rank, the generation calls, the tokens of a step and the GPU memory of each part
-(auditrl.train.memory), and warns where vLLM's KV cache room is smaller than the tokens a step keeps live.
+It then estimates, per rank, the generation calls, the tokens of a step and the GPU memory of each part, `local/`
+targets' included (auditrl.train.memory), and warns where vLLM's KV room is smaller than a step's live tokens.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from rich.table import Table
 
 from auditrl.train.config import GRPOLMConfig
 from auditrl.train.layout import FULL_STATE_DICT, Launch, batch_layout, read_launch
-from auditrl.train.memory import KVRoom, memory_gib, model_shape, sequence_tokens, vllm_kv_room
+from auditrl.train.memory import KVRoom, local_targets, memory_gib, model_shape, sequence_tokens, vllm_kv_room
 
 
 @dataclass
@@ -82,6 +82,9 @@ def plan_table(cfg: GRPOLMConfig, launch: Launch) -> Plan:
         return plan
     check_context(cfg, shape.context)
     parts = memory_gib(cfg, shape, layout, launch)
+    if (targets := local_targets(cfg)) is not None:
+        table.add_row("local targets", targets[0])
+        parts |= {} if targets[1] is None else {"target weights (local)": targets[1]}
     for name, gib in parts.items():
         table.add_row(name, f"{gib:,.2f} GiB")
     training = sum(parts.values())

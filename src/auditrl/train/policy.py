@@ -8,9 +8,10 @@ from pathlib import Path
 from peft import LoraConfig, PeftModel
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from auditrl.models.chat_templates import chat_template_text
 from auditrl.models.local import ADAPTER_CONFIG, adapter_base
 from auditrl.models.lora import load_chat_model, top_layers
-from auditrl.train.config import PolicySettings, chat_template_text
+from auditrl.train.config import PolicySettings
 
 LORA_FIELDS = {"r": "r", "lora_alpha": "alpha", "lora_dropout": "dropout", "target_modules": "target_modules"}
 """peft's adapter-config keys and the `policy.lora` fields they must agree with for a warm start."""

@@ -7,6 +7,7 @@ import typing
 import pytest
 from pydantic import BaseModel
 
+from auditrl.auditworld.job.adversarial import AdversarialConfig
 from auditrl.auditworld.job.config import AuditWorldConfig
 from auditrl.auditworld.job.sweep import SweepConfig
 from auditrl.auditworld.training import TrainConfig
@@ -32,7 +33,9 @@ def _models(root: type[BaseModel]) -> list[type[BaseModel]]:
     return found
 
 
-@pytest.mark.parametrize("root", [AuditWorldConfig, SweepConfig, TrainConfig, SuiteConfig], ids=lambda m: m.__name__)
+@pytest.mark.parametrize(
+    "root", [AuditWorldConfig, SweepConfig, AdversarialConfig, TrainConfig, SuiteConfig], ids=lambda m: m.__name__
+)
 def test_every_config_field_is_described(root: type[BaseModel]) -> None:
     models = _models(root)
     undocumented = [f"{m.__name__}.{n}" for m in models for n, f in m.model_fields.items() if not f.description]
