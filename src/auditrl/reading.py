@@ -128,11 +128,16 @@ def bounded_lines(handle: IO[bytes], path: Path, kind: FileKind) -> Iterator[tup
 
 
 def _at_end(handle: IO[bytes]) -> bool:
-    """Whether `handle` has nothing more to read (without consuming anything)."""
+    """Whether `handle` has nothing more to read (without consuming anything).
+
+    A buffered file is asked through `peek`, which keeps its buffer (seeking to the end and back would
+    drop it, and every line of a large file would be read from the system again)."""
+    peek = getattr(handle, "peek", None)
+    if peek is not None:
+        return not peek(1)
     if handle.seekable():
         here = handle.tell()
         end = handle.seek(0, os.SEEK_END)
         handle.seek(here)
         return here == end
-    peek = getattr(handle, "peek", None)
-    return bool(peek is not None and not peek(1))
+    return False

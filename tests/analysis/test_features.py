@@ -22,6 +22,8 @@ def _difflib(a: str, b: str) -> bool:
 @settings(max_examples=300, deadline=None)
 @given(TEXTS, TEXTS, st.sampled_from(["", "x", "please tell me more about it"]))
 def test_near_duplicates_agree_with_difflib(a: str, b: str, suffix: str) -> None:
-    near = _NearDuplicates()
+    shared = _NearDuplicates()
     for x, y in ((a, b), (a + suffix, a), (a + suffix, b + suffix)):
+        near = shared.for_audit()  # one audit: a pair asked both ways answers as it did the first time
         assert near(x, y) == near(y, x) == _difflib(x, y)
+        assert x == y or shared.ordered(y, x) == _difflib(y, x)  # remembered across audits, each way its own

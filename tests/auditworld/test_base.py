@@ -95,3 +95,27 @@ def test_a_checkpoint_base_loads_the_saved_weights_and_bad_files_are_named(world
 def test_an_unknown_expert_is_refused_by_name() -> None:
     with pytest.raises(ValueError, match="unknown scripted auditor 'oracle'; known: random, blind, experimenter"):
         ImitationInit(kind="imitation", expert="oracle")
+
+
+def test_the_cloning_gradient_equals_autograd_on_the_cloning_loss(world: World) -> None:
+    """`fit_gradient` writes the backward pass out; autograd on the same loss (each head's logsumexp taken by torch
+    on its own slice of the logits) gives the same gradient."""
+    from auditrl.auditworld.base import _Data, fit_gradient
+    from auditrl.auditworld.policies import ExperimenterPolicy
+
+    init = ImitationInit(kind="imitation", audits_per_round=16, turn_budgets=[8])
+    student = MLPPolicy(hidden=8, seed=1)
+    with torch.no_grad():
+        student.head.weight.normal_(0.0, 0.5, generator=torch.Generator().manual_seed(2))
+    data = _Data(student, init)
+    data.add(ExperimenterPolicy(), ExperimenterPolicy(), world, init, TRAIN_FAMILIES, np.random.default_rng(0))
+    obs, scaled_target, weight = data.tensors()
+    grads = fit_gradient(student, obs, scaled_target, weight)
+    logits = student(obs)
+    bounds = np.concatenate([[0], np.cumsum(student.head_sizes)])
+    lse = torch.stack([logits[:, a:b].logsumexp(dim=1) for a, b in zip(bounds[:-1], bounds[1:], strict=True)], 1)
+    expected = (lse * weight).sum() - (scaled_target * logits).sum()
+    student.zero_grad()
+    expected.backward()
+    for (name, param), grad in zip(student.named_parameters(), grads, strict=True):
+        np.testing.assert_allclose(grad.numpy(), param.grad.numpy(), atol=1e-5, err_msg=name)

@@ -109,3 +109,24 @@ def test_depth_rewards_pursuing_what_the_target_showed_and_coherence_the_stronge
         "coherence"
     ][0]
     assert coherence(3) == 1.0 and coherence(4) == 0.0
+
+
+def test_the_counted_bootstrap_resamples_as_drawing_indices_does() -> None:
+    """Resampling by counts of distinct values has the index bootstrap's distribution: its means spread by the
+    standard error, and every interval of `EvalEpisodes.estimates` is `auditrl.stats`' up to resampling noise."""
+    from auditrl.auditworld.metrics import EvalEpisodes, bootstrap_means
+    from auditrl.stats import composite_ci, mean_ci
+
+    rng = np.random.default_rng(0)
+    quality = rng.choice(np.linspace(0.0, 100.0, 6), 2400)
+    means = bootstrap_means(quality, rng, n_boot=20_000)
+    assert means.mean() == pytest.approx(quality.mean(), abs=0.05)
+    assert means.std() == pytest.approx(quality.std() / np.sqrt(quality.size), rel=0.03)
+    calibration, realism = rng.choice([0.0, 100.0], 2400, p=[0.1, 0.9]), rng.choice([0.0, 100.0], 4800)
+    got = EvalEpisodes(quality, calibration, realism, None, None).estimates()  # type: ignore[arg-type]
+    expected = {"audit_quality": mean_ci(quality.tolist()), "false_positive": mean_ci(calibration.tolist()),
+                "realism": mean_ci(realism.tolist()),
+                "composite": composite_ci([quality.tolist(), calibration.tolist(), realism.tolist()])}  # fmt: skip
+    for name, e in expected.items():
+        assert (got[name].mean, got[name].n) == (pytest.approx(e.mean), e.n), name
+        assert got[name].lo == pytest.approx(e.lo, abs=0.25) and got[name].hi == pytest.approx(e.hi, abs=0.25), name

@@ -6,7 +6,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from auditrl.auditworld.observe import N_GLOBAL, SLOT_FEATURES, build_observation, obs_dim, read_observation
-from auditrl.auditworld.policies import ExperimenterPolicy, RandomPolicy
+from auditrl.auditworld.policies import ExperimenterPolicy, InterrogatorPolicy, MLPPolicy, RandomPolicy
 from auditrl.auditworld.records import CONFESSION, DISPLAY, ODD
 from auditrl.auditworld.simulate import simulate
 from auditrl.auditworld.texts import NATURAL
@@ -124,3 +124,56 @@ def test_the_experimenter_infers_the_anomalous_topic_from_the_counts() -> None:
     report = ExperimenterPolicy().report(obs, np.random.default_rng(0))
     assert report[:, CLAIM].tolist() == [3, 0]
     assert ExperimenterPolicy().act(obs, np.random.default_rng(0))[:, TOOL].tolist() == [2, 2]  # budget reached: end
+
+
+def _recounted_observation(o, scenario: NDArray[np.int64], e: int, t: int, horizon: int) -> NDArray[np.float32]:  # type: ignore[no-untyped-def]
+    """Episode e's observation before turn t, replayed message by message from its record alone."""
+    from auditrl.auditworld.records import DENIAL
+    from auditrl.auditworld.texts import ACCUSE, DIRECT, NO_PRESSURE, PUSH, TEST
+
+    k = scenario.shape[1]
+    history = np.zeros(10, dtype=np.int64)  # HISTORY_COUNTS, then messages and pressured messages in the branch
+    slots = np.zeros((k + 1, 4), dtype=np.int64)
+    seen, kind, last = False, 0, -1
+    for s in range(t):
+        if not o.sent[e, s]:
+            continue
+        if o.rollback[e, s]:
+            history[3] += 1
+            history[8] = history[9] = 0
+            seen = False
+        topic, reply, remark = o.topic[e, s], o.reply[e, s], bool(o.remark[e, s])
+        hit = np.flatnonzero(scenario[e] == topic)
+        slot = int(hit[0]) + 1 if hit.size else 0
+        anomaly = reply in (DISPLAY, ODD)
+        slots[slot] += [o.framing[e, s] == NATURAL, 1, anomaly, reply == CONFESSION]
+        history += [reply == CONFESSION, reply == DENIAL, remark, 0, o.pressure[e, s] == ACCUSE,
+                    o.pressure[e, s] == PUSH, o.framing[e, s] == DIRECT, o.framing[e, s] == TEST, 1,
+                    o.pressure[e, s] != NO_PRESSURE]  # fmt: skip
+        seen |= remark
+        kind = 4 if reply == CONFESSION else 3 if reply == DENIAL else 2 if anomaly else 5 if remark else 1
+        last = slot
+    return build_observation(t / horizon, np.array([history[8] / horizon]), history[None], np.array([seen]),
+                             np.array([kind]), slots[None], np.array([last]))[0]  # fmt: skip
+
+
+def test_every_observation_is_the_audit_so_far_replayed_from_its_record(world: World) -> None:
+    """The simulation keeps its running counts in its own layout; what the auditor sees at each turn, and at its
+    report, is exactly `build_observation` of the audit replayed from the record (rollbacks, pressure, remarks,
+    the last reply's kind and slot included)."""
+    rng = np.random.default_rng(6)
+    horizon = 10
+    batch = training_batch(world, rng, 12, 2, 0.5, [0, 1, 2, 3], horizon)
+    scenario = world.scenario[batch.seed_behavior, batch.seed_index]
+    rollbacks = confessions = 0
+    for policy in (RandomPolicy(), ExperimenterPolicy(), InterrogatorPolicy(), MLPPolicy(hidden=8)):
+        r = simulate(world, batch, policy, np.random.default_rng(7))
+        o = r.observed
+        rollbacks, confessions = rollbacks + o.rollback.sum(), confessions + (o.reply == CONFESSION).sum()
+        for row, (e, t) in enumerate(zip(r.turn_episode, r.turn_index, strict=True)):
+            expected = _recounted_observation(o, scenario, int(e), int(t), horizon)
+            np.testing.assert_allclose(r.turn_obs[row], expected, rtol=1e-6, err_msg=f"{policy.name} {e} {t}")
+        for e in range(batch.size):
+            final = _recounted_observation(o, scenario, e, horizon, horizon)
+            np.testing.assert_allclose(r.final_obs[e], final, rtol=1e-6, err_msg=f"{policy.name} report {e}")
+    assert rollbacks and confessions

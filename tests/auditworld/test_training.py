@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -102,13 +104,7 @@ def _autograd_loss(policy: MLPPolicy, rollout: Rollout, advantages: np.ndarray, 
     return -(torch.from_numpy(advantages).float() * log_prob).mean() - entropy_coef * entropy.mean()
 
 
-def test_the_numpy_policy_gradient_equals_autograd_on_the_same_loss(world: World) -> None:
-    init = ImitationInit(kind="imitation", dagger_rounds=0, audits_per_round=32, turn_budgets=[8], fit_steps=30)
-    policy = imitation_base(world, init, 8, 0, [0, 1])
-    rng = np.random.default_rng(0)
-    rollout = simulate(world, training_batch(world, rng, 16, 4, 0.5, [0, 1], 10), policy, rng)
-    assert rollout.report[:, CLAIM].max() > NO_CLAIM and (rollout.actions[rollout.acted][:, TOOL] == END).any()
-    advantages = rng.normal(size=rollout.acted.shape[0])
+def _assert_autograd_gradient(policy: MLPPolicy, rollout: Rollout, advantages: np.ndarray) -> None:
     loss, grads = policy_gradient(policy, rollout, advantages, 0.05)
     expected = _autograd_loss(policy, rollout, advantages, 0.05)
     policy.zero_grad()
@@ -117,6 +113,24 @@ def test_the_numpy_policy_gradient_equals_autograd_on_the_same_loss(world: World
     for (name, param), grad in zip(policy.named_parameters(), grads, strict=True):
         assert grad.shape == tuple(param.shape), name
         np.testing.assert_allclose(grad, param.grad.numpy(), atol=1e-5, err_msg=name)
+
+
+def test_the_numpy_policy_gradient_equals_autograd_on_the_same_loss(world: World) -> None:
+    """With the rollout's own forward pass, with none kept, and after the policy has moved on (the kept pass is
+    then stale and must not be used): each time the gradient of the loss at the policy's current weights."""
+    init = ImitationInit(kind="imitation", dagger_rounds=0, audits_per_round=32, turn_budgets=[8], fit_steps=30)
+    policy = imitation_base(world, init, 8, 0, [0, 1])
+    rng = np.random.default_rng(0)
+    rollout = simulate(world, training_batch(world, rng, 16, 4, 0.5, [0, 1], 10), policy, rng)
+    assert rollout.report[:, CLAIM].max() > NO_CLAIM and (rollout.actions[rollout.acted][:, TOOL] == END).any()
+    assert rollout.activations is not None and rollout.activations.current(policy)
+    advantages = rng.normal(size=rollout.acted.shape[0])
+    _assert_autograd_gradient(policy, rollout, advantages)
+    _assert_autograd_gradient(policy, dataclasses.replace(rollout, activations=None), advantages)
+    opt = Adam(policy.weight_views(), 0.05)
+    opt.step(policy_gradient(policy, rollout, advantages, 0.05)[1])
+    assert not rollout.activations.current(policy)
+    _assert_autograd_gradient(policy, rollout, advantages)
 
 
 @pytest.mark.parametrize("max_norm", [0.05, 100.0])

@@ -62,7 +62,8 @@ class StrategyAssignment(BaseModel):
 
     def categories(self) -> list[str]:
         """Category id per text."""
-        return [self.codebook.category_of(a).id for a in self.archetypes]
+        of = {a.id: self.codebook.category_of(a.id).id for a in self.codebook.archetypes}
+        return [of[a] for a in self.archetypes]
 
     def distribution(self, groups: Sequence[str], level: Level = "archetype") -> dict[str, dict[str, float]]:
         """Share of each archetype (or category) within each group; every codebook entry is present."""

@@ -32,9 +32,9 @@ from auditrl.analysis.representation import Embedded
 from auditrl.analysis.stability import CodebookComparison, Stability, compare_codebooks, stability
 from auditrl.analysis.strategies import (
     KEYWORDS,
-    ContrastiveNamer,
     StrategyClusters,
     classify,
+    contrastive_namer,
     name_phrase,
     weighted_centers,
 )
@@ -126,7 +126,7 @@ class _Deriver:
         self.emb = emb
         self.namer = namer
         self.seed = seed
-        self.contrastive = ContrastiveNamer(emb.distinct, emb.vectors)
+        self.contrastive = contrastive_namer(emb)
         self.fallbacks: list[str] = []
 
     def groups(

@@ -11,12 +11,16 @@ from __future__ import annotations
 import difflib
 import re
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
 from pydantic import BaseModel, Field
 
+from auditrl.analysis.conduct import Conduct, TargetView
 from auditrl.configfile import load_package_data
-from auditrl.scaffold.transcript import TargetMessage, Transcript
+from auditrl.scaffold.transcript import TargetMessage
 
 CUE_GROUPS = ("self_report", "pressure", "authority", "roleplay", "coercion", "introspection", "meta", "evaluation")
 NEAR_DUPLICATE = 0.9
@@ -25,6 +29,10 @@ COMPARISON_MAX_CONFRONTATION = 0.25
 MINOR_SHARE = 0.15
 FREQUENT_ROLLBACK_SHARE = 0.3
 CYCLING_SHARE = 0.5
+CACHED_TEXTS = 100_000
+"""Distinct messages whose cue groups are remembered (the memory is emptied when full)."""
+CACHED_PAIRS = 400_000
+"""Pairs of distinct messages whose near-duplicate test is remembered (likewise)."""
 
 # Tactics, in the order ties are broken, and the cue groups that mark each. A message can show several;
 # "plain" are messages with no cue at all (ordinary requests inside the scenario). Their names in
@@ -122,26 +130,72 @@ def _message_text(arguments: dict[str, object]) -> str:
     return " ".join(v for k, v in arguments.items() if isinstance(v, str) and k != "prefill")
 
 
+_SPACES = re.compile(r"\s+")
+_NORMALISED: dict[str, str] = {}
+
+
 def _normalise(text: str) -> str:
-    return re.sub(r"\s+", " ", text.lower()).strip()
+    """Lower case, runs of white space as one space (remembered per text: audits re-send the same messages)."""
+    out = _NORMALISED.get(text)
+    if out is None:
+        if len(_NORMALISED) >= CACHED_TEXTS:
+            _NORMALISED.clear()
+        out = _NORMALISED[text] = _SPACES.sub(" ", text.lower()).strip()
+    return out
 
 
-def _cue_groups(text: str, cue_lists: dict[str, list[str]]) -> set[str]:
-    """The cue groups one normalised message shows."""
-    return {g for g in CUE_GROUPS if any(p in text for p in cue_lists.get(g, ()))}
+class _CueMatcher:
+    """The cue groups a normalised message shows: one alternation of the escaped phrases per group (the same
+    substring test as checking each phrase in turn, in one pass), remembered per distinct message."""
+
+    def __init__(self, cues: StrategyCues) -> None:
+        lists = cues.model_dump()
+        self._patterns = [(g, re.compile("|".join(re.escape(p) for p in lists[g]))) for g in CUE_GROUPS if lists.get(g)]
+        self._seen: dict[str, frozenset[str]] = {}
+
+    def __call__(self, text: str) -> frozenset[str]:
+        groups = self._seen.get(text)
+        if groups is None:
+            if len(self._seen) >= CACHED_TEXTS:
+                self._seen.clear()
+            groups = self._seen[text] = frozenset(g for g, pattern in self._patterns if pattern.search(text))
+        return groups
 
 
-def _confrontational(groups: set[str]) -> bool:
+@cache
+def _default_matcher() -> _CueMatcher:
+    return _CueMatcher(_default_cues())
+
+
+_MATCHERS: dict[str, _CueMatcher] = {}
+
+
+def _cue_matcher(cues: StrategyCues | None) -> _CueMatcher:
+    """The matcher of `cues` (the packaged cues when None), built once per distinct cue lists."""
+    if cues is None:
+        return _default_matcher()
+    key = cues.model_dump_json()
+    matcher = _MATCHERS.get(key)
+    if matcher is None:
+        if len(_MATCHERS) >= 8:
+            _MATCHERS.clear()
+        matcher = _MATCHERS[key] = _CueMatcher(cues)
+    return matcher
+
+
+def _confrontational(groups: frozenset[str]) -> bool:
     return bool(groups & {"pressure", "self_report"})
 
 
 class _NearDuplicates:
-    """Near-duplicate tests between messages, cached per pair of distinct texts.
+    """Near-duplicate tests between messages, remembered per ordered pair of distinct texts across transcripts
+    (audits of one auditor re-send the same messages), up to CACHED_PAIRS pairs.
 
     difflib's two upper bounds are computed first without a SequenceMatcher (whose set-up indexes every
     character of the second text): `real_quick_ratio` from the lengths, `quick_ratio` from the texts'
     character counts (their multiset intersection), with the same values; the full `ratio` runs only on
-    the pairs both bounds let through.
+    the pairs both bounds let through. That ratio is not symmetric, so within one audit a pair asked both
+    ways keeps the answer of the way asked first (`for_audit`).
     """
 
     def __init__(self) -> None:
@@ -154,12 +208,14 @@ class _NearDuplicates:
             counts = self._chars[text] = Counter(text)
         return counts
 
-    def __call__(self, a: str, b: str) -> bool:
-        if a == b:
-            return True
-        key = (a, b) if a < b else (b, a)
+    def ordered(self, a: str, b: str) -> bool:
+        """Whether difflib's ratio of `a` against `b` reaches NEAR_DUPLICATE."""
+        key = (a, b)
         hit = self._cache.get(key)
         if hit is None:
+            if len(self._cache) >= CACHED_PAIRS:
+                self._cache.clear()
+                self._chars.clear()
             length = len(a) + len(b)
             hit = 2.0 * min(len(a), len(b)) / length >= NEAR_DUPLICATE
             hit = hit and 2.0 * (self._counts(a) & self._counts(b)).total() / length >= NEAR_DUPLICATE
@@ -167,8 +223,26 @@ class _NearDuplicates:
             self._cache[key] = hit
         return hit
 
+    def for_audit(self) -> Callable[[str, str], bool]:
+        """The test for one audit: identical texts are near-copies; a pair gives the answer it gave first."""
+        asked: dict[tuple[str, str], bool] = {}
 
-def _user_message_before(by_id: dict[str, TargetMessage], message_id: str | None) -> str | None:
+        def near(a: str, b: str) -> bool:
+            if a == b:
+                return True
+            key = (a, b) if a < b else (b, a)
+            hit = asked.get(key)
+            if hit is None:
+                hit = asked[key] = self.ordered(a, b)
+            return hit
+
+        return near
+
+
+_NEAR = _NearDuplicates()
+
+
+def _user_message_before(by_id: dict[str, TargetMessage | TargetView], message_id: str | None) -> str | None:
     """The text of the user message a target reply answered (walking up past tool turns)."""
     cur = by_id.get(message_id) if message_id else None
     while cur is not None and cur.role != "user":
@@ -176,87 +250,179 @@ def _user_message_before(by_id: dict[str, TargetMessage], message_id: str | None
     return cur.content if cur is not None else None
 
 
-def _tactic_count(groups: list[set[str]], members: tuple[str, ...]) -> int:
+def _tactic_count(groups: Counter[frozenset[str]], members: tuple[str, ...]) -> int:
     """Messages showing any cue group of a tactic; for the cue-less "plain" tactic, messages showing none."""
-    return sum(bool(gs & set(members)) if members else not gs for gs in groups)
+    return sum(n for gs, n in groups.items() if (not gs.isdisjoint(members) if members else not gs))
 
 
-def strategy_features(t: Transcript, cues: StrategyCues | None = None) -> StrategyFeatures:
-    """Count what the auditor did, from its tool calls, the target tree and the report."""
-    cue_lists = (cues or _default_cues()).model_dump()
-    calls = [c for m in t.auditor_messages if m.role == "assistant" for c in m.tool_calls]
-    f = StrategyFeatures(turns_used=t.turns_used, max_turns=t.budget.max_turns, status=t.status)
-    f.invalid_calls = sum(c.parse_error is not None for c in calls) + sum(
-        m.error is not None for m in t.auditor_messages if m.role == "tool"
-    )
-    sent: list[str] = []
-    arg_prefills = 0
-    after_rollback: list[int] = []
-    for c in calls:
-        if c.function == "set_target_system_message":
-            f.system_prompts += 1
-        elif c.function == "create_tool":
-            f.tools_created += 1
-        elif c.function == "send_tool_call_result":
-            f.tool_results += 1
-        elif c.function == "rollback_conversation":
-            f.rollbacks += 1
-            after_rollback.append(len(sent))
-        elif c.function == "send_message":
-            sent.append(_normalise(_message_text(c.arguments)))
-            prefill = c.arguments.get("prefill")
-            arg_prefills += isinstance(prefill, str) and bool(prefill.strip())
-    f.messages = len(sent)
-    f.distinct_messages = len(set(sent))
-    groups = [_cue_groups(text, cue_lists) for text in sent]
-    f.cue_messages = {g: sum(g in gs for gs in groups) for g in CUE_GROUPS}
-    f.tactic_messages = {name: _tactic_count(groups, members) for name, members in TACTICS.items()}
-    f.plain_messages = f.tactic_messages["plain"]
-    f.confrontational_messages = sum(_confrontational(gs) for gs in groups)
-    # A near-copy of the message just before (in the same branch) is a loop; a near-copy of an earlier,
-    # non-adjacent message, or of any earlier one right after a rollback, re-poses a probe: a replication
-    # when the messages between are other probes or the context was reset, not a loop.
-    near = _NearDuplicates()
-    rolled = set(after_rollback)
+def _replications(sent: list[str], rolled: set[int]) -> tuple[int, int, set[int]]:
+    """Loops, re-posed probes, and the indices of messages that re-pose an earlier one (looked up for rollbacks).
+
+    A near-copy of the message just before (in the same branch) is a loop; a near-copy of an earlier,
+    non-adjacent message, or of any earlier one right after a rollback, re-poses a probe: a replication
+    when the messages between are other probes or the context was reset, not a loop. (`_NearDuplicates.for_audit`
+    written out in the loop: this runs for every pair of messages of every audit.)
+    """
+    ordered = _NEAR.ordered
+    asked: dict[tuple[str, str], bool] = {}
+    repeated = reposed = 0
+    again_at: set[int] = set()
+    earlier: dict[str, None] = {}  # the distinct messages sent so far, in order
     for i, text in enumerate(sent):
-        if i == 0:
+        if not i:
+            earlier[text] = None
             continue
-        if i not in rolled and near(text, sent[i - 1]):
-            f.repeated_messages += 1
-        elif any(near(text, prev) for prev in dict.fromkeys(sent[:i])):
-            f.reposed_messages += 1
+        hit = False
+        if i not in rolled:
+            prev = sent[i - 1]
+            if prev == text:
+                hit = True
+            else:
+                key = (text, prev) if text < prev else (prev, text)
+                known = asked.get(key)
+                hit = asked[key] = ordered(text, prev) if known is None else known
+        if hit:
+            repeated += 1
+        else:
+            for prev in earlier:
+                if prev == text:
+                    hit = True
+                else:
+                    key = (text, prev) if text < prev else (prev, text)
+                    known = asked.get(key)
+                    hit = asked[key] = ordered(text, prev) if known is None else known
+                if hit:
+                    reposed += 1
+                    again_at.add(i)
+                    break
+        earlier[text] = None
+    return repeated, reposed, again_at
+
+
+@dataclass(frozen=True)
+class _MessageCounts:
+    """What the messages the auditor sent, and where it rolled back between them, come to."""
+
+    distinct: int
+    cue_messages: dict[str, int]
+    tactic_messages: dict[str, int]
+    confrontational: int
+    repeated: int
+    reposed: int
+    rollbacks_to_rerun: int
+    rollbacks_to_confront: int
+
+
+_COUNTED: dict[tuple[_CueMatcher, tuple[str, ...], tuple[int, ...]], _MessageCounts] = {}
+
+
+def _message_counts(cue_groups: _CueMatcher, sent: tuple[str, ...], after_rollback: tuple[int, ...]) -> _MessageCounts:
+    """The counts of one sequence of messages and rollbacks (remembered: audits of one auditor repeat them)."""
+    key = (cue_groups, sent, after_rollback)
+    counted = _COUNTED.get(key)
+    if counted is not None:
+        return counted
+    groups = Counter(cue_groups(text) for text in sent)
+    repeated, reposed, again_at = _replications(list(sent), set(after_rollback))
+    confront = rerun = 0
     for i in dict.fromkeys(after_rollback):
         if not 0 < i < len(sent):
             continue
-        if _confrontational(groups[i]):
-            f.rollbacks_to_confront += 1
-        elif any(near(sent[i], prev) for prev in dict.fromkeys(sent[:i])):
-            f.rollbacks_to_rerun += 1
-    f.branches = max(1, len([leaf for leaf in t.leaves() if t.message(leaf).role != "system"]))
-    f.prefills = max(sum(m.prefill is not None and bool(m.prefill.strip()) for m in t.target_messages), arg_prefills)
-    if t.report is not None:
-        r = t.report
-        f.report = "clean" if r.no_behavior_found else "findings"
-        f.predictions = len(r.predictions)
-        f.top_confidence = max((p.confidence for p in r.predictions), default=None)
-        f.quotes = sum(len(p.quotes) for p in r.predictions)
-        f.verified_quotes = sum(q.verified for p in r.predictions for q in p.quote_checks)
-        by_id = {m.id: m for m in t.target_messages}
-        for q in (q for p in r.predictions for q in p.quote_checks if q.verified):
-            asked = _user_message_before(by_id, q.message_id)
-            if asked is None:
-                continue
-            asked_groups = _cue_groups(_normalise(asked), cue_lists)
-            if "pressure" in asked_groups:
-                f.quotes_after_pressure += 1
-            elif "self_report" in asked_groups:
-                f.quotes_after_questions += 1
-            else:
-                f.quotes_after_plain += 1
-        f.report_recovered = r.parse_error is not None
-    if t.status == "error":
-        f.report = "error"
-    return f
+        if _confrontational(cue_groups(sent[i])):
+            confront += 1
+        elif i in again_at:
+            rerun += 1
+    counted = _MessageCounts(
+        distinct=len(set(sent)),
+        cue_messages={g: sum(n for gs, n in groups.items() if g in gs) for g in CUE_GROUPS},
+        tactic_messages={name: _tactic_count(groups, members) for name, members in TACTICS.items()},
+        confrontational=sum(n for gs, n in groups.items() if _confrontational(gs)),
+        repeated=repeated,
+        reposed=reposed,
+        rollbacks_to_rerun=rerun,
+        rollbacks_to_confront=confront,
+    )
+    if len(_COUNTED) >= CACHED_TEXTS:
+        _COUNTED.clear()
+    _COUNTED[key] = counted
+    return counted
+
+
+def strategy_features(t: Conduct, cues: StrategyCues | None = None) -> StrategyFeatures:
+    """Count what the auditor did, from its tool calls, the target tree and the report."""
+    cue_groups = _cue_matcher(cues)
+    functions: Counter[str] = Counter()
+    invalid = 0
+    sent: list[str] = []
+    arg_prefills = 0
+    after_rollback: list[int] = []
+    for m in t.auditor_messages:
+        if m.role == "tool":
+            invalid += m.error is not None
+        if m.role != "assistant":
+            continue
+        for c in m.tool_calls:
+            invalid += c.parse_error is not None
+            functions[c.function] += 1
+            if c.function == "rollback_conversation":
+                after_rollback.append(len(sent))
+            elif c.function == "send_message":
+                sent.append(_normalise(_message_text(c.arguments)))
+                prefill = c.arguments.get("prefill")
+                arg_prefills += isinstance(prefill, str) and bool(prefill.strip())
+    counts = _message_counts(cue_groups, tuple(sent), tuple(after_rollback))
+    parents = {m.parent for m in t.target_messages}
+    return StrategyFeatures(
+        system_prompts=functions["set_target_system_message"],
+        tools_created=functions["create_tool"],
+        tool_results=functions["send_tool_call_result"],
+        messages=len(sent),
+        distinct_messages=counts.distinct,
+        repeated_messages=counts.repeated,
+        reposed_messages=counts.reposed,
+        plain_messages=counts.tactic_messages["plain"],
+        confrontational_messages=counts.confrontational,
+        tactic_messages=counts.tactic_messages,
+        rollbacks=functions["rollback_conversation"],
+        rollbacks_to_rerun=counts.rollbacks_to_rerun,
+        rollbacks_to_confront=counts.rollbacks_to_confront,
+        branches=max(1, sum(m.id not in parents and m.role != "system" for m in t.target_messages)),
+        prefills=max(sum(m.prefill is not None and bool(m.prefill.strip()) for m in t.target_messages), arg_prefills),
+        cue_messages=counts.cue_messages,
+        invalid_calls=invalid,
+        turns_used=t.turns_used,
+        max_turns=t.budget.max_turns,
+        status=t.status,
+        **_report_fields(t, cue_groups),
+    )
+
+
+def _report_fields(t: Conduct, cue_groups: _CueMatcher) -> dict[str, Any]:
+    """The report's counts: predictions, their confidence and quotes, and what each verified quote answered."""
+    r = t.report
+    if r is None:
+        return {"report": "error"} if t.status == "error" else {}
+    after = {"pressure": 0, "questions": 0, "plain": 0}
+    by_id: dict[str, TargetMessage | TargetView] = {m.id: m for m in t.target_messages}
+    for q in (q for p in r.predictions for q in p.quote_checks if q.verified):
+        asked = _user_message_before(by_id, q.message_id)
+        if asked is None:
+            continue
+        asked_groups = cue_groups(_normalise(asked))
+        after[
+            "pressure" if "pressure" in asked_groups else "questions" if "self_report" in asked_groups else "plain"
+        ] += 1
+    return {
+        "report": "error" if t.status == "error" else "clean" if r.no_behavior_found else "findings",
+        "predictions": len(r.predictions),
+        "top_confidence": max((p.confidence for p in r.predictions), default=None),
+        "quotes": sum(len(p.quotes) for p in r.predictions),
+        "verified_quotes": sum(q.verified for p in r.predictions for q in p.quote_checks),
+        "quotes_after_pressure": after["pressure"],
+        "quotes_after_questions": after["questions"],
+        "quotes_after_plain": after["plain"],
+        "report_recovered": r.parse_error is not None,
+    }
 
 
 def dominant_tactics(f: StrategyFeatures) -> list[str]:

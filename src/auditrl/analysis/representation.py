@@ -13,15 +13,16 @@ of tactics), and gives dense unit vectors on which k-means, silhouettes and roll
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 from typing import Any, Literal
 
 import numpy as np
 from scipy import sparse
 from sklearn.decomposition import TruncatedSVD
-from sklearn.feature_extraction.text import TfidfVectorizer
+from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
 from sklearn.preprocessing import normalize
 
 from auditrl.analysis.choices import EmbedderName
@@ -46,19 +47,57 @@ def embed_minilm(texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
     return np.asarray(vectors, dtype=np.float32)
 
 
+_DIGITS = re.compile(r"\d+")
+
+
+class _Terms:
+    """Word unigrams and bigrams of a text (letters only, English stop words dropped), remembered per text with
+    its numbers blanked.
+
+    A token is letters and hyphens between word boundaries, so a run of digits (word characters, never
+    letters) can be any other run of digits without changing a token or a boundary: summaries that differ
+    only in their counts share one analysis, and tokenising was most of the cost of tf-idf at scale.
+    """
+
+    def __init__(self) -> None:
+        words = CountVectorizer(stop_words="english", ngram_range=(1, 2), token_pattern=r"(?u)\b[a-zA-Z][a-zA-Z-]+\b")
+        self._analyze = words.build_analyzer()
+        self._seen: dict[str, list[str]] = {}
+
+    def __call__(self, text: str) -> list[str]:
+        key = _DIGITS.sub("0", text)
+        terms = self._seen.get(key)
+        if terms is None:
+            if len(self._seen) >= 100_000:
+                self._seen.clear()
+            terms = self._seen[key] = self._analyze(key)
+        return terms
+
+
 def tfidf(texts: Sequence[str], **kwargs: Any) -> tuple[TfidfVectorizer, sparse.csr_matrix]:
     """Sublinear tf-idf of word unigrams and bigrams (letters only, English stop words dropped), rows unit length."""
-    vec = TfidfVectorizer(
-        stop_words="english",
-        sublinear_tf=True,
-        ngram_range=(1, 2),
-        token_pattern=r"(?u)\b[a-zA-Z][a-zA-Z-]+\b",
-        **kwargs,
-    )
+    vec = TfidfVectorizer(analyzer=_Terms(), sublinear_tf=True, **kwargs)
     return vec, vec.fit_transform(texts).tocsr()
 
 
-@dataclass
+def unique_rows(vectors: np.ndarray | sparse.csr_matrix) -> tuple[np.ndarray | sparse.csr_matrix, np.ndarray]:
+    """The distinct rows of `vectors` (in sorted order for dense rows, first appearance for sparse ones) and the
+    index of each row among them."""
+    if not sparse.issparse(vectors):
+        rows, inverse = np.unique(np.asarray(vectors), axis=0, return_inverse=True)
+        return rows, inverse.ravel()
+    matrix = sparse.csr_matrix(vectors, copy=True)
+    matrix.sort_indices()
+    seen: dict[tuple[bytes, bytes], int] = {}
+    inverse = np.empty(matrix.shape[0], dtype=np.intp)
+    for i in range(matrix.shape[0]):
+        span = slice(matrix.indptr[i], matrix.indptr[i + 1])
+        inverse[i] = seen.setdefault((matrix.indices[span].tobytes(), matrix.data[span].tobytes()), len(seen))
+    first = np.unique(inverse, return_index=True)[1]
+    return matrix[first], inverse
+
+
+@dataclass(eq=False)
 class Embedded:
     """Vectors of the distinct texts (unit rows), their counts, and where each input text maps."""
 
@@ -72,6 +111,16 @@ class Embedded:
     """Dense vectors of the extra texts (a codebook's), in the same space."""
     transform: Callable[[Sequence[str]], np.ndarray]
     """Dense vectors of further texts in the same space (without refitting)."""
+
+    @cached_property
+    def points(self) -> tuple[np.ndarray | sparse.csr_matrix, np.ndarray]:
+        """The distinct vectors, and the index among them of each distinct text's vector.
+
+        Texts that differ only in what the representation leaves out (the numbers of a summary, in tf-idf
+        and LSA) are one point: k-means fitted on the points, each weighted by the texts it stands for,
+        minimises the same objective as on the texts and cannot split them either.
+        """
+        return unique_rows(self.vectors)
 
     def vectors_of(self, texts: Sequence[str]) -> np.ndarray:
         """Dense vectors of `texts`: the ones embedded with the corpus when they are the extra texts."""

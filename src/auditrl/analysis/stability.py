@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 from pydantic import BaseModel, Field
 from scipy import sparse
-from sklearn.metrics import adjusted_mutual_info_score, adjusted_rand_score, silhouette_score
+from sklearn.metrics import adjusted_mutual_info_score, adjusted_rand_score, pairwise_distances_argmin, silhouette_score
 
 from auditrl.analysis.representation import Embedded
 from auditrl.analysis.strategies import fit_kmeans
@@ -105,12 +105,16 @@ def stability(
     seeds = [seed + 1 + b for b in range(bootstraps)]
     ari: list[float] = []
     jaccards: list[np.ndarray] = []
+    vectors, vector_of = emb.points
     for s in seeds:
         draw = np.random.default_rng(s).integers(0, n, size=n)
-        weights = np.bincount(emb.inverse[draw], minlength=emb.counts.size).astype(np.float64)
+        weights = np.bincount(vector_of[emb.inverse[draw]], minlength=vectors.shape[0]).astype(np.float64)
         present = np.flatnonzero(weights > 0)
-        km = fit_kmeans(emb.vectors[present], weights[present], min(k, present.size), s, n_init=1)
-        refit = km.predict(emb.vectors)
+        dense = vectors if sparse.issparse(vectors) else np.asarray(vectors, dtype=np.float64)
+        if k >= present.size:  # a cluster per drawn point: each point joins the nearest drawn one
+            refit = pairwise_distances_argmin(dense, dense[present])[vector_of]
+        else:
+            refit = fit_kmeans(vectors[present], weights[present], k, s, n_init=1).predict(dense)[vector_of]
         ari.append(float(adjusted_rand_score(labels[emb.inverse], refit[emb.inverse])))
         jaccards.append(best_jaccard(labels, refit, emb.counts))
     return Stability(

@@ -12,10 +12,11 @@ derived from the same corpus (`derivation`), in the clustering space.
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Sequence
+from functools import lru_cache
 from itertools import pairwise
 from typing import Literal
+from weakref import WeakKeyDictionary
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -106,14 +107,21 @@ def naming_terms(text: str) -> list[str]:
     """
     out: list[str] = []
     for clause in _CLAUSE_BREAK.split(re.sub(r"['\u2019]s\b", "", text.lower())):
-        words = [(w, w not in ENGLISH_STOP_WORDS) for w in re.split(r"[^a-z-]+", clause) if w]
-        out += [w for w, keep in words if keep and _WORD.fullmatch(w)]
-        out += [
-            f"{a} {b}"
-            for (a, keep_a), (b, keep_b) in pairwise(words)
-            if keep_a and keep_b and _WORD.fullmatch(a) and _WORD.fullmatch(b)
-        ]
+        out += _clause_terms(clause)
     return out
+
+
+@lru_cache(maxsize=100_000)
+def _clause_terms(clause: str) -> tuple[str, ...]:
+    """The words and two-word phrases of one clause (remembered: summaries repeat the same clauses)."""
+    words = [(w, w not in ENGLISH_STOP_WORDS) for w in re.split(r"[^a-z-]+", clause) if w]
+    singles = [w for w, keep in words if keep and _WORD.fullmatch(w)]
+    pairs = [
+        f"{a} {b}"
+        for (a, keep_a), (b, keep_b) in pairwise(words)
+        if keep_a and keep_b and _WORD.fullmatch(a) and _WORD.fullmatch(b)
+    ]
+    return (*singles, *pairs)
 
 
 class ContrastiveNamer:
@@ -124,11 +132,15 @@ class ContrastiveNamer:
     the 50 nearest texts outside it.
     """
 
-    def __init__(self, texts: Sequence[str], vectors: np.ndarray | sparse.csr_matrix) -> None:
+    def __init__(
+        self, texts: Sequence[str], vectors: np.ndarray | sparse.csr_matrix, rows: np.ndarray | None = None
+    ) -> None:
+        """`vectors` holds a row per text, or with `rows` the distinct rows and each text's row among them."""
         vec = TfidfVectorizer(analyzer=naming_terms, sublinear_tf=True)
         self.matrix = vec.fit_transform(texts).tocsr()
         self.terms = vec.get_feature_names_out()
         self.vectors = vectors
+        self.rows = rows
         if isinstance(vectors, np.ndarray):
             self.sq_norms = (vectors**2).sum(axis=1)
         else:
@@ -136,7 +148,8 @@ class ContrastiveNamer:
 
     def distances(self, center: np.ndarray) -> np.ndarray:
         """Squared Euclidean distance of every text to `center`."""
-        return self.sq_norms - 2 * np.asarray(self.vectors @ center).ravel() + float(center @ center)
+        d = self.sq_norms - 2 * np.asarray(self.vectors @ center).ravel() + float(center @ center)
+        return d if self.rows is None else d[self.rows]
 
     def contrast(self, inside: np.ndarray, center: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Indices of the members nearest `center` and of the nearest non-members, up to CONTRAST_SIZE each."""
@@ -171,9 +184,26 @@ def weighted_centers(
 def fit_kmeans(
     vectors: np.ndarray | sparse.csr_matrix, weights: np.ndarray, k: int, seed: int, n_init: int = 3
 ) -> MiniBatchKMeans:
-    """MiniBatchKMeans on weighted points (distinct texts weighted by their counts)."""
+    """MiniBatchKMeans on weighted points (distinct vectors weighted by the transcripts they stand for).
+
+    Dense points are fitted in float64: scikit-learn computes float32 distances in float64 chunk by chunk,
+    which makes the k-means++ seeding of hundreds of centres several times slower.
+    """
     km = MiniBatchKMeans(n_clusters=k, random_state=seed, n_init=n_init, batch_size=max(1024, 3 * k))
-    return km.fit(vectors, sample_weight=weights)
+    points = vectors if sparse.issparse(vectors) else np.asarray(vectors, dtype=np.float64)
+    return km.fit(points, sample_weight=weights)
+
+
+_NAMERS: WeakKeyDictionary[Embedded, ContrastiveNamer] = WeakKeyDictionary()
+
+
+def contrastive_namer(emb: Embedded) -> ContrastiveNamer:
+    """The namer of `emb`'s distinct texts, fitted once and shared by the clusters and every derived level."""
+    namer = _NAMERS.get(emb)
+    if namer is None:
+        points, point_of = emb.points
+        namer = _NAMERS[emb] = ContrastiveNamer(emb.distinct, points, point_of)
+    return namer
 
 
 def name_phrase(ranked: Sequence[str], n: int = NAME_TERMS) -> list[str]:
@@ -243,15 +273,31 @@ def cluster_strategies(
     emb = embedded if embedded is not None else embed(texts, codebook_texts(book), embedder, seed)
     vectors = emb.vectors
 
-    # k-means cannot split identical texts; asking for more clusters than distinct texts only leaves some empty
-    fitted = min(k, len({t.strip() for t in emb.distinct}))
-    labels = fit_kmeans(vectors, emb.counts, fitted, seed).labels_
+    # k-means cannot split identical vectors; asking for more clusters than there are only leaves some empty
+    points, point_of = emb.points
+    fitted = min(k, points.shape[0])
+    point_weights = np.bincount(point_of, weights=emb.counts, minlength=points.shape[0])
+    if fitted == points.shape[0]:  # a cluster per point: nothing to fit (MiniBatchKMeans may still merge two)
+        labels = np.arange(fitted)[point_of]
+    else:
+        labels = fit_kmeans(points, point_weights, fitted, seed).labels_[point_of]
     centers = weighted_centers(vectors, labels, emb.counts, fitted)
 
     assigned = assign_strategies(texts, book, classifier, emb)
     per_text = labels[emb.inverse]
+    ids = [a.id for a in book.archetypes]
+    index = {a: i for i, a in enumerate(ids)}
+    archetype_of = np.array([index[a] for a in assigned.archetypes], dtype=np.intp)
+    # transcripts per (cluster, archetype); a tie goes to the archetype met first among the cluster's transcripts,
+    # as a count in order of appearance would give it
+    votes = np.zeros((fitted, len(ids)), dtype=np.int64)
+    np.add.at(votes, (per_text, archetype_of), 1)
+    first_seen = np.full((fitted, len(ids)), per_text.size, dtype=np.int64)
+    np.minimum.at(first_seen, (per_text, archetype_of), np.arange(per_text.size))
+    first_text = np.full(emb.counts.size, emb.inverse.size, dtype=np.int64)
+    np.minimum.at(first_text, emb.inverse, np.arange(emb.inverse.size))
 
-    namer = ContrastiveNamer(emb.distinct, vectors)
+    namer = contrastive_namer(emb)
     clusters: list[Cluster] = []
     for c in range(fitted):
         inside = labels == c
@@ -260,8 +306,8 @@ def cluster_strategies(
         members, others = namer.contrast(inside, centers[c])
         ranked = namer.ranked_terms(members, others)
         rep = int(members[0])
-        votes = Counter(a for a, lab in zip(assigned.archetypes, per_text, strict=True) if lab == c)
-        archetype = votes.most_common(1)[0][0]
+        top = votes[c] == votes[c].max()
+        archetype = ids[int(np.flatnonzero(top)[np.argmin(first_seen[c, top])])]
         phrase = ", ".join(name_phrase(ranked))
         archetype_name = book.archetype(archetype).name
         clusters.append(
@@ -270,7 +316,7 @@ def cluster_strategies(
                 size=int(emb.counts[inside].sum()),
                 name=f"{archetype_name}: {phrase}" if phrase else archetype_name,
                 keywords=ranked[:KEYWORDS],
-                representative=int(np.flatnonzero(emb.inverse == rep)[0]),
+                representative=int(first_text[rep]),
                 representative_text=emb.distinct[rep],
                 archetype=archetype,
             )

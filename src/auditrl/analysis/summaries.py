@@ -19,10 +19,11 @@ from collections.abc import Sequence
 from functools import cache
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from inspect_ai.model import ChatMessage, ChatMessageSystem, ChatMessageUser, GenerateConfig, Model
 from pydantic import BaseModel, Field
 
+from auditrl.analysis.conduct import Conduct
 from auditrl.analysis.features import (
     DOMINANT_SHARE,
     MINOR_SHARE,
@@ -37,6 +38,9 @@ from auditrl.analysis.features import (
 )
 from auditrl.configfile import load_package_data
 from auditrl.scaffold.transcript import Transcript
+
+if TYPE_CHECKING:  # inspect-ai is imported by the model-written summary alone; the deterministic one never needs it
+    from inspect_ai.model import Model
 
 log = logging.getLogger(__name__)
 
@@ -220,13 +224,30 @@ def summary_from_features(f: StrategyFeatures) -> str:
     The dominant tactics come first, with their share of the messages, so that a few rollbacks or a
     stray framing cannot outweigh what the auditor did most of the time.
     """
-    w = load_sentences()
-    dominant = dominant_tactics(f)
-    stuck = f.messages >= 2 and 2 * f.repeated_messages >= f.messages
-    return " ".join([*_opening(f, w, dominant, stuck), *_conduct(f, w, dominant, stuck), *_ending(f, w)])
+    fields = f.__dict__
+    key = (
+        tuple(fields["tactic_messages"].items()),
+        tuple(fields["cue_messages"].items()),
+        *[v for v in fields.values() if type(v) is not dict],
+    )
+    text = _WRITTEN.get(key)
+    if text is None:
+        w = load_sentences()
+        dominant = dominant_tactics(f)
+        stuck = f.messages >= 2 and 2 * f.repeated_messages >= f.messages
+        text = " ".join([*_opening(f, w, dominant, stuck), *_conduct(f, w, dominant, stuck), *_ending(f, w)])
+        if len(_WRITTEN) >= WRITTEN_KEPT:
+            _WRITTEN.clear()
+        _WRITTEN[key] = text
+    return text
 
 
-def strategy_summary(t: Transcript, cues: StrategyCues | None = None) -> str:
+WRITTEN_KEPT = 100_000
+"""Summaries remembered by their features (tens of thousands of audits share a few thousand summaries)."""
+_WRITTEN: dict[tuple[object, ...], str] = {}
+
+
+def strategy_summary(t: Conduct, cues: StrategyCues | None = None) -> str:
     """The deterministic strategy-only paragraph for one transcript."""
     return summary_from_features(strategy_features(t, cues))
 
@@ -274,6 +295,8 @@ async def llm_strategy_summary(
     t: Transcript, model: Model, prompt: Path | None = None, retries: int = 2, max_tokens: int = 400
 ) -> str | None:
     """A model-written strategy paragraph, or None when every attempt failed or was malformed."""
+    from inspect_ai.model import ChatMessage, ChatMessageSystem, ChatMessageUser, GenerateConfig
+
     system, user = _prompt_file(prompt)
     messages: list[ChatMessage] = [
         ChatMessageSystem(content=system),

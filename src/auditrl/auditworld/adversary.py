@@ -252,8 +252,9 @@ def train_target(
     The penalty is lift_penalty * max(0, floor - lift) / 100 on the expected lift, estimated by the batch. While the
     batch's lift is not confidently above the floor (its mean less two standard errors is below it), each episode's
     reward is -identified + lift_penalty * its lift / 100 (the penalty's gradient, estimated without bias), else
-    -identified; the margin keeps the expected lift above the floor however noisy one batch's estimate is. Its advantage is the reward minus the
-    batch mean (the baseline), over the batch's sd; the mean logits take an Adam step along
+    -identified; the margin keeps the expected lift above the floor however noisy one batch's estimate is. Its
+    advantage is the reward minus the batch mean (the baseline), over the batch's sd; the mean logits take an Adam step
+    along
     mean(advantage * noise) / exploration (REINFORCE for a Gaussian policy). Returns the updated policy and one
     record per step (numbered from `first_step`, so phases continue one curve).
     """

@@ -83,6 +83,21 @@ def audit_quality_values(f: Features) -> NDArray[np.float64]:
     return np.asarray(100.0 * np.mean(np.stack(list(audit_quality_dimensions(f).values())), axis=0), dtype=np.float64)
 
 
+def bootstrap_means(x: NDArray[np.float64], rng: np.random.Generator, n_boot: int = 2000) -> NDArray[np.float64]:
+    """The means of `n_boot` bootstrap resamples of `x`, drawn as how often each distinct value comes up (a resample
+    of n values is a multinomial draw of those counts): the same resampling distribution as drawing n indices per
+    resample, at a cost that follows the few distinct values an episode metric takes, not n_boot x n."""
+    values, counts = np.unique(x, return_counts=True)
+    draws = rng.multinomial(x.size, counts / x.size, size=n_boot)
+    return np.asarray(draws @ values / x.size, dtype=np.float64)
+
+
+def _interval(mean: float, boots: NDArray[np.float64], n: int) -> Estimate:
+    """The mean with the 95% percentile interval of its bootstrap means."""
+    lo, hi = np.quantile(boots, [0.025, 0.975])
+    return Estimate(mean=float(mean), lo=float(lo), hi=float(hi), n=n)
+
+
 def false_positive_values(f: Features) -> NDArray[np.float64]:
     return np.asarray(100.0 * (f.claim < 0), dtype=np.float64)
 
@@ -98,14 +113,21 @@ class EvalEpisodes:
     benign: Features
 
     def estimates(self, seed: int = 0) -> dict[str, Estimate]:
-        return {
-            "audit_quality": mean_ci(self.audit_quality.tolist(), seed=seed),
-            "false_positive": mean_ci(self.false_positive.tolist(), seed=seed),
-            "realism": mean_ci(self.realism.tolist(), seed=seed),
-            "composite": composite_ci(
-                [self.audit_quality.tolist(), self.false_positive.tolist(), self.realism.tolist()], seed=seed
-            ),
-        }
+        """Each metric's mean and the composite, with `auditrl.stats`' percentile-bootstrap intervals (NaNs dropped);
+        the resamples are drawn as counts of distinct values (`bootstrap_means`) when every metric has two or more."""
+        metrics = {"audit_quality": self.audit_quality, "false_positive": self.false_positive, "realism": self.realism}
+        values = {name: x[~np.isnan(x)] for name, x in metrics.items()}
+        if any(x.size < 2 for x in values.values()):
+            out = {name: mean_ci(x.tolist(), seed=seed) for name, x in values.items()}
+            out["composite"] = composite_ci([x.tolist() for x in values.values()], seed=seed)
+            return out
+        rng = np.random.default_rng(seed)
+        boots = {name: bootstrap_means(x, rng) for name, x in values.items()}
+        out = {name: _interval(x.mean(), boots[name], x.size) for name, x in values.items()}
+        mean = float(np.mean([x.mean() for x in values.values()]))
+        both = _interval(mean, np.mean(list(boots.values()), axis=0), sum(x.size for x in values.values()))
+        out["composite"] = Estimate(mean=mean, lo=min(both.lo, mean), hi=max(both.hi, mean), n=both.n)
+        return out
 
     def suite_result(self, label: str, seed: int = 0) -> SuiteResult:
         """The suite's result type, so AuditWorld is tabulated and reported by the suite's own sections."""

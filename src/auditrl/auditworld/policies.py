@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -38,43 +39,50 @@ from auditrl.auditworld.world import (
 )
 
 
-@functools.cache
-def _blocks(sizes: tuple[int, ...]) -> tuple[tuple[int, int, int], ...]:
-    """Runs of consecutive heads of one size, as (first logit, heads, size): each run is sampled in one call."""
-    out: list[tuple[int, int, int]] = []
-    start = 0
-    for size in sizes:
-        if out and out[-1][2] == size:
-            first, heads, _ = out[-1]
-            out[-1] = (first, heads + 1, size)
-        else:
-            out.append((start, 1, size))
-        start += size
-    return tuple(out)
+@dataclass(frozen=True)
+class HeadLayout:
+    """Where each head's logits sit among the concatenated logits, and the matrices that sum within heads (on
+    logits laid out logits x rows one small matrix product does what a per-head reduction would, in one call)."""
 
-
-def gumbel_sample(logits: NDArray[np.floating], sizes: tuple[int, ...], rng: np.random.Generator) -> NDArray[np.int64]:
-    """Sample one index per head from concatenated logits (Gumbel-max), with numpy's seeded generator."""
-    u = np.maximum(rng.random(logits.shape, dtype=np.float32), np.float32(1e-30))  # float32 draws can be 0
-    g = logits - np.log(-np.log(u))
-    m = g.shape[0]
-    parts = [np.argmax(g[:, a : a + h * size].reshape(m, h, size), axis=2) for a, h, size in _blocks(sizes)]
-    return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
+    starts: NDArray[np.intp]  # each head's first logit
+    head_of: NDArray[np.intp]  # the head of each logit
+    place: NDArray[np.intp]  # each logit's place within its head
+    member: NDArray[np.float32]  # (heads, logits): sums each head's logits
+    running: NDArray[np.float32]  # (logits, logits): running sums within each head
 
 
 @functools.cache
-def head_membership(sizes: tuple[int, ...]) -> torch.Tensor:
-    """(logits, heads) indicator of which head each logit belongs to."""
-    member = torch.zeros(sum(sizes), len(sizes))
-    member[torch.arange(sum(sizes)), torch.from_numpy(np.repeat(np.arange(len(sizes)), sizes))] = 1.0
-    return member
+def head_layout(sizes: tuple[int, ...]) -> HeadLayout:
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.intp)
+    head_of = np.repeat(np.arange(len(sizes)), sizes).astype(np.intp)
+    member = (head_of[None, :] == np.arange(len(sizes))[:, None]).astype(np.float32)
+    order = np.arange(sum(sizes))
+    running = ((head_of[:, None] == head_of[None, :]) & (order[None, :] <= order[:, None])).astype(np.float32)
+    return HeadLayout(starts, head_of, order - starts[head_of], member, running)
 
 
-def head_logsumexp(logits: torch.Tensor, sizes: tuple[int, ...]) -> torch.Tensor:
-    """(rows, heads) logsumexp of each head's logits, all heads in one pass: the log of exp(logits - row
-    max) summed per head by the membership matrix."""
-    top = logits.max(dim=1, keepdim=True).values.detach()
-    return torch.log(((logits - top).exp() @ head_membership(sizes)).clamp(min=1e-30)) + top
+def head_softmax(
+    logits: NDArray[np.float32], sizes: tuple[int, ...]
+) -> tuple[NDArray[np.float32], NDArray[np.float32], NDArray[np.float32]]:
+    """Per head, the logits less their maximum, their exponentials, and each head's sum of those, for logits
+    laid out logits x rows (every head's few choices are whole rows of memory)."""
+    layout = head_layout(sizes)
+    top = np.empty((len(sizes), logits.shape[1]), dtype=logits.dtype)
+    for h, (start, size) in enumerate(zip(layout.starts, sizes, strict=True)):
+        logits[start : start + size].max(axis=0, out=top[h])
+    shifted = logits - top[layout.head_of]
+    exp = np.exp(shifted)
+    return shifted, exp, layout.member @ exp
+
+
+def sample_heads(logits: NDArray[np.float32], sizes: tuple[int, ...], u: NDArray[np.floating]) -> NDArray[np.int64]:
+    """One choice per head and row, drawn from the heads' softmax by inverse CDF with one uniform per head
+    (`u`: heads x rows); logits are laid out logits x rows. Returns heads x rows."""
+    layout = head_layout(sizes)
+    _, exp, total = head_softmax(logits, sizes)
+    below = (layout.running @ exp) <= (u * total)[layout.head_of]  # choices whose running sum the draw passed
+    counts = layout.member @ below.astype(np.float32)
+    return np.minimum(counts, np.asarray(sizes, dtype=np.float32)[:, None] - 1.0).astype(np.int64)
 
 
 class Adam:
@@ -183,25 +191,66 @@ class MLPPolicy(nn.Module):
             self.__dict__["_views_of"] = tensors[0].data_ptr()
         return self.__dict__["_views"]
 
-    def _logits(self, obs: NDArray[np.float32], heads: slice = slice(None)) -> NDArray[np.float32]:
-        """The forward pass in numpy (on these small batches torch's per-call overhead dominates), for the
-        logits in `heads` only."""
+    def forward_into(
+        self,
+        obs: NDArray[np.float32],
+        h1: NDArray[np.float32],
+        h2: NDArray[np.float32],
+        logits: NDArray[np.float32],
+        report: bool,
+    ) -> None:
+        """The forward pass in numpy (on these small batches torch's per-call overhead dominates) for
+        observations laid out features x rows, written into the given arrays (same layout): both hidden layers'
+        activations and the action heads' (or the report heads') logits."""
         w = self.weight_views()
-        h = obs @ w[0].T
-        h += w[1]
-        np.maximum(h, 0.0, out=h)
-        h2 = h @ w[2].T
-        h2 += w[3]
-        np.maximum(h2, 0.0, out=h2)
-        out = h2 @ w[4][heads].T
-        out += w[5][heads]
-        return out.astype(np.float32, copy=False)  # no copy: the values are float32; the cast is for numpy's stubs
+        for layer, (x, out) in enumerate(((obs, h1), (h1, h2))):
+            np.matmul(w[2 * layer], x, out=out)
+            out += w[2 * layer + 1][:, None]
+            np.maximum(out, 0.0, out=out)
+        part = slice(self.n_action_logits, None) if report else slice(0, self.n_action_logits)
+        np.matmul(w[4][part], h2, out=logits)
+        logits += w[5][part, None]
+
+    def forward_numpy(
+        self, obs: NDArray[np.float32], report: bool
+    ) -> tuple[NDArray[np.float32], NDArray[np.float32], NDArray[np.float32]]:
+        """`forward_into` into new arrays: both hidden layers and the logits, features x rows."""
+        hid, rows = self.weight_views()[0].shape[0], obs.shape[1]
+        n_logits = sum(self.report_sizes) if report else self.n_action_logits
+        h1, h2 = np.empty((hid, rows), dtype=np.float32), np.empty((hid, rows), dtype=np.float32)
+        logits = np.empty((n_logits, rows), dtype=np.float32)
+        self.forward_into(obs, h1, h2, logits, report)
+        return h1, h2, logits
+
+    def _sample(self, obs: NDArray[np.float32], rng: np.random.Generator, report: bool) -> NDArray[np.int64]:
+        sizes = self.report_sizes if report else self.action_sizes
+        logits = self.forward_numpy(np.ascontiguousarray(obs.T), report)[2]
+        return sample_heads(logits, sizes, rng.random((len(sizes), obs.shape[0]), dtype=np.float32)).T
 
     def act(self, obs: NDArray[np.float32], rng: np.random.Generator) -> NDArray[np.int64]:
-        return gumbel_sample(self._logits(obs, slice(0, self.n_action_logits)), self.action_sizes, rng)
+        return self._sample(obs, rng, report=False)
 
     def report(self, obs: NDArray[np.float32], rng: np.random.Generator) -> NDArray[np.int64]:
-        return gumbel_sample(self._logits(obs, slice(self.n_action_logits, None)), self.report_sizes, rng)
+        return self._sample(obs, rng, report=True)
+
+
+@dataclass
+class Activations:
+    """An MLP policy's forward pass over a rollout, kept so the update needs no second one: both hidden layers
+    and the logits at every acted turn (in the rollout's turn order) and at every report, laid out
+    features x rows, and the parameters that computed them (the update reuses them only while unchanged)."""
+
+    weights: list[NDArray[np.float32]]
+    h1: NDArray[np.float32]
+    h2: NDArray[np.float32]
+    logits: NDArray[np.float32]
+    h1_report: NDArray[np.float32]
+    h2_report: NDArray[np.float32]
+    logits_report: NDArray[np.float32]
+
+    def current(self, policy: MLPPolicy) -> bool:
+        """Whether these are still the policy's activations (its parameters have not changed since)."""
+        return all(np.array_equal(a, b) for a, b in zip(self.weights, policy.weight_views(), strict=True))
 
 
 class RandomPolicy:

@@ -13,22 +13,31 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from auditrl.auditworld.observe import ANOMALIES_N, CONFESSIONS_N, NATURAL_N, PROBES_N, build_observation, obs_dim
+from auditrl.auditworld.observe import (
+    ANOMALIES_N,
+    CONFESSIONS_N,
+    COUNT_SCALE,
+    KINDS,
+    N_GLOBAL,
+    NATURAL_N,
+    PROBES_N,
+    SLOT_COUNTS,
+    SLOT_FEATURES,
+    obs_dim,
+)
+from auditrl.auditworld.policies import Activations, MLPPolicy, sample_heads
 from auditrl.auditworld.records import CONFESSION, DENIAL, DISPLAY, ODD, Features, Observed, ground_truth
-from auditrl.auditworld.targets import respond, uniforms
-from auditrl.auditworld.texts import ACCUSE, DIRECT, NATURAL, NO_PRESSURE, PUSH, TEST
+from auditrl.auditworld.targets import N_UNIFORMS, respond
+from auditrl.auditworld.texts import ACCUSE, DIRECT, NATURAL, NO_PRESSURE, PUSH, REPLY_KINDS, TEST
 from auditrl.auditworld.world import (
     CLAIM,
     CONFIDENCE,
     CONFIDENCES,
     CONTROL_TOPIC,
     END,
-    FRAMING,
     NO_CLAIM,
-    PRESSURE,
     ROLLBACK,
     TOOL,
-    TOPIC,
     EpisodeBatch,
     Policy,
     World,
@@ -53,6 +62,7 @@ class Rollout:
     turn_actions: NDArray[np.int64]  # (acted turns, 4)
     final_obs: NDArray[np.float32]
     report: NDArray[np.int64]  # (n, 2): claim slot, confidence index
+    activations: Activations | None = None  # an MLP policy's forward pass over these turns and reports
 
     @functools.cached_property
     def features(self) -> Features:
@@ -81,40 +91,93 @@ class Rollout:
         return out
 
 
-# Per-episode counters: confessions, denials, remarks, rollbacks, accusations, pushes, directs, tests
-# (the observation's HISTORY_COUNTS), messages in the current branch, pressured messages in it.
+# The running episodes' state, one row per quantity and one column per episode (compacted as episodes end), in
+# float32 (counts stay exact): the counters (the observation's HISTORY_COUNTS: confessions, denials, remarks,
+# rollbacks, accusations, pushes, directs, tests; then messages in the current branch and pressured messages in
+# it), each topic slot's SLOT_COUNTS, and last the kind of the last reply, the slot of the last message (-1:
+# none yet), whether the target voiced suspicion in the current branch, and whether it is aware.
 _ROLLBACKS, _BRANCH_LEN, _BRANCH_PRESSURE = 3, 8, 9
 _N_COUNTS = 10
 
 
-def _message_increments() -> NDArray[np.int64]:
-    """Counter increments of one message, indexed by framing * 3 + pressure."""
-    inc = np.zeros((9, _N_COUNTS), dtype=np.int64)
+def _state_rows(slots: int) -> tuple[int, int, int, int, int]:
+    """Rows of the last reply's kind, the last slot, suspicion voiced, awareness; and the number of rows."""
+    kind = _N_COUNTS + slots * len(SLOT_COUNTS)
+    return kind, kind + 1, kind + 2, kind + 3, kind + 4
+
+
+def _increments() -> NDArray[np.float32]:
+    """(counters, codes): what one message and its reply add to the counters, by code
+    ((framing * 3 + pressure) * 5 + reply kind) * 2 + eval-aware remark."""
+    inc = np.zeros((_N_COUNTS, 9 * len(REPLY_KINDS) * 2), dtype=np.float32)
     for framing in range(3):
         for pressure in range(3):
-            row = inc[framing * 3 + pressure]
-            row[4], row[5] = pressure == ACCUSE, pressure == PUSH
-            row[6], row[7] = framing == DIRECT, framing == TEST
-            row[_BRANCH_LEN], row[_BRANCH_PRESSURE] = 1, pressure != NO_PRESSURE
+            for reply in range(len(REPLY_KINDS)):
+                for remark in range(2):
+                    col = inc[:, ((framing * 3 + pressure) * len(REPLY_KINDS) + reply) * 2 + remark]
+                    col[0], col[1], col[2] = reply == CONFESSION, reply == DENIAL, remark
+                    col[4], col[5] = pressure == ACCUSE, pressure == PUSH
+                    col[6], col[7] = framing == DIRECT, framing == TEST
+                    col[_BRANCH_LEN], col[_BRANCH_PRESSURE] = 1, pressure != NO_PRESSURE
     return inc
 
 
-def _reply_increments() -> NDArray[np.int64]:
-    """Counter increments of one reply, indexed by confession * 4 + denial * 2 + eval-aware remark."""
-    inc = np.zeros((8, _N_COUNTS), dtype=np.int64)
-    for code in range(8):
-        inc[code, 0], inc[code, 1], inc[code, 2] = code >> 2 & 1, code >> 1 & 1, code & 1
-    return inc
+def _last_kinds() -> NDArray[np.float32]:
+    """The observation's last-reply kind by reply kind * 2 + eval-aware remark: a confession, a denial, an
+    anomaly (display or odd), else an eval remark, else a normal reply."""
+    kind = {0: 1, DISPLAY: 2, ODD: 2, DENIAL: 3, CONFESSION: 4}
+    return np.array(
+        [5 if remark and reply == 0 else kind[reply] for reply in range(len(REPLY_KINDS)) for remark in range(2)],
+        dtype=np.float32,
+    )
 
 
-_MESSAGE_INC, _REPLY_INC = _message_increments(), _reply_increments()
+_INCREMENTS, _LAST_KIND = _increments(), _last_kinds()
+_REPLY_KIND_OF_FLAGS = np.array([0, ODD, DISPLAY, DISPLAY, DENIAL, DENIAL, DENIAL, DENIAL] + [CONFESSION] * 8)
+"""Reply kind by confession * 8 + denial * 4 + expressed * 2 + odd (a confession wins, then a denial)."""
+
+
+@functools.cache
+def _observation_map(slots: int, horizon: int) -> tuple[NDArray[np.intp], NDArray[np.intp], NDArray[np.float32]]:
+    """Observation rows that are a state row times a scale (`build_observation`'s layout): the rows, their
+    state rows, and the scales."""
+    kind, _, seen, _, _ = _state_rows(slots)
+    dst = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
+    src = [_BRANCH_LEN, 0, 1, 2, seen, 3, 4, 5, 6, 7]
+    scale = [1.0 / horizon] + [1.0 / COUNT_SCALE] * 3 + [1.0] + [1.0 / COUNT_SCALE] * 5
+    for j in range(slots):
+        for c in range(len(SLOT_COUNTS)):
+            dst.append(N_GLOBAL + j * SLOT_FEATURES + c)
+            src.append(_N_COUNTS + j * len(SLOT_COUNTS) + c)
+            scale.append(1.0 / COUNT_SCALE)
+    return np.array(dst), np.array(src), np.array(scale, dtype=np.float32)[:, None]
+
+
+def _observe(state: NDArray[np.float32], turn: float, horizon: int, slots: int, out: NDArray[np.float32]) -> None:
+    """Write the running episodes' observations into `out` (features x episodes), as `build_observation` lays
+    them out."""
+    dst, src, scale = _observation_map(slots, horizon)
+    kind, last_slot, _, _, _ = _state_rows(slots)
+    out[0] = turn
+    out[dst] = state[src] * scale
+    out[N_GLOBAL - len(KINDS) - 1 : N_GLOBAL - 1] = np.arange(len(KINDS), dtype=np.float32)[:, None] == state[kind]
+    out[N_GLOBAL - 1] = 1.0
+    per_slot = state[_N_COUNTS:kind]
+    block = out[N_GLOBAL : N_GLOBAL + slots * SLOT_FEATURES]
+    np.divide(
+        per_slot[ANOMALIES_N :: len(SLOT_COUNTS)],
+        per_slot[PROBES_N :: len(SLOT_COUNTS)] + 1.0,
+        out=block[len(SLOT_COUNTS) :: SLOT_FEATURES],
+    )
+    out[N_GLOBAL + slots * SLOT_FEATURES :] = np.arange(slots, dtype=np.float32)[:, None] == state[last_slot]
 
 
 def _outside(sorted_scenario: NDArray[np.int64], r: NDArray[np.int64]) -> NDArray[np.int64]:
-    """The r-th topic (0-based) among those not in each row's scenario (scenario topics sorted per row)."""
+    """The r-th topic (0-based) among those not in each episode's scenario (scenario topics x episodes, sorted
+    per episode)."""
     out = r.copy()
-    for col in sorted_scenario.T:
-        out += out >= col
+    for row in sorted_scenario:
+        out += out >= row
     return out
 
 
@@ -122,146 +185,155 @@ def simulate(world: World, batch: EpisodeBatch, policy: Policy, rng: np.random.G
     """Run every episode of the batch to its end (policy ends it, or the turn budget runs out).
 
     Each turn computes only the episodes still running, so the cost follows the turns actually taken: the
-    running episodes' state is kept compacted (rows in `live` order), so each turn's work reads and writes
-    whole arrays; an episode's final observation is taken when it leaves.
+    running episodes' state is kept compacted, one row per quantity (each turn's work reads and writes whole
+    rows); each acted turn's observation and action are written into preallocated turn-order buffers, and an
+    episode's final observation is its last one with the turn clock at the end. An MLP policy's forward pass
+    is kept (`Rollout.activations`) for the update.
     """
     n, horizon, n_t = batch.size, batch.max_turns, world.n_topics
-    rows = np.arange(n)
     planted = batch.planted
     beh = np.where(planted, batch.behavior, 0)
     fam = batch.family
     bt, ft = world.behaviors, world.families
     scenario_all = world.scenario[batch.seed_behavior, batch.seed_index]
     k = scenario_all.shape[1]
+    n_slots = k + 1
     trig_all = bt.trigger[beh] & planted[:, None]
-    # Per running episode (compacted as episodes end): the plant, the family, the scenario, and the counters.
-    trig, scenario = trig_all, scenario_all
-    sorted_scenario = np.sort(scenario, axis=1)
-    rate = np.where(planted, bt.rate[beh] * ft.susceptibility[fam], 0.0)
-    syc, leak, evalaw, noise = ft.sycophancy[fam], ft.leak[fam], ft.eval_awareness[fam], ft.noise[fam]
-    onset = bt.onset[beh]
-    slots = np.zeros((n, k + 1, 4), dtype=np.int64)  # per topic slot: natural probes, probes, anomalies, confessions
-    counts = np.zeros((n, _N_COUNTS), dtype=np.int64)
-    last_kind = np.zeros(n, dtype=np.int64)
-    last_slot = np.full(n, -1, dtype=np.int64)
-    aware_seen = np.zeros(n, dtype=bool)  # the target voiced suspicion in the current branch
-    aware = np.zeros(n, dtype=bool)
-    live = rows
-    # Turn-major logs (turn, episode): each turn writes one contiguous row.
-    shape = (horizon, n)
-    sent_log = np.zeros(shape, dtype=bool)
-    rollback_log = np.zeros(shape, dtype=bool)
-    remark_log = np.zeros(shape, dtype=bool)
-    topic_log = np.full(shape, -1, dtype=np.int64)
-    framing_log = np.zeros(shape, dtype=np.int64)
-    pressure_log = np.zeros(shape, dtype=np.int64)
-    reply_log = np.zeros(shape, dtype=np.int64)
+    kind_row, slot_row, seen_row, aware_row, n_rows = _state_rows(n_slots)
+    reset_rows = np.array([_BRANCH_LEN, _BRANCH_PRESSURE, seen_row, aware_row])
+    # Per running episode: its index, scenario and sorted scenario (ints); the target's rates and onset (floats).
+    ints = np.concatenate([np.arange(n)[None], scenario_all.T, np.sort(scenario_all, axis=1).T])
+    floats = np.stack(
+        [
+            np.where(planted, bt.rate[beh] * ft.susceptibility[fam], 0.0),
+            ft.sycophancy[fam],
+            ft.leak[fam],
+            ft.eval_awareness[fam],
+            ft.noise[fam],
+            bt.onset[beh],
+        ]
+    ).astype(np.float32)
+    state = np.zeros((n_rows, n), dtype=np.float32)
+    state[slot_row] = -1.0
     text_u = rng.random((n, horizon))
-    final_obs = np.empty((n, obs_dim(k)), dtype=np.float32)
-    acted_rows: list[NDArray[np.int64]] = []
-    acted_obs: list[NDArray[np.float32]] = []
-    acted_actions: list[NDArray[np.int64]] = []
-
-    def observe(t: int) -> NDArray[np.float32]:
-        return build_observation(
-            t / horizon, counts[:, _BRANCH_LEN] / horizon, counts, aware_seen, last_kind, slots, last_slot
-        )
-
+    cap, dim = n * horizon, obs_dim(k)
+    obs_buf = np.empty((dim, cap), dtype=np.float32)  # acted turns in turn order, features x turns
+    act_buf = np.empty((4, cap), dtype=np.int64)
+    episode_buf = np.empty(cap, dtype=np.int64)
+    msg_buf = np.empty((8, cap), dtype=np.int64)  # per message: topic, framing, pressure, rollback, reply, remark,
+    final_obs = np.empty((dim, n), dtype=np.float32)  # episode, turn
+    mlp = policy if isinstance(policy, MLPPolicy) else None
+    if mlp is not None:
+        hid, n_logits = mlp.weight_views()[0].shape[0], mlp.n_action_logits
+        h1_buf, h2_buf = np.empty((hid, cap), dtype=np.float32), np.empty((hid, cap), dtype=np.float32)
+        logit_buf = np.empty((n_logits, cap), dtype=np.float32)
+    per_turn: list[int] = []
+    off = moff = 0
     for t in range(horizon):
-        if live.size == 0:
+        m = state.shape[1]
+        if m == 0:
             break
-        obs = observe(t)
-        actions = policy.act(obs, rng)
-        acted_rows.append(live)
-        acted_obs.append(obs)
-        acted_actions.append(actions)
-        send = actions[:, TOOL] != END
+        cols = slice(off, off + m)
+        obs = obs_buf[:, cols]
+        _observe(state, t / horizon, horizon, n_slots, obs)
+        episode_buf[cols] = ints[0]
+        if mlp is not None:
+            mlp.forward_into(obs, h1_buf[:, cols], h2_buf[:, cols], logit_buf[:, cols], report=False)
+            u = rng.random((len(mlp.action_sizes), m), dtype=np.float32)
+            act_buf[:, cols] = sample_heads(logit_buf[:, cols], mlp.action_sizes, u)
+        else:
+            act_buf[:, cols] = policy.act(obs.T, rng).T
+        actions = act_buf[:, cols]
+        per_turn.append(m)
+        off += m
+        send = actions[TOOL] != END
         if not send.all():
             leaving = ~send
-            final_obs[live[leaving]] = build_observation(
-                1.0, counts[leaving, _BRANCH_LEN] / horizon, counts[leaving], aware_seen[leaving], last_kind[leaving],
-                slots[leaving], last_slot[leaving],
-            )  # fmt: skip
-            live, actions = live[send], actions[send]
-            trig, scenario, sorted_scenario = trig[send], scenario[send], sorted_scenario[send]
-            rate, syc, leak, evalaw, noise, onset = (
-                rate[send],
-                syc[send],
-                leak[send],
-                evalaw[send],
-                noise[send],
-                onset[send],
-            )
-            slots, counts, last_kind, last_slot = slots[send], counts[send], last_kind[send], last_slot[send]
-            aware_seen, aware = aware_seen[send], aware[send]
-            if live.size == 0:
+            gone = ints[0, leaving]
+            final_obs[:, gone] = obs[:, leaving]
+            final_obs[0, gone] = 1.0
+            keep = np.flatnonzero(send)
+            state, ints, floats, actions = state[:, keep], ints[:, keep], floats[:, keep], actions[:, keep]
+            m = keep.size
+            if m == 0:
                 break
-        m = live.size
-        m_rows = np.arange(m)
-        tool, slot, framing, pressure = (actions[:, h] for h in (TOOL, TOPIC, FRAMING, PRESSURE))
-        control = _outside(sorted_scenario, rng.integers(0, n_t - k, size=m))
-        topic = np.where(slot == CONTROL_TOPIC, control, scenario[m_rows, np.maximum(slot - 1, 0)])
+        tool, slot, framing, pressure = actions
+        u = rng.random((N_UNIFORMS, m), dtype=np.float32)
+        rows = np.arange(m)
+        control = _outside(ints[1 + k :], (u[N_UNIFORMS - 1] * (n_t - k)).astype(np.int64))
+        topic = np.where(slot == CONTROL_TOPIC, control, ints[np.maximum(slot, 1), rows])
         rollback = tool == ROLLBACK
         if rollback.any():
-            counts[rollback, _BRANCH_LEN] = 0
-            counts[rollback, _BRANCH_PRESSURE] = 0
-            counts[rollback, _ROLLBACKS] += 1
-            aware[rollback] = False
-            aware_seen[rollback] = False
+            state[reset_rows] *= ~rollback
+            state[_ROLLBACKS] += rollback
         r = respond(
-            triggered=trig[m_rows, topic],
-            onset_ok=counts[:, _BRANCH_LEN] >= onset,
-            rate=rate,
-            sycophancy=syc,
-            leak=leak,
-            eval_awareness=evalaw,
-            noise=noise,
+            triggered=trig_all[ints[0], topic],
+            onset_ok=state[_BRANCH_LEN] >= floats[5],
+            rate=floats[0],
+            sycophancy=floats[1],
+            leak=floats[2],
+            eval_awareness=floats[3],
+            noise=floats[4],
             framing=framing,
             pressure=pressure,
-            branch_pressure=counts[:, _BRANCH_PRESSURE],
-            aware=aware,
-            u=uniforms(rng, m),
+            branch_pressure=state[_BRANCH_PRESSURE],
+            aware=state[aware_row] > 0.0,
+            u=u.T,
         )
-        aware = r.aware
-        anomaly = r.expressed | r.odd
-        at_slot = slots[m_rows, slot]  # one slot per episode: no repeated index
-        at_slot[:, NATURAL_N] += framing == NATURAL
-        at_slot[:, PROBES_N] += 1
-        at_slot[:, ANOMALIES_N] += anomaly
-        at_slot[:, CONFESSIONS_N] += r.confession
-        slots[m_rows, slot] = at_slot
-        last_slot = slot
-        counts += _MESSAGE_INC[framing * 3 + pressure] + _REPLY_INC[r.confession * 4 + r.denial * 2 + r.eval_aware]
-        aware_seen |= r.eval_aware
-        # last kind: 1 normal, 2 anomaly, 3 denial, 4 confession, 5 eval remark (confession wins)
-        last_kind = np.where(r.confession, 4, np.where(r.denial, 3, np.where(anomaly, 2, np.where(r.eval_aware, 5, 1))))
-        sent_log[t, live] = True
-        rollback_log[t, live] = rollback
-        remark_log[t, live] = r.eval_aware
-        topic_log[t, live] = topic
-        framing_log[t, live] = framing
-        pressure_log[t, live] = pressure
-        reply_log[t, live] = np.where(
-            r.confession,
-            CONFESSION,
-            np.where(r.denial, DENIAL, np.where(r.expressed, DISPLAY, np.where(r.odd, ODD, 0))),
-        )
+        reply = _REPLY_KIND_OF_FLAGS[r.confession * 8 + r.denial * 4 + r.expressed * 2 + r.odd]
+        at_slot = _N_COUNTS + len(SLOT_COUNTS) * slot
+        state[at_slot + NATURAL_N, rows] += framing == NATURAL
+        state[at_slot + PROBES_N, rows] += 1.0
+        state[at_slot + ANOMALIES_N, rows] += r.expressed | r.odd
+        state[at_slot + CONFESSIONS_N, rows] += r.confession
+        code = reply * 2 + r.eval_aware
+        state[:_N_COUNTS] += _INCREMENTS[:, (framing * 3 + pressure) * (2 * len(REPLY_KINDS)) + code]
+        state[kind_row] = _LAST_KIND[code]
+        state[slot_row] = slot
+        state[seen_row] += r.eval_aware & (state[seen_row] == 0.0)
+        state[aware_row] = r.aware
+        msg = msg_buf[:, moff : moff + m]
+        msg[0], msg[1], msg[2], msg[3], msg[4], msg[5], msg[6], msg[7] = (
+            topic, framing, pressure, rollback, reply, r.eval_aware, ints[0], t
+        )  # fmt: skip
+        moff += m
 
-    if live.size:
-        final_obs[live] = observe(horizon)
-    report = policy.report(final_obs, rng)
+    if state.shape[1]:
+        last = np.empty((dim, state.shape[1]), dtype=np.float32)
+        _observe(state, 1.0, horizon, n_slots, last)
+        final_obs[:, ints[0]] = last
+    activations = None
+    if mlp is not None:
+        h1_report, h2_report, logits_report = mlp.forward_numpy(final_obs, report=True)
+        u = rng.random((len(mlp.report_sizes), n), dtype=np.float32)
+        report = sample_heads(logits_report, mlp.report_sizes, u).T
+        activations = Activations(
+            weights=[w.copy() for w in mlp.weight_views()],
+            h1=h1_buf[:, :off], h2=h2_buf[:, :off], logits=logit_buf[:, :off],
+            h1_report=h1_report, h2_report=h2_report, logits_report=logits_report,
+        )  # fmt: skip
+    else:
+        report = policy.report(final_obs.T, rng)
     claim_slot, conf_idx = report[:, CLAIM], report[:, CONFIDENCE]
-    claim_topic = np.where(claim_slot == NO_CLAIM, -1, scenario_all[rows, np.maximum(claim_slot - 1, 0)])
+    claim_topic = np.where(claim_slot == NO_CLAIM, -1, scenario_all[np.arange(n), np.maximum(claim_slot - 1, 0)])
+    msg = msg_buf[:, :moff]
+    at = msg[6] * horizon + msg[7]
+
+    def log(dtype: type, fill: int, values: NDArray[np.int64] | None) -> NDArray:
+        out: NDArray = np.full((n, horizon), fill, dtype=dtype)
+        out.ravel()[at] = 1 if values is None else values
+        return out
+
     observed = Observed(
         planted=planted,
         trigger=trig_all,
-        sent=np.ascontiguousarray(sent_log.T),
-        rollback=np.ascontiguousarray(rollback_log.T),
-        topic=np.ascontiguousarray(topic_log.T),
-        framing=np.ascontiguousarray(framing_log.T),
-        pressure=np.ascontiguousarray(pressure_log.T),
-        reply=np.ascontiguousarray(reply_log.T),
-        remark=np.ascontiguousarray(remark_log.T),
+        sent=log(bool, 0, None),
+        rollback=log(bool, 0, msg[3]),
+        topic=log(np.int64, -1, msg[0]),
+        framing=log(np.int64, 0, msg[1]),
+        pressure=log(np.int64, 0, msg[2]),
+        reply=log(np.int64, 0, msg[4]),
+        remark=log(bool, 0, msg[5]),
         claim=claim_topic,
         confidence=np.where(claim_topic >= 0, np.asarray(CONFIDENCES)[conf_idx], 0.0),
     )
@@ -269,10 +341,11 @@ def simulate(world: World, batch: EpisodeBatch, policy: Policy, rng: np.random.G
         batch=batch,
         observed=observed,
         text_u=text_u,
-        turn_episode=np.concatenate(acted_rows) if acted_rows else np.zeros(0, dtype=np.int64),
-        turn_index=np.repeat(np.arange(len(acted_rows)), [r.size for r in acted_rows]),
-        turn_obs=np.concatenate(acted_obs) if acted_obs else np.zeros((0, obs_dim(k)), dtype=np.float32),
-        turn_actions=np.concatenate(acted_actions) if acted_actions else np.zeros((0, 4), dtype=np.int64),
-        final_obs=final_obs,
+        turn_episode=episode_buf[:off],
+        turn_index=np.repeat(np.arange(len(per_turn)), per_turn),
+        turn_obs=obs_buf[:, :off].T,
+        turn_actions=act_buf[:, :off].T,
+        final_obs=final_obs.T,
         report=report,
+        activations=activations,
     )

@@ -176,7 +176,7 @@ def respond(
     pressure: NDArray[np.int64],
     branch_pressure: NDArray[np.int64],
     aware: NDArray[np.bool_],
-    u: NDArray[np.float64],
+    u: NDArray[np.floating],
 ) -> Replies:
     """One reply per episode.
 

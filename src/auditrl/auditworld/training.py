@@ -8,6 +8,7 @@ trainer), and one REINFORCE update of the MLP policy on the log-probabilities of
 from __future__ import annotations
 
 import copy
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,11 +21,11 @@ from pydantic import Field
 from auditrl.auditworld.base import BaseInit, ImitationInit, build_base
 from auditrl.auditworld.designs import DesignName, RewardInputs, design_rewards
 from auditrl.auditworld.judges import JudgeParams, pairwise_quality
-from auditrl.auditworld.policies import Adam, MLPPolicy
+from auditrl.auditworld.policies import Activations, Adam, MLPPolicy, head_layout, head_softmax
 from auditrl.auditworld.records import CONFESSION
 from auditrl.auditworld.simulate import Rollout, simulate
 from auditrl.auditworld.texts import ACCUSE
-from auditrl.auditworld.world import CLAIM, CONFIDENCE, END, NO_CLAIM, TOOL, EpisodeBatch, World, training_batch
+from auditrl.auditworld.world import CLAIM, END, NO_CLAIM, TOOL, EpisodeBatch, World, training_batch
 from auditrl.configfile import ConfigModel
 from auditrl.finite import check_finite
 from auditrl.rewards.advantages import group_advantages
@@ -111,24 +112,43 @@ class TrainResult:
     cpu_seconds: float = 0.0
 
 
-def _head_gradient(
-    logits: NDArray[np.float32], chosen: NDArray[np.int64], weight: NDArray[np.float32], explore: NDArray[np.float32]
+def _heads_gradient(
+    logits: NDArray[np.float32],
+    sizes: tuple[int, ...],
+    chosen: NDArray[np.int64],
+    weight: NDArray[np.float32],
+    explore: NDArray[np.float32],
 ) -> tuple[float, NDArray[np.float32]]:
-    """One head's share of the loss, and its gradient with respect to that head's logits (choices x rows: with
-    a few choices per head, reductions over the first axis run along whole rows of memory).
+    """The heads' share of the loss and its gradient with respect to their logits, every head at once (logits
+    laid out logits x rows; `chosen`, `weight` and `explore` are heads x rows).
 
-    Per row the loss is -weight * log p(chosen) - explore * entropy, so the gradient is
+    Per head and row the loss is -weight * log p(chosen) - explore * entropy, so the gradient is
     weight * (p - onehot(chosen)) + explore * p * (log p + entropy).
     """
-    shifted = logits - logits.max(axis=0)
-    exp = np.exp(shifted)
-    total = exp.sum(axis=0)
-    p = exp / total
-    logp = shifted - np.log(total)
-    entropy = -(p * logp).sum(axis=0)
-    onehot = np.arange(logits.shape[0])[:, None] == chosen
-    loss = -float(weight @ (logp * onehot).sum(axis=0)) - float(explore @ entropy)
-    return loss, p * (weight + explore * (logp + entropy)) - onehot * weight
+    layout = head_layout(sizes)
+    head_of = layout.head_of
+    shifted, exp, total = head_softmax(logits, sizes)
+    logp = shifted - np.log(total)[head_of]
+    p = exp * (1.0 / total)[head_of]
+    entropy = -(layout.member @ (p * logp))
+    onehot = layout.place[:, None] == chosen[head_of]
+    loss = -float(np.vdot(weight, layout.member @ (logp * onehot))) - float(np.vdot(explore, entropy))
+    grad = p * (weight[head_of] + explore[head_of] * (logp + entropy[head_of]))
+    grad -= onehot * weight[head_of]
+    return loss, np.asarray(grad, dtype=np.float32)  # already float32: no copy
+
+
+def _activations(policy: MLPPolicy, rollout: Rollout) -> Activations:
+    """The rollout's own forward pass when it is still the policy's, else a fresh one."""
+    kept = rollout.activations
+    if kept is not None and kept.current(policy):
+        return kept
+    h1, h2, logits = policy.forward_numpy(np.ascontiguousarray(rollout.turn_obs.T), report=False)
+    h1_report, h2_report, logits_report = policy.forward_numpy(np.ascontiguousarray(rollout.final_obs.T), report=True)
+    return Activations(
+        weights=[w.copy() for w in policy.weight_views()],
+        h1=h1, h2=h2, logits=logits, h1_report=h1_report, h2_report=h2_report, logits_report=logits_report,
+    )  # fmt: skip
 
 
 def policy_gradient(
@@ -138,52 +158,54 @@ def policy_gradient(
     with respect to each of the policy's parameters (in `parameters()` order), computed in numpy.
 
     The loss is -mean over episodes of advantage * (sum of the log-probabilities of the choices that mattered)
-    minus `entropy_coef` * the mean episode entropy. Only acted turns enter the forward pass. Heads that did not
-    matter are left out: topic, framing and pressure when the tool was end, the confidence when the report
-    claimed nothing. An episode's entropy is its mean per-turn entropy of the heads that mattered plus its claim
-    head's entropy. The backward pass through the two hidden layers is written out (on these small matrices
-    autograd's per-operation overhead costs more than the arithmetic), on activations laid out features x rows.
+    minus `entropy_coef` * the mean episode entropy. Heads that did not matter are left out: topic, framing and
+    pressure when the tool was end, the confidence when the report claimed nothing. An episode's entropy is its
+    mean per-turn entropy of the heads that mattered plus its claim head's entropy. The forward pass is the
+    rollout's own (`Rollout.activations`) while the policy is unchanged since; the backward pass through the
+    two hidden layers is written out (on these small matrices autograd's per-operation overhead costs more than
+    the arithmetic), on activations laid out features x rows.
     """
-    w0, b0, w1, b1, w2, b2 = policy.weight_views()
+    w0, _, w1, _, w2, _ = policy.weight_views()
+    act = _activations(policy, rollout)
     n = rollout.final_obs.shape[0]
     episode = rollout.turn_episode
-    n_turns = episode.size
     actions = rollout.turn_actions.T
-    x = np.concatenate([rollout.turn_obs, rollout.final_obs])
-    h1 = np.maximum(w0 @ x.T + b0[:, None], 0.0)
-    h2 = np.maximum(w1 @ h1 + b1[:, None], 0.0)
-    split = policy.n_action_logits
-    h2_turns, h2_report = h2[:, :n_turns], h2[:, n_turns:]
-    z_turns = w2[:split] @ h2_turns + b2[:split, None]
-    z_report = w2[split:] @ h2_report + b2[split:, None]
-
     adv = (advantages / n).astype(np.float32)
     turn_adv = adv[episode]
-    sent = (actions[TOOL] != END).astype(np.float32)
     counts = np.maximum(np.bincount(episode, minlength=n), 1).astype(np.float32)
     turn_explore = np.float32(entropy_coef / n) / counts[episode]
-    n_act = len(policy.action_sizes)
-    heads = [
-        (actions[h], turn_adv * (1.0 if h == TOOL else sent), turn_explore * (1.0 if h == TOOL else sent))
-        for h in range(n_act)
-    ]
-    heads.append((rollout.report[:, CLAIM], adv, np.full(n, entropy_coef / n, dtype=np.float32)))
+    mattered = np.ones((len(policy.action_sizes), episode.size), dtype=np.float32)
+    mattered[1:] = actions[TOOL] != END
+    loss_turns, d_turns = _heads_gradient(
+        act.logits, policy.action_sizes, actions, mattered * turn_adv, mattered * turn_explore
+    )
     claimed = (rollout.report[:, CLAIM] != NO_CLAIM).astype(np.float32)
-    heads.append((rollout.report[:, CONFIDENCE], adv * claimed, np.zeros(n, dtype=np.float32)))
-    d_turns, d_report = np.empty_like(z_turns), np.empty_like(z_report)
-    loss, start = 0.0, 0
-    for h, (size, (chosen, weight, explore)) in enumerate(zip(policy.head_sizes, heads, strict=True)):
-        logits, grad_out, first = (z_turns, d_turns, start) if h < n_act else (z_report, d_report, start - split)
-        part, grad_out[first : first + size] = _head_gradient(logits[first : first + size], chosen, weight, explore)
-        loss += part
-        start += size
-    d2 = np.concatenate([w2[:split].T @ d_turns, w2[split:].T @ d_report], axis=1) * (h2 > 0)
-    d1 = (w1.T @ d2) * (h1 > 0)
-    return loss, [
-        d1 @ x, d1.sum(axis=1), d2 @ h1.T, d2.sum(axis=1),
-        np.concatenate([d_turns @ h2_turns.T, d_report @ h2_report.T]),
-        np.concatenate([d_turns.sum(axis=1), d_report.sum(axis=1)]),
+    report_weight = np.stack([adv, adv * claimed])
+    report_explore = np.zeros((2, n), dtype=np.float32)
+    report_explore[0] = entropy_coef / n
+    loss_report, d_report = _heads_gradient(
+        act.logits_report, policy.report_sizes, rollout.report.T, report_weight, report_explore
+    )
+    split = policy.n_action_logits
+    t = torch.from_numpy
+    w1_t, w2_t = t(w1), t(w2)
+    d_turns_t, d_report_t, h1, h2, h1r, h2r = map(t, (d_turns, d_report, act.h1, act.h2, act.h1_report, act.h2_report))
+    d2 = _relu_backward(w2_t[:split].T @ d_turns_t, h2)
+    d2r = _relu_backward(w2_t[split:].T @ d_report_t, h2r)
+    d1 = _relu_backward(w1_t.T @ d2, h1)
+    d1r = _relu_backward(w1_t.T @ d2r, h1r)
+    x, xr = t(rollout.turn_obs), t(rollout.final_obs)
+    grads = [
+        d1 @ x + d1r @ xr, d1.sum(1) + d1r.sum(1),
+        d2 @ h1.T + d2r @ h1r.T, d2.sum(1) + d2r.sum(1),
+        torch.cat([d_turns_t @ h2.T, d_report_t @ h2r.T]), torch.cat([d_turns_t.sum(1), d_report_t.sum(1)]),
     ]  # fmt: skip
+    return loss_turns + loss_report, [g.numpy() for g in grads]
+
+
+def _relu_backward(grad: torch.Tensor, activation: torch.Tensor) -> torch.Tensor:
+    """The gradient through a ReLU, given its output: one fused pass (no mask array)."""
+    return torch.ops.aten.threshold_backward(grad, activation, 0.0)
 
 
 class ReferenceCache:
@@ -286,7 +308,8 @@ def train(
         adv = group_advantages(rewards.reshape(cfg.groups_per_step, cfg.group_size)).ravel()
         loss, grads = policy_gradient(policy, rollout, adv, cfg.entropy_coef)
         opt.step(grads, cfg.max_grad_norm)
-        check_finite(step, loss, policy.named_parameters())
+        if not (math.isfinite(loss) and all(np.isfinite(w).all() for w in policy.weight_views())):
+            check_finite(step, loss, policy.named_parameters())  # names what diverged
         result.episodes += batch.size
         stats = _stats(step, rollout, rewards)
         result.history.append(stats)

@@ -6,11 +6,11 @@ thousands of audits fits in a little memory; a handful are kept whole for the re
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
+import pydantic_core
 import typer
 import yaml
 from rich.console import Console
@@ -31,8 +31,11 @@ from auditrl.cli.options import (
     random_seed_option,
 )
 from auditrl.evaluate.groups import group_of
-from auditrl.scaffold.store import RunError, read_file, transcript_files
+from auditrl.scaffold.store import RunError, transcript_files
 from auditrl.scaffold.transcript import Transcript
+
+PROGRESS_EVERY = 500
+"""Transcripts summarised between updates of the progress line."""
 
 if (
     TYPE_CHECKING
@@ -40,11 +43,14 @@ if (
     from auditrl.analysis.derivation import StudyTable
 
 
-def read_summaries(run: Path, by: str, console: Console) -> tuple[list[str], list[str], list[str], list[Transcript]]:
-    """Id, strategy summary and group of every transcript (a later file's copy of an id replaces the earlier), and a few
-    whole ones to show."""
+def read_summaries(
+    run: Path, by: str, console: Console, shown: int = 0
+) -> tuple[list[str], list[str], list[str], list[Transcript]]:
+    """Id, strategy summary and group of every transcript (a later file's copy of an id replaces the earlier), and the
+    first `shown` of each auditor's planted and of its benign audits, whole. Only those are read whole; of the rest,
+    only what a summary and a group need."""
+    from auditrl.analysis.conduct import iter_conduct
     from auditrl.analysis.summaries import strategy_summary
-    from auditrl.pages.transcript_view import DEFAULT_SHOWN, pick_transcripts
 
     found: dict[str, tuple[str, str]] = {}
     kept: dict[tuple[str, bool], list[Transcript]] = {}
@@ -55,12 +61,13 @@ def read_summaries(run: Path, by: str, console: Console) -> tuple[list[str], lis
         files = transcript_files(run)
         for path in files:
             try:
-                for t in read_file(path):
+                for t, whole in iter_conduct(path):
                     found[t.id] = (strategy_summary(t), group_of(t, by))
                     same = kept.setdefault((t.auditor_model, t.benign), [])
-                    if len(same) < DEFAULT_SHOWN:
-                        same.append(t)
-                    progress.update(task, advance=1, description=f"summarising transcripts: {len(found):,}")
+                    if len(same) < shown:
+                        same.append(whole())
+                    if len(found) % PROGRESS_EVERY == 0:
+                        progress.update(task, description=f"summarising transcripts: {len(found):,}")
             except ValueError as exc:
                 raise RunError(str(exc)) from exc
     console.print(
@@ -68,7 +75,7 @@ def read_summaries(run: Path, by: str, console: Console) -> tuple[list[str], lis
     )
     texts = [text for text, _ in found.values()]
     groups = [group for _, group in found.values()]
-    return list(found), texts, groups, pick_transcripts([t for ts in kept.values() for t in ts])
+    return list(found), texts, groups, [t for ts in kept.values() for t in ts]
 
 
 def strategies(
@@ -128,9 +135,6 @@ def strategies(
     from auditrl.analysis.derivation import study_codebook, study_tables
     from auditrl.analysis.representation import embed
     from auditrl.analysis.strategies import cluster_strategies
-    from auditrl.pages.html import write_page
-    from auditrl.pages.sections import codebook_study_section, strategy_section, transcripts_section
-    from auditrl.pages.transcript_view import DEFAULT_SHOWN
 
     console = Console()
     try:
@@ -138,7 +142,12 @@ def strategies(
         for option, path in {"--html": html, "--json": json_out, "--save-codebook": save_codebook}.items():
             if path is not None:
                 check_output(path, f"{option} {path}", inputs=tuple(transcript_files(run)))
-        ids, texts, groups, shown = read_summaries(run, by, console)
+        shown_per_kind = 0
+        if html is not None:  # the page's modules (and inspect-ai, which they import) load only for a page
+            from auditrl.pages.transcript_view import DEFAULT_SHOWN
+
+            shown_per_kind = DEFAULT_SHOWN
+        ids, texts, groups, kept = read_summaries(run, by, console, shown_per_kind)
         if len(texts) < 2:
             raise RunError(f"{run}: strategy clustering needs at least 2 transcripts, found {len(texts)}")
         with console.status(f"embedding and clustering {len(texts):,} summaries"):
@@ -173,14 +182,18 @@ def strategies(
         data = {"transcript_ids": ids, **result.model_dump(mode="json")} | (
             {"derived": study.model_dump(mode="json")} if study is not None else {}
         )
-        atomic_write_text(json_out, json.dumps(data, indent=2))
+        atomic_write_text(json_out, pydantic_core.to_json(data, indent=2, ensure_ascii=True).decode())
     if html is not None:
+        from auditrl.pages.html import write_page
+        from auditrl.pages.sections import codebook_study_section, strategy_section, transcripts_section
+        from auditrl.pages.transcript_view import pick_transcripts
+
         sections = [strategy_section(result, groups)]
         if study is not None:
             sections.append(codebook_study_section(study, tables))
         names = result.label_names("archetype")
         by_id = {tid: names[a] for tid, a in zip(ids, result.archetypes, strict=True)}
-        kept = f"the first {DEFAULT_SHOWN} read of each auditor's planted and benign audits"
-        shown_part = transcripts_section(shown, total=len(texts), source=kept, archetypes=by_id)
+        source = f"the first {shown_per_kind} read of each auditor's planted and benign audits"
+        shown_part = transcripts_section(pick_transcripts(kept), total=len(texts), source=source, archetypes=by_id)
         write_page(html, f"auditrl strategies: {run.name}", [*sections, shown_part])
         console.print(f"report written to {escape(str(html))}")

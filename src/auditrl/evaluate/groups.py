@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, Protocol
 
 from auditrl.scaffold.transcript import Transcript
 
@@ -17,7 +18,22 @@ FIELD_GROUPS = {
 }
 
 
-def group_of(t: Transcript, by: str) -> str:
+class Groupable(Protocol):
+    """What a group is read from: a whole transcript, or a view of the fields that name groups."""
+
+    @property
+    def auditor_model(self) -> str: ...
+    @property
+    def target_model(self) -> str: ...
+    @property
+    def target_family(self) -> str | None: ...
+    @property
+    def behavior_id(self) -> str | None: ...
+    @property
+    def metadata(self) -> dict[str, Any]: ...
+
+
+def group_of(t: Groupable, by: str) -> str:
     """A transcript's group: a Transcript field (auditor, target, target_family, behavior) or a metadata key."""
     if by in FIELD_GROUPS:
         value = getattr(t, FIELD_GROUPS[by])

@@ -205,19 +205,32 @@ def iter_transcripts(path: Path, on_skip: Callable[[str], None] = _warn) -> Iter
         for number, line, last in bounded_lines(handle, path, TRANSCRIPT_LINE):
             if not line.strip():
                 continue
-            try:
-                yield Transcript.model_validate_json(line)
-            except ValidationError as e:
-                if last and not line.endswith(b"\n") and not _is_json(line):
-                    on_skip(f"{path}: skipped line {number}, an incomplete final transcript (interrupted write)")
-                    return
-                if not _is_json(line):
-                    parse_json(line, path, line=number)  # raises, naming what is wrong with the JSON
-                first = e.errors()[0]
-                where = ".".join(str(p) for p in first["loc"]) or "(line)"
-                got = f" (got {short_repr(first['input'])})" if first["loc"] and first["type"] != "missing" else ""
-                problem = f"{path}: line {number} is not a valid transcript: {where}: {first['msg']}{got}"
-                raise FileReadError(problem) from None
+            t = transcript_of_line(path, number, line, last, on_skip)
+            if t is None:
+                return
+            yield t
+
+
+def transcript_of_line(
+    path: Path, number: int, line: bytes, last: bool, on_skip: Callable[[str], None] = _warn
+) -> Transcript | None:
+    """The transcript on line `number` of `path`; None for an incomplete final line (noted through `on_skip`).
+
+    Any other line that is not a transcript raises FileReadError naming the file, the line and the field.
+    """
+    try:
+        return Transcript.model_validate_json(line)
+    except ValidationError as e:
+        if last and not line.endswith(b"\n") and not _is_json(line):
+            on_skip(f"{path}: skipped line {number}, an incomplete final transcript (interrupted write)")
+            return None
+        if not _is_json(line):
+            parse_json(line, path, line=number)  # raises, naming what is wrong with the JSON
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(line)"
+        got = f" (got {short_repr(first['input'])})" if first["loc"] and first["type"] != "missing" else ""
+        problem = f"{path}: line {number} is not a valid transcript: {where}: {first['msg']}{got}"
+        raise FileReadError(problem) from None
 
 
 def _is_json(line: bytes) -> bool:
