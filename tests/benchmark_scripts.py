@@ -12,8 +12,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+WIDE = 250
+"""The width a script's console gets (COLUMNS), so its tables are read back uncut."""
+
+
+def _unfreeze_consoles(modules: set[str]) -> None:
+    """A rich Console made while COLUMNS is set keeps that width for good: one made at import by a module the run
+    imported first (a CLI module's) would print the next tests at the script's width. It is given back the width read
+    at each print, as it has when made with COLUMNS unset."""
+    for name in modules:
+        for value in list(vars(sys.modules[name]).values()) if name in sys.modules else ():
+            if isinstance(value, Console) and value.width == WIDE:
+                value.width = None  # type: ignore[assignment]  # rich's own "no fixed width"
 
 
 @dataclass(frozen=True)
@@ -31,9 +44,9 @@ def invoke_benchmark(script: str, *args: str, cwd: Path) -> Done:
     restored afterwards, variables a script set itself included (a server's address, say)."""
     out, err = io.StringIO(), io.StringIO()
     code: object = 0
-    environ = dict(os.environ)
+    environ, imported = dict(os.environ), set(sys.modules)
     with pytest.MonkeyPatch.context() as patch:
-        for name, value in {"OMP_NUM_THREADS": "1", "COLUMNS": "250", "NO_COLOR": "1"}.items():
+        for name, value in {"OMP_NUM_THREADS": "1", "COLUMNS": str(WIDE), "NO_COLOR": "1"}.items():
             patch.setenv(name, value)
         patch.setattr(sys, "argv", [str(BENCHMARKS / script), *args])
         patch.syspath_prepend(str(BENCHMARKS))
@@ -46,6 +59,7 @@ def invoke_benchmark(script: str, *args: str, cwd: Path) -> Done:
         finally:
             os.environ.clear()
             os.environ.update(environ)
+            _unfreeze_consoles(set(sys.modules) - imported)
     returncode = 0 if code is None else code if isinstance(code, int) else 1
     return Done(returncode, out.getvalue(), err.getvalue())
 
