@@ -4,6 +4,7 @@ line, so a tiny run is spared an interpreter's start and torch's import (most of
 from __future__ import annotations
 
 import io
+import logging
 import os
 import runpy
 import sys
@@ -20,13 +21,23 @@ WIDE = 250
 
 
 def _unfreeze_consoles(modules: set[str]) -> None:
-    """A rich Console made while COLUMNS is set keeps that width for good: one made at import by a module the run
-    imported first (a CLI module's) would print the next tests at the script's width. It is given back the width read
-    at each print, as it has when made with COLUMNS unset."""
-    for name in modules:
-        for value in list(vars(sys.modules[name]).values()) if name in sys.modules else ():
+    """A rich Console made while COLUMNS is set keeps that width for good: one made at import by a package module the
+    run imported first (a CLI module's) would print the next tests at the script's width. It is given back the width
+    read at each print, as it has when made with COLUMNS unset."""
+    for name in (m for m in modules if m.partition(".")[0] == "auditrl" and m in sys.modules):
+        for value in list(vars(sys.modules[name]).values()):
             if isinstance(value, Console) and value.width == WIDE:
                 value.width = None  # type: ignore[assignment]  # rich's own "no fixed width"
+
+
+def _unhook_logging(*buffers: io.StringIO) -> None:
+    """A logging handler made during a run (torch's, transformers', made at their first import) writes to the stream
+    the run's stderr was then, a capture buffer that would grow with every later test's log lines: it is pointed at
+    this process's stderr again."""
+    loggers = [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]
+    for handler in (h for logger in loggers for h in getattr(logger, "handlers", ())):
+        if isinstance(handler, logging.StreamHandler) and any(handler.stream is b for b in buffers):
+            handler.setStream(sys.stderr)
 
 
 @dataclass(frozen=True)
@@ -60,6 +71,7 @@ def invoke_benchmark(script: str, *args: str, cwd: Path) -> Done:
             os.environ.clear()
             os.environ.update(environ)
             _unfreeze_consoles(set(sys.modules) - imported)
+            _unhook_logging(out, err)
     returncode = 0 if code is None else code if isinstance(code, int) else 1
     return Done(returncode, out.getvalue(), err.getvalue())
 
