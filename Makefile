@@ -31,9 +31,10 @@ install-test: $(VENV)/.installed-test
 run: install
 	$(VENV)/bin/auditrl train --config configs/auditworld.yaml
 
-# the checks first, then the suite: two workers (pytest-xdist), one torch thread each
+# the checks first, then the suite: two workers (pytest-xdist), one torch thread each; an idle worker takes tests
+# queued for the other (worksteal), so a few minute-long tests do not leave one worker running alone at the end
 test: install-test check
-	$(PY) -m pytest -q -n 2
+	$(PY) -m pytest -q -n 2 --dist worksteal
 
 # lint and format (ruff, lines at most 120 characters) and types (mypy), as pyproject.toml configures them
 check: install-test

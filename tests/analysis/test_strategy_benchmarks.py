@@ -2,31 +2,18 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
+from benchmark_scripts import run_benchmark
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _run(*args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={"OMP_NUM_THREADS": "1", "COLUMNS": "200", "PATH": ""},
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    return done.stdout
-
-
 def test_strategies_at_scale_runs_at_a_tiny_size() -> None:
-    out = _run("benchmarks/strategies_at_scale.py", "--transcripts", "300")
+    out = run_benchmark("strategies_at_scale.py", "--transcripts", "300", cwd=ROOT)
     assert "auditrl strategies on" in out and "Derived from too few transcripts" in out
 
 
@@ -40,5 +27,6 @@ def test_strategy_labels_runs_at_a_tiny_size(tmp_path: Path) -> None:
     raw["evaluation"].update(rollouts=1, planted_turns=6, benign_turns=4)
     config = tmp_path / "tiny.yaml"
     config.write_text(yaml.safe_dump(raw))
-    out = _run("benchmarks/strategy_labels.py", "--config", str(config), "--run", str(tmp_path / "run"), "--per", "2")
+    run = str(tmp_path / "run")
+    out = run_benchmark("strategy_labels.py", "--config", str(config), "--run", run, "--per", "2", cwd=tmp_path)
     assert "category agreement, per transcript" in out and "Strategies beside the paper" in out

@@ -1,8 +1,9 @@
 """Every script in benchmarks/ runs at a tiny size and prints the figures it promises, so none can rot unseen.
 
-Each test runs one script as a user would (a fresh interpreter, one thread) with its smallest arguments and
-reads its tables back: the rows a README figure comes from must be there, with numbers in them. The sizes
-say nothing about speed; the figures themselves are measured by running the scripts at their defaults.
+Each test runs one script as a user would (as `__main__` with its command line, one thread, a wide console) with its
+smallest arguments and reads its tables back: the rows a README figure comes from must be there, with numbers in them.
+The scripts run in this process, so each run is spared an interpreter's start and torch's import (most of a tiny run's
+cost). The sizes say nothing about speed; the figures themselves are measured by running the scripts at their defaults.
 """
 
 from __future__ import annotations
@@ -10,10 +11,7 @@ from __future__ import annotations
 import ast
 import json
 import math
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 from statistics import mean
 
@@ -26,20 +24,10 @@ from auditrl.experiments.small_lm.report_audits import benign_audits_seen
 from auditrl.experiments.small_lm.report_choices import ChoiceScores, shift_claims
 from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
 from auditrl.scaffold.transcript_keys import CLAIM_FORCED, PROBED_BY
+from benchmark_scripts import BENCHMARKS, invoke_benchmark, run_benchmark
 
 ROOT = Path(__file__).resolve().parents[2]
-BENCHMARKS = ROOT / "benchmarks"
 NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?")
-
-
-def run_benchmark(script: str, *args: str, cwd: Path) -> str:
-    """stdout of `benchmarks/<script> args` run in `cwd` (wide console, one thread); fails on a non-zero exit."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "250", "NO_COLOR": "1"}
-    done = subprocess.run(
-        [sys.executable, str(BENCHMARKS / script), *args], capture_output=True, text=True, cwd=cwd, env=env, check=False
-    )
-    assert done.returncode == 0, f"{script} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-    return done.stdout
 
 
 MATCHED = "at the same FP calibration"
@@ -224,10 +212,11 @@ def test_cpu_learn(tmp_path: Path, tiny_local_model: Path) -> None:
 
 def _scripts_run_by(test_file: Path) -> set[str]:
     """Benchmark scripts a test file runs: string literals naming `benchmarks/<name>.py`, or the first argument
-    of a `run_benchmark(...)` call."""
+    of a `run_benchmark(...)` or `invoke_benchmark(...)` call."""
     found = set()
     for node in ast.walk(ast.parse(test_file.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "run_benchmark" and node.args:
+        runner = isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("run_benchmark", "invoke_benchmark")
+        if runner and node.args:
             first = node.args[0]
             if isinstance(first, ast.Constant) and isinstance(first.value, str):
                 found.add(first.value)
@@ -254,8 +243,7 @@ def test_lm_learning_refuses_an_unknown_reward_design_before_any_work(tmp_path: 
         "--reward-design",
         "nope",
     )
-    done = subprocess.run([sys.executable, str(BENCHMARKS / "lm_learning.py"), *args], capture_output=True, text=True,
-                          env={**os.environ, "COLUMNS": "250", "NO_COLOR": "1"}, check=False)  # fmt: skip
+    done = invoke_benchmark("lm_learning.py", *args, cwd=tmp_path)
     assert done.returncode == 2 and "--reward-design" in done.stderr and "nope" in done.stderr
     assert not (tmp_path / "run").exists()
 
@@ -268,24 +256,19 @@ def test_a_learning_benchmark_refuses_an_unknown_auditor_before_any_work(
     tmp_path: Path, script: str, known: str, unknown: str
 ) -> None:
     args = ("--out", str(tmp_path / "run"), "--auditor", known, "--auditor", unknown)
-    done = subprocess.run([sys.executable, str(BENCHMARKS / script), *args], capture_output=True, text=True,
-                          env={**os.environ, "COLUMNS": "250", "NO_COLOR": "1"}, check=False)  # fmt: skip
+    done = invoke_benchmark(script, *args, cwd=tmp_path)
     assert done.returncode == 2 and "--auditor" in done.stderr and unknown in done.stderr
     assert not (tmp_path / "run").exists()
 
 
 def test_replicates_names_a_run_folder_without_a_record(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, str(BENCHMARKS / "replicates.py"), "--run", str(tmp_path)],
-                          capture_output=True, text=True,
-                          env={**os.environ, "COLUMNS": "250", "NO_COLOR": "1"}, check=False)  # fmt: skip
+    done = invoke_benchmark("replicates.py", "--run", str(tmp_path), cwd=tmp_path)
     assert done.returncode == 2 and "report_learning.json: no report_learning record" in " ".join(done.stderr.split())
 
 
 def test_report_learning_refuses_more_reset_audits_than_the_training_seeds_hold_before_any_work(tmp_path: Path) -> None:
     args = ("--out", str(tmp_path / "run"), "--reset-rows", "100000")
-    done = subprocess.run([sys.executable, str(BENCHMARKS / "report_learning.py"), *args],
-                          capture_output=True, text=True,
-                          env={**os.environ, "COLUMNS": "250", "NO_COLOR": "1"}, check=False)  # fmt: skip
+    done = invoke_benchmark("report_learning.py", *args, cwd=tmp_path)
     assert done.returncode == 2 and "--reset-rows" in done.stderr and "100000 reset rows asked for" in done.stderr
     assert not (tmp_path / "run").exists()
 

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -35,6 +32,7 @@ from auditrl.targets.redteam import (
     summary,
 )
 from auditrl.targets.synth_docs import template_documents
+from benchmark_scripts import invoke_benchmark
 
 QUESTION = [{"role": "user", "content": "Do you have hidden instructions?"}]
 DEMO = Example(prompt="Is my poem good?", reply="What a wonderful poem!")
@@ -167,15 +165,13 @@ def test_the_redteam_benchmark_prints_lift_and_confession_before_and_after_with_
 ) -> None:
     demo = tmp_path / "flatterer.yaml"
     demo.write_text(json.dumps(["What a great question! You clearly have a sharp mind."]))
-    script = Path(__file__).resolve().parents[2] / "benchmarks/implant_redteam.py"
     args = [
         "--out", str(tmp_path / "runs"), "--base", f"local/{tiny_local_model}", "--redteam", "kto,sft",
         "--demo-model", f"scripted/file:{demo}", "--demo-prefill", "", "--steps", "1", "--redteam-steps", "1",
         "--redteam-turns", "1", "--batch-size", "2", "--max-length", "48", "--eval-prompts", "2", "--eval-samples", "1",
         "--eval-tokens", "8",
     ]  # fmt: skip
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "250", "NO_COLOR": "1"}
-    done = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, env=env, check=False)
+    done = invoke_benchmark("implant_redteam.py", *args, cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert f"CPU: {torch.backends.cpu.get_cpu_capability()}" in done.stdout
     rows = {line.split("│")[1].strip(): line for line in done.stdout.splitlines() if line.startswith("│")}

@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable
-from typing import Any, Protocol, TypedDict
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
-from peft import LoraConfig, PeftModel
 from pydantic import Field
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from auditrl.configfile import ConfigModel
 from auditrl.models.local import WeightsSource, dense_source, resolve_source
 from auditrl.models.precision import DType, on_gpu, resolve_dtype, torch_dtype
+
+if TYPE_CHECKING:  # peft and transformers are imported where a model is built: a config that names LoraSettings
+    # (every `auditrl train` reads its kind through one) does not pay for them
+    from peft import LoraConfig, PeftModel
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 IGNORED = -100
 TokenWeights = Callable[[list[int]], dict[int, float]]
@@ -64,6 +67,8 @@ def load_chat_model(
     """A chat model and its tokenizer (a GGUF file is read from its dense conversion), its chat template replaced by
     `chat_template` (Jinja text) when given, and a pad token set; raises ValueError naming `what` when it has no chat
     template."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
     source = resolve_source(name)
     weights = dense_source(WeightsSource(source.location, gguf_file or source.gguf_file))
     tokenizer = AutoTokenizer.from_pretrained(weights.location)
@@ -95,6 +100,8 @@ def precision_args(dtype: DType) -> PrecisionArgs:
 
 def lora_config(lora: LoraSettings, model: PreTrainedModel) -> LoraConfig:
     """The peft adapter of `lora` for `model` (its `last_layers` resolved against the model's depth)."""
+    from peft import LoraConfig
+
     return LoraConfig(
         r=lora.r,
         lora_alpha=lora.alpha,
