@@ -17,8 +17,8 @@ from typing import Annotated, Any
 
 import msgspec
 
-from auditrl.reading import TRANSCRIPT_LINE, FileReadError, bounded_lines
-from auditrl.scaffold.store import READERS, iter_transcripts, transcript_of_line
+from auditrl.reading import FileReadError
+from auditrl.scaffold.store import READERS, iter_transcripts, transcript_lines, transcript_of_line
 from auditrl.scaffold.transcript import Role, Status, Transcript, new_id
 
 
@@ -118,22 +118,15 @@ def iter_conduct(
         for t in reader(path, on_skip):
             yield t, lambda t=t: t  # type: ignore[misc]
         return
-    try:
-        handle = path.open("rb")
-    except OSError as exc:
-        raise FileReadError(f"{path}: cannot be read ({exc.strerror or type(exc).__name__})") from None
-    with handle:
-        for number, line, last in bounded_lines(handle, path, TRANSCRIPT_LINE):
-            if not line.strip():
-                continue
-            try:
-                view: Conduct = _DECODER.decode(line)
-            except msgspec.MsgspecError:
-                whole = transcript_of_line(path, number, line, last, on_skip)
-                if whole is None:
-                    return
-                view = whole
-            yield view, _whole(path, number, line, last)
+    for number, line, last in transcript_lines(path):
+        try:
+            view: Conduct = _DECODER.decode(line)
+        except msgspec.MsgspecError:
+            whole = transcript_of_line(path, number, line, last, on_skip)
+            if whole is None:
+                return
+            view = whole
+        yield view, _whole(path, number, line, last)
 
 
 def _whole(path: Path, number: int, line: bytes, last: bool) -> Callable[[], Transcript]:

@@ -189,6 +189,18 @@ def _warn(note: str) -> None:
     warnings.warn(note, stacklevel=3)
 
 
+def transcript_lines(path: Path) -> Iterator[tuple[int, bytes, bool]]:
+    """The non-blank lines of a JSONL transcript file, each within the line limit: (number, line, whether last)."""
+    try:
+        handle = path.open("rb")
+    except OSError as exc:
+        raise FileReadError(f"{path}: cannot be read ({exc.strerror or type(exc).__name__})") from None
+    with handle:
+        for number, line, last in bounded_lines(handle, path, TRANSCRIPT_LINE):
+            if line.strip():
+                yield number, line, last
+
+
 def iter_transcripts(path: Path, on_skip: Callable[[str], None] = _warn) -> Iterator[Transcript]:
     """The transcripts of a JSONL file one at a time, in order of writing (a large file never sits in memory whole)."""
     path = Path(path)
@@ -197,18 +209,11 @@ def iter_transcripts(path: Path, on_skip: Callable[[str], None] = _warn) -> Iter
 
         yield from iter_eval_transcripts(path)
         return
-    try:
-        handle = path.open("rb")
-    except OSError as exc:
-        raise FileReadError(f"{path}: cannot be read ({exc.strerror or type(exc).__name__})") from None
-    with handle:
-        for number, line, last in bounded_lines(handle, path, TRANSCRIPT_LINE):
-            if not line.strip():
-                continue
-            t = transcript_of_line(path, number, line, last, on_skip)
-            if t is None:
-                return
-            yield t
+    for number, line, last in transcript_lines(path):
+        t = transcript_of_line(path, number, line, last, on_skip)
+        if t is None:
+            return
+        yield t
 
 
 def transcript_of_line(
