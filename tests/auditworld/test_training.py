@@ -149,3 +149,43 @@ def test_the_numpy_adam_follows_torch_adam_after_gradient_clipping(max_norm: flo
         ours.step(grads, max_norm)
     for a, b in zip(mine, theirs, strict=True):
         np.testing.assert_allclose(a, b.detach().numpy(), atol=1e-6)
+
+
+def test_runs_trained_in_lockstep_equal_runs_trained_alone(world: World) -> None:
+    """`train_many` shares each step's rollout among runs; every run still draws, rewards and updates as it would
+    alone, so its monitors and final weights are the same, whatever runs it is stepped with."""
+    from auditrl.auditworld.training import train_many
+
+    shared = dict(groups_per_step=6, group_size=4, hidden=8, families=FAMILIES, init=RANDOM, reference_refresh_steps=2)
+    cfgs = [
+        TrainConfig(design="binary", max_steps=4, benign_fraction=0.5, seed=0, **shared),
+        TrainConfig(design="reference_pairwise", max_steps=3, seed=1, **shared),
+        TrainConfig(design="concerningness", max_steps=4, seed=2, **shared),
+    ]
+    together = train_many(world, cfgs)
+    for cfg, joint in zip(cfgs, together, strict=True):
+        alone = train(world, cfg)
+        np.testing.assert_equal(
+            [dataclasses.asdict(s) for s in joint.history], [dataclasses.asdict(s) for s in alone.history]
+        )
+        assert len(joint.history) == cfg.max_steps
+        assert all(torch.equal(a, b) for a, b in zip(joint.policy.parameters(), alone.policy.parameters(), strict=True))
+
+
+def test_a_joint_rollout_gives_each_policy_the_rollout_it_would_have_alone(world: World) -> None:
+    from auditrl.auditworld.policies import ExperimenterPolicy
+    from auditrl.auditworld.simulate import simulate_many
+
+    rng = np.random.default_rng(0)
+    batches = [training_batch(world, rng, g, 4, 0.5, [0, 1, 2, 3], 12) for g in (5, 3, 6)]
+    policies = [MLPPolicy(hidden=8, seed=0), ExperimenterPolicy(), MLPPolicy(hidden=8, seed=1)]
+    joint = simulate_many(world, batches, policies, [np.random.default_rng(s) for s in (1, 2, 3)])
+    for b, p, s, together in zip(batches, policies, (1, 2, 3), joint, strict=True):
+        alone = simulate(world, b, p, np.random.default_rng(s))
+        for f in dataclasses.fields(alone.observed):
+            assert np.array_equal(getattr(together.observed, f.name), getattr(alone.observed, f.name)), f.name
+        assert np.array_equal(together.turn_obs, alone.turn_obs)
+        assert np.array_equal(together.turn_episode, alone.turn_episode)
+        assert np.array_equal(together.report, alone.report)
+    with pytest.raises(ValueError, match="one turn budget"):
+        simulate_many(world, [batches[0], training_batch(world, rng, 2, 4, 0.0, [0], 9)], policies[:2], [rng, rng])

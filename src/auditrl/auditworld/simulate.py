@@ -8,6 +8,7 @@ answers through `auditrl.auditworld.targets`; the episode's record (`Observed`) 
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -181,15 +182,88 @@ def _outside(sorted_scenario: NDArray[np.int64], r: NDArray[np.int64]) -> NDArra
     return out
 
 
+class _Lane:
+    """One policy's share of a joint rollout: its episodes (columns `start` to `stop` of the joint batch), its own
+    generator, and its acted turns in turn order (features x turns buffers, with an MLP's forward pass)."""
+
+    def __init__(self, policy: Policy, rng: np.random.Generator, start: int, stop: int, horizon: int, dim: int):
+        self.policy, self.rng, self.start, self.stop = policy, rng, start, stop
+        cap = (stop - start) * horizon
+        self.obs = np.empty((dim, cap), dtype=np.float32)
+        self.actions = np.empty((4, cap), dtype=np.int64)
+        self.episode = np.empty(cap, dtype=np.int64)
+        self.mlp = policy if isinstance(policy, MLPPolicy) else None
+        if self.mlp is not None:
+            hid = self.mlp.weight_views()[0].shape[0]
+            self.h1, self.h2 = np.empty((hid, cap), dtype=np.float32), np.empty((hid, cap), dtype=np.float32)
+            self.logits = np.empty((self.mlp.n_action_logits, cap), dtype=np.float32)
+        self.per_turn: list[int] = []
+        self.off = 0
+
+    def act(self, obs: NDArray[np.float32], episodes: NDArray[np.int64]) -> NDArray[np.int64]:
+        """Choose this turn's actions for the lane's running episodes (observations features x rows; episode
+        indices in the joint batch), recording them; returns the actions, heads x rows."""
+        c = episodes.size
+        cols = slice(self.off, self.off + c)
+        self.obs[:, cols] = obs
+        self.episode[cols] = episodes - self.start
+        if self.mlp is not None:
+            self.mlp.forward_into(self.obs[:, cols], self.h1[:, cols], self.h2[:, cols], self.logits[:, cols], False)
+            u = self.rng.random((len(self.mlp.action_sizes), c), dtype=np.float32)
+            self.actions[:, cols] = sample_heads(self.logits[:, cols], self.mlp.action_sizes, u)
+        else:
+            self.actions[:, cols] = self.policy.act(obs.T, self.rng).T
+        self.per_turn.append(c)
+        self.off += c
+        return self.actions[:, cols]
+
+    def report(self, final_obs: NDArray[np.float32]) -> tuple[NDArray[np.int64], Activations | None]:
+        """The lane's reports (episodes x (claim slot, confidence)) from its final observations (features x
+        episodes), and an MLP's forward pass over its turns and reports."""
+        if self.mlp is None:
+            return self.policy.report(final_obs.T, self.rng), None
+        h1_report, h2_report, logits_report = self.mlp.forward_numpy(final_obs, report=True)
+        u = self.rng.random((len(self.mlp.report_sizes), final_obs.shape[1]), dtype=np.float32)
+        report = sample_heads(logits_report, self.mlp.report_sizes, u).T
+        activations = Activations(
+            weights=[w.copy() for w in self.mlp.weight_views()],
+            h1=self.h1[:, : self.off], h2=self.h2[:, : self.off], logits=self.logits[:, : self.off],
+            h1_report=h1_report, h2_report=h2_report, logits_report=logits_report,
+        )  # fmt: skip
+        return report, activations
+
+
 def simulate(world: World, batch: EpisodeBatch, policy: Policy, rng: np.random.Generator) -> Rollout:
-    """Run every episode of the batch to its end (policy ends it, or the turn budget runs out).
+    """Run every episode of the batch to its end (policy ends it, or the turn budget runs out)."""
+    return simulate_many(world, [batch], [policy], [rng])[0]
+
+
+def _joined(batches: Sequence[EpisodeBatch]) -> EpisodeBatch:
+    if len(batches) == 1:
+        return batches[0]
+    cat = lambda name: np.concatenate([getattr(b, name) for b in batches])
+    return EpisodeBatch(cat("behavior"), cat("seed_behavior"), cat("seed_index"), cat("family"), batches[0].max_turns)
+
+
+def simulate_many(
+    world: World, batches: Sequence[EpisodeBatch], policies: Sequence[Policy], rngs: Sequence[np.random.Generator]
+) -> list[Rollout]:
+    """Run several policies' batches (one turn budget) together, one rollout each, every episode to its end.
 
     Each turn computes only the episodes still running, so the cost follows the turns actually taken: the
-    running episodes' state is kept compacted, one row per quantity (each turn's work reads and writes whole
-    rows); each acted turn's observation and action are written into preallocated turn-order buffers, and an
-    episode's final observation is its last one with the turn clock at the end. An MLP policy's forward pass
-    is kept (`Rollout.activations`) for the update.
+    running episodes' state is kept compacted, one row per quantity, and each turn's work on it (observing,
+    the target's replies, the bookkeeping) is done once for every policy's episodes; only choosing actions is
+    done per policy (`_Lane`). Each policy draws from its own generator in the order it would alone, so its
+    rollout is the same as simulating its batch by itself. An MLP policy's forward pass is kept
+    (`Rollout.activations`) for the update.
     """
+    horizons = {b.max_turns for b in batches}
+    if len(horizons) != 1 or not len(batches) == len(policies) == len(rngs):
+        raise ValueError(
+            f"simulate_many needs one batch, policy and generator per lane and one turn budget, "
+            f"got {len(batches)}, {len(policies)}, {len(rngs)} and budgets {sorted(horizons)}"
+        )
+    batch = _joined(batches)
     n, horizon, n_t = batch.size, batch.max_turns, world.n_topics
     planted = batch.planted
     beh = np.where(planted, batch.behavior, 0)
@@ -215,37 +289,31 @@ def simulate(world: World, batch: EpisodeBatch, policy: Policy, rng: np.random.G
     ).astype(np.float32)
     state = np.zeros((n_rows, n), dtype=np.float32)
     state[slot_row] = -1.0
-    text_u = rng.random((n, horizon))
+    starts = np.cumsum([0, *(b.size for b in batches)])
+    text_u = [r.random((b.size, horizon)) for b, r in zip(batches, rngs, strict=True)]
     cap, dim = n * horizon, obs_dim(k)
-    obs_buf = np.empty((dim, cap), dtype=np.float32)  # acted turns in turn order, features x turns
-    act_buf = np.empty((4, cap), dtype=np.int64)
-    episode_buf = np.empty(cap, dtype=np.int64)
+    lanes = [
+        _Lane(p, r, int(a), int(b), horizon, dim)
+        for p, r, a, b in zip(policies, rngs, starts[:-1], starts[1:], strict=True)
+    ]
     msg_buf = np.empty((8, cap), dtype=np.int64)  # per message: topic, framing, pressure, rollback, reply, remark,
     final_obs = np.empty((dim, n), dtype=np.float32)  # episode, turn
-    mlp = policy if isinstance(policy, MLPPolicy) else None
-    if mlp is not None:
-        hid, n_logits = mlp.weight_views()[0].shape[0], mlp.n_action_logits
-        h1_buf, h2_buf = np.empty((hid, cap), dtype=np.float32), np.empty((hid, cap), dtype=np.float32)
-        logit_buf = np.empty((n_logits, cap), dtype=np.float32)
-    per_turn: list[int] = []
-    off = moff = 0
+    obs_scratch = np.empty((dim, n), dtype=np.float32)
+    moff = 0
     for t in range(horizon):
         m = state.shape[1]
         if m == 0:
             break
-        cols = slice(off, off + m)
-        obs = obs_buf[:, cols]
+        obs = obs_scratch[:, :m]
         _observe(state, t / horizon, horizon, n_slots, obs)
-        episode_buf[cols] = ints[0]
-        if mlp is not None:
-            mlp.forward_into(obs, h1_buf[:, cols], h2_buf[:, cols], logit_buf[:, cols], report=False)
-            u = rng.random((len(mlp.action_sizes), m), dtype=np.float32)
-            act_buf[:, cols] = sample_heads(logit_buf[:, cols], mlp.action_sizes, u)
+        if len(lanes) == 1:
+            actions = lanes[0].act(obs, ints[0])
         else:
-            act_buf[:, cols] = policy.act(obs.T, rng).T
-        actions = act_buf[:, cols]
-        per_turn.append(m)
-        off += m
+            actions = np.empty((4, m), dtype=np.int64)
+            bounds = np.searchsorted(ints[0], starts).tolist()
+            for lane, a, b in zip(lanes, bounds[:-1], bounds[1:], strict=True):
+                if b > a:
+                    actions[:, a:b] = lane.act(obs[:, a:b], ints[0, a:b])
         send = actions[TOOL] != END
         if not send.all():
             leaving = ~send
@@ -258,7 +326,17 @@ def simulate(world: World, batch: EpisodeBatch, policy: Policy, rng: np.random.G
             if m == 0:
                 break
         tool, slot, framing, pressure = actions
-        u = rng.random((N_UNIFORMS, m), dtype=np.float32)
+        if len(lanes) == 1:
+            u = lanes[0].rng.random((N_UNIFORMS, m), dtype=np.float32)
+        else:
+            bounds = np.searchsorted(ints[0], starts).tolist()
+            u = np.concatenate(
+                [
+                    lane.rng.random((N_UNIFORMS, b - a), dtype=np.float32)
+                    for lane, a, b in zip(lanes, bounds[:-1], bounds[1:], strict=True)
+                ],
+                axis=1,
+            )
         rows = np.arange(m)
         control = _outside(ints[1 + k :], (u[N_UNIFORMS - 1] * (n_t - k)).astype(np.int64))
         topic = np.where(slot == CONTROL_TOPIC, control, ints[np.maximum(slot, 1), rows])
@@ -302,20 +380,6 @@ def simulate(world: World, batch: EpisodeBatch, policy: Policy, rng: np.random.G
         last = np.empty((dim, state.shape[1]), dtype=np.float32)
         _observe(state, 1.0, horizon, n_slots, last)
         final_obs[:, ints[0]] = last
-    activations = None
-    if mlp is not None:
-        h1_report, h2_report, logits_report = mlp.forward_numpy(final_obs, report=True)
-        u = rng.random((len(mlp.report_sizes), n), dtype=np.float32)
-        report = sample_heads(logits_report, mlp.report_sizes, u).T
-        activations = Activations(
-            weights=[w.copy() for w in mlp.weight_views()],
-            h1=h1_buf[:, :off], h2=h2_buf[:, :off], logits=logit_buf[:, :off],
-            h1_report=h1_report, h2_report=h2_report, logits_report=logits_report,
-        )  # fmt: skip
-    else:
-        report = policy.report(final_obs.T, rng)
-    claim_slot, conf_idx = report[:, CLAIM], report[:, CONFIDENCE]
-    claim_topic = np.where(claim_slot == NO_CLAIM, -1, scenario_all[np.arange(n), np.maximum(claim_slot - 1, 0)])
     msg = msg_buf[:, :moff]
     at = msg[6] * horizon + msg[7]
 
@@ -324,28 +388,36 @@ def simulate(world: World, batch: EpisodeBatch, policy: Policy, rng: np.random.G
         out.ravel()[at] = 1 if values is None else values
         return out
 
-    observed = Observed(
-        planted=planted,
-        trigger=trig_all,
-        sent=log(bool, 0, None),
-        rollback=log(bool, 0, msg[3]),
-        topic=log(np.int64, -1, msg[0]),
-        framing=log(np.int64, 0, msg[1]),
-        pressure=log(np.int64, 0, msg[2]),
-        reply=log(np.int64, 0, msg[4]),
-        remark=log(bool, 0, msg[5]),
-        claim=claim_topic,
-        confidence=np.where(claim_topic >= 0, np.asarray(CONFIDENCES)[conf_idx], 0.0),
-    )
-    return Rollout(
-        batch=batch,
-        observed=observed,
-        text_u=text_u,
-        turn_episode=episode_buf[:off],
-        turn_index=np.repeat(np.arange(len(per_turn)), per_turn),
-        turn_obs=obs_buf[:, :off].T,
-        turn_actions=act_buf[:, :off].T,
-        final_obs=final_obs.T,
-        report=report,
-        activations=activations,
-    )
+    record = {
+        "planted": planted, "trigger": trig_all, "sent": log(bool, 0, None), "rollback": log(bool, 0, msg[3]),
+        "topic": log(np.int64, -1, msg[0]), "framing": log(np.int64, 0, msg[1]), "pressure": log(np.int64, 0, msg[2]),
+        "reply": log(np.int64, 0, msg[4]), "remark": log(bool, 0, msg[5]),
+    }  # fmt: skip
+    rollouts = []
+    for lane, b, u_text in zip(lanes, batches, text_u, strict=True):
+        part = slice(lane.start, lane.stop)
+        lane_final = final_obs[:, part]
+        report, activations = lane.report(lane_final)
+        claim_slot, conf_idx = report[:, CLAIM], report[:, CONFIDENCE]
+        scenario = scenario_all[part]
+        claim_topic = np.where(claim_slot == NO_CLAIM, -1, scenario[np.arange(b.size), np.maximum(claim_slot - 1, 0)])
+        observed = Observed(
+            **{name: values[part] for name, values in record.items()},
+            claim=claim_topic,
+            confidence=np.where(claim_topic >= 0, np.asarray(CONFIDENCES)[conf_idx], 0.0),
+        )
+        rollouts.append(
+            Rollout(
+                batch=b,
+                observed=observed,
+                text_u=u_text,
+                turn_episode=lane.episode[: lane.off],
+                turn_index=np.repeat(np.arange(len(lane.per_turn)), lane.per_turn),
+                turn_obs=lane.obs[:, : lane.off].T,
+                turn_actions=lane.actions[:, : lane.off].T,
+                final_obs=lane_final.T,
+                report=report,
+                activations=activations,
+            )
+        )
+    return rollouts

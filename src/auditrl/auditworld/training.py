@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -23,7 +23,7 @@ from auditrl.auditworld.designs import DesignName, RewardInputs, design_rewards
 from auditrl.auditworld.judges import JudgeParams, pairwise_quality
 from auditrl.auditworld.policies import Activations, Adam, MLPPolicy, head_layout, head_softmax
 from auditrl.auditworld.records import CONFESSION
-from auditrl.auditworld.simulate import Rollout, simulate
+from auditrl.auditworld.simulate import Rollout, simulate, simulate_many
 from auditrl.auditworld.texts import ACCUSE
 from auditrl.auditworld.world import CLAIM, END, NO_CLAIM, TOOL, EpisodeBatch, World, training_batch
 from auditrl.configfile import ConfigModel
@@ -83,7 +83,7 @@ class TrainConfig(TrainSettings):
         default=False, description="Binary design: count only evidence the target itself produced."
     )
     families: list[str] = Field(min_length=1, description="Target families the training groups are drawn from.")
-    seed: int = Field(default=0, description="Seeds numpy and torch: a run is deterministic given its config.")
+    seed: int = Field(default=0, description="Seeds the run's generator: a run is deterministic given its config.")
 
 
 @dataclass
@@ -278,43 +278,94 @@ def train(
     base: MLPPolicy | None = None,
 ) -> TrainResult:
     """Train one auditor from `base` (built from `cfg.init` when not given); deterministic for a given config
-    and base (numpy and torch seeded from `cfg.seed`)."""
-    params = params or JudgeParams()
+    and base (its numpy generator seeded from `cfg.seed`)."""
+    step_hook = None if on_step is None else lambda _run, stats: on_step(stats)
+    return train_many(world, [cfg], params, step_hook, [base])[0]
+
+
+@dataclass
+class _Run:
+    """One training run's own state while it steps in lockstep with others."""
+
+    cfg: TrainConfig
+    families: list[int]
+    rng: np.random.Generator
+    policy: MLPPolicy
+    opt: Adam
+    reference: ReferenceCache | None
+    result: TrainResult
+
+
+def _start(world: World, cfg: TrainConfig, params: JudgeParams, base: MLPPolicy | None) -> _Run:
     fams = [world.families.index(n) for n in cfg.families]
     if base is None:
         base = build_base(world, cfg.init, cfg.hidden, cfg.seed, fams)
-    torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
     policy = copy.deepcopy(base)
     policy.name = cfg.design
-    opt = Adam(policy.weight_views(), cfg.learning_rate)
     reference = None
     if design_spec(cfg.design).references:
         probe = training_batch(world, rng, 1, cfg.group_size, 0.0, fams, cfg.max_turns)
         reference = ReferenceCache(world, probe.n_contexts(world), cfg.reference_refresh_steps, params)
-    result = TrainResult(policy=policy, config=cfg)
+    opt = Adam(policy.weight_views(), cfg.learning_rate)
+    return _Run(cfg, fams, rng, policy, opt, reference, TrainResult(policy=policy, config=cfg))
+
+
+def _update(run: _Run, step: int, rollout: Rollout, world: World, params: JudgeParams) -> StepStats:
+    """Rewards, advantages and one policy update of a run from its step's rollout."""
+    cfg = run.cfg
+    ref = None
+    if run.reference is not None:
+        q_ref, key_ref, extra = run.reference.lookup(run.policy, step, rollout.batch, run.rng)
+        ref = (q_ref, key_ref)
+        run.result.episodes += extra
+    rewards = compute_rewards(cfg, rollout, params, ref)
+    adv = group_advantages(rewards.reshape(cfg.groups_per_step, cfg.group_size)).ravel()
+    loss, grads = policy_gradient(run.policy, rollout, adv, cfg.entropy_coef)
+    run.opt.step(grads, cfg.max_grad_norm)
+    if not (math.isfinite(loss) and all(np.isfinite(w).all() for w in run.policy.weight_views())):
+        check_finite(step, loss, run.policy.named_parameters())  # names what diverged
+    run.result.episodes += rollout.batch.size
+    stats = _stats(step, rollout, rewards)
+    run.result.history.append(stats)
+    return stats
+
+
+def train_many(
+    world: World,
+    cfgs: Sequence[TrainConfig],
+    params: JudgeParams | None = None,
+    on_step: Callable[[int, StepStats], None] | None = None,
+    bases: Sequence[MLPPolicy | None] | None = None,
+) -> list[TrainResult]:
+    """Train several auditors in lockstep, each as `train` would alone (the same result, bit for bit).
+
+    Every step simulates all the runs' batches in one rollout (`simulate_many`), so the per-turn work of the
+    simulation is shared across runs, which is most of a step's cost at a few hundred episodes per run; each
+    run keeps its own generator, batches, rewards and update. The runs need one turn budget (`max_turns`);
+    a run with fewer steps leaves the lockstep when it is done. `on_step` receives the run's index and its
+    step's monitors. Each result's time is the lockstep's, shared out by the episodes each run simulated.
+    """
+    params = params or JudgeParams()
+    runs = [_start(world, cfg, params, base) for cfg, base in zip(cfgs, bases or [None] * len(cfgs), strict=True)]
     start, cpu_start = time.perf_counter(), time.process_time()
-    for step in range(cfg.max_steps):
-        batch = training_batch(
-            world, rng, cfg.groups_per_step, cfg.group_size, cfg.benign_fraction, fams, cfg.max_turns
-        )
-        rollout = simulate(world, batch, policy, rng)
-        ref = None
-        if reference is not None:
-            q_ref, key_ref, extra = reference.lookup(policy, step, batch, rng)
-            ref = (q_ref, key_ref)
-            result.episodes += extra
-        rewards = compute_rewards(cfg, rollout, params, ref)
-        adv = group_advantages(rewards.reshape(cfg.groups_per_step, cfg.group_size)).ravel()
-        loss, grads = policy_gradient(policy, rollout, adv, cfg.entropy_coef)
-        opt.step(grads, cfg.max_grad_norm)
-        if not (math.isfinite(loss) and all(np.isfinite(w).all() for w in policy.weight_views())):
-            check_finite(step, loss, policy.named_parameters())  # names what diverged
-        result.episodes += batch.size
-        stats = _stats(step, rollout, rewards)
-        result.history.append(stats)
-        if on_step is not None:
-            on_step(stats)
-    result.seconds = time.perf_counter() - start
-    result.cpu_seconds = time.process_time() - cpu_start
-    return result
+    for step in range(max((cfg.max_steps for cfg in cfgs), default=0)):
+        active = [(i, run) for i, run in enumerate(runs) if step < run.cfg.max_steps]
+        batches = [
+            training_batch(
+                world, run.rng, c.groups_per_step, c.group_size, c.benign_fraction, run.families, c.max_turns
+            )
+            for _, run in active
+            for c in [run.cfg]
+        ]
+        rollouts = simulate_many(world, batches, [run.policy for _, run in active], [run.rng for _, run in active])
+        for (i, run), rollout in zip(active, rollouts, strict=True):
+            stats = _update(run, step, rollout, world, params)
+            if on_step is not None:
+                on_step(i, stats)
+    seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
+    total = sum(run.result.episodes for run in runs) or 1
+    for run in runs:
+        run.result.seconds = seconds * run.result.episodes / total
+        run.result.cpu_seconds = cpu_seconds * run.result.episodes / total
+    return [run.result for run in runs]

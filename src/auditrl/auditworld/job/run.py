@@ -25,7 +25,7 @@ from auditrl.analysis.strategies import cluster_strategies
 from auditrl.analysis.summaries import strategy_summaries
 from auditrl.auditworld.job.bases import Base, base_name, build_bases, job_bases
 from auditrl.auditworld.job.checkpoints import load_result, result_path, save_result
-from auditrl.auditworld.job.config import AuditWorldConfig, load_config
+from auditrl.auditworld.job.config import AuditWorldConfig, DesignRun, load_config
 from auditrl.auditworld.job.evaluation import Evaluated
 from auditrl.auditworld.job.report import INTERVALS, NEVER_CLAIMS, report_sections, terminal_summary, terminal_tables
 from auditrl.auditworld.job.results import (
@@ -37,7 +37,7 @@ from auditrl.auditworld.job.results import (
     TrainingRun,
 )
 from auditrl.auditworld.policies import ExperimenterPolicy, NeverClaims, baselines
-from auditrl.auditworld.training import StepStats, TrainResult, train
+from auditrl.auditworld.training import StepStats, TrainResult, train_many
 from auditrl.auditworld.world import World
 from auditrl.behaviors.library import load_behaviors
 from auditrl.pages.html import write_page
@@ -67,6 +67,11 @@ def identification_ceiling(world: World) -> float:
     return float(100.0 * world.identifiable(world.behavior_indices("heldout")).mean())
 
 
+LOCKSTEP = 4
+"""Training runs stepped together (`train_many`): enough to share the simulation's per-turn work, few enough that
+a step's working memory stays in cache; each chunk's results are saved as it ends, so an interrupted job resumes."""
+
+
 def _train_all(
     world: World, cfg: AuditWorldConfig, run_dir: Path, bases: dict[str, Base], console: Console
 ) -> dict[str, list[TrainResult]]:
@@ -81,21 +86,33 @@ def _train_all(
             world, cfg, run_dir, bases, lambda b, seed: progress.update(task, advance=1, info=f"{b.name} seed {seed}")
         )
         task = progress.add_task("training", total=len(cfg.designs) * len(cfg.seeds) * cfg.train.max_steps, info="")
-        for d in cfg.designs:
-            base = bases[base_name(cfg, cfg.base_of(d))]
-            for seed in cfg.seeds:
+        runs = [(d, seed) for d in cfg.designs for seed in cfg.seeds]
+        results: dict[tuple[str, int], TrainResult] = {}
+        for d, seed in runs:
+            resumed = load_result(result_path(run_dir, d.name, seed), cfg.train_config(d, seed))
+            if resumed is not None:
+                results[d.name, seed] = resumed
+                progress.update(task, advance=cfg.train.max_steps, info=f"{d.name} seed {seed}: resumed")
+        todo = [(d, seed) for d, seed in runs if (d.name, seed) not in results]
+        for first in range(0, len(todo), LOCKSTEP):
+            chunk = todo[first : first + LOCKSTEP]
 
-                def on_step(s: StepStats, name: str = f"{d.name} seed {seed}") -> None:
-                    progress.update(task, advance=1, info=f"{name}: reward {s.reward:.3f}")
+            def on_step(i: int, s: StepStats, chunk: list[tuple[DesignRun, int]] = chunk) -> None:
+                d, seed = chunk[i]
+                progress.update(task, advance=1, info=f"{d.name} seed {seed}: reward {s.reward:.3f}")
 
-                checkpoint = result_path(run_dir, d.name, seed)
-                result = load_result(checkpoint, cfg.train_config(d, seed))
-                if result is None:
-                    result = train(world, cfg.train_config(d, seed), cfg.judge, on_step, base=base.policies[seed])
-                    save_result(checkpoint, result)
-                else:
-                    progress.update(task, advance=cfg.train.max_steps, info=f"{d.name} seed {seed}: resumed")
-                trained[d.name].append(result)
+            fresh = train_many(
+                world,
+                [cfg.train_config(d, seed) for d, seed in chunk],
+                cfg.judge,
+                on_step,
+                [bases[base_name(cfg, cfg.base_of(d))].policies[seed] for d, seed in chunk],
+            )
+            for (d, seed), result in zip(chunk, fresh, strict=True):
+                save_result(result_path(run_dir, d.name, seed), result)
+                results[d.name, seed] = result
+        for d, seed in runs:
+            trained[d.name].append(results[d.name, seed])
     return trained
 
 
