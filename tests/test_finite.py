@@ -23,14 +23,15 @@ TINY = Path(__file__).resolve().parent / "reliability" / "data" / "auditworld_ti
 
 
 def _nan_from_step(monkeypatch: pytest.MonkeyPatch, first_bad: int) -> None:
-    """AuditWorld's loss turns NaN from step `first_bad` on, as a diverging update would make it."""
+    """AuditWorld's loss turns NaN from step `first_bad` on, as a diverging update would make it; steps are counted
+    per policy, since runs trained in lockstep interleave their updates."""
     real = auditrl.auditworld.training.policy_gradient
-    calls = {"n": 0}
+    calls: dict[int, int] = {}
 
     def gradient(*args: Any) -> tuple[float, list[np.ndarray]]:
-        calls["n"] += 1
+        step = calls[id(args[0])] = calls.get(id(args[0]), -1) + 1
         value, grads = real(*args)
-        return (value * float("nan"), grads) if calls["n"] > first_bad else (value, grads)
+        return (value * float("nan"), grads) if step >= first_bad else (value, grads)
 
     monkeypatch.setattr(auditrl.auditworld.training, "policy_gradient", gradient)
 
