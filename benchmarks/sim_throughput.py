@@ -3,7 +3,8 @@
 Training starts from the same competent base as `make run` (an imitation of the experimenter, built once
 here and not timed), so the audits have the length they have in the main job. Counts every episode
 simulated (reference episodes included) over the time of `train`, which covers rollout, judging,
-advantages and the policy update. Run with OMP_NUM_THREADS=1. Both wall time and this process's CPU time
+advantages and the policy update. The `lockstep` rows train several seeds of a design together
+(`train_many`, as `make run` trains its runs), sharing each step's simulation. Run with OMP_NUM_THREADS=1. Both wall time and this process's CPU time
 are shown: on a shared machine the CPU time is the per-core figure (audits per CPU-second), the wall time
 includes waiting for a core.
 """
@@ -21,7 +22,7 @@ from rich.table import Table
 from auditrl.auditworld.base import ImitationInit, RandomInit, build_base
 from auditrl.auditworld.designs import vectorised_names
 from auditrl.auditworld.simulate import simulate
-from auditrl.auditworld.training import TrainConfig, train
+from auditrl.auditworld.training import TrainConfig, train, train_many
 from auditrl.auditworld.world import World, training_batch
 from auditrl.behaviors.library import load_behaviors
 
@@ -38,6 +39,7 @@ def main(argv: list[str] | None = None) -> Table:
     parser.add_argument(
         "--base-audits", type=int, default=256, help="audits per cloning round of the base (make run: 256)"
     )
+    parser.add_argument("--lockstep", type=int, default=4, help="seeds of a design trained together (make run: 4)")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     world = World.build(load_behaviors())
@@ -86,6 +88,13 @@ def main(argv: list[str] | None = None) -> Table:
         turns = float(np.mean([s.turns for s in r.history]))
         table.add_row(f"train: {design}", f"{r.episodes:,}", f"{r.seconds:.2f}", f"{r.cpu_seconds:.2f}",
                       f"{r.episodes / r.cpu_seconds:,.0f}", f"{turns:.1f}")  # fmt: skip
+        together = train_many(world, [cfg.model_copy(update={"seed": s}) for s in range(args.lockstep)],
+                              bases=[base] * args.lockstep)  # fmt: skip
+        episodes, seconds = sum(t.episodes for t in together), sum(t.seconds for t in together)
+        cpu_s = sum(t.cpu_seconds for t in together)
+        turns = float(np.mean([s.turns for t in together for s in t.history]))
+        table.add_row(f"lockstep x{args.lockstep}: {design}", f"{episodes:,}", f"{seconds:.2f}", f"{cpu_s:.2f}",
+                      f"{episodes / cpu_s:,.0f}", f"{turns:.1f}")  # fmt: skip
     Console().print(table)
     return table
 
