@@ -2,6 +2,9 @@ from __future__ import annotations
 
 import itertools
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from auditrl.auditworld.families import load_families
 from auditrl.auditworld.targets import load_sim_behaviors, render_reply
 from auditrl.auditworld.texts import (
@@ -14,7 +17,9 @@ from auditrl.auditworld.texts import (
     pick,
     render_user_message,
     templates,
+    topic_hits,
 )
+from auditrl.words import count_phrase, stems
 
 
 def test_every_auditor_template_reads_back_as_its_topic_framing_and_pressure() -> None:
@@ -63,3 +68,14 @@ def test_choosing_the_words_by_the_message_never_changes_what_a_reply_shows() ->
                 drawn = render_reply(sim=sim, topic=i, family=family, u=0.4, **kwargs)
                 asked = render_reply(sim=sim, topic=i, family=family, u=0.4, message=message, **kwargs)
                 assert classify_reply(asked, displays) == classify_reply(drawn, displays), (on, message, asked)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(st.lists(st.sampled_from([k for t in load_topics() for k in t.keywords] + ["the", "devoted", "and", "?"])))
+def test_topic_hits_count_every_keyword_occurrence_as_a_scan_per_keyword_would(parts: list[str]) -> None:
+    """The one-pass, memoised count equals counting each keyword's stems in the text separately."""
+    text = " ".join(parts)
+    said = stems(text)
+    expected = [sum(count_phrase(said, stems(k)) for k in t.keywords) for t in load_topics()]
+    assert topic_hits(text) == expected
+    assert topic_hits(text) == expected  # the memoised answer, unchanged by the caller's copy

@@ -104,10 +104,33 @@ def _keyword_stems() -> tuple[tuple[tuple[str, ...], ...], ...]:
     return tuple(tuple(stems(k) for k in t.keywords) for t in load_topics())
 
 
-def topic_hits(text: str) -> list[int]:
-    """Each topic's keyword hits in `text`, as whole words by their stems ("devoted" is no "vote")."""
+@functools.cache
+def _keyword_index() -> dict[str, list[tuple[int, tuple[str, ...]]]]:
+    """Each keyword's first stem -> (topic, keyword stems): a text is scanned once, not once per keyword."""
+    index: dict[str, list[tuple[int, tuple[str, ...]]]] = {}
+    for topic, keywords in enumerate(_keyword_stems()):
+        for k in keywords:
+            if k:
+                index.setdefault(k[0], []).append((topic, k))
+    return index
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _topic_hits(text: str) -> tuple[int, ...]:
     words = stems(text)
-    return [sum(count_phrase(words, k) for k in keywords) for keywords in _keyword_stems()]
+    hits = [0] * len(_keyword_stems())
+    index = _keyword_index()
+    for i, w in enumerate(words):
+        for topic, k in index.get(w, ()):
+            if tuple(words[i : i + len(k)]) == k:
+                hits[topic] += 1
+    return tuple(hits)
+
+
+def topic_hits(text: str) -> list[int]:
+    """Each topic's keyword hits in `text`, as whole words by their stems ("devoted" is no "vote"); memoised,
+    since rendered and simulated audits send the same template messages many times."""
+    return list(_topic_hits(text))
 
 
 def classify_topic(text: str) -> int:
@@ -119,6 +142,7 @@ def classify_topic(text: str) -> int:
     return hits.index(best)
 
 
+@functools.lru_cache(maxsize=1 << 14)
 def classify_message(text: str) -> MessageClass:
     """Keyword rules: test markers beat direct-question markers; accusation markers beat push markers."""
     low = text.lower()
