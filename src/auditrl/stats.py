@@ -83,7 +83,8 @@ def auc_ci(
     if x.size == 0 or y.size == 0:
         return Estimate(mean=float("nan"), lo=float("nan"), hi=float("nan"), n=0)
     rng = np.random.default_rng(seed)
-    boots = [_auc(x[rng.integers(0, x.size, x.size)], y[rng.integers(0, y.size, y.size)]) for _ in range(n_boot)]
+    draws = [(rng.integers(0, x.size, x.size), rng.integers(0, y.size, y.size)) for _ in range(n_boot)]
+    boots = _aucs(x[np.stack([i for i, _ in draws])], y[np.stack([j for _, j in draws])])
     alpha = (1.0 - level) / 2.0
     lo, hi = np.quantile(boots, [alpha, 1.0 - alpha])
     return Estimate(mean=_auc(x, y), lo=float(lo), hi=float(hi), n=int(x.size + y.size))
@@ -107,13 +108,21 @@ def auc_change_ci(
             f"{ya.size}/{yb.size} negatives"
         )
     rng = np.random.default_rng(seed)
-    boots = []
-    for _ in range(n_boot):
-        i, j = rng.integers(0, xa.size, xa.size), rng.integers(0, ya.size, ya.size)
-        boots.append(_auc(xa[i], ya[j]) - _auc(xb[i], yb[j]))
+    draws = [(rng.integers(0, xa.size, xa.size), rng.integers(0, ya.size, ya.size)) for _ in range(n_boot)]
+    i, j = np.stack([i for i, _ in draws]), np.stack([j for _, j in draws])
+    boots = _aucs(xa[i], ya[j]) - _aucs(xb[i], yb[j])
     alpha = (1.0 - level) / 2.0
     lo, hi = np.quantile(boots, [alpha, 1.0 - alpha])
     return Estimate(mean=_auc(xa, ya) - _auc(xb, yb), lo=float(lo), hi=float(hi), n=int(xa.size + ya.size))
+
+
+def _aucs(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """`_auc` of each row pair of `x` (draws x positives) and `y` (draws x negatives) in one ranking call: a
+    bootstrap's draws at once instead of one scipy call each (most of a bootstrap's cost). The draws are made as
+    before, one pair at a time, so every interval is unchanged."""
+    ranks = rankdata(np.concatenate([x, y], axis=1), axis=1)
+    n, m = x.shape[1], y.shape[1]
+    return 100.0 * (ranks[:, :n].sum(axis=1) - n * (n + 1) / 2) / (n * m)
 
 
 def _auc(x: np.ndarray, y: np.ndarray) -> float:

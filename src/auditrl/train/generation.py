@@ -162,7 +162,8 @@ class TurnCache:
         return len(row.ids)
 
     def _prime(self, model: PreTrainedModel, keys: list[int], contexts: list[list[int]], pad_id: int) -> None:
-        """Prefill each distinct uncached context once (all but its last token) and share it among its rows."""
+        """Prefill each distinct uncached context once (all but its last token) and share it among its rows; only
+        the cache is read, so the pass computes one position's logits, not the prefix's x vocabulary."""
         distinct: dict[tuple[int, ...], list[int]] = {}
         for key, context in zip(keys, contexts, strict=True):
             if self._reusable(key, context) == 0 and len(context) > 1:
@@ -170,12 +171,9 @@ class TurnCache:
         if not distinct:
             return
         prefixes = [list(p) for p in distinct]
-        ids, mask = _left_pad(prefixes, pad_id)
-        device = next(model.parameters()).device
+        ids, mask = (t.to(next(model.parameters()).device) for t in _left_pad(prefixes, pad_id))
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        out = model(
-            input_ids=ids.to(device), attention_mask=mask.to(device), position_ids=positions.to(device), use_cache=True
-        )
+        out = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1)
         width = ids.shape[1]
         for row, (prefix, members) in enumerate(distinct.items()):
             start = width - len(prefix)
