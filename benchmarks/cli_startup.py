@@ -49,7 +49,10 @@ def timed(argv: list[str], status: int = 0) -> tuple[float, float]:
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def main(repeats: int = typer.Option(7, min=1, help="Runs per command; medians are reported.")) -> None:
+def main(
+    repeats: int = typer.Option(7, min=1, help="Runs per command; medians are reported."),
+    warm_up: bool = typer.Option(True, help="Run each command once untimed first, so the file cache is warm."),
+) -> None:
     """Print median wall and CPU time per command."""
     commands = dict(COMMANDS)
     inspect = shutil.which("inspect", path=os.path.dirname(sys.executable)) or shutil.which("inspect")
@@ -59,7 +62,8 @@ def main(repeats: int = typer.Option(7, min=1, help="Runs per command; medians a
     for column in ("command", "wall s", "CPU s"):
         table.add_column(column, justify="left" if column == "command" else "right")
     for name, (argv, status) in commands.items():
-        timed(argv, status)  # warm the file cache
+        if warm_up:
+            timed(argv, status)  # warm the file cache
         runs = [timed(argv, status) for _ in range(repeats)]
         table.add_row(
             name, f"{statistics.median(w for w, _ in runs):.2f}", f"{statistics.median(c for _, c in runs):.2f}"

@@ -26,8 +26,6 @@ from rich.table import Table
 
 from auditrl.behaviors.library import GENERAL, load_seeds
 from auditrl.cli.audit import build_specs
-from auditrl.models.roles import resolve_model
-from auditrl.scaffold.runner import audit_jobs, open_run, run_audits
 from auditrl.scaffold.transcript import Budget
 from auditrl.testing.openai_server import OpenAIServerProcess, Reply, ScriptedAuditor
 
@@ -59,6 +57,11 @@ async def _watch_rss(out: Path, marks: list[int], rss_at: dict[int, float]) -> N
 
 
 def run(auditor: str, target: str, episodes: int, concurrency: int, turns: int, out: Path, marks: list[int]) -> Phase:
+    # Imported here, not at the top: each server process is spawned, and a spawned child imports this script again
+    # (as __mp_main__); at the top, inspect-ai's import would cost each of the six servers about 3 CPU-s.
+    from auditrl.models.roles import resolve_model
+    from auditrl.scaffold.runner import audit_jobs, open_run, run_audits
+
     seeds = sorted(load_seeds(behavior=GENERAL), key=lambda s: s.id)
     specs = build_specs(None, seeds, episodes, Budget(max_turns=turns), auditor, target, "native")
     rss_at: dict[int, float] = {}

@@ -72,6 +72,11 @@ def main(
     compare_classifiers: bool = typer.Option(
         False, help="Also compare the lsa and minilm classifiers' categories on every transcript."
     ),
+    embedder: str = typer.Option(
+        "auto",
+        help="The command's --embedder. auto takes LSA at the paper's scale and MiniLM below 1,000 distinct summaries, "
+        "so a small run that should take the scaled run's path names lsa.",
+    ),
 ) -> None:
     console = Console()
     folder = Path(keep) if keep is not None else Path(tempfile.mkdtemp(prefix="strategies-bench-"))
@@ -87,6 +92,8 @@ def main(
         str(data),
         "--random-seed",
         str(seed),
+        "--embedder",
+        embedder,
         "--json",
         str(result),
     ]

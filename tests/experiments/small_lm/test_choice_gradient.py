@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -17,7 +18,6 @@ from train_fakes import tiny_policy
 from typer.testing import CliRunner
 
 from auditrl.experiments.small_lm.choice_gradient import by_step, check_config, choice_loss, choice_rewards
-from auditrl.experiments.small_lm.choice_sft import SmallLMSFTSettings, run_experiment_sft
 from auditrl.experiments.small_lm.cli import app
 from auditrl.experiments.small_lm.report_choices import Choice, ProbedAudit, evidence_grammar, score_audit
 from auditrl.scaffold.transcript import TargetMessage, Transcript
@@ -189,14 +189,19 @@ def test_the_choice_gradient_refuses_a_verdict_or_design_that_does_not_fix_a_rep
     ("benign_weight", "anchor", "samples"), [(1.0, 0.0, None), (0.0, 0.0, None), (0.0, 1.0, None), (0.0, 1.0, 4)]
 )
 def test_the_choice_gradient_command_trains_the_sft_adapters_quote_on_every_choices_reward(
-    tiny_local_model: Path, tmp_path: Path, benign_weight: float, anchor: float, samples: int | None
+    grammar_sft: tuple[Any, dict[str, Any], Path],
+    tiny_local_model: Path,
+    tmp_path: Path,
+    benign_weight: float,
+    anchor: float,
+    samples: int | None,
 ) -> None:
     raw = json.loads(json.dumps(RAW))
     raw["policy"] |= {"model": str(tiny_local_model), "dtype": "float32"}
     raw["policy"]["lora"]["last_layers"] = 1
     raw["data"] |= {"behaviors": ["flattery", "emotional_bond", "urgency_manufacturing", "self_promotion"]}
     raw["experiment"] |= {"planted_groups": "creditable"}
-    sft = run_experiment_sft(run_config(raw), SmallLMSFTSettings(episodes=8, epochs=1, batch_size=2), tmp_path / "sft")
+    _, sft, _ = grammar_sft  # an SFT base on the same model and training behaviors, trained once for every case
     (tmp_path / "run.yaml").write_text(yaml.safe_dump(raw))
     args = ["--config", str(tmp_path / "run.yaml"), "--init-adapter", sft["adapter"], "--out", str(tmp_path / "pg"),
             "--episodes", "10", "--epochs", "2", "--batch-size", "2", "--learning-rate", "1e-2", "--random-seed", "4",

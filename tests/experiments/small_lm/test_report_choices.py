@@ -8,16 +8,16 @@ import json
 import math
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 import torch
-from small_lm_helpers import run_config, with_experiment
+from small_lm_helpers import with_experiment
 from test_report_audits import CFG as GRAMMAR_CFG
 from train_fakes import tiny_policy
 
 from auditrl.auditworld.targets import load_sim_behaviors
 from auditrl.behaviors.library import load_behaviors
-from auditrl.experiments.small_lm.choice_sft import SmallLMSFTSettings, run_experiment_sft
 from auditrl.experiments.small_lm.report_audits import HELD_OUT_PARTS, held_out_rows, report_audits
 from auditrl.experiments.small_lm.report_choices import (
     IGNORED,
@@ -169,18 +169,10 @@ def test_the_grammar_scorer_refuses_settings_whose_choices_it_cannot_enumerate(t
 
 @pytest.mark.slow
 def test_sft_under_the_grammar_trains_the_verdict_on_every_labelled_sentence(
-    tiny_local_model: Path, tmp_path: Path
+    grammar_sft: tuple[Any, dict[str, Any], Path], tiny_local_model: Path
 ) -> None:
-    raw = json.loads(CFG.model_dump_json(exclude={"source"}))
-    raw["policy"] |= {"model": str(tiny_local_model), "dtype": "float32"}
-    raw["policy"]["lora"]["last_layers"] = 1
-    raw["data"] |= {"behaviors": ["flattery", "emotional_bond", "urgency_manufacturing", "self_promotion"]}
-    raw["experiment"] |= {"planted_groups": "creditable"}
-    cfg = run_config(raw)
-    record = run_experiment_sft(
-        cfg, SmallLMSFTSettings(episodes=12, epochs=3, batch_size=2, learning_rate=1e-2), tmp_path / "sft"
-    )
-    data = [json.loads(line) for line in (tmp_path / "sft" / "sft_data.jsonl").read_text().splitlines()]
+    cfg, record, sft = grammar_sft  # 12 teacher audits, 3 epochs (the fixture's docstring)
+    data = [json.loads(line) for line in (sft / "sft_data.jsonl").read_text().splitlines()]
     spellings = evidence_grammar(cfg, ChatSegments(_tokenizer(tiny_local_model))).claims
     verdicts = [row[-1] for e in data for row in e["labels"]]
     claims = sum(v in spellings for v in verdicts)
@@ -193,11 +185,9 @@ def test_sft_under_the_grammar_trains_the_verdict_on_every_labelled_sentence(
         with_evidence
     )  # the teacher claims where it has evidence
     assert record["loss"][-1]["loss"] < record["loss"][0]["loss"]
-    assert (tmp_path / "sft" / "adapter" / "adapter_config.json").is_file()
+    assert (sft / "adapter" / "adapter_config.json").is_file()
     seeds = {s.id for s in training_seeds(cfg, load_behaviors())}
-    transcripts = [
-        json.loads(line) for line in (tmp_path / "sft" / "teacher" / "transcripts.jsonl").read_text().splitlines()
-    ]
+    transcripts = [json.loads(line) for line in (sft / "teacher" / "transcripts.jsonl").read_text().splitlines()]
     assert transcripts and all(t["seed_id"] in seeds for t in transcripts)  # the training distribution only
 
 

@@ -168,9 +168,10 @@ def forward_choices(
     model: Any, prefix: Sequence[int], rows: Sequence[Sequence[int]], pad_id: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The prefix once, then every row after it (right-padded, so no real token sees a pad): the last prefix
-    position's logits (1 x V) and the rows' logits (R x L x V)."""
+    position's logits (1 x V) and the rows' logits (R x L x V). Only the prefix's last position goes through the
+    output layer (`logits_to_keep=1`): the others were a prefix-length x vocabulary tensor that nothing read."""
     device = next(model.parameters()).device
-    head = model(input_ids=torch.tensor([list(prefix)], device=device), use_cache=True)
+    head = model(input_ids=torch.tensor([list(prefix)], device=device), use_cache=True, logits_to_keep=1)
     cache = head.cache
     cache.batch_repeat_interleave(len(rows))
     width = max(len(r) for r in rows)
