@@ -36,17 +36,9 @@ from auditrl.rundir import (
 from auditrl.scaffold.runner import OnDemand, audit_jobs, open_run, run_audits
 from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
 from auditrl.scaffold.transcript import Budget
+from scaffold_fakes import scripted_audit
 
-SCRIPTED = [
-    "--auditor",
-    "scripted/auditor",
-    "--target",
-    "sim/steady",
-    "--benign",
-    "--max-turns",
-    "2",
-    "--no-inspect-log",
-]
+SCRIPTED = scripted_audit()
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 HOLDER = """
 import sys, time
