@@ -4,6 +4,7 @@ one-file provider plays a target."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import os
 import re
@@ -80,8 +81,8 @@ def test_a_block_is_read_as_bash_reads_it() -> None:
 
 
 def test_every_runnable_readme_block_runs_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each `auditrl` line runs in this process (the console script is `auditrl.cli:app`; a fresh interpreter per
-    line would cost seconds of imports each), each `inspect` line in its own process, as a shell would run it."""
+    """Each `auditrl` line runs in this process (the console script, checked to start, is `auditrl.cli:app`; a fresh
+    interpreter per line would cost seconds of imports each), each `inspect` line in its own process."""
     shutil.copytree(ROOT / "configs", tmp_path / "configs")
     monkeypatch.chdir(tmp_path)
     bin_dir = Path(sys.executable).parent
@@ -95,6 +96,10 @@ def test_every_runnable_readme_block_runs_as_written(tmp_path: Path, monkeypatch
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
     }
+    (script,) = importlib.metadata.entry_points(group="console_scripts", name="auditrl")
+    assert script.value == "auditrl.cli:app", "the auditrl on PATH is the app run here"
+    shown = subprocess.run([str(bin_dir / "auditrl"), "--help"], env=env, capture_output=True, text=True, check=False)
+    assert shown.returncode == 0 and "Usage" in shown.stdout, shown.stderr[-3000:]
     for block in runnable_blocks(README.read_text(encoding="utf-8")):
         for words in block_commands(block):
             line = shlex.join(words)
