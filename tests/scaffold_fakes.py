@@ -1,4 +1,5 @@
-"""Fake auditor/target models and specs for scaffold tests, built on inspect-ai's mockllm provider."""
+"""Fake auditor/target models and specs for scaffold tests, built on inspect-ai's mockllm provider, and the
+command-line options of a scripted audit."""
 
 from __future__ import annotations
 
@@ -59,3 +60,18 @@ def make_spec(max_turns: int = 10, max_tokens: int | None = None, protocol: str 
         target_model="mockllm/target",
         tool_protocol=protocol,
     )
+
+
+def scripted_audit(max_turns: int = 2) -> list[str]:
+    """`auditrl audit` options of benign audits of the simulated target by the scripted auditor, with no Inspect log:
+    no weights, no network, milliseconds a rollout; the tests of run directories add --rollouts and --out."""
+    return [
+        "--auditor",
+        "scripted/auditor",
+        "--target",
+        "sim/steady",
+        "--benign",
+        "--max-turns",
+        str(max_turns),
+        "--no-inspect-log",
+    ]

@@ -4,9 +4,11 @@ one-file provider plays a target."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -22,6 +24,10 @@ ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 MARK = "<!-- runs offline: tests/test_readme.py -->"
 BLOCK = re.compile(r"```bash\n(.*?)```", re.DOTALL)
+SHELL_SYNTAX = "|&;<>()"
+"""Characters of pipes, redirections, lists and subshells: a README block holds simple commands only."""
+EXPANSIONS = "$`*?~"
+"""Characters bash would expand (variables, command substitution, globs, home): none in a README command."""
 
 
 def runnable_blocks(text: str) -> list[str]:
@@ -51,8 +57,34 @@ def test_the_readme_marks_its_runnable_blocks() -> None:
     )
 
 
-def test_every_runnable_readme_block_runs_as_written(tmp_path: Path) -> None:
+def block_commands(block: str) -> list[list[str]]:
+    """A block's commands as bash reads them: continuation lines joined, comments dropped, quotes removed."""
+    commands = []
+    for line in block.replace("\\\n", " ").splitlines():
+        lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+        lexer.whitespace_split, lexer.commenters = True, "#"
+        words = list(lexer)
+        assert not any(w and set(w) <= set(SHELL_SYNTAX) for w in words), f"more than simple commands: {line}"
+        assert not any(c in EXPANSIONS for w in words for c in w), f"more than simple commands: {line}"
+        if words:
+            commands.append(words)
+    return commands
+
+
+def test_a_block_is_read_as_bash_reads_it() -> None:
+    block = "auditrl a --x 1 \\\n    --y 'p q'   # a comment\n\ninspect b -T k=v\n"
+    assert block_commands(block) == [["auditrl", "a", "--x", "1", "--y", "p q"], ["inspect", "b", "-T", "k=v"]]
+    with pytest.raises(AssertionError, match="more than simple commands"):
+        block_commands("auditrl a > out.txt\n")
+    with pytest.raises(AssertionError, match="more than simple commands"):
+        block_commands("auditrl a --out $HOME/runs\n")
+
+
+def test_every_runnable_readme_block_runs_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each `auditrl` line runs in this process (the console script, checked to start, is `auditrl.cli:app`; a fresh
+    interpreter per line would cost seconds of imports each), each `inspect` line in its own process."""
     shutil.copytree(ROOT / "configs", tmp_path / "configs")
+    monkeypatch.chdir(tmp_path)
     bin_dir = Path(sys.executable).parent
     # The package as this environment installed it (editable): a src folder put ahead of site-packages would make
     # inspect read the build's egg-info, which is not marked editable, and miss the `auditrl/` task namespace.
@@ -64,17 +96,24 @@ def test_every_runnable_readme_block_runs_as_written(tmp_path: Path) -> None:
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
     }
+    (script,) = importlib.metadata.entry_points(group="console_scripts", name="auditrl")
+    assert script.value == "auditrl.cli:app", "the auditrl on PATH is the app run here"
+    shown = subprocess.run([str(bin_dir / "auditrl"), "--help"], env=env, capture_output=True, text=True, check=False)
+    assert shown.returncode == 0 and "Usage" in shown.stdout, shown.stderr[-3000:]
     for block in runnable_blocks(README.read_text(encoding="utf-8")):
-        done = subprocess.run(
-            ["bash", "-euo", "pipefail", "-c", block],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        assert done.returncode == 0, f"{block}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-        assert "Traceback" not in done.stderr, f"{block}\n{done.stderr[-3000:]}"
+        for words in block_commands(block):
+            line = shlex.join(words)
+            assert words[0] in ("auditrl", "inspect"), f"a README line runs something else: {line}"
+            if words[0] == "inspect":
+                done = subprocess.run(
+                    [str(bin_dir / "inspect"), *words[1:]], env=env, capture_output=True, text=True, check=False
+                )
+                assert done.returncode == 0, f"{line}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+                assert "Traceback" not in done.stderr, f"{line}\n{done.stderr[-3000:]}"
+            else:
+                result = CliRunner().invoke(app, words[1:], env={"COLUMNS": "80"})
+                assert result.exit_code == 0, f"{line}\n{result.output[-3000:]}"
+                assert "Traceback" not in result.output, f"{line}\n{result.output[-3000:]}"
         for path in output_paths(block):
             assert (tmp_path / path).exists(), f"{block}: nothing at {path}"
 

@@ -36,17 +36,9 @@ from auditrl.rundir import (
 from auditrl.scaffold.runner import OnDemand, audit_jobs, open_run, run_audits
 from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
 from auditrl.scaffold.transcript import Budget
+from scaffold_fakes import scripted_audit
 
-SCRIPTED = [
-    "--auditor",
-    "scripted/auditor",
-    "--target",
-    "sim/steady",
-    "--benign",
-    "--max-turns",
-    "2",
-    "--no-inspect-log",
-]
+SCRIPTED = scripted_audit()
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 HOLDER = """
 import sys, time
@@ -106,30 +98,26 @@ def test_a_second_writer_is_refused_at_once_naming_the_first_and_a_stale_lock_is
 def test_two_concurrent_writers_of_one_run_directory_leave_each_audit_once(
     tmp_path: Path,
 ) -> None:
+    """The first writer is a process of its own, the second this one (the lock is between processes; a second
+    fresh interpreter would only add its imports)."""
     run = tmp_path / "run"
-    argv = [
-        sys.executable,
-        "-m",
-        "auditrl.cli",
-        "audit",
-        *SCRIPTED,
-        "--rollouts",
-        "20",
-        "--concurrency",
-        "1",
-        "--out",
-        str(run),
-    ]
-    first = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+    args = ["audit", *SCRIPTED, "--rollouts", "20", "--concurrency", "1", "--out", str(run)]
+    first = subprocess.Popen(
+        [sys.executable, "-m", "auditrl.cli", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+    )
     while not (run / OWNER).is_file() and first.poll() is None:  # the first holds the run directory
         time.sleep(0.05)
-    second = subprocess.run(argv, capture_output=True, text=True, env=_env(), timeout=300, check=False)
+    second = invoke(*args)
     _, err = first.communicate(timeout=300)
     assert first.returncode == 0, err[-2000:]
-    if second.returncode == 2:  # still writing: refused at once, naming the first
+    if second.exit_code == 2:  # still writing: refused at once, naming the first
         assert f"another process is writing this run directory (pid {first.pid} on" in " ".join(second.stderr.split())
     else:  # it finished first: the second resumed a complete run
-        assert second.returncode == 0 and "20 of 20 audit(s) already done, 0 to run" in " ".join(second.stdout.split())
+        assert second.exit_code == 0 and "20 of 20 audit(s) already done, 0 to run" in " ".join(second.stdout.split())
     pairs = _pairs(run)
     assert len(pairs) == 20 and set(pairs.values()) == {1}
 

@@ -28,18 +28,10 @@ from typer.testing import CliRunner
 from auditrl.cli import app
 from auditrl.scaffold.store import SUPERSEDED, TORN_SUFFIX, TRANSCRIPTS, read_transcripts
 from auditrl.testing.openai_server import OpenAIServer, Reply, ScriptedAuditor
+from scaffold_fakes import scripted_audit
 
 CHILD = Path(__file__).parent / "kill_mid_write_child.py"
-SCRIPTED = [
-    "--auditor",
-    "scripted/auditor",
-    "--target",
-    "sim/steady",
-    "--benign",
-    "--max-turns",
-    "3",
-    "--no-inspect-log",
-]
+SCRIPTED = scripted_audit(max_turns=3)
 CANARY = "sk-echoed-4b7f1d9e2a6c8e0f3a5b7c9d"
 
 

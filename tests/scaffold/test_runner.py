@@ -17,17 +17,9 @@ from auditrl.scaffold.runner import AuditJob, open_run, run_audits
 from auditrl.scaffold.spec import AuditSpec
 from auditrl.scaffold.store import SUPERSEDED, TRANSCRIPTS, read_run, read_transcripts
 from auditrl.scaffold.transcript import Transcript
+from scaffold_fakes import scripted_audit
 
-SCRIPTED = [
-    "--auditor",
-    "scripted/auditor",
-    "--target",
-    "sim/steady",
-    "--benign",
-    "--max-turns",
-    "2",
-    "--no-inspect-log",
-]
+SCRIPTED = scripted_audit()
 
 
 def invoke(*args: str | Path) -> Any:
