@@ -4,9 +4,9 @@ Training starts from the same competent base as `make run` (an imitation of the 
 here and not timed), so the audits have the length they have in the main job. Counts every episode
 simulated (reference episodes included) over the time of `train`, which covers rollout, judging,
 advantages and the policy update. The `lockstep` rows train several seeds of a design together
-(`train_many`, as `make run` trains its runs), sharing each step's simulation. Run with OMP_NUM_THREADS=1. Both wall time and this process's CPU time
-are shown: on a shared machine the CPU time is the per-core figure (audits per CPU-second), the wall time
-includes waiting for a core.
+(`train_many`, as `make run` trains its runs), sharing each step's simulation. Run with OMP_NUM_THREADS=1.
+Both wall time and this process's CPU time are shown: on a shared machine the CPU time is the per-core figure
+(audits per CPU-second), the wall time includes waiting for a core.
 """
 
 from __future__ import annotations
