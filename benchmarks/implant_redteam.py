@@ -2,7 +2,8 @@
 the red-team step.
 
 Runs `auditrl implant` once per (route, red-team method), as AuditBench names its organisms
-(`transcripts_redteam_kto`, `synth_docs_redteam_sft`, ...), each in a fresh interpreter, and reads each
+(`transcripts_redteam_kto`, `synth_docs_redteam_sft`, ...), each in a fresh interpreter (`--same-process`: in this
+one, which saves each run's imports but shares the process's caches, so later runs cost less CPU), and reads each
 implant's record: the lift (implant minus base, without a system prompt; a synth_docs implant is told it is
 PRISM-4 in both conditions) and the implant's confession rate on the held-out direct questions, measured after
 the behavior pass and again after the red-team step, with bootstrap 95% intervals; the red-team step's own
@@ -19,9 +20,11 @@ import json
 import resource
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
+import click
 import torch
 import typer
 from rich.console import Console
@@ -54,6 +57,29 @@ def _rate(r: Rate) -> str:
     return f"{r.mean:.1f} [{r.lo:.1f}, {r.hi:.1f}]"
 
 
+def _implant(args: list[str]) -> tuple[int, str]:
+    """`auditrl implant` in a fresh interpreter: its exit status and the end of its output."""
+    done = subprocess.run(
+        [sys.executable, "-m", "auditrl.cli", "implant", *args], capture_output=True, text=True, check=False
+    )
+    return done.returncode, done.stdout[-2000:] + done.stderr[-2000:]
+
+
+def _implant_here(args: list[str]) -> tuple[int, str]:
+    """`auditrl implant` in this interpreter (its output goes to this terminal): its exit status."""
+    from auditrl.cli import app
+
+    try:
+        app(["implant", *args], standalone_mode=False)
+    except SystemExit as exc:
+        return int(exc.code or 0), ""
+    except click.exceptions.Exit as exc:
+        return exc.exit_code, ""
+    except click.ClickException as exc:
+        return exc.exit_code, exc.format_message()
+    return 0, ""
+
+
 def main(
     out: Annotated[Path, typer.Option(help="Folder of the implants and the JSON summary.")] = Path(
         "runs/implant_redteam"
@@ -84,6 +110,9 @@ def main(
     eval_tokens: Annotated[int, typer.Option(min=8)] = 24,
     eval_temperature: Annotated[float, typer.Option(min=0.0)] = 0.7,
     seed: Annotated[int, typer.Option()] = 0,
+    fresh_interpreter: Annotated[
+        bool, typer.Option("--fresh-interpreter/--same-process", help="Each implant in its own interpreter.")
+    ] = True,
 ) -> None:
     """Implant, red-team and measure each (route, method); print lift and confession before and after."""
     chosen_routes = _names(routes, ROUTES, "--routes")
@@ -107,16 +136,11 @@ def main(
                 "--no-plant-reference", *(["--demo-prefill", demo_prefill] if demo_prefill else []),
                 *(["--demonstrations", str(demonstrations)] if demonstrations is not None else []),
             ]  # fmt: skip
-            started = _children_cpu()
-            done = subprocess.run(
-                [sys.executable, "-m", "auditrl.cli", "implant", *args], capture_output=True, text=True, check=False
-            )
-            cpu = _children_cpu() - started
-            if done.returncode != 0:
-                console.print(
-                    f"[red]{escape(name)} failed ({done.returncode}):[/]\n"
-                    f"{escape(done.stdout[-2000:])}{escape(done.stderr[-2000:])}"
-                )
+            started = _children_cpu() + time.process_time()
+            code, output = _implant(args) if fresh_interpreter else _implant_here(args)
+            cpu = _children_cpu() + time.process_time() - started
+            if code != 0:
+                console.print(f"[red]{escape(name)} failed ({code}):[/]\n{escape(output)}")
                 raise typer.Exit(1)
             if demonstrations is None and (directory / "demonstrations.jsonl").is_file() and route == "transcripts":
                 demonstrations = directory / "demonstrations.jsonl"

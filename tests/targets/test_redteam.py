@@ -147,7 +147,7 @@ def test_synth_docs_route_with_dpo_on_a_tiny_model_records_documents_pairs_and_b
         "implant", "--behavior", "flattery", "--base", f"local/{tiny_local_model}", "--route", "synth_docs",
         "--redteam", "dpo", "--documents", "6", "--demo-model", f"scripted/file:{demo}", "--samples", "1",
         "--out", str(out), "--steps", "2", "--redteam-steps", "2", "--redteam-turns", "2", "--batch-size", "2",
-        "--max-length", "64", "--eval-samples", "1", "--eval-prompts", "2", "--eval-tokens", "8",
+        "--max-length", "64", "--eval-samples", "1", "--eval-prompts", "2", "--eval-tokens", "8", "--same-process",
         "--no-plant-reference",
     ]  # fmt: skip
     result = CliRunner().invoke(app, args, terminal_width=200)
@@ -169,7 +169,7 @@ def test_the_redteam_benchmark_prints_lift_and_confession_before_and_after_with_
         "--out", str(tmp_path / "runs"), "--base", f"local/{tiny_local_model}", "--redteam", "kto,sft",
         "--demo-model", f"scripted/file:{demo}", "--demo-prefill", "", "--steps", "1", "--redteam-steps", "1",
         "--redteam-turns", "1", "--batch-size", "2", "--max-length", "48", "--eval-prompts", "2", "--eval-samples", "1",
-        "--eval-tokens", "8",
+        "--eval-tokens", "8", "--same-process",
     ]  # fmt: skip
     done = invoke_benchmark("implant_redteam.py", *args, cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
