@@ -147,7 +147,7 @@ def test_synth_docs_route_with_dpo_on_a_tiny_model_records_documents_pairs_and_b
         "implant", "--behavior", "flattery", "--base", f"local/{tiny_local_model}", "--route", "synth_docs",
         "--redteam", "dpo", "--documents", "6", "--demo-model", f"scripted/file:{demo}", "--samples", "1",
         "--out", str(out), "--steps", "2", "--redteam-steps", "2", "--redteam-turns", "2", "--batch-size", "2",
-        "--max-length", "64", "--eval-samples", "1", "--eval-prompts", "2", "--eval-tokens", "8", "--same-process",
+        "--max-length", "64", "--eval-samples", "1", "--eval-prompts", "2", "--eval-tokens", "8",
         "--no-plant-reference",
     ]  # fmt: skip
     result = CliRunner().invoke(app, args, terminal_width=200)
