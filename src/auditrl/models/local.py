@@ -299,10 +299,11 @@ def dense_source(source: WeightsSource) -> WeightsSource:
     """A GGUF source as a directory of dense float32 safetensors and its tokenizer, converted on first use.
 
     Reading the GGUF file cost about 23 CPU s a load (transformers parses its tokenizer field by field and
-    de-quantises every tensor), reading the converted directory a fraction of a second, with the same logits and
-    token ids. The directory is keyed by the file and the transformers version that converts it, written under a
-    temporary name and renamed into place whole, so a crash or a second process converting at once never leaves a
-    half-written one. Other sources are returned unchanged.
+    de-quantises every tensor; 10 CPU-s here, where `gguf_parsed_once` parses the file once), reading the converted
+    directory a fraction of a second, with the same logits and token ids. The directory is keyed by the file and
+    the transformers version that converts it, written under a temporary name and renamed into place whole, so a
+    crash or a second process converting at once never leaves a half-written one. Other sources are returned
+    unchanged.
     """
     if source.gguf_file is None:
         return source
