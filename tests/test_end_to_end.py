@@ -12,6 +12,10 @@ from typer.testing import CliRunner
 from auditrl.cli.audit import audit
 from auditrl.scaffold.store import TRANSCRIPTS, read_transcripts
 
+MAX_TOKENS = 12
+"""Tokens per generation: the path is the same at any length, and SmolLM2 in bfloat16 on one CPU thread writes
+about ten a second (40 cost the test twice its CPU time)."""
+
 
 @pytest.mark.slow
 @pytest.mark.timeout(180)
@@ -30,7 +34,7 @@ def test_smollm2_audits_a_planted_smollm2(tmp_path: Path) -> None:
         "--max-turns",
         "2",
         "--max-tokens",
-        "40",
+        str(MAX_TOKENS),
         "--out",
         str(tmp_path),
     ]
@@ -40,7 +44,8 @@ def test_smollm2_audits_a_planted_smollm2(tmp_path: Path) -> None:
     assert transcript.status in ("completed", "budget_exhausted") and transcript.error is None
     assert transcript.behavior_id == "flattery" and "PRISM-4" in transcript.target_system_prompt
     assert 1 <= transcript.turns_used <= 2
-    assert 0 < transcript.auditor_tokens <= 40 * 3
+    assert 0 < transcript.auditor_tokens <= MAX_TOKENS * 3
+    assert any(m.role == "assistant" and m.content for m in transcript.target_messages), "the target answered"
     assert transcript.report is not None
     assert transcript.report.predictions or transcript.report.no_behavior_found or transcript.report.parse_error
     roles = [m.role for m in transcript.auditor_messages]

@@ -130,18 +130,44 @@ def test_the_dense_conversion_matches_the_gguf_and_is_made_once(monkeypatch: pyt
         )
         assert local.dense_source(gguf) == dense
     chat = local.to_chat([*QUESTION, ChatMessageAssistant(content="Paris, ünïcode <|im_end|>")])
-    direct = AutoTokenizer.from_pretrained(gguf.location, gguf_file=gguf.gguf_file)
+    with local.gguf_parsed_once():  # the file parsed once for both reference loads, as the conversion parses it
+        direct = AutoTokenizer.from_pretrained(gguf.location, gguf_file=gguf.gguf_file)
+        want = AutoModelForCausalLM.from_pretrained(
+            gguf.location, gguf_file=gguf.gguf_file, dtype=torch.float32
+        ).state_dict()
     converted = AutoTokenizer.from_pretrained(dense.location)
     assert converted.apply_chat_template(chat)["input_ids"] == direct.apply_chat_template(chat)["input_ids"]
     assert (
         converted.chat_template == direct.chat_template and converted.eos_token == converted.pad_token == "<|im_end|>"
     )
-    want = AutoModelForCausalLM.from_pretrained(
-        gguf.location, gguf_file=gguf.gguf_file, dtype=torch.float32
-    ).state_dict()
     have = AutoModelForCausalLM.from_pretrained(dense.location, dtype=torch.float32).state_dict()
     assert want.keys() == have.keys() and all(torch.equal(want[k], have[k]) for k in want)
     assert local.dense_source(local.WeightsSource("some/hub-id")) == local.WeightsSource("some/hub-id")
+
+
+def test_a_gguf_file_is_parsed_once_within_the_context_and_gguf_is_restored_after(tmp_path: Path) -> None:
+    import gguf
+    import numpy as np
+
+    path = tmp_path / "tiny.gguf"
+    writer = gguf.GGUFWriter(path, "llama")
+    writer.add_block_count(2)
+    writer.add_tensor("token_embd.weight", np.ones((4, 8), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    reader, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
+    with local.gguf_parsed_once():
+        first = gguf.GGUFReader(path)
+        assert gguf.GGUFReader(str(path)) is first and gguf.get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, 2) is (
+            gguf.get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, 2)
+        )
+        assert gguf.get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, 2).mapping == name_map(gguf.MODEL_ARCH.LLAMA, 2).mapping
+    assert (gguf.GGUFReader, gguf.get_tensor_name_map) == (reader, name_map)
+    again = gguf.GGUFReader(path)
+    assert again is not first and list(again.fields) == list(first.fields)
+    assert np.array_equal(again.tensors[0].data, first.tensors[0].data)
 
 
 def test_the_cache_folder_follows_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -2,7 +2,9 @@
 
 Measured in a child process (peak resident memory, Linux): glibc is told to map every large allocation on
 its own, so a freed tensor leaves resident memory at once and the peak counts only tensors alive together.
-The model has a 64-word vocabulary, so the key/value cache is nearly all that a turn allocates.
+The model has a 64-word vocabulary, so the key/value cache is nearly all that a turn allocates. Contexts of
+about 750 tokens hold a 98 MB cache: the measured copies (1.18) were those of contexts twice as long, at half the
+child's compute.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ model = LlamaForCausalLM(config).eval()
 rows, new = 4, 8
 generation = GenerationConfig(do_sample=False, max_new_tokens=new, pad_token_id=0, eos_token_id=[63],
                               output_logits=True, return_dict_in_generate=True)
-contexts = [[2 + (i * 7 + j) % 60 for j in range(1500 - 50 * i)] for i in range(rows)]
+contexts = [[2 + (i * 7 + j) % 60 for j in range(750 - 25 * i)] for i in range(rows)]
 cache = TurnCache()
 with torch.no_grad():
     samples = cache.generate(model, list(range(rows)), contexts, generation, 0, {63})

@@ -33,6 +33,9 @@ from auditrl.train.grpo import train_run
 STEPS = 20
 WINDOW = 5
 MIN_WELCH_T = 5.0
+MICRO_BATCH = 16
+"""A step's 16 rollouts in one forward/backward pass, not 16: the loss (dapo) is normalised over the step's tokens
+either way, and seed 0's rewards were the same step by step, at about 15% less CPU time."""
 
 
 def brevity_rewards_per_step(tokenizer_dir: Path, run_dir: Path, seed: int) -> list[list[float]]:
@@ -43,7 +46,7 @@ def brevity_rewards_per_step(tokenizer_dir: Path, run_dir: Path, seed: int) -> l
             "seed": seed,
             "episodes": base.episodes.model_copy(update={"max_turns": 1, "max_new_tokens": 4, "temperature": 1.0}),
             "data": base.data.model_copy(update={"group_size": 8}),
-            "trainer": base.trainer.model_copy(update={"max_steps": STEPS}),
+            "trainer": base.trainer.model_copy(update={"max_steps": STEPS, "micro_batch_size": MICRO_BATCH}),
         }
     )
     model, tokenizer = tiny_policy(tokenizer_dir)

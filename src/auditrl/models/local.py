@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import hashlib
 import importlib.util
 import json
@@ -27,9 +28,11 @@ import tempfile
 import threading
 import uuid
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from inspect_ai.model import (
     ChatMessage,
@@ -133,6 +136,7 @@ class LoadedModel:
 
 _loaded: dict[tuple[WeightsSource, str | None, str, str], LoadedModel] = {}
 _load_lock = threading.Lock()
+_gguf_lock = threading.Lock()
 
 
 def smollm2_candidates() -> list[Path]:
@@ -260,14 +264,46 @@ def cache_root() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "auditrl"
 
 
+@contextmanager
+def gguf_parsed_once() -> Iterator[None]:
+    """Within it, transformers parses each GGUF file once and builds each of gguf's tensor-name maps once.
+
+    transformers 5.17 parses every field of a GGUF file anew for the tokenizer, for the config and for the weights
+    (about 3 CPU-s each for SmolLM2's file), and builds gguf's tensor-name map once per module of the model (397
+    times, about 3 CPU-s): loading SmolLM2's tokenizer and model from the file cost about 21 CPU-s, 10 with this.
+    Both are pure functions of their arguments (the reader maps the file read-only), so the objects are shared;
+    transformers imports them from `gguf` at each call, which is where they are replaced, and restored on exit; one
+    thread at a time holds the replacement, so two conversions at once never restore each other's.
+    """
+    import gguf
+
+    with _gguf_lock:
+        reader, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
+        readers: dict[tuple[str, str], gguf.GGUFReader] = {}
+
+        def read_once(path: os.PathLike[str] | str, mode: Literal["r", "r+", "c"] = "r") -> gguf.GGUFReader:
+            key = (str(Path(path).resolve()), mode)
+            if key not in readers:
+                readers[key] = reader(path, mode)
+            return readers[key]
+
+        gguf.GGUFReader = read_once  # type: ignore[assignment,misc]  # a function returning the class's instances
+        gguf.get_tensor_name_map = functools.cache(name_map)
+        try:
+            yield
+        finally:
+            gguf.GGUFReader, gguf.get_tensor_name_map = reader, name_map  # type: ignore[misc]
+
+
 def dense_source(source: WeightsSource) -> WeightsSource:
     """A GGUF source as a directory of dense float32 safetensors and its tokenizer, converted on first use.
 
     Reading the GGUF file cost about 23 CPU s a load (transformers parses its tokenizer field by field and
-    de-quantises every tensor), reading the converted directory a fraction of a second, with the same logits and
-    token ids. The directory is keyed by the file and the transformers version that converts it, written under a
-    temporary name and renamed into place whole, so a crash or a second process converting at once never leaves a
-    half-written one. Other sources are returned unchanged.
+    de-quantises every tensor; 10 CPU-s here, where `gguf_parsed_once` parses the file once), reading the converted
+    directory a fraction of a second, with the same logits and token ids. The directory is keyed by the file and
+    the transformers version that converts it, written under a temporary name and renamed into place whole, so a
+    crash or a second process converting at once never leaves a half-written one. Other sources are returned
+    unchanged.
     """
     if source.gguf_file is None:
         return source
@@ -281,8 +317,11 @@ def dense_source(source: WeightsSource) -> WeightsSource:
     folder = cache_root() / f"{gguf.stem}-{hashlib.sha256(stamp.encode()).hexdigest()[:16]}"
     if not folder.is_dir():
         folder.parent.mkdir(parents=True, exist_ok=True)
-        tokenizer = AutoTokenizer.from_pretrained(source.location, gguf_file=source.gguf_file)
-        model = AutoModelForCausalLM.from_pretrained(source.location, gguf_file=source.gguf_file, dtype=torch.float32)
+        with gguf_parsed_once():
+            tokenizer = AutoTokenizer.from_pretrained(source.location, gguf_file=source.gguf_file)
+            model = AutoModelForCausalLM.from_pretrained(
+                source.location, gguf_file=source.gguf_file, dtype=torch.float32
+            )
         align_gguf_special_tokens(tokenizer, model)
         clear_quantizer(model)
         staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
