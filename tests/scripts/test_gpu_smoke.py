@@ -10,7 +10,7 @@ from types import ModuleType
 
 import pytest
 
-from auditrl.models.local import load_local, smollm2_source
+from auditrl.models.local import CACHE_DIR_ENV, load_local, smollm2_source
 from auditrl.train.config import GRPOLMConfig
 from auditrl.train.plan import dry_run
 
@@ -40,7 +40,8 @@ def test_slimmed_wheel_drops_members_and_their_record_lines(tmp_path: Path) -> N
 
 
 @pytest.mark.slow
-def test_cut_model_keeps_the_tokenizer_and_loads(tmp_path: Path) -> None:
+def test_cut_model_keeps_the_tokenizer_and_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path / "cache"))  # its conversion stays out of the user cache
     prepare = _script("prepare_gpu_smoke")
     source = smollm2_source()
     target = tmp_path / "cut.gguf"
