@@ -20,5 +20,5 @@ def test_the_throughput_benchmark_runs_every_design_from_the_base() -> None:
     )
     labels = list(table.columns[0].cells)
     assert labels[:2] == ["rollout only, imitation base", "rollout only, random base"]
-    assert labels[2:] == [f"train: {d}" for d in vectorised_names()]
+    assert labels[2:] == [row for d in vectorised_names() for row in (f"train: {d}", f"lockstep x4: {d}")]
     assert all(float(c.replace(",", "")) > 0 for c in table.columns[4].cells)
