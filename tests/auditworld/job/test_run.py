@@ -155,6 +155,16 @@ def test_small_main_job_writes_results_transcripts_and_report(tmp_path: Path) ->
     assert "held-out audits of each auditor per seed" in html  # the transcripts say how they were picked
 
 
+@pytest.fixture
+def no_report_images(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The report's figures are still drawn but not encoded as PNG: these tests read results and checkpoints, and
+    the encoding was about half of each tiny run; tests/pages/test_html.py checks the encoded images."""
+    from auditrl.pages import html
+
+    monkeypatch.setattr(html, "figure_png_base64", lambda fig, dpi=110: "")
+
+
+@pytest.mark.usefixtures("no_report_images")
 def test_a_rerun_reuses_the_cached_bases_and_runs(tmp_path: Path) -> None:
     path = _tiny(tmp_path / "one.yaml", {"binary"}, [0], (2, 0), max_steps=2, groups_per_step=4)
     first = json.loads((run_from_config(path, tmp_path / "run") / "results.json").read_text())
@@ -187,6 +197,7 @@ def test_two_seed_run_reports_a_between_seed_interval(tmp_path: Path) -> None:
     assert "refreshed every 2 steps" in html and "step 2" in html  # caption from the config, not a fixed text
 
 
+@pytest.mark.usefixtures("no_report_images")
 def test_an_unreadable_stored_base_or_run_is_built_again_with_a_warning(tmp_path: Path) -> None:
     path = _tiny(tmp_path / "one.yaml", {"binary"}, [0], (2, 0), max_steps=2, groups_per_step=4)
     first = json.loads((run_from_config(path, tmp_path / "run") / "results.json").read_text())
