@@ -155,15 +155,6 @@ def test_small_main_job_writes_results_transcripts_and_report(tmp_path: Path) ->
     assert "held-out audits of each auditor per seed" in html  # the transcripts say how they were picked
 
 
-@pytest.fixture
-def no_report_images(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The report's figures are still drawn but not encoded as PNG: these tests read results and checkpoints, and
-    the encoding was about half of each tiny run; tests/pages/test_html.py checks the encoded images."""
-    from auditrl.pages import html
-
-    monkeypatch.setattr(html, "figure_png_base64", lambda fig, dpi=110: "")
-
-
 @pytest.mark.usefixtures("no_report_images")
 def test_a_rerun_reuses_the_cached_bases_and_runs(tmp_path: Path) -> None:
     path = _tiny(tmp_path / "one.yaml", {"binary"}, [0], (2, 0), max_steps=2, groups_per_step=4)
