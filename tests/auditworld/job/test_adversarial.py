@@ -71,6 +71,7 @@ def test_auditrl_train_dispatches_the_kind_and_reports_a_bad_config_in_one_line(
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.usefixtures("no_report_images")
 def test_tiny_run_writes_tables_curves_and_results(tmp_path: Path) -> None:
     raw = _raw()
     raw["seeds"] = [0, 1]

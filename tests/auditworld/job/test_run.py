@@ -155,6 +155,7 @@ def test_small_main_job_writes_results_transcripts_and_report(tmp_path: Path) ->
     assert "held-out audits of each auditor per seed" in html  # the transcripts say how they were picked
 
 
+@pytest.mark.usefixtures("no_report_images")
 def test_a_rerun_reuses_the_cached_bases_and_runs(tmp_path: Path) -> None:
     path = _tiny(tmp_path / "one.yaml", {"binary"}, [0], (2, 0), max_steps=2, groups_per_step=4)
     first = json.loads((run_from_config(path, tmp_path / "run") / "results.json").read_text())
@@ -187,6 +188,7 @@ def test_two_seed_run_reports_a_between_seed_interval(tmp_path: Path) -> None:
     assert "refreshed every 2 steps" in html and "step 2" in html  # caption from the config, not a fixed text
 
 
+@pytest.mark.usefixtures("no_report_images")
 def test_an_unreadable_stored_base_or_run_is_built_again_with_a_warning(tmp_path: Path) -> None:
     path = _tiny(tmp_path / "one.yaml", {"binary"}, [0], (2, 0), max_steps=2, groups_per_step=4)
     first = json.loads((run_from_config(path, tmp_path / "run") / "results.json").read_text())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import typer
 import yaml
 from typer.testing import CliRunner
@@ -15,6 +16,7 @@ from auditrl.cli.strategies import strategies
 CONFIG = Path(__file__).resolve().parents[3] / "configs" / "auditworld.yaml"
 
 
+@pytest.mark.usefixtures("no_report_images")
 def test_report_and_strategies_command_assign_the_same_archetypes(tmp_path: Path) -> None:
     raw = yaml.safe_load(CONFIG.read_text())
     raw["seeds"] = [0]
