@@ -37,6 +37,19 @@ def test_auc_matches_sklearn_and_halves_ties() -> None:
     assert auc_ci([2.0, 3.0], [1.0]).mean == 100.0
 
 
+def test_auc_intervals_are_the_quantiles_of_each_resample_scored_on_its_own() -> None:
+    """The bootstrap ranks all its resamples at once; each must score as sklearn scores that resample alone."""
+    rng = np.random.default_rng(2)
+    x, y = rng.normal(0.5, 1, 12).round(1), rng.normal(0, 1, 9).round(1)
+    draws = np.random.default_rng(0)
+    boots = []
+    for _ in range(300):
+        i, j = draws.integers(0, x.size, x.size), draws.integers(0, y.size, y.size)
+        boots.append(100 * roc_auc_score([1] * x.size + [0] * y.size, np.r_[x[i], y[j]]))
+    e = auc_ci(x, y, n_boot=300, seed=0)
+    assert np.allclose([e.lo, e.hi], np.quantile(boots, [0.025, 0.975]), rtol=0, atol=1e-9)
+
+
 def test_auc_ignores_a_shift_of_every_score_that_a_rate_difference_reads() -> None:
     """Scores all scaled down keep their order: the AUC change is exactly 0 although the gap of the means shrinks."""
     rng = np.random.default_rng(2)

@@ -306,7 +306,7 @@ def simulate_many(
             break
         obs = obs_scratch[:, :m]
         _observe(state, t / horizon, horizon, n_slots, obs)
-        if len(lanes) == 1:
+        if len(lanes) == 1:  # one run (train, evaluation): no split, no copies, on the hot path
             actions = lanes[0].act(obs, ints[0])
         else:
             actions = np.empty((4, m), dtype=np.int64)

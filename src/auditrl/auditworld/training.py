@@ -311,6 +311,11 @@ def _start(world: World, cfg: TrainConfig, params: JudgeParams, base: MLPPolicy 
     return _Run(cfg, fams, rng, policy, opt, reference, TrainResult(policy=policy, config=cfg))
 
 
+def _next_batch(world: World, run: _Run) -> EpisodeBatch:
+    c = run.cfg
+    return training_batch(world, run.rng, c.groups_per_step, c.group_size, c.benign_fraction, run.families, c.max_turns)
+
+
 def _update(run: _Run, step: int, rollout: Rollout, world: World, params: JudgeParams) -> StepStats:
     """Rewards, advantages and one policy update of a run from its step's rollout."""
     cfg = run.cfg
@@ -351,13 +356,7 @@ def train_many(
     start, cpu_start = time.perf_counter(), time.process_time()
     for step in range(max((cfg.max_steps for cfg in cfgs), default=0)):
         active = [(i, run) for i, run in enumerate(runs) if step < run.cfg.max_steps]
-        batches = [
-            training_batch(
-                world, run.rng, c.groups_per_step, c.group_size, c.benign_fraction, run.families, c.max_turns
-            )
-            for _, run in active
-            for c in [run.cfg]
-        ]
+        batches = [_next_batch(world, run) for _, run in active]
         rollouts = simulate_many(world, batches, [run.policy for _, run in active], [run.rng for _, run in active])
         for (i, run), rollout in zip(active, rollouts, strict=True):
             stats = _update(run, step, rollout, world, params)
