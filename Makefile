@@ -8,14 +8,16 @@ export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 export TRL_EXPERIMENTAL_SILENCE ?= 1
 
-.PHONY: install install-test run test check bench docs clean
+.PHONY: install install-test run test check lint bench docs clean
 
-# What the main job needs: the package and its dependencies.
+# What the main job needs: the package and its dependencies. pip's byte-compiling of every file it installs took
+# longer than the downloads; only the modules auditrl imports are compiled instead (scripts/compile_imports.py).
 $(VENV)/.installed: pyproject.toml Makefile
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e .
+	$(PY) -m pip install -q --no-compile torch==2.13.0
+	$(PY) -m pip install -q --no-compile -e .
+	$(PY) scripts/compile_imports.py auditrl
 	touch $@
 
 # What only the tests (and docs) need: the dev extra and the offline SmolLM2 model file.
@@ -31,16 +33,23 @@ install-test: $(VENV)/.installed-test
 run: install
 	$(VENV)/bin/auditrl train --config configs/auditworld.yaml
 
-# the checks first, then the suite: two workers (pytest-xdist), one torch thread each; an idle worker takes tests
-# queued for the other (worksteal), so a few minute-long tests do not leave one worker running alone at the end
-test: install-test check
-	$(PY) -m pytest -q -n 2 --dist worksteal
+# lint and format first (seconds), then the type check beside the suite, which leaves a core idle at times (its
+# output follows the suite's; either failing fails the target). The suite: two workers (pytest-xdist), one torch
+# thread each; an idle worker takes tests queued for the other (worksteal), so a few minute-long tests do not
+# leave one worker running alone at the end.
+test: install-test lint
+	@$(PY) -m mypy > $(VENV)/mypy.log 2>&1 & types=$$!; \
+	$(PY) -m pytest -q -n 2 --dist worksteal; suite=$$?; \
+	wait $$types; typed=$$?; echo "mypy:"; cat $(VENV)/mypy.log; \
+	[ $$suite -eq 0 ] && [ $$typed -eq 0 ]
 
 # lint and format (ruff, lines at most 120 characters) and types (mypy), as pyproject.toml configures them
-check: install-test
+check: lint
+	$(PY) -m mypy
+
+lint: install-test
 	$(PY) -m ruff check src tests benchmarks scripts
 	$(PY) -m ruff format --check src tests benchmarks scripts
-	$(PY) -m mypy
 
 # every benchmark with a goal, run one after another, summed up in one table (figure, goal, anchor, CPU)
 bench: install-test
