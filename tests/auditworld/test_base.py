@@ -45,6 +45,20 @@ def test_the_imitation_base_reaches_its_configured_competence(
         assert agreement.decisions[head] > 1000
 
 
+def test_a_base_is_the_same_whatever_torch_s_thread_count(world: World) -> None:
+    init = ImitationInit(kind="imitation", audits_per_round=64, fit_steps=100)  # a fit over thousands of rows
+    before = torch.get_num_threads()
+    weights = {}
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            weights[threads] = build_base(world, init, 32, 0, TRAIN_FAMILIES).weight_views()
+            assert torch.get_num_threads() == threads
+    finally:
+        torch.set_num_threads(before)
+    assert all(np.array_equal(a, b) for a, b in zip(weights[1], weights[2], strict=True))
+
+
 @pytest.mark.slow
 def test_a_less_competent_base_follows_its_expert_less_and_audits_worse(
     world: World, cloned: tuple[MLPPolicy, ImitationInit]

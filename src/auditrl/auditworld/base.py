@@ -21,7 +21,7 @@ import torch
 from numpy.typing import NDArray
 from pydantic import BaseModel, Field, field_validator
 
-from auditrl.auditworld.policies import Adam, MLPPolicy, head_layout, scripted_policy
+from auditrl.auditworld.policies import Adam, MLPPolicy, head_layout, one_torch_thread, scripted_policy
 from auditrl.auditworld.simulate import simulate
 from auditrl.auditworld.world import (
     CLAIM,
@@ -220,15 +220,17 @@ def _fit(student: MLPPolicy, data: _Data, cfg: ImitationInit) -> None:
 
 def imitation_base(world: World, cfg: ImitationInit, hidden: int, seed: int, families: list[int]) -> MLPPolicy:
     """Clone the expert on training behaviors and families: its audits first, then `dagger_rounds` rounds of
-    the student's own audits labelled by the expert, refitting on everything gathered so far."""
+    the student's own audits labelled by the expert, refitting on everything gathered so far; on one torch thread,
+    so the base does not depend on the machine's cores."""
     rng = np.random.default_rng(seed)
     torch.manual_seed(seed)
     expert = scripted_policy(cfg.expert)
     student = MLPPolicy(hidden=hidden, seed=seed, name="base", scenario_topics=world.scenario_topics)
     data = _Data(student, cfg)
-    for round_ in range(cfg.dagger_rounds + 1):
-        data.add(expert if round_ == 0 else student, expert, world, cfg, families, rng)
-        _fit(student, data, cfg)
+    with one_torch_thread():
+        for round_ in range(cfg.dagger_rounds + 1):
+            data.add(expert if round_ == 0 else student, expert, world, cfg, families, rng)
+            _fit(student, data, cfg)
     return student
 
 

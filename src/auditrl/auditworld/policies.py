@@ -11,8 +11,9 @@ anything the target said (any metric it passes measures the world, not the audit
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -83,6 +84,20 @@ def sample_heads(logits: NDArray[np.float32], sizes: tuple[int, ...], u: NDArray
     below = (layout.running @ exp) <= (u * total)[layout.head_of]  # choices whose running sum the draw passed
     counts = layout.member @ below.astype(np.float32)
     return np.minimum(counts, np.asarray(sizes, dtype=np.float32)[:, None] - 1.0).astype(np.int64)
+
+
+@contextlib.contextmanager
+def one_torch_thread() -> Iterator[None]:
+    """Torch on one thread while the block runs, as it was after. With several, torch splits a product or a sum over
+    many rows among its threads and adds their parts in an order that depends on how many there are, so a fitted
+    base or a trained policy would differ with the machine's core count (DAgger's sampling and training's
+    updates carry a last-bit difference into other decisions)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 class Adam:

@@ -21,7 +21,7 @@ from pydantic import Field
 from auditrl.auditworld.base import BaseInit, ImitationInit, build_base
 from auditrl.auditworld.designs import DesignName, RewardInputs, design_rewards
 from auditrl.auditworld.judges import JudgeParams, pairwise_quality
-from auditrl.auditworld.policies import Activations, Adam, MLPPolicy, head_layout, head_softmax
+from auditrl.auditworld.policies import Activations, Adam, MLPPolicy, head_layout, head_softmax, one_torch_thread
 from auditrl.auditworld.records import CONFESSION
 from auditrl.auditworld.simulate import Rollout, simulate, simulate_many
 from auditrl.auditworld.texts import ACCUSE
@@ -349,19 +349,21 @@ def train_many(
     simulation is shared across runs, which is most of a step's cost at a few hundred episodes per run; each
     run keeps its own generator, batches, rewards and update. The runs need one turn budget (`max_turns`);
     a run with fewer steps leaves the lockstep when it is done. `on_step` receives the run's index and its
-    step's monitors. Each result's time is the lockstep's, shared out by the episodes each run simulated.
+    step's monitors. Each result's time is the lockstep's, shared out by the episodes each run simulated. The
+    updates run on one torch thread, so a run does not depend on the machine's cores.
     """
     params = params or JudgeParams()
     runs = [_start(world, cfg, params, base) for cfg, base in zip(cfgs, bases or [None] * len(cfgs), strict=True)]
     start, cpu_start = time.perf_counter(), time.process_time()
-    for step in range(max((cfg.max_steps for cfg in cfgs), default=0)):
-        active = [(i, run) for i, run in enumerate(runs) if step < run.cfg.max_steps]
-        batches = [_next_batch(world, run) for _, run in active]
-        rollouts = simulate_many(world, batches, [run.policy for _, run in active], [run.rng for _, run in active])
-        for (i, run), rollout in zip(active, rollouts, strict=True):
-            stats = _update(run, step, rollout, world, params)
-            if on_step is not None:
-                on_step(i, stats)
+    with one_torch_thread():
+        for step in range(max((cfg.max_steps for cfg in cfgs), default=0)):
+            active = [(i, run) for i, run in enumerate(runs) if step < run.cfg.max_steps]
+            batches = [_next_batch(world, run) for _, run in active]
+            policies, rngs = [run.policy for _, run in active], [run.rng for _, run in active]
+            for (i, run), rollout in zip(active, simulate_many(world, batches, policies, rngs), strict=True):
+                stats = _update(run, step, rollout, world, params)
+                if on_step is not None:
+                    on_step(i, stats)
     seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
     total = sum(run.result.episodes for run in runs) or 1
     for run in runs:
