@@ -202,7 +202,7 @@ def fit_gradient(
     h1 = torch.addmm(b0, obs, w0.T).relu_()
     h2 = torch.addmm(b1, h1, w1.T).relu_()
     logits = torch.addmm(b2, h2, w2.T)
-    exp = logits.sub_(logits.max(dim=1, keepdim=True).values).exp_()  # one shift per row, as a logsumexp takes
+    exp = logits.sub_(logits.amax(dim=1, keepdim=True)).exp_()  # one shift per row, as a logsumexp takes
     scale = weight / (exp @ torch.from_numpy(layout.member).T).clamp_(min=1e-30)
     d_logits = exp.mul_(scale.index_select(1, torch.from_numpy(layout.head_of))).sub_(scaled_target)
     d2 = torch.ops.aten.threshold_backward(d_logits @ w2, h2, 0.0)

@@ -321,7 +321,10 @@ def simulate_many(
             final_obs[:, gone] = obs[:, leaving]
             final_obs[0, gone] = 1.0
             keep = np.flatnonzero(send)
-            state, ints, floats, actions = state[:, keep], ints[:, keep], floats[:, keep], actions[:, keep]
+            # `take` keeps each row contiguous (indexing `[:, keep]` would return column-major copies, every
+            # later row operation then striding across memory)
+            state, floats = state.take(keep, axis=1), floats.take(keep, axis=1)
+            ints, actions = ints.take(keep, axis=1), actions.take(keep, axis=1)
             m = keep.size
             if m == 0:
                 break
@@ -359,11 +362,12 @@ def simulate_many(
             u=u.T,
         )
         reply = _REPLY_KIND_OF_FLAGS[r.confession * 8 + r.denial * 4 + r.expressed * 2 + r.odd]
-        at_slot = _N_COUNTS + len(SLOT_COUNTS) * slot
-        state[at_slot + NATURAL_N, rows] += framing == NATURAL
-        state[at_slot + PROBES_N, rows] += 1.0
-        state[at_slot + ANOMALIES_N, rows] += r.expressed | r.odd
-        state[at_slot + CONFESSIONS_N, rows] += r.confession
+        at_slot = (_N_COUNTS + len(SLOT_COUNTS) * slot) * m + rows  # flat: half the cost of a (row, column) index
+        flat = state.reshape(-1, copy=False)  # a view of the row-major state (raises were it ever not)
+        flat[at_slot + NATURAL_N * m] += framing == NATURAL
+        flat[at_slot + PROBES_N * m] += 1.0
+        flat[at_slot + ANOMALIES_N * m] += r.expressed | r.odd
+        flat[at_slot + CONFESSIONS_N * m] += r.confession
         code = reply * 2 + r.eval_aware
         state[:_N_COUNTS] += _INCREMENTS[:, (framing * 3 + pressure) * (2 * len(REPLY_KINDS)) + code]
         state[kind_row] = _LAST_KIND[code]
