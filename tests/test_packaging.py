@@ -4,6 +4,7 @@ wheel alone, so nothing undeclared is installed and `pip check` holds."""
 from __future__ import annotations
 
 import importlib.metadata
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -73,3 +74,35 @@ def test_a_missing_file_names_the_install_command(tmp_path: Path, monkeypatch: p
 def test_inspect_entry_point_registers_the_tasks() -> None:
     (entry,) = [e for e in importlib.metadata.entry_points(group="inspect_ai") if e.name == "auditrl"]
     assert entry.value == "auditrl.inspect_registry"
+
+
+FAKE_PYTHON = """#!/bin/sh
+case "$2" in
+  mypy) echo "src/example.py:1: error: a type error"; exit "$MYPY_RC";;
+  pytest) echo "the suite ran"; exit "$PYTEST_RC";;
+  *) exit 0;;
+esac
+"""
+
+
+@pytest.mark.parametrize("mypy_rc,pytest_rc", [(0, 0), (1, 0), (0, 1)])
+def test_make_test_fails_when_the_types_or_the_suite_fail_and_shows_both(
+    tmp_path: Path, mypy_rc: int, pytest_rc: int
+) -> None:
+    """`make test` runs mypy beside the suite: the target's status must still carry a type error, and mypy's output
+    must follow the suite's (a stand-in interpreter answers for ruff, mypy and pytest; the install is stamped done)."""
+    venv = tmp_path / "venv"
+    venv.mkdir()
+    for stamp in (".installed", ".installed-test"):
+        (venv / stamp).touch()  # newer than the Makefile and pyproject.toml: nothing is installed
+    fake = tmp_path / "python"
+    fake.write_text(FAKE_PYTHON)
+    fake.chmod(0o755)
+    root = Path(__file__).resolve().parents[1]
+    env = {"PATH": "/usr/bin:/bin", "MYPY_RC": str(mypy_rc), "PYTEST_RC": str(pytest_rc)}
+    make = shutil.which("make")
+    assert make is not None, "make is what the README's two commands run"
+    done = subprocess.run([make, "-C", str(root), "test", f"VENV={venv}", f"PY={fake}"],
+                          capture_output=True, text=True, timeout=60, env=env)  # fmt: skip
+    assert (done.returncode == 0) == (mypy_rc == pytest_rc == 0), done.stdout + done.stderr
+    assert done.stdout.index("the suite ran") < done.stdout.index("a type error"), done.stdout
