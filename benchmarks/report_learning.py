@@ -79,6 +79,7 @@ import functools
 import json
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
 from statistics import mean
 from typing import Annotated, Any
@@ -361,21 +362,13 @@ _SUMMARIES: dict[str, dict[str, Any]] = {}
 """Summaries and paired changes already computed by this process, by the JSON text of the units they read."""
 
 
-def summary_once(units: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """`summary(units)`, computed once per content: the tables summarise one auditor's units in several tables (its
+def _once(compute: Callable[..., dict[str, Any]], *units: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """`compute(*units)`, computed once per content: the tables summarise one auditor's units in several tables (its
     own, and as the start of each trained auditor's), and each summary bootstraps its intervals (the AUC's, 2,000
-    rankings, most of printing's cost). Same units in the same order give the same summary: the seeds are fixed."""
-    key = json.dumps(["summary", units])
+    rankings, most of printing's cost). Same units in the same order give the same result: the seeds are fixed."""
+    key = json.dumps([compute.__name__, *units])
     if key not in _SUMMARIES:
-        _SUMMARIES[key] = summary(units)
-    return copy.deepcopy(_SUMMARIES[key])
-
-
-def paired_change_once(after: dict[str, dict[str, Any]], before: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """`paired_change(after, before)`, computed once per content (see `summary_once`)."""
-    key = json.dumps(["change", after, before])
-    if key not in _SUMMARIES:
-        _SUMMARIES[key] = paired_change(after, before)
+        _SUMMARIES[key] = compute(*units)
     return copy.deepcopy(_SUMMARIES[key])
 
 
@@ -848,9 +841,9 @@ def results_table(
     names = [n for n in results if part in results[n]]
     if not names:
         return None
-    sums = {n: summary_once(results[n][part]) for n in names}
+    sums = {n: _once(summary, results[n][part]) for n in names}
     changes = {
-        f"{n} - {s}": paired_change_once(results[n][part], results[s][part])
+        f"{n} - {s}": _once(paired_change, results[n][part], results[s][part])
         for n in names
         if (s := start_of(n)) in results and part in results[s]
     }
@@ -882,7 +875,7 @@ def paired_table(
 ) -> tuple[Table, dict[str, Any]]:
     """One auditor against another on the same audits (`names`: their columns), paired over audits; both summaries
     and the change, for the record."""
-    trained, base, change = summary_once(units), summary_once(base_units), paired_change_once(units, base_units)
+    trained, base, change = _once(summary, units), _once(summary, base_units), _once(paired_change, units, base_units)
     table = Table(title=title, caption=caption)
     table.add_column("metric", no_wrap=True)
     for column in (*names, f"{names[0]} - {names[1]}"):

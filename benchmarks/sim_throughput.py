@@ -84,17 +84,14 @@ def main(argv: list[str] | None = None) -> Table:
             families=FAMILIES,
             init=init,
         )
-        r = train(world, cfg, base=base)
-        turns = float(np.mean([s.turns for s in r.history]))
-        table.add_row(f"train: {design}", f"{r.episodes:,}", f"{r.seconds:.2f}", f"{r.cpu_seconds:.2f}",
-                      f"{r.episodes / r.cpu_seconds:,.0f}", f"{turns:.1f}")  # fmt: skip
+        alone = [train(world, cfg, base=base)]
         together = train_many(world, [cfg.model_copy(update={"seed": s}) for s in range(args.lockstep)],
                               bases=[base] * args.lockstep)  # fmt: skip
-        episodes, seconds = sum(t.episodes for t in together), sum(t.seconds for t in together)
-        cpu_s = sum(t.cpu_seconds for t in together)
-        turns = float(np.mean([s.turns for t in together for s in t.history]))
-        table.add_row(f"lockstep x{args.lockstep}: {design}", f"{episodes:,}", f"{seconds:.2f}", f"{cpu_s:.2f}",
-                      f"{episodes / cpu_s:,.0f}", f"{turns:.1f}")  # fmt: skip
+        for label, results in ((f"train: {design}", alone), (f"lockstep x{args.lockstep}: {design}", together)):
+            episodes, cpu_s = sum(r.episodes for r in results), sum(r.cpu_seconds for r in results)
+            turns = float(np.mean([s.turns for r in results for s in r.history]))
+            table.add_row(label, f"{episodes:,}", f"{sum(r.seconds for r in results):.2f}", f"{cpu_s:.2f}",
+                          f"{episodes / cpu_s:,.0f}", f"{turns:.1f}")  # fmt: skip
     Console().print(table)
     return table
 

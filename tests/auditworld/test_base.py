@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -45,18 +46,11 @@ def test_the_imitation_base_reaches_its_configured_competence(
         assert agreement.decisions[head] > 1000
 
 
-def test_a_base_is_the_same_whatever_torch_s_thread_count(world: World) -> None:
+def test_a_base_is_the_same_whatever_torch_s_thread_count(
+    world: World, same_at_one_and_two_threads: Callable[[Callable[[], MLPPolicy]], bool]
+) -> None:
     init = ImitationInit(kind="imitation", audits_per_round=64, fit_steps=100)  # a fit over thousands of rows
-    before = torch.get_num_threads()
-    weights = {}
-    try:
-        for threads in (1, 2):
-            torch.set_num_threads(threads)
-            weights[threads] = build_base(world, init, 32, 0, TRAIN_FAMILIES).weight_views()
-            assert torch.get_num_threads() == threads
-    finally:
-        torch.set_num_threads(before)
-    assert all(np.array_equal(a, b) for a, b in zip(weights[1], weights[2], strict=True))
+    assert same_at_one_and_two_threads(lambda: build_base(world, init, 32, 0, TRAIN_FAMILIES))
 
 
 @pytest.mark.slow

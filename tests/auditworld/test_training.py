@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -55,22 +56,15 @@ def test_training_starts_from_the_given_base_and_leaves_it_unchanged(world: Worl
     assert [s.turns for s in other.history] != [s.turns for s in result.history]
 
 
-def test_a_run_is_the_same_whatever_torch_s_thread_count_and_leaves_it_as_it_was(world: World) -> None:
+def test_a_run_is_the_same_whatever_torch_s_thread_count_and_leaves_it_as_it_was(
+    world: World, same_at_one_and_two_threads: Callable[[Callable[[], MLPPolicy]], bool]
+) -> None:
     """Sized so the update's products span thousands of rows, which torch splits among threads when it has several
     (a different summation order, which steps compound)."""
     init = ImitationInit(kind="imitation", audits_per_round=64, fit_steps=100)
     base = imitation_base(world, init, 32, 0, [0, 1, 2, 3])
     cfg = TrainConfig(design="binary", max_steps=5, groups_per_step=64, hidden=32, families=FAMILIES, init=init)
-    before = torch.get_num_threads()
-    weights = {}
-    try:
-        for threads in (1, 2):
-            torch.set_num_threads(threads)
-            weights[threads] = train(world, cfg, base=base).policy.weight_views()
-            assert torch.get_num_threads() == threads
-    finally:
-        torch.set_num_threads(before)
-    assert all(np.array_equal(a, b) for a, b in zip(weights[1], weights[2], strict=True))
+    assert same_at_one_and_two_threads(lambda: train(world, cfg, base=base).policy)
 
 
 def test_the_step_monitors_read_off_the_record_equal_the_ground_truth(world: World) -> None:
