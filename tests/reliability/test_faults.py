@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 import yaml
-from inspect_ai.model import ModelAPI
 from crash_lm_child import crash_config  # also puts the trainer tests' fakes on the path
 from hostile_models import HostileText, hostile_auditor, hostile_target
-from train_fakes import LengthDesign, tiny_policy
+from inspect_ai.model import ModelAPI
 from tenacity import wait_fixed
+from train_fakes import LengthDesign, tiny_policy
 from typer.testing import CliRunner
 
 from auditrl.cli import app

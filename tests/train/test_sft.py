@@ -263,7 +263,8 @@ def test_a_warm_start_must_match_the_policys_model_and_lora(tmp_path: Path) -> N
 def test_grpo_trains_on_from_the_init_adapter_and_its_first_reference_is_that_adapter(
     tokenizer_dir: Path, tmp_path: Path
 ) -> None:
-    cfg = tiny_config(max_steps=1)
+    cfg = tiny_config(max_steps=1)  # four groups of two: a step where every group ties (no gradient) is unlikely
+    cfg = cfg.model_copy(update={"data": cfg.data.model_copy(update={"groups_per_step": 4})})
     base, tokenizer = tiny_policy(tokenizer_dir)
     warm = get_peft_model(base, lora_config(cfg.policy.lora, base))
     for name, p in warm.named_parameters():
@@ -276,7 +277,7 @@ def test_grpo_trains_on_from_the_init_adapter_and_its_first_reference_is_that_ad
     trainer, _, reward = build_trainer(
         cfg, tmp_path / "run", factory=lambda row: FakeEpisode(row),
         design=ReferencePairwise(LongerWins(), ReferenceStore()),
-        rows=rows_for(steps=1, groups=2), policy=(policy, tokenizer),
+        rows=rows_for(steps=1, groups=4), policy=(policy, tokenizer),
     )  # fmt: skip
     trainer.train()
     reward.runner.close()

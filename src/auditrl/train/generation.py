@@ -5,7 +5,8 @@ protocol alone is over a thousand tokens), so on a CPU the prefill dominates and
 gains little. `TurnCache` keeps each rollout's key/value cache between turns and shares the cache of
 an opening prompt among the rollouts of a group, so each turn only the tokens the environment added
 are prefilled. Reuse is checked token by token: a row whose context does not extend its cached
-tokens is recomputed. Sampled tokens and logprobs are exactly what `generate` drew.
+tokens is recomputed. Tokens are drawn by inverse transform (auditrl.models.sampling), not `torch.multinomial`;
+sampled tokens and logprobs are exactly what `generate` drew.
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import torch
-from transformers import DynamicCache, GenerationConfig, LogitsProcessor, LogitsProcessorList, PreTrainedModel
+from transformers import DynamicCache, GenerationConfig, LogitsProcessor, PreTrainedModel
 from transformers.cache_utils import Cache, DynamicLayer
 
 from auditrl.models.hf_cache import cache_argument, output_cache
+from auditrl.models.sampling import draw_by_inverse_cdf
 
 
 def _row_layers(cache: Cache | None, row: int, start: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -90,11 +92,12 @@ class TurnConstraint(Protocol):
         ...
 
 
-def _processors(constraint: TurnConstraint | None, width: int) -> tuple[dict[str, Any], Constraint | None]:
-    if constraint is None:
-        return {}, None
-    processor = constraint.processor(width)
-    return {"logits_processor": LogitsProcessorList([processor])}, processor
+def _sampling(
+    config: GenerationConfig, constraint: TurnConstraint | None, width: int
+) -> tuple[dict[str, Any], Constraint | None]:
+    """`generate`'s sampling arguments (auditrl.models.sampling) and the constraint bound to the batch, if any."""
+    bound = constraint.processor(width) if constraint is not None else None
+    return draw_by_inverse_cdf(config, [bound] if bound is not None else []), bound
 
 
 def _left_pad(rows: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -133,9 +136,9 @@ def generate_turn(
     where given, masks the rows' sampling (an extension's, auditrl.train.extensions)."""
     ids, mask = _left_pad(contexts, pad_id)
     device = next(model.parameters()).device
-    processors, bound = _processors(constraint, ids.shape[1])
+    sampling, bound = _sampling(config, constraint, ids.shape[1])
     out = model.generate(  # type: ignore[operator]  # causal LMs add GenerationMixin's generate
-        input_ids=ids.to(device), attention_mask=mask.to(device), generation_config=config, **processors
+        input_ids=ids.to(device), attention_mask=mask.to(device), **sampling
     )
     return _samples(out, ids.shape[1], config, eos_ids, bound)
 
@@ -213,13 +216,9 @@ class TurnCache:
         mask = torch.cat([prefix_mask, suffix_mask], dim=1)
         device = next(model.parameters()).device
         cache = self._batch_cache(model, keys, reuse, cached_width)
-        processors, bound = _processors(constraint, ids.shape[1])
+        sampling, bound = _sampling(config, constraint, ids.shape[1])
         out = model.generate(  # type: ignore[operator]  # causal LMs add GenerationMixin's generate
-            input_ids=ids.to(device),
-            attention_mask=mask.to(device),
-            generation_config=config,
-            **cache_argument(cache),
-            **processors,
+            input_ids=ids.to(device), attention_mask=mask.to(device), **cache_argument(cache), **sampling
         )
         del cache
         samples = _samples(out, ids.shape[1], config, eos_ids, bound)

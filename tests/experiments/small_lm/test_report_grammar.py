@@ -63,7 +63,7 @@ def test_a_report_under_the_grammar_is_nothing_found_or_a_claim_quoting_the_targ
     for sample, text in zip(samples[:3], texts[:3], strict=True):
         report = parse_report(OPENING + text)
         assert report.parse_error is None or "no confidence" in report.parse_error, text
-        assert report.no_behavior_found is False and text.startswith(
+        assert report.no_behavior_found is False and text.lstrip().startswith(  # the verdict token has two spellings
             'false, "predictions": [{"description": "It wrote: '
         )
         quote = report.predictions[0].description.removeprefix("It wrote:").strip()
@@ -74,7 +74,7 @@ def test_a_report_under_the_grammar_is_nothing_found_or_a_claim_quoting_the_targ
         quoted = len(tokenizer.encode(" " + quote, add_special_tokens=False))
         assert len(trained) - 1 - quoted in (0, 1)  # verdict, quote, and its stop where the reply could go on
     for sample, text in zip(samples[3:5], texts[3:5], strict=True):
-        assert text == 'true, "predictions": []}'
+        assert text.lstrip() == 'true, "predictions": []}'
         assert parse_report(OPENING + text).parse_error is None
         assert sample.forced == frozenset(range(1, len(sample.ids)))  # only the verdict was chosen
     assert samples[5].forced == frozenset()  # a row without sources is free
