@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -143,6 +144,25 @@ def test_the_dense_conversion_matches_the_gguf_and_is_made_once(monkeypatch: pyt
     have = AutoModelForCausalLM.from_pretrained(dense.location, dtype=torch.float32).state_dict()
     assert want.keys() == have.keys() and all(torch.equal(want[k], have[k]) for k in want)
     assert local.dense_source(local.WeightsSource("some/hub-id")) == local.WeightsSource("some/hub-id")
+
+
+def test_a_copy_of_the_file_elsewhere_reuses_its_conversion(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each virtual environment unpacks its own copy of the model file: one conversion serves them all."""
+    import transformers
+
+    gguf = local.smollm2_source()
+    dense = local.dense_source(gguf)
+    copy = tmp_path / "venv-b"
+    copy.mkdir()
+    shutil.copyfile(Path(gguf.location) / str(gguf.gguf_file), copy / str(gguf.gguf_file))
+    for loader in (transformers.AutoModelForCausalLM, transformers.AutoTokenizer):
+        monkeypatch.setattr(loader, "from_pretrained", lambda *a, **k: pytest.fail("converted again"))
+    assert local.dense_source(local.WeightsSource(str(copy), gguf.gguf_file)) == dense
+    with (copy / str(gguf.gguf_file)).open("r+b") as changed:  # other content: its own conversion
+        changed.seek(-1, 2)
+        changed.write(b"\x01" if changed.read(1) != b"\x01" else b"\x02")
+    with pytest.raises(pytest.fail.Exception, match="converted again"):
+        local.dense_source(local.WeightsSource(str(copy), gguf.gguf_file))
 
 
 def test_a_gguf_file_is_parsed_once_within_the_context_and_gguf_is_restored_after(tmp_path: Path) -> None:
