@@ -36,10 +36,11 @@ run: install
 # lint and format first (seconds), then the type check beside the suite, which leaves a core idle at times (its
 # output follows the suite's; either failing fails the target). The suite: two workers (pytest-xdist), one torch
 # thread each; an idle worker takes tests queued for the other (worksteal), so a few minute-long tests do not
-# leave one worker running alone at the end.
+# leave one worker running alone at the end. The suite writes bytecode even where PYTHONDONTWRITEBYTECODE is set:
+# otherwise every worker and subprocess compiles anew each module the install left uncompiled.
 test: install-test lint
 	@$(PY) -m mypy > $(VENV)/mypy.log 2>&1 & types=$$!; \
-	$(PY) -m pytest -q -n 2 --dist worksteal; suite=$$?; \
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n 2 --dist worksteal; suite=$$?; \
 	wait $$types; typed=$$?; echo "mypy:"; cat $(VENV)/mypy.log; \
 	[ $$suite -eq 0 ] && [ $$typed -eq 0 ]
 

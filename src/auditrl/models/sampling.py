@@ -52,12 +52,16 @@ class DrawToken(LogitsProcessor):
 
 def draw_by_inverse_cdf(config: GenerationConfig, processors: Sequence[LogitsProcessor] = ()) -> dict[str, Any]:
     """`generate` keyword arguments (`generation_config`, `logits_processor`) that sample as `config` does, with
-    `processors` applied first; a config that does not sample is passed on as it is."""
+    `processors` applied first; a config that does not sample is passed on as it is. Temperature, top-k and top-p
+    must be set, since what `generate` would fill in for them is not in `config`."""
     if not config.do_sample:
         return {"generation_config": config, "logits_processor": LogitsProcessorList(processors)}
     set_ = [name for name in UNSUPPORTED if getattr(config, name, None) not in _NEUTRAL]
     if set_:
         raise ValueError(f"inverse-CDF sampling does not apply {', '.join(set_)}; leave them unset")
+    unset = [name for name in ("temperature", "top_k", "top_p") if getattr(config, name) is None]
+    if unset:  # transformers would fill them from the checkpoint's generation config, else its own defaults (top-k 50)
+        raise ValueError(f"inverse-CDF sampling needs {', '.join(unset)} set explicitly (top_k=0: no top-k)")
     warpers: list[LogitsProcessor] = []
     if config.temperature is not None and config.temperature != 1.0:
         warpers.append(TemperatureLogitsWarper(config.temperature))
