@@ -88,6 +88,7 @@ def generation_table(cfg: GRPOLMConfig, model: PreTrainedModel, segments: ChatSe
         do_sample=True,
         temperature=settings.temperature,
         top_k=0,
+        top_p=1.0,
         max_new_tokens=settings.max_new_tokens,
         min_new_tokens=settings.max_new_tokens,
         pad_token_id=tok.pad_token_id,
