@@ -52,6 +52,8 @@ def test_a_row_with_nothing_to_draw_is_refused() -> None:
 def test_settings_it_does_not_apply_or_leaves_to_generate_are_refused_and_greedy_passes_through() -> None:
     with pytest.raises(ValueError, match="min_p"):
         draw_by_inverse_cdf(GenerationConfig(do_sample=True, temperature=1.0, top_k=0, top_p=1.0, min_p=0.1))
+    with pytest.raises(ValueError, match="min_p"):  # 1.0 keeps only the likeliest token: not neutral for min_p
+        draw_by_inverse_cdf(GenerationConfig(do_sample=True, temperature=1.0, top_k=0, top_p=1.0, min_p=1.0))
     with pytest.raises(ValueError, match="top_k set explicitly"):  # generate would apply its default top-k of 50
         draw_by_inverse_cdf(GenerationConfig(do_sample=True, temperature=0.7, top_p=0.9))
     greedy = GenerationConfig(do_sample=False)

@@ -34,13 +34,12 @@ def _copy_named(args: list[str], root: Path) -> None:
         return
     root.mkdir()
     for name in sorted(named):
-        source, copy = CORPUS, root
+        source = CORPUS
         for part in name.strip("/").split("/"):
-            if part not in {p.name for p in source.iterdir()}:
+            if source.is_file() or part not in {p.name for p in source.iterdir()}:
                 break
-            source, copy = source / part, copy / part
-            if source.is_file():
-                break
+            source = source / part
+        copy = root / source.relative_to(CORPUS)
         copy.parent.mkdir(parents=True, exist_ok=True)
         if source.is_file():
             shutil.copy2(source, copy)

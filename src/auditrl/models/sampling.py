@@ -26,9 +26,12 @@ from transformers import (
     TopPLogitsWarper,
 )
 
-UNSUPPORTED = ("min_p", "top_h", "typical_p", "epsilon_cutoff", "eta_cutoff")
-"""Sampling settings DrawToken does not apply; each must be unset or neutral (None, 0, 1.0) in a config it draws for."""
-_NEUTRAL = (None, 0.0, 1.0)
+UNSUPPORTED: dict[str, tuple[float | None, ...]] = {
+    "min_p": (None, 0.0), "top_h": (None,), "typical_p": (None, 1.0), "epsilon_cutoff": (None, 0.0),
+    "eta_cutoff": (None, 0.0),
+}  # fmt: skip
+"""Sampling settings DrawToken does not apply, with the values that leave sampling unchanged (a config it draws for
+holds one of them)."""
 
 
 class DrawToken(LogitsProcessor):
@@ -56,7 +59,7 @@ def draw_by_inverse_cdf(config: GenerationConfig, processors: Sequence[LogitsPro
     must be set, since what `generate` would fill in for them is not in `config`."""
     if not config.do_sample:
         return {"generation_config": config, "logits_processor": LogitsProcessorList(processors)}
-    set_ = [name for name in UNSUPPORTED if getattr(config, name, None) not in _NEUTRAL]
+    set_ = [name for name, neutral in UNSUPPORTED.items() if getattr(config, name, None) not in neutral]
     if set_:
         raise ValueError(f"inverse-CDF sampling does not apply {', '.join(set_)}; leave them unset")
     unset = [name for name in ("temperature", "top_k", "top_p") if getattr(config, name) is None]
