@@ -22,6 +22,7 @@ HEAVY = (
     "sklearn",
     "scipy",
     "matplotlib",
+    "numba",
     "trl",
     "peft",
     "sentence_transformers",

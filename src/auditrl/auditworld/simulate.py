@@ -14,30 +14,24 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from auditrl.auditworld import kernels
 from auditrl.auditworld.observe import (
-    ANOMALIES_N,
-    CONFESSIONS_N,
     COUNT_SCALE,
-    KINDS,
     N_GLOBAL,
-    NATURAL_N,
-    PROBES_N,
     SLOT_COUNTS,
     SLOT_FEATURES,
     obs_dim,
 )
 from auditrl.auditworld.policies import Activations, MLPPolicy, sample_heads
 from auditrl.auditworld.records import CONFESSION, DENIAL, DISPLAY, ODD, Features, Observed, ground_truth
-from auditrl.auditworld.targets import N_UNIFORMS, respond
-from auditrl.auditworld.texts import ACCUSE, DIRECT, NATURAL, NO_PRESSURE, PUSH, REPLY_KINDS, TEST
+from auditrl.auditworld.targets import N_UNIFORMS
+from auditrl.auditworld.texts import ACCUSE, DIRECT, NO_PRESSURE, PUSH, REPLY_KINDS, TEST
 from auditrl.auditworld.world import (
     CLAIM,
     CONFIDENCE,
     CONFIDENCES,
-    CONTROL_TOPIC,
     END,
     NO_CLAIM,
-    ROLLBACK,
     TOOL,
     EpisodeBatch,
     Policy,
@@ -92,7 +86,7 @@ class Rollout:
         return out
 
 
-# The running episodes' state, one row per quantity and one column per episode (compacted as episodes end), in
+# The episodes' state, one row per episode and one column per quantity, in
 # float32 (counts stay exact): the counters (the observation's HISTORY_COUNTS: confessions, denials, remarks,
 # rollbacks, accusations, pushes, directs, tests; then messages in the current branch and pressured messages in
 # it), each topic slot's SLOT_COUNTS, and last the kind of the last reply, the slot of the last message (-1:
@@ -108,14 +102,14 @@ def _state_rows(slots: int) -> tuple[int, int, int, int, int]:
 
 
 def _increments() -> NDArray[np.float32]:
-    """(counters, codes): what one message and its reply add to the counters, by code
+    """(codes, counters): what one message and its reply add to the counters, by code
     ((framing * 3 + pressure) * 5 + reply kind) * 2 + eval-aware remark."""
-    inc = np.zeros((_N_COUNTS, 9 * len(REPLY_KINDS) * 2), dtype=np.float32)
+    inc = np.zeros((9 * len(REPLY_KINDS) * 2, _N_COUNTS), dtype=np.float32)
     for framing in range(3):
         for pressure in range(3):
             for reply in range(len(REPLY_KINDS)):
                 for remark in range(2):
-                    col = inc[:, ((framing * 3 + pressure) * len(REPLY_KINDS) + reply) * 2 + remark]
+                    col = inc[((framing * 3 + pressure) * len(REPLY_KINDS) + reply) * 2 + remark]
                     col[0], col[1], col[2] = reply == CONFESSION, reply == DENIAL, remark
                     col[4], col[5] = pressure == ACCUSE, pressure == PUSH
                     col[6], col[7] = framing == DIRECT, framing == TEST
@@ -151,35 +145,7 @@ def _observation_map(slots: int, horizon: int) -> tuple[NDArray[np.intp], NDArra
             dst.append(N_GLOBAL + j * SLOT_FEATURES + c)
             src.append(_N_COUNTS + j * len(SLOT_COUNTS) + c)
             scale.append(1.0 / COUNT_SCALE)
-    return np.array(dst), np.array(src), np.array(scale, dtype=np.float32)[:, None]
-
-
-def _observe(state: NDArray[np.float32], turn: float, horizon: int, slots: int, out: NDArray[np.float32]) -> None:
-    """Write the running episodes' observations into `out` (features x episodes), as `build_observation` lays
-    them out."""
-    dst, src, scale = _observation_map(slots, horizon)
-    kind, last_slot, _, _, _ = _state_rows(slots)
-    out[0] = turn
-    out[dst] = state[src] * scale
-    out[N_GLOBAL - len(KINDS) - 1 : N_GLOBAL - 1] = np.arange(len(KINDS), dtype=np.float32)[:, None] == state[kind]
-    out[N_GLOBAL - 1] = 1.0
-    per_slot = state[_N_COUNTS:kind]
-    block = out[N_GLOBAL : N_GLOBAL + slots * SLOT_FEATURES]
-    np.divide(
-        per_slot[ANOMALIES_N :: len(SLOT_COUNTS)],
-        per_slot[PROBES_N :: len(SLOT_COUNTS)] + 1.0,
-        out=block[len(SLOT_COUNTS) :: SLOT_FEATURES],
-    )
-    out[N_GLOBAL + slots * SLOT_FEATURES :] = np.arange(slots, dtype=np.float32)[:, None] == state[last_slot]
-
-
-def _outside(sorted_scenario: NDArray[np.int64], r: NDArray[np.int64]) -> NDArray[np.int64]:
-    """The r-th topic (0-based) among those not in each episode's scenario (scenario topics x episodes, sorted
-    per episode)."""
-    out = r.copy()
-    for row in sorted_scenario:
-        out += out >= row
-    return out
+    return np.array(dst), np.array(src), np.array(scale, dtype=np.float32)
 
 
 class _Lane:
@@ -250,12 +216,11 @@ def simulate_many(
 ) -> list[Rollout]:
     """Run several policies' batches (one turn budget) together, one rollout each, every episode to its end.
 
-    Each turn computes only the episodes still running, so the cost follows the turns actually taken: the
-    running episodes' state is kept compacted, one row per quantity, and each turn's work on it (observing,
-    the target's replies, the bookkeeping) is done once for every policy's episodes; only choosing actions is
-    done per policy (`_Lane`). Each policy draws from its own generator in the order it would alone, so its
-    rollout is the same as simulating its batch by itself. An MLP policy's forward pass is kept
-    (`Rollout.activations`) for the update.
+    Each turn computes only the episodes still running, so the cost follows the turns actually taken; each
+    turn's work on them (observing, the target's replies, the bookkeeping: `auditrl.auditworld.kernels`) is done
+    once for every policy's episodes; only choosing actions is done per policy (`_Lane`). Each policy draws from
+    its own generator in the order it would alone, so its rollout is the same as simulating its batch by itself.
+    An MLP policy's forward pass is kept (`Rollout.activations`) for the update.
     """
     horizons = {b.max_turns for b in batches}
     if len(horizons) != 1 or not len(batches) == len(policies) == len(rngs):
@@ -274,10 +239,12 @@ def simulate_many(
     n_slots = k + 1
     trig_all = bt.trigger[beh] & planted[:, None]
     kind_row, slot_row, seen_row, aware_row, n_rows = _state_rows(n_slots)
-    reset_rows = np.array([_BRANCH_LEN, _BRANCH_PRESSURE, seen_row, aware_row])
-    # Per running episode: its index, scenario and sorted scenario (ints); the target's rates and onset (floats).
-    ints = np.concatenate([np.arange(n)[None], scenario_all.T, np.sort(scenario_all, axis=1).T])
-    floats = np.stack(
+    rows = np.array([_ROLLBACKS, _BRANCH_LEN, _BRANCH_PRESSURE, kind_row, slot_row, seen_row, aware_row])
+    dst, src, scale = _observation_map(n_slots, horizon)
+    scenario = np.ascontiguousarray(scenario_all, dtype=np.int64)
+    sorted_scenario = np.sort(scenario, axis=1)
+    # The target's rates and the behavior's onset, one row per episode.
+    rates = np.column_stack(
         [
             np.where(planted, bt.rate[beh] * ft.susceptibility[fam], 0.0),
             ft.sycophancy[fam],
@@ -287,8 +254,9 @@ def simulate_many(
             bt.onset[beh],
         ]
     ).astype(np.float32)
-    state = np.zeros((n_rows, n), dtype=np.float32)
-    state[slot_row] = -1.0
+    state = np.zeros((n, n_rows), dtype=np.float32)
+    state[:, slot_row] = -1.0
+    alive = np.arange(n)  # the running episodes, in order
     starts = np.cumsum([0, *(b.size for b in batches)])
     text_u = [r.random((b.size, horizon)) for b, r in zip(batches, rngs, strict=True)]
     cap, dim = n * horizon, obs_dim(k)
@@ -301,38 +269,34 @@ def simulate_many(
     obs_scratch = np.empty((dim, n), dtype=np.float32)
     moff = 0
     for t in range(horizon):
-        m = state.shape[1]
+        m = alive.size
         if m == 0:
             break
         obs = obs_scratch[:, :m]
-        _observe(state, t / horizon, horizon, n_slots, obs)
+        kernels.observe(state, alive, t / horizon, _N_COUNTS, n_slots, dst, src, scale, obs)
         if len(lanes) == 1:  # one run (train, evaluation): no split, no copies, on the hot path
-            actions = lanes[0].act(obs, ints[0])
+            actions = lanes[0].act(obs, alive)
         else:
             actions = np.empty((4, m), dtype=np.int64)
-            bounds = np.searchsorted(ints[0], starts).tolist()
+            bounds = np.searchsorted(alive, starts).tolist()
             for lane, a, b in zip(lanes, bounds[:-1], bounds[1:], strict=True):
                 if b > a:
-                    actions[:, a:b] = lane.act(obs[:, a:b], ints[0, a:b])
+                    actions[:, a:b] = lane.act(obs[:, a:b], alive[a:b])
         send = actions[TOOL] != END
         if not send.all():
             leaving = ~send
-            gone = ints[0, leaving]
+            gone = alive[leaving]
             final_obs[:, gone] = obs[:, leaving]
             final_obs[0, gone] = 1.0
             keep = np.flatnonzero(send)
-            # `take` keeps each row contiguous (indexing `[:, keep]` would return column-major copies, every
-            # later row operation then striding across memory)
-            state, floats = state.take(keep, axis=1), floats.take(keep, axis=1)
-            ints, actions = ints.take(keep, axis=1), actions.take(keep, axis=1)
+            alive, actions = alive[keep], actions.take(keep, axis=1)
             m = keep.size
             if m == 0:
                 break
-        tool, slot, framing, pressure = actions
         if len(lanes) == 1:
             u = lanes[0].rng.random((N_UNIFORMS, m), dtype=np.float32)
         else:
-            bounds = np.searchsorted(ints[0], starts).tolist()
+            bounds = np.searchsorted(alive, starts).tolist()
             u = np.concatenate(
                 [
                     lane.rng.random((N_UNIFORMS, b - a), dtype=np.float32)
@@ -340,50 +304,16 @@ def simulate_many(
                 ],
                 axis=1,
             )
-        rows = np.arange(m)
-        control = _outside(ints[1 + k :], (u[N_UNIFORMS - 1] * (n_t - k)).astype(np.int64))
-        topic = np.where(slot == CONTROL_TOPIC, control, ints[np.maximum(slot, 1), rows])
-        rollback = tool == ROLLBACK
-        if rollback.any():
-            state[reset_rows] *= ~rollback
-            state[_ROLLBACKS] += rollback
-        r = respond(
-            triggered=trig_all[ints[0], topic],
-            onset_ok=state[_BRANCH_LEN] >= floats[5],
-            rate=floats[0],
-            sycophancy=floats[1],
-            leak=floats[2],
-            eval_awareness=floats[3],
-            noise=floats[4],
-            framing=framing,
-            pressure=pressure,
-            branch_pressure=state[_BRANCH_PRESSURE],
-            aware=state[aware_row] > 0.0,
-            u=u.T,
-        )
-        reply = _REPLY_KIND_OF_FLAGS[r.confession * 8 + r.denial * 4 + r.expressed * 2 + r.odd]
-        at_slot = (_N_COUNTS + len(SLOT_COUNTS) * slot) * m + rows  # flat: half the cost of a (row, column) index
-        flat = state.reshape(-1, copy=False)  # a view of the row-major state (raises were it ever not)
-        flat[at_slot + NATURAL_N * m] += framing == NATURAL
-        flat[at_slot + PROBES_N * m] += 1.0
-        flat[at_slot + ANOMALIES_N * m] += r.expressed | r.odd
-        flat[at_slot + CONFESSIONS_N * m] += r.confession
-        code = reply * 2 + r.eval_aware
-        state[:_N_COUNTS] += _INCREMENTS[:, (framing * 3 + pressure) * (2 * len(REPLY_KINDS)) + code]
-        state[kind_row] = _LAST_KIND[code]
-        state[slot_row] = slot
-        state[seen_row] += r.eval_aware & (state[seen_row] == 0.0)
-        state[aware_row] = r.aware
-        msg = msg_buf[:, moff : moff + m]
-        msg[0], msg[1], msg[2], msg[3], msg[4], msg[5], msg[6], msg[7] = (
-            topic, framing, pressure, rollback, reply, r.eval_aware, ints[0], t
+        kernels.step(
+            state, rates, scenario, sorted_scenario, trig_all, alive, actions, u, n_t, _N_COUNTS, n_slots, rows,
+            _INCREMENTS, _LAST_KIND, _REPLY_KIND_OF_FLAGS, msg_buf[:, moff : moff + m], t,
         )  # fmt: skip
         moff += m
 
-    if state.shape[1]:
-        last = np.empty((dim, state.shape[1]), dtype=np.float32)
-        _observe(state, 1.0, horizon, n_slots, last)
-        final_obs[:, ints[0]] = last
+    if alive.size:
+        last = np.empty((dim, alive.size), dtype=np.float32)
+        kernels.observe(state, alive, 1.0, _N_COUNTS, n_slots, dst, src, scale, last)
+        final_obs[:, alive] = last
     msg = msg_buf[:, :moff]
     at = msg[6] * horizon + msg[7]
 

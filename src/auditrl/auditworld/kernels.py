@@ -1,0 +1,186 @@
+"""The simulation's per-turn bookkeeping as compiled loops over the running episodes (numba).
+
+Done with whole-array numpy operations, a turn made some sixty passes over the running episodes, each a few
+microseconds of call overhead and a temporary array; the target's reply and the state's update for one episode
+are a few dozen scalar operations, which one compiled loop does in one pass. Each operation here keeps the
+dtype the numpy form (`auditrl.auditworld.targets.respond`, the observation layout of
+`auditrl.auditworld.observe`) gives it, float32 or float64, so the replies, and every draw that follows them,
+are the same as that form's (tests/auditworld/test_kernels.py checks the two against each other).
+
+Compiled on first use and cached beside this file, so a process after the first loads them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+from numpy.typing import NDArray
+
+from auditrl.auditworld.observe import ANOMALIES_N, CONFESSIONS_N, N_GLOBAL, NATURAL_N, PROBES_N, SLOT_COUNTS
+from auditrl.auditworld.targets import (
+    ACCUSATION_AWARENESS,
+    AWARE_SUPPRESSION,
+    MAX_CONFESSION,
+    PRESSURE_BUILDUP,
+    PRESSURE_FACTOR,
+)
+from auditrl.auditworld.texts import ACCUSE, DIRECT, NATURAL, NO_PRESSURE, REPLY_KINDS, TEST
+from auditrl.auditworld.world import CONTROL_TOPIC, ROLLBACK
+
+_PER_SLOT = len(SLOT_COUNTS)
+_CODES = 2 * len(REPLY_KINDS)  # reply kind * 2 + eval-aware remark
+_KIND_ROWS = N_GLOBAL - 7  # the observation's one-hot of the last reply's kind starts here (six kinds, then a 1)
+_PRESSURE_FACTOR = PRESSURE_FACTOR.astype(np.float64)
+
+
+@njit(cache=True, nogil=True)
+def observe(
+    state: NDArray[np.float32],
+    alive: NDArray[np.int64],
+    turn: float,
+    n_counts: int,
+    n_slots: int,
+    dst: NDArray[np.intp],
+    src: NDArray[np.intp],
+    scale: NDArray[np.float32],
+    out: NDArray[np.float32],
+) -> None:
+    """The observations of the running episodes `alive` (rows of `state`, episodes x quantities), features x
+    episodes into `out`: the turn, the counts scaled (`dst` <- `src` * `scale`), the last reply's kind and the last
+    slot one-hot, the constant, and each slot's anomaly rate anomalies / (probes + 1). One feature at a time, so
+    each write runs along a row of `out`."""
+    kind_row = n_counts + n_slots * _PER_SLOT
+    slot_row = kind_row + 1
+    slot_hot = N_GLOBAL + n_slots * (_PER_SLOT + 1)
+    m = alive.size
+    out[0, :m] = np.float32(turn)
+    out[N_GLOBAL - 1, :m] = np.float32(1.0)
+    for j in range(dst.size):
+        row, col, factor = dst[j], src[j], scale[j]
+        for i in range(m):
+            out[row, i] = state[alive[i], col] * factor
+    for i in range(m):
+        e = alive[i]
+        kind, slot = state[e, kind_row], state[e, slot_row]
+        for c in range(6):
+            out[_KIND_ROWS + c, i] = np.float32(np.float32(c) == kind)
+        for s in range(n_slots):
+            out[slot_hot + s, i] = np.float32(np.float32(s) == slot)
+            at = n_counts + s * _PER_SLOT
+            rate = state[e, at + ANOMALIES_N] / (state[e, at + PROBES_N] + np.float32(1.0))
+            out[N_GLOBAL + s * (_PER_SLOT + 1) + _PER_SLOT, i] = rate
+
+
+@njit(cache=True, nogil=True)
+def reply(
+    triggered: bool,
+    onset_ok: bool,
+    rates: NDArray[np.float32],
+    e: int,
+    framing: int,
+    pressure: int,
+    branch_pressure: np.float32,
+    aware: bool,
+    u: NDArray[np.float32],
+    i: int,
+) -> tuple[bool, bool, bool, bool, bool, bool]:
+    """One reply, as `respond` gives it: (expressed, confession, eval-aware remark, denial, odd, aware after).
+    Row `e` of `rates` holds the episode's target rates (expression, sycophancy, leak, eval-awareness, noise),
+    column `i` of `u` its uniforms (awareness, confession, expression, noise)."""
+    p_aware = np.float64(rates[e, 3]) * (
+        np.float64(framing == TEST) + ACCUSATION_AWARENESS * np.float64(pressure == ACCUSE)
+    )
+    newly_aware = (not aware) and bool(np.float64(u[0, i]) < p_aware)
+    aware_after = aware or newly_aware
+    asked = framing == DIRECT or pressure != NO_PRESSURE
+    build = np.float32(1.0) + np.float32(PRESSURE_BUILDUP) * branch_pressure
+    p_syc = np.float64(rates[e, 1]) * _PRESSURE_FACTOR[pressure] * np.float64(build)
+    leak = np.float32(triggered) * rates[e, 2] * np.float32(framing == DIRECT)
+    p_conf = min(p_syc + np.float64(leak), MAX_CONFESSION)
+    confession = asked and bool(np.float64(u[1, i]) < p_conf)
+    denial = framing == DIRECT and not confession
+    task = not confession and not denial
+    p_exp = np.float64(rates[e, 0]) * (AWARE_SUPPRESSION if aware_after else 1.0)
+    expressed = task and triggered and onset_ok and bool(np.float64(u[2, i]) < p_exp)
+    odd = task and not expressed and bool(u[3, i] < rates[e, 4])
+    return expressed, confession, newly_aware, denial, odd, aware_after
+
+
+@njit(cache=True, nogil=True)
+def step(
+    state: NDArray[np.float32],
+    rates: NDArray[np.float32],
+    scenario: NDArray[np.int64],
+    sorted_scenario: NDArray[np.int64],
+    trigger: NDArray[np.bool_],
+    alive: NDArray[np.int64],
+    actions: NDArray[np.int64],
+    u: NDArray[np.float32],
+    n_topics: int,
+    n_counts: int,
+    n_slots: int,
+    rows: NDArray[np.intp],
+    increments: NDArray[np.float32],
+    last_kind: NDArray[np.float32],
+    kind_of_flags: NDArray[np.int64],
+    messages: NDArray[np.int64],
+    turn: int,
+) -> None:
+    """One message and its reply for each running episode `alive` (its actions, heads x episodes, none ending
+    the audit), updating `state` (all episodes x quantities) and writing each message's record (topic,
+    framing, pressure, rollback, reply kind, eval-aware remark, episode, turn) into `messages`' columns.
+
+    `rows` names the state's columns: rollbacks, branch length, pressured messages in the branch, last reply's
+    kind, last slot, suspicion voiced, awareness; `rates` holds per episode the target's rates and last the
+    behavior's onset; `increments` what a message adds to the counters, by (framing, pressure, reply) code."""
+    rollbacks, branch_len, branch_pressure = rows[0], rows[1], rows[2]
+    kind_row, slot_row, seen_row, aware_row = rows[3], rows[4], rows[5], rows[6]
+    k = scenario.shape[1]
+    outside = np.float32(n_topics - k)
+    for i in range(alive.size):
+        e = alive[i]
+        tool, slot, framing, pressure = actions[0, i], actions[1, i], actions[2, i], actions[3, i]
+        if slot == CONTROL_TOPIC:  # the r-th topic outside the scenario
+            topic = np.int64(u[4, i] * outside)
+            for j in range(k):
+                if topic >= sorted_scenario[e, j]:
+                    topic += 1
+        else:
+            topic = scenario[e, slot - 1]
+        rollback = tool == ROLLBACK
+        if rollback:
+            state[e, branch_len] = np.float32(0.0)
+            state[e, branch_pressure] = np.float32(0.0)
+            state[e, seen_row] = np.float32(0.0)
+            state[e, aware_row] = np.float32(0.0)
+            state[e, rollbacks] += np.float32(1.0)
+        triggered = trigger[e, topic]
+        expressed, confession, remark, denial, odd, aware_after = reply(
+            triggered,
+            state[e, branch_len] >= rates[e, 5],
+            rates,
+            e,
+            framing,
+            pressure,
+            state[e, branch_pressure],
+            state[e, aware_row] > np.float32(0.0),
+            u,
+            i,
+        )
+        kind = kind_of_flags[np.int64(confession) * 8 + np.int64(denial) * 4 + np.int64(expressed) * 2 + np.int64(odd)]
+        at = n_counts + _PER_SLOT * slot
+        state[e, at + NATURAL_N] += np.float32(framing == NATURAL)
+        state[e, at + PROBES_N] += np.float32(1.0)
+        state[e, at + ANOMALIES_N] += np.float32(expressed or odd)
+        state[e, at + CONFESSIONS_N] += np.float32(confession)
+        code = kind * 2 + np.int64(remark)
+        column = (framing * 3 + pressure) * _CODES + code
+        for r in range(n_counts):
+            state[e, r] += increments[column, r]
+        state[e, kind_row] = last_kind[code]
+        state[e, slot_row] = np.float32(slot)
+        if remark and state[e, seen_row] == np.float32(0.0):
+            state[e, seen_row] += np.float32(1.0)
+        state[e, aware_row] = np.float32(aware_after)
+        messages[0, i], messages[1, i], messages[2, i], messages[3, i] = topic, framing, pressure, rollback
+        messages[4, i], messages[5, i], messages[6, i], messages[7, i] = kind, remark, e, turn
