@@ -221,23 +221,37 @@ class ReferenceCache:
         self.snapshot: MLPPolicy | None = None
         self.refreshes = 0
 
-    def lookup(
-        self, policy: MLPPolicy, step: int, batch: EpisodeBatch, rng: np.random.Generator
-    ) -> tuple[NDArray[np.float64], NDArray[np.uint64], int]:
-        """Reference score and key per episode, and how many reference episodes had to be simulated."""
+    def missing(
+        self, policy: MLPPolicy, step: int, batch: EpisodeBatch
+    ) -> tuple[NDArray[np.int64], EpisodeBatch, MLPPolicy]:
+        """Refresh the snapshot when due; the batch's contexts without a reference yet, a batch of one episode of
+        each, and the snapshot to simulate it with (`fill` stores what it gave)."""
         if self.snapshot is None or step % self.refresh_every == 0:
             self.snapshot = copy.deepcopy(policy)
             self.q[:] = np.nan
             self.refreshes += 1
-        ctx = batch.context(self.world)
-        need, first = np.unique(ctx, return_index=True)
+        need, first = np.unique(batch.context(self.world), return_index=True)
         missing = np.isnan(self.q[need])
-        need, first = need[missing], first[missing]
+        return need[missing], batch.select(first[missing]), self.snapshot
+
+    def fill(self, need: NDArray[np.int64], reference: Rollout) -> None:
+        """Store the pairwise score and record key of the reference episodes of contexts `need`."""
+        self.q[need] = pairwise_quality(reference.observed, self.params)
+        self.key[need] = reference.observed.key()
+
+    def scores(self, batch: EpisodeBatch) -> tuple[NDArray[np.float64], NDArray[np.uint64]]:
+        """Reference score and key per episode of the batch (its contexts filled)."""
+        ctx = batch.context(self.world)
+        return self.q[ctx], self.key[ctx]
+
+    def lookup(
+        self, policy: MLPPolicy, step: int, batch: EpisodeBatch, rng: np.random.Generator
+    ) -> tuple[NDArray[np.float64], NDArray[np.uint64], int]:
+        """Reference score and key per episode, and how many reference episodes had to be simulated."""
+        need, todo, snapshot = self.missing(policy, step, batch)
         if need.size:
-            ref = simulate(self.world, batch.select(first), self.snapshot, rng)
-            self.q[need] = pairwise_quality(ref.observed, self.params)
-            self.key[need] = ref.observed.key()
-        return self.q[ctx], self.key[ctx], int(need.size)
+            self.fill(need, simulate(self.world, todo, snapshot, rng))
+        return *self.scores(batch), int(need.size)
 
 
 def compute_rewards(
@@ -316,14 +330,10 @@ def _next_batch(world: World, run: _Run) -> EpisodeBatch:
     return training_batch(world, run.rng, c.groups_per_step, c.group_size, c.benign_fraction, run.families, c.max_turns)
 
 
-def _update(run: _Run, step: int, rollout: Rollout, world: World, params: JudgeParams) -> StepStats:
-    """Rewards, advantages and one policy update of a run from its step's rollout."""
+def _update(run: _Run, step: int, rollout: Rollout, params: JudgeParams) -> StepStats:
+    """Rewards, advantages and one policy update of a run from its step's rollout (its references filled)."""
     cfg = run.cfg
-    ref = None
-    if run.reference is not None:
-        q_ref, key_ref, extra = run.reference.lookup(run.policy, step, rollout.batch, run.rng)
-        ref = (q_ref, key_ref)
-        run.result.episodes += extra
+    ref = None if run.reference is None else run.reference.scores(rollout.batch)
     rewards = compute_rewards(cfg, rollout, params, ref)
     adv = group_advantages(rewards.reshape(cfg.groups_per_step, cfg.group_size)).ravel()
     loss, grads = policy_gradient(run.policy, rollout, adv, cfg.entropy_coef)
@@ -334,6 +344,27 @@ def _update(run: _Run, step: int, rollout: Rollout, world: World, params: JudgeP
     stats = _stats(step, rollout, rewards)
     run.result.history.append(stats)
     return stats
+
+
+def _simulate_references(world: World, step: int, runs: Sequence[_Run], rollouts: Sequence[Rollout]) -> None:
+    """Simulate the reference episodes the runs' step batches still lack, every run's together (`simulate_many`),
+    each from its run's snapshot and with its generator, right after its rollout, as `ReferenceCache.lookup`
+    would alone."""
+    lanes = [
+        (run, *run.reference.missing(run.policy, step, rollout.batch))
+        for run, rollout in zip(runs, rollouts, strict=True)
+        if run.reference is not None
+    ]
+    lanes = [lane for lane in lanes if lane[1].size]
+    if not lanes:
+        return
+    references = simulate_many(
+        world, [todo for _, _, todo, _ in lanes], [snapshot for *_, snapshot in lanes], [run.rng for run, *_ in lanes]
+    )
+    for (run, need, _, _), reference in zip(lanes, references, strict=True):
+        assert run.reference is not None
+        run.reference.fill(need, reference)
+        run.result.episodes += int(need.size)
 
 
 def train_many(
@@ -347,7 +378,8 @@ def train_many(
 
     Every step simulates all the runs' batches in one rollout (`simulate_many`), so the per-turn work of the
     simulation is shared across runs, which is most of a step's cost at a few hundred episodes per run; each
-    run keeps its own generator, batches, rewards and update. The runs need one turn budget (`max_turns`);
+    run keeps its own generator, batches, rewards and update (the reference episodes that designs with
+    references lack are simulated together too). The runs need one turn budget (`max_turns`);
     a run with fewer steps leaves the lockstep when it is done. `on_step` receives the run's index and its
     step's monitors. Each result's time is the lockstep's, shared out by the episodes each run simulated. The
     updates run on one torch thread, so a run does not depend on the machine's cores.
@@ -360,8 +392,10 @@ def train_many(
             active = [(i, run) for i, run in enumerate(runs) if step < run.cfg.max_steps]
             batches = [_next_batch(world, run) for _, run in active]
             policies, rngs = [run.policy for _, run in active], [run.rng for _, run in active]
-            for (i, run), rollout in zip(active, simulate_many(world, batches, policies, rngs), strict=True):
-                stats = _update(run, step, rollout, world, params)
+            rollouts = simulate_many(world, batches, policies, rngs)
+            _simulate_references(world, step, [run for _, run in active], rollouts)
+            for (i, run), rollout in zip(active, rollouts, strict=True):
+                stats = _update(run, step, rollout, params)
                 if on_step is not None:
                     on_step(i, stats)
     seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
