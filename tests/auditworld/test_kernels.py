@@ -1,12 +1,17 @@
-"""The compiled reply of the simulation's step is the numpy `respond`, flag for flag, at its thresholds too."""
+"""The compiled loops: the step's reply is the numpy `respond`, flag for flag, at its thresholds too; a record's key
+is its documented fold."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from auditrl.auditworld import kernels
+from auditrl.auditworld.policies import MLPPolicy, sample_heads
+from auditrl.auditworld.records import NO_REPORT, mix64
+from auditrl.auditworld.simulate import simulate
 from auditrl.auditworld.targets import ACCUSATION_AWARENESS, AWARE_SUPPRESSION, MAX_CONFESSION, respond
-from auditrl.auditworld.world import World
+from auditrl.auditworld.texts import REPLY_KINDS
+from auditrl.auditworld.world import World, training_batch
 
 N = 6_000
 
@@ -75,3 +80,45 @@ def test_the_compiled_reply_gives_respond_s_flags_for_every_episode(world: World
     for column, name in enumerate(names):
         assert np.array_equal(got[:, column], getattr(expected, name)), name
     assert all(getattr(expected, name).any() for name in names)  # every flag was drawn somewhere
+
+
+def test_a_records_key_folds_its_plant_sent_turns_claim_and_confidence_in_order(world: World) -> None:
+    rng = np.random.default_rng(3)
+    batch = training_batch(world, rng, 40, 4, 0.5, [0, 1, 2, 3], 15)
+    o = simulate(world, batch, MLPPolicy(hidden=8, scenario_topics=world.scenario_topics), rng).observed
+    o.claim[::5] = NO_REPORT  # a report that did not parse: claim + 1 wraps below zero
+    fold = lambda h, v: mix64(np.array([h ^ np.uint64(v)], dtype=np.uint64))[0]  # noqa: E731
+    for i in range(len(o)):
+        h = mix64(np.array([0x9E3779B97F4A7C15 + int(o.planted[i])], dtype=np.uint64))[0]
+        h = fold(h, sum(1 << j for j in np.flatnonzero(o.trigger[i])))
+        for t in np.flatnonzero(o.sent[i]):
+            turn = (
+                o.topic[i, t] + 1,
+                o.framing[i, t],
+                o.pressure[i, t],
+                o.rollback[i, t],
+                o.reply[i, t],
+                o.remark[i, t],
+            )
+            code = 0
+            for value, size in zip(turn, (1, 3, 3, 2, len(REPLY_KINDS), 2), strict=True):
+                code = code * size + int(value)
+            h = fold(h, code)
+        h = fold(h, (int(o.claim[i]) + 1) % 2**64)
+        assert fold(h, round(o.confidence[i] * 1000)) == o.key()[i]
+    assert len(set(o.key().tolist())) > len(o) // 2  # keys tell records apart
+
+
+def test_each_head_draws_by_inverse_cdf_of_its_own_softmax() -> None:
+    sizes = (3, 2)
+    logits = np.log(np.array([[1.0], [2.0], [1.0], [3.0], [1.0]], dtype=np.float32))  # heads: 1/4 1/2 1/4; 3/4 1/4
+    picks = [sample_heads(logits, sizes, np.array([[a], [b]], dtype=np.float32))[:, 0].tolist() for a, b in
+             ((0.2, 0.7), (0.3, 0.8), (0.8, 0.999), (0.0, 0.0))]  # fmt: skip
+    assert picks == [[0, 0], [1, 1], [2, 1], [0, 0]]
+    rows = 40_000
+    u = np.random.default_rng(5).random((2, rows), dtype=np.float32)
+    drawn = sample_heads(np.repeat(logits * 0.5, rows, axis=1), sizes, u)  # a cooler softmax, drawn per row
+    for head, (first, size) in enumerate(((0, 3), (3, 2))):
+        p = np.exp(0.5 * logits[first : first + size, 0])
+        counts = np.bincount(drawn[head], minlength=size)
+        assert np.allclose(counts / rows, p / p.sum(), atol=0.01), (head, counts)

@@ -1,4 +1,4 @@
-"""The simulation's per-turn bookkeeping as compiled loops over the running episodes (numba).
+"""AuditWorld's per-episode loops compiled (numba): the simulation's per-turn bookkeeping, and record keys.
 
 Done with whole-array numpy operations, a turn made some sixty passes over the running episodes, each a few
 microseconds of call overhead and a temporary array; the target's reply and the state's update for one episode
@@ -7,7 +7,8 @@ dtype the numpy form (`auditrl.auditworld.targets.respond`, the observation layo
 `auditrl.auditworld.observe`) gives it, float32 or float64, so the replies, and every draw that follows them,
 are the same as that form's (tests/auditworld/test_kernels.py checks the two against each other).
 
-Compiled on first use and cached beside this file, so a process after the first loads them.
+A record's key folds every sent turn into a hash one turn at a time; over a batch in numpy that was a dozen
+passes per turn. Compiled on first use and cached beside this file, so a process after the first loads them.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from auditrl.auditworld.texts import ACCUSE, DIRECT, NATURAL, NO_PRESSURE, REPLY
 from auditrl.auditworld.world import CONTROL_TOPIC, ROLLBACK
 
 _PER_SLOT = len(SLOT_COUNTS)
-_CODES = 2 * len(REPLY_KINDS)  # reply kind * 2 + eval-aware remark
+_KINDS = len(REPLY_KINDS)
+_CODES = 2 * _KINDS  # reply kind * 2 + eval-aware remark
 _KIND_ROWS = N_GLOBAL - 7  # the observation's one-hot of the last reply's kind starts here (six kinds, then a 1)
 _PRESSURE_FACTOR = PRESSURE_FACTOR.astype(np.float64)
 
@@ -184,3 +186,80 @@ def step(
         state[e, aware_row] = np.float32(aware_after)
         messages[0, i], messages[1, i], messages[2, i], messages[3, i] = topic, framing, pressure, rollback
         messages[4, i], messages[5, i], messages[6, i], messages[7, i] = kind, remark, e, turn
+
+
+@njit(cache=True, nogil=True)
+def mix(x: np.uint64) -> np.uint64:
+    """splitmix64's finaliser of one value (wrapping arithmetic), as `auditrl.auditworld.records.mix64`."""
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+@njit(cache=True, nogil=True)
+def record_keys(
+    planted: NDArray[np.bool_],
+    trigger: NDArray[np.bool_],
+    sent: NDArray[np.bool_],
+    topic: NDArray[np.int64],
+    framing: NDArray[np.int64],
+    pressure: NDArray[np.int64],
+    rollback: NDArray[np.bool_],
+    reply: NDArray[np.int64],
+    remark: NDArray[np.bool_],
+    claim: NDArray[np.int64],
+    confidence: NDArray[np.uint64],
+    out: NDArray[np.uint64],
+) -> None:
+    """Each record's key (`Observed.key`): the plant and its trigger contexts, then every sent turn's code, then
+    the claim and the confidence (in thousandths), each folded in with `mix`."""
+    for i in range(planted.size):
+        h = mix(np.uint64(0x9E3779B97F4A7C15) + np.uint64(planted[i]))
+        contexts = np.uint64(0)
+        for j in range(trigger.shape[1]):
+            if trigger[i, j]:
+                contexts |= np.uint64(1) << np.uint64(j)
+        h = mix(h ^ contexts)
+        for t in range(sent.shape[1]):
+            if sent[i, t]:
+                code = ((((topic[i, t] + 1) * 3 + framing[i, t]) * 3 + pressure[i, t]) * 2 + rollback[i, t]) * _KINDS
+                h = mix(h ^ np.uint64((code + reply[i, t]) * 2 + remark[i, t]))
+        h = mix(h ^ np.uint64(claim[i] + 1))
+        out[i] = mix(h ^ confidence[i])
+
+
+@njit(cache=True, nogil=True)
+def shift_heads(logits: NDArray[np.float32], starts: NDArray[np.intp], sizes: NDArray[np.intp]) -> NDArray[np.float32]:
+    """Each head's logits less their maximum, per row (logits laid out logits x rows)."""
+    out = np.empty_like(logits)
+    for h in range(starts.size):
+        first, last = starts[h], starts[h] + sizes[h]
+        for i in range(logits.shape[1]):
+            top = logits[first, i]
+            for j in range(first + 1, last):
+                top = max(top, logits[j, i])
+            for j in range(first, last):
+                out[j, i] = logits[j, i] - top
+    return out
+
+
+@njit(cache=True, nogil=True)
+def pick_heads(
+    running: NDArray[np.float32],
+    total: NDArray[np.float32],
+    u: NDArray[np.floating],
+    starts: NDArray[np.intp],
+    sizes: NDArray[np.intp],
+) -> NDArray[np.int64]:
+    """Inverse-CDF choices, heads x rows: per head the number of choices whose running sum of weights (`running`,
+    logits x rows) is at most its uniform times the head's total, capped at the head's last choice."""
+    out = np.empty((starts.size, running.shape[1]), dtype=np.int64)
+    for h in range(starts.size):
+        for i in range(running.shape[1]):
+            bound = u[h, i] * total[h, i]
+            count = 0
+            for j in range(starts[h], starts[h] + sizes[h]):
+                if running[j, i] <= bound:
+                    count += 1
+            out[h, i] = min(count, sizes[h] - 1)
+    return out

@@ -21,6 +21,7 @@ import torch
 from numpy.typing import NDArray
 from torch import nn
 
+from auditrl.auditworld import kernels
 from auditrl.auditworld.observe import ObservationView, obs_dim, read_observation, scenario_topics_of
 from auditrl.auditworld.texts import ACCUSE, DIRECT, NATURAL, NO_PRESSURE, PUSH
 from auditrl.auditworld.world import (
@@ -46,6 +47,7 @@ class HeadLayout:
     logits laid out logits x rows one small matrix product does what a per-head reduction would, in one call)."""
 
     starts: NDArray[np.intp]  # each head's first logit
+    sizes: NDArray[np.intp]  # each head's number of choices
     head_of: NDArray[np.intp]  # the head of each logit
     place: NDArray[np.intp]  # each logit's place within its head
     member: NDArray[np.float32]  # (heads, logits): sums each head's logits
@@ -59,7 +61,7 @@ def head_layout(sizes: tuple[int, ...]) -> HeadLayout:
     member = (head_of[None, :] == np.arange(len(sizes))[:, None]).astype(np.float32)
     order = np.arange(sum(sizes))
     running = ((head_of[:, None] == head_of[None, :]) & (order[None, :] <= order[:, None])).astype(np.float32)
-    return HeadLayout(starts, head_of, order - starts[head_of], member, running)
+    return HeadLayout(starts, np.asarray(sizes, dtype=np.intp), head_of, order - starts[head_of], member, running)
 
 
 def head_softmax(
@@ -68,10 +70,7 @@ def head_softmax(
     """Per head, the logits less their maximum, their exponentials, and each head's sum of those, for logits
     laid out logits x rows (every head's few choices are whole rows of memory)."""
     layout = head_layout(sizes)
-    top = np.empty((len(sizes), logits.shape[1]), dtype=logits.dtype)
-    for h, (start, size) in enumerate(zip(layout.starts, sizes, strict=True)):
-        logits[start : start + size].max(axis=0, out=top[h])
-    shifted = logits - top[layout.head_of]
+    shifted = kernels.shift_heads(logits, layout.starts, layout.sizes)
     exp = np.exp(shifted)
     return shifted, exp, layout.member @ exp
 
@@ -81,9 +80,7 @@ def sample_heads(logits: NDArray[np.float32], sizes: tuple[int, ...], u: NDArray
     (`u`: heads x rows); logits are laid out logits x rows. Returns heads x rows."""
     layout = head_layout(sizes)
     _, exp, total = head_softmax(logits, sizes)
-    below = (layout.running @ exp) <= (u * total)[layout.head_of]  # choices whose running sum the draw passed
-    counts = layout.member @ below.astype(np.float32)
-    return np.minimum(counts, np.asarray(sizes, dtype=np.float32)[:, None] - 1.0).astype(np.int64)
+    return kernels.pick_heads(layout.running @ exp, total, u, layout.starts, layout.sizes)
 
 
 @contextlib.contextmanager

@@ -14,6 +14,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 from numpy.typing import NDArray
 
+from auditrl.auditworld import kernels
 from auditrl.auditworld.texts import ACCUSE, DIRECT, NATURAL, PUSH, REPLY_KINDS, TEST
 
 DISPLAY, ODD, DENIAL, CONFESSION = (REPLY_KINDS.index(k) for k in ("display", "odd", "denial", "confession"))
@@ -75,22 +76,12 @@ class Observed:
         return cached
 
     def _key(self) -> NDArray[np.uint64]:
-        n, horizon = self.sent.shape
-        code = (
-            ((((self.topic + 1) * 3 + self.framing) * 3 + self.pressure) * 2 + self.rollback) * len(REPLY_KINDS)
-            + self.reply
-        ) * 2 + self.remark
-        turn_code = code.astype(np.uint64)
-        h = mix64(np.full(n, 0x9E3779B97F4A7C15, dtype=np.uint64) + self.planted.astype(np.uint64))
-        weights = np.uint64(1) << np.arange(self.trigger.shape[1], dtype=np.uint64)
-        with np.errstate(over="ignore"):
-            h = mix64(h ^ (self.trigger.astype(np.uint64) @ weights))
-            for t in range(
-                int(np.flatnonzero(self.sent.any(axis=0)).max(initial=-1)) + 1
-            ):  # unsent turns leave it alone
-                h = np.where(self.sent[:, t], mix64(h ^ turn_code[:, t]), h)
-            h = mix64(h ^ (self.claim + 1).astype(np.uint64))
-            return mix64(h ^ np.rint(self.confidence * 1000).astype(np.uint64))
+        out = np.empty(len(self), dtype=np.uint64)
+        kernels.record_keys(
+            self.planted, self.trigger, self.sent, self.topic, self.framing, self.pressure, self.rollback, self.reply,
+            self.remark, self.claim, np.rint(self.confidence * 1000).astype(np.uint64), out,
+        )  # fmt: skip
+        return out
 
     def opening_key(self) -> NDArray[np.uint64]:
         """A hash of the auditor's first `OPENING` messages alone: what the realism judge reads."""
