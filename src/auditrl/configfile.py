@@ -263,3 +263,12 @@ def did_you_mean(value: str, choices: list[str]) -> str:
     """A hint naming the closest valid choice, for errors about a misspelt name (empty when none is close)."""
     close = difflib.get_close_matches(value, choices, n=1, cutoff=0.75)
     return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def read_kind(path: Path) -> str:
+    """The `kind:` of a config file, so the CLI can dispatch before importing a trainer or validating the rest."""
+    raw = read_yaml_mapping(path)
+    kind = raw.get("kind")
+    if not isinstance(kind, str):
+        raise ConfigFileError(f"{path}: field 'kind' is missing or not a string (got {kind!r})")
+    return kind

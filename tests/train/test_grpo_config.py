@@ -10,8 +10,9 @@ from pydantic import BaseModel
 import auditrl.train.config as train_config
 from auditrl.auditworld.transcript_judges import SimPairwiseJudge
 from auditrl.behaviors.library import load_behaviors, load_seeds
+from auditrl.configfile import read_kind
 from auditrl.judges.programmatic import ProgrammaticPairwiseJudge
-from auditrl.train.config import ConfigFileError, load_config, read_kind
+from auditrl.train.config import ConfigFileError, load_config
 from auditrl.train.episodes import training_rows
 from auditrl.train.grpo import grpo_arguments
 from auditrl.train.reward import design_parts, make_design

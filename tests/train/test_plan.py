@@ -14,8 +14,9 @@ from typer.testing import CliRunner
 
 from auditrl.behaviors.library import load_behaviors, load_seeds
 from auditrl.cli import app
+from auditrl.configfile import read_kind
 from auditrl.models.chat_templates import chat_template_text
-from auditrl.train.config import EpisodeSettings, load_config, read_kind
+from auditrl.train.config import EpisodeSettings, load_config
 from auditrl.train.episodes import AuditEpisodeFactory
 from auditrl.train.layout import batch_layout, read_launch
 from auditrl.train.memory import (

@@ -1,4 +1,5 @@
-"""AuditWorld's per-episode loops compiled (numba): the simulation's per-turn bookkeeping, and record keys.
+"""AuditWorld's per-episode loops compiled (numba): the simulation's per-turn bookkeeping, the policy heads' draws,
+and record keys.
 
 Done with whole-array numpy operations, a turn made some sixty passes over the running episodes, each a few
 microseconds of call overhead and a temporary array; the target's reply and the state's update for one episode
@@ -8,7 +9,9 @@ dtype the numpy form (`auditrl.auditworld.targets.respond`, the observation layo
 are the same as that form's (tests/auditworld/test_kernels.py checks the two against each other).
 
 A record's key folds every sent turn into a hash one turn at a time; over a batch in numpy that was a dozen
-passes per turn. Compiled on first use and cached beside this file, so a process after the first loads them.
+passes per turn. The heads' draws keep numpy's exponentials and BLAS's within-head sums (a compiled sum adds in
+another order) and compile only the max-shift and the inverse-CDF count. Compiled on first use and cached beside
+this file, so a process after the first loads them.
 """
 
 from __future__ import annotations

@@ -45,9 +45,8 @@ def train(
     """Train: `kind: auditworld` runs the AuditWorld job, `kind: auditworld_sweep` its robustness map over
     the pairwise judge's flaws, `kind: auditworld_adversarial` co-trains auditors with targets that learn to
     conceal, `kind: grpo_lm` trains a language-model auditor."""
-    from auditrl.configfile import ConfigFileError
+    from auditrl.configfile import ConfigFileError, read_kind
     from auditrl.finite import NonFiniteTrainingError
-    from auditrl.train.config import read_kind  # torch: imported once the options are read
 
     try:
         kind = read_kind(config)

@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 
 from auditrl.behaviors.schema import Behavior
 from auditrl.judges.prediction_match import PredictionMatcher
-from auditrl.judges.verdicts import PredictionMatchVerdict
+from auditrl.judges.verdicts import verdict_of
 from auditrl.scaffold.transcript import Transcript
 from auditrl.scaffold.transcript_keys import PREDICTION_MATCH
 from auditrl.scaffold.transfer import TRANSFER_SEED_ID
@@ -39,11 +39,6 @@ class TransferRow(BaseModel):
 
 def is_transfer(transcript: Transcript) -> bool:
     return transcript.seed_id == TRANSFER_SEED_ID
-
-
-def verdict_of(transcript: Transcript) -> PredictionMatchVerdict | None:
-    raw = PREDICTION_MATCH.get(transcript)
-    return PredictionMatchVerdict.model_validate(raw) if raw is not None else None
 
 
 async def grade(

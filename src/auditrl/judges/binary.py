@@ -16,15 +16,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from pydantic import BaseModel
 
-from auditrl.judges.client import JudgeClient
 from auditrl.judges.prompting import render_prompt
 from auditrl.judges.render import render_transcript, target_part
 from auditrl.judges.verdicts import BinaryVerdict, EvidenceCheck
 from auditrl.scaffold.transcript import Transcript
+
+if TYPE_CHECKING:  # the client imports inspect-ai; scoring with it is the caller's
+    from auditrl.judges.client import JudgeClient
 
 BINARY_SHAPE = (
     '{"reasoning": "<short>", "surfaced": true or false, "evidence": [{"message_id": "<id>", "quote": "<exact text>"}]}'

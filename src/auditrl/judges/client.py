@@ -29,16 +29,13 @@ from pydantic import BaseModel, ValidationError
 from auditrl.judges.cache import CachedResponse, JudgeCache, cache_key
 from auditrl.judges.cost import CostMeter
 from auditrl.judges.prompting import prompt_nonce, render_prompt
+from auditrl.judges.verdicts import MalformedAnswer
 from auditrl.models.limits import CallLimits
 from auditrl.models.retries import ModelCallFailed, call_model, plural
 
 A = TypeVar("A", bound=BaseModel)
 
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$")
-
-
-class MalformedAnswer(ValueError):
-    """The judge's reply has no usable verdict; the message is shown to the judge in the follow-up."""
 
 
 @dataclass

@@ -8,15 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from pydantic import BaseModel
 
-from auditrl.judges.client import JudgeClient, MalformedAnswer
 from auditrl.judges.prompting import Dimension, builtin_dimensions, load_dimension_files, render_prompt
 from auditrl.judges.render import render_transcript
-from auditrl.judges.verdicts import DimensionScores
+from auditrl.judges.verdicts import DimensionScores, MalformedAnswer
 from auditrl.scaffold.transcript import Transcript
+
+if TYPE_CHECKING:  # the client imports inspect-ai; scoring with it is the caller's
+    from auditrl.judges.client import JudgeClient
 
 CONCERNINGNESS_DIMENSIONS: tuple[str, ...] = (
     "concerning",

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pydantic import BaseModel, Field
 
-from auditrl.judges.client import JudgeClient, MalformedAnswer
 from auditrl.judges.prompting import render_prompt
 from auditrl.judges.render import render_transcript
+from auditrl.judges.verdicts import MalformedAnswer
 from auditrl.scaffold.transcript import Transcript
+
+if TYPE_CHECKING:  # the client imports inspect-ai; scoring with it is the caller's
+    from auditrl.judges.client import JudgeClient
 
 CRUX_SHAPE = (
     '{"reasoning": "<key moments and why this turn>", "effective_action": "<what the auditor did>", '

@@ -16,16 +16,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
-from auditrl.judges.client import JudgeClient
 from auditrl.judges.prompting import render_prompt
 from auditrl.judges.render import render_transcript
 from auditrl.judges.verdicts import PairwiseResult, PairwiseVerdict
 from auditrl.scaffold.transcript import Transcript
 from auditrl.scaffold.transcript_keys import CONCERNINGNESS
+
+if TYPE_CHECKING:  # the client imports inspect-ai; scoring with it is the caller's
+    from auditrl.judges.client import JudgeClient
 
 PAIRWISE_SHAPE = (
     '{"reasoning": "<short summary of the deciding factors>", "winner": "A" or "B", "confidence": <integer 1-99>}'

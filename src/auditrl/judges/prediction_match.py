@@ -8,15 +8,17 @@ transfer setting the score is whether the auditor named the behavior. A transcri
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from pydantic import BaseModel, Field
 
 from auditrl.behaviors.schema import Behavior
-from auditrl.judges.client import JudgeClient, MalformedAnswer
 from auditrl.judges.prompting import render_prompt
-from auditrl.judges.verdicts import PredictionMatchVerdict
+from auditrl.judges.verdicts import MalformedAnswer, PredictionMatchVerdict
 from auditrl.scaffold.transcript import Transcript
+
+if TYPE_CHECKING:  # the client imports inspect-ai, which reading a verdict does not need
+    from auditrl.judges.client import JudgeClient
 
 MATCH_SHAPE = '{"reasoning": "<short>", "matched_rank": 1, 2, 3 or null}'
 

@@ -7,6 +7,14 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, computed_field
 
+from auditrl.scaffold.transcript import Transcript
+from auditrl.scaffold.transcript_keys import PREDICTION_MATCH
+
+
+class MalformedAnswer(ValueError):
+    """The judge's reply has no usable verdict; the message is shown to the judge in the follow-up."""
+
+
 Side = Literal["A", "B"]
 
 
@@ -129,3 +137,9 @@ class RealismResult(BaseModel):
     opening_id: str
     picks: list[RealismPick]
     picked_audit_share: float | None
+
+
+def verdict_of(transcript: Transcript) -> PredictionMatchVerdict | None:
+    """The transfer grader's verdict stored on a transcript (None where it was not graded)."""
+    raw = PREDICTION_MATCH.get(transcript)
+    return PredictionMatchVerdict.model_validate(raw) if raw is not None else None

@@ -18,8 +18,8 @@ from auditrl.evaluate.metrics import (
     production_value,
     realism_value,
 )
-from auditrl.evaluate.transfer import verdict_of
 from auditrl.judges.claim_grader import default_grader, report_outcome
+from auditrl.judges.verdicts import verdict_of
 from auditrl.scaffold.transcript import Transcript
 from auditrl.scaffold.transcript_keys import (
     AUDIT_QUALITY,

@@ -342,15 +342,6 @@ def check_plain(cfg: GRPOLMConfig, path: Path | str, command: str) -> None:
         )
 
 
-def read_kind(path: Path) -> str:
-    """The `kind:` of a config file, so the CLI can dispatch before validating the rest."""
-    raw = read_yaml_mapping(path)
-    kind = raw.get("kind")
-    if not isinstance(kind, str):
-        raise ConfigFileError(f"{path}: field 'kind' is missing or not a string (got {kind!r})")
-    return kind
-
-
 def load_config(path: Path) -> GRPOLMConfig:
     """Read and validate a `grpo_lm` YAML file; relative data paths are resolved against the file.
 

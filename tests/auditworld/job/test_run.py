@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -202,3 +204,21 @@ def test_an_unreadable_stored_base_or_run_is_built_again_with_a_warning(tmp_path
         assert all(file.name in named for file in stored), named
         assert again["results"] == first["results"]
         assert all(file.is_file() and file.read_bytes() not in damage for file in stored)
+
+
+LM_STACK = ("inspect_ai", "transformers", "trl", "peft")
+JOB_PROBE = """
+import json, sys
+from pathlib import Path
+from auditrl.auditworld.job.config import load_config
+from auditrl.auditworld.job.run import run_from_config
+load_config(Path(sys.argv[1]))
+print(json.dumps(sorted(m for m in LM_STACK if m in sys.modules)))
+"""
+
+
+def test_the_main_job_loads_and_checks_its_config_without_the_language_model_stack() -> None:
+    """`make run` pays for no import it does not use: inspect-ai alone cost 1.5 CPU-s of every run."""
+    code = f"LM_STACK = {LM_STACK!r}\n{JOB_PROBE}"
+    done = subprocess.run([sys.executable, "-c", code, str(CONFIG)], capture_output=True, text=True, check=True)
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == []
