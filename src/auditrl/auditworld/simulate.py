@@ -86,17 +86,18 @@ class Rollout:
         return out
 
 
-# The episodes' state, one row per episode and one column per quantity, in
-# float32 (counts stay exact): the counters (the observation's HISTORY_COUNTS: confessions, denials, remarks,
-# rollbacks, accusations, pushes, directs, tests; then messages in the current branch and pressured messages in
-# it), each topic slot's SLOT_COUNTS, and last the kind of the last reply, the slot of the last message (-1:
-# none yet), whether the target voiced suspicion in the current branch, and whether it is aware.
+# The episodes' state, one row per episode and one column per quantity, in float32 (counts stay exact): the
+# counters (the observation's HISTORY_COUNTS: confessions, denials, remarks, rollbacks, accusations, pushes, directs,
+# tests; then messages in the current branch and pressured messages in it), each topic slot's SLOT_COUNTS, and last
+# the kind of the last reply, the slot of the last message (-1: none yet), whether the target voiced suspicion in the
+# current branch, and whether it is aware.
 _ROLLBACKS, _BRANCH_LEN, _BRANCH_PRESSURE = 3, 8, 9
 _N_COUNTS = 10
 
 
-def _state_rows(slots: int) -> tuple[int, int, int, int, int]:
-    """Rows of the last reply's kind, the last slot, suspicion voiced, awareness; and the number of rows."""
+def _state_columns(slots: int) -> tuple[int, int, int, int, int]:
+    """State columns of the last reply's kind, the last slot, suspicion voiced, awareness; and the number of
+    columns."""
     kind = _N_COUNTS + slots * len(SLOT_COUNTS)
     return kind, kind + 1, kind + 2, kind + 3, kind + 4
 
@@ -134,9 +135,9 @@ _REPLY_KIND_OF_FLAGS = np.array([0, ODD, DISPLAY, DISPLAY, DENIAL, DENIAL, DENIA
 
 @functools.cache
 def _observation_map(slots: int, horizon: int) -> tuple[NDArray[np.intp], NDArray[np.intp], NDArray[np.float32]]:
-    """Observation rows that are a state row times a scale (`build_observation`'s layout): the rows, their
-    state rows, and the scales."""
-    kind, _, seen, _, _ = _state_rows(slots)
+    """Observation rows that are a state column times a scale (`build_observation`'s layout): the rows, their
+    state columns, and the scales."""
+    kind, _, seen, _, _ = _state_columns(slots)
     dst = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
     src = [_BRANCH_LEN, 0, 1, 2, seen, 3, 4, 5, 6, 7]
     scale = [1.0 / horizon] + [1.0 / COUNT_SCALE] * 3 + [1.0] + [1.0 / COUNT_SCALE] * 5
@@ -238,7 +239,7 @@ def simulate_many(
     k = scenario_all.shape[1]
     n_slots = k + 1
     trig_all = bt.trigger[beh] & planted[:, None]
-    kind_row, slot_row, seen_row, aware_row, n_rows = _state_rows(n_slots)
+    kind_row, slot_row, seen_row, aware_row, n_rows = _state_columns(n_slots)
     rows = np.array([_ROLLBACKS, _BRANCH_LEN, _BRANCH_PRESSURE, kind_row, slot_row, seen_row, aware_row])
     dst, src, scale = _observation_map(n_slots, horizon)
     scenario = np.ascontiguousarray(scenario_all, dtype=np.int64)
