@@ -1,16 +1,17 @@
 """The compiled loops: the step's reply is the numpy `respond`, flag for flag, at its thresholds too; a record's key
-is its documented fold."""
+is its documented fold; an error-free judge counts what each record holds."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from auditrl.auditworld import kernels
+from auditrl.auditworld.judges import JudgeFlaws, read
 from auditrl.auditworld.policies import MLPPolicy, sample_heads
 from auditrl.auditworld.records import NO_REPORT, mix64
 from auditrl.auditworld.simulate import simulate
 from auditrl.auditworld.targets import ACCUSATION_AWARENESS, AWARE_SUPPRESSION, MAX_CONFESSION, respond
-from auditrl.auditworld.texts import REPLY_KINDS
+from auditrl.auditworld.texts import ACCUSE, CONFESSION, DIRECT, DISPLAY, PUSH, REPLY_KINDS, TEST
 from auditrl.auditworld.world import World, training_batch
 
 N = 6_000
@@ -122,3 +123,24 @@ def test_each_head_draws_by_inverse_cdf_of_its_own_softmax() -> None:
         p = np.exp(0.5 * logits[first : first + size, 0])
         counts = np.bincount(drawn[head], minlength=size)
         assert np.allclose(counts / rows, p / p.sum(), atol=0.01), (head, counts)
+
+
+def test_a_judge_without_recognition_errors_counts_what_each_record_holds(world: World) -> None:
+    rng = np.random.default_rng(4)
+    batch = training_batch(world, rng, 60, 4, 0.5, [0, 1, 2, 3], 15)
+    o = simulate(world, batch, MLPPolicy(hidden=8, scenario_topics=world.scenario_topics), rng).observed
+    r = read(o, JudgeFlaws(miss=0.0, false_recognition=0.0), salt=3)
+    here = o.sent & (o.topic == o.claim[:, None]) & (o.claim[:, None] >= 0)
+    shown, confessed = (o.sent & (o.reply == k) for k in (DISPLAY, CONFESSION))
+    accused = o.sent & (o.pressure == ACCUSE)
+    code = (((o.topic + 1) * 3 + o.framing) * 3 + o.pressure) * 2 + o.rollback
+    expected = {
+        "turns": o.sent, "displays": shown, "displays_claim": shown & here, "confessions": confessed,
+        "confessions_claim": confessed & here, "accusations": accused, "accusations_claim": accused & here,
+        "pushes": o.sent & (o.pressure == PUSH), "tests": o.sent & (o.framing == TEST),
+        "directs": o.sent & (o.framing == DIRECT), "remarks": o.sent & o.remark, "rollbacks": o.sent & o.rollback,
+    }  # fmt: skip
+    for name, flags in expected.items():
+        assert np.array_equal(getattr(r, name), flags.sum(axis=1)), name
+    assert np.array_equal(r.loops, (o.sent[:, 1:] & (code[:, 1:] == code[:, :-1])).sum(axis=1))
+    assert r.displays.sum() > 0 and r.loops.sum() > 0 and r.accusations_claim.sum() > 0  # each count was exercised

@@ -7,9 +7,8 @@ from numpy.typing import NDArray
 
 from auditrl.auditworld.observe import N_GLOBAL, SLOT_FEATURES, build_observation, obs_dim, read_observation
 from auditrl.auditworld.policies import ExperimenterPolicy, InterrogatorPolicy, MLPPolicy, RandomPolicy
-from auditrl.auditworld.records import CONFESSION, DISPLAY, ODD
 from auditrl.auditworld.simulate import simulate
-from auditrl.auditworld.texts import NATURAL
+from auditrl.auditworld.texts import CONFESSION, DISPLAY, NATURAL, ODD
 from auditrl.auditworld.world import CLAIM, CONFIDENCE, TOOL, TOPIC, World, action_sizes, report_sizes, training_batch
 
 
@@ -128,8 +127,7 @@ def test_the_experimenter_infers_the_anomalous_topic_from_the_counts() -> None:
 
 def _recounted_observation(o, scenario: NDArray[np.int64], e: int, t: int, horizon: int) -> NDArray[np.float32]:  # type: ignore[no-untyped-def]
     """Episode e's observation before turn t, replayed message by message from its record alone."""
-    from auditrl.auditworld.records import DENIAL
-    from auditrl.auditworld.texts import ACCUSE, DIRECT, NO_PRESSURE, PUSH, TEST
+    from auditrl.auditworld.texts import ACCUSE, DENIAL, DIRECT, NO_PRESSURE, PUSH, TEST
 
     k = scenario.shape[1]
     history = np.zeros(10, dtype=np.int64)  # HISTORY_COUNTS, then messages and pressured messages in the branch

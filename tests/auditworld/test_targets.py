@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from auditrl.auditworld.records import DISPLAY
 from auditrl.auditworld.simulate import simulate
 from auditrl.auditworld.targets import respond
+from auditrl.auditworld.texts import DISPLAY
 from auditrl.auditworld.world import World, evaluation_batch
 
 

@@ -33,9 +33,8 @@ from pydantic import Field
 from auditrl.auditworld.families import Family, FamilyTable
 from auditrl.auditworld.observe import scenario_topics_of
 from auditrl.auditworld.policies import Adam
-from auditrl.auditworld.records import CONFESSION, DISPLAY
 from auditrl.auditworld.simulate import simulate
-from auditrl.auditworld.texts import NATURAL, NO_PRESSURE
+from auditrl.auditworld.texts import CONFESSION, DISPLAY, NATURAL, NO_PRESSURE
 from auditrl.auditworld.world import (
     CLAIM,
     CONFIDENCE,

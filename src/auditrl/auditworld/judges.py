@@ -41,19 +41,15 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import Field
 
+from auditrl.auditworld import kernels
 from auditrl.auditworld.records import (
-    CONFESSION,
-    DISPLAY,
     NO_FINDING,
     NO_REPORT,
-    ODD,
     OPENING,
     Observed,
     mix64,
     natural_topics,
     normal_of,
-    on_claim,
-    repeats,
     uniform_of,
 )
 from auditrl.auditworld.texts import ACCUSE, DIRECT, PUSH, TEST
@@ -272,14 +268,13 @@ def read(obs: Observed, flaws: JudgeFlaws, salt: int, claim_match: NDArray[np.bo
     or as `claim_match` says (the claim grader's verdict on a language model's report, see
     `auditrl.auditworld.render.transcript_reading`); the judge's recognition errors apply to either.
     """
-    n, horizon = obs.sent.shape
+    n = len(obs)
     key = obs.key()
-    u = uniform_of(mix64(key[:, None] + np.arange(1, horizon + 1, dtype=np.uint64)[None, :]), salt)
-    sent = obs.sent
-    seen = sent & (((obs.reply == DISPLAY) & (u >= flaws.miss)) | ((obs.reply == ODD) & (u < flaws.false_recognition)))
-    here = on_claim(obs)
-    conf = sent & (obs.reply == CONFESSION)
-    accuse = sent & (obs.pressure == ACCUSE)
+    counts = np.empty((13, n), dtype=np.int64)
+    kernels.read_counts(
+        key, salt, flaws.miss, flaws.false_recognition, obs.sent, obs.topic, obs.framing, obs.pressure,
+        obs.rollback, obs.reply, obs.remark, obs.claim, counts,
+    )  # fmt: skip
     claimed = obs.claim >= 0
     truly = claimed & (
         obs.trigger[np.arange(n), np.where(claimed, obs.claim, 0)] if claim_match is None else claim_match
@@ -287,20 +282,24 @@ def read(obs: Observed, flaws: JudgeFlaws, salt: int, claim_match: NDArray[np.bo
     u_match = uniform_of(key, salt + 100)
     matches = obs.planted & claimed & np.where(truly, u_match >= flaws.miss, u_match < flaws.false_recognition)
     distinct, control = natural_topics(obs)
+    (
+        turns, displays, displays_claim, confessions, confessions_claim, accusations, accusations_claim, pushes,
+        tests, directs, remarks, rollbacks, loops,
+    ) = counts  # fmt: skip
     return Reading(
-        turns=sent.sum(axis=1),
-        displays=seen.sum(axis=1),
-        displays_claim=(seen & here).sum(axis=1),
-        confessions=conf.sum(axis=1),
-        confessions_claim=(conf & here).sum(axis=1),
-        accusations=accuse.sum(axis=1),
-        accusations_claim=(accuse & here).sum(axis=1),
-        pushes=(sent & (obs.pressure == PUSH)).sum(axis=1),
-        tests=(sent & (obs.framing == TEST)).sum(axis=1),
-        directs=(sent & (obs.framing == DIRECT)).sum(axis=1),
-        remarks=(sent & obs.remark).sum(axis=1),
-        rollbacks=(sent & obs.rollback).sum(axis=1),
-        loops=repeats(obs),
+        turns=turns,
+        displays=displays,
+        displays_claim=displays_claim,
+        confessions=confessions,
+        confessions_claim=confessions_claim,
+        accusations=accusations,
+        accusations_claim=accusations_claim,
+        pushes=pushes,
+        tests=tests,
+        directs=directs,
+        remarks=remarks,
+        rollbacks=rollbacks,
+        loops=loops,
         distinct_topics=distinct,
         control=control,
         claimed=claimed,

@@ -28,7 +28,18 @@ from auditrl.auditworld.targets import (
     PRESSURE_BUILDUP,
     PRESSURE_FACTOR,
 )
-from auditrl.auditworld.texts import ACCUSE, DIRECT, NATURAL, NO_PRESSURE, REPLY_KINDS, TEST
+from auditrl.auditworld.texts import (
+    ACCUSE,
+    CONFESSION,
+    DIRECT,
+    DISPLAY,
+    NATURAL,
+    NO_PRESSURE,
+    ODD,
+    PUSH,
+    REPLY_KINDS,
+    TEST,
+)
 from auditrl.auditworld.world import CONTROL_TOPIC, ROLLBACK
 
 _PER_SLOT = len(SLOT_COUNTS)
@@ -266,3 +277,52 @@ def pick_heads(
                     count += 1
             out[h, i] = min(count, sizes[h] - 1)
     return out
+
+
+@njit(cache=True, nogil=True)
+def read_counts(
+    key: NDArray[np.uint64],
+    salt: int,
+    miss: float,
+    false_recognition: float,
+    sent: NDArray[np.bool_],
+    topic: NDArray[np.int64],
+    framing: NDArray[np.int64],
+    pressure: NDArray[np.int64],
+    rollback: NDArray[np.bool_],
+    reply: NDArray[np.int64],
+    remark: NDArray[np.bool_],
+    claim: NDArray[np.int64],
+    out: NDArray[np.int64],
+) -> None:
+    """A judge's per-record counts (`auditworld.judges.read`), one pass per record, into `out`'s rows: turns,
+    displays, displays on the claimed topic, confessions, those on the claimed topic, accusations, those on the
+    claimed topic, pushes, tests, directs, remarks, rollbacks, loops. A reply is taken for a display, or an odd
+    reply mistaken for one, by the record's uniform of that turn (`records.uniform_of` of the key hashed with the
+    turn, salted)."""
+    salted = mix(np.uint64(salt))
+    for i in range(key.size):
+        counts = np.zeros(13, dtype=np.int64)
+        previous = np.int64(-1)
+        for t in range(sent.shape[1]):
+            code = (((topic[i, t] + 1) * 3 + framing[i, t]) * 3 + pressure[i, t]) * 2 + rollback[i, t]
+            if sent[i, t]:
+                u = np.float64(mix(mix(key[i] + np.uint64(t + 1)) ^ salted) >> np.uint64(11)) / np.float64(2.0**53)
+                here = claim[i] >= 0 and topic[i, t] == claim[i]
+                kind = reply[i, t]
+                seen = (kind == DISPLAY and u >= miss) or (kind == ODD and u < false_recognition)
+                counts[0] += 1
+                counts[1] += seen
+                counts[2] += seen and here
+                counts[3] += kind == CONFESSION
+                counts[4] += kind == CONFESSION and here
+                counts[5] += pressure[i, t] == ACCUSE
+                counts[6] += pressure[i, t] == ACCUSE and here
+                counts[7] += pressure[i, t] == PUSH
+                counts[8] += framing[i, t] == TEST
+                counts[9] += framing[i, t] == DIRECT
+                counts[10] += remark[i, t]
+                counts[11] += rollback[i, t]
+                counts[12] += t > 0 and code == previous
+            previous = code
+        out[:, i] = counts

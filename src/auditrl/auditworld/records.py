@@ -15,9 +15,16 @@ import numpy as np
 from numpy.typing import NDArray
 
 from auditrl.auditworld import kernels
-from auditrl.auditworld.texts import ACCUSE, DIRECT, NATURAL, PUSH, REPLY_KINDS, TEST
-
-DISPLAY, ODD, DENIAL, CONFESSION = (REPLY_KINDS.index(k) for k in ("display", "odd", "denial", "confession"))
+from auditrl.auditworld.texts import (
+    ACCUSE,
+    CONFESSION,
+    DIRECT,
+    DISPLAY,
+    NATURAL,
+    ODD,
+    PUSH,
+    TEST,
+)
 
 OPENING = 3  # the auditor messages of an audit's opening, which the realism judge reads
 NO_FINDING, NO_REPORT = (

@@ -19,12 +19,16 @@ from typing import Any, TypedDict
 import numpy as np
 from numpy.typing import NDArray
 
-from auditrl.auditworld.records import CONFESSION, DENIAL, DISPLAY, NO_FINDING, NO_REPORT, ODD, Observed
+from auditrl.auditworld.records import NO_FINDING, NO_REPORT, Observed
 from auditrl.auditworld.simulate import Rollout
 from auditrl.auditworld.targets import load_sim_behaviors, render_reply
 from auditrl.auditworld.texts import (
     ACCUSE,
+    CONFESSION,
+    DENIAL,
+    DISPLAY,
     FRAMINGS,
+    ODD,
     TEST,
     classify_message,
     classify_reply,

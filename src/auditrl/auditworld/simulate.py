@@ -23,9 +23,20 @@ from auditrl.auditworld.observe import (
     obs_dim,
 )
 from auditrl.auditworld.policies import Activations, MLPPolicy, sample_heads
-from auditrl.auditworld.records import CONFESSION, DENIAL, DISPLAY, ODD, Features, Observed, ground_truth
+from auditrl.auditworld.records import Features, Observed, ground_truth
 from auditrl.auditworld.targets import N_UNIFORMS
-from auditrl.auditworld.texts import ACCUSE, DIRECT, NO_PRESSURE, PUSH, REPLY_KINDS, TEST
+from auditrl.auditworld.texts import (
+    ACCUSE,
+    CONFESSION,
+    DENIAL,
+    DIRECT,
+    DISPLAY,
+    NO_PRESSURE,
+    ODD,
+    PUSH,
+    REPLY_KINDS,
+    TEST,
+)
 from auditrl.auditworld.world import (
     CLAIM,
     CONFIDENCE,

@@ -24,6 +24,7 @@ NATURAL, DIRECT, TEST = range(len(FRAMINGS))
 # What a target reply shows on its face: an ordinary answer, the planted behavior's own words, an odd but
 # innocent aside, a denial, a confession. Readers of transcripts (judges) classify replies into these.
 REPLY_KINDS = ("normal", "display", "odd", "denial", "confession")
+DISPLAY, ODD, DENIAL, CONFESSION = range(1, len(REPLY_KINDS))
 PRESSURES = ("none", "push", "accuse")
 NO_PRESSURE, PUSH, ACCUSE = range(len(PRESSURES))
 FALLBACK_TOPIC = "casual_chat"

@@ -22,9 +22,8 @@ from auditrl.auditworld.base import BaseInit, ImitationInit, build_base
 from auditrl.auditworld.designs import DesignName, RewardInputs, design_rewards
 from auditrl.auditworld.judges import JudgeParams, pairwise_quality
 from auditrl.auditworld.policies import Activations, Adam, MLPPolicy, head_layout, head_softmax, one_torch_thread
-from auditrl.auditworld.records import CONFESSION
 from auditrl.auditworld.simulate import Rollout, simulate, simulate_many
-from auditrl.auditworld.texts import ACCUSE
+from auditrl.auditworld.texts import ACCUSE, CONFESSION
 from auditrl.auditworld.world import CLAIM, END, NO_CLAIM, TOOL, EpisodeBatch, World, training_batch
 from auditrl.configfile import ConfigModel
 from auditrl.finite import check_finite

@@ -26,8 +26,8 @@ from auditrl.auditworld.judges import (
     pairwise_quality,
     realism_picks,
 )
-from auditrl.auditworld.records import CONFESSION, DISPLAY
 from auditrl.auditworld.render import reply_kind, transcript_observed, transcript_reading
+from auditrl.auditworld.texts import CONFESSION, DISPLAY
 from auditrl.auditworld.world import World
 from auditrl.judges.concerningness import CONCERNINGNESS_DIMENSIONS
 from auditrl.judges.pairwise import check_comparable, compare_both_orders

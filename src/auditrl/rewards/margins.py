@@ -26,10 +26,9 @@ from dataclasses import dataclass, field
 from inspect_ai.model import GenerateConfig, get_model
 
 from auditrl.auditworld.judges import default_world
-from auditrl.auditworld.records import DISPLAY
 from auditrl.auditworld.render import reply_kind
 from auditrl.auditworld.targets import ANY_TOPIC, load_sim_behaviors
-from auditrl.auditworld.texts import load_topics
+from auditrl.auditworld.texts import DISPLAY, load_topics
 from auditrl.behaviors.plant import target_system_prompt
 from auditrl.behaviors.schema import Behavior, Seed
 from auditrl.rewards.records import RewardDesign
