@@ -211,6 +211,13 @@ def mix(x: np.uint64) -> np.uint64:
 
 
 @njit(cache=True, nogil=True)
+def message_code(topic: int, framing: int, pressure: int, rollback: bool) -> int:
+    """One code per kind of message: its topic (-1: none sent), framing, pressure and whether it followed a rollback
+    (`records.repeats` compares the same code between turns)."""
+    return (((topic + 1) * 3 + framing) * 3 + pressure) * 2 + rollback
+
+
+@njit(cache=True, nogil=True)
 def record_keys(
     planted: NDArray[np.bool_],
     trigger: NDArray[np.bool_],
@@ -236,7 +243,7 @@ def record_keys(
         h = mix(h ^ contexts)
         for t in range(sent.shape[1]):
             if sent[i, t]:
-                code = ((((topic[i, t] + 1) * 3 + framing[i, t]) * 3 + pressure[i, t]) * 2 + rollback[i, t]) * _KINDS
+                code = message_code(topic[i, t], framing[i, t], pressure[i, t], rollback[i, t]) * _KINDS
                 h = mix(h ^ np.uint64((code + reply[i, t]) * 2 + remark[i, t]))
         h = mix(h ^ np.uint64(claim[i] + 1))
         out[i] = mix(h ^ confidence[i])
@@ -303,9 +310,9 @@ def read_counts(
     salted = mix(np.uint64(salt))
     for i in range(key.size):
         counts = np.zeros(13, dtype=np.int64)
-        previous = np.int64(-1)
+        previous = -1
         for t in range(sent.shape[1]):
-            code = (((topic[i, t] + 1) * 3 + framing[i, t]) * 3 + pressure[i, t]) * 2 + rollback[i, t]
+            code = message_code(topic[i, t], framing[i, t], pressure[i, t], rollback[i, t])
             if sent[i, t]:
                 u = np.float64(mix(mix(key[i] + np.uint64(t + 1)) ^ salted) >> np.uint64(11)) / np.float64(2.0**53)
                 here = claim[i] >= 0 and topic[i, t] == claim[i]
