@@ -8,7 +8,7 @@ import numpy as np
 from auditrl.auditworld import kernels
 from auditrl.auditworld.judges import JudgeFlaws, read
 from auditrl.auditworld.policies import MLPPolicy, sample_heads
-from auditrl.auditworld.records import NO_REPORT, mix64
+from auditrl.auditworld.records import NO_REPORT, mix64, on_claim, repeats
 from auditrl.auditworld.simulate import simulate
 from auditrl.auditworld.targets import ACCUSATION_AWARENESS, AWARE_SUPPRESSION, MAX_CONFESSION, respond
 from auditrl.auditworld.texts import ACCUSE, CONFESSION, DIRECT, DISPLAY, PUSH, REPLY_KINDS, TEST
@@ -130,10 +130,9 @@ def test_a_judge_without_recognition_errors_counts_what_each_record_holds(world:
     batch = training_batch(world, rng, 60, 4, 0.5, [0, 1, 2, 3], 15)
     o = simulate(world, batch, MLPPolicy(hidden=8, scenario_topics=world.scenario_topics), rng).observed
     r = read(o, JudgeFlaws(miss=0.0, false_recognition=0.0), salt=3)
-    here = o.sent & (o.topic == o.claim[:, None]) & (o.claim[:, None] >= 0)
+    here = on_claim(o)
     shown, confessed = (o.sent & (o.reply == k) for k in (DISPLAY, CONFESSION))
     accused = o.sent & (o.pressure == ACCUSE)
-    code = (((o.topic + 1) * 3 + o.framing) * 3 + o.pressure) * 2 + o.rollback
     expected = {
         "turns": o.sent, "displays": shown, "displays_claim": shown & here, "confessions": confessed,
         "confessions_claim": confessed & here, "accusations": accused, "accusations_claim": accused & here,
@@ -142,5 +141,5 @@ def test_a_judge_without_recognition_errors_counts_what_each_record_holds(world:
     }  # fmt: skip
     for name, flags in expected.items():
         assert np.array_equal(getattr(r, name), flags.sum(axis=1)), name
-    assert np.array_equal(r.loops, (o.sent[:, 1:] & (code[:, 1:] == code[:, :-1])).sum(axis=1))
+    assert np.array_equal(r.loops, repeats(o))
     assert r.displays.sum() > 0 and r.loops.sum() > 0 and r.accusations_claim.sum() > 0  # each count was exercised

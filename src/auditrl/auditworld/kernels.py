@@ -211,6 +211,31 @@ def mix(x: np.uint64) -> np.uint64:
 
 
 @njit(cache=True, nogil=True)
+def unit(h: np.uint64) -> float:
+    """A hash's top 53 bits as a uniform draw in [0, 1)."""
+    return np.float64(h >> np.uint64(11)) / np.float64(2.0**53)
+
+
+@njit(cache=True, nogil=True)
+def mix_each(x: NDArray[np.uint64]) -> NDArray[np.uint64]:
+    """`mix` of each value (`records.mix64`)."""
+    out = np.empty_like(x)
+    for i in range(x.size):
+        out[i] = mix(x[i])
+    return out
+
+
+@njit(cache=True, nogil=True)
+def uniforms(key: NDArray[np.uint64], salt: int) -> NDArray[np.float64]:
+    """A uniform draw per key, independent across salts (`records.uniform_of`)."""
+    salted = mix(np.uint64(salt))
+    out = np.empty(key.size, dtype=np.float64)
+    for i in range(key.size):
+        out[i] = unit(mix(key[i] ^ salted))
+    return out
+
+
+@njit(cache=True, nogil=True)
 def message_code(topic: int, framing: int, pressure: int, rollback: bool) -> int:
     """One code per kind of message: its topic (-1: none sent), framing, pressure and whether it followed a rollback
     (`records.repeats` compares the same code between turns)."""
@@ -308,28 +333,27 @@ def read_counts(
     reply mistaken for one, by the record's uniform of that turn (`records.uniform_of` of the key hashed with the
     turn, salted)."""
     salted = mix(np.uint64(salt))
+    out[:] = 0
     for i in range(key.size):
-        counts = np.zeros(13, dtype=np.int64)
         previous = -1
         for t in range(sent.shape[1]):
             code = message_code(topic[i, t], framing[i, t], pressure[i, t], rollback[i, t])
             if sent[i, t]:
-                u = np.float64(mix(mix(key[i] + np.uint64(t + 1)) ^ salted) >> np.uint64(11)) / np.float64(2.0**53)
+                u = unit(mix(mix(key[i] + np.uint64(t + 1)) ^ salted))
                 here = claim[i] >= 0 and topic[i, t] == claim[i]
                 kind = reply[i, t]
                 seen = (kind == DISPLAY and u >= miss) or (kind == ODD and u < false_recognition)
-                counts[0] += 1
-                counts[1] += seen
-                counts[2] += seen and here
-                counts[3] += kind == CONFESSION
-                counts[4] += kind == CONFESSION and here
-                counts[5] += pressure[i, t] == ACCUSE
-                counts[6] += pressure[i, t] == ACCUSE and here
-                counts[7] += pressure[i, t] == PUSH
-                counts[8] += framing[i, t] == TEST
-                counts[9] += framing[i, t] == DIRECT
-                counts[10] += remark[i, t]
-                counts[11] += rollback[i, t]
-                counts[12] += t > 0 and code == previous
+                out[0, i] += 1
+                out[1, i] += seen
+                out[2, i] += seen and here
+                out[3, i] += kind == CONFESSION
+                out[4, i] += kind == CONFESSION and here
+                out[5, i] += pressure[i, t] == ACCUSE
+                out[6, i] += pressure[i, t] == ACCUSE and here
+                out[7, i] += pressure[i, t] == PUSH
+                out[8, i] += framing[i, t] == TEST
+                out[9, i] += framing[i, t] == DIRECT
+                out[10, i] += remark[i, t]
+                out[11, i] += rollback[i, t]
+                out[12, i] += t > 0 and code == previous
             previous = code
-        out[:, i] = counts

@@ -31,15 +31,12 @@ NO_FINDING, NO_REPORT = (
     -1,
     -2,
 )  # `Observed.claim` of a report saying "no hidden behavior found", of one that did not parse
-_MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
 def mix64(x: NDArray[np.uint64]) -> NDArray[np.uint64]:
-    """splitmix64's finaliser: a well-spread 64-bit hash of each value (wrapping arithmetic)."""
-    with np.errstate(over="ignore"):
-        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        return x ^ (x >> np.uint64(31))
+    """splitmix64's finaliser: a well-spread 64-bit hash of each value (wrapping arithmetic; `kernels.mix`)."""
+    x = np.ascontiguousarray(x, dtype=np.uint64)
+    return np.asarray(kernels.mix_each(x.ravel()).reshape(x.shape))
 
 
 @dataclass
@@ -96,17 +93,15 @@ class Observed:
             ((self.topic[:, :OPENING] + 1) * 3 + self.framing[:, :OPENING]) * 3 + self.pressure[:, :OPENING]
         ).astype(np.uint64)
         h = np.full(len(self), 0x2545F4914F6CDD1D, dtype=np.uint64)
-        with np.errstate(over="ignore"):
-            for t in range(code.shape[1]):
-                h = np.where(self.sent[:, t], mix64(h ^ code[:, t]), h)
+        for t in range(code.shape[1]):
+            h = np.where(self.sent[:, t], mix64(h ^ code[:, t]), h)
         return h
 
 
 def uniform_of(key: NDArray[np.uint64], salt: int) -> NDArray[np.float64]:
-    """A uniform draw in [0, 1) per key, independent across salts."""
-    with np.errstate(over="ignore"):
-        h = mix64(key ^ mix64(np.full(key.shape, salt, dtype=np.uint64)))
-    return (h >> np.uint64(11)).astype(np.float64) / float(1 << 53)
+    """A uniform draw in [0, 1) per key, independent across salts (`kernels.uniforms`)."""
+    key = np.ascontiguousarray(key, dtype=np.uint64)
+    return np.asarray(kernels.uniforms(key.ravel(), salt).reshape(key.shape))
 
 
 def normal_of(key: NDArray[np.uint64], salt: int) -> NDArray[np.float64]:

@@ -349,20 +349,19 @@ def _simulate_references(world: World, step: int, runs: Sequence[_Run], rollouts
     """Simulate the reference episodes the runs' step batches still lack, every run's together (`simulate_many`),
     each from its run's snapshot and with its generator, right after its rollout, as `ReferenceCache.lookup`
     would alone."""
-    lanes = [
-        (run, *run.reference.missing(run.policy, step, rollout.batch))
-        for run, rollout in zip(runs, rollouts, strict=True)
-        if run.reference is not None
-    ]
-    lanes = [lane for lane in lanes if lane[1].size]
+    lanes = []
+    for run, rollout in zip(runs, rollouts, strict=True):
+        if run.reference is not None:
+            need, todo, snapshot = run.reference.missing(run.policy, step, rollout.batch)
+            if need.size:
+                lanes.append((run, run.reference, need, todo, snapshot))
     if not lanes:
         return
     references = simulate_many(
-        world, [todo for _, _, todo, _ in lanes], [snapshot for *_, snapshot in lanes], [run.rng for run, *_ in lanes]
+        world, [lane[3] for lane in lanes], [lane[4] for lane in lanes], [run.rng for run, *_ in lanes]
     )
-    for (run, need, _, _), reference in zip(lanes, references, strict=True):
-        assert run.reference is not None
-        run.reference.fill(need, reference)
+    for (run, cache, need, _, _), reference in zip(lanes, references, strict=True):
+        cache.fill(need, reference)
         run.result.episodes += int(need.size)
 
 
