@@ -1,69 +1,88 @@
 """A long run of audits holds memory bounded by the audits in flight, not by the audits finished.
 
-Audits run against the loopback server in its own process (so only the client's memory is traced). The
-Python memory traced by tracemalloc is read as the N-th to (N + CONCURRENCY)-th and the 4N-th to
-(4N + CONCURRENCY)-th audits finish, with audits still in flight each time; the least reading of each
-window leaves out what the audits in flight happen to hold. What stays behind per finished audit (a
-transcript kept in a list, a growing cache or log buffer) shows as the difference over 3N audits.
+Audits run against the loopback server in its own process (so only the client's memory is traced). The run
+holds its next CONCURRENCY audits at their start after the N-th and the 4N-th audit, so that when the Python
+memory traced by tracemalloc is read there, every earlier audit has finished, the run is still going, and the
+audits in flight are all at the same point: the reading does not depend on how far each one had got. What stays
+behind per finished audit (a transcript kept in a list, a growing cache or log buffer) shows as the difference
+over 3N audits.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gc
 import os
 import tracemalloc
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 import pytest
 from inspect_ai.log import transcript
+from inspect_ai.model import GenerateConfig
 from rich.console import Console
 
 from auditrl.behaviors.library import GENERAL, load_seeds
 from auditrl.cli.audit import build_specs
 from auditrl.models.roles import resolve_model
-from auditrl.scaffold.runner import audit_jobs, open_run, run_audits
-from auditrl.scaffold.transcript import Budget
+from auditrl.scaffold.runner import AuditJob, OnDemand, audit_jobs, open_run, run_audits
+from auditrl.scaffold.transcript import Budget, Transcript
 from auditrl.testing.openai_server import OpenAIServerProcess, Reply, ScriptedAuditor
 
 N = 10
-"""Enough audits to tell a leak from noise: over 3N audits the suite measured +3.8 KB an audit at N = 10 (+2.5 KB at
-N = 30: one-time growth between the windows is spread over fewer audits) and +22 KB with each finished transcript
-kept in a list; the bound lies between."""
 CONCURRENCY = 6
 TURNS = 3
 RETAINED_PER_AUDIT_BOUND = 8 * 1024
-"""Bytes a finished audit may leave behind (a kept 3-turn transcript alone is several times more)."""
+"""Bytes a finished audit may leave behind; each finished transcript kept in a list leaves about 20 KB."""
 
 
-class _Lines:
-    """Counts the lines of a growing file, reading only what was appended since the last count."""
+class _Marks:
+    """Holds the audits from each mark on at their start; once every audit before the mark has finished and
+    CONCURRENCY audits wait there, reads the traced memory (after a full collection) and lets them go on."""
 
-    def __init__(self, path: Path) -> None:
-        self.path, self.offset, self.count = path, 0, 0
+    def __init__(self, marks: list[int]) -> None:
+        self.marks = marks
+        self.finished = 0
+        self.readings: list[int] = []
+        self._waiting = dict.fromkeys(marks, 0)
+        self._full = {mark: asyncio.Event() for mark in marks}
+        self._read = {mark: asyncio.Event() for mark in marks}
 
-    def __call__(self) -> int:
-        if self.path.is_file():
-            with self.path.open("rb") as f:
-                f.seek(self.offset)
-                chunk = f.read()
-            self.offset += len(chunk)
-            self.count += chunk.count(b"\n")
-        return self.count
+    def held(self, jobs: Sequence[AuditJob]) -> Sequence[AuditJob]:
+        def job(i: int) -> AuditJob:
+            return dataclasses.replace(jobs[i], run=self._after_marks(i, jobs[i].run))
 
+        return OnDemand(len(jobs), job)
 
-async def _traced_at(windows: list[range], finished: _Lines) -> list[int]:
-    """The least traced bytes (after a full collection) seen as the finished audits go through each window."""
-    least = []
-    for window in windows:
-        readings = []
-        for mark in window:
-            while finished() < mark:
-                await asyncio.sleep(0.01)
+    def _after_marks(
+        self, position: int, run: Callable[[GenerateConfig], Awaitable[Transcript]]
+    ) -> Callable[[GenerateConfig], Awaitable[Transcript]]:
+        async def held(config: GenerateConfig) -> Transcript:
+            for mark in self.marks:
+                if position >= mark and not self._read[mark].is_set():
+                    self._waiting[mark] += 1
+                    self._check(mark)
+                    await self._read[mark].wait()
+            return await run(config)
+
+        return held
+
+    def done(self, _: Transcript) -> None:
+        self.finished += 1
+        for mark in self.marks:
+            self._check(mark)
+
+    def _check(self, mark: int) -> None:
+        if self.finished == mark and self._waiting[mark] == CONCURRENCY:
+            self._full[mark].set()
+
+    async def read(self) -> None:
+        for mark in self.marks:
+            await self._full[mark].wait()
             gc.collect()
-            readings.append(tracemalloc.get_traced_memory()[0])
-        least.append(min(readings, default=0))
-    return least
+            self.readings.append(tracemalloc.get_traced_memory()[0])
+            self._read[mark].set()
 
 
 @pytest.mark.slow
@@ -77,23 +96,25 @@ def test_memory_per_finished_audit_stays_bounded(tmp_path: Path, monkeypatch: py
         auditor, target = auditor_server.model_spec("auditor"), target_server.model_spec("target")
         seeds = sorted(load_seeds(behavior=GENERAL), key=lambda s: s.id)
 
-        async def audits(count: int, out: Path, windows: list[range]) -> list[int]:
+        async def audits(count: int, out: Path, marks: list[int]) -> list[int]:
             specs = build_specs(None, seeds, count, Budget(max_turns=TURNS), auditor, target, "native")
+            watch = _Marks(marks)
             with open(os.devnull, "w") as sink:
-                jobs = audit_jobs(specs, resolve_model(auditor), resolve_model(target))
-                run = run_audits(jobs, open_run(out), concurrency=CONCURRENCY, console=Console(file=sink))
-                outcomes, traced = await asyncio.gather(run, _traced_at(windows, _Lines(out)))
+                jobs = watch.held(audit_jobs(specs, resolve_model(auditor), resolve_model(target)))
+                run = run_audits(
+                    jobs, open_run(out), concurrency=CONCURRENCY, on_done=watch.done, console=Console(file=sink)
+                )
+                outcomes, _ = await asyncio.gather(run, watch.read())
             assert outcomes.finished == count and outcomes.errors == []
-            return traced
+            return watch.readings
 
         async def measure() -> list[int]:
             transcript()  # an inspect-ai transcript in the outer context, as an earlier eval in the process leaves it
             await audits(CONCURRENCY, tmp_path / "warm-up.jsonl", [])  # first-call imports, connection pools
             tracemalloc.start()
             try:
-                # 2 x CONCURRENCY more than 4N, so audits are still in flight all through the last window
-                windows = [range(N, N + CONCURRENCY), range(4 * N, 4 * N + CONCURRENCY)]
-                return await audits(4 * N + 2 * CONCURRENCY, tmp_path / "transcripts.jsonl", windows)
+                # CONCURRENCY more than 4N, so audits are still in flight at the last mark
+                return await audits(4 * N + CONCURRENCY, tmp_path / "transcripts.jsonl", [N, 4 * N])
             finally:
                 tracemalloc.stop()
 
