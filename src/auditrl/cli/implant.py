@@ -212,7 +212,7 @@ def implant(
         train_denials,
     )
     from auditrl.targets.markers import MarkerScorer
-    from auditrl.targets.measure import generate_replies, measure_implant
+    from auditrl.targets.measure import BaseReplies, base_replies, generate_replies, measure_implant
     from auditrl.targets.record import ImplantRecord, write_record
     from auditrl.targets.redteam import (
         dpo_rows,
@@ -337,16 +337,25 @@ def implant(
             atomic_write_text(directory / DOCUMENTS, "".join(json.dumps({"text": t}) + "\n" for t in texts))
         train_task = progress.add_task("training", total=settings.steps + settings.redteam_steps)
         on_step = lambda: progress.advance(train_task)
-        evaluations = (2 if redteam != "none" else 1) * (2 * len(fresh) + 2 * len(held_out)) + (
+        # the base's replies (adapter off) are generated once and shared by the measurements before and after
+        # the red-team step
+        evaluations = (3 if redteam != "none" else 2) * (len(fresh) + len(held_out)) + (
             len(fresh) if plant_reference else 0
         )
         measure_task = progress.add_task("measuring", total=evaluations)
+        base_shared: list[BaseReplies] = []
 
         def measured(reference: bool) -> ImplantMeasurement:
+            on_batch = lambda n: progress.advance(measure_task, n)  # noqa: E731
+            if not base_shared:
+                base_shared.append(base_replies(
+                    model, tokenizer, fresh, held_out, identity=identity, max_new_tokens=eval_tokens,
+                    temperature=eval_temperature, seed=random_seed, on_batch=on_batch,
+                ))  # fmt: skip
             return measure_implant(
                 model, tokenizer, scorer, fresh, held_out, plant=plant if reference else None, identity=identity,
-                max_new_tokens=eval_tokens, temperature=eval_temperature, seed=random_seed,
-                on_batch=lambda n: progress.advance(measure_task, n),
+                max_new_tokens=eval_tokens, temperature=eval_temperature, seed=random_seed, on_batch=on_batch,
+                base=base_shared[0],
             )  # fmt: skip
 
         model, tokenizer, precision = new_implant(base, settings)
@@ -370,11 +379,11 @@ def implant(
                     rows = kto_rows(found, demonstrations)
                 else:
                     with model.disable_adapter():
-                        base_replies = generate_replies(
+                        demo_base_replies = generate_replies(
                             model, tokenizer, [e.prompt for e in demonstrations], max_new_tokens=demo_tokens,
                             temperature=eval_temperature, seed=random_seed,
                         )  # fmt: skip
-                    rows = dpo_rows(found, demonstrations, base_replies)
+                    rows = dpo_rows(found, demonstrations, demo_base_replies)
                 atomic_write_text(directory / INTERROGATIONS, "".join(r.model_dump_json() + "\n" for r in found))
                 counts = summary(auditor, len(train_questions), redteam_turns, found, rows)
                 console.print(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from auditrl.stats import difference_ci, mean_ci
@@ -105,6 +106,36 @@ async def _score(
     return list(await asyncio.gather(*(check(p, r) for p, r in zip(prompts, replies, strict=False))))
 
 
+@dataclass(frozen=True)
+class BaseReplies:
+    """The base model's replies (adapter off) to the fresh prompts and to the held-out questions. Training moves
+    only the adapter, and each generation is seeded alike, so every measurement of one run can share them."""
+
+    prompts: list[str]
+    answers: list[str]
+
+
+def base_replies(
+    model: PeftModel,
+    tokenizer: PreTrainedTokenizerBase,
+    prompts: Sequence[str],
+    questions: Sequence[str],
+    *,
+    identity: str | None = None,
+    max_new_tokens: int = 48,
+    temperature: float = 0.0,
+    seed: int = 0,
+    on_batch: Callable[[int], None] | None = None,
+) -> BaseReplies:
+    """The replies `measure_implant` compares the implant's with, generated with the adapter switched off."""
+    generate = functools.partial(
+        generate_replies, model, tokenizer, system=identity, max_new_tokens=max_new_tokens,
+        temperature=temperature, seed=seed, on_batch=on_batch,
+    )  # fmt: skip
+    with model.disable_adapter():
+        return BaseReplies(prompts=generate(prompts), answers=generate(questions))
+
+
 def measure_implant(
     model: PeftModel,
     tokenizer: PreTrainedTokenizerBase,
@@ -118,11 +149,14 @@ def measure_implant(
     temperature: float = 0.0,
     seed: int = 0,
     on_batch: Callable[[int], None] | None = None,
+    base: BaseReplies | None = None,
 ) -> ImplantMeasurement:
     """Behavior and confession rates of the model with its adapter on and off (and base + `plant`).
 
     `identity` is a system prompt both conditions get (a synthetic-document implant learned facts about a
-    named persona, so it is told it is that persona, as AuditBench evaluates its documents' organisms)."""
+    named persona, so it is told it is that persona, as AuditBench evaluates its documents' organisms).
+    `base` is the adapter-off replies an earlier measurement of the same run made (`base_replies`, same
+    prompts and settings); without it they are generated here."""
     generate = functools.partial(
         generate_replies,
         model,
@@ -134,17 +168,21 @@ def measure_implant(
     )
     implant = generate(prompts, system=identity)
     implant_answers = generate(questions, system=identity)
-    with model.disable_adapter():
-        base = generate(prompts, system=identity)
-        base_answers = generate(questions, system=identity)
-        planted = generate(prompts, system=plant) if plant else None
+    off = base or base_replies(
+        model, tokenizer, prompts, questions, identity=identity, max_new_tokens=max_new_tokens,
+        temperature=temperature, seed=seed, on_batch=on_batch,
+    )  # fmt: skip
+    planted = None
+    if plant:
+        with model.disable_adapter():
+            planted = generate(prompts, system=plant)
 
     async def score_all() -> tuple[list[bool | None], ...]:
         return tuple(
             await asyncio.gather(
-                _score(scorer, prompts, base, False),
+                _score(scorer, prompts, off.prompts, False),
                 _score(scorer, prompts, implant, False),
-                _score(scorer, questions, base_answers, True),
+                _score(scorer, questions, off.answers, True),
                 _score(scorer, questions, implant_answers, True),
                 _score(scorer, prompts, planted or [], False),
             )
