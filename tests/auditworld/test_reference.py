@@ -12,11 +12,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from auditrl.auditworld import training
 from auditrl.auditworld.designs import reference_pairwise_rewards
 from auditrl.auditworld.judges import JudgeParams, pairwise_quality
 from auditrl.auditworld.policies import MLPPolicy
 from auditrl.auditworld.records import Observed
+from auditrl.auditworld.simulate import simulate
 from auditrl.auditworld.texts import load_topics
 from auditrl.auditworld.training import ReferenceCache
 from auditrl.auditworld.world import EpisodeBatch, World, training_batch
@@ -49,21 +49,22 @@ def _same(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
     return all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
 
 
-def test_reference_cache_matches_the_target_kind_and_stays_frozen_until_a_refresh(world: World, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_reference_cache_matches_the_target_kind_and_stays_frozen_until_a_refresh(world: World) -> None:
     simulated: list[EpisodeBatch] = []
-    real_simulate = training.simulate
-
-    def recording(world: World, batch: EpisodeBatch, policy: object, rng: np.random.Generator):  # type: ignore[no-untyped-def]
-        simulated.append(batch)
-        return real_simulate(world, batch, policy, rng)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(training, "simulate", recording)
     rng = np.random.default_rng(0)
     policy = MLPPolicy(hidden=8, seed=0)
     batch0 = training_batch(world, rng, 16, 2, 0.5, [0, 1, 2, 3], 6)
     cache = ReferenceCache(world, batch0.n_contexts(world), refresh_every=3, params=P)
 
-    q0, _, n0 = cache.lookup(policy, 0, batch0, rng)
+    def lookup(step: int) -> tuple[np.ndarray, int]:
+        """A step's reference scores, and how many reference episodes it simulated (as training does per run)."""
+        need, todo, snapshot = cache.missing(policy, step, batch0)
+        if need.size:
+            simulated.append(todo)
+            cache.fill(need, simulate(world, todo, snapshot, rng))
+        return cache.scores(batch0)[0], int(need.size)
+
+    q0, n0 = lookup(0)
     ref = simulated[-1]
     ctx = batch0.context(world)
     first = np.array([np.flatnonzero(ctx == c)[0] for c in np.unique(ctx)])
@@ -77,12 +78,12 @@ def test_reference_cache_matches_the_target_kind_and_stays_frozen_until_a_refres
         for p in policy.parameters():
             p.add_(1.0)
     for step in (1, 2):
-        q, _, n = cache.lookup(policy, step, batch0, rng)
+        q, n = lookup(step)
         assert n == 0  # each context is simulated once per refresh period
         np.testing.assert_array_equal(q, q0)
         assert _same(_params(cache.snapshot), frozen)  # type: ignore[arg-type]
 
-    _, _, n3 = cache.lookup(policy, 3, batch0, rng)
+    _, n3 = lookup(3)
     assert n3 == len(first) and cache.refreshes == 2
     assert _same(_params(cache.snapshot), _params(policy)) and not _same(_params(cache.snapshot), frozen)  # type: ignore[arg-type]
 

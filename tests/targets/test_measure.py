@@ -9,7 +9,7 @@ import torch
 
 from auditrl.models.lora import LoraSettings
 from auditrl.targets.implant import ImplantSettings, new_implant
-from auditrl.targets.measure import base_replies, generate_replies, measure_implant
+from auditrl.targets.measure import BaseReplies, base_replies, generate_replies, measure_implant
 from auditrl.targets.record import ImplantMeasurement
 
 PROMPTS = ["Can you explain how tides work?", "What should I cook tonight?", "Is my plan any good?"]
@@ -54,11 +54,12 @@ def test_a_measurement_given_the_base_replies_equals_one_that_generates_them(tin
     assert generate_replies(model, tokenizer, PROMPTS, **sampling) != shared.prompts  # the adapter changes replies
     rows = {"generated": 0, "given": 0}
 
-    def measured(key: str) -> ImplantMeasurement:
+    def measured(key: str) -> tuple[ImplantMeasurement, BaseReplies]:
         return measure_implant(
             model, tokenizer, _LengthScorer(), PROMPTS, QUESTIONS, base=shared if key == "given" else None,
             on_batch=lambda n: rows.__setitem__(key, rows[key] + n), **sampling,
         )  # fmt: skip
 
-    assert measured("given") == measured("generated")
+    given, generated = measured("given"), measured("generated")
+    assert given == generated and given[1] == shared  # the same measurement, and the replies it was measured on
     assert rows == {"given": len(PROMPTS) + len(QUESTIONS), "generated": 2 * (len(PROMPTS) + len(QUESTIONS))}

@@ -20,7 +20,15 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
-from auditrl.auditworld.observe import ANOMALIES_N, CONFESSIONS_N, N_GLOBAL, NATURAL_N, PROBES_N, SLOT_COUNTS
+from auditrl.auditworld.observe import (
+    ANOMALIES_N,
+    CONFESSIONS_N,
+    KINDS,
+    N_GLOBAL,
+    NATURAL_N,
+    PROBES_N,
+    SLOT_COUNTS,
+)
 from auditrl.auditworld.targets import (
     ACCUSATION_AWARENESS,
     AWARE_SUPPRESSION,
@@ -45,7 +53,7 @@ from auditrl.auditworld.world import CONTROL_TOPIC, ROLLBACK
 _PER_SLOT = len(SLOT_COUNTS)
 _KINDS = len(REPLY_KINDS)
 _CODES = 2 * _KINDS  # reply kind * 2 + eval-aware remark
-_KIND_ROWS = N_GLOBAL - 7  # the observation's one-hot of the last reply's kind starts here (six kinds, then a 1)
+_KIND_ROWS = N_GLOBAL - len(KINDS) - 1  # the observation's one-hot of the last reply's kind (then a constant 1)
 _PRESSURE_FACTOR = PRESSURE_FACTOR.astype(np.float64)
 
 
@@ -56,17 +64,17 @@ def observe(
     turn: float,
     n_counts: int,
     n_slots: int,
+    columns: NDArray[np.intp],
     dst: NDArray[np.intp],
     src: NDArray[np.intp],
     scale: NDArray[np.float32],
     out: NDArray[np.float32],
 ) -> None:
-    """The observations of the running episodes `alive` (rows of `state`, episodes x quantities), features x
-    episodes into `out`: the turn, the counts scaled (`dst` <- `src` * `scale`), the last reply's kind and the last
-    slot one-hot, the constant, and each slot's anomaly rate anomalies / (probes + 1). One feature at a time, so
-    each write runs along a row of `out`."""
-    kind_row = n_counts + n_slots * _PER_SLOT
-    slot_row = kind_row + 1
+    """The observations of the running episodes `alive` (rows of `state`, episodes x quantities; `columns` as
+    `step` takes them), features x episodes into `out`: the turn, the counts scaled (`dst` <- `src` * `scale`),
+    the last reply's kind and the last slot one-hot, the constant, and each slot's anomaly rate
+    anomalies / (probes + 1). One feature at a time, so each write runs along a row of `out`."""
+    kind_col, slot_col = columns[3], columns[4]
     slot_hot = N_GLOBAL + n_slots * (_PER_SLOT + 1)
     m = alive.size
     out[0, :m] = np.float32(turn)
@@ -77,8 +85,8 @@ def observe(
             out[row, i] = state[alive[i], col] * factor
     for i in range(m):
         e = alive[i]
-        kind, slot = state[e, kind_row], state[e, slot_row]
-        for c in range(6):
+        kind, slot = state[e, kind_col], state[e, slot_col]
+        for c in range(len(KINDS)):
             out[_KIND_ROWS + c, i] = np.float32(np.float32(c) == kind)
         for s in range(n_slots):
             out[slot_hot + s, i] = np.float32(np.float32(s) == slot)
@@ -135,7 +143,7 @@ def step(
     n_topics: int,
     n_counts: int,
     n_slots: int,
-    rows: NDArray[np.intp],
+    columns: NDArray[np.intp],
     increments: NDArray[np.float32],
     last_kind: NDArray[np.float32],
     kind_of_flags: NDArray[np.int64],
@@ -146,11 +154,11 @@ def step(
     the audit), updating `state` (all episodes x quantities) and writing each message's record (topic,
     framing, pressure, rollback, reply kind, eval-aware remark, episode, turn) into `messages`' columns.
 
-    `rows` names the state's columns: rollbacks, branch length, pressured messages in the branch, last reply's
+    `columns` names the state's columns: rollbacks, branch length, pressured messages in the branch, last reply's
     kind, last slot, suspicion voiced, awareness; `rates` holds per episode the target's rates and last the
     behavior's onset; `increments` what a message adds to the counters, by (framing, pressure, reply) code."""
-    rollbacks, branch_len, branch_pressure = rows[0], rows[1], rows[2]
-    kind_row, slot_row, seen_row, aware_row = rows[3], rows[4], rows[5], rows[6]
+    rollbacks, branch_len, branch_pressure = columns[0], columns[1], columns[2]
+    kind_col, slot_col, seen_col, aware_col = columns[3], columns[4], columns[5], columns[6]
     k = scenario.shape[1]
     outside = np.float32(n_topics - k)
     for i in range(alive.size):
@@ -167,8 +175,8 @@ def step(
         if rollback:
             state[e, branch_len] = np.float32(0.0)
             state[e, branch_pressure] = np.float32(0.0)
-            state[e, seen_row] = np.float32(0.0)
-            state[e, aware_row] = np.float32(0.0)
+            state[e, seen_col] = np.float32(0.0)
+            state[e, aware_col] = np.float32(0.0)
             state[e, rollbacks] += np.float32(1.0)
         triggered = trigger[e, topic]
         expressed, confession, remark, denial, odd, aware_after = reply(
@@ -179,7 +187,7 @@ def step(
             framing,
             pressure,
             state[e, branch_pressure],
-            state[e, aware_row] > np.float32(0.0),
+            state[e, aware_col] > np.float32(0.0),
             u,
             i,
         )
@@ -193,11 +201,11 @@ def step(
         column = (framing * 3 + pressure) * _CODES + code
         for r in range(n_counts):
             state[e, r] += increments[column, r]
-        state[e, kind_row] = last_kind[code]
-        state[e, slot_row] = np.float32(slot)
-        if remark and state[e, seen_row] == np.float32(0.0):
-            state[e, seen_row] += np.float32(1.0)
-        state[e, aware_row] = np.float32(aware_after)
+        state[e, kind_col] = last_kind[code]
+        state[e, slot_col] = np.float32(slot)
+        if remark and state[e, seen_col] == np.float32(0.0):
+            state[e, seen_col] += np.float32(1.0)
+        state[e, aware_col] = np.float32(aware_after)
         messages[0, i], messages[1, i], messages[2, i], messages[3, i] = topic, framing, pressure, rollback
         messages[4, i], messages[5, i], messages[6, i], messages[7, i] = kind, remark, e, turn
 
@@ -217,6 +225,12 @@ def unit(h: np.uint64) -> float:
 
 
 @njit(cache=True, nogil=True)
+def uniform(key: np.uint64, salted: np.uint64) -> float:
+    """The uniform draw of one key under a salt already mixed (`mix(salt)`)."""
+    return unit(mix(key ^ salted))
+
+
+@njit(cache=True, nogil=True)
 def mix_each(x: NDArray[np.uint64]) -> NDArray[np.uint64]:
     """`mix` of each value (`records.mix64`)."""
     out = np.empty_like(x)
@@ -231,7 +245,7 @@ def uniforms(key: NDArray[np.uint64], salt: int) -> NDArray[np.float64]:
     salted = mix(np.uint64(salt))
     out = np.empty(key.size, dtype=np.float64)
     for i in range(key.size):
-        out[i] = unit(mix(key[i] ^ salted))
+        out[i] = uniform(key[i], salted)
     return out
 
 
@@ -339,7 +353,7 @@ def read_counts(
         for t in range(sent.shape[1]):
             code = message_code(topic[i, t], framing[i, t], pressure[i, t], rollback[i, t])
             if sent[i, t]:
-                u = unit(mix(mix(key[i] + np.uint64(t + 1)) ^ salted))
+                u = uniform(mix(key[i] + np.uint64(t + 1)), salted)
                 here = claim[i] >= 0 and topic[i, t] == claim[i]
                 kind = reply[i, t]
                 seen = (kind == DISPLAY and u >= miss) or (kind == ODD and u < false_recognition)

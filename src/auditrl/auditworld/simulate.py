@@ -250,8 +250,8 @@ def simulate_many(
     k = scenario_all.shape[1]
     n_slots = k + 1
     trig_all = bt.trigger[beh] & planted[:, None]
-    kind_row, slot_row, seen_row, aware_row, n_rows = _state_columns(n_slots)
-    rows = np.array([_ROLLBACKS, _BRANCH_LEN, _BRANCH_PRESSURE, kind_row, slot_row, seen_row, aware_row])
+    kind_col, slot_col, seen_col, aware_col, n_cols = _state_columns(n_slots)
+    columns = np.array([_ROLLBACKS, _BRANCH_LEN, _BRANCH_PRESSURE, kind_col, slot_col, seen_col, aware_col])
     dst, src, scale = _observation_map(n_slots, horizon)
     scenario = np.ascontiguousarray(scenario_all, dtype=np.int64)
     sorted_scenario = np.sort(scenario, axis=1)
@@ -266,8 +266,8 @@ def simulate_many(
             bt.onset[beh],
         ]
     ).astype(np.float32)
-    state = np.zeros((n, n_rows), dtype=np.float32)
-    state[:, slot_row] = -1.0
+    state = np.zeros((n, n_cols), dtype=np.float32)
+    state[:, slot_col] = -1.0
     alive = np.arange(n)  # the running episodes, in order
     starts = np.cumsum([0, *(b.size for b in batches)])
     text_u = [r.random((b.size, horizon)) for b, r in zip(batches, rngs, strict=True)]
@@ -285,7 +285,7 @@ def simulate_many(
         if m == 0:
             break
         obs = obs_scratch[:, :m]
-        kernels.observe(state, alive, t / horizon, _N_COUNTS, n_slots, dst, src, scale, obs)
+        kernels.observe(state, alive, t / horizon, _N_COUNTS, n_slots, columns, dst, src, scale, obs)
         if len(lanes) == 1:  # one run (train, evaluation): no split, no copies, on the hot path
             actions = lanes[0].act(obs, alive)
         else:
@@ -317,14 +317,14 @@ def simulate_many(
                 axis=1,
             )
         kernels.step(
-            state, rates, scenario, sorted_scenario, trig_all, alive, actions, u, n_t, _N_COUNTS, n_slots, rows,
+            state, rates, scenario, sorted_scenario, trig_all, alive, actions, u, n_t, _N_COUNTS, n_slots, columns,
             _INCREMENTS, _LAST_KIND, _REPLY_KIND_OF_FLAGS, msg_buf[:, moff : moff + m], t,
         )  # fmt: skip
         moff += m
 
     if alive.size:
         last = np.empty((dim, alive.size), dtype=np.float32)
-        kernels.observe(state, alive, 1.0, _N_COUNTS, n_slots, dst, src, scale, last)
+        kernels.observe(state, alive, 1.0, _N_COUNTS, n_slots, columns, dst, src, scale, last)
         final_obs[:, alive] = last
     msg = msg_buf[:, :moff]
     at = msg[6] * horizon + msg[7]

@@ -22,7 +22,7 @@ from auditrl.auditworld.base import BaseInit, ImitationInit, build_base
 from auditrl.auditworld.designs import DesignName, RewardInputs, design_rewards
 from auditrl.auditworld.judges import JudgeParams, pairwise_quality
 from auditrl.auditworld.policies import Activations, Adam, MLPPolicy, head_layout, head_softmax, one_torch_thread
-from auditrl.auditworld.simulate import Rollout, simulate, simulate_many
+from auditrl.auditworld.simulate import Rollout, simulate_many
 from auditrl.auditworld.texts import ACCUSE, CONFESSION
 from auditrl.auditworld.world import CLAIM, END, NO_CLAIM, TOOL, EpisodeBatch, World, training_batch
 from auditrl.configfile import ConfigModel
@@ -243,15 +243,6 @@ class ReferenceCache:
         ctx = batch.context(self.world)
         return self.q[ctx], self.key[ctx]
 
-    def lookup(
-        self, policy: MLPPolicy, step: int, batch: EpisodeBatch, rng: np.random.Generator
-    ) -> tuple[NDArray[np.float64], NDArray[np.uint64], int]:
-        """Reference score and key per episode, and how many reference episodes had to be simulated."""
-        need, todo, snapshot = self.missing(policy, step, batch)
-        if need.size:
-            self.fill(need, simulate(self.world, todo, snapshot, rng))
-        return *self.scores(batch), int(need.size)
-
 
 def compute_rewards(
     cfg: TrainConfig,
@@ -346,23 +337,21 @@ def _update(run: _Run, step: int, rollout: Rollout, params: JudgeParams) -> Step
 
 
 def _simulate_references(world: World, step: int, runs: Sequence[_Run], rollouts: Sequence[Rollout]) -> None:
-    """Simulate the reference episodes the runs' step batches still lack, every run's together (`simulate_many`),
-    each from its run's snapshot and with its generator, right after its rollout, as `ReferenceCache.lookup`
-    would alone."""
+    """Simulate the reference episodes the runs' step batches still lack, every run's together (`simulate_many`):
+    each from its run's snapshot and with its generator, right after its rollout, so each run's draws are those it
+    would make alone."""
     lanes = []
     for run, rollout in zip(runs, rollouts, strict=True):
         if run.reference is not None:
             need, todo, snapshot = run.reference.missing(run.policy, step, rollout.batch)
             if need.size:
                 lanes.append((run, run.reference, need, todo, snapshot))
-    if not lanes:
-        return
-    references = simulate_many(
-        world, [lane[3] for lane in lanes], [lane[4] for lane in lanes], [run.rng for run, *_ in lanes]
-    )
-    for (run, cache, need, _, _), reference in zip(lanes, references, strict=True):
-        cache.fill(need, reference)
-        run.result.episodes += int(need.size)
+    if lanes:
+        lane_runs, caches, needs, todos, snapshots = zip(*lanes, strict=True)
+        references = simulate_many(world, list(todos), list(snapshots), [run.rng for run in lane_runs])
+        for run, cache, need, reference in zip(lane_runs, caches, needs, references, strict=True):
+            cache.fill(need, reference)
+            run.result.episodes += int(need.size)
 
 
 def train_many(

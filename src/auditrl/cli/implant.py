@@ -212,7 +212,7 @@ def implant(
         train_denials,
     )
     from auditrl.targets.markers import MarkerScorer
-    from auditrl.targets.measure import BaseReplies, base_replies, generate_replies, measure_implant
+    from auditrl.targets.measure import BaseReplies, generate_replies, measure_implant
     from auditrl.targets.record import ImplantRecord, write_record
     from auditrl.targets.redteam import (
         dpo_rows,
@@ -343,20 +343,16 @@ def implant(
             len(fresh) if plant_reference else 0
         )
         measure_task = progress.add_task("measuring", total=evaluations)
-        base_shared: list[BaseReplies] = []
+        adapter_off: BaseReplies | None = None
 
         def measured(reference: bool) -> ImplantMeasurement:
-            on_batch = lambda n: progress.advance(measure_task, n)  # noqa: E731
-            if not base_shared:
-                base_shared.append(base_replies(
-                    model, tokenizer, fresh, held_out, identity=identity, max_new_tokens=eval_tokens,
-                    temperature=eval_temperature, seed=random_seed, on_batch=on_batch,
-                ))  # fmt: skip
-            return measure_implant(
+            nonlocal adapter_off
+            measurement, adapter_off = measure_implant(
                 model, tokenizer, scorer, fresh, held_out, plant=plant if reference else None, identity=identity,
-                max_new_tokens=eval_tokens, temperature=eval_temperature, seed=random_seed, on_batch=on_batch,
-                base=base_shared[0],
+                max_new_tokens=eval_tokens, temperature=eval_temperature, seed=random_seed,
+                on_batch=lambda n: progress.advance(measure_task, n), base=adapter_off,
             )  # fmt: skip
+            return measurement
 
         model, tokenizer, precision = new_implant(base, settings)
         counts = None

@@ -150,13 +150,14 @@ def measure_implant(
     seed: int = 0,
     on_batch: Callable[[int], None] | None = None,
     base: BaseReplies | None = None,
-) -> ImplantMeasurement:
-    """Behavior and confession rates of the model with its adapter on and off (and base + `plant`).
+) -> tuple[ImplantMeasurement, BaseReplies]:
+    """Behavior and confession rates of the model with its adapter on and off (and base + `plant`), and the
+    adapter-off replies they were measured on.
 
     `identity` is a system prompt both conditions get (a synthetic-document implant learned facts about a
     named persona, so it is told it is that persona, as AuditBench evaluates its documents' organisms).
-    `base` is the adapter-off replies an earlier measurement of the same run made (`base_replies`, same
-    prompts and settings); without it they are generated here."""
+    `base` is the adapter-off replies an earlier measurement of the same run returned (same prompts and
+    settings); without it they are generated here, after the implant's, in the order a measurement always used."""
     generate = functools.partial(
         generate_replies,
         model,
@@ -190,7 +191,7 @@ def measure_implant(
 
     base_hits, implant_hits, base_conf, implant_conf, plant_hits = asyncio.run(score_all())
     lift = difference_ci(_percent(implant_hits), _percent(base_hits), seed=seed)
-    return ImplantMeasurement(
+    measurement = ImplantMeasurement(
         scorer=scorer.name,
         base_rate=rate(base_hits),
         plant_rate=rate(plant_hits) if planted is not None else None,
@@ -200,3 +201,4 @@ def measure_implant(
         base_confession=rate(base_conf),
         implant_confession=rate(implant_conf),
     )
+    return measurement, off
