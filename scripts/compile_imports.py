@@ -6,14 +6,20 @@ families transformers ships). Importing each module of the named packages here c
 modules they use, so every later process reads them, even where PYTHONDONTWRITEBYTECODE is set; a module no
 package imports is compiled when something first imports it, as Python always does.
 
-    python scripts/compile_imports.py auditrl
+Importing is one process on one core; `--beside module:function` calls a function in a second process meanwhile, for
+another cache that is filled by running code (numba's compiled kernels, `auditrl.auditworld.warm`). Its failure fails
+this step, with its own traceback.
+
+    python scripts/compile_imports.py auditrl --beside auditrl.auditworld.warm:compile_kernels
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
+import subprocess
 import sys
 import time
 import warnings
@@ -40,11 +46,24 @@ def compile_imports(packages: list[str]) -> tuple[int, list[str]]:
     return imported, failed
 
 
+def call_beside(target: str) -> subprocess.Popen[bytes]:
+    """Start calling `module:function` in a new interpreter (this one's), which writes what it has to say itself."""
+    module, sep, function = target.partition(":")
+    if not (sep and module and function.isidentifier()):
+        raise SystemExit(f"--beside {target!r}: expected module:function")
+    code = f"import importlib; importlib.import_module({module!r}).{function}()"
+    return subprocess.Popen([sys.executable, "-c", code], env={**os.environ, "PYTHONDONTWRITEBYTECODE": ""})
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("packages", nargs="+", help="importable package names")
+    parser.add_argument(
+        "--beside", action="append", default=[], metavar="MODULE:FUNCTION", help="call in another process meanwhile"
+    )
     args = parser.parse_args()
     start = time.process_time()
+    beside = [(target, call_beside(target)) for target in args.beside]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # libraries' import-time deprecation notes are not this step's business
         imported, failed = compile_imports(args.packages)
@@ -52,6 +71,12 @@ def main() -> None:
     print(f"compiled the imports of {imported} modules in {seconds:.0f} CPU-s", file=sys.stderr)
     for line in failed:
         print(f"  not imported: {line}", file=sys.stderr)
+    for target, process in beside:
+        _, status, usage = os.wait4(process.pid, 0)
+        code = os.waitstatus_to_exitcode(status)
+        if code != 0:
+            raise SystemExit(f"{target} failed (exit status {code})")
+        print(f"ran {target} beside, in {usage.ru_utime + usage.ru_stime:.0f} CPU-s", file=sys.stderr)
 
 
 if __name__ == "__main__":
