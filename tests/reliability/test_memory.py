@@ -6,6 +6,10 @@ memory traced by tracemalloc is read there, every earlier audit has finished, th
 audits in flight are all at the same point: the reading does not depend on how far each one had got. What stays
 behind per finished audit (a transcript kept in a list, a growing cache or log buffer) shows as the difference
 over 3N audits.
+
+The client is a fresh interpreter that imports this file: tracemalloc counts every allocation of its process, and in a
+test worker that is also whatever earlier tests left running or collecting (a log handler writing into a capture
+buffer, say), which depends on which tests the worker happened to run first.
 """
 
 from __future__ import annotations
@@ -13,8 +17,12 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import gc
+import json
 import os
+import subprocess
+import sys
 import tracemalloc
+import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
@@ -39,7 +47,12 @@ RETAINED_PER_AUDIT_BOUND = 8 * 1024
 
 class _Marks:
     """Holds the audits from each mark on at their start; once every audit before the mark has finished and
-    CONCURRENCY audits wait there, reads the traced memory (after a full collection) and lets them go on."""
+    CONCURRENCY audits wait there, reads the traced memory (after a full collection) and lets them go on.
+
+    An audit counts as finished when the runner reports it (`on_done`, inside the audit's task), but its task, and with
+    it the task's context holding inspect-ai's log of the audit's model events (about 250 KB), lives on until the task
+    returns. Which comes last, the mark's finish or its last waiter, depends on when the servers' answers arrive, so
+    each reading first waits for the tasks of finished audits to end."""
 
     def __init__(self, marks: list[int]) -> None:
         self.marks = marks
@@ -48,6 +61,7 @@ class _Marks:
         self._waiting = dict.fromkeys(marks, 0)
         self._full = {mark: asyncio.Event() for mark in marks}
         self._read = {mark: asyncio.Event() for mark in marks}
+        self._finishing: weakref.WeakSet[asyncio.Task[object]] = weakref.WeakSet()
 
     def held(self, jobs: Sequence[AuditJob]) -> Sequence[AuditJob]:
         def job(i: int) -> AuditJob:
@@ -70,6 +84,9 @@ class _Marks:
 
     def done(self, _: Transcript) -> None:
         self.finished += 1
+        task = asyncio.current_task()
+        if task is not None:
+            self._finishing.add(task)
         for mark in self.marks:
             self._check(mark)
 
@@ -80,19 +97,22 @@ class _Marks:
     async def read(self) -> None:
         for mark in self.marks:
             await self._full[mark].wait()
+            ending = [task for task in self._finishing if not task.done()]
+            if ending:
+                await asyncio.wait(ending)
+            del ending  # the ended tasks, and their contexts, are then held by nothing
             gc.collect()
             self.readings.append(tracemalloc.get_traced_memory()[0])
             self._read[mark].set()
 
 
-@pytest.mark.slow
-def test_memory_per_finished_audit_stays_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def measure(folder: Path) -> list[int]:
+    """The traced memory at the N-th and the 4N-th finished audit of a run against scripted loopback servers."""
     with (
         OpenAIServerProcess(responder=ScriptedAuditor(TURNS)) as auditor_server,
         OpenAIServerProcess(default=Reply("We refund within 30 days of purchase.")) as target_server,
     ):
-        for key, value in {**auditor_server.environ(), **target_server.environ()}.items():
-            monkeypatch.setenv(key, value)
+        os.environ.update({**auditor_server.environ(), **target_server.environ()})
         auditor, target = auditor_server.model_spec("auditor"), target_server.model_spec("target")
         seeds = sorted(load_seeds(behavior=GENERAL), key=lambda s: s.id)
 
@@ -105,20 +125,38 @@ def test_memory_per_finished_audit_stays_bounded(tmp_path: Path, monkeypatch: py
                     jobs, open_run(out), concurrency=CONCURRENCY, on_done=watch.done, console=Console(file=sink)
                 )
                 outcomes, _ = await asyncio.gather(run, watch.read())
-            assert outcomes.finished == count and outcomes.errors == []
+            assert outcomes.finished == count and outcomes.errors == [], outcomes.errors
             return watch.readings
 
-        async def measure() -> list[int]:
+        async def readings() -> list[int]:
             transcript()  # an inspect-ai transcript in the outer context, as an earlier eval in the process leaves it
-            await audits(CONCURRENCY, tmp_path / "warm-up.jsonl", [])  # first-call imports, connection pools
+            await audits(CONCURRENCY, folder / "warm-up.jsonl", [])  # first-call imports, connection pools
             tracemalloc.start()
             try:
                 # CONCURRENCY more than 4N, so audits are still in flight at the last mark
-                return await audits(4 * N + CONCURRENCY, tmp_path / "transcripts.jsonl", [N, 4 * N])
+                return await audits(4 * N + CONCURRENCY, folder / "transcripts.jsonl", [N, 4 * N])
             finally:
                 tracemalloc.stop()
 
-        at_n, at_4n = asyncio.run(measure())
+        return asyncio.run(readings())
+
+
+CLIENT = (
+    "import importlib.util, json, pathlib, sys; spec = importlib.util.spec_from_file_location('memory_client', "
+    "sys.argv[1]); client = importlib.util.module_from_spec(spec); spec.loader.exec_module(client); "
+    "print(json.dumps(client.measure(pathlib.Path(sys.argv[2]))))"
+)
+"""Imports this file as a module, not as `__main__`, which the servers' spawned processes would import again."""
+
+
+@pytest.mark.slow
+def test_memory_per_finished_audit_stays_bounded(tmp_path: Path) -> None:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", CLIENT, __file__, str(tmp_path)], capture_output=True, text=True, env=env
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    at_n, at_4n = json.loads(done.stdout.splitlines()[-1])
     per_audit = (at_4n - at_n) / (3 * N)
     print(
         f"traced {at_n / 2**20:.1f} MiB after {N} audits, {at_4n / 2**20:.1f} MiB after {4 * N}:"
