@@ -72,8 +72,8 @@ def main() -> None:
     for line in failed:
         print(f"  not imported: {line}", file=sys.stderr)
     for target, process in beside:
-        _, status, usage = os.wait4(process.pid, 0)
-        code = os.waitstatus_to_exitcode(status)
+        _, status, usage = os.wait4(process.pid, 0)  # its exit and, unlike Popen.wait, its CPU time
+        code = process.returncode = os.waitstatus_to_exitcode(status)
         if code != 0:
             raise SystemExit(f"{target} failed (exit status {code})")
         print(f"ran {target} beside, in {usage.ru_utime + usage.ru_stime:.0f} CPU-s", file=sys.stderr)

@@ -19,7 +19,7 @@ from auditrl.auditworld.world import World
 from auditrl.behaviors.library import load_behaviors
 
 DESIGNS = ("concerningness", "binary", "binary_strict", "ingroup_pairwise", "reference_pairwise")
-"""The built-in designs with an AuditWorld form: between them they read the records through every judge."""
+"""The built-in designs with an AuditWorld form (`auditrl.auditworld.designs`): each reads the records its own way."""
 
 
 def compile_kernels() -> list[str]:
@@ -39,7 +39,7 @@ def compile_kernels() -> list[str]:
             families=[family],
             init=init,
             benign_fraction=0.5,
-        )  # fmt: skip
+        )
         for design in DESIGNS
     ]
     result = train_many(world, cfgs)[0]
