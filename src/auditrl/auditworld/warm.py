@@ -12,20 +12,18 @@ import numpy as np
 
 from auditrl.auditworld import kernels
 from auditrl.auditworld.base import RandomInit
+from auditrl.auditworld.designs import vectorised_names
 from auditrl.auditworld.judges import JudgeParams
 from auditrl.auditworld.metrics import EvalConfig, evaluate_policy
 from auditrl.auditworld.training import TrainConfig, train_many
 from auditrl.auditworld.world import World
 from auditrl.behaviors.library import load_behaviors
 
-DESIGNS = ("concerningness", "binary", "binary_strict", "ingroup_pairwise", "reference_pairwise")
-"""The built-in designs with an AuditWorld form (`auditrl.auditworld.designs`): each reads the records its own way."""
-
 
 def compile_kernels() -> list[str]:
-    """Train each built-in design for one step on a few episodes, then evaluate one of the auditors on the held-out
-    suite, so that every kernel is compiled for the argument types training and evaluation pass it (and cached).
-    Returns the kernels that now have compiled code, by name."""
+    """Train each design with an AuditWorld form (`vectorised_names`) for one step on a few episodes, then evaluate
+    one of the auditors on the held-out suite, so that every kernel is compiled for the argument types training and
+    evaluation pass it (and cached). Returns the kernels that now have compiled code, by name."""
     world = World.build(load_behaviors())
     family = world.families.names[0]
     init = RandomInit(kind="random")
@@ -40,7 +38,7 @@ def compile_kernels() -> list[str]:
             init=init,
             benign_fraction=0.5,
         )
-        for design in DESIGNS
+        for design in vectorised_names()
     ]
     result = train_many(world, cfgs)[0]
     suite = EvalConfig(family=family, rollouts=1)
